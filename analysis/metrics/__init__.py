@@ -1,0 +1,14 @@
+"""Public metric functions. Each takes numpy arrays and keyword-only hyperparameters and returns a float."""
+
+from .cca import svcca
+from .distribution import frechet, mmd
+from .kernel import cka
+from .knn import cknna, cycle_knn, mutual_knn
+from .retrieval import alignment, mean_ap, median_rank, modality_gap, partner_ranks, recall_at_k, retrieval
+from .single import lid, lid_pointwise, rankme, uniformity
+
+__all__ = [
+    "alignment", "cka", "cknna", "cycle_knn", "frechet", "lid", "lid_pointwise", "mean_ap",
+    "median_rank", "mmd", "modality_gap", "mutual_knn", "partner_ranks", "rankme", "recall_at_k",
+    "retrieval", "svcca", "uniformity",
+]

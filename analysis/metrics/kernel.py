@@ -1,0 +1,169 @@
+"""Centred kernel alignment (CKA), linear or RBF, with biased or unbiased HSIC.
+
+Grids never hold N x N per pair: each layer's (centred or diagonal-free) Gram matrix is produced
+in row blocks, flattened, and all layer pairs are contracted at once with one gemm per block.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .. import neighbors
+from ..validation import as_matrix, check_paired, check_positive
+from .base import PairKernel, gram_inner, gram_self
+
+KERNELS = ("linear", "rbf")
+
+
+def gram_row_step(n: int) -> int:
+    """Rows per Gram block; depends on N only, so grid and one-pair sum in the same order."""
+    return max(1, neighbors.CHUNK_ENTRIES // n)
+
+
+def pairwise_sq_dists(A: np.ndarray, B: np.ndarray) -> np.ndarray:
+    """``(len(A), len(B))`` squared Euclidean distances, clipped at 0 against round-off."""
+    d = np.sum(A * A, axis=1)[:, None] + np.sum(B * B, axis=1)[None, :] - 2.0 * (A @ B.T)
+    return np.maximum(d, 0.0)
+
+
+def median_distance(X: np.ndarray, *, max_points: int = 2000) -> float:
+    """Median of pairwise Euclidean distances between distinct rows (first ``max_points`` rows)."""
+    S = X[:max_points]
+    d = pairwise_sq_dists(S, S)[np.triu_indices(len(S), k=1)]
+    med = float(np.sqrt(np.median(d)))
+    return med if med > 0 else 1.0
+
+
+@dataclass
+class GramState:
+    """Per-layer pieces from which any row block of the layer's kernel matrix is rebuilt."""
+
+    X: np.ndarray  # (N, d): centred for linear-biased, raw otherwise
+    kernel: str
+    debiased: bool
+    gamma: float = 0.0  # RBF: exp(-gamma * ||x - y||^2)
+    sq_norms: np.ndarray | None = None
+    row_mean: np.ndarray | None = None  # RBF biased centring
+    total: float = 0.0  # debiased: sum of all entries of K~
+    row_sum: np.ndarray | None = None  # debiased: K~ 1
+
+    @property
+    def n(self) -> int:
+        return self.X.shape[0]
+
+    def raw_block(self, start: int, stop: int) -> np.ndarray:
+        if self.kernel == "linear":
+            return self.X[start:stop] @ self.X.T
+        d = self.sq_norms[start:stop, None] + self.sq_norms[None, :] - 2.0 * (self.X[start:stop] @ self.X.T)
+        r = np.arange(stop - start)
+        d[r, r + start] = 0.0  # exact zero self-distance, so k(x, x) = 1 exactly
+        return np.exp(-self.gamma * np.maximum(d, 0.0))
+
+    def block(self, start: int, stop: int) -> np.ndarray:
+        """Rows ``start:stop`` of the kernel the HSIC uses: centred (biased) or zero-diagonal."""
+        B = self.raw_block(start, stop)
+        if self.debiased:
+            r = np.arange(stop - start)
+            B[r, r + start] = 0.0
+        elif self.kernel == "rbf":
+            B = B - self.row_mean[start:stop, None] - self.row_mean[None, :] + self.row_mean.mean()
+        return B
+
+
+class CkaKernel(PairKernel):
+    def prepare(self, X, *, kernel="linear", debiased=False, sigma=1.0, **_):
+        X = as_matrix(X)
+        if kernel not in KERNELS:
+            raise ValueError(f"cka kernel must be one of {KERNELS}, got {kernel!r}")
+        n = X.shape[0]
+        if debiased and n <= 3:
+            raise ValueError(f"debiased CKA needs N > 3 items, got N={n}")
+        if kernel == "linear" and not debiased:
+            # H K H = Xc Xc^T for the linear kernel: centre features instead of the N x N matrix
+            return GramState(X=X - X.mean(axis=0), kernel=kernel, debiased=False)
+        state = GramState(X=X, kernel=kernel, debiased=debiased)
+        if kernel == "rbf":
+            check_positive(sigma, "sigma")
+            bandwidth = sigma * median_distance(X)
+            state.gamma = 1.0 / (2.0 * bandwidth**2)
+            state.sq_norms = np.sum(X * X, axis=1)
+        if kernel == "linear":  # only the debiased linear case reaches here: K~ 1 = X (X^T 1) - diag(K)
+            sums = X @ X.sum(axis=0) - np.sum(X * X, axis=1)
+        else:
+            step = gram_row_step(n)
+            sums = np.empty(n)
+            for start in range(0, n, step):
+                stop = min(n, start + step)
+                sums[start:stop] = state.raw_block(start, stop).sum(axis=1)
+        if debiased:
+            if kernel == "rbf":
+                sums = sums - 1.0  # exp(0) on the diagonal
+            state.row_sum = sums
+            state.total = float(sums.sum())
+        else:
+            state.row_mean = sums / n
+        return state
+
+    def score_block(self, states_a, states_b, **_):
+        n = states_a[0].n
+        for s in list(states_a) + list(states_b):
+            if s.n != n:
+                raise ValueError(f"X and Y must have the same number of rows (items): got {n} and {s.n}")
+        debiased = states_a[0].debiased
+        la, lb = len(states_a), len(states_b)
+        cross = np.zeros((la, lb))
+        self_a = np.zeros(la)
+        self_b = np.zeros(lb)
+        step = gram_row_step(n)
+        for start in range(0, n, step):
+            stop = min(n, start + step)
+            Ga = np.stack([s.block(start, stop).ravel() for s in states_a])
+            # a self-grid (one model against itself) builds each block once
+            Gb = Ga if states_b is states_a else np.stack([s.block(start, stop).ravel() for s in states_b])
+            cross += gram_inner(Ga, Gb)
+            sa = gram_self(Ga)
+            self_a += sa
+            self_b += sa if Gb is Ga else gram_self(Gb)
+        if debiased:
+            ta = np.array([s.total for s in states_a])
+            tb = np.array([s.total for s in states_b])
+            ra = np.stack([s.row_sum for s in states_a])
+            rb = np.stack([s.row_sum for s in states_b])
+
+            def hsic_u(trace, sa, sb, dot):
+                return (trace + sa * sb / ((n - 1) * (n - 2)) - 2.0 * dot / (n - 2)) / (n * (n - 3))
+
+            cross = hsic_u(cross, ta[:, None], tb[None, :], gram_inner(ra, rb))
+            self_a = hsic_u(self_a, ta, ta, gram_self(ra))
+            self_b = hsic_u(self_b, tb, tb, gram_self(rb))
+        denom = np.sqrt(np.outer(self_a, self_b))
+        with np.errstate(invalid="ignore", divide="ignore"):
+            out = cross / denom
+        # a constant representation has zero self-HSIC: CKA is undefined there, report 0
+        return np.where(denom > 0, out, 0.0)
+
+
+_CKA = CkaKernel()
+
+
+def cka(X, Y, *, kernel: str = "linear", debiased: bool = False, sigma: float = 1.0) -> float:
+    """Centred kernel alignment between two representations of the same items.
+
+    Args:
+        X: ``(N, p)``; Y: ``(N, q)``; rows are the same items.
+        kernel: ``"linear"`` (``K = X X^T``) or ``"rbf"`` (``K = exp(-||x-y||^2 / (2 s^2))`` with
+            ``s = sigma * median pairwise distance`` of that space).
+        debiased: use the unbiased HSIC of Song et al. (2012) (needs N > 3) instead of the biased
+            ``tr(K H L H)``.
+    Returns:
+        ``HSIC(K, L) / sqrt(HSIC(K, K) HSIC(L, L))``; biased CKA lies in ``[0, 1]``, debiased can
+        dip slightly below 0. Higher is more similar. Linear CKA is invariant to orthogonal maps
+        and isotropic scaling of either space.
+    Reference: Kornblith et al. (2019), Similarity of Neural Network Representations Revisited.
+    """
+    X = as_matrix(X, "X")
+    Y = as_matrix(Y, "Y")
+    check_paired(X, Y)
+    return _CKA.one_pair(X, Y, kernel=kernel, debiased=debiased, sigma=sigma)

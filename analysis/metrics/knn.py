@@ -1,0 +1,190 @@
+"""Neighbourhood metrics between two spaces: mutual k-NN, cycle k-NN and CKNNA.
+
+All three use cosine neighbours on L2-normalised rows with the item itself excluded, as in the
+platonic-representation code (Huh et al., 2024, "The Platonic Representation Hypothesis").
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from scipy import sparse
+
+from ..neighbors import cosine_topk, l2_normalize
+from ..validation import as_matrix, check_k, check_paired
+from .base import PairKernel
+
+
+@dataclass(frozen=True)
+class KnnState:
+    """Per-layer neighbour lists: ``idx`` and cosine ``sim`` are ``(N, k)``."""
+
+    idx: np.ndarray
+    sim: np.ndarray
+    self_hsic: float  # unbiased HSIC of the k-NN-masked kernel with itself (CKNNA denominator)
+
+    @property
+    def n(self) -> int:
+        return self.idx.shape[0]
+
+    @property
+    def k(self) -> int:
+        return self.idx.shape[1]
+
+
+def masked_hsic_unbiased(n: int, rows, cols, kv, lv) -> float:
+    """Unbiased HSIC (Song et al., 2012) of two sparse kernels sharing one support.
+
+    ``K~`` and ``L~`` are zero except at ``(rows[e], cols[e])`` where they hold ``kv[e]`` and
+    ``lv[e]``; the diagonal is never in the support. Formula::
+
+        [tr(K~ L~) + (1'K~1)(1'L~1)/((n-1)(n-2)) - 2/(n-2) 1'K~L~1] / (n(n-3))
+
+    with ``tr(K~L~) = sum_ij K~_ij L~_ji`` (the support need not be symmetric) and
+    ``1'K~L~1 = colsum(K~) . rowsum(L~)``.
+    """
+    rows = np.asarray(rows, dtype=np.int64)
+    cols = np.asarray(cols, dtype=np.int64)
+    keys = rows * n + cols
+    order = np.argsort(keys, kind="stable")
+    sorted_keys = keys[order]
+    transposed = cols * n + rows
+    pos = np.minimum(np.searchsorted(sorted_keys, transposed), max(len(sorted_keys) - 1, 0))
+    found = sorted_keys[pos] == transposed if len(sorted_keys) else np.zeros(0, dtype=bool)
+    trace = float(np.sum(kv[found] * lv[order[pos[found]]]))
+    s_k, s_l = float(np.sum(kv)), float(np.sum(lv))
+    colsum_k = np.bincount(cols, weights=kv, minlength=n)
+    rowsum_l = np.bincount(rows, weights=lv, minlength=n)
+    cross = float(colsum_k @ rowsum_l)
+    return (trace + s_k * s_l / ((n - 1) * (n - 2)) - 2.0 * cross / (n - 2)) / (n * (n - 3))
+
+
+class KnnKernel(PairKernel):
+    """Shared preparation: cosine top-k per layer (and the CKNNA self term, which is cheap)."""
+
+    def prepare(self, X, *, k=10, **_):
+        X = as_matrix(X)
+        check_k(X.shape[0], k)
+        idx, sim = cosine_topk(l2_normalize(X), k)
+        n = X.shape[0]
+        self_hsic = np.nan
+        if n > 3:
+            rows = np.repeat(np.arange(n), k)
+            self_hsic = masked_hsic_unbiased(n, rows, idx.ravel(), sim.ravel(), sim.ravel())
+        return KnnState(idx=idx, sim=sim, self_hsic=self_hsic)
+
+    @staticmethod
+    def _check_pair(sa: KnnState, sb: KnnState):
+        if sa.n != sb.n:
+            raise ValueError(f"X and Y must have the same number of rows (items): got {sa.n} and {sb.n}")
+
+
+class MutualKnn(KnnKernel):
+    """``1/(kN) sum_i |NN_k^X(i) ∩ NN_k^Y(i)|``; all pairs at once by a sparse indicator product."""
+
+    @staticmethod
+    def _indicator(states) -> sparse.csr_matrix:
+        # one row per layer, one column per (i, j) slot of the N x N neighbour indicator
+        n, k = states[0].n, states[0].k
+        cols = np.concatenate([(np.arange(n)[:, None] * n + s.idx).ravel() for s in states])
+        rows = np.repeat(np.arange(len(states)), n * k)
+        data = np.ones(len(cols), dtype=np.float64)
+        return sparse.csr_matrix((data, (rows, cols)), shape=(len(states), n * n))
+
+    def score_block(self, states_a, states_b, **_):
+        for sb in states_b:
+            self._check_pair(states_a[0], sb)
+        counts = (self._indicator(states_a) @ self._indicator(states_b).T).toarray()
+        n, k = states_a[0].n, states_a[0].k
+        return counts / (k * n)
+
+
+class CycleKnn(KnnKernel):
+    """Share of items i found among the X-neighbours of at least one of their Y-neighbours."""
+
+    def score(self, sa: KnnState, sb: KnnState, **_):
+        self._check_pair(sa, sb)
+        n = sa.n
+        # (N, k, k): X-neighbours of each Y-neighbour of i; hit when i is among them
+        back = sa.idx[sb.idx]
+        hit = (back == np.arange(n)[:, None, None]).any(axis=(1, 2))
+        return float(hit.mean())
+
+
+class Cknna(KnnKernel):
+    """CKA restricted to mutual k-NN pairs, with unbiased HSIC (Huh et al., 2024)."""
+
+    def score(self, sa: KnnState, sb: KnnState, **_):
+        self._check_pair(sa, sb)
+        n = sa.n
+        if n <= 3:
+            raise ValueError(f"cknna needs N > 3 items for the unbiased HSIC, got N={n}")
+        # (i, slot in X's list, slot in Y's list) for every neighbour shared by both spaces
+        i, pa, pb = np.nonzero(sa.idx[:, :, None] == sb.idx[:, None, :])
+        cols = sa.idx[i, pa]
+        cross = masked_hsic_unbiased(n, i, cols, sa.sim[i, pa], sb.sim[i, pb])
+        denom = sa.self_hsic * sb.self_hsic
+        if not denom > 0:
+            return float("nan")
+        return float(cross / np.sqrt(denom))
+
+
+_MUTUAL = MutualKnn()
+_CYCLE = CycleKnn()
+_CKNNA = Cknna()
+
+
+def _pair_inputs(X, Y, k):
+    X = as_matrix(X, "X")
+    Y = as_matrix(Y, "Y")
+    check_paired(X, Y)
+    check_k(X.shape[0], k)
+    return X, Y
+
+
+def mutual_knn(X, Y, *, k: int = 10) -> float:
+    """Mutual k-nearest-neighbour alignment between two spaces.
+
+    Args:
+        X: ``(N, p)`` embeddings; Y: ``(N, q)`` embeddings of the same N items.
+        k: neighbours per item (the item itself excluded); ``k < N``.
+    Returns:
+        ``1/(kN) sum_i |NN_k^X(i) ∩ NN_k^Y(i)|`` in ``[0, 1]``; higher means more aligned.
+        Chance level is about ``k/(N-1)``. Invariant to rotation and scaling of either space.
+    Reference: Huh et al. (2024), The Platonic Representation Hypothesis.
+
+    >>> import numpy as np; X = np.random.default_rng(0).normal(size=(50, 8))
+    >>> mutual_knn(X, 3 * X, k=5)
+    1.0
+    """
+    X, Y = _pair_inputs(X, Y, k)
+    return _MUTUAL.one_pair(X, Y, k=k)
+
+
+def cycle_knn(X, Y, *, k: int = 10) -> float:
+    """Cycle k-NN: share of items that return to themselves via Y-neighbours then X-neighbours.
+
+    Returns a value in ``[0, 1]`` (higher is better): item i counts when i is among the k
+    X-neighbours of at least one of its k Y-neighbours (``knn_X[knn_Y]`` contains i).
+    Reference: Huh et al. (2024), platonic-rep ``cycle_knn``.
+    """
+    X, Y = _pair_inputs(X, Y, k)
+    return _CYCLE.one_pair(X, Y, k=k)
+
+
+def cknna(X, Y, *, k: int = 10) -> float:
+    """Centred kernel nearest-neighbour alignment (CKNNA).
+
+    Kernels are cosine similarities of L2-normalised rows; both are masked to the pairs
+    ``(i, j)`` where j is a k-NN of i in *both* spaces, and compared with unbiased HSIC::
+
+        CKNNA = HSIC_u(M∘K, M∘L) / sqrt(HSIC_u(M_K∘K, M_K∘K) HSIC_u(M_L∘L, M_L∘L))
+
+    Usually in ``[0, 1]`` (not bounded in theory; NaN when a self term is not positive).
+    Needs N > 3. Reference: Huh et al. (2024).
+    """
+    X, Y = _pair_inputs(X, Y, k)
+    if X.shape[0] <= 3:
+        raise ValueError(f"cknna needs N > 3 items for the unbiased HSIC, got N={X.shape[0]}")
+    return _CKNNA.one_pair(X, Y, k=k)

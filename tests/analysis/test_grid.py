@@ -1,0 +1,139 @@
+import numpy as np
+import pytest
+
+from analysis import neighbors
+from analysis.grid import best_cell, layer_grid, layer_profile
+from analysis.preprocess import clamp_outliers
+from analysis.registry import REGISTRY, metrics_of_kind
+from tests.conftest import planted
+
+
+def stack(n=80, layers=3, d=10, seed=0, same_dim=None):
+    X, Y = planted(n, dx=d, dy=same_dim or d + 3, seed=seed)
+    rng = np.random.default_rng(seed)
+    # layers progressively mix in noise so cells really differ
+    A = np.stack([X + l * rng.normal(size=X.shape) for l in range(layers)])
+    B = np.stack([Y + l * rng.normal(size=Y.shape) for l in range(layers + 1)])
+    return A, B
+
+
+PAIRWISE = [s.name for s in metrics_of_kind("pairwise")]
+SAME = [s.name for s in metrics_of_kind("same_space", "unpaired")]
+
+PARAMS = {
+    "cka": [{}, {"debiased": True}, {"kernel": "rbf"}, {"kernel": "rbf", "debiased": True}],
+}
+
+
+def cases(names):
+    for name in names:
+        for params in PARAMS.get(name, [{}]):
+            yield name, params
+
+
+@pytest.mark.parametrize("name,params", list(cases(PAIRWISE)))
+def test_grid_cells_equal_one_pair_functions_exactly(name, params):
+    A, B = stack()
+    grid = layer_grid(A, B, metric=name, k=5, **params)
+    spec = REGISTRY[name]
+    if "k" in spec.params:
+        params = {**params, "k": 5}
+    expected = np.array([[spec(a, b, **params) for b in B] for a in A])
+    assert grid.shape == (len(A), len(B))
+    np.testing.assert_array_equal(grid, expected)
+
+
+@pytest.mark.parametrize("name,params", list(cases(PAIRWISE)))
+def test_self_grid_equals_explicit_grid(name, params):
+    A, _ = stack(layers=4)
+    np.testing.assert_array_equal(layer_grid(A, metric=name, k=5, **params),
+                                  layer_grid(A, A.copy(), metric=name, k=5, **params))
+
+
+@pytest.mark.parametrize("name", SAME)
+def test_same_space_grids(name):
+    A, _ = stack()
+    B = A[::-1] + 0.1
+    grid = layer_grid(A, B, metric=name)
+    spec = REGISTRY[name]
+    params = {"k": 10} if "k" in spec.params else {}
+    np.testing.assert_array_equal(grid, [[spec(a, b, **params) for b in B] for a in A])
+
+
+def test_grid_with_many_layers_spans_several_gemm_tiles():
+    A, B = stack(layers=11)
+    grid = layer_grid(A, B, metric="cka")
+    expected = np.array([[REGISTRY["cka"](a, b) for b in B] for a in A])
+    np.testing.assert_array_equal(grid, expected)
+
+
+def test_chunked_computation_agrees_with_unchunked(monkeypatch):
+    A, B = stack(n=90)
+    whole = {m: layer_grid(A, B, metric=m, k=5) for m in ("mutual_knn", "cka", "cknna")}
+    whole["rbf"] = layer_grid(A, B, metric="cka", kernel="rbf", debiased=True)
+    monkeypatch.setattr(neighbors, "CHUNK_ENTRIES", 500)  # forces ~6-row blocks
+    for m in ("mutual_knn", "cka", "cknna"):
+        chunked = layer_grid(A, B, metric=m, k=5)
+        np.testing.assert_allclose(chunked, whole[m], rtol=1e-12, atol=1e-14)
+        # and chunked grids still equal the chunked one-pair functions exactly
+        assert chunked[1, 2] == REGISTRY[m](A[1], B[2], **({"k": 5} if m != "cka" else {}))
+    np.testing.assert_allclose(layer_grid(A, B, metric="cka", kernel="rbf", debiased=True), whole["rbf"], rtol=1e-12)
+
+
+def test_clamp_option_is_applied_before_scoring():
+    A, B = stack()
+    A[:, 0, 0] = 1e4  # one massive activation
+    clamped = layer_grid(A, B, metric="cka", clamp_quantile=0.95)
+    expected = REGISTRY["cka"](clamp_outliers(A[0], quantile=0.95), clamp_outliers(B[1], quantile=0.95))
+    assert clamped[0, 1] == expected
+    assert clamped[0, 1] != layer_grid(A, B, metric="cka")[0, 1]
+
+
+def test_clamp_outliers_per_feature():
+    X = np.array([[1.0, -10.0], [2.0, 1.0], [3.0, 2.0], [100.0, 3.0]])
+    out = clamp_outliers(X, quantile=0.5)
+    q0, q1 = np.quantile([1, 2, 3, 100], 0.5), np.quantile([10, 1, 2, 3], 0.5)
+    np.testing.assert_allclose(out[:, 0], np.clip(X[:, 0], -q0, q0))
+    np.testing.assert_allclose(out[:, 1], np.clip(X[:, 1], -q1, q1))
+    with pytest.raises(ValueError, match="quantile"):
+        clamp_outliers(X, quantile=1.5)
+
+
+def test_profile_matches_per_layer_calls():
+    A, _ = stack()
+    for name in ("rankme", "uniformity", "lid"):
+        prof = layer_profile(A, metric=name)
+        assert prof.shape == (len(A),)
+        np.testing.assert_array_equal(prof, [REGISTRY[name](a) for a in A])
+    np.testing.assert_array_equal(layer_profile(A, metric="lid", method="twonn"),
+                                  [REGISTRY["lid"](a, method="twonn") for a in A])
+
+
+def test_grid_errors_name_the_problem():
+    A, B = stack()
+    with pytest.raises(ValueError, match="same items"):
+        layer_grid(A, B[:, :-1], metric="mutual_knn")
+    with pytest.raises(ValueError, match="layer_profile"):
+        layer_grid(A, B, metric="rankme")
+    with pytest.raises(ValueError, match="layer_grid"):
+        layer_profile(A, metric="cka")
+    with pytest.raises(ValueError, match="one embedding space"):
+        layer_grid(A, B, metric="modality_gap")
+    with pytest.raises(ValueError, match="3-D"):
+        layer_grid(A[0], B, metric="cka")
+    with pytest.raises(ValueError, match="too few"):
+        layer_grid(A[:, :6], B[:, :6], metric="mutual_knn", k=10)
+    with pytest.raises(ValueError, match="does not take"):
+        layer_grid(A, B, metric="cka", kk=3)
+    bad = A.copy()
+    bad[1, 4, 2] = np.nan
+    with pytest.raises(ValueError, match=r"A\[layer 1\].*NaN"):
+        layer_grid(bad, B, metric="cka")
+
+
+def test_best_cell():
+    g = np.array([[0.1, 0.5], [np.nan, 0.3]])
+    assert best_cell(g) == (0, 1, 0.5)
+    assert best_cell(g, higher_is_better=False) == (0, 0, 0.1)
+    with pytest.raises(ValueError, match="finite"):
+        best_cell(np.full((2, 2), np.nan))

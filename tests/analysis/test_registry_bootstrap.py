@@ -1,0 +1,96 @@
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from hypothesis.extra.numpy import arrays
+
+from analysis import metrics as M
+from analysis.bootstrap import bootstrap_ci
+from analysis.registry import KINDS, REGISTRY, get_metric
+from tests.conftest import planted
+
+
+def test_registry_entries_are_complete():
+    for name, spec in REGISTRY.items():
+        assert spec.name == name
+        assert spec.kind in KINDS
+        assert spec.higher_is_better in (True, False, None)
+        assert spec.summary
+        if spec.kind != "single":
+            assert spec.kernel is not None, name
+
+
+def test_unknown_metric_suggests_close_names():
+    with pytest.raises(ValueError, match="Did you mean 'mutual_knn'"):
+        get_metric("mutual_kn")
+    with pytest.raises(ValueError, match="Choices: "):
+        get_metric("zzz")
+
+
+def test_unknown_parameter_lists_accepted_ones():
+    X, Y = planted()
+    with pytest.raises(ValueError, match="its parameters are: k"):
+        REGISTRY["mutual_knn"](X, Y, topk=3)
+
+
+def test_bootstrap_interval_brackets_the_estimate_and_is_reproducible():
+    X, Y = planted(100)
+    ci = bootstrap_ci("cka", X, Y, n_boot=60, seed=1)
+    assert ci.low <= ci.estimate <= ci.high
+    assert ci.estimate == M.cka(X, Y)
+    again = bootstrap_ci("cka", X, Y, n_boot=60, seed=1)
+    np.testing.assert_array_equal(ci.samples, again.samples)
+    # percentile method: the bounds are the sample quantiles
+    lo, hi = np.quantile(ci.samples, [0.025, 0.975])
+    assert (ci.low, ci.high) == (lo, hi)
+
+
+def test_bootstrap_resamples_pairs_together():
+    # if pairs were broken, a perfectly aligned pair would drop far below 1
+    X, _ = planted(80)
+    ci = bootstrap_ci("cka", X, 2 * X, n_boot=30)
+    assert ci.low == pytest.approx(1.0)
+
+
+def test_bootstrap_single_and_unpaired_and_errors():
+    X, Y = planted(80)
+    assert bootstrap_ci("rankme", X, n_boot=20).estimate == M.rankme(X)
+    ci = bootstrap_ci("mmd", X, X[:50] + 1.0, n_boot=20)
+    assert ci.low > 0  # a shifted sample is reliably different
+    with pytest.raises(ValueError, match="pass Y"):
+        bootstrap_ci("cka", X)
+    with pytest.raises(ValueError, match="do not pass Y"):
+        bootstrap_ci("rankme", X, Y)
+    with pytest.raises(ValueError, match="level"):
+        bootstrap_ci("cka", X, Y, level=1.5)
+
+
+finite = st.floats(-1e3, 1e3, allow_nan=False, allow_infinity=False)
+
+
+@settings(max_examples=40, deadline=None)
+@given(arrays(np.float64, (15, 4), elements=finite), arrays(np.float64, (15, 3), elements=finite),
+       st.integers(1, 6))
+def test_knn_metrics_bounded_for_any_input(X, Y, k):
+    for f in (M.mutual_knn, M.cycle_knn):
+        v = f(X + 1e-3 * np.arange(60).reshape(15, 4), Y + 1.0, k=k)
+        assert 0.0 <= v <= 1.0
+
+
+@settings(max_examples=40, deadline=None)
+@given(arrays(np.float64, (12, 3), elements=st.floats(-100, 100)), arrays(np.float64, (12, 5), elements=st.floats(-100, 100)))
+def test_biased_linear_cka_in_unit_interval(X, Y):
+    v = M.cka(X, Y)
+    assert -1e-12 <= v <= 1 + 1e-12
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.integers(0, 10_000))
+def test_retrieval_ranks_agree_with_argsort(seed):
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(25, 4))
+    Y = X + rng.normal(size=X.shape)
+    S = (X / np.linalg.norm(X, axis=1, keepdims=True)) @ (Y / np.linalg.norm(Y, axis=1, keepdims=True)).T
+    order = np.argsort(-S, axis=1)
+    expected = np.array([int(np.where(order[i] == i)[0][0]) for i in range(25)])
+    np.testing.assert_array_equal(M.partner_ranks(X, Y), expected)
