@@ -20,7 +20,8 @@ def as_matrix(X, name: str = "X", *, min_rows: int = 2) -> np.ndarray:
     if arr.shape[1] < 1:
         raise ValueError(f"{name} has no features (shape {arr.shape})")
     arr = arr.astype(np.float64, copy=False)
-    if not np.all(np.isfinite(arr)):
+    # one summing pass (no N x d boolean temporary); only a non-finite sum needs the full check
+    if not np.isfinite(arr.sum()) and not np.all(np.isfinite(arr)):
         bad = np.argwhere(~np.isfinite(arr))[0]
         raise ValueError(
             f"{name} contains NaN or inf (first at row {bad[0]}, column {bad[1]}); "

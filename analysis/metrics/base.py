@@ -63,27 +63,30 @@ def _tiles(G: np.ndarray):
         yield start, part
 
 
+#: Columns per contraction step; fixed, so partial sums always add up in the same order.
+K_CHUNK = 1 << 13
+
+
 def gram_inner(Ga: np.ndarray, Gb: np.ndarray) -> np.ndarray:
-    """``Ga @ Gb.T`` for flattened per-layer blocks, computed tile by fixed-shape tile.
+    """``Ga @ Gb.T`` for flattened per-layer blocks, computed on fixed-shape tiles.
 
     BLAS picks its kernel and summation order from the operand shapes (a 1-row operand goes to
     dot/gemv, small products to a "small matrix" kernel), so the same cell can differ in the last
-    bits between a 1x1 and a 24x24 call. Running every product on zero-padded ``(TILE, K)`` tiles
-    makes a cell depend only on its two rows, so one-pair calls and grid cells agree exactly.
+    bits between a 1x1 and a 24x24 call. Running every product on zero-padded ``(TILE, K_CHUNK)``
+    tiles, accumulated chunk by chunk in a fixed order, makes a cell depend only on its two rows,
+    so one-pair calls and grid cells agree exactly; the column chunks keep tiles in cache.
     """
     la, lb = Ga.shape[0], Gb.shape[0]
-    out = np.empty((la, lb), dtype=np.result_type(Ga, Gb))
-    for i, ta in _tiles(Ga):
-        for j, tb in _tiles(Gb):
-            block = ta @ tb.T
-            out[i : i + TILE, j : j + TILE] = block[: min(TILE, la - i), : min(TILE, lb - j)]
-    return out
+    tiles_a, tiles_b = list(_tiles(Ga)), list(_tiles(Gb))
+    acc = np.zeros((len(tiles_a) * TILE, len(tiles_b) * TILE), dtype=np.result_type(Ga, Gb))
+    for c in range(0, Ga.shape[1], K_CHUNK):
+        for i, ta in tiles_a:
+            part = ta[:, c : c + K_CHUNK]
+            for j, tb in tiles_b:
+                acc[i : i + TILE, j : j + TILE] += part @ tb[:, c : c + K_CHUNK].T
+    return acc[:la, :lb]
 
 
 def gram_self(G: np.ndarray) -> np.ndarray:
-    """``diag(G @ G.T)`` through the same fixed-shape tiles as :func:`gram_inner`."""
-    out = np.empty(G.shape[0], dtype=G.dtype)
-    for i, t in _tiles(G):
-        d = np.diag(t @ t.T)
-        out[i : i + TILE] = d[: min(TILE, G.shape[0] - i)]
-    return out
+    """``diag(G @ G.T)``: one 1-D dot per row, a routine that does not depend on how many rows there are."""
+    return np.array([np.dot(row, row) for row in G], dtype=G.dtype)

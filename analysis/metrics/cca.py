@@ -30,7 +30,7 @@ class SvccaKernel(PairKernel):
     def prepare(self, X, *, keep=0.99, **_):
         if not 0 < keep <= 1:
             raise ValueError(f"svcca keep must be in (0, 1], got {keep!r}")
-        return SvccaState(basis=svd_reduce_basis(as_matrix(X), keep))
+        return SvccaState(basis=svd_reduce_basis(np.asarray(X), keep))
 
     def score(self, sa, sb, **_):
         if sa.basis.shape[0] != sb.basis.shape[0]:

@@ -17,9 +17,14 @@ from .base import PairKernel, gram_inner, gram_self
 KERNELS = ("linear", "rbf")
 
 
+#: Entries of one layer's Gram row block (8 MB): small enough that the per-layer blocks of a
+#: whole model stay in a reused buffer instead of N x N per layer.
+GRAM_BLOCK_ENTRIES = 1 << 20
+
+
 def gram_row_step(n: int) -> int:
     """Rows per Gram block; depends on N only, so grid and one-pair sum in the same order."""
-    return max(1, neighbors.CHUNK_ENTRIES // n)
+    return max(1, min(neighbors.CHUNK_ENTRIES, GRAM_BLOCK_ENTRIES) // n)
 
 
 def pairwise_sq_dists(A: np.ndarray, B: np.ndarray) -> np.ndarray:
@@ -40,12 +45,13 @@ def median_distance(X: np.ndarray, *, max_points: int = 2000) -> float:
 class GramState:
     """Per-layer pieces from which any row block of the layer's kernel matrix is rebuilt."""
 
-    X: np.ndarray  # (N, d): centred for linear-biased, raw otherwise
+    X: np.ndarray  # (N, d): centred for linear-biased (exact H K H = Xc Xc^T), raw otherwise
     kernel: str
     debiased: bool
     gamma: float = 0.0  # RBF: exp(-gamma * ||x - y||^2)
     sq_norms: np.ndarray | None = None
-    row_mean: np.ndarray | None = None  # RBF biased centring
+    row_mean: np.ndarray | None = None  # biased centring: K 1 / N
+    grand_mean: float = 0.0  # biased centring: mean of all entries of K
     total: float = 0.0  # debiased: sum of all entries of K~
     row_sum: np.ndarray | None = None  # debiased: K~ 1
 
@@ -61,27 +67,36 @@ class GramState:
         d[r, r + start] = 0.0  # exact zero self-distance, so k(x, x) = 1 exactly
         return np.exp(-self.gamma * np.maximum(d, 0.0))
 
+    def block_into(self, start: int, stop: int, out: np.ndarray) -> None:
+        """Write rows ``start:stop`` of the HSIC kernel into ``out`` ``(stop-start, N)``."""
+        if self.kernel == "linear" and not self.debiased:
+            # X is centred already, so these are rows of H K H with no cancellation
+            np.matmul(self.X[start:stop], self.X.T, out=out)
+        else:
+            out[...] = self.block(start, stop)
+
     def block(self, start: int, stop: int) -> np.ndarray:
         """Rows ``start:stop`` of the kernel the HSIC uses: centred (biased) or zero-diagonal."""
         B = self.raw_block(start, stop)
         if self.debiased:
             r = np.arange(stop - start)
             B[r, r + start] = 0.0
-        elif self.kernel == "rbf":
-            B = B - self.row_mean[start:stop, None] - self.row_mean[None, :] + self.row_mean.mean()
+        elif self.kernel == "rbf":  # RBF biased: explicit H K H rows
+            B = B - self.row_mean[start:stop, None] - self.row_mean[None, :] + self.grand_mean
         return B
 
 
 class CkaKernel(PairKernel):
     def prepare(self, X, *, kernel="linear", debiased=False, sigma=1.0, **_):
-        X = as_matrix(X)
+        # X was validated by the caller (the public function or layer_grid)
         if kernel not in KERNELS:
             raise ValueError(f"cka kernel must be one of {KERNELS}, got {kernel!r}")
         n = X.shape[0]
         if debiased and n <= 3:
             raise ValueError(f"debiased CKA needs N > 3 items, got N={n}")
         if kernel == "linear" and not debiased:
-            # H K H = Xc Xc^T for the linear kernel: centre features instead of the N x N matrix
+            # H K H = Xc Xc^T: centring features is exact and avoids float cancellation when the
+            # mean is large against the spread (common in LLM hidden states)
             return GramState(X=X - X.mean(axis=0), kernel=kernel, debiased=False)
         state = GramState(X=X, kernel=kernel, debiased=debiased)
         if kernel == "rbf":
@@ -89,21 +104,20 @@ class CkaKernel(PairKernel):
             bandwidth = sigma * median_distance(X)
             state.gamma = 1.0 / (2.0 * bandwidth**2)
             state.sq_norms = np.sum(X * X, axis=1)
-        if kernel == "linear":  # only the debiased linear case reaches here: K~ 1 = X (X^T 1) - diag(K)
-            sums = X @ X.sum(axis=0) - np.sum(X * X, axis=1)
+        if kernel == "linear":  # debiased only here: K~ 1 = X (X^T 1) - diag(K)
+            sums = X @ X.sum(axis=0) - np.einsum("ij,ij->i", X, X)
         else:
             step = gram_row_step(n)
             sums = np.empty(n)
             for start in range(0, n, step):
                 stop = min(n, start + step)
                 sums[start:stop] = state.raw_block(start, stop).sum(axis=1)
-        if debiased:
-            if kernel == "rbf":
-                sums = sums - 1.0  # exp(0) on the diagonal
-            state.row_sum = sums
-            state.total = float(sums.sum())
-        else:
-            state.row_mean = sums / n
+        if debiased and kernel == "rbf":
+            sums = sums - 1.0  # exp(0) on the diagonal
+        state.row_sum = sums  # K 1 (RBF biased) or K~ 1 (debiased)
+        state.total = float(sums.sum())
+        state.row_mean = sums / n
+        state.grand_mean = state.total / n**2
         return state
 
     def score_block(self, states_a, states_b, **_):
@@ -117,15 +131,24 @@ class CkaKernel(PairKernel):
         self_a = np.zeros(la)
         self_b = np.zeros(lb)
         step = gram_row_step(n)
+        # one reused buffer per side: fresh N x N allocations per layer cost more than the gemms
+        buf_a = np.empty((la, step * n))
+        # a self-grid (one model against itself) builds each block once
+        buf_b = buf_a if states_b is states_a else np.empty((lb, step * n))
         for start in range(0, n, step):
             stop = min(n, start + step)
-            Ga = np.stack([s.block(start, stop).ravel() for s in states_a])
-            # a self-grid (one model against itself) builds each block once
-            Gb = Ga if states_b is states_a else np.stack([s.block(start, stop).ravel() for s in states_b])
+            width = (stop - start) * n
+            Ga = buf_a[:, :width]
+            for i, s in enumerate(states_a):
+                s.block_into(start, stop, Ga[i].reshape(stop - start, n))
+            Gb = buf_b[:, :width]
+            if buf_b is not buf_a:
+                for i, s in enumerate(states_b):
+                    s.block_into(start, stop, Gb[i].reshape(stop - start, n))
             cross += gram_inner(Ga, Gb)
             sa = gram_self(Ga)
             self_a += sa
-            self_b += sa if Gb is Ga else gram_self(Gb)
+            self_b += sa if buf_b is buf_a else gram_self(Gb)
         if debiased:
             ta = np.array([s.total for s in states_a])
             tb = np.array([s.total for s in states_b])

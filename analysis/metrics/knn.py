@@ -18,10 +18,11 @@ from .base import PairKernel
 
 @dataclass(frozen=True)
 class KnnState:
-    """Per-layer neighbour lists: ``idx`` and cosine ``sim`` are ``(N, k)``."""
+    """Per-layer neighbour lists: ``idx`` and cosine ``sim`` are ``(N, k)``, each row sorted by index."""
 
     idx: np.ndarray
     sim: np.ndarray
+    recip: np.ndarray  # (N, k) slot of i in the list of its neighbour j, -1 if absent
     self_hsic: float  # unbiased HSIC of the k-NN-masked kernel with itself (CKNNA denominator)
 
     @property
@@ -33,7 +34,20 @@ class KnnState:
         return self.idx.shape[1]
 
 
-def masked_hsic_unbiased(n: int, rows, cols, kv, lv) -> float:
+def reciprocal_slots(idx: np.ndarray) -> np.ndarray:
+    """``(N, k)``: for neighbour ``j = idx[i, s]``, the slot of i in j's own list, or -1.
+
+    Rows of ``idx`` must be sorted, so that ``i * N + idx[i, s]`` is one sorted key array.
+    """
+    n, k = idx.shape
+    keys = (np.arange(n)[:, None] * n + idx).ravel()
+    back = (idx * n + np.arange(n)[:, None]).ravel()  # key of (j, i)
+    pos = np.minimum(np.searchsorted(keys, back), len(keys) - 1)
+    found = keys[pos] == back
+    return np.where(found, pos % k, -1).reshape(n, k)
+
+
+def masked_hsic_unbiased(n: int, rows, cols, kv, lv, trace: float) -> float:
     """Unbiased HSIC (Song et al., 2012) of two sparse kernels sharing one support.
 
     ``K~`` and ``L~`` are zero except at ``(rows[e], cols[e])`` where they hold ``kv[e]`` and
@@ -41,18 +55,9 @@ def masked_hsic_unbiased(n: int, rows, cols, kv, lv) -> float:
 
         [tr(K~ L~) + (1'K~1)(1'L~1)/((n-1)(n-2)) - 2/(n-2) 1'K~L~1] / (n(n-3))
 
-    with ``tr(K~L~) = sum_ij K~_ij L~_ji`` (the support need not be symmetric) and
-    ``1'K~L~1 = colsum(K~) . rowsum(L~)``.
+    ``trace = tr(K~L~) = sum_ij K~_ij L~_ji`` comes from the caller (who knows which transposed
+    entries exist); ``1'K~L~1 = colsum(K~) . rowsum(L~)``.
     """
-    rows = np.asarray(rows, dtype=np.int64)
-    cols = np.asarray(cols, dtype=np.int64)
-    keys = rows * n + cols
-    order = np.argsort(keys, kind="stable")
-    sorted_keys = keys[order]
-    transposed = cols * n + rows
-    pos = np.minimum(np.searchsorted(sorted_keys, transposed), max(len(sorted_keys) - 1, 0))
-    found = sorted_keys[pos] == transposed if len(sorted_keys) else np.zeros(0, dtype=bool)
-    trace = float(np.sum(kv[found] * lv[order[pos[found]]]))
     s_k, s_l = float(np.sum(kv)), float(np.sum(lv))
     colsum_k = np.bincount(cols, weights=kv, minlength=n)
     rowsum_l = np.bincount(rows, weights=lv, minlength=n)
@@ -64,15 +69,24 @@ class KnnKernel(PairKernel):
     """Shared preparation: cosine top-k per layer (and the CKNNA self term, which is cheap)."""
 
     def prepare(self, X, *, k=10, **_):
-        X = as_matrix(X)
+        # X was validated by the caller (the public function or layer_grid)
         check_k(X.shape[0], k)
         idx, sim = cosine_topk(l2_normalize(X), k)
+        # rows ordered by neighbour index: pair intersections then come out already sorted by
+        # (row, column), which masked_hsic_unbiased exploits instead of sorting per pair
+        order = np.argsort(idx, axis=1)
+        idx = np.take_along_axis(idx, order, axis=1)
+        sim = np.take_along_axis(sim, order, axis=1)
         n = X.shape[0]
+        recip = reciprocal_slots(idx)
         self_hsic = np.nan
         if n > 3:
             rows = np.repeat(np.arange(n), k)
-            self_hsic = masked_hsic_unbiased(n, rows, idx.ravel(), sim.ravel(), sim.ravel())
-        return KnnState(idx=idx, sim=sim, self_hsic=self_hsic)
+            both = recip >= 0
+            # K~_ji read from j's own list (same value as K~_ij up to the last bit)
+            trace = float(np.sum(sim[both] * sim[idx[both], recip[both]]))
+            self_hsic = masked_hsic_unbiased(n, rows, idx.ravel(), sim.ravel(), sim.ravel(), trace)
+        return KnnState(idx=idx, sim=sim, recip=recip, self_hsic=self_hsic)
 
     @staticmethod
     def _check_pair(sa: KnnState, sb: KnnState):
@@ -123,7 +137,11 @@ class Cknna(KnnKernel):
         # (i, slot in X's list, slot in Y's list) for every neighbour shared by both spaces
         i, pa, pb = np.nonzero(sa.idx[:, :, None] == sb.idx[:, None, :])
         cols = sa.idx[i, pa]
-        cross = masked_hsic_unbiased(n, i, cols, sa.sim[i, pa], sb.sim[i, pb])
+        # (j, i) is in the joint mask iff i is in j's list in both spaces
+        ra, rb = sa.recip[i, pa], sb.recip[i, pb]
+        both = (ra >= 0) & (rb >= 0)
+        trace = float(np.sum(sa.sim[i[both], pa[both]] * sb.sim[cols[both], rb[both]]))
+        cross = masked_hsic_unbiased(n, i, cols, sa.sim[i, pa], sb.sim[i, pb], trace)
         denom = sa.self_hsic * sb.self_hsic
         if not denom > 0:
             return float("nan")
