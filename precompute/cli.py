@@ -65,8 +65,96 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-#: functions adding further subcommands (precompute, runs, demo, ...) to the parser
-_REGISTRARS: list = []
+def _int_list(text: str) -> list[int]:
+    try:
+        values = [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {text!r}") from None
+    if not values or any(v < 1 for v in values):
+        raise argparse.ArgumentTypeError(f"expected positive integers, got {text!r}")
+    return sorted(set(values))
+
+
+def cmd_precompute(args) -> int:
+    from analysis.store import StoreError
+
+    from .manifest import ManifestError, load_manifest
+    from .models import ModelError
+    from .runner import run_precompute
+    from .video import VideoError
+
+    try:
+        manifest = load_manifest(args.manifest)
+        summary = run_precompute(
+            store=args.store, manifest=manifest, dataset=args.dataset, models=args.model, names=args.name,
+            modality=args.modality, frames=args.frames, captions=args.captions,
+            variants=[args.variant] if args.variant else ["original"], batch_size=args.batch_size,
+            device=args.device, dtype=args.dtype, image_mode=args.image_mode, shard=args.shard,
+            allow_fewer_captions=args.allow_fewer_captions, trust_remote_code=args.trust_remote_code,
+            progress=not args.quiet,
+        )
+    except (ManifestError, ModelError, StoreError, VideoError, ValueError) as exc:
+        raise UserError(str(exc)) from None
+    print(
+        f"precompute: {summary.runs_computed} run(s) computed, {summary.runs_done_before} already done, "
+        f"{summary.items_embedded} item embeddings in {summary.seconds:.1f} s -> {args.store}"
+    )
+    return 0
+
+
+def cmd_runs(args) -> int:
+    from analysis.store import StoreError, list_runs
+
+    try:
+        runs = list_runs(args.store)
+    except StoreError as exc:
+        raise UserError(str(exc)) from None
+    if not runs:
+        print(f"{args.store}: no runs yet. Start with `layerscope precompute ...` or `layerscope demo`.")
+        return 0
+    header = ("dataset", "model", "modality", "n_f", "n_c", "variant", "status", "items", "layers", "dim", "run_id")
+    rows = [(r["dataset"], r["model"], r["modality"], r["n_frames"] or "-", r["n_captions"] or "-", r["variant"],
+             r["status"], f"{r['n_done']}/{r['n_items']}", r["n_layers"], r["dim"], r["run_id"]) for r in runs]
+    widths = [max(len(str(x)) for x in col) for col in zip(header, *rows)]
+    for row in [header, *rows]:
+        print("  ".join(str(x).ljust(w) for x, w in zip(row, widths)))
+    done = sum(r["status"] == "done" for r in runs)
+    print(f"\n{len(runs)} run(s), {done} done, {len(runs) - done} unfinished (rerun the same precompute command to resume)")
+    return 0
+
+
+def _register_precompute(sub):
+    p = sub.add_parser("precompute", help="embed a dataset with models, every layer, into a DuckDB store",
+                       formatter_class=argparse.RawDescriptionHelpFormatter, epilog=EPILOG)
+    p.add_argument("--store", required=True, help="DuckDB file (created if missing)")
+    p.add_argument("--manifest", required=True, help="JSONL or CSV manifest: id, video, captions[, negatives]")
+    p.add_argument("--dataset", required=True, help="name of the dataset in the store")
+    p.add_argument("--model", required=True, action="append",
+                   help="hub id or local folder (repeat for several models)")
+    p.add_argument("--name", action="append", help="store name for each --model (default: hub id or folder name)")
+    p.add_argument("--modality", choices=["video", "image", "text", "mllm"],
+                   help="override what a model is used as (e.g. a CLIP model as text)")
+    p.add_argument("--frames", type=_int_list, default=[1, 2, 4, 8, 16], help="n_f values (default 1,2,4,8,16)")
+    p.add_argument("--captions", type=_int_list, default=[1, 2, 4, 8, 10], help="n_c values (default 1,2,4,8,10)")
+    p.add_argument("--device", default="auto", help="auto | cpu | cuda (default auto: GPU when there is one)")
+    p.add_argument("--dtype", default="float32", choices=["float32", "bfloat16", "float16"])
+    p.add_argument("--batch-size", type=int, default=8, help="items per forward batch and per committed transaction")
+    p.add_argument("--shard", help="I/N: only the I-th of N contiguous item shards (for parallel jobs)")
+    p.add_argument("--variant", choices=["original", "reversed"], help="reversed: time-reversed videos")
+    p.add_argument("--image-mode", choices=["frames", "first"], default="frames",
+                   help="image models: average the sampled frames (default) or use the first frame only")
+    p.add_argument("--allow-fewer-captions", action="store_true",
+                   help="items with fewer than n_c captions use all they have (recorded) instead of an error")
+    p.add_argument("--trust-remote-code", action="store_true", help="allow model code from the hub (off by default)")
+    p.add_argument("--quiet", action="store_true", help="no progress bars")
+    p.set_defaults(func=cmd_precompute)
+    r = sub.add_parser("runs", help="list the runs a store holds")
+    r.add_argument("--store", required=True)
+    r.set_defaults(func=cmd_runs)
+
+
+#: functions adding further subcommands to the parser
+_REGISTRARS: list = [_register_precompute]
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,0 +1,130 @@
+"""The one module that owns LayerScope's DuckDB tables: DDL, a comment per column, the version.
+
+No torch imports: the dashboard, the analysis studies and precompute all use it. Result tables
+written by later studies are added here too, so one file describes the whole store.
+"""
+
+from __future__ import annotations
+
+import duckdb
+
+#: Bumped whenever a table or column changes meaning; a store of another version is refused.
+SCHEMA_VERSION = 1
+
+# (table, [(column, type, comment)], table constraints)
+TABLES: list[tuple[str, list[tuple[str, str, str]], str]] = [
+    ("meta", [
+        ("key", "VARCHAR PRIMARY KEY", "setting name, e.g. schema_version"),
+        ("value", "VARCHAR", "setting value as text"),
+    ], ""),
+    ("datasets", [
+        ("dataset", "VARCHAR PRIMARY KEY", "dataset name given with --dataset"),
+        ("manifest", "VARCHAR", "absolute path of the manifest it was read from"),
+        ("manifest_sha", "VARCHAR", "sha256 of the manifest's normalised items (ids, videos, captions)"),
+        ("n_items", "INTEGER", "number of items"),
+        ("created", "TIMESTAMP", "when the dataset was first stored"),
+    ], ""),
+    ("items", [
+        ("dataset", "VARCHAR", "dataset name"),
+        ("idx", "INTEGER", "0-based position in the manifest: the row order of every embedding array"),
+        ("item_id", "VARCHAR", "the manifest's id"),
+        ("video", "VARCHAR", "absolute path of the video file or frame folder"),
+        ("captions", "VARCHAR[]", "captions in manifest order (n_c takes the first n_c)"),
+        ("negatives", "VARCHAR[]", "captions describing the same events in another order (may be empty)"),
+        ("metadata", "JSON", "any other manifest fields, as JSON"),
+    ], "PRIMARY KEY (dataset, idx)"),
+    ("models", [
+        ("model", "VARCHAR PRIMARY KEY", "name in the store (--name, else hub id, else folder name)"),
+        ("source", "VARCHAR", "hub id or absolute local path passed as --model"),
+        ("revision", "VARCHAR", "hub commit hash or a hash of the local weights"),
+        ("model_type", "VARCHAR", "transformers config.model_type"),
+        ("modality", "VARCHAR", "video | image | text | mllm"),
+        ("n_layers", "INTEGER", "stored layers including layer 0 (embedding output)"),
+        ("dim", "INTEGER", "embedding width"),
+        ("params", "BIGINT", "number of parameters"),
+        ("native_frames", "INTEGER", "clip length the video model was built for (NULL otherwise)"),
+        ("pooling", "VARCHAR", "cls | mean | last_token"),
+        ("random_init", "BOOLEAN", "true for randomly initialised (untrained) weights"),
+        ("config", "JSON", "the model's config as JSON"),
+    ], ""),
+    ("runs", [
+        ("run_id", "VARCHAR PRIMARY KEY", "hash of everything that changes the numbers"),
+        ("model", "VARCHAR", "models.model"),
+        ("dataset", "VARCHAR", "datasets.dataset"),
+        ("modality", "VARCHAR", "video | image | text | mllm (what was embedded)"),
+        ("n_frames", "INTEGER", "frames per video (vision runs; NULL for text)"),
+        ("n_captions", "INTEGER", "captions concatenated per item (text runs; NULL for vision)"),
+        ("variant", "VARCHAR", "original | reversed (time-reversed video)"),
+        ("image_mode", "VARCHAR", "image models: frames (average of sampled frames) | first (first frame only)"),
+        ("pooling", "VARCHAR", "cls | mean | last_token"),
+        ("dtype", "VARCHAR", "compute dtype: float32 | bfloat16 | float16 (stored vectors are float32)"),
+        ("device", "VARCHAR", "device the run was computed on"),
+        ("status", "VARCHAR", "running | done; done only once every item of every layer is written"),
+        ("n_items", "INTEGER", "items the run covers"),
+        ("n_done", "INTEGER", "items written so far (resume starts here)"),
+        ("n_layers", "INTEGER", "layers stored per item"),
+        ("dim", "INTEGER", "vector width"),
+        ("config", "JSON", "full run configuration, including notes on how odd inputs were handled"),
+        ("code_version", "VARCHAR", "layerscope version that computed it"),
+        ("started", "TIMESTAMP", "first start"),
+        ("finished", "TIMESTAMP", "when it became done"),
+    ], ""),
+    ("embeddings", [
+        ("run_id", "VARCHAR", "runs.run_id"),
+        ("layer", "SMALLINT", "0 = embedding output, matching hidden_states indices"),
+        ("idx", "INTEGER", "items.idx"),
+        ("vec", "FLOAT[]", "pooled float32 embedding"),
+    ], ""),
+]
+
+TABLE_NAMES = [t[0] for t in TABLES]
+
+
+class SchemaError(RuntimeError):
+    """The store was written by another schema version, or is not a LayerScope store."""
+
+
+def fetch_one(con: duckdb.DuckDBPyConnection, sql: str, args=None):
+    """First row or None, with the result drained (DuckDB 2 results stream and block the
+    connection until read to the end)."""
+    rows = con.execute(sql, args or []).fetchall()
+    return rows[0] if rows else None
+
+
+def _ddl(name, columns, constraints) -> str:
+    cols = [f"{c} {t}" for c, t, _ in columns]
+    if constraints:
+        cols.append(constraints)
+    return f"CREATE TABLE IF NOT EXISTS {name} ({', '.join(cols)})"
+
+
+def stored_version(con: duckdb.DuckDBPyConnection) -> int | None:
+    """Schema version recorded in the store; None when the store has no LayerScope tables."""
+    have = {r[0] for r in con.execute("SELECT table_name FROM information_schema.tables").fetchall()}
+    if "meta" not in have:
+        if have & set(TABLE_NAMES):
+            raise SchemaError("store has LayerScope-like tables but no meta table: not written by LayerScope")
+        return None
+    row = fetch_one(con, "SELECT value FROM meta WHERE key = 'schema_version'")
+    return None if row is None else int(row[0])
+
+
+def check_version(con: duckdb.DuckDBPyConnection, path: str = "store") -> None:
+    version = stored_version(con)
+    if version is not None and version != SCHEMA_VERSION:
+        raise SchemaError(
+            f"{path} was written with store schema version {version}, this LayerScope reads version "
+            f"{SCHEMA_VERSION}. Nothing was changed. Use a matching LayerScope version or a new store."
+        )
+
+
+def create_all(con: duckdb.DuckDBPyConnection, path: str = "store") -> None:
+    """Create missing tables and record the version; refuses a store of another version."""
+    check_version(con, path)
+    for name, columns, constraints in TABLES:
+        con.execute(_ddl(name, columns, constraints))
+        for column, _, comment in columns:
+            con.execute(f"COMMENT ON COLUMN {name}.{column} IS '{comment.replace(chr(39), chr(39) * 2)}'")
+    con.execute(
+        "INSERT INTO meta VALUES ('schema_version', ?) ON CONFLICT (key) DO NOTHING", [str(SCHEMA_VERSION)]
+    )

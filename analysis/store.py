@@ -1,0 +1,146 @@
+"""Reading the DuckDB store: connections, listings and embeddings as numpy arrays.
+
+Writers live in ``precompute.writer`` (embeddings) and the analysis studies (result tables);
+every table is defined in :mod:`analysis.schema`.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import duckdb
+import numpy as np
+
+from .schema import SchemaError, check_version, fetch_one, stored_version
+
+
+class StoreError(RuntimeError):
+    """A store-level problem (missing file, locked, unknown model, run not done) with a clear message."""
+
+
+def connect(path, *, read_only: bool = True) -> duckdb.DuckDBPyConnection:
+    """Open a store. Read-only opens require the file; a lock held by a writer gives a clear error."""
+    path = str(path)
+    if read_only and not os.path.exists(path):
+        raise StoreError(f"store {path} does not exist; create it with `layerscope precompute` or `layerscope demo`")
+    if not read_only:
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+    try:
+        con = duckdb.connect(path, read_only=read_only)
+    except duckdb.IOException as exc:
+        if "lock" in str(exc).lower():
+            raise StoreError(
+                f"store {path} is in use by another process (DuckDB allows one writer at a time). "
+                f"Wait for it to finish, or write to another store and merge. ({exc})"
+            ) from None
+        raise
+    try:
+        check_version(con, path)
+    except SchemaError:
+        con.close()
+        raise
+    return con
+
+
+def _as_connection(store):
+    if isinstance(store, duckdb.DuckDBPyConnection):
+        return store, False
+    return connect(store, read_only=True), True
+
+
+def list_runs(store) -> list[dict]:
+    """Every run with its model, dataset, setting and status, newest first."""
+    con, owned = _as_connection(store)
+    try:
+        if stored_version(con) is None:
+            return []
+        cur = con.execute(
+            "SELECT run_id, model, dataset, modality, n_frames, n_captions, variant, image_mode, pooling, "
+            "dtype, device, status, n_items, n_done, n_layers, dim, started, finished FROM runs "
+            "ORDER BY dataset, model, modality, variant, n_frames NULLS FIRST, n_captions NULLS FIRST"
+        )
+        cols = [d[0] for d in cur.description]
+        return [dict(zip(cols, r)) for r in cur.fetchall()]
+    finally:
+        if owned:
+            con.close()
+
+
+def find_run(con, *, model, dataset, n_frames=None, n_captions=None, variant=None, modality=None) -> dict:
+    """The single done run matching the selection; errors say what exists instead."""
+    known = [r[0] for r in con.execute("SELECT model FROM models ORDER BY model").fetchall()]
+    if model not in known:
+        raise StoreError(f"model {model!r} is not in the store; models: {', '.join(known) or '(none)'}")
+    cond = ["model = ?", "dataset = ?"]
+    args = [model, dataset]
+    for col, val in (("n_frames", n_frames), ("n_captions", n_captions), ("modality", modality)):
+        if val is not None:
+            cond.append(f"{col} = ?")
+            args.append(val)
+    cond.append("variant = ?")
+    args.append(variant or "original")
+    cur = con.execute(
+        f"SELECT run_id, status, n_frames, n_captions, modality, n_done, n_items FROM runs WHERE {' AND '.join(cond)}",
+        args,
+    )
+    rows = cur.fetchall()
+    if not rows:
+        have = con.execute(
+            "SELECT DISTINCT modality, n_frames, n_captions, variant FROM runs WHERE model = ? AND dataset = ?",
+            [model, dataset],
+        ).fetchall()
+        raise StoreError(
+            f"no run of {model!r} on {dataset!r} with n_frames={n_frames}, n_captions={n_captions}, "
+            f"variant={variant or 'original'}; available (modality, n_frames, n_captions, variant): {have or 'none'}"
+        )
+    if len(rows) > 1:
+        raise StoreError(
+            f"{len(rows)} runs of {model!r} on {dataset!r} match; pass n_frames / n_captions to choose one: "
+            + ", ".join(f"(n_frames={r[2]}, n_captions={r[3]}, {r[4]})" for r in rows)
+        )
+    run_id, status, *_rest, n_done, n_items = rows[0]
+    if status != "done":
+        raise StoreError(
+            f"run {run_id} of {model!r} is not done ({n_done}/{n_items} items); rerun the same "
+            "`layerscope precompute` command to resume it"
+        )
+    return {"run_id": run_id}
+
+
+def load_run(con, run_id: str) -> np.ndarray:
+    """``(L, N, d)`` float32 embeddings of one run, items in manifest order."""
+    row = fetch_one(con, "SELECT n_layers, n_items, dim FROM runs WHERE run_id = ?", [run_id])
+    if row is None:
+        raise StoreError(f"run {run_id} is not in the store")
+    n_layers, n_items, dim = row
+    table = con.sql(
+        "SELECT vec FROM embeddings WHERE run_id = $run ORDER BY layer, idx", params={"run": run_id}
+    ).to_arrow_table()
+    if table.num_rows != n_layers * n_items:
+        raise StoreError(f"run {run_id} has {table.num_rows} rows, expected {n_layers * n_items}")
+    values = table.column("vec").combine_chunks().flatten().to_numpy(zero_copy_only=False)
+    return values.astype(np.float32, copy=False).reshape(n_layers, n_items, dim)
+
+
+def load_embeddings(store, *, model: str, dataset: str, n_frames: int | None = None,
+                    n_captions: int | None = None, variant: str | None = None) -> np.ndarray:
+    """Embeddings of every layer of one done run: ``(L, N, d)`` float32, items in manifest order.
+
+    Args:
+        store: path of the DuckDB store (or an open connection).
+        model: name in the store; dataset: dataset name.
+        n_frames / n_captions: the test-time setting (needed when the model has several runs).
+        variant: ``"original"`` (default) or ``"reversed"``.
+    Raises:
+        StoreError naming what exists when the selection matches no run, several runs, or a run
+        that is not done.
+    """
+    con, owned = _as_connection(store)
+    try:
+        run = find_run(con, model=model, dataset=dataset, n_frames=n_frames, n_captions=n_captions,
+                       variant=variant)
+        return load_run(con, run["run_id"])
+    finally:
+        if owned:
+            con.close()

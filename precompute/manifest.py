@@ -1,0 +1,165 @@
+"""Dataset manifests (JSONL or CSV) and their validation.
+
+Every problem is collected with file, line and field, and reported together before any model runs.
+"""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .video import VideoError, count_frames
+
+KNOWN_FIELDS = {"id", "video", "captions", "negatives"}
+
+
+class ManifestError(ValueError):
+    """All problems found in a manifest, one per line."""
+
+    def __init__(self, path, problems: list[str]):
+        self.problems = problems
+        shown = problems[:50]
+        more = f"\n  ... and {len(problems) - 50} more" if len(problems) > 50 else ""
+        super().__init__(f"manifest {path} has {len(problems)} problem(s):\n  " + "\n  ".join(shown) + more)
+
+
+@dataclass
+class Item:
+    idx: int
+    item_id: str
+    video: str  # absolute path
+    captions: list[str]
+    negatives: list[str] = field(default_factory=list)
+    metadata: dict = field(default_factory=dict)
+    n_video_frames: int | None = None
+
+
+@dataclass
+class Manifest:
+    path: str
+    items: list[Item]
+
+    @property
+    def sha(self) -> str:
+        """Hash of what changes embeddings: ids, video paths as written, captions, negatives."""
+        h = hashlib.sha256()
+        for it in self.items:
+            h.update(json.dumps([it.item_id, Path(it.video).name, it.captions, it.negatives]).encode())
+        return h.hexdigest()[:16]
+
+
+def _read_rows(path: Path):
+    """Yield ``(line_number, dict)`` from JSONL or CSV; unparsable lines become problems."""
+    suffix = path.suffix.lower()
+    if suffix in (".jsonl", ".ndjson", ".json"):
+        with path.open(encoding="utf-8") as fh:
+            for no, line in enumerate(fh, 1):
+                if not line.strip():
+                    continue
+                try:
+                    row = json.loads(line)
+                except json.JSONDecodeError as exc:
+                    yield no, ValueError(f"not valid JSON ({exc.msg} at column {exc.colno})")
+                    continue
+                yield no, row if isinstance(row, dict) else ValueError("a line must be a JSON object")
+    elif suffix == ".csv":
+        with path.open(encoding="utf-8", newline="") as fh:
+            reader = csv.DictReader(fh)
+            for no, row in enumerate(reader, 2):  # line 1 is the header
+                out = dict(row)
+                for key in ("captions", "negatives"):
+                    raw = (out.get(key) or "").strip()
+                    if raw.startswith("["):
+                        try:
+                            out[key] = json.loads(raw)
+                        except json.JSONDecodeError:
+                            out[key] = ValueError(f"{key} looks like a JSON list but does not parse")
+                    elif key in out:
+                        # CSV cells hold several captions separated by " | "
+                        out[key] = [c.strip() for c in raw.split("|")] if raw else []
+                yield no, out
+    else:
+        raise ManifestError(path, [f"{path}: unknown manifest format {suffix!r}; use .jsonl or .csv"])
+
+
+def _caption_list(value, where, name, problems, *, required):
+    if value is None:
+        if required:
+            problems.append(f"{where}: field '{name}' is missing")
+        return []
+    if isinstance(value, ValueError):
+        problems.append(f"{where}: field '{name}': {value}")
+        return []
+    if isinstance(value, str):
+        value = [value]
+    if not isinstance(value, list):
+        problems.append(f"{where}: field '{name}' must be a list of strings, got {type(value).__name__}")
+        return []
+    out = []
+    for j, c in enumerate(value):
+        if not isinstance(c, str):
+            problems.append(f"{where}: field '{name}[{j}]' must be a string, got {type(c).__name__}")
+        elif not c.strip():
+            problems.append(f"{where}: field '{name}[{j}]' is empty")
+        else:
+            out.append(c.strip())
+    if required and not value:
+        problems.append(f"{where}: field '{name}' has no captions")
+    return out
+
+
+def load_manifest(path, *, check_videos: bool = True) -> Manifest:
+    """Read and validate a manifest. Raises ``ManifestError`` listing every problem found.
+
+    Checks: parsable lines, ``id`` present and unique, ``video`` present, existing and decodable
+    (when ``check_videos``), ``captions`` a non-empty list of non-empty strings, ``negatives`` the same
+    when given. Other fields are kept as metadata.
+    """
+    path = Path(path)
+    if not path.exists():
+        raise ManifestError(path, [f"{path}: file does not exist"])
+    problems: list[str] = []
+    items: list[Item] = []
+    seen: dict[str, int] = {}
+    for no, row in _read_rows(path):
+        where = f"{path}:{no}"
+        if isinstance(row, ValueError):
+            problems.append(f"{where}: {row}")
+            continue
+        item_id = row.get("id")
+        if item_id is None or str(item_id).strip() == "":
+            problems.append(f"{where}: field 'id' is missing or empty")
+            item_id = None
+        else:
+            item_id = str(item_id).strip()
+            if item_id in seen:
+                problems.append(f"{where}: field 'id': duplicate id {item_id!r} (first on line {seen[item_id]})")
+            else:
+                seen[item_id] = no
+        video = row.get("video")
+        n_video_frames = None
+        if not isinstance(video, str) or not video.strip():
+            problems.append(f"{where}: field 'video' is missing or empty")
+            video_path = None
+        else:
+            video_path = (path.parent / video.strip()).resolve()
+            if not video_path.exists():
+                problems.append(f"{where}: field 'video': {video_path} does not exist")
+            elif check_videos:
+                try:
+                    n_video_frames = count_frames(video_path)
+                except VideoError as exc:
+                    problems.append(f"{where}: field 'video': {exc}")
+        captions = _caption_list(row.get("captions"), where, "captions", problems, required=True)
+        negatives = _caption_list(row.get("negatives"), where, "negatives", problems, required=False)
+        metadata = {k: v for k, v in row.items() if k not in KNOWN_FIELDS}
+        if item_id is not None and video_path is not None:
+            items.append(Item(len(items), item_id, str(video_path), captions, negatives, metadata, n_video_frames))
+    if not items and not problems:
+        problems.append(f"{path}: no items")
+    if problems:
+        raise ManifestError(path, problems)
+    return Manifest(str(path.resolve()), items)

@@ -1,0 +1,254 @@
+"""Plan and execute precompute runs: model × setting × variant, resumable batch by batch."""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from . import __version__
+from .manifest import Manifest
+from .models import Adapter, ModelError, default_name, load_adapter
+from .video import read_frames, reverse, sample_indices
+from .writer import StoreWriter, run_id_for
+
+#: Bumped when extraction changes numbers for the same inputs (part of every run id).
+EXTRACTION_VERSION = 1
+
+
+@dataclass
+class RunPlan:
+    run_id: str
+    n_frames: int | None
+    n_captions: int | None
+    variant: str
+    identity: dict
+    state: dict = field(default_factory=dict)
+    batch: int = 8
+
+
+@dataclass
+class Summary:
+    runs_done_before: int = 0
+    runs_computed: int = 0
+    items_embedded: int = 0
+    runs_skipped: list = field(default_factory=list)
+    seconds: float = 0.0
+
+
+def parse_shard(text: str | None, n_items: int) -> tuple[int, int, range]:
+    if not text:
+        return 0, 1, range(n_items)
+    try:
+        i, n = (int(x) for x in text.split("/"))
+    except ValueError:
+        raise ValueError(f"--shard must look like I/N (e.g. 0/4), got {text!r}") from None
+    if n < 1 or not 0 <= i < n:
+        raise ValueError(f"--shard {text}: need 0 <= I < N")
+    per = math.ceil(n_items / n)
+    return i, n, range(i * per, min(n_items, (i + 1) * per))
+
+
+def caption_text(captions: list[str], n_c: int) -> str:
+    """The first ``n_c`` captions joined into one string (each ends with a full stop)."""
+    parts = [c if c.endswith((".", "!", "?")) else c + "." for c in captions[:n_c]]
+    return " ".join(parts)
+
+
+class Precompute:
+    """One precompute invocation over one dataset and several models."""
+
+    def __init__(self, writer: StoreWriter, manifest: Manifest, dataset: str, *, frames, captions,
+                 variants=("original",), batch_size=8, device="auto", dtype="float32", image_mode="frames",
+                 shard=None, allow_fewer_captions=False, trust_remote_code=False, progress=True, out=sys.stderr):
+        self.w = writer
+        self.manifest = manifest
+        self.dataset = dataset
+        self.frames = list(frames)
+        self.captions = list(captions)
+        self.variants = list(variants)
+        self.batch_size = int(batch_size)
+        self.device = device
+        self.dtype = dtype
+        self.image_mode = image_mode
+        self.shard_text = shard
+        self.allow_fewer = allow_fewer_captions
+        self.trust = trust_remote_code
+        self.progress = progress
+        self.out = out
+        self.summary = Summary()
+        if self.batch_size < 1:
+            raise ValueError(f"--batch-size must be >= 1, got {batch_size}")
+        self._check_captions()
+        self.shard_i, self.shard_n, self.items_range = parse_shard(shard, len(manifest.items))
+
+    def _check_captions(self):
+        need = max(self.captions) if self.captions else 0
+        short = [(it.item_id, len(it.captions)) for it in self.manifest.items if len(it.captions) < need]
+        if short and not self.allow_fewer:
+            listed = ", ".join(f"{i} ({n})" for i, n in short[:10]) + (" ..." if len(short) > 10 else "")
+            raise ValueError(
+                f"--captions asks for up to {need} captions but {len(short)} item(s) have fewer: {listed}. "
+                "Lower --captions, or pass --allow-fewer-captions to use all of an item's captions when it "
+                "has fewer (recorded in each run's notes)."
+            )
+
+    # ---- planning ----------------------------------------------------------------------
+    def plan(self, adapter: Adapter, name: str, info) -> list[RunPlan]:
+        plans = []
+        base = {
+            "model": name, "source": info.source, "revision": info.revision, "dataset": self.dataset,
+            "manifest_sha": self.manifest.sha, "modality": info.modality, "pooling": info.pooling,
+            "dtype": self.dtype, "extraction": EXTRACTION_VERSION,
+            "shard": None if self.shard_n == 1 else f"{self.shard_i}/{self.shard_n}",
+        }
+        if info.modality in ("video", "image"):
+            for variant in self.variants:
+                for n_f in self.frames:
+                    ident = {**base, "n_frames": n_f, "variant": variant,
+                             "image_mode": self.image_mode if info.modality == "image" else None,
+                             "native_frames": info.native_frames}
+                    plans.append(RunPlan(run_id_for(ident), n_f, None, variant, ident))
+        elif info.modality == "text":
+            if self.variants == ["reversed"]:
+                print(f"note: {name} is a text model; text has no reversed variant, nothing to do",
+                      file=self.out)
+            for n_c in self.captions:
+                ident = {**base, "n_captions": n_c, "variant": "original"}
+                plans.append(RunPlan(run_id_for(ident), None, n_c, "original", ident))
+        else:  # mllm: video side with each n_f (and text side with each n_c)
+            for variant in self.variants:
+                for n_f in self.frames:
+                    ident = {**base, "n_frames": n_f, "variant": variant, "side": "video"}
+                    plans.append(RunPlan(run_id_for(ident), n_f, None, variant, ident))
+            for n_c in self.captions:
+                ident = {**base, "n_captions": n_c, "variant": "original", "side": "text"}
+                plans.append(RunPlan(run_id_for(ident), None, n_c, "original", ident))
+        return plans
+
+    # ---- execution ---------------------------------------------------------------------
+    def run_model(self, spec: str, name: str | None = None, modality: str | None = None) -> None:
+        adapter = load_adapter(spec, device=self.device, dtype=self.dtype, trust_remote_code=self.trust,
+                               modality=modality)
+        name = name or default_name(spec)
+        info = adapter.info()
+        self.w.put_model(name, info)
+        plans = self.plan(adapter, name, info)
+        items = [self.manifest.items[i] for i in self.items_range]
+        pending = []
+        for p in plans:
+            existing = self.w.get_run(p.run_id)
+            if existing and existing["status"] == "done":
+                self.summary.runs_done_before += 1
+                continue
+            p.state = self.w.start_run(
+                p.run_id, model=name, dataset=self.dataset, modality=info.modality, n_frames=p.n_frames,
+                n_captions=p.n_captions, variant=p.variant,
+                image_mode=self.image_mode if info.modality == "image" else None, pooling=info.pooling,
+                dtype=self.dtype, device=str(adapter.device), n_items=len(items), n_layers=info.n_layers,
+                dim=info.dim, config={**p.identity, "batch_size": self.batch_size, "code_version": __version__,
+                                      "device": str(adapter.device)},
+            )
+            # resume with the batch size the run started with, so batch boundaries (and with them
+            # every float) match an uninterrupted run
+            cfg = p.state["config"]
+            cfg = json.loads(cfg) if isinstance(cfg, str) else (cfg or {})
+            p.batch = int(cfg.get("batch_size", self.batch_size))
+            pending.append(p)
+        if not pending:
+            print(f"{name}: all {len(plans)} run(s) already done, skipped", file=self.out)
+            return
+        self._execute(adapter, name, info, pending, items)
+
+    def _execute(self, adapter, name, info, pending, items):
+        from tqdm.auto import tqdm
+
+        total = sum(len(items) - p.state["n_done"] for p in pending)
+        bar = tqdm(total=total, desc=f"{name}", unit="item", disable=not self.progress, file=self.out,
+                   dynamic_ncols=True)
+        first = items[0].idx if items else 0
+        try:
+            for p in pending:
+                bar.set_postfix_str(self._label(p))
+                start = p.state["n_done"]
+                notes: dict = {}
+                for b0 in range(start, len(items), p.batch):
+                    batch = items[b0 : b0 + p.batch]
+                    vectors = self._embed(adapter, info, p, batch, notes)
+                    self._check_finite(vectors, name, p, batch)
+                    # idx values are manifest positions; a shard starts at its first item
+                    self.w.write_batch(p.run_id, first + b0, vectors, n_items=len(items),
+                                       notes=notes or None)
+                    self.summary.items_embedded += len(batch)
+                    bar.update(len(batch))
+                self.summary.runs_computed += 1
+                if notes:
+                    for kind, entries in notes.items():
+                        print(f"\nnote: {name} {self._label(p)}: {kind}: {len(entries)} item(s) "
+                              f"({next(iter(entries.values()))['handled']})", file=self.out)
+        finally:
+            bar.close()
+
+    @staticmethod
+    def _label(p: RunPlan) -> str:
+        if p.n_frames is not None:
+            return f"n_f={p.n_frames}" + (" reversed" if p.variant == "reversed" else "")
+        return f"n_c={p.n_captions}"
+
+    def _embed(self, adapter, info, p: RunPlan, batch, notes) -> np.ndarray:
+        if p.n_captions is not None:
+            texts = []
+            for it in batch:
+                if len(it.captions) < p.n_captions:
+                    notes.setdefault("fewer_captions", {})[it.item_id] = {
+                        "has": len(it.captions), "asked": p.n_captions,
+                        "handled": "all available captions were used"}
+                texts.append(caption_text(it.captions, p.n_captions))
+            return adapter.embed_texts(texts)
+        videos = []
+        for it in batch:
+            frames = read_frames(it.video)
+            if p.variant == "reversed":
+                frames = reverse(frames)
+            if len(frames) < p.n_frames:
+                notes.setdefault("short_videos", {})[it.item_id] = {
+                    "frames": int(len(frames)), "asked": p.n_frames,
+                    "handled": "uniform sampling repeats frames (round(linspace(0, T-1, n_f)))"}
+            videos.append(frames[sample_indices(len(frames), p.n_frames)])
+        if info.modality == "mllm":
+            return adapter.embed_videos(videos)
+        return adapter.embed_videos(videos, image_mode=self.image_mode)
+
+    @staticmethod
+    def _check_finite(vectors, name, p, batch):
+        if np.isfinite(vectors).all():
+            return
+        layer, pos = np.argwhere(~np.isfinite(vectors))[0][:2]
+        raise ModelError(
+            f"{name} produced NaN/inf at layer {layer} for item {batch[pos].item_id!r} "
+            f"({Precompute._label(p)}); earlier batches are kept, this run stays unfinished. "
+            "Try --dtype float32 if you used half precision."
+        )
+
+
+def run_precompute(*, store, manifest, dataset, models, names=None, modality=None, progress=True, out=sys.stderr,
+                   **options) -> Summary:
+    """Library entry of ``layerscope precompute``: validate everything, then run every model."""
+    t0 = time.perf_counter()
+    names = list(names or [])
+    if names and len(names) != len(models):
+        raise ValueError(f"--name was given {len(names)} time(s) for {len(models)} model(s); give one per --model")
+    writer = StoreWriter(store)
+    try:
+        job = Precompute(writer, manifest, dataset, progress=progress, out=out, **options)
+        writer.put_dataset(dataset, manifest)
+        for i, spec in enumerate(models):
+            job.run_model(spec, names[i] if names else None, modality)
+    finally:
+        writer.close()
+    job.summary.seconds = time.perf_counter() - t0
+    return job.summary

@@ -1,0 +1,154 @@
+"""Small randomly initialised models built from transformers configs and saved like hub models.
+
+Used by the tests and by the offline demo: nothing is downloaded. Every model written here carries
+``layerscope_random_init: true`` in its config, so the store, dashboard and reports label it
+"random init". Tokenizers are trained in-process with the ``tokenizers`` library.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+
+DEFAULT_CORPUS = [
+    "a red circle appears before a blue circle",
+    "a blue circle appears after a red circle",
+    "a green square moves left quickly over a striped background",
+    "a yellow triangle moves right slowly on a dotted background",
+    "the shape changes colour and then a second shape enters",
+    "summarize the video in one word",
+    "summarize above sentence in one word",
+]
+
+
+def _mark(config):
+    config.layerscope_random_init = True
+    return config
+
+
+def _word_tokenizer(corpus, *, kind: str):
+    """A fast tokenizer trained on ``corpus``: kind ``bert`` (CLS/SEP), ``llama`` (BOS) or ``t5`` (EOS)."""
+    from tokenizers import Tokenizer, models, normalizers, pre_tokenizers, processors, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    specials = {"bert": ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"],
+                "llama": ["<unk>", "<s>", "</s>", "<image>", "<video>"],
+                "t5": ["<pad>", "</s>", "<unk>"]}[kind]
+    unk = "[UNK]" if kind == "bert" else "<unk>"
+    tok = Tokenizer(models.WordLevel(unk_token=unk))
+    tok.normalizer = normalizers.Lowercase()
+    tok.pre_tokenizer = pre_tokenizers.Whitespace()
+    trainer = trainers.WordLevelTrainer(special_tokens=specials, min_frequency=1)
+    words = set(w for line in corpus for w in line.lower().replace(".", " . ").split())
+    tok.train_from_iterator(list(corpus) + sorted(words), trainer)
+    if kind == "bert":
+        tok.post_processor = processors.TemplateProcessing(
+            single="[CLS] $A [SEP]", pair="[CLS] $A [SEP] $B [SEP]",
+            special_tokens=[("[CLS]", tok.token_to_id("[CLS]")), ("[SEP]", tok.token_to_id("[SEP]"))])
+        return PreTrainedTokenizerFast(tokenizer_object=tok, unk_token="[UNK]", pad_token="[PAD]",
+                                       cls_token="[CLS]", sep_token="[SEP]", mask_token="[MASK]")
+    if kind == "llama":
+        tok.post_processor = processors.TemplateProcessing(
+            single="<s> $A", special_tokens=[("<s>", tok.token_to_id("<s>"))])
+        return PreTrainedTokenizerFast(tokenizer_object=tok, unk_token="<unk>", bos_token="<s>", eos_token="</s>",
+                                       additional_special_tokens=["<image>", "<video>"])
+    tok.post_processor = processors.TemplateProcessing(
+        single="$A </s>", special_tokens=[("</s>", tok.token_to_id("</s>"))])
+    return PreTrainedTokenizerFast(tokenizer_object=tok, unk_token="<unk>", pad_token="<pad>", eos_token="</s>")
+
+
+def _save(model, out, *processors):
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    model.save_pretrained(out)
+    for p in processors:
+        p.save_pretrained(out)
+    return out
+
+
+def _seeded(seed):
+    torch.manual_seed(seed)
+
+
+def build_videomae(out, *, size=32, frames=4, hidden=32, layers=3, seed=0):
+    from transformers import VideoMAEConfig, VideoMAEModel
+    from transformers.models.videomae.image_processing_pil_videomae import VideoMAEImageProcessorPil
+
+    _seeded(seed)
+    cfg = _mark(VideoMAEConfig(image_size=size, patch_size=8, num_frames=frames, tubelet_size=2, hidden_size=hidden,
+                               num_hidden_layers=layers, num_attention_heads=4, intermediate_size=2 * hidden))
+    proc = VideoMAEImageProcessorPil(size={"shortest_edge": size}, crop_size={"height": size, "width": size})
+    return _save(VideoMAEModel(cfg), out, proc)
+
+
+def build_timesformer(out, *, size=32, frames=4, hidden=32, layers=2, seed=0):
+    from transformers import TimesformerConfig, TimesformerModel
+    from transformers.models.videomae.image_processing_pil_videomae import VideoMAEImageProcessorPil
+
+    _seeded(seed)
+    cfg = _mark(TimesformerConfig(image_size=size, patch_size=8, num_frames=frames, hidden_size=hidden,
+                                  num_hidden_layers=layers, num_attention_heads=4, intermediate_size=2 * hidden))
+    # TimeSformer's own video processor needs torchvision; VideoMAE's PIL processor does the same job
+    proc = VideoMAEImageProcessorPil(size={"shortest_edge": size}, crop_size={"height": size, "width": size})
+    return _save(TimesformerModel(cfg), out, proc)
+
+
+def build_vit(out, *, size=32, hidden=32, layers=3, seed=0):
+    from transformers import ViTConfig, ViTModel
+    from transformers.models.vit.image_processing_pil_vit import ViTImageProcessorPil
+
+    _seeded(seed)
+    cfg = _mark(ViTConfig(image_size=size, patch_size=8, hidden_size=hidden, num_hidden_layers=layers,
+                          num_attention_heads=4, intermediate_size=2 * hidden))
+    proc = ViTImageProcessorPil(size={"height": size, "width": size})
+    return _save(ViTModel(cfg, add_pooling_layer=False), out, proc)
+
+
+def build_dinov2(out, *, size=32, hidden=32, layers=3, seed=0):
+    from transformers import Dinov2Config, Dinov2Model
+    from transformers.models.vit.image_processing_pil_vit import ViTImageProcessorPil
+
+    _seeded(seed)
+    cfg = _mark(Dinov2Config(image_size=size, patch_size=8, hidden_size=hidden, num_hidden_layers=layers,
+                             num_attention_heads=4, mlp_ratio=2))
+    proc = ViTImageProcessorPil(size={"height": size, "width": size})
+    return _save(Dinov2Model(cfg), out, proc)
+
+
+def build_bert(out, *, corpus=DEFAULT_CORPUS, hidden=32, layers=3, seed=0):
+    from transformers import BertConfig, BertModel
+
+    _seeded(seed)
+    tok = _word_tokenizer(corpus, kind="bert")
+    cfg = _mark(BertConfig(vocab_size=len(tok), hidden_size=hidden, num_hidden_layers=layers, num_attention_heads=4,
+                           intermediate_size=2 * hidden, max_position_embeddings=256, pad_token_id=tok.pad_token_id))
+    return _save(BertModel(cfg, add_pooling_layer=False), out, tok)
+
+
+def build_t5(out, *, corpus=DEFAULT_CORPUS, hidden=32, layers=2, seed=0):
+    from transformers import T5Config, T5Model
+
+    _seeded(seed)
+    tok = _word_tokenizer(corpus, kind="t5")
+    cfg = _mark(T5Config(vocab_size=len(tok), d_model=hidden, d_kv=8, d_ff=2 * hidden, num_layers=layers,
+                         num_decoder_layers=1, num_heads=4, pad_token_id=tok.pad_token_id,
+                         eos_token_id=tok.eos_token_id, decoder_start_token_id=tok.pad_token_id))
+    return _save(T5Model(cfg), out, tok)
+
+
+def build_llama(out, *, corpus=DEFAULT_CORPUS, hidden=32, layers=3, seed=0):
+    from transformers import LlamaConfig, LlamaModel
+
+    _seeded(seed)
+    tok = _word_tokenizer(corpus, kind="llama")
+    cfg = _mark(LlamaConfig(vocab_size=len(tok), hidden_size=hidden, intermediate_size=2 * hidden,
+                            num_hidden_layers=layers, num_attention_heads=4, num_key_value_heads=2,
+                            max_position_embeddings=512, bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id))
+    return _save(LlamaModel(cfg), out, tok)
+
+
+BUILDERS = {
+    "videomae": build_videomae, "timesformer": build_timesformer, "vit": build_vit, "dinov2": build_dinov2,
+    "bert": build_bert, "t5": build_t5, "llama": build_llama,
+}

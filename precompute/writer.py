@@ -1,0 +1,141 @@
+"""Writing datasets, models, runs and embeddings into the store, one transaction per batch."""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import json
+
+import numpy as np
+import pyarrow as pa
+
+from analysis.schema import create_all, fetch_one
+from analysis.store import StoreError, connect
+
+from . import __version__
+from .manifest import Manifest
+from .models import ModelInfo
+
+
+def now():
+    return dt.datetime.now(dt.timezone.utc).replace(tzinfo=None)
+
+
+def run_id_for(config: dict) -> str:
+    """Hash of everything that changes a run's numbers (sorted JSON of its identity fields)."""
+    return "r" + hashlib.sha256(json.dumps(config, sort_keys=True).encode()).hexdigest()[:15]
+
+
+class StoreWriter:
+    """The single read-write connection of a precompute process."""
+
+    def __init__(self, path):
+        self.path = str(path)
+        self.con = connect(self.path, read_only=False)
+        create_all(self.con, self.path)
+
+    def close(self):
+        self.con.close()
+
+    def _insert_arrow(self, target: str, table: pa.Table, select: str) -> None:
+        self.con.register("_arrow_rows", table)
+        try:
+            self.con.execute(f"INSERT INTO {target} SELECT {select} FROM _arrow_rows")
+        finally:
+            self.con.unregister("_arrow_rows")
+
+    # ---- datasets and items --------------------------------------------------------
+    def put_dataset(self, name: str, manifest: Manifest) -> None:
+        row = fetch_one(self.con, "SELECT manifest_sha, manifest FROM datasets WHERE dataset = ?", [name])
+        if row is not None:
+            if row[0] != manifest.sha:
+                raise StoreError(
+                    f"dataset {name!r} is already in {self.path} from {row[1]} with different items or captions; "
+                    "its stored runs would no longer match. Use another --dataset name (nothing was changed)."
+                )
+            return
+        self.con.execute("BEGIN")
+        try:
+            self.con.execute("INSERT INTO datasets VALUES (?, ?, ?, ?, ?)",
+                             [name, manifest.path, manifest.sha, len(manifest.items), now()])
+            table = pa.table({
+                "dataset": [name] * len(manifest.items),
+                "idx": pa.array([it.idx for it in manifest.items], pa.int32()),
+                "item_id": [it.item_id for it in manifest.items],
+                "video": [it.video for it in manifest.items],
+                "captions": pa.array([it.captions for it in manifest.items], pa.list_(pa.string())),
+                "negatives": pa.array([it.negatives for it in manifest.items], pa.list_(pa.string())),
+                "metadata": [json.dumps(it.metadata) for it in manifest.items],
+            })
+            self._insert_arrow("items", table, "dataset, idx, item_id, video, captions, negatives, metadata::JSON")
+            self.con.execute("COMMIT")
+        except Exception:
+            self.con.execute("ROLLBACK")
+            raise
+
+    # ---- models ------------------------------------------------------------------
+    def put_model(self, name: str, info: ModelInfo) -> None:
+        row = fetch_one(self.con, "SELECT source, revision FROM models WHERE model = ?", [name])
+        if row is not None:
+            if (row[0], row[1]) != (info.source, info.revision):
+                raise StoreError(
+                    f"model name {name!r} is already used in {self.path} for {row[0]} (revision {row[1]}); "
+                    f"pass --name to store {info.source} (revision {info.revision}) under another name"
+                )
+            return
+        self.con.execute(
+            "INSERT INTO models VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            [name, info.source, info.revision, info.model_type, info.modality, info.n_layers, info.dim,
+             info.params, info.native_frames, info.pooling, info.random_init, json.dumps(info.config)],
+        )
+
+    # ---- runs --------------------------------------------------------------------
+    def get_run(self, run_id: str) -> dict | None:
+        cur = self.con.execute("SELECT * FROM runs WHERE run_id = ?", [run_id])
+        rows = cur.fetchall()
+        return dict(zip([d[0] for d in cur.description], rows[0])) if rows else None
+
+    def start_run(self, run_id: str, *, model, dataset, modality, n_frames, n_captions, variant, image_mode,
+                  pooling, dtype, device, n_items, n_layers, dim, config: dict) -> dict:
+        """Create the run (status running) or return the existing one; stray rows past n_done are removed."""
+        existing = self.get_run(run_id)
+        if existing is None:
+            self.con.execute(
+                "INSERT INTO runs VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'running', ?, 0, ?, ?, ?, ?, ?, NULL)",
+                [run_id, model, dataset, modality, n_frames, n_captions, variant, image_mode, pooling, dtype,
+                 device, n_items, n_layers, dim, json.dumps(config), __version__, now()],
+            )
+            return self.get_run(run_id)
+        if existing["status"] != "done":
+            # batches commit atomically, so nothing past n_done should exist; be defensive anyway
+            self.con.execute("DELETE FROM embeddings WHERE run_id = ? AND idx >= ?", [run_id, existing["n_done"]])
+        return existing
+
+    def write_batch(self, run_id: str, first_idx: int, vectors: np.ndarray, *, n_items: int,
+                    notes: dict | None = None) -> None:
+        """Append ``vectors`` ``(L, B, d)`` for items ``first_idx .. first_idx+B-1`` in one transaction."""
+        L, B, d = vectors.shape
+        flat = np.ascontiguousarray(vectors, dtype=np.float32).reshape(L * B, d)
+        offsets = pa.array(np.arange(0, (L * B + 1) * d, d, dtype=np.int32))
+        table = pa.table({
+            "run_id": pa.array([run_id] * (L * B)),
+            "layer": pa.array(np.repeat(np.arange(L, dtype=np.int16), B)),
+            "idx": pa.array(np.tile(np.arange(first_idx, first_idx + B, dtype=np.int32), L)),
+            "vec": pa.ListArray.from_arrays(offsets, pa.array(flat.ravel())),
+        })
+        n_done = first_idx + B
+        self.con.execute("BEGIN")
+        try:
+            self._insert_arrow("embeddings", table, "run_id, layer, idx, vec")
+            if notes:
+                self.con.execute("UPDATE runs SET config = json_merge_patch(config, ?) WHERE run_id = ?",
+                                 [json.dumps({"notes": notes}), run_id])
+            if n_done >= n_items:
+                self.con.execute("UPDATE runs SET n_done = ?, status = 'done', finished = ? WHERE run_id = ?",
+                                 [n_done, now(), run_id])
+            else:
+                self.con.execute("UPDATE runs SET n_done = ? WHERE run_id = ?", [n_done, run_id])
+            self.con.execute("COMMIT")
+        except Exception:
+            self.con.execute("ROLLBACK")
+            raise
