@@ -80,7 +80,7 @@ TABLES: list[tuple[str, list[tuple[str, str, str]], str]] = [
 TABLE_NAMES = [t[0] for t in TABLES]
 
 
-class SchemaError(RuntimeError):
+class SchemaError(ValueError):
     """The store was written by another schema version, or is not a LayerScope store."""
 
 

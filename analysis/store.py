@@ -15,7 +15,7 @@ import numpy as np
 from .schema import SchemaError, check_version, fetch_one, stored_version
 
 
-class StoreError(RuntimeError):
+class StoreError(ValueError):
     """A store-level problem (missing file, locked, unknown model, run not done) with a clear message."""
 
 

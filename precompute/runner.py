@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import math
+import os
+import signal
 import sys
 import time
 from dataclasses import dataclass, field
@@ -40,6 +42,21 @@ class Summary:
     seconds: float = 0.0
 
 
+_batches_committed = 0
+
+
+def _crash_point() -> None:
+    """Crash-test hook: with LAYERSCOPE_KILL_AFTER_BATCHES=N the process SIGKILLs itself after N
+    committed batches, so the resume tests interrupt a real run at a known point."""
+    global _batches_committed
+    limit = os.environ.get("LAYERSCOPE_KILL_AFTER_BATCHES")
+    if limit is None:
+        return
+    _batches_committed += 1
+    if _batches_committed >= int(limit):
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
 def parse_shard(text: str | None, n_items: int) -> tuple[int, int, range]:
     if not text:
         return 0, 1, range(n_items)
@@ -64,7 +81,7 @@ class Precompute:
 
     def __init__(self, writer: StoreWriter, manifest: Manifest, dataset: str, *, frames, captions,
                  variants=("original",), batch_size=8, device="auto", dtype="float32", image_mode="frames",
-                 shard=None, allow_fewer_captions=False, trust_remote_code=False, progress=True, out=sys.stderr):
+                 shard=None, allow_fewer_captions=False, trust_remote_code=False, progress=True, out=None):
         self.w = writer
         self.manifest = manifest
         self.dataset = dataset
@@ -79,14 +96,14 @@ class Precompute:
         self.allow_fewer = allow_fewer_captions
         self.trust = trust_remote_code
         self.progress = progress
-        self.out = out
+        self.out = out or sys.stderr  # resolved at call time, so redirected stderr is honoured
         self.summary = Summary()
         if self.batch_size < 1:
             raise ValueError(f"--batch-size must be >= 1, got {batch_size}")
-        self._check_captions()
         self.shard_i, self.shard_n, self.items_range = parse_shard(shard, len(manifest.items))
 
-    def _check_captions(self):
+    def check_captions(self):
+        """Only relevant when a text or MLLM model is in the call; run before any model runs."""
         need = max(self.captions) if self.captions else 0
         short = [(it.item_id, len(it.captions)) for it in self.manifest.items if len(it.captions) < need]
         if short and not self.allow_fewer:
@@ -185,6 +202,7 @@ class Precompute:
                                        notes=notes or None)
                     self.summary.items_embedded += len(batch)
                     bar.update(len(batch))
+                    _crash_point()
                 self.summary.runs_computed += 1
                 if notes:
                     for kind, entries in notes.items():
@@ -235,16 +253,22 @@ class Precompute:
         )
 
 
-def run_precompute(*, store, manifest, dataset, models, names=None, modality=None, progress=True, out=sys.stderr,
+def run_precompute(*, store, manifest, dataset, models, names=None, modality=None, progress=True, out=None,
                    **options) -> Summary:
     """Library entry of ``layerscope precompute``: validate everything, then run every model."""
     t0 = time.perf_counter()
     names = list(names or [])
     if names and len(names) != len(models):
         raise ValueError(f"--name was given {len(names)} time(s) for {len(models)} model(s); give one per --model")
+    # read every model's config first (no weights): a bad spec or a caption shortfall is reported
+    # before anything runs or is written
+    modalities = [Adapter(spec, device=options.get("device", "auto"), modality=modality,
+                          trust_remote_code=options.get("trust_remote_code", False)).modality for spec in models]
     writer = StoreWriter(store)
     try:
         job = Precompute(writer, manifest, dataset, progress=progress, out=out, **options)
+        if {"text", "mllm"} & set(modalities):
+            job.check_captions()
         writer.put_dataset(dataset, manifest)
         for i, spec in enumerate(models):
             job.run_model(spec, names[i] if names else None, modality)

