@@ -153,8 +153,33 @@ def _register_precompute(sub):
     r.set_defaults(func=cmd_runs)
 
 
+def cmd_demo(args) -> int:
+    from analysis.store import StoreError
+
+    from .demo import run_demo
+
+    try:
+        summary = run_demo(store=args.store, small=args.small, dashboard=not args.no_dashboard,
+                           data_dir=args.data_dir, progress=not args.quiet)
+    except (StoreError, ValueError) as exc:
+        raise UserError(str(exc)) from None
+    print(f"demo: {summary['runs_computed']} run(s) computed, {summary['runs_reused']} reused, "
+          f"{summary['seconds']:.0f} s -> {summary['store']}")
+    return 0
+
+
+def _register_demo(sub):
+    p = sub.add_parser("demo", help="generate synthetic videos, embed them with offline models, analyse, explore")
+    p.add_argument("--store", default="data/demo.duckdb", help="store to fill (default data/demo.duckdb)")
+    p.add_argument("--data-dir", default="data", help="where generated videos and demo models go (default data/)")
+    p.add_argument("--small", action="store_true", help="fewer items and settings (about a minute)")
+    p.add_argument("--no-dashboard", action="store_true", help="do not open the dashboard at the end")
+    p.add_argument("--quiet", action="store_true", help="no progress bars")
+    p.set_defaults(func=cmd_demo)
+
+
 #: functions adding further subcommands to the parser
-_REGISTRARS: list = [_register_precompute]
+_REGISTRARS: list = [_register_precompute, _register_demo]
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -57,6 +57,33 @@ def _crash_point() -> None:
         os.kill(os.getpid(), signal.SIGKILL)
 
 
+class FrameCache:
+    """Decoded videos kept across the runs of one invocation (a sweep decodes each video once).
+
+    Bounded by ``budget_bytes``; the oldest entries go first.
+    """
+
+    def __init__(self, budget_bytes: int = 1 << 30):
+        from collections import OrderedDict
+
+        self.budget = budget_bytes
+        self.used = 0
+        self.entries: "OrderedDict[str, np.ndarray]" = OrderedDict()
+
+    def get(self, path: str) -> np.ndarray:
+        if path in self.entries:
+            self.entries.move_to_end(path)
+            return self.entries[path]
+        frames = read_frames(path)
+        frames.setflags(write=False)  # shared between runs: nobody may modify it
+        self.entries[path] = frames
+        self.used += frames.nbytes
+        while self.used > self.budget and len(self.entries) > 1:
+            _, old = self.entries.popitem(last=False)
+            self.used -= old.nbytes
+        return frames
+
+
 def parse_shard(text: str | None, n_items: int) -> tuple[int, int, range]:
     if not text:
         return 0, 1, range(n_items)
@@ -98,6 +125,7 @@ class Precompute:
         self.progress = progress
         self.out = out or sys.stderr  # resolved at call time, so redirected stderr is honoured
         self.summary = Summary()
+        self.frames_cache = FrameCache()
         if self.batch_size < 1:
             raise ValueError(f"--batch-size must be >= 1, got {batch_size}")
         self.shard_i, self.shard_n, self.items_range = parse_shard(shard, len(manifest.items))
@@ -229,7 +257,7 @@ class Precompute:
             return adapter.embed_texts(texts)
         videos = []
         for it in batch:
-            frames = read_frames(it.video)
+            frames = self.frames_cache.get(it.video)
             if p.variant == "reversed":
                 frames = reverse(frames)
             if len(frames) < p.n_frames:

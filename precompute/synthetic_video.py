@@ -18,12 +18,13 @@ def write_video(path, frames: np.ndarray, *, fps: int = 10) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     codec, pix_fmt = CODECS.get(path.suffix.lower(), CODECS[".mkv"])
     frames = np.asarray(frames, dtype=np.uint8)
-    with av.open(str(path), "w") as container:
-        stream = container.add_stream(codec, rate=fps)
+    # bitexact: no random segment ids or encoder version strings, so the same frames give the same bytes
+    with av.open(str(path), "w", options={"fflags": "+bitexact"}) as container:
+        stream = container.add_stream(codec, rate=fps, options={"flags": "+bitexact"})
         stream.width, stream.height = frames.shape[2], frames.shape[1]
         stream.pix_fmt = pix_fmt
         if codec == "libx264":
-            stream.options = {"crf": "18", "preset": "veryfast"}
+            stream.options = {"crf": "18", "preset": "veryfast", "threads": "1", "flags": "+bitexact"}
         for f in frames:
             for packet in stream.encode(av.VideoFrame.from_ndarray(f, format="rgb24")):
                 container.mux(packet)

@@ -59,6 +59,9 @@ def _word_tokenizer(corpus, *, kind: str):
 
 
 def _save(model, out, *processors):
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.disable_progress_bar()  # a bar per tiny file is noise
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     model.save_pretrained(out)

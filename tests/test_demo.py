@@ -1,0 +1,35 @@
+"""End to end: the --small demo from nothing into a temporary store, then again (reused)."""
+
+import duckdb
+import pytest
+
+from analysis.store import list_runs, load_embeddings
+from precompute.cli import main
+from precompute.demo import SMALL
+
+
+@pytest.mark.slow
+def test_small_demo_end_to_end(tmp_path, capsys):
+    store = tmp_path / "demo.duckdb"
+    args = ["demo", "--small", "--no-dashboard", "--quiet", "--store", str(store), "--data-dir", str(tmp_path / "d")]
+    assert main(args) == 0
+    runs = list_runs(store)
+    vision_models, text_models = 2, 2
+    per_dataset_vision = vision_models * len(SMALL.frames) * 2  # original + reversed
+    tot_text = text_models * len([c for c in SMALL.captions if c <= 2])
+    shapes_text = text_models * len(SMALL.captions)
+    assert len(runs) == 2 * per_dataset_vision + tot_text + shapes_text
+    assert all(r["status"] == "done" for r in runs)
+    con = duckdb.connect(str(store), read_only=True)
+    items = dict(con.execute("SELECT dataset, count(*) FROM items GROUP BY dataset").fetchall())
+    models = dict(con.execute("SELECT model, random_init FROM models").fetchall())
+    con.close()
+    assert items == {"test_of_time": SMALL.tot_items, "moving_shapes": SMALL.shape_items}
+    assert models == {"videomae-tiny": True, "vit-tiny": True, "llama-tiny": True, "all-MiniLM-L6-v2": False}
+    V = load_embeddings(store, model="videomae-tiny", dataset="moving_shapes", n_frames=4)
+    R = load_embeddings(store, model="videomae-tiny", dataset="moving_shapes", n_frames=4, variant="reversed")
+    assert V.shape == R.shape == (5, SMALL.shape_items, 64)
+    assert not (V[-1] == R[-1]).all()  # a video model sees the time reversal
+    capsys.readouterr()
+    assert main(args) == 0  # second run: everything reused
+    assert f"0 run(s) computed, {len(runs)} reused" in capsys.readouterr().out
