@@ -178,8 +178,57 @@ def _register_demo(sub):
     p.set_defaults(func=cmd_demo)
 
 
+def cmd_analyze(args) -> int:
+    import time
+
+    from analysis.studies import analyze_store
+    from analysis.store import StoreError
+
+    t0 = time.perf_counter()
+    try:
+        out = analyze_store(args.store, k=args.k, metrics=args.metric or ("mutual_knn", "cka", "cknna"),
+                            references=args.reference, n_boot=args.bootstrap, datasets=args.dataset,
+                            log=lambda m: print(m, file=sys.stderr, flush=True))
+    except (StoreError, ValueError) as exc:
+        raise UserError(str(exc)) from None
+    print(f"analyze: {out['computed']} result(s) computed, {out['skipped']} unchanged and skipped, "
+          f"{len(out['notes'])} note(s), {time.perf_counter() - t0:.1f} s -> {args.store}")
+    return 0
+
+
+def cmd_downstream(args) -> int:
+    from analysis.downstream_import import import_downstream
+    from analysis.store import StoreError
+
+    try:
+        n = import_downstream(args.store, args.csv)
+    except (StoreError, ValueError) as exc:
+        raise UserError(str(exc)) from None
+    print(f"downstream: {n} result(s) imported into {args.store}; run `layerscope analyze` to correlate them")
+    return 0
+
+
+def _register_analyze(sub):
+    p = sub.add_parser("analyze", help="grids, scaling laws, model map, downstream, temporal probes, layer choice")
+    p.add_argument("--store", required=True)
+    p.add_argument("--k", type=int, default=10, help="neighbours for k-NN metrics (default 10)")
+    p.add_argument("--metric", action="append", help="pairwise metric for grids (repeatable; default "
+                   "mutual_knn, cka, cknna)")
+    p.add_argument("--reference", action="append", help="reference model(s) for downstream scores "
+                   "(default: every text model)")
+    p.add_argument("--bootstrap", type=int, default=200, help="bootstrap resamples for intervals (0: none)")
+    p.add_argument("--dataset", action="append", help="only these datasets")
+    p.set_defaults(func=cmd_analyze)
+    d = sub.add_parser("downstream", help="downstream results for correlation")
+    dsub = d.add_subparsers(dest="action", required=True)
+    imp = dsub.add_parser("import", help="import a CSV: model, task, metric, value, higher_is_better")
+    imp.add_argument("csv")
+    imp.add_argument("--store", required=True)
+    imp.set_defaults(func=cmd_downstream)
+
+
 #: functions adding further subcommands to the parser
-_REGISTRARS: list = [_register_precompute, _register_demo]
+_REGISTRARS: list = [_register_precompute, _register_demo, _register_analyze]
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -165,6 +165,10 @@ class Precompute:
             for n_c in self.captions:
                 ident = {**base, "n_captions": n_c, "variant": "original"}
                 plans.append(RunPlan(run_id_for(ident), None, n_c, "original", ident))
+            if any(it.negatives for it in self.manifest.items):
+                # the reorder-negative probe needs each item's first negative caption embedded
+                ident = {**base, "n_captions": 1, "variant": "negative"}
+                plans.append(RunPlan(run_id_for(ident), None, 1, "negative", ident))
         else:  # mllm: video side with each n_f (and text side with each n_c)
             for variant in self.variants:
                 for n_f in self.frames:
@@ -243,12 +247,18 @@ class Precompute:
     def _label(p: RunPlan) -> str:
         if p.n_frames is not None:
             return f"n_f={p.n_frames}" + (" reversed" if p.variant == "reversed" else "")
-        return f"n_c={p.n_captions}"
+        return f"n_c={p.n_captions}" + (" negatives" if p.variant == "negative" else "")
 
     def _embed(self, adapter, info, p: RunPlan, batch, notes) -> np.ndarray:
         if p.n_captions is not None:
             texts = []
             for it in batch:
+                if p.variant == "negative":
+                    if not it.negatives:
+                        notes.setdefault("no_negative", {})[it.item_id] = {
+                            "handled": "the item has no negative caption; its first caption was embedded"}
+                    texts.append(it.negatives[0] if it.negatives else it.captions[0])
+                    continue
                 if len(it.captions) < p.n_captions:
                     notes.setdefault("fewer_captions", {})[it.item_id] = {
                         "has": len(it.captions), "asked": p.n_captions,
