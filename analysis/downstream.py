@@ -65,7 +65,8 @@ def depth_curve(per_layer_scores: dict[str, np.ndarray], results: dict[str, floa
                 points: int = 11) -> dict:
     """Pearson R between the score at each relative depth (0 = embeddings, 1 = last layer) and the task.
 
-    Each model contributes its layer nearest to the relative depth. Returns ``{"depth": [...], "r": [...]}``.
+    Each model contributes its layer nearest to the relative depth, ``floor(d * (L - 1) + 0.5)``
+    (halves round up). Returns ``{"depth": [...], "r": [...]}``.
     """
     models = [m for m in per_layer_scores if m in results]
     if len(models) < 3:
@@ -74,6 +75,6 @@ def depth_curve(per_layer_scores: dict[str, np.ndarray], results: dict[str, floa
     y = np.array([results[m] for m in models], dtype=float) * (1 if higher_is_better else -1)
     rs = []
     for d in depths:
-        x = np.array([per_layer_scores[m][int(round(d * (len(per_layer_scores[m]) - 1)))] for m in models])
+        x = np.array([per_layer_scores[m][int(np.floor(d * (len(per_layer_scores[m]) - 1) + 0.5))] for m in models])
         rs.append(float(stats.pearsonr(x, y)[0]) if np.ptp(x) > 0 and np.ptp(y) > 0 else float("nan"))
     return {"depth": depths.tolist(), "r": rs}

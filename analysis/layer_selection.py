@@ -13,8 +13,9 @@ def recommend_layers(curves: dict[str, tuple[np.ndarray, bool]]) -> dict:
             embedding output and is never recommended (it is not a learned representation).
     Returns:
         ``{"picks": {metric: {"layer", "value", "final_value", "from_final", "relative_depth",
-        "gain_vs_final"}}, "agreement": {...}}``. ``gain_vs_final`` is the relative change from the
-        final layer's value to the pick's, signed so that positive means better.
+        "gain_vs_final", "final_shortfall"}}, "agreement": {...}}``. ``gain_vs_final`` is the change
+        from the final layer's value to the pick's relative to the final value, ``final_shortfall``
+        the same change relative to the pick's value; both signed so that positive means the pick is better.
         Agreement: ``modal_layer`` and the share of metrics that pick it, and the spread of the
         picks in relative depth (max - min).
     """
@@ -33,10 +34,14 @@ def recommend_layers(curves: dict[str, tuple[np.ndarray, bool]]) -> dict:
         layer = int(np.argmax(candidates) if higher else np.argmin(candidates)) + 1
         final = float(v[-1])
         gain = (v[layer] - final) / abs(final) if final != 0 else float("nan")
+        drop = (v[layer] - final) / abs(v[layer]) if v[layer] != 0 else float("nan")
         picks[name] = {
             "layer": layer, "value": float(v[layer]), "final_value": final,
             "from_final": (len(v) - 1) - layer, "relative_depth": layer / (len(v) - 1),
             "gain_vs_final": float(gain if higher else -gain),
+            # how much worse the final layer is, relative to the pick ("the last layer is 18% lower")
+            "final_shortfall": float(drop if higher else -drop),
+            "higher_is_better": bool(higher),
         }
     layers = [p["layer"] for p in picks.values()]
     values, counts = np.unique(layers, return_counts=True)
@@ -53,7 +58,11 @@ def describe_pick(model: str, pick: dict, n_layers: int, what: str) -> str:
     last = n_layers - 1
     if pick["layer"] == last:
         return f"the last layer ({last}) of {model} is best by {what}"
-    gain = pick["gain_vs_final"]
-    change = f"the last layer is {abs(gain) * 100:.0f}% {'lower' if gain > 0 else 'higher'}" if np.isfinite(gain) \
-        else "the last layer scores 0"
+    short = pick["final_shortfall"]
+    if not np.isfinite(short):
+        change = "the pick scores 0"
+    elif pick.get("higher_is_better", True):
+        change = f"the last layer is {abs(short) * 100:.0f}% {'lower' if short > 0 else 'higher'}"
+    else:
+        change = f"the last layer is {abs(short) * 100:.0f}% {'worse' if short > 0 else 'better'}"
     return f"layer {pick['layer']} of {last} of {model} is best by {what}; {change}"

@@ -21,12 +21,15 @@ def row_chunks(n_rows: int, n_cols: int):
         yield start, min(n_rows, start + step)
 
 
-def cosine_topk(Xn: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+def cosine_topk(Xn: np.ndarray, k: int, groups: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Indices and cosine similarities of each row's ``k`` nearest other rows.
 
     Args:
         Xn: ``(N, d)`` rows already L2-normalised.
         k: neighbours per row, ``1 <= k < N``.
+        groups: optional ``(N,)`` labels; rows sharing a label are never each other's neighbours.
+            The bootstrap passes source indices, so an item resampled twice does not find its own
+            copy (which would inflate every neighbourhood metric).
     Returns:
         ``(idx, sim)``, both ``(N, k)``, ordered by decreasing similarity. The row itself is
         excluded (its similarity is set to -inf before selection). Exact ties are broken by
@@ -40,6 +43,8 @@ def cosine_topk(Xn: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
         rows = np.arange(stop - start)
         # set the diagonal to -inf to exclude the points themselves
         S[rows, rows + start] = -np.inf
+        if groups is not None:
+            S[groups[start:stop, None] == groups[None, :]] = -np.inf
         part = np.argpartition(-S, k - 1, axis=1)[:, :k]
         vals = np.take_along_axis(S, part, axis=1)
         order = np.argsort(-vals, axis=1, kind="stable")

@@ -124,10 +124,13 @@ class Analysis:
                 ikey = R.key(r["run_id"], r["finished"])
                 if not self._fresh("result_profiles", rid, ikey):
                     continue
-                values = layer_profile(self.emb(r["run_id"]), metric=metric)
+                # LID's MLE uses 20 neighbours; small datasets use as many as they have
+                params = {"k": min(20, r["n_items"] - 1)} if metric == "lid" else {}
+                with np.errstate(divide="ignore", invalid="ignore"):
+                    values = layer_profile(self.emb(r["run_id"]), metric=metric, **params)
                 R.put_profile(self.con, result_id=rid, dataset=ds, model=r["model"], run_id=r["run_id"],
                               modality=r["modality"], n_frames=r["n_frames"], n_captions=r["n_captions"],
-                              metric=metric, params={}, layer_values=values, input_key=ikey)
+                              metric=metric, params=params, layer_values=values, input_key=ikey)
 
     def _grid(self, ds, kind, a, b, metric):
         params = self.params_for(metric)

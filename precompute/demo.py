@@ -37,7 +37,7 @@ RANDOM_MODELS = {
         out, corpus=tiny_models.DEFAULT_CORPUS + _demo_corpus(), hidden=64, layers=4),
 }
 REAL_TEXT_MODEL = "all-MiniLM-L6-v2"
-DEMO_BOOTSTRAP = 30
+DEMO_BOOTSTRAP = 20
 
 
 def _demo_corpus() -> list[str]:

@@ -19,3 +19,15 @@ def random_rotation(d, seed):
 @pytest.fixture
 def rng():
     return np.random.default_rng(1234)
+
+
+@pytest.fixture(scope="session")
+def small_demo(tmp_path_factory):
+    """The --small demo store (precomputed and analysed) built once; copy it before changing it."""
+    from precompute.demo import run_demo
+
+    root = tmp_path_factory.mktemp("demo")
+    store = root / "demo.duckdb"
+    run_demo(store=store, small=True, dashboard=False, data_dir=root / "data", progress=False,
+             out=open(root / "demo.log", "w"))
+    return store

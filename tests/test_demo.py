@@ -16,8 +16,9 @@ def test_small_demo_end_to_end(tmp_path, capsys):
     runs = list_runs(store)
     vision_models, text_models = 2, 2
     per_dataset_vision = vision_models * len(SMALL.frames) * 2  # original + reversed
-    tot_text = text_models * len([c for c in SMALL.captions if c <= 2])
-    shapes_text = text_models * len(SMALL.captions)
+    # + one run of each text model on the negative captions (both datasets have negatives)
+    tot_text = text_models * (len([c for c in SMALL.captions if c <= 2]) + 1)
+    shapes_text = text_models * (len(SMALL.captions) + 1)
     assert len(runs) == 2 * per_dataset_vision + tot_text + shapes_text
     assert all(r["status"] == "done" for r in runs)
     con = duckdb.connect(str(store), read_only=True)
@@ -30,6 +31,20 @@ def test_small_demo_end_to_end(tmp_path, capsys):
     R = load_embeddings(store, model="videomae-tiny", dataset="moving_shapes", n_frames=4, variant="reversed")
     assert V.shape == R.shape == (5, SMALL.shape_items, 64)
     assert not (V[-1] == R[-1]).all()  # a video model sees the time reversal
+    con = duckdb.connect(str(store), read_only=True)
+    studies = dict(con.execute("SELECT study, count(*) FROM result_studies GROUP BY study").fetchall())
+    n_grids = con.execute("SELECT count(*) FROM result_grids").fetchall()[0][0]
+    n_profiles = con.execute("SELECT count(*) FROM result_profiles").fetchall()[0][0]
+    con.close()
+    originals = [r for r in runs if r["variant"] == "original"]
+    assert n_profiles == 3 * len(originals)  # rankme, lid, uniformity for every original run
+    vt = sum(len([r for r in originals if r["dataset"] == ds and r["modality"] == "video" or
+                  r["dataset"] == ds and r["modality"] == "image"]) *
+             len([r for r in originals if r["dataset"] == ds and r["modality"] == "text"])
+             for ds in ("test_of_time", "moving_shapes"))
+    vv = 2 * len(SMALL.frames)  # videomae x vit at each shared n_f, per dataset
+    assert n_grids == 3 * (vt + vv)  # mutual_knn, cka, cknna
+    assert studies == {"scaling": 2 * 2 * 2 * 3, "model_map": 2, "temporal": 2, "layer_choice": 8}
     capsys.readouterr()
     assert main(args) == 0  # second run: everything reused
     assert f"0 run(s) computed, {len(runs)} reused" in capsys.readouterr().out

@@ -68,10 +68,10 @@ def masked_hsic_unbiased(n: int, rows, cols, kv, lv, trace: float) -> float:
 class KnnKernel(PairKernel):
     """Shared preparation: cosine top-k per layer (and the CKNNA self term, which is cheap)."""
 
-    def prepare(self, X, *, k=10, **_):
+    def prepare(self, X, *, k=10, groups=None, **_):
         # X was validated by the caller (the public function or layer_grid)
-        check_k(X.shape[0], k)
-        idx, sim = cosine_topk(l2_normalize(X), k)
+        check_k(X.shape[0] if groups is None else len(np.unique(groups)), k)
+        idx, sim = cosine_topk(l2_normalize(X), k, groups)
         # rows ordered by neighbour index: pair intersections then come out already sorted by
         # (row, column), which masked_hsic_unbiased exploits instead of sorting per pair
         order = np.argsort(idx, axis=1)

@@ -40,16 +40,28 @@ def test_bootstrap_interval_brackets_the_estimate_and_is_reproducible():
     assert ci.estimate == M.cka(X, Y)
     again = bootstrap_ci("cka", X, Y, n_boot=60, seed=1)
     np.testing.assert_array_equal(ci.samples, again.samples)
-    # percentile method: the bounds are the sample quantiles
+    # percentile method, recentred on the estimate: quantiles shifted by estimate - median
     lo, hi = np.quantile(ci.samples, [0.025, 0.975])
-    assert (ci.low, ci.high) == (lo, hi)
+    shift = ci.estimate - np.median(ci.samples)
+    assert (ci.raw_low, ci.raw_high) == (lo, hi)
+    assert (ci.low, ci.high) == (pytest.approx(lo + shift), pytest.approx(min(1.0, hi + shift)))
+
+
+def test_bootstrap_never_pairs_an_item_with_its_own_copy():
+    # with copies allowed as neighbours, resampled mutual k-NN of unrelated spaces jumps far above
+    # chance (every duplicate is a shared neighbour); grouping keeps it near chance k/(N-1)
+    rng = np.random.default_rng(0)
+    X, Y = rng.normal(size=(200, 8)), rng.normal(size=(200, 8))
+    ci = bootstrap_ci("mutual_knn", X, Y, n_boot=30, k=5)
+    assert np.nanmedian(ci.samples) < 0.1
+    assert ci.low <= ci.estimate <= ci.high
 
 
 def test_bootstrap_resamples_pairs_together():
     # if pairs were broken, a perfectly aligned pair would drop far below 1
     X, _ = planted(80)
     ci = bootstrap_ci("cka", X, 2 * X, n_boot=30)
-    assert ci.low == pytest.approx(1.0)
+    assert ci.raw_low == pytest.approx(1.0)
 
 
 def test_bootstrap_single_and_unpaired_and_errors():

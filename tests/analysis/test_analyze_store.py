@@ -1,0 +1,126 @@
+"""`layerscope analyze` and `layerscope downstream import` on real stores."""
+
+import shutil
+
+import duckdb
+import numpy as np
+import pytest
+from scipy import stats
+
+from analysis import results as R
+from analysis.grid import layer_grid
+from analysis.store import StoreError, load_embeddings
+from analysis.studies import analyze_store
+from precompute.cli import main
+
+
+@pytest.fixture
+def store(small_demo, tmp_path):
+    path = tmp_path / "s.duckdb"
+    shutil.copy(small_demo, path)
+    return path
+
+
+def quiet(_msg):
+    pass
+
+
+def test_demo_store_holds_every_study(store):
+    con = duckdb.connect(str(store), read_only=True)
+    studies = {r[0] for r in con.execute("SELECT DISTINCT study FROM result_studies").fetchall()}
+    assert studies == {"scaling", "model_map", "temporal", "layer_choice"}  # downstream needs imported results
+    grids = R.read_grids(con, dataset="moving_shapes", model_a="videomae-tiny", model_b="all-MiniLM-L6-v2",
+                         metric="mutual_knn", n_frames=4, n_captions=4)
+    con.close()
+    (g,) = grids
+    V = load_embeddings(store, model="videomae-tiny", dataset="moving_shapes", n_frames=4)
+    T = load_embeddings(store, model="all-MiniLM-L6-v2", dataset="moving_shapes", n_captions=4)
+    np.testing.assert_array_equal(g["grid"], layer_grid(V, T, metric="mutual_knn", k=10))
+    assert g["grid"][g["best_a"], g["best_b"]] == g["best_value"] == g["grid"].max()
+    assert g["ci_low"] <= g["best_value"] <= g["ci_high"]
+
+
+def test_second_analyze_computes_nothing_and_changed_inputs_are_recomputed(store):
+    again = analyze_store(store, n_boot=20, log=quiet)
+    assert again["computed"] == 0 and again["skipped"] > 0
+    con = duckdb.connect(str(store))
+    run = con.execute("SELECT run_id FROM runs WHERE model = 'vit-tiny' AND dataset = 'moving_shapes' "
+                      "AND n_frames = 2 AND variant = 'original'").fetchall()[0][0]
+    con.execute("UPDATE runs SET finished = finished + INTERVAL 1 SECOND WHERE run_id = ?", [run])
+    con.close()
+    redo = analyze_store(store, n_boot=20, log=quiet)
+    assert 0 < redo["computed"] < again["skipped"]
+
+
+def test_scaling_study_matches_its_grids(store):
+    con = duckdb.connect(str(store), read_only=True)
+    (s,) = R.read_studies(con, study="scaling", dataset="moving_shapes",
+                          subject="videomae-tiny|all-MiniLM-L6-v2|mutual_knn")
+    grids = R.read_grids(con, dataset="moving_shapes", model_a="videomae-tiny", model_b="all-MiniLM-L6-v2",
+                         metric="mutual_knn")
+    con.close()
+    p = s["payload"]
+    assert len(p["scores"]) == len(grids) == 9  # 3 n_f x 3 n_c in the small demo
+    best = {(g["n_frames"], g["n_captions"]): g["best_value"] for g in grids}
+    for nf, nc, y in zip(p["n_frames"], p["n_captions"], p["scores"]):
+        assert best[(nf, nc)] == y
+    assert "fit" in p and {f["form"] for f in p["forms"]} == {"saturating", "log_linear", "joint_power"}
+
+
+def test_downstream_import_and_correlation(store, tmp_path, capsys):
+    csv = tmp_path / "results.csv"
+    csv.write_text("model,task,metric,value,higher_is_better\n"
+                   "videomae-tiny,ssv2,top1,40.0,true\nvit-tiny,ssv2,top1,30.0,true\n"
+                   "llama-tiny,ssv2,top1,10.0,true\nall-MiniLM-L6-v2,ssv2,top1,20.0,true\n"
+                   "videomae-tiny,depth,rmse,0.5,false\nvit-tiny,depth,rmse,0.7,false\n"
+                   "llama-tiny,depth,rmse,0.9,false\nall-MiniLM-L6-v2,depth,rmse,0.8,false\n")
+    assert main(["downstream", "import", str(csv), "--store", str(store)]) == 0
+    analyze_store(store, n_boot=20, log=quiet)
+    con = duckdb.connect(str(store), read_only=True)
+    (d,) = R.read_studies(con, study="downstream", dataset="moving_shapes")
+    con.close()
+    row = next(r for r in d["payload"]["rows"] if r.get("score") == "rankme at last layer" and r["task"] == "ssv2")
+    assert row["pearson_r"] == pytest.approx(stats.pearsonr(row["x"], row["y"])[0])
+    assert row["spearman_rho"] == pytest.approx(stats.spearmanr(row["x"], row["y"])[0])
+    depth = next(r for r in d["payload"]["rows"] if r.get("score") == "rankme at last layer" and r["task"] == "depth")
+    assert depth["pearson_r"] == pytest.approx(stats.pearsonr(depth["x"], -np.array(depth["y"]))[0])
+
+
+def test_downstream_csv_errors_import_nothing(store, tmp_path, capsys):
+    bad = tmp_path / "bad.csv"
+    bad.write_text("model,task,metric,value,higher_is_better\n"
+                   "not-a-model,ssv2,top1,40,true\nvit-tiny,ssv2,top1,abc,true\nvit-tiny,,top1,1,maybe\n")
+    assert main(["downstream", "import", str(bad), "--store", str(store)]) == 2
+    err = capsys.readouterr().err
+    assert "bad.csv:2: column 'model': unknown model 'not-a-model'" in err
+    assert "bad.csv:3: column 'value': 'abc' is not a finite number" in err
+    assert "bad.csv:4: column 'task' is empty" in err and "'maybe' is not true/false" in err
+    con = duckdb.connect(str(store), read_only=True)
+    assert con.execute("SELECT count(*) FROM downstream_results").fetchall()[0][0] == 0
+    con.close()
+    missing = tmp_path / "cols.csv"
+    missing.write_text("model,value\nvit-tiny,1\n")
+    assert main(["downstream", "import", str(missing), "--store", str(store)]) == 2
+    assert "missing column(s) task, metric, higher_is_better" in capsys.readouterr().err
+
+
+def test_bad_analyze_inputs(tmp_path, store, capsys):
+    from tests.precompute.helpers import make_dataset
+    from precompute import tiny_models
+
+    one = tmp_path / "one.duckdb"
+    m = make_dataset(tmp_path / "d", n=6, captions=1)
+    tiny_models.build_vit(tmp_path / "vit")
+    assert main(["precompute", "--store", str(one), "--manifest", str(m), "--dataset", "d", "--model",
+                 str(tmp_path / "vit"), "--frames", "1", "--quiet"]) == 0
+    out = analyze_store(one, k=3, n_boot=0, log=quiet)  # one model, one setting
+    assert any("no vision×text pair" in n for n in out["notes"])
+    assert any("at least 2 models" in n for n in out["notes"])
+    out = analyze_store(one, k=10, n_boot=0, log=quiet)
+    assert any("too few for k=10" in n for n in out["notes"])
+    with pytest.raises(StoreError, match="unknown --reference"):
+        analyze_store(store, references=["nope"], log=quiet)
+    empty = tmp_path / "empty.duckdb"
+    duckdb.connect(str(empty)).close()
+    assert main(["analyze", "--store", str(empty)]) == 2
+    assert "no runs yet" in capsys.readouterr().err
