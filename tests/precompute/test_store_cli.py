@@ -41,9 +41,10 @@ def test_store_holds_every_layer_in_manifest_order(tmp_path, dataset, tiny, caps
     store = tmp_path / "s.duckdb"
     assert cli("precompute", "--store", store, "--manifest", dataset, "--dataset", "toy", "--model", tiny["vit"],
                "--model", tiny["bert"], "--frames", "1,3", "--captions", "1,3", "--batch-size", "3", "--quiet") == 0
-    assert "4 run(s) computed" in capsys.readouterr().out
+    # 2 vision runs, 2 text runs, and the text model on each item's first negative caption
+    assert "5 run(s) computed" in capsys.readouterr().out
     runs = list_runs(store)
-    assert len(runs) == 4 and all(r["status"] == "done" and r["n_done"] == 7 for r in runs)
+    assert len(runs) == 5 and all(r["status"] == "done" and r["n_done"] == 7 for r in runs)
     manifest = load_manifest(dataset)
     vit = load_adapter(tiny["vit"])
     stored = load_embeddings(store, model="vit", dataset="toy", n_frames=3)
@@ -56,6 +57,9 @@ def test_store_holds_every_layer_in_manifest_order(tmp_path, dataset, tiny, caps
     text = load_embeddings(store, model="bert", dataset="toy", n_captions=3)
     direct = bert.embed_texts([caption_text(manifest.items[4].captions, 3)])[:, 0]
     np.testing.assert_allclose(text[:, 4], direct, rtol=1e-5, atol=1e-6)
+    neg = load_embeddings(store, model="bert", dataset="toy", n_captions=1, variant="negative")
+    np.testing.assert_allclose(neg[:, 2], bert.embed_texts([manifest.items[2].negatives[0]])[:, 0],
+                               rtol=1e-5, atol=1e-6)
     con = duckdb.connect(str(store), read_only=True)
     assert con.execute("SELECT count(*) FROM items WHERE dataset = 'toy'").fetchall()[0][0] == 7
     assert con.execute("SELECT random_init, modality FROM models WHERE model = 'vit'").fetchall()[0] == (True, "image")
@@ -65,7 +69,7 @@ def test_store_holds_every_layer_in_manifest_order(tmp_path, dataset, tiny, caps
                "--frames", "1,3", "--quiet") == 0
     assert "0 run(s) computed, 2 already done" in capsys.readouterr().out
     assert cli("runs", "--store", store) == 0
-    assert "4 run(s), 4 done" in capsys.readouterr().out
+    assert "5 run(s), 5 done" in capsys.readouterr().out
 
 
 def test_interrupted_run_resumes_to_exactly_the_uninterrupted_result(tmp_path, dataset, tiny):
@@ -82,7 +86,7 @@ def test_interrupted_run_resumes_to_exactly_the_uninterrupted_result(tmp_path, d
         load_embeddings(broken, model="videomae", dataset="toy", n_frames=5)
     r = run_cli_subprocess(*args[:1], "--store", broken, *args[1:])
     assert r.returncode == 0, r.stderr
-    assert "2 run(s) computed, 1 already done" in r.stdout  # the resumed run and the text run
+    assert "3 run(s) computed, 1 already done" in r.stdout  # the resumed run and two text runs
     for kw in ({"model": "videomae", "n_frames": 2}, {"model": "videomae", "n_frames": 5},
                {"model": "llama", "n_captions": 2}):
         np.testing.assert_array_equal(load_embeddings(broken, dataset="toy", **kw),
@@ -203,7 +207,7 @@ def test_dataset_and_model_name_clashes_change_nothing(tmp_path, dataset, tiny, 
     assert cli("precompute", "--store", store, "--manifest", dataset, "--dataset", "toy", "--model", tiny["llama"],
                "--name", "bert", "--captions", "1", "--quiet") == 2
     assert "model name 'bert' is already used" in capsys.readouterr().err
-    assert len(list_runs(store)) == 1
+    assert len(list_runs(store)) == 2  # the first call's caption run and negative-caption run
 
 
 def test_offline_env_and_shards(tmp_path, dataset, tiny):
