@@ -227,8 +227,27 @@ def _register_analyze(sub):
     imp.set_defaults(func=cmd_downstream)
 
 
+def cmd_dashboard(args) -> int:
+    import os
+
+    from .dashboard import launch
+
+    if not os.path.exists(args.store):
+        raise UserError(f"store {args.store} does not exist; create it with `layerscope demo` or "
+                        "`layerscope precompute`")
+    return launch(args.store, port=args.port, address=args.address)
+
+
+def _register_dashboard(sub):
+    p = sub.add_parser("dashboard", help="open the Streamlit dashboard on a store (localhost)")
+    p.add_argument("--store", default="data/demo.duckdb")
+    p.add_argument("--port", type=int, default=8501)
+    p.add_argument("--address", default="127.0.0.1", help="bind address (default localhost only)")
+    p.set_defaults(func=cmd_dashboard)
+
+
 #: functions adding further subcommands to the parser
-_REGISTRARS: list = [_register_precompute, _register_demo, _register_analyze]
+_REGISTRARS: list = [_register_precompute, _register_demo, _register_analyze, _register_dashboard]
 
 
 def main(argv: list[str] | None = None) -> int:

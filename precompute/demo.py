@@ -111,9 +111,9 @@ def run_demo(*, store="data/demo.duckdb", small=False, dashboard=True, data_dir=
         summary["runs_reused"] += s.runs_done_before
     summary.update(_analyze(store, log))
     log(f"done: {summary['runs_computed']} run(s) computed, {summary['runs_reused']} reused -> {store}")
+    summary["seconds"] = time.perf_counter() - t0
     if dashboard:
         _launch_dashboard(store, log)
-    summary["seconds"] = time.perf_counter() - t0
     return summary
 
 
@@ -127,11 +127,7 @@ def _analyze(store, log) -> dict:
 
 
 def _launch_dashboard(store, log):
-    app = Path(__file__).resolve().parents[1] / "app.py"
-    if not app.exists():
-        log("dashboard: not available in this version yet; explore the store with `layerscope runs` "
-            f"and analysis.store.load_embeddings({str(store)!r}, ...)")
-        return
     from .dashboard import launch
 
+    log("dashboard: starting on http://127.0.0.1:8501 (Ctrl+C to stop)")
     launch(store)

@@ -1,0 +1,381 @@
+"""Read-only views of a store for the dashboard and the reports: plain functions, no Streamlit.
+
+Every function takes an open DuckDB connection and returns pandas DataFrames or dicts ready to
+draw. Values chosen by a user (query parameters, widgets) are validated here against what the
+store holds before they reach any query, and queries are parameterised.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from . import results as R
+from .neighbors import l2_normalize
+from .registry import REGISTRY
+from .scaling import FORMS
+from .schema import TABLE_NAMES, stored_version
+
+# ---------------------------------------------------------------- validation of user choices
+
+
+@dataclass
+class Choice:
+    value: object
+    message: str | None = None  # set when the requested value was refused
+
+
+def choose(requested, options, name: str, default=None) -> Choice:
+    """``requested`` if it is one of ``options`` (compared as text, as URLs carry text), else the
+    default with a friendly message. Nothing unvalidated reaches a query."""
+    options = list(options)
+    if not options:
+        return Choice(None, None if requested in (None, "") else f"no {name} is available in this store")
+    fallback = default if default in options else options[0]
+    if requested is None or requested == "":
+        return Choice(fallback)
+    for opt in options:
+        if str(opt) == str(requested):
+            return Choice(opt)
+    shown = str(requested)[:60]
+    return Choice(fallback, f"unknown {name} {shown!r} in the link; showing {fallback!r} instead. "
+                            f"Available: {', '.join(map(str, options[:12]))}{' ...' if len(options) > 12 else ''}")
+
+
+def selection_to_layers(selection, n_rows: int, n_cols: int, default: tuple[int, int]) -> tuple[int, int]:
+    """Layer pair from an Altair point selection on the heatmap (``{"layer_a": [..], "layer_b": [..]}``
+    or a list of such points); anything malformed or out of range gives ``default``."""
+    point = selection
+    if isinstance(selection, dict) and "selection" in selection:
+        point = selection["selection"]
+    if isinstance(point, dict):
+        for v in point.values():  # {"cell": [{"layer_a": 3, "layer_b": 5}]}
+            if isinstance(v, list) and v and isinstance(v[0], dict):
+                point = v[0]
+                break
+    if isinstance(point, list) and point:
+        point = point[0]
+    if not isinstance(point, dict):
+        return default
+    try:
+        a, b = int(str(point.get("layer_a"))), int(str(point.get("layer_b")))
+    except (TypeError, ValueError):
+        return default
+    if 0 <= a < n_rows and 0 <= b < n_cols:
+        return a, b
+    return default
+
+
+def layers_from_params(la, lb, n_rows: int, n_cols: int, default: tuple[int, int]) -> tuple[int, int]:
+    """Layer pair from URL text; anything that is not an in-range integer pair gives ``default``."""
+    return selection_to_layers({"layer_a": la, "layer_b": lb}, n_rows, n_cols, default)
+
+
+# ---------------------------------------------------------------- overview
+
+
+def is_layerscope_store(con) -> bool:
+    try:
+        return stored_version(con) is not None
+    except Exception:
+        return False
+
+
+def _df(con, sql, args=()):
+    cur = con.execute(sql, list(args))
+    return pd.DataFrame(cur.fetchall(), columns=[d[0] for d in cur.description])
+
+
+def has_table(con, name) -> bool:
+    return bool(con.execute("SELECT count(*) FROM information_schema.tables WHERE table_name = ?", [name])
+                .fetchall()[0][0])
+
+
+def overview(con, store_path: str = "STORE") -> dict:
+    """Datasets, models, runs, and what is missing with the command that would fill it."""
+    if not is_layerscope_store(con):
+        return {"empty": True}
+    datasets = _df(con, "SELECT dataset, n_items, manifest, created FROM datasets ORDER BY dataset")
+    models = _df(con, "SELECT model, modality, model_type, n_layers, dim, params, random_init, revision, source "
+                      "FROM models ORDER BY modality, model")
+    models["label"] = np.where(models["random_init"], models["model"] + " (random init)", models["model"])
+    runs = _df(con, "SELECT dataset, model, modality, n_frames, n_captions, variant, status, n_done, n_items, "
+                    "run_id, finished FROM runs ORDER BY dataset, model, variant, n_frames, n_captions")
+    missing = []
+    for r in runs[runs["status"] != "done"].itertuples():
+        missing.append({"what": f"run {r.run_id}: {r.model} on {r.dataset} is at {r.n_done}/{r.n_items} items",
+                        "command": "rerun the same `layerscope precompute ...` command; it resumes at item "
+                                   f"{r.n_done}"})
+    n_results = 0
+    if has_table(con, "result_grids"):
+        n_results = con.execute("SELECT count(*) FROM result_grids").fetchall()[0][0]
+    if len(runs) and not n_results:
+        missing.append({"what": "no analysis results yet (heatmaps, curves, scaling, model map need them)",
+                        "command": f"layerscope analyze --store {store_path}"})
+    if len(runs):
+        done = runs[(runs["status"] == "done") & (runs["variant"] == "original")]
+        for ds, g in done.groupby("dataset"):
+            if not (g["modality"].isin(["video", "image"]).any() and (g["modality"] == "text").any()):
+                missing.append({"what": f"dataset {ds} has no vision×text pair of runs",
+                                "command": f"layerscope precompute --store {store_path} --manifest MANIFEST "
+                                           f"--dataset {ds} --model VIDEO_OR_TEXT_MODEL"})
+    if has_table(con, "result_studies") and len(runs):
+        have = {r[0] for r in con.execute("SELECT DISTINCT study FROM result_studies").fetchall()}
+        if "downstream" not in have:
+            missing.append({"what": "no downstream results to correlate with",
+                            "command": f"layerscope downstream import results.csv --store {store_path} && "
+                                       f"layerscope analyze --store {store_path}"})
+    return {"empty": len(runs) == 0, "datasets": datasets, "models": models, "runs": runs, "missing": missing}
+
+
+def model_labels(con) -> dict[str, str]:
+    rows = con.execute("SELECT model, random_init FROM models").fetchall()
+    return {m: f"{m} (random init)" if ri else m for m, ri in rows}
+
+
+# ---------------------------------------------------------------- heatmaps
+
+
+def grid_index(con) -> pd.DataFrame:
+    """One row per stored grid: what can be picked."""
+    if not has_table(con, "result_grids"):
+        return pd.DataFrame(columns=["dataset", "pair_kind", "model_a", "model_b", "metric", "n_frames",
+                                     "n_captions", "n_frames_b", "result_id"])
+    return _df(con, "SELECT dataset, pair_kind, model_a, model_b, metric, n_frames, n_captions, n_frames_b, "
+                    "result_id FROM result_grids ORDER BY dataset, model_a, model_b, metric, n_frames, n_captions")
+
+
+def grid_by_id(con, result_id) -> dict:
+    (g,) = R.read_grids(con, result_id=result_id)
+    return g
+
+
+def grid_long(g: dict) -> pd.DataFrame:
+    """Long table of a grid for a heatmap: layer_a, layer_b, value, best flag, interval text."""
+    G = g["grid"]
+    a, b = np.meshgrid(np.arange(G.shape[0]), np.arange(G.shape[1]), indexing="ij")
+    df = pd.DataFrame({"layer_a": a.ravel(), "layer_b": b.ravel(), "value": G.ravel()})
+    df["best"] = (df["layer_a"] == g["best_a"]) & (df["layer_b"] == g["best_b"])
+    df["interval"] = ""
+    if g.get("ci_low") is not None:
+        df.loc[df["best"], "interval"] = f"[{g['ci_low']:.3f}, {g['ci_high']:.3f}] ({g['n_boot']} resamples)"
+    return df
+
+
+# ---------------------------------------------------------------- layer curves
+
+
+def profiles_long(con, dataset) -> pd.DataFrame:
+    """Per-layer single-space metrics for every model's largest setting, on relative depth."""
+    if not has_table(con, "result_profiles"):
+        return pd.DataFrame()
+    rows = R.read_profiles(con, dataset=dataset)
+    choice = _largest_setting_runs(rows)
+    out = []
+    for r in rows:
+        if choice.get(r["model"]) != r["run_id"]:
+            continue
+        v = r["layer_values"]
+        for layer, value in enumerate(v):
+            out.append({"model": r["model"], "metric": r["metric"], "layer": layer,
+                        "depth": layer / max(1, len(v) - 1), "value": float(value) if np.isfinite(value) else None,
+                        "n_frames": r["n_frames"], "n_captions": r["n_captions"]})
+    return pd.DataFrame(out)
+
+
+def _largest_setting_runs(rows):
+    best = {}
+    for r in rows:
+        size = (r["n_frames"] or 0) + (r["n_captions"] or 0)
+        if r["model"] not in best or size > best[r["model"]][0]:
+            best[r["model"]] = (size, r["run_id"])
+    return {m: v[1] for m, v in best.items()}
+
+
+def layer_choices(con, dataset) -> dict:
+    if not has_table(con, "result_studies"):
+        return {}
+    return {s["subject"]: s["payload"] for s in R.read_studies(con, study="layer_choice", dataset=dataset)}
+
+
+def alignment_curves_long(choices: dict) -> pd.DataFrame:
+    out = []
+    for model, p in choices.items():
+        for metric, values in p.get("curves", {}).items():
+            if not metric.startswith("alignment with"):
+                continue
+            n = len(values)
+            for layer, v in enumerate(values):
+                out.append({"model": model, "metric": metric, "layer": layer, "depth": layer / max(1, n - 1),
+                            "value": v})
+    return pd.DataFrame(out)
+
+
+def recommended_marks(choices: dict) -> pd.DataFrame:
+    out = []
+    for model, p in choices.items():
+        n = p.get("n_layers", 1)
+        for metric, pick in p.get("picks", {}).items():
+            out.append({"model": model, "metric": metric, "layer": pick["layer"],
+                        "depth": pick["layer"] / max(1, n - 1), "value": pick["value"]})
+    return pd.DataFrame(out)
+
+
+# ---------------------------------------------------------------- scaling
+
+
+def scaling_subjects(con, dataset) -> list[str]:
+    if not has_table(con, "result_studies"):
+        return []
+    return [s["subject"] for s in R.read_studies(con, study="scaling", dataset=dataset)]
+
+
+def scaling_view(con, dataset, subject) -> dict:
+    """Points, fitted curves on a dense n_f/n_c range, and the parameter table."""
+    (s,) = R.read_studies(con, study="scaling", dataset=dataset, subject=subject)
+    p = s["payload"]
+    points = pd.DataFrame({"n_frames": p["n_frames"], "n_captions": p["n_captions"], "score": p["scores"]})
+    out = {"points": points, "error": p.get("error"), "fit": p.get("fit"), "forms": p.get("forms", []),
+           "intervals": p.get("intervals"), "params": s["params"]}
+    if p.get("fit"):
+        law = FORMS["saturating"]
+        theta = np.array([p["fit"]["params"][k] for k in law.params])
+        dense_f = np.geomspace(1, max(points["n_frames"]), 40)
+        dense_c = np.geomspace(1, max(points["n_captions"]), 40)
+        by_nc = [{"n_frames": f, "n_captions": c, "score": float(law.fn(theta, f, c))}
+                 for c in sorted(points["n_captions"].unique()) for f in dense_f]
+        by_nf = [{"n_frames": f, "n_captions": c, "score": float(law.fn(theta, f, c))}
+                 for f in sorted(points["n_frames"].unique()) for c in dense_c]
+        out["curve_vs_frames"] = pd.DataFrame(by_nc)
+        out["curve_vs_captions"] = pd.DataFrame(by_nf)
+        rows = []
+        for name in law.params:
+            lo, hi = (p.get("intervals") or {}).get(name, (None, None))
+            rows.append({"parameter": name, "value": p["fit"]["params"][name], "low": lo, "high": hi})
+        out["table"] = pd.DataFrame(rows)
+        out["held_out"] = pd.DataFrame([{"form": f["form"], "formula": f["formula"], "r2": f.get("r2"),
+                                         "loo_rmse": f.get("loo_rmse"),
+                                         "extrapolation_rmse": (f.get("extrapolation") or {}).get("rmse"),
+                                         "note": f.get("error") or (f.get("extrapolation") or {}).get("error")}
+                                        for f in p.get("forms", [])])
+    return out
+
+
+# ---------------------------------------------------------------- model map, downstream, temporal
+
+
+def study(con, study_name, dataset, subject="all") -> dict | None:
+    if not has_table(con, "result_studies"):
+        return None
+    rows = R.read_studies(con, study=study_name, dataset=dataset, subject=subject)
+    return rows[0]["payload"] if rows else None
+
+
+def model_map_view(payload: dict) -> dict:
+    names = payload["models"]
+    S = np.asarray(payload["similarity"])
+    order = [names[i] for i in payload["order"]]
+    cells = [{"model_a": names[i], "model_b": names[j], "similarity": float(S[i, j])}
+             for i in range(len(names)) for j in range(len(names))]
+    coords = pd.DataFrame({"model": names, "x": [c[0] for c in payload["coords"]],
+                           "y": [c[1] for c in payload["coords"]], "cluster": [str(c) for c in payload["clusters"]],
+                           "modality": [payload["settings"][m]["modality"] for m in names]})
+    return {"cells": pd.DataFrame(cells), "order": order, "coords": coords}
+
+
+def downstream_view(payload: dict) -> dict:
+    rows = payload.get("rows", [])
+    table = pd.DataFrame([{k: r.get(k) for k in ("task", "task_metric", "score", "n", "pearson_r", "pearson_p",
+                                                  "spearman_rho", "spearman_p", "r_ci", "rho_ci", "error")}
+                          for r in rows if "score" in r])
+    curves = pd.DataFrame([{"task": r["task"], "curve": r["curve"], "depth": d, "r": v}
+                           for r in rows if "curve" in r and "depth" in r for d, v in zip(r["depth"], r["r"])])
+    return {"table": table, "curves": curves, "rows": [r for r in rows if "score" in r]}
+
+
+def scatter_frame(row: dict) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Points and the least-squares line of one downstream correlation."""
+    df = pd.DataFrame({"model": row["models"], "score": row["x"], "result": row["y"]})
+    line = pd.DataFrame()
+    if len(df) >= 2 and np.ptp(df["score"]) > 0:
+        slope, intercept = np.polyfit(df["score"], df["result"], 1)
+        xs = np.linspace(df["score"].min(), df["score"].max(), 20)
+        line = pd.DataFrame({"score": xs, "result": slope * xs + intercept})
+    return df, line
+
+
+def temporal_view(payload: dict) -> dict:
+    tot = []
+    types = []
+    for e in payload.get("test_of_time", []):
+        for k, v in e["alignment"].items():
+            tot.append({"pair": f"{e['vision']} × {e['text']}", "k": int(k), "alignment": v["value"]})
+        for space in ("vision", "text"):
+            for t, share in e["first_neighbours"][space].items():
+                types.append({"pair": f"{e['vision']} × {e['text']}", "space": space, "type": t, "share": share,
+                              "model": e[space]})
+    reorder = []
+    for e in payload.get("reorder", []):
+        P, N = np.asarray(e["positive"]), np.asarray(e["negative"])
+        for b in range(P.shape[1]):
+            reorder.append({"pair": f"{e['vision']} × {e['text']}", "text_layer": b,
+                            "positive": float(P[:, b].max()), "negative": float(N[:, b].max())})
+    arrow = [{"model": e["vision"], "n_frames": e["n_frames"], "layer": l,
+              "depth": l / max(1, len(e["per_layer"]) - 1), "arrow_of_time": v}
+             for e in payload.get("arrow_of_time", []) for l, v in enumerate(e["per_layer"])]
+    return {"tot": pd.DataFrame(tot), "types": pd.DataFrame(types), "reorder": pd.DataFrame(reorder),
+            "arrow": pd.DataFrame(arrow), "chiral": payload.get("chiral", []), "notes": payload.get("notes", [])}
+
+
+# ---------------------------------------------------------------- neighbours
+
+
+def items(con, dataset) -> pd.DataFrame:
+    return _df(con, "SELECT idx, item_id, video, captions FROM items WHERE dataset = ? ORDER BY idx", [dataset])
+
+
+def runs_for_neighbours(con, dataset) -> pd.DataFrame:
+    return _df(con, "SELECT run_id, model, modality, n_frames, n_captions, n_layers FROM runs WHERE dataset = ? "
+                    "AND status = 'done' AND variant = 'original' ORDER BY model, n_frames, n_captions", [dataset])
+
+
+def neighbours(con, run_id: str, layer: int, idx: int, k: int = 5) -> pd.DataFrame:
+    """The k nearest items (cosine) to item ``idx`` in one layer of one run: one small query, one row of maths."""
+    cur = con.execute("SELECT idx, vec FROM embeddings WHERE run_id = ? AND layer = ? ORDER BY idx", [run_id, layer])
+    rows = cur.fetchall()
+    if not rows:
+        raise ValueError(f"run {run_id} has no layer {layer}")
+    ids = np.array([r[0] for r in rows])
+    X = l2_normalize(np.array([r[1] for r in rows], dtype=np.float64))
+    pos = int(np.flatnonzero(ids == idx)[0])
+    sims = X @ X[pos]
+    sims[pos] = -np.inf
+    order = np.argsort(-sims)[:k]
+    return pd.DataFrame({"rank": np.arange(1, len(order) + 1), "idx": ids[order], "cosine": sims[order]})
+
+
+# ---------------------------------------------------------------- provenance
+
+
+def provenance(con, run_ids=()) -> dict:
+    """Model revisions, dataset sizes, code versions and parameters behind a view."""
+    out = {"schema_tables": TABLE_NAMES}
+    if not run_ids:
+        return out
+    placeholders = ", ".join("?" * len(run_ids))
+    out["runs"] = _df(con, f"SELECT r.run_id, r.model, m.revision, r.dataset, r.n_items, r.n_frames, r.n_captions, "
+                           f"r.dtype, r.code_version, r.finished FROM runs r JOIN models m USING (model) "
+                           f"WHERE r.run_id IN ({placeholders})", list(run_ids))
+    return out
+
+
+def metric_direction(metric: str) -> str:
+    hib = REGISTRY[metric].higher_is_better
+    return {True: "higher is better", False: "lower is better", None: "no preferred direction"}[hib]
+
+
+def loads(value):
+    return json.loads(value) if isinstance(value, str) else value

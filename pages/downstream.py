@@ -1,0 +1,67 @@
+import altair as alt
+import streamlit as st
+
+from pages._shared import (dataset_picker, download_data, require_store, store_path, view)
+
+st.title("Downstream correlation")
+st.caption("Does a label-free score predict your downstream results? Pearson R (with p and a bootstrap "
+           "interval over models) and Spearman ρ; lower-is-better tasks are sign-flipped so R > 0 means "
+           "'higher score, better result'.")
+con = require_store()
+dataset = dataset_picker(con)
+
+with st.expander("Import downstream results (CSV: model, task, metric, value, higher_is_better)"):
+    upload = st.file_uploader("results.csv", type=["csv"], key="downstream_csv")
+    if upload is not None and st.button("Import and analyse", key="import_btn"):
+        import tempfile
+
+        from analysis.downstream_import import import_downstream
+        from analysis.studies import analyze_store
+
+        with tempfile.NamedTemporaryFile(suffix=".csv", delete=False) as fh:
+            fh.write(upload.getvalue())
+        st.cache_resource.clear()  # the read-only connection must let go before writing
+        st.cache_data.clear()
+        with st.status("Importing and correlating...", expanded=True) as status:
+            try:
+                n = import_downstream(store_path(), fh.name)
+                st.write(f"{n} results imported")
+                analyze_store(store_path(), log=st.write, n_boot=200)
+                status.update(label="Done", state="complete")
+            except ValueError as exc:
+                status.update(label="Import refused", state="error")
+                st.error(str(exc))
+        st.rerun()
+
+payload = view("study", "downstream", dataset)
+if payload is None:
+    st.info(f"No downstream results in this store yet. Import a CSV above, or run\n\n```bash\nlayerscope downstream "
+            f"import results.csv --store {store_path()}\nlayerscope analyze --store {store_path()}\n```")
+    st.stop()
+from analysis.views import downstream_view, scatter_frame  # noqa: E402
+
+dv = downstream_view(payload)
+st.subheader("Across tasks")
+st.dataframe(dv["table"], hide_index=True, width="stretch")
+download_data(dv["table"], "downstream_correlations")
+ok = [r for r in dv["rows"] if "error" not in r]
+if ok:
+    labels = [f"{r['score']} → {r['task']} ({r['task_metric']})" for r in ok]
+    i = st.selectbox("Scatter", range(len(ok)), format_func=lambda j: labels[j], key="scatter_pick")
+    row = ok[i]
+    pts, line = scatter_frame(row)
+    chart = alt.Chart(pts).mark_circle(size=120).encode(x=alt.X("score:Q", title=row["score"]),
+                                                        y=alt.Y("result:Q", title=f"{row['task']} {row['task_metric']}"),
+                                                        tooltip=["model", "score", "result"])
+    if len(line):
+        chart = chart + alt.Chart(line).mark_line(color="#ff4b4b").encode(x="score:Q", y="result:Q")
+    st.altair_chart(chart.properties(height=360), width="stretch", key="downstream_scatter")
+    st.markdown(f"R = **{row['pearson_r']:.3f}** (p = {row['pearson_p']:.3g}, 95% CI {row['r_ci'][0]:.2f}–"
+                f"{row['r_ci'][1]:.2f}) · ρ = **{row['spearman_rho']:.3f}** (p = {row['spearman_p']:.3g}) · "
+                f"n = {row['n']} models")
+if len(dv["curves"]):
+    st.subheader("Which layer's score predicts each task")
+    curve = alt.Chart(dv["curves"]).mark_line(point=True).encode(
+        x=alt.X("depth:Q", title="relative depth"), y=alt.Y("r:Q", title="Pearson R"), color="task:N",
+        strokeDash="curve:N", tooltip=["task", "curve", "depth", "r"])
+    st.altair_chart(curve.properties(height=300), width="stretch", key="downstream_curve")

@@ -1,0 +1,36 @@
+import streamlit as st
+
+from pages._shared import download_data, require_store, store_path, view
+
+st.title("LayerScope")
+st.caption("How every layer of your encoders represents the same data — without labels.")
+con = require_store()
+ov = view("overview", store_path())
+if ov.get("empty"):
+    st.info(f"The store `{store_path()}` holds no runs yet. Fill it with `layerscope precompute --store "
+            f"{store_path()} ...` or try `layerscope demo`.")
+    st.stop()
+
+c1, c2, c3 = st.columns(3)
+c1.metric("Datasets", len(ov["datasets"]))
+c2.metric("Models", len(ov["models"]))
+done = (ov["runs"]["status"] == "done").sum()
+c3.metric("Runs done", f"{done} / {len(ov['runs'])}")
+
+st.subheader("Datasets")
+st.dataframe(ov["datasets"], hide_index=True, width="stretch")
+st.subheader("Models")
+st.caption("Models marked *random init* have untrained weights (demo fixtures): their scores say nothing "
+           "about real models.")
+st.dataframe(ov["models"][["label", "modality", "model_type", "n_layers", "dim", "params", "revision"]]
+             .rename(columns={"label": "model"}), hide_index=True, width="stretch")
+st.subheader("Runs")
+st.dataframe(ov["runs"], hide_index=True, width="stretch")
+download_data(ov["runs"], "runs")
+st.subheader("What is missing")
+if ov["missing"]:
+    for m in ov["missing"]:
+        st.markdown(f"- {m['what']}")
+        st.code(m["command"], language="bash")
+else:
+    st.success("Every run is done and analysed.")

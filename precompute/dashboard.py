@@ -1,0 +1,26 @@
+"""Starting the Streamlit dashboard on localhost."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+APP = Path(__file__).resolve().parents[1] / "app.py"
+
+
+def command(store, *, port: int = 8501, address: str = "127.0.0.1") -> list[str]:
+    return [sys.executable, "-m", "streamlit", "run", str(APP), "--server.address", address,
+            "--server.port", str(port), "--server.headless", "true", "--browser.gatherUsageStats", "false",
+            "--", "--store", str(Path(store).resolve())]
+
+
+def launch(store, *, port: int = 8501, address: str = "127.0.0.1") -> int:
+    """Run the dashboard in the foreground until interrupted (Ctrl+C)."""
+    print(f"dashboard: http://{address}:{port}  (store {store}; Ctrl+C to stop)", file=sys.stderr)
+    env = {**os.environ, "LAYERSCOPE_STORE": str(Path(store).resolve())}
+    try:
+        return subprocess.call(command(store, port=port, address=address), env=env, cwd=APP.parent)
+    except KeyboardInterrupt:
+        return 0

@@ -1,0 +1,26 @@
+import duckdb
+import pytest
+
+
+@pytest.fixture(scope="session")
+def one_model_store(tmp_path_factory):
+    """A store with a single image model and one setting: every page must explain what is missing."""
+    from precompute import tiny_models
+    from precompute.cli import main
+    from tests.precompute.helpers import make_dataset
+
+    root = tmp_path_factory.mktemp("one")
+    manifest = make_dataset(root / "d", n=12, captions=1)
+    tiny_models.build_vit(root / "vit")
+    store = root / "one.duckdb"
+    assert main(["precompute", "--store", str(store), "--manifest", str(manifest), "--dataset", "d",
+                 "--model", str(root / "vit"), "--frames", "2", "--quiet"]) == 0
+    assert main(["analyze", "--store", str(store), "--k", "3", "--bootstrap", "0"]) == 0
+    return store
+
+
+@pytest.fixture(scope="session")
+def empty_store(tmp_path_factory):
+    path = tmp_path_factory.mktemp("empty") / "empty.duckdb"
+    duckdb.connect(str(path)).close()
+    return path

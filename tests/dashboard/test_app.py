@@ -1,0 +1,108 @@
+"""Every dashboard page driven headlessly with AppTest on stores built by the tests."""
+
+from pathlib import Path
+
+import duckdb
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from analysis.views import choose, layers_from_params, selection_to_layers
+
+APP = str(Path(__file__).resolve().parents[2] / "app.py")
+PAGES = ["overview", "heatmap", "curves", "scaling", "model_map", "downstream", "temporal", "neighbours"]
+
+
+def app(store, monkeypatch, page="overview", params=None):
+    monkeypatch.setenv("LAYERSCOPE_STORE", str(store))
+    at = AppTest.from_file(APP, default_timeout=120)
+    for k, v in (params or {}).items():
+        at.query_params[k] = v
+    at.run()
+    if page != "overview":
+        at.switch_page(f"pages/{page}.py")
+        at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    return at
+
+
+def charts(at):
+    return at.get("vega_lite_chart")
+
+
+@pytest.mark.parametrize("page", PAGES)
+def test_every_page_renders_on_the_demo_store(small_demo, monkeypatch, page):
+    params = {"dataset": "test_of_time"} if page == "temporal" else {}
+    at = app(small_demo, monkeypatch, page, params)
+    # temporal on Test of Time: alignment at k, neighbour types, reorder negatives, arrow of time
+    expected_charts = {"heatmap": 1, "curves": 1, "scaling": 1, "model_map": 2, "temporal": 4}
+    assert len(charts(at)) >= expected_charts.get(page, 0)
+    if page == "overview":
+        assert len(at.dataframe) == 3 and at.metric[1].value == "4"  # four demo models
+        assert any("random init" in str(df.value.to_dict()) for df in at.dataframe)
+    if page == "downstream":
+        assert "No downstream results" in at.info[0].value  # the demo imports none
+
+
+def test_heatmap_state_lives_in_the_url_and_selections_change_the_view(small_demo, monkeypatch):
+    params = {"dataset": "moving_shapes", "a": "vit-tiny", "b": "llama-tiny", "metric": "cknna", "nf": "2",
+              "nc": "4", "la": "1", "lb": "3"}
+    at = app(small_demo, monkeypatch, "heatmap", params)
+    values = {s.label: s.value for s in at.selectbox}
+    assert values["Model A (rows)"] == "vit-tiny" and values["Metric"] == "cknna"
+    assert (values["Selected layer of A"], values["Selected layer of B"]) == (1, 3)
+    assert at.metric[0].label == "cknna at layers (1, 3)"
+    first = at.metric[0].value
+    at.selectbox(key="sel_lb").set_value(0).run()
+    assert at.metric[0].label == "cknna at layers (1, 0)" and at.query_params["lb"] == "0"
+    at.selectbox(key="pick_metric").set_value("mutual_knn").run()
+    assert at.query_params["metric"] == "mutual_knn" and at.metric[0].value != first
+
+
+@pytest.mark.parametrize("bad", [{"a": "no-such-model"}, {"metric": "'; DROP TABLE runs; --"},
+                                 {"dataset": "x' OR 1=1 --"}, {"la": "99", "lb": "-1"}, {"nf": "banana"}])
+def test_bad_query_parameters_get_a_friendly_message(small_demo, monkeypatch, bad):
+    at = app(small_demo, monkeypatch, "heatmap", bad)
+    assert len(charts(at)) == 1  # the page still works
+    if "la" not in bad:
+        assert any("unknown" in w.value and "showing" in w.value for w in at.warning)
+    con = duckdb.connect(str(small_demo), read_only=True)
+    assert con.execute("SELECT count(*) FROM runs").fetchall()[0][0] > 0
+    con.close()
+
+
+@pytest.mark.parametrize("page", PAGES)
+def test_empty_store_shows_how_to_start(empty_store, monkeypatch, page):
+    at = app(empty_store, monkeypatch, page)
+    assert "layerscope demo" in at.info[0].value
+
+
+def test_missing_store_shows_how_to_start(tmp_path, monkeypatch):
+    at = app(tmp_path / "nothing.duckdb", monkeypatch)
+    assert "No LayerScope store" in at.info[0].value
+
+
+@pytest.mark.parametrize("page", PAGES)
+def test_one_model_store_explains_what_is_missing(one_model_store, monkeypatch, page):
+    at = app(one_model_store, monkeypatch, page)
+    if page == "overview":
+        text = " ".join(m.value for m in at.markdown)
+        assert "no vision×text pair" in text
+    elif page in ("heatmap", "scaling", "model_map", "temporal"):
+        assert "layerscope analyze" in at.info[0].value
+    elif page == "curves":
+        assert len(charts(at)) == 1  # single-space profiles exist for one model
+
+
+def test_selection_logic():
+    assert selection_to_layers({"selection": {"cell": [{"layer_a": 2, "layer_b": 5}]}}, 4, 6, (0, 0)) == (2, 5)
+    assert selection_to_layers({"selection": {"cell": []}}, 4, 6, (1, 1)) == (1, 1)
+    assert selection_to_layers({"layer_a": 9, "layer_b": 1}, 4, 6, (1, 1)) == (1, 1)  # out of range
+    assert selection_to_layers([{"layer_a": "3", "layer_b": "0"}], 4, 6, (1, 1)) == (3, 0)
+    assert selection_to_layers(None, 4, 6, None) is None
+    assert layers_from_params("2", "x", 4, 4, (0, 3)) == (0, 3)
+    assert layers_from_params("2", "1", 4, 4, (0, 3)) == (2, 1)
+    c = choose("cka", ["mutual_knn", "cka"], "metric")
+    assert c.value == "cka" and c.message is None
+    c = choose("'; DROP TABLE x", ["mutual_knn", "cka"], "metric", "cka")
+    assert c.value == "cka" and "unknown metric" in c.message
+    assert choose(4, [1, 2, 4], "n_f").value == 4 and choose("4", [1, 2, 4], "n_f").value == 4
