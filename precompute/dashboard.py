@@ -8,11 +8,14 @@ import sys
 from pathlib import Path
 
 APP = Path(__file__).resolve().parents[1] / "app.py"
+ENTRY = Path(__file__).resolve().with_name("dashboard_entry.py")  # see its docstring
 
 
 def command(store, *, port: int = 8501, address: str = "127.0.0.1") -> list[str]:
-    return [sys.executable, "-m", "streamlit", "run", str(APP), "--server.address", address,
+    return [sys.executable, "-m", "streamlit", "run", str(ENTRY), "--server.address", address,
             "--server.port", str(port), "--server.headless", "true", "--browser.gatherUsageStats", "false",
+            # no file watcher: it would watch the virtualenv too (inotify overflows) and users run, not edit
+            "--server.fileWatcherType", "none",
             "--", "--store", str(Path(store).resolve())]
 
 

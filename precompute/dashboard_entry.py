@@ -1,0 +1,16 @@
+"""Streamlit entry script used by ``layerscope dashboard``: runs the top-level ``app.py``.
+
+Why not ``streamlit run app.py``: Streamlit treats a ``pages/`` folder beside the entry script as
+a legacy multipage app, and a first visitor arriving on a deep link (``/heatmap?...``) then gets
+the page without ``app.py``'s navigation and sidebar. Starting from this folder, which has no
+``pages/``, keeps ``st.navigation`` in charge, so shared links open the same page and selections.
+"""
+
+import runpy
+import sys
+from pathlib import Path
+
+APP = Path(__file__).resolve().parents[1] / "app.py"
+if str(APP.parent) not in sys.path:
+    sys.path.insert(0, str(APP.parent))
+runpy.run_path(str(APP), run_name="__main__")
