@@ -10,7 +10,8 @@ def recommend_layers(curves: dict[str, tuple[np.ndarray, bool]]) -> dict:
 
     Args:
         curves: metric name -> (per-layer values ``(L,)``, higher_is_better). Layer 0 is the
-            embedding output and is never recommended (it is not a learned representation).
+            embedding output and is never recommended (it is not a learned representation);
+            ties go to the deepest layer.
     Returns:
         ``{"picks": {metric: {"layer", "value", "final_value", "from_final", "relative_depth",
         "gain_vs_final", "final_shortfall"}}, "agreement": {...}}``. ``gain_vs_final`` is the change
@@ -31,7 +32,10 @@ def recommend_layers(curves: dict[str, tuple[np.ndarray, bool]]) -> dict:
         if len(v) != n_layers:
             raise ValueError(f"curve {name!r} has {len(v)} layers, others have {n_layers}")
         candidates = np.where(np.isfinite(v[1:]), v[1:], -np.inf if higher else np.inf)
-        layer = int(np.argmax(candidates) if higher else np.argmin(candidates)) + 1
+        # ties go to the deepest layer: a recommendation should move away from the default
+        # (last) layer only when an earlier layer is strictly better
+        rev = candidates[::-1]
+        layer = len(v) - 1 - int(np.argmax(rev) if higher else np.argmin(rev))
         final = float(v[-1])
         gain = (v[layer] - final) / abs(final) if final != 0 else float("nan")
         drop = (v[layer] - final) / abs(v[layer]) if v[layer] != 0 else float("nan")

@@ -32,7 +32,7 @@ from .schema import create_all
 from .store import StoreError, connect, load_run
 from .temporal import arrow_of_time, chiral_accuracy, first_neighbour_types, reorder_alignment
 
-ANALYSIS_VERSION = 1
+ANALYSIS_VERSION = 3  # bump when a result payload changes shape
 PROFILE_METRICS = ("rankme", "lid", "uniformity")
 VISION = ("video", "image")
 
@@ -449,6 +449,25 @@ def _or_nan(fn, *args, **kw) -> float:
         return float("nan")
 
 
+RESULT_TABLES = ("result_grids", "result_profiles", "result_studies")
+
+
+def _drop_stale_results(con, log) -> None:
+    """Result tables are caches: when their payloads changed shape (a new ANALYSIS_VERSION), clear
+    them rather than mix two formats. Embeddings and downstream results are never touched."""
+    row = con.execute("SELECT value FROM meta WHERE key = 'analysis_version'").fetchall()
+    if row and row[0][0] == str(ANALYSIS_VERSION):
+        return
+    con.execute("BEGIN")
+    for table in RESULT_TABLES:
+        con.execute(f"DELETE FROM {table}")
+    con.execute("INSERT INTO meta VALUES ('analysis_version', ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+                [str(ANALYSIS_VERSION)])
+    con.execute("COMMIT")
+    if row:
+        log(f"note: cached results were from analysis version {row[0][0]}; recomputing all (now {ANALYSIS_VERSION})")
+
+
 def analyze_store(store, *, k=10, metrics=("mutual_knn", "cka", "cknna"), references=None, n_boot=200,
                   datasets=None, seed=0, log=print) -> dict:
     """Compute every study the store supports; idempotent (unchanged inputs are skipped)."""
@@ -459,6 +478,7 @@ def analyze_store(store, *, k=10, metrics=("mutual_knn", "cka", "cknna"), refere
         bad_refs = [r for r in (references or []) if r not in known]
         if bad_refs:
             raise StoreError(f"unknown --reference model(s) {bad_refs}; models: {sorted(known)}")
+        _drop_stale_results(con, log)
         job = Analysis(con, k=k, metrics=metrics, references=references, n_boot=n_boot, seed=seed, log=log)
         return job.run(datasets)
     finally:

@@ -379,3 +379,11 @@ def metric_direction(metric: str) -> str:
 
 def loads(value):
     return json.loads(value) if isinstance(value, str) else value
+
+
+def report_files(con, store_path: str) -> dict[str, str]:
+    """The layer-selection report for the whole store: ``{"html", "json", "md"}`` texts."""
+    from .report import build_report, render_html, render_markdown, to_json
+
+    report = build_report(con, store=store_path, command=f"layerscope report --store {store_path} --out report.html")
+    return {"html": render_html(report), "json": to_json(report), "md": render_markdown(report)}

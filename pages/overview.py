@@ -34,3 +34,15 @@ if ov["missing"]:
         st.code(m["command"], language="bash")
 else:
     st.success("Every run is done and analysed.")
+
+st.subheader("Share")
+if st.toggle("Prepare the layer-selection report (HTML, JSON, Markdown)", key="prepare_report"):
+    with st.spinner("Building the report..."):
+        files = view("report_files", store_path())
+    c1, c2, c3 = st.columns(3)
+    c1.download_button("Report (HTML)", files["html"].encode(), file_name="layerscope-report.html", mime="text/html",
+                       key="report_html")
+    c2.download_button("Numbers (JSON)", files["json"].encode(), file_name="layerscope-report.json",
+                       mime="application/json", key="report_json")
+    c3.download_button("Summary (Markdown)", files["md"].encode(), file_name="layerscope-report.md",
+                       mime="text/markdown", key="report_md")

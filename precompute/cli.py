@@ -246,8 +246,45 @@ def _register_dashboard(sub):
     p.set_defaults(func=cmd_dashboard)
 
 
+def cmd_report(args) -> int:
+    import shlex
+    from pathlib import Path
+
+    from analysis.report import build_report, render_html, render_markdown, to_json
+    from analysis.store import StoreError, connect
+
+    out = Path(args.out)
+    cmd = "layerscope report " + " ".join(shlex.quote(a) for a in sys.argv[2:]) if sys.argv[1:2] == ["report"] \
+        else f"layerscope report --store {shlex.quote(args.store)} --out {shlex.quote(str(out))}"
+    try:
+        con = connect(args.store, read_only=True)
+        try:
+            report = build_report(con, store=args.store, models=args.models, references=args.reference,
+                                  datasets=args.dataset, command=cmd)
+        finally:
+            con.close()
+    except (StoreError, ValueError) as exc:
+        raise UserError(str(exc)) from None
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(render_html(report), encoding="utf-8")
+    out.with_suffix(".json").write_text(to_json(report), encoding="utf-8")
+    out.with_suffix(".md").write_text(render_markdown(report), encoding="utf-8")
+    print(f"report: {out} (+ {out.with_suffix('.json').name}, {out.with_suffix('.md').name})")
+    return 0
+
+
+def _register_report(sub):
+    p = sub.add_parser("report", help="a self-contained layer-selection report (HTML + JSON + Markdown)")
+    p.add_argument("--store", required=True)
+    p.add_argument("--out", default="report.html")
+    p.add_argument("--models", nargs="+", help="models to report on (default: all)")
+    p.add_argument("--reference", nargs="+", help="reference models for alignment (default: the text models)")
+    p.add_argument("--dataset", nargs="+", help="datasets (default: all)")
+    p.set_defaults(func=cmd_report)
+
+
 #: functions adding further subcommands to the parser
-_REGISTRARS: list = [_register_precompute, _register_demo, _register_analyze, _register_dashboard]
+_REGISTRARS: list = [_register_precompute, _register_demo, _register_analyze, _register_dashboard, _register_report]
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -179,3 +179,9 @@ def test_layer_recommendation():
     assert text == "layer 2 of 3 of m is best by alignment with t; the last layer is 20% lower"
     with pytest.raises(ValueError, match="layers"):
         recommend_layers({"a": (np.ones(3), True), "b": (np.ones(4), True)})
+
+
+def test_layer_recommendation_ties_go_to_the_deepest_layer():
+    rec = recommend_layers({"flat": (np.array([0.0, 0.5, 0.5, 0.5]), True), "low": (np.array([9.0, 1.0, 1.0, 2.0]), False)})
+    assert rec["picks"]["flat"]["layer"] == 3 and rec["picks"]["flat"]["from_final"] == 0
+    assert rec["picks"]["low"]["layer"] == 2

@@ -1,0 +1,410 @@
+"""Layer-selection reports: which layer of which model to use, and why, as one shareable file.
+
+``build_report`` gathers numbers from the result tables (nothing is recomputed), ``render_html``
+writes one self-contained HTML file (Vega, Vega-Lite and vega-embed inlined; no network needed),
+``render_markdown`` a short summary for pasting, and the JSON is the report dict itself.
+Every user-supplied string is escaped: HTML text through ``html.escape``, chart specs as JSON
+with ``<`` written as ``\\u003c`` so nothing can close a script element.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import html
+import json
+
+import altair as alt
+import numpy as np
+import pandas as pd
+
+from . import __version__
+from . import results as R
+from . import views
+from .layer_selection import describe_pick
+
+SECTIONS = ("summary", "heatmaps", "layer_curves", "scaling", "model_map", "downstream", "temporal")
+
+
+def _largest(rows, key):
+    best = {}
+    for r in rows:
+        if r[key] is not None and (r["model"] not in best or r[key] > best[r["model"]][key]):
+            best[r["model"]] = r
+    return best
+
+
+def build_report(con, *, store: str, models=None, references=None, datasets=None, command: str = "") -> dict:
+    """Everything the report shows, as plain JSON-able data (numbers straight from the result tables)."""
+    ov = views.overview(con, store)
+    if ov.get("empty"):
+        raise ValueError(f"{store} holds no runs: nothing to report. Run `layerscope demo` or precompute first.")
+    all_models = list(ov["models"]["model"])
+    unknown = [m for m in (models or []) + (references or []) if m not in all_models]
+    if unknown:
+        raise ValueError(f"unknown model(s) {unknown}; the store has: {', '.join(all_models)}")
+    chosen = list(models or all_models)
+    labels = views.model_labels(con)
+    report = {"title": "LayerScope layer-selection report", "store": store,
+              "generated": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+              "code_version": __version__, "command": command, "datasets": []}
+    all_ds = list(ov["datasets"]["dataset"])
+    for ds in datasets or all_ds:
+        if ds not in all_ds:
+            raise ValueError(f"unknown dataset {ds!r}; the store has: {', '.join(all_ds)}")
+        report["datasets"].append(_dataset_section(con, ds, chosen, references, labels, ov))
+    return report
+
+
+def _dataset_section(con, ds, chosen, references, labels, ov) -> dict:
+    sec = {"dataset": ds, "n_items": int(ov["datasets"].set_index("dataset").loc[ds, "n_items"]),
+           "sections": {}, "omitted": {}, "charts": []}
+    runs = ov["runs"][(ov["runs"]["dataset"] == ds) & (ov["runs"]["status"] == "done")]
+    text_models = sorted(runs[runs["modality"] == "text"]["model"].unique())
+    refs = [r for r in (references or text_models) if r in set(runs["model"])]
+    grids = R.read_grids(con, dataset=ds) if views.has_table(con, "result_grids") else []
+    choices = views.layer_choices(con, ds)
+
+    # ---- summary: per model, recommended layers, best alignment with each reference, final layer
+    rows, sentences = [], []
+    for m in chosen:
+        if m not in set(runs["model"]):
+            continue
+        entry = {"model": m, "label": labels.get(m, m), "recommended": {}, "alignment": {}}
+        c = choices.get(m)
+        if c:
+            entry["n_layers"] = c["n_layers"]
+            for metric, p in c["picks"].items():
+                entry["recommended"][metric] = {k: p.get(k) for k in ("layer", "value", "final_value", "from_final",
+                                                                  "final_shortfall")}
+            entry["agreement"] = c["agreement"]
+        for ref in refs:
+            if ref == m:
+                continue
+            g = _best_grid(grids, m, ref)
+            if g is None:
+                continue
+            a_is_m = g["model_a"] == m
+            final_row = g["grid"][-1] if a_is_m else g["grid"][:, -1]
+            entry["alignment"][ref] = {
+                "metric": g["metric"], "value": g["best_value"], "ci": [g["ci_low"], g["ci_high"]],
+                "layer": g["best_a"] if a_is_m else g["best_b"], "ref_layer": g["best_b"] if a_is_m else g["best_a"],
+                "final_layer_value": float(final_row.max()), "n_frames": g["n_frames"], "n_captions": g["n_captions"],
+                "result_id": g["result_id"]}
+            if c and f"alignment with {ref}" in c["picks"]:
+                sentences.append(describe_pick(labels.get(m, m), c["picks"][f"alignment with {ref}"],
+                                               c["n_layers"], f"alignment with {ref}"))
+        if c and "rankme" in c["picks"]:
+            sentences.append(describe_pick(labels.get(m, m), c["picks"]["rankme"], c["n_layers"], "RankMe"))
+        rows.append(entry)
+    sec["sections"]["summary"] = {"models": rows, "sentences": sentences}
+
+    # ---- heatmaps: each chosen model against each reference at its largest setting
+    heat = []
+    for m in chosen:
+        for ref in refs:
+            g = _best_grid(grids, m, ref) if m != ref else None
+            if g is not None:
+                heat.append(g)
+    if heat:
+        sec["sections"]["heatmaps"] = [{"model_a": g["model_a"], "model_b": g["model_b"], "metric": g["metric"],
+                                        "n_frames": g["n_frames"], "n_captions": g["n_captions"],
+                                        "grid": g["grid"].tolist(), "best": [g["best_a"], g["best_b"]],
+                                        "best_value": g["best_value"], "ci": [g["ci_low"], g["ci_high"]]}
+                                       for g in heat]
+        for h in sec["sections"]["heatmaps"]:
+            sec["charts"].append(("heatmaps", f"{h['model_a']} × {h['model_b']} ({h['metric']}, n_f={h['n_frames']}, "
+                                              f"n_c={h['n_captions']})", _heatmap_spec(h)))
+    else:
+        sec["omitted"]["heatmaps"] = "no vision×text grids for the chosen models (run `layerscope analyze`)"
+
+    # ---- layer curves
+    prof = views.profiles_long(con, ds)
+    if len(prof):
+        prof = prof[prof["model"].isin(chosen)]
+        sec["sections"]["layer_curves"] = prof.to_dict(orient="records")
+        for metric in sorted(prof["metric"].unique()):
+            sec["charts"].append(("layer_curves", f"{metric} per layer", _curve_spec(prof[prof["metric"] == metric],
+                                                                                     metric)))
+    else:
+        sec["omitted"]["layer_curves"] = "no per-layer profiles (run `layerscope analyze`)"
+
+    # ---- scaling
+    fits = []
+    for subject in views.scaling_subjects(con, ds):
+        a, b, metric = subject.split("|")
+        if a in chosen and metric == "mutual_knn":
+            sv = views.scaling_view(con, ds, subject)
+            fits.append({"subject": subject, "fit": sv.get("fit"), "intervals": sv.get("intervals"),
+                         "error": sv.get("error"), "points": sv["points"].to_dict(orient="records"),
+                         "held_out": sv["held_out"].to_dict(orient="records") if "held_out" in sv else []})
+            if sv.get("fit"):
+                sec["charts"].append(("scaling", f"scaling: {a} × {b}", _scaling_spec(sv)))
+    if fits:
+        sec["sections"]["scaling"] = fits
+    else:
+        sec["omitted"]["scaling"] = "no scaling fits (needs several n_f and n_c settings, then `layerscope analyze`)"
+
+    # ---- model map
+    mm = views.study(con, "model_map", ds)
+    if mm:
+        sec["sections"]["model_map"] = mm
+        sec["charts"].append(("model_map", "model × model best-layer alignment", _map_spec(mm)))
+    else:
+        sec["omitted"]["model_map"] = "no model map (needs at least two models, then `layerscope analyze`)"
+
+    # ---- downstream
+    dsm = views.study(con, "downstream", ds)
+    if dsm:
+        table = [{k: r.get(k) for k in ("task", "task_metric", "score", "n", "pearson_r", "pearson_p", "spearman_rho",
+                                        "spearman_p", "r_ci", "rho_ci", "error")} for r in dsm["rows"] if "score" in r]
+        sec["sections"]["downstream"] = table
+    else:
+        sec["omitted"]["downstream"] = ("no downstream results (import them with `layerscope downstream import "
+                                        "results.csv`, then `layerscope analyze`)")
+
+    # ---- temporal
+    tp = views.study(con, "temporal", ds)
+    if tp and (tp.get("test_of_time") or tp.get("arrow_of_time") or tp.get("reorder")):
+        sec["sections"]["temporal"] = {
+            "test_of_time": [{"vision": e["vision"], "text": e["text"],
+                              "alignment": {k: v["value"] for k, v in e["alignment"].items()},
+                              "first_neighbours": e["first_neighbours"]} for e in tp.get("test_of_time", [])],
+            "arrow_of_time": tp.get("arrow_of_time", []), "notes": tp.get("notes", [])}
+    else:
+        sec["omitted"]["temporal"] = "no temporal probes for this dataset"
+
+    # ---- provenance
+    used = sorted({g["run_a"] for g in heat} | {g["run_b"] for g in heat})
+    prov = views.provenance(con, tuple(used)) if used else {}
+    examples = views.items(con, ds).head(3)
+    sec["provenance"] = {
+        "runs": prov["runs"].astype(str).to_dict(orient="records") if "runs" in prov else [],
+        "models": ov["models"][ov["models"]["model"].isin(chosen)][["model", "revision", "source", "random_init"]]
+        .astype(str).to_dict(orient="records"),
+        "settings": {"n_frames": sorted(int(x) for x in runs["n_frames"].dropna().unique()),
+                     "n_captions": sorted(int(x) for x in runs["n_captions"].dropna().unique())},
+        "k": (heat[0]["params"].get("k") if heat else None), "bootstrap_resamples": heat[0]["n_boot"] if heat else None,
+        "seed": 0,
+        "example_items": [{"id": r.item_id, "captions": list(r.captions)[:2]} for r in examples.itertuples()],
+    }
+    return sec
+
+
+def _best_grid(grids, m, ref):
+    """The mutual k-NN grid of m against ref at the largest setting stored (either orientation)."""
+    cands = [g for g in grids if g["metric"] == "mutual_knn" and {g["model_a"], g["model_b"]} == {m, ref}]
+    if not cands:
+        return None
+    return max(cands, key=lambda g: ((g["n_frames"] or 0), (g["n_captions"] or 0)))
+
+
+# ---------------------------------------------------------------- chart specs
+
+
+def _spec(chart) -> dict:
+    return chart.to_dict()
+
+
+def _heatmap_spec(h) -> dict:
+    G = np.asarray(h["grid"])
+    a, b = np.meshgrid(range(G.shape[0]), range(G.shape[1]), indexing="ij")
+    df = pd.DataFrame({"layer_a": a.ravel(), "layer_b": b.ravel(), "value": G.ravel()})
+    df["best"] = (df["layer_a"] == h["best"][0]) & (df["layer_b"] == h["best"][1])
+    base = alt.Chart(df).encode(x=alt.X("layer_b:O", title=f"{h['model_b']} layer"),
+                                y=alt.Y("layer_a:O", title=f"{h['model_a']} layer", sort="descending"))
+    chart = base.mark_rect().encode(color=alt.Color("value:Q", scale=alt.Scale(scheme="viridis")),
+                                    tooltip=["layer_a", "layer_b", alt.Tooltip("value:Q", format=".4f")]) + \
+        base.transform_filter(alt.datum.best).mark_rect(fill=None, stroke="#e4572e", strokeWidth=3)
+    return _spec(chart.properties(width=360, height=280))
+
+
+def _curve_spec(df, metric) -> dict:
+    chart = alt.Chart(df).mark_line(point=True).encode(
+        x=alt.X("depth:Q", title="relative depth"), y=alt.Y("value:Q", title=metric), color="model:N",
+        tooltip=["model", "layer", alt.Tooltip("value:Q", format=".4f")])
+    return _spec(chart.properties(width=420, height=240))
+
+
+def _scaling_spec(sv) -> dict:
+    pts = alt.Chart(sv["points"]).mark_point(filled=True).encode(
+        x=alt.X("n_frames:Q", scale=alt.Scale(type="log")), y="score:Q", color="n_captions:O",
+        tooltip=["n_frames", "n_captions", "score"])
+    line = alt.Chart(sv["curve_vs_frames"]).mark_line().encode(x="n_frames:Q", y="score:Q", color="n_captions:O")
+    return _spec((pts + line).properties(width=420, height=240))
+
+
+def _map_spec(mm) -> dict:
+    mv = views.model_map_view(mm)
+    chart = alt.Chart(mv["cells"]).mark_rect().encode(
+        x=alt.X("model_b:N", sort=mv["order"], title=None), y=alt.Y("model_a:N", sort=mv["order"], title=None),
+        color=alt.Color("similarity:Q", scale=alt.Scale(scheme="viridis")),
+        tooltip=["model_a", "model_b", alt.Tooltip("similarity:Q", format=".3f")])
+    return _spec(chart.properties(width=320, height=320))
+
+
+# ---------------------------------------------------------------- rendering
+
+
+def to_json(report: dict) -> str:
+    """The report's numbers and provenance (charts are omitted: they are drawn from these numbers)."""
+    data = {**report, "datasets": [{k: v for k, v in d.items() if k != "charts"} for d in report["datasets"]]}
+    return json.dumps(R.clean_json(data), indent=2, default=str)
+
+
+def _e(value) -> str:
+    return html.escape(str(value), quote=True)
+
+
+def _fmt(v, digits=3):
+    if v is None or (isinstance(v, float) and not np.isfinite(v)):
+        return "–"
+    return f"{v:.{digits}f}" if isinstance(v, float) else str(v)
+
+
+def _script_json(obj) -> str:
+    """JSON safe inside <script>: no '<' survives, so no '</script>' or '<!--' can appear."""
+    return json.dumps(R.clean_json(obj)).replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
+
+
+CSS = """
+body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;max-width:1100px;margin:2rem auto;padding:0 1rem;
+color:#1f2328;background:#fff}h1{margin-bottom:.2rem}h2{border-bottom:1px solid #d0d7de;padding-bottom:.3rem;margin-top:2.2rem}
+table{border-collapse:collapse;margin:.6rem 0;font-size:.92rem}td,th{border:1px solid #d0d7de;padding:.3rem .55rem;text-align:left}
+th{background:#f6f8fa}.note{color:#57606a;font-style:italic}.chart{margin:1rem 0}.muted{color:#57606a;font-size:.9rem}
+code{background:#f6f8fa;padding:.1rem .3rem;border-radius:4px}.charts{display:flex;flex-wrap:wrap;gap:1rem}
+@media (prefers-color-scheme: dark){body{background:#0d1117;color:#e6edf3}th{background:#161b22}td,th{border-color:#30363d}
+code{background:#161b22}.note,.muted{color:#8b949e}}
+"""
+
+
+def render_html(report: dict) -> str:
+    """One self-contained HTML file: inlined Vega/Vega-Lite/vega-embed, escaped text, no network."""
+    import vl_convert as vlc
+
+    parts = ["<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>",
+             "<meta http-equiv='Content-Security-Policy' content=\"default-src 'none'; script-src 'unsafe-inline' "
+             "'unsafe-eval'; style-src 'unsafe-inline'; img-src data: blob:\">",
+             f"<title>{_e(report['title'])}</title><style>{CSS}</style>",
+             f"<script>{vlc.javascript_bundle()}</script></head><body>",
+             f"<h1>{_e(report['title'])}</h1>",
+             f"<p class='muted'>Store <code>{_e(report['store'])}</code> · generated {_e(report['generated'])} · "
+             f"LayerScope {_e(report['code_version'])}</p>"]
+    specs = []
+    for d in report["datasets"]:
+        parts.append(f"<h2>Dataset {_e(d['dataset'])} <span class='muted'>({d['n_items']} items)</span></h2>")
+        parts.append(_summary_html(d["sections"].get("summary", {})))
+        for name in SECTIONS[1:]:
+            title = name.replace("_", " ").capitalize()
+            if name in d["omitted"]:
+                parts.append(f"<h3>{_e(title)}</h3><p class='note'>Omitted: {_e(d['omitted'][name])}</p>")
+                continue
+            charts = [(t, s) for sect, t, s in d["charts"] if sect == name]
+            if name not in d["sections"] and not charts:
+                continue
+            parts.append(f"<h3>{_e(title)}</h3>")
+            if name == "scaling":
+                parts.append(_scaling_html(d["sections"]["scaling"]))
+            if name == "downstream":
+                parts.append(_table_html(d["sections"]["downstream"]))
+            if name == "temporal":
+                parts.append(_temporal_html(d["sections"]["temporal"]))
+            parts.append("<div class='charts'>")
+            for t, s in charts:
+                i = len(specs)
+                specs.append(s)
+                parts.append(f"<figure class='chart'><div id='chart-{i}' class='vis'></div>"
+                             f"<figcaption class='muted'>{_e(t)}</figcaption></figure>")
+            parts.append("</div>")
+        parts.append(_provenance_html(d["provenance"]))
+    parts.append(f"<h2>Reproduce</h2><pre><code>{_e(report['command'])}</code></pre>")
+    parts.append(f"<script type='application/json' id='layerscope-specs'>{_script_json(specs)}</script>")
+    parts.append("<script>const specs = JSON.parse(document.getElementById('layerscope-specs').textContent);"
+                 "specs.forEach((s, i) => vegaEmbed('#chart-' + i, s, {mode: 'vega-lite', actions: false})"
+                 ".catch(e => { document.getElementById('chart-' + i).textContent = 'chart error: ' + e; }));"
+                 "</script></body></html>")
+    return "".join(parts)
+
+
+def _summary_html(summary) -> str:
+    if not summary.get("models"):
+        return "<p class='note'>No model of the selection has runs on this dataset.</p>"
+    out = ["<h3>Which layer to use</h3><ul>"]
+    out += [f"<li>{_e(s)}</li>" for s in summary["sentences"]]
+    out.append("</ul><table><tr><th>model</th><th>metric</th><th>recommended layer</th><th>value</th>"
+               "<th>final layer value</th><th>layers from final</th></tr>")
+    for m in summary["models"]:
+        for metric, p in m["recommended"].items():
+            out.append(f"<tr><td>{_e(m['label'])}</td><td>{_e(metric)}</td><td>{p['layer']}</td><td>{_fmt(p['value'])}"
+                       f"</td><td>{_fmt(p['final_value'])}</td><td>{p['from_final']}</td></tr>")
+    out.append("</table><table><tr><th>model</th><th>reference</th><th>best alignment</th><th>95% CI</th>"
+               "<th>layer pair</th><th>final layer's best</th></tr>")
+    for m in summary["models"]:
+        for ref, a in m["alignment"].items():
+            out.append(f"<tr><td>{_e(m['label'])}</td><td>{_e(ref)}</td><td>{_fmt(a['value'])}</td>"
+                       f"<td>{_fmt(a['ci'][0])}–{_fmt(a['ci'][1])}</td><td>({a['layer']}, {a['ref_layer']})</td>"
+                       f"<td>{_fmt(a['final_layer_value'])}</td></tr>")
+    out.append("</table>")
+    return "".join(out)
+
+
+def _table_html(rows) -> str:
+    if not rows:
+        return ""
+    cols = list(rows[0])
+    out = ["<table><tr>" + "".join(f"<th>{_e(c)}</th>" for c in cols) + "</tr>"]
+    for r in rows:
+        out.append("<tr>" + "".join(f"<td>{_e(_fmt(r.get(c)) if not isinstance(r.get(c), list) else r.get(c))}</td>"
+                                    for c in cols) + "</tr>")
+    return "".join(out) + "</table>"
+
+
+def _scaling_html(fits) -> str:
+    rows = []
+    for f in fits:
+        if f.get("fit"):
+            p = f["fit"]["params"]
+            rows.append({"pair": f["subject"].replace("|", " × ", 1).replace("|", " · "), "S∞": p["s_inf"],
+                         "C_f": p["c_f"], "C_c": p["c_c"], "α": p["alpha"], "β": p["beta"], "R²": f["fit"]["r2"]})
+        else:
+            rows.append({"pair": f["subject"], "S∞": None, "C_f": None, "C_c": None, "α": None, "β": None,
+                         "R²": None, "note": f.get("error")})
+    return _table_html(rows)
+
+
+def _temporal_html(t) -> str:
+    rows = [{"vision": e["vision"], "text": e["text"], **{f"k={k}": v for k, v in e["alignment"].items()}}
+            for e in t.get("test_of_time", [])]
+    notes = "".join(f"<p class='note'>{_e(n)}</p>" for n in t.get("notes", []))
+    return _table_html(rows) + notes
+
+
+def _provenance_html(p) -> str:
+    out = ["<h3>Provenance</h3>", f"<p>k = {_e(p.get('k'))} · bootstrap resamples = "
+           f"{_e(p.get('bootstrap_resamples'))} · seed = {_e(p.get('seed'))} · n_f settings {_e(p['settings']['n_frames'])}"
+           f" · n_c settings {_e(p['settings']['n_captions'])}</p>", _table_html(p["models"])]
+    if p["runs"]:
+        out.append(_table_html(p["runs"]))
+    if p["example_items"]:
+        out.append("<p class='muted'>Example items:</p><ul>")
+        out += [f"<li><code>{_e(x['id'])}</code>: {_e(' | '.join(x['captions']))}</li>" for x in p["example_items"]]
+        out.append("</ul>")
+    return "".join(out)
+
+
+def render_markdown(report: dict) -> str:
+    lines = [f"# {report['title']}", "", f"Store `{report['store']}`, generated {report['generated']}, "
+             f"LayerScope {report['code_version']}.", ""]
+    for d in report["datasets"]:
+        lines += [f"## {d['dataset']} ({d['n_items']} items)", ""]
+        for s in d["sections"].get("summary", {}).get("sentences", []):
+            lines.append(f"- {s}")
+        lines += ["", "| model | reference | best alignment | 95% CI | layers |", "|---|---|---|---|---|"]
+        for m in d["sections"].get("summary", {}).get("models", []):
+            for ref, a in m["alignment"].items():
+                lines.append(f"| {m['label']} | {ref} | {_fmt(a['value'])} | {_fmt(a['ci'][0])}–{_fmt(a['ci'][1])} | "
+                             f"({a['layer']}, {a['ref_layer']}) |")
+        if d["omitted"]:
+            lines += ["", "Omitted: " + "; ".join(f"{k} ({v})" for k, v in d["omitted"].items())]
+        lines.append("")
+    lines += ["Reproduce:", "", f"    {report['command']}", ""]
+    return "\n".join(lines)

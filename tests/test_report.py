@@ -1,0 +1,143 @@
+"""Layer-selection reports: sections, numbers equal to the result tables, offline rendering, escaping."""
+
+import json
+import os
+import shutil
+import time
+
+import duckdb
+import pytest
+
+from analysis import results as R
+from analysis.report import build_report, render_html, to_json
+from precompute.cli import main
+
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+DRIVER = shutil.which("chromedriver") or "/usr/bin/chromedriver"
+
+
+def make_report(store, tmp_path, *extra):
+    out = tmp_path / "report.html"
+    assert main(["report", "--store", str(store), "--out", str(out), *extra]) == 0
+    return out, json.loads(out.with_suffix(".json").read_text()), out.read_text()
+
+
+def test_demo_report_sections_and_numbers(small_demo, tmp_path):
+    out, data, page = make_report(small_demo, tmp_path)
+    assert out.with_suffix(".md").read_text().startswith("# LayerScope layer-selection report")
+    by_ds = {d["dataset"]: d for d in data["datasets"]}
+    for ds in ("test_of_time", "moving_shapes"):
+        sections = set(by_ds[ds]["sections"])
+        assert {"summary", "heatmaps", "layer_curves", "scaling", "model_map", "temporal"} <= sections
+        assert "downstream" in by_ds[ds]["omitted"]  # the demo imports no downstream results
+    assert "Omitted: no downstream results" in page
+    con = duckdb.connect(str(small_demo), read_only=True)
+    for entry in by_ds["moving_shapes"]["sections"]["summary"]["models"]:
+        for ref, a in entry["alignment"].items():
+            (g,) = R.read_grids(con, result_id=a["result_id"])
+            assert a["value"] == g["best_value"] and a["ci"] == [g["ci_low"], g["ci_high"]]
+            layer = g["best_a"] if g["model_a"] == entry["model"] else g["best_b"]
+            assert a["layer"] == layer
+        choice = R.read_studies(con, study="layer_choice", dataset="moving_shapes", subject=entry["model"])[0]
+        for metric, p in entry["recommended"].items():
+            assert p["layer"] == choice["payload"]["picks"][metric]["layer"]
+            assert p["value"] == choice["payload"]["picks"][metric]["value"]
+    (mm,) = R.read_studies(con, study="model_map", dataset="moving_shapes")
+    assert by_ds["moving_shapes"]["sections"]["model_map"]["similarity"] == mm["payload"]["similarity"]
+    con.close()
+    assert "random init" in page and "layerscope report --store" in data["command"]
+
+
+def test_report_rejects_unknown_models(small_demo, tmp_path, capsys):
+    assert main(["report", "--store", str(small_demo), "--out", str(tmp_path / "r.html"), "--models", "nope"]) == 2
+    assert "unknown model(s) ['nope']" in capsys.readouterr().err
+
+
+@pytest.fixture(scope="module")
+def hostile_store(tmp_path_factory):
+    """Model, dataset and caption strings that try to break out of the HTML."""
+    from precompute import tiny_models
+    from precompute.synthetic_video import index_frames, write_video
+
+    root = tmp_path_factory.mktemp("hostile")
+    for i in range(12):
+        write_video(root / f"v{i}.mkv", index_frames(6) + i)
+    caption = '</script><img src=x onerror="window.__pwned=2"> a red circle'
+    (root / "m.jsonl").write_text("".join(json.dumps({"id": f"<i>{i}</i>", "video": f"v{i}.mkv",
+                                                      "captions": [caption + f" {i}"]}) + "\n" for i in range(12)))
+    tiny_models.build_vit(root / "vit")
+    tiny_models.build_bert(root / "bert")
+    store = root / "s.duckdb"
+    assert main(["precompute", "--store", str(store), "--manifest", str(root / "m.jsonl"), "--dataset",
+                 "<b>ds</b>", "--model", str(root / "vit"), "--name", "<script>window.__pwned=1</script>",
+                 "--model", str(root / "bert"), "--name", "bert", "--frames", "1,2", "--captions", "1", "--quiet"]) == 0
+    assert main(["analyze", "--store", str(store), "--k", "3", "--bootstrap", "5"]) == 0
+    return store
+
+
+def test_injection_strings_stay_text(hostile_store, tmp_path):
+    _, data, page = make_report(hostile_store, tmp_path)
+    assert "<script>window.__pwned" not in page and "<img src=x" not in page and "<b>ds</b>" not in page
+    assert "&lt;script&gt;window.__pwned=1&lt;/script&gt;" in page
+    assert "&lt;/script&gt;&lt;img src=x onerror=&quot;window.__pwned=2&quot;&gt;" in page
+    assert data["datasets"][0]["dataset"] == "<b>ds</b>"  # JSON keeps the raw strings
+
+
+def _browser(tmp_path):
+    if not (os.path.exists(CHROMIUM) and os.path.exists(DRIVER)):
+        pytest.fail("report browser tests need Debian's chromium and chromium-driver (apt-get install -y chromium "
+                    "chromium-driver), or deselect with -m 'not browser'")
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    opts = webdriver.ChromeOptions()
+    opts.binary_location = CHROMIUM
+    for flag in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                 "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-quic",
+                 "--window-size=1300,1000", f"--user-data-dir={tmp_path / 'profile'}"):
+        opts.add_argument(flag)
+    driver = webdriver.Chrome(service=Service(DRIVER), options=opts)
+    driver.execute_cdp_cmd("Network.enable", {})
+    driver.execute_cdp_cmd("Network.emulateNetworkConditions", {"offline": True, "latency": 0,
+                                                                "downloadThroughput": 0, "uploadThroughput": 0})
+    return driver
+
+
+def _rendered(driver, expected, timeout=30):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        n = len(driver.find_elements("css selector", ".vis svg, .vis canvas"))
+        if n >= expected:
+            return n
+        time.sleep(0.3)
+    return len(driver.find_elements("css selector", ".vis svg, .vis canvas"))
+
+
+@pytest.mark.browser
+def test_report_renders_offline_in_chromium(small_demo, tmp_path):
+    out, data, page = make_report(small_demo, tmp_path)
+    n_charts = page.count("class='vis'")
+    assert n_charts >= 10
+    driver = _browser(tmp_path)
+    try:
+        driver.get(out.as_uri())
+        assert _rendered(driver, n_charts) == n_charts
+        assert not driver.find_elements("xpath", "//*[starts-with(normalize-space(text()), 'chart error')]")
+        os.makedirs("test-artifacts", exist_ok=True)
+        driver.save_screenshot("test-artifacts/report.png")
+    finally:
+        driver.quit()
+
+
+@pytest.mark.browser
+def test_hostile_report_is_inert_in_chromium(hostile_store, tmp_path):
+    out, _, page = make_report(hostile_store, tmp_path)
+    driver = _browser(tmp_path)
+    try:
+        driver.get(out.as_uri())
+        _rendered(driver, page.count("class='vis'"))
+        assert driver.execute_script("return window.__pwned === undefined")
+        assert not driver.find_elements("css selector", "img[src='x']")
+        assert "<script>window.__pwned=1</script>" in driver.find_element("tag name", "body").text
+    finally:
+        driver.quit()
