@@ -9,7 +9,7 @@ from __future__ import annotations
 import duckdb
 
 #: Bumped whenever a table or column changes meaning; a store of another version is refused.
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 # (table, [(column, type, comment)], table constraints)
 TABLES: list[tuple[str, list[tuple[str, str, str]], str]] = [
@@ -130,8 +130,9 @@ TABLES: list[tuple[str, list[tuple[str, str, str]], str]] = [
     ("embeddings", [
         ("run_id", "VARCHAR", "runs.run_id"),
         ("layer", "SMALLINT", "0 = embedding output, matching hidden_states indices"),
-        ("idx", "INTEGER", "items.idx"),
-        ("vec", "FLOAT[]", "pooled float32 embedding"),
+        ("first_idx", "INTEGER", "items.idx of the block's first item (blocks are consecutive items)"),
+        ("n_items", "INTEGER", "items in the block (one committed batch)"),
+        ("vectors", "BLOB", "float32 little-endian, row-major (n_items, runs.dim): pooled embeddings"),
     ], ""),
 ]
 

@@ -114,13 +114,45 @@ def load_run(con, run_id: str) -> np.ndarray:
     if row is None:
         raise StoreError(f"run {run_id} is not in the store")
     n_layers, n_items, dim = row
-    table = con.sql(
-        "SELECT vec FROM embeddings WHERE run_id = $run ORDER BY layer, idx", params={"run": run_id}
-    ).to_arrow_table()
-    if table.num_rows != n_layers * n_items:
-        raise StoreError(f"run {run_id} has {table.num_rows} rows, expected {n_layers * n_items}")
-    values = table.column("vec").combine_chunks().flatten().to_numpy(zero_copy_only=False)
-    return values.astype(np.float32, copy=False).reshape(n_layers, n_items, dim)
+    return _blocks_to_array(con, run_id, n_layers, n_items, dim)
+
+
+def _blocks_to_array(con, run_id, n_layers, n_items, dim, layer=None) -> np.ndarray:
+    """Concatenate a run's float32 blocks, ordered by (layer, first item), into ``(L, N, d)``."""
+    where, params = "run_id = $run", {"run": run_id}
+    if layer is not None:
+        where += " AND layer = $layer"
+        params["layer"] = int(layer)
+        n_layers = 1
+    table = con.sql(f"SELECT layer, first_idx, n_items, vectors FROM embeddings WHERE {where} "
+                    "ORDER BY layer, first_idx", params=params).to_arrow_table()
+    counts = table.column("n_items").to_numpy()
+    firsts = table.column("first_idx").to_numpy()
+    layers = table.column("layer").to_numpy()
+    expected_blocks = counts.sum() == n_layers * n_items
+    for lay in np.unique(layers):  # blocks of each layer must tile the items without gaps
+        sel = layers == lay
+        starts = firsts[sel]
+        if not np.array_equal(starts[1:], (starts + counts[sel])[:-1]):
+            expected_blocks = False
+    if not expected_blocks or len(np.unique(layers)) != n_layers:
+        raise StoreError(f"run {run_id} is incomplete or inconsistent: {int(counts.sum())} item-layer vectors, "
+                         f"expected {n_layers * n_items}")
+    col = table.column("vectors").combine_chunks()
+    offsets = np.frombuffer(col.buffers()[1], dtype=np.int32, count=len(col) + 1, offset=col.offset * 4)
+    data = np.frombuffer(col.buffers()[2], dtype=np.uint8)[offsets[0]:offsets[-1]]
+    # the blocks are contiguous in Arrow's data buffer: one view, one copy to an owned array
+    return data.view("<f4").reshape(n_layers, n_items, dim).astype(np.float32, copy=True)
+
+
+def load_layer(con, run_id: str, layer: int) -> np.ndarray:
+    """``(N, d)`` embeddings of one layer of one run (the dashboard's neighbour view)."""
+    row = fetch_one(con, "SELECT n_layers, n_items, dim FROM runs WHERE run_id = ?", [run_id])
+    if row is None:
+        raise StoreError(f"run {run_id} is not in the store")
+    if not 0 <= int(layer) < row[0]:
+        raise StoreError(f"run {run_id} has layers 0..{row[0] - 1}, not {layer}")
+    return _blocks_to_array(con, run_id, row[0], row[1], row[2], layer=layer)[0]
 
 
 def load_embeddings(store, *, model: str, dataset: str, n_frames: int | None = None,

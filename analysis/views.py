@@ -344,12 +344,11 @@ def runs_for_neighbours(con, dataset) -> pd.DataFrame:
 
 def neighbours(con, run_id: str, layer: int, idx: int, k: int = 5) -> pd.DataFrame:
     """The k nearest items (cosine) to item ``idx`` in one layer of one run: one small query, one row of maths."""
-    cur = con.execute("SELECT idx, vec FROM embeddings WHERE run_id = ? AND layer = ? ORDER BY idx", [run_id, layer])
-    rows = cur.fetchall()
-    if not rows:
-        raise ValueError(f"run {run_id} has no layer {layer}")
-    ids = np.array([r[0] for r in rows])
-    X = l2_normalize(np.array([r[1] for r in rows], dtype=np.float64))
+    from .store import load_layer
+
+    X = l2_normalize(load_layer(con, run_id, layer).astype(np.float64))
+    first = con.execute("SELECT min(first_idx) FROM embeddings WHERE run_id = ?", [run_id]).fetchall()[0][0]
+    ids = np.arange(first, first + len(X))
     pos = int(np.flatnonzero(ids == idx)[0])
     sims = X @ X[pos]
     sims[pos] = -np.inf

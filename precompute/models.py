@@ -180,9 +180,21 @@ class Adapter:
     def _finish_load(self, model):
         model = model.to(self.device).eval()
         self.model = model
-        probe = self._probe()
-        self.n_layers, self.dim = probe
+        # layers and width from the config when it states them (a probe forward of a large video
+        # model costs as much as a batch); the first real batch is checked against them
+        self.n_layers, self.dim = self._dims_from_config() or self._probe()
         return self
+
+    def _dims_from_config(self):
+        cfg = self.config
+        sub = {"image": "vision_config", "video": "vision_config", "text": "text_config"}.get(self.modality)
+        if sub and getattr(cfg, sub, None) is not None and cfg.model_type in ("clip", "siglip"):
+            cfg = getattr(cfg, sub)
+        layers = getattr(cfg, "num_hidden_layers", None) or getattr(cfg, "num_layers", None)
+        width = getattr(cfg, "hidden_size", None) or getattr(cfg, "d_model", None)
+        if isinstance(width, list):  # hierarchical models state a width per stage: probe instead
+            return None
+        return (int(layers) + 1, int(width)) if layers and width else None
 
     # ---- forward -----------------------------------------------------------------
     def _hidden_states(self, **inputs):
@@ -200,6 +212,11 @@ class Adapter:
 
     def _pool_tokens(self, hs, mask=None) -> np.ndarray:
         """``(L, B, d)`` float32 from a tuple of ``(B, T, d)`` hidden states."""
+        if (len(hs), hs[-1].shape[-1]) != (self.n_layers, self.dim):
+            raise ModelError(
+                f"model {self.spec!r} returned {len(hs)} hidden states of width {hs[-1].shape[-1]}, but its config "
+                f"implies {self.n_layers} of width {self.dim}; LayerScope cannot pool it consistently"
+            )
         stacked = torch.stack([h.float() for h in hs])  # (L, B, T, d)
         if self.pooling == "cls":
             pooled = stacked[:, :, 0]

@@ -56,7 +56,10 @@ def read_frames(path) -> np.ndarray:
 
 
 def count_frames(path) -> int:
-    """Number of frames, decoding only when the container does not say (used by manifest checks)."""
+    """Number of frames, decoding only when the container does not say (used by manifest checks).
+
+    The first frame is always decoded, so a corrupt or empty file fails here, before any model runs.
+    """
     path = Path(path)
     if path.is_dir():
         n = len(_frame_files(path))
@@ -70,11 +73,15 @@ def count_frames(path) -> int:
             if not container.streams.video:
                 raise VideoError(f"{path} has no video stream")
             stream = container.streams.video[0]
-            # decode every frame: container frame counts are missing or wrong for some codecs,
-            # and decoding also proves the file is not corrupt
-            n = sum(1 for _ in container.decode(stream))
+            # decoding the first frame proves the file is readable; the count comes from the
+            # container when it states one (cheap), else from decoding everything
+            frames = container.decode(stream)
+            next(frames)
+            n = int(stream.frames or 0) or 1 + sum(1 for _ in frames)
     except VideoError:
         raise
+    except StopIteration:
+        raise VideoError(f"video {path} has no decodable frames") from None
     except Exception as exc:
         raise VideoError(f"video {path} could not be decoded: {exc}") from None
     if n == 0:

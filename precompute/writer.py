@@ -108,25 +108,27 @@ class StoreWriter:
             return self.get_run(run_id)
         if existing["status"] != "done":
             # batches commit atomically, so nothing past n_done should exist; be defensive anyway
-            self.con.execute("DELETE FROM embeddings WHERE run_id = ? AND idx >= ?", [run_id, existing["n_done"]])
+            self.con.execute("DELETE FROM embeddings WHERE run_id = ? AND first_idx >= ?",
+                             [run_id, existing["n_done"]])
         return existing
 
     def write_batch(self, run_id: str, first_idx: int, vectors: np.ndarray, *, n_items: int,
                     notes: dict | None = None) -> None:
         """Append ``vectors`` ``(L, B, d)`` for items ``first_idx .. first_idx+B-1`` in one transaction."""
         L, B, d = vectors.shape
-        flat = np.ascontiguousarray(vectors, dtype=np.float32).reshape(L * B, d)
-        offsets = pa.array(np.arange(0, (L * B + 1) * d, d, dtype=np.int32))
+        block = np.ascontiguousarray(vectors, dtype="<f4")
+        # one row per (layer, batch): a float32 block, so a whole run loads as one contiguous buffer
         table = pa.table({
-            "run_id": pa.array([run_id] * (L * B)),
-            "layer": pa.array(np.repeat(np.arange(L, dtype=np.int16), B)),
-            "idx": pa.array(np.tile(np.arange(first_idx, first_idx + B, dtype=np.int32), L)),
-            "vec": pa.ListArray.from_arrays(offsets, pa.array(flat.ravel())),
+            "run_id": pa.array([run_id] * L),
+            "layer": pa.array(np.arange(L, dtype=np.int16)),
+            "first_idx": pa.array(np.full(L, first_idx, dtype=np.int32)),
+            "n_items": pa.array(np.full(L, B, dtype=np.int32)),
+            "vectors": pa.array([block[layer].tobytes() for layer in range(L)], type=pa.binary()),
         })
         n_done = first_idx + B
         self.con.execute("BEGIN")
         try:
-            self._insert_arrow("embeddings", table, "run_id, layer, idx, vec")
+            self._insert_arrow("embeddings", table, "run_id, layer, first_idx, n_items, vectors")
             if notes:
                 self.con.execute("UPDATE runs SET config = json_merge_patch(config, ?) WHERE run_id = ?",
                                  [json.dumps({"notes": notes}), run_id])

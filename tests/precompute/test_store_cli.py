@@ -92,7 +92,7 @@ def test_interrupted_run_resumes_to_exactly_the_uninterrupted_result(tmp_path, d
         np.testing.assert_array_equal(load_embeddings(broken, dataset="toy", **kw),
                                       load_embeddings(whole, dataset="toy", **kw))
     con = duckdb.connect(str(broken), read_only=True)
-    dup = con.execute("SELECT count(*) FROM (SELECT run_id, layer, idx FROM embeddings "
+    dup = con.execute("SELECT count(*) FROM (SELECT run_id, layer, first_idx FROM embeddings "
                       "GROUP BY ALL HAVING count(*) > 1)").fetchall()[0][0]
     con.close()
     assert dup == 0
@@ -219,7 +219,8 @@ def test_offline_env_and_shards(tmp_path, dataset, tiny):
     (run,) = list_runs(store)
     assert run["n_items"] == 3 and run["status"] == "done"  # items 4..6 of 7
     con = duckdb.connect(str(store), read_only=True)
-    assert [r[0] for r in con.execute("SELECT DISTINCT idx FROM embeddings ORDER BY idx").fetchall()] == [4, 5, 6]
+    blocks = con.execute("SELECT DISTINCT first_idx, n_items FROM embeddings ORDER BY first_idx").fetchall()
+    assert [i for first, n in blocks for i in range(first, first + n)] == [4, 5, 6]
     con.close()
 
 

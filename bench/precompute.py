@@ -1,0 +1,137 @@
+"""Benchmark: is precompute's overhead (decode, sampling, pooling, storing) small next to the model?
+
+Prints, measured in one run:
+- end-to-end ``layerscope precompute`` time for a batch of videos, against the bare forward time of
+  the same model on the same clips already decoded and preprocessed; target ratio <= 1.10;
+- the time to load one run back from the store (``load_embeddings``) against ``np.load`` of the same
+  array; target <= 5x.
+Usage: python bench/precompute.py [--preset base|small] [--videos 8] [--load-shape 24,1024,1024]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+# this file is bench/precompute.py: keep its folder off the path so `import precompute` finds the package
+sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import numpy as np
+import torch
+
+PRESETS = {  # base: VideoMAE-base geometry (random weights); small: a quick smoke run
+    "base": dict(size=224, frames=16, hidden=768, layers=12, heads=12),
+    "small": dict(size=112, frames=8, hidden=192, layers=4, heads=4),
+}
+
+
+def build_model(out: Path, p: dict) -> Path:
+    from transformers import VideoMAEConfig, VideoMAEModel
+    from transformers.models.videomae.image_processing_pil_videomae import VideoMAEImageProcessorPil
+
+    torch.manual_seed(0)
+    cfg = VideoMAEConfig(image_size=p["size"], patch_size=16, num_frames=p["frames"], tubelet_size=2,
+                         hidden_size=p["hidden"], num_hidden_layers=p["layers"], num_attention_heads=p["heads"],
+                         intermediate_size=4 * p["hidden"])
+    VideoMAEModel(cfg).save_pretrained(out)
+    VideoMAEImageProcessorPil(size={"shortest_edge": p["size"]},
+                              crop_size={"height": p["size"], "width": p["size"]}).save_pretrained(out)
+    return out
+
+
+def write_videos(root: Path, n: int, size: int) -> Path:
+    from precompute.synthetic_video import write_video
+
+    rng = np.random.default_rng(0)
+    lines = []
+    for i in range(n):
+        frames = rng.integers(0, 256, size=(48, size, size, 3), dtype=np.uint8)
+        write_video(root / f"v{i}.mp4", frames)
+        lines.append(json.dumps({"id": f"v{i}", "video": f"v{i}.mp4", "captions": ["a video"]}))
+    (root / "m.jsonl").write_text("\n".join(lines) + "\n")
+    return root / "m.jsonl"
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--preset", choices=list(PRESETS), default="base")
+    ap.add_argument("--videos", type=int, default=8)
+    ap.add_argument("--load-shape", default="24,1024,1024", help="L,N,d of the run used for the load test")
+    args = ap.parse_args(argv)
+    p = PRESETS[args.preset]
+    torch.set_num_threads(torch.get_num_threads())
+    with tempfile.TemporaryDirectory() as tmp:
+        tmp = Path(tmp)
+        model_dir = build_model(tmp / "model", p)
+        manifest_path = write_videos(tmp, args.videos, 256)
+
+        from precompute.manifest import load_manifest
+        from precompute.models import load_adapter
+        from precompute.runner import run_precompute
+        from precompute.video import clip_indices, read_frames, sample_indices
+
+        manifest = load_manifest(manifest_path)
+        n_f = p["frames"]
+        # warm-up so neither side pays one-off costs (thread pools, first allocations)
+        adapter = load_adapter(str(model_dir), device="cpu")
+        adapter.embed_videos([read_frames(manifest.items[0].video)[sample_indices(48, n_f)]])
+
+        t0 = time.perf_counter()
+        run_precompute(store=tmp / "s.duckdb", manifest=manifest, dataset="bench", models=[str(model_dir)],
+                       frames=[n_f], captions=[1], batch_size=4, device="cpu", progress=False)
+        t_e2e = time.perf_counter() - t0
+
+        # bare forward: same clips, decoded and preprocessed beforehand, same batches of 4 videos
+        batches = []
+        for b0 in range(0, args.videos, 4):
+            clips = []
+            for it in manifest.items[b0 : b0 + 4]:
+                frames = read_frames(it.video)[sample_indices(48, n_f)]
+                clips += [list(frames[c]) for c in clip_indices(n_f, adapter.native_frames)]
+            batches.append(adapter.processor(clips, return_tensors="pt")["pixel_values"])
+        t0 = time.perf_counter()
+        with torch.inference_mode():
+            for px in batches:
+                adapter.model(pixel_values=px, output_hidden_states=True)
+        t_fwd = time.perf_counter() - t0
+        print(f"precompute ({args.preset}: {p['layers']} layers, {p['size']}px, n_f={n_f}, {args.videos} videos): "
+              f"end-to-end {t_e2e:.2f} s, bare forward {t_fwd:.2f} s, ratio {t_e2e / t_fwd:.3f} (target <= 1.10)")
+        print("  the end-to-end time includes loading the model, validating the manifest, decoding, sampling, "
+              "pooling every layer and committing to DuckDB")
+
+        # load test
+        L, N, d = (int(x) for x in args.load_shape.split(","))
+        from analysis.store import load_embeddings
+        from precompute.models import ModelInfo
+        from precompute.writer import StoreWriter
+
+        X = np.random.default_rng(0).normal(size=(L, N, d)).astype(np.float32)
+        w = StoreWriter(tmp / "load.duckdb")
+        w.con.execute("INSERT INTO datasets VALUES ('d', 'x', 'x', ?, now())", [N])
+        w.put_model("m", ModelInfo("x", "x", "image", "cls", L, d, 0, None, "r", True, {}))
+        w.start_run("r1", model="m", dataset="d", modality="image", n_frames=1, n_captions=None,
+                    variant="original", image_mode="frames", pooling="cls", dtype="float32", device="cpu",
+                    n_items=N, n_layers=L, dim=d, config={})
+        for b0 in range(0, N, 128):
+            w.write_batch("r1", b0, X[:, b0 : b0 + 128], n_items=N)
+        w.close()
+        np.save(tmp / "x.npy", X)
+        for _ in range(2):  # the second pass has warm file caches on both sides
+            t0 = time.perf_counter()
+            Y = load_embeddings(tmp / "load.duckdb", model="m", dataset="d", n_frames=1)
+            t_store = time.perf_counter() - t0
+            t0 = time.perf_counter()
+            Z = np.load(tmp / "x.npy")
+            t_npy = time.perf_counter() - t0
+        assert np.array_equal(Y, X) and np.array_equal(Z, X)
+        print(f"load one run ({L}x{N}x{d} float32): store {t_store:.3f} s, np.load {t_npy:.3f} s, "
+              f"ratio {t_store / t_npy:.2f}x (target <= 5x); arrays identical")
+
+
+if __name__ == "__main__":
+    main()
