@@ -124,25 +124,32 @@ def _blocks_to_array(con, run_id, n_layers, n_items, dim, layer=None) -> np.ndar
         where += " AND layer = $layer"
         params["layer"] = int(layer)
         n_layers = 1
-    table = con.sql(f"SELECT layer, first_idx, n_items, vectors FROM embeddings WHERE {where} "
-                    "ORDER BY layer, first_idx", params=params).to_arrow_table()
-    counts = table.column("n_items").to_numpy()
-    firsts = table.column("first_idx").to_numpy()
+    # no ORDER BY: DuckDB would sort the 100 MB payload along with the keys; order in numpy instead
+    table = con.sql(f"SELECT layer, first_idx, n_items, vectors FROM embeddings WHERE {where}",
+                    params=params).to_arrow_table()
     layers = table.column("layer").to_numpy()
-    expected_blocks = counts.sum() == n_layers * n_items
+    firsts = table.column("first_idx").to_numpy()
+    counts = table.column("n_items").to_numpy()
+    order = np.lexsort((firsts, layers))
+    layers, firsts, counts = layers[order], firsts[order], counts[order]
+    complete = counts.sum() == n_layers * n_items and len(np.unique(layers)) == n_layers
     for lay in np.unique(layers):  # blocks of each layer must tile the items without gaps
         sel = layers == lay
-        starts = firsts[sel]
-        if not np.array_equal(starts[1:], (starts + counts[sel])[:-1]):
-            expected_blocks = False
-    if not expected_blocks or len(np.unique(layers)) != n_layers:
+        if not np.array_equal(firsts[sel][1:], (firsts[sel] + counts[sel])[:-1]):
+            complete = False
+    if not complete:
         raise StoreError(f"run {run_id} is incomplete or inconsistent: {int(counts.sum())} item-layer vectors, "
                          f"expected {n_layers * n_items}")
     col = table.column("vectors").combine_chunks()
     offsets = np.frombuffer(col.buffers()[1], dtype=np.int32, count=len(col) + 1, offset=col.offset * 4)
-    data = np.frombuffer(col.buffers()[2], dtype=np.uint8)[offsets[0]:offsets[-1]]
-    # the blocks are contiguous in Arrow's data buffer: one view, one copy to an owned array
-    return data.view("<f4").reshape(n_layers, n_items, dim).astype(np.float32, copy=True)
+    data = np.frombuffer(col.buffers()[2], dtype=np.uint8)
+    out = np.empty((n_layers * n_items, dim), dtype=np.float32)
+    row = 0
+    for i in order:  # one copy of each block into its place
+        block = data[offsets[i]:offsets[i + 1]].view("<f4").reshape(-1, dim)
+        out[row:row + len(block)] = block
+        row += len(block)
+    return out.reshape(n_layers, n_items, dim)
 
 
 def load_layer(con, run_id: str, layer: int) -> np.ndarray:

@@ -375,9 +375,11 @@ def load_adapter(spec: str, *, device="cpu", dtype="float32", trust_remote_code=
     elif probe.modality == "text":
         cls = TextAdapter
     else:
-        from .mllm import MllmAdapter
-
-        cls = MllmAdapter
+        # not built yet: say so plainly instead of failing somewhere inside transformers
+        raise ModelError(
+            f"{spec!r} is a multimodal LLM ({probe.config.model_type}); MLLM extraction (one-word prompt, "
+            "last-token hidden states) is not implemented in this version of LayerScope"
+        )
     adapter = cls.__new__(cls)
     adapter.__dict__.update(probe.__dict__)
     return adapter.load()

@@ -141,3 +141,11 @@ def test_hub_id_offline_gives_a_clear_error(monkeypatch):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     with pytest.raises(ModelError, match="HF_HUB_OFFLINE"):
         load_adapter("some-org/not-a-cached-model")
+
+
+def test_mllm_is_refused_clearly_until_supported(tmp_path):
+    from transformers import CLIPVisionConfig, LlamaConfig, LlavaConfig
+
+    LlavaConfig(vision_config=CLIPVisionConfig(), text_config=LlamaConfig()).save_pretrained(tmp_path / "llava")
+    with pytest.raises(ModelError, match="MLLM extraction .* is not implemented"):
+        load_adapter(str(tmp_path / "llava"))
