@@ -169,14 +169,8 @@ class Precompute:
                 # the reorder-negative probe needs each item's first negative caption embedded
                 ident = {**base, "n_captions": 1, "variant": "negative"}
                 plans.append(RunPlan(run_id_for(ident), None, 1, "negative", ident))
-        else:  # mllm: video side with each n_f (and text side with each n_c)
-            for variant in self.variants:
-                for n_f in self.frames:
-                    ident = {**base, "n_frames": n_f, "variant": variant, "side": "video"}
-                    plans.append(RunPlan(run_id_for(ident), n_f, None, variant, ident))
-            for n_c in self.captions:
-                ident = {**base, "n_captions": n_c, "variant": "original", "side": "text"}
-                plans.append(RunPlan(run_id_for(ident), None, n_c, "original", ident))
+        else:  # load_adapter refuses MLLMs until their extraction exists
+            raise ModelError(f"{name}: no run plan for modality {info.modality!r}")
         return plans
 
     # ---- execution ---------------------------------------------------------------------
@@ -275,8 +269,6 @@ class Precompute:
                     "frames": int(len(frames)), "asked": p.n_frames,
                     "handled": "uniform sampling repeats frames (round(linspace(0, T-1, n_f)))"}
             videos.append(frames[sample_indices(len(frames), p.n_frames)])
-        if info.modality == "mllm":
-            return adapter.embed_videos(videos)
         return adapter.embed_videos(videos, image_mode=self.image_mode)
 
     @staticmethod

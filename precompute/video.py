@@ -116,5 +116,5 @@ def clip_indices(n_frames: int, native: int) -> np.ndarray:
 
 
 def reverse(frames: np.ndarray) -> np.ndarray:
-    """The time-reversed video (arrow-of-time probe)."""
-    return frames[::-1].copy()
+    """The time-reversed video (arrow-of-time probe); a view, so a sweep does not copy every video."""
+    return frames[::-1]
