@@ -230,14 +230,19 @@ class Analysis:
         return out
 
     # ---------------------------------------------------------------- model map
-    def _max_setting_runs(self, vision, text):
+    @staticmethod
+    def _max_setting_runs(vision, text):
+        """Each model's run at its largest setting. A model with both sides (an MLLM) keeps its name
+        for the video side and appears as ``"<model> [text]"`` for its caption side."""
         chosen = {}
         for r in vision:
             if r["model"] not in chosen or r["n_frames"] > chosen[r["model"]]["n_frames"]:
                 chosen[r["model"]] = r
+        vision_models = set(chosen)
         for r in text:
-            if r["model"] not in chosen or r["n_captions"] > chosen[r["model"]]["n_captions"]:
-                chosen[r["model"]] = r
+            key = f"{r['model']} [text]" if r["model"] in vision_models else r["model"]
+            if key not in chosen or r["n_captions"] > chosen[key]["n_captions"]:
+                chosen[key] = r
         return chosen
 
     def model_map(self, ds, vision, text):

@@ -360,6 +360,69 @@ class TextAdapter(Adapter):
         return self._pool_tokens(hs, enc["attention_mask"])
 
 
+class MllmAdapter(Adapter):
+    """Multimodal LLMs (LLaVA-style: an image processor, a tokenizer with an image token, a language
+    model): the "explicit one-word limitation" prompt, and the hidden state of the last token of
+    every language-model layer (nuanced video retrieval paper; DESIGN §4).
+
+    Video: the ``n_f`` sampled frames go in as ``n_f`` images before the prompt
+    ``{media} Summarize the video in one word:``. Text: ``{text} Summarize above sentence in one word:``.
+    Layer 0 is the language model's embedding output.
+    """
+
+    def load(self):
+        import transformers
+        from transformers import AutoProcessor
+
+        try:
+            self.processor = AutoProcessor.from_pretrained(self.source, trust_remote_code=self.trust)
+        except Exception as exc:
+            raise ModelError(f"cannot load the processor of {self.spec!r}: {exc}") from None
+        model = None
+        for name in ("AutoModelForImageTextToText", "AutoModelForVision2Seq", "AutoModel"):
+            auto = getattr(transformers, name, None)
+            if auto is None:
+                continue
+            try:
+                model = auto.from_pretrained(self.source, **self._load_kwargs())
+                break
+            except (ValueError, KeyError):
+                continue
+        if model is None:
+            raise ModelError(f"no transformers class can load the MLLM {self.spec!r}")
+        tok = getattr(self.processor, "tokenizer", None)
+        if tok is not None and tok.pad_token is None:
+            tok.pad_token = tok.eos_token or tok.unk_token
+        self.image_token = getattr(self.processor, "image_token", None) or "<image>"
+        return self._finish_load(model)
+
+    def _dims_from_config(self):
+        cfg = getattr(self.config, "text_config", None) or self.config
+        layers, width = getattr(cfg, "num_hidden_layers", None), getattr(cfg, "hidden_size", None)
+        return (int(layers) + 1, int(width)) if layers and width else None
+
+    def _forward_last_token(self, **enc) -> np.ndarray:
+        enc = {k: (v.to(self.device, self.dtype) if k == "pixel_values" else v.to(self.device)) for k, v in enc.items()}
+        hs = self._hidden_states(**enc)
+        return self._pool_tokens(hs, enc["attention_mask"])
+
+    def embed_videos(self, videos: list[np.ndarray], *, image_mode: str = "frames") -> np.ndarray:
+        """``(L, B, d)``: one prompt per video with its sampled frames as images."""
+        prompts, images = [], []
+        for frames in videos:
+            chosen = frames[:1] if image_mode == "first" else frames
+            prompts.append(MLLM_VIDEO_PROMPT.format(media=self.image_token * len(chosen)))
+            images.extend(list(chosen))
+        enc = self.processor(images=images, text=prompts, padding=True, return_tensors="pt")
+        return self._forward_last_token(**enc)
+
+    def embed_texts(self, texts: list[str]) -> np.ndarray:
+        """``(L, B, d)``: the last token of ``<sentence> Summarize above sentence in one word:``."""
+        prompts = [MLLM_TEXT_PROMPT.format(text=t) for t in texts]
+        enc = self.processor(text=prompts, padding=True, return_tensors="pt")
+        return self._forward_last_token(**enc)
+
+
 def load_adapter(spec: str, *, device="cpu", dtype="float32", trust_remote_code=False,
                  modality: str | None = None) -> Adapter:
     """Load the right adapter for a hub id or local folder (``from_pretrained`` either way)."""
@@ -375,11 +438,7 @@ def load_adapter(spec: str, *, device="cpu", dtype="float32", trust_remote_code=
     elif probe.modality == "text":
         cls = TextAdapter
     else:
-        # not built yet: say so plainly instead of failing somewhere inside transformers
-        raise ModelError(
-            f"{spec!r} is a multimodal LLM ({probe.config.model_type}); MLLM extraction (one-word prompt, "
-            "last-token hidden states) is not implemented in this version of LayerScope"
-        )
+        cls = MllmAdapter
     adapter = cls.__new__(cls)
     adapter.__dict__.update(probe.__dict__)
     return adapter.load()

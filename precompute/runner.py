@@ -169,7 +169,18 @@ class Precompute:
                 # the reorder-negative probe needs each item's first negative caption embedded
                 ident = {**base, "n_captions": 1, "variant": "negative"}
                 plans.append(RunPlan(run_id_for(ident), None, 1, "negative", ident))
-        else:  # load_adapter refuses MLLMs until their extraction exists
+        elif info.modality == "mllm":  # one model, both sides: video runs and caption runs
+            for variant in self.variants:
+                for n_f in self.frames:
+                    ident = {**base, "n_frames": n_f, "variant": variant, "side": "video"}
+                    plans.append(RunPlan(run_id_for(ident), n_f, None, variant, ident))
+            for n_c in self.captions:
+                ident = {**base, "n_captions": n_c, "variant": "original", "side": "text"}
+                plans.append(RunPlan(run_id_for(ident), None, n_c, "original", ident))
+            if any(it.negatives for it in self.manifest.items):
+                ident = {**base, "n_captions": 1, "variant": "negative", "side": "text"}
+                plans.append(RunPlan(run_id_for(ident), None, 1, "negative", ident))
+        else:
             raise ModelError(f"{name}: no run plan for modality {info.modality!r}")
         return plans
 
@@ -188,8 +199,10 @@ class Precompute:
             if existing and existing["status"] == "done":
                 self.summary.runs_done_before += 1
                 continue
+            # an MLLM embeds both sides in one space: its runs are video runs and text runs
+            run_modality = info.modality if info.modality != "mllm" else ("video" if p.n_frames else "text")
             p.state = self.w.start_run(
-                p.run_id, model=name, dataset=self.dataset, modality=info.modality, n_frames=p.n_frames,
+                p.run_id, model=name, dataset=self.dataset, modality=run_modality, n_frames=p.n_frames,
                 n_captions=p.n_captions, variant=p.variant,
                 image_mode=self.image_mode if info.modality == "image" else None, pooling=info.pooling,
                 dtype=self.dtype, device=str(adapter.device), n_items=len(items), n_layers=info.n_layers,

@@ -17,8 +17,8 @@ DEFAULT_CORPUS = [
     "a green square moves left quickly over a striped background",
     "a yellow triangle moves right slowly on a dotted background",
     "the shape changes colour and then a second shape enters",
-    "summarize the video in one word",
-    "summarize above sentence in one word",
+    "summarize the video in one word:",
+    "summarize above sentence in one word:",
 ]
 
 
@@ -151,7 +151,28 @@ def build_llama(out, *, corpus=DEFAULT_CORPUS, hidden=32, layers=3, seed=0):
     return _save(LlamaModel(cfg), out, tok)
 
 
+def build_llava(out, *, corpus=DEFAULT_CORPUS, size=32, hidden=32, layers=2, seed=0):
+    """A tiny LLaVA: CLIP vision tower, Llama language model, and a processor with an ``<image>`` token."""
+    from transformers import CLIPVisionConfig, LlamaConfig, LlavaConfig, LlavaForConditionalGeneration, LlavaProcessor
+    from transformers.models.clip.image_processing_pil_clip import CLIPImageProcessorPil
+
+    _seeded(seed)
+    tok = _word_tokenizer(corpus, kind="llama")
+    vision = CLIPVisionConfig(image_size=size, patch_size=8, hidden_size=hidden, intermediate_size=2 * hidden,
+                              num_hidden_layers=2, num_attention_heads=4, projection_dim=hidden)
+    text = LlamaConfig(vocab_size=len(tok), hidden_size=hidden, intermediate_size=2 * hidden, num_hidden_layers=layers,
+                       num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=1024,
+                       bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id)
+    cfg = _mark(LlavaConfig(vision_config=vision, text_config=text, image_token_index=tok.convert_tokens_to_ids("<image>"),
+                            vision_feature_select_strategy="default", vision_feature_layer=-1))
+    proc = LlavaProcessor(image_processor=CLIPImageProcessorPil(size={"shortest_edge": size},
+                                                                crop_size={"height": size, "width": size}),
+                          tokenizer=tok, patch_size=8, vision_feature_select_strategy="default", image_token="<image>",
+                          num_additional_image_tokens=1)
+    return _save(LlavaForConditionalGeneration(cfg), out, proc)
+
+
 BUILDERS = {
     "videomae": build_videomae, "timesformer": build_timesformer, "vit": build_vit, "dinov2": build_dinov2,
-    "bert": build_bert, "t5": build_t5, "llama": build_llama,
+    "bert": build_bert, "t5": build_t5, "llama": build_llama, "llava": build_llava,
 }

@@ -13,7 +13,7 @@ from tests.precompute.helpers import make_index_dataset
 EXPECTED = {  # model -> (modality, pooling, layers incl. embeddings)
     "videomae": ("video", "mean", 4), "timesformer": ("video", "cls", 3), "vit": ("image", "cls", 4),
     "dinov2": ("image", "cls", 4), "bert": ("text", "mean", 4), "t5": ("text", "mean", 3),
-    "llama": ("text", "mean", 4),
+    "llama": ("text", "mean", 4), "llava": ("mllm", "last_token", 3),
 }
 
 
@@ -143,9 +143,24 @@ def test_hub_id_offline_gives_a_clear_error(monkeypatch):
         load_adapter("some-org/not-a-cached-model")
 
 
-def test_mllm_is_refused_clearly_until_supported(tmp_path):
-    from transformers import CLIPVisionConfig, LlamaConfig, LlavaConfig
+def test_mllm_last_token_under_the_one_word_prompt(tiny):
+    from precompute.models import MLLM_TEXT_PROMPT, MLLM_VIDEO_PROMPT
 
-    LlavaConfig(vision_config=CLIPVisionConfig(), text_config=LlamaConfig()).save_pretrained(tmp_path / "llava")
-    with pytest.raises(ModelError, match="MLLM extraction .* is not implemented"):
-        load_adapter(str(tmp_path / "llava"))
+    a = load_adapter(tiny["llava"], device="cpu")
+    info = a.info()
+    assert (info.modality, info.pooling, info.n_layers) == ("mllm", "last_token", 3)
+    texts = ["a red circle", "a blue circle appears after a red circle"]
+    got = a.embed_texts(texts)
+    for i, t in enumerate(texts):  # alone, no padding: the last token is the prompt's last token
+        enc = a.processor(text=[MLLM_TEXT_PROMPT.format(text=t)], return_tensors="pt")
+        assert a.processor.tokenizer.convert_ids_to_tokens(int(enc["input_ids"][0, -1])) == ":"
+        with torch.no_grad():
+            hs = a.model(**enc, output_hidden_states=True).hidden_states
+        np.testing.assert_allclose(got[:, i], torch.stack([h[0, -1] for h in hs]).numpy(), rtol=1e-4, atol=1e-5)
+    video = _frames(3)
+    got = a.embed_videos([video])[:, 0]
+    enc = a.processor(images=list(video), text=[MLLM_VIDEO_PROMPT.format(media="<image>" * 3)], return_tensors="pt")
+    assert int((enc["input_ids"] == a.model.config.image_token_index).sum()) > 3  # every frame's patches went in
+    with torch.no_grad():
+        hs = a.model(**enc, output_hidden_states=True).hidden_states
+    np.testing.assert_allclose(got, torch.stack([h[0, -1] for h in hs]).numpy(), rtol=1e-4, atol=1e-5)

@@ -232,3 +232,25 @@ def test_cli_argument_errors(tmp_path, dataset, tiny, capsys):
     assert cli("precompute", "--store", tmp_path / "s.duckdb", "--manifest", dataset, "--dataset", "d",
                "--model", tiny["vit"], "--shard", "3/2", "--quiet") == 2
     assert "--shard 3/2" in capsys.readouterr().err
+
+
+def test_mllm_runs_both_sides_in_one_space(tmp_path, dataset, tiny):
+    from analysis import results as R
+    from analysis.studies import analyze_store
+
+    store = tmp_path / "s.duckdb"
+    assert cli("precompute", "--store", store, "--manifest", dataset, "--dataset", "toy", "--model", tiny["llava"],
+               "--frames", "1,2", "--captions", "1,2", "--quiet") == 0
+    runs = list_runs(store)
+    sides = sorted((r["modality"], r["variant"], r["n_frames"] or 0, r["n_captions"] or 0) for r in runs)
+    assert sides == [("text", "negative", 0, 1), ("text", "original", 0, 1), ("text", "original", 0, 2),
+                     ("video", "original", 1, 0), ("video", "original", 2, 0)]
+    V = load_embeddings(store, model="llava", dataset="toy", n_frames=2)
+    T = load_embeddings(store, model="llava", dataset="toy", n_captions=1)
+    assert V.shape == T.shape == (3, 7, 32)  # one shared space: same layers, same width
+    analyze_store(store, k=3, n_boot=0, log=lambda m: None)
+    con = duckdb.connect(str(store), read_only=True)
+    (temporal,) = R.read_studies(con, study="temporal", dataset="toy")
+    con.close()
+    (chiral,) = temporal["payload"]["chiral"]
+    assert chiral["model"] == "llava" and len(chiral["per_layer"]) == 3
