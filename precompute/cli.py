@@ -283,8 +283,30 @@ def _register_report(sub):
     p.set_defaults(func=cmd_report)
 
 
+def cmd_merge(args) -> int:
+    from analysis.store import StoreError
+
+    from .merge import merge_stores
+
+    try:
+        out = merge_stores(args.store, args.sources, log=lambda m: print(m, file=sys.stderr))
+    except (StoreError, ValueError) as exc:
+        raise UserError(str(exc)) from None
+    print(f"merge: {out['runs_merged']} sharded run(s) merged, {out['runs_copied']} copied, "
+          f"{out['runs_skipped']} already in {args.store}, {len(out['incomplete'])} incomplete")
+    return 0
+
+
+def _register_merge(sub):
+    p = sub.add_parser("merge", help="merge stores written by --shard I/N jobs into one store")
+    p.add_argument("sources", nargs="+", help="shard stores")
+    p.add_argument("--store", required=True, help="target store (created if missing)")
+    p.set_defaults(func=cmd_merge)
+
+
 #: functions adding further subcommands to the parser
-_REGISTRARS: list = [_register_precompute, _register_demo, _register_analyze, _register_dashboard, _register_report]
+_REGISTRARS: list = [_register_precompute, _register_demo, _register_analyze, _register_dashboard, _register_report,
+                     _register_merge]
 
 
 def main(argv: list[str] | None = None) -> int:

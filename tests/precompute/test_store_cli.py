@@ -254,3 +254,26 @@ def test_mllm_runs_both_sides_in_one_space(tmp_path, dataset, tiny):
     con.close()
     (chiral,) = temporal["payload"]["chiral"]
     assert chiral["model"] == "llava" and len(chiral["per_layer"]) == 3
+
+
+def test_shard_stores_merge_into_exactly_the_unsharded_run(tmp_path, dataset, tiny, capsys):
+    args = ["--manifest", dataset, "--dataset", "toy", "--model", tiny["vit"], "--model", tiny["bert"],
+            "--frames", "2", "--captions", "1", "--batch-size", "2", "--quiet"]
+    whole = tmp_path / "whole.duckdb"
+    assert cli("precompute", "--store", whole, *args) == 0
+    shards = []
+    for i in range(3):
+        shards.append(tmp_path / f"shard{i}.duckdb")
+        assert cli("precompute", "--store", shards[-1], *args, "--shard", f"{i}/3") == 0
+    merged = tmp_path / "merged.duckdb"
+    assert cli("merge", "--store", merged, *map(str, shards[:2])) == 0  # one shard missing
+    assert "0 sharded run(s) merged" in capsys.readouterr().out
+    assert cli("merge", "--store", merged, *map(str, shards)) == 0
+    assert "3 sharded run(s) merged" in capsys.readouterr().out
+    assert {r["run_id"] for r in list_runs(merged)} == {r["run_id"] for r in list_runs(whole)}
+    for kw in ({"model": "vit", "n_frames": 2}, {"model": "bert", "n_captions": 1},
+               {"model": "bert", "n_captions": 1, "variant": "negative"}):
+        np.testing.assert_array_equal(load_embeddings(merged, dataset="toy", **kw),
+                                      load_embeddings(whole, dataset="toy", **kw))
+    assert cli("merge", "--store", merged, *map(str, shards)) == 0  # again: nothing new
+    assert "3 already in" in capsys.readouterr().out
