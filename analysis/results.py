@@ -12,7 +12,9 @@ import json
 
 import numpy as np
 
-from .schema import fetch_one
+from .schema import TABLES, fetch_one
+
+COLUMNS = {name: {c for c, _, _ in cols} for name, cols, _ in TABLES}
 
 
 def key(*parts) -> str:
@@ -83,30 +85,38 @@ def _rows(con, sql, args=()):
     return [dict(zip(cols, r)) for r in cur.fetchall()]
 
 
+def _select(con, table: str, order: str, where: dict) -> list[dict]:
+    """Rows of a result table filtered by column equality (values bound as parameters; column names
+    checked against the schema, so no caller can smuggle SQL through a keyword)."""
+    unknown = set(where) - COLUMNS[table]
+    if unknown:
+        raise ValueError(f"{table} has no column(s) {sorted(unknown)}")
+    clause = " AND ".join(f"{c} = ?" for c in where) or "TRUE"
+    out = _rows(con, f"SELECT * FROM {table} WHERE {clause} ORDER BY {order}", where.values())
+    for r in out:
+        r["params"] = json.loads(r["params"])
+    return out
+
+
 def read_grids(con, **where) -> list[dict]:
     """Result grids (``grid`` as an ``(n_rows, n_cols)`` array) filtered by column equality."""
-    clause = " AND ".join(f"{c} = ?" for c in where) or "TRUE"
-    out = _rows(con, f"SELECT * FROM result_grids WHERE {clause} ORDER BY dataset, model_a, model_b, metric, "
-                     "n_frames, n_captions", where.values())
+    out = _select(con, "result_grids", "dataset, model_a, model_b, metric, n_frames, n_captions", where)
     for r in out:
         r["grid"] = np.asarray(r.pop("grid_values"), dtype=float).reshape(r["n_rows"], r["n_cols"])
-        r["params"] = json.loads(r["params"])
     return out
 
 
 def read_profiles(con, **where) -> list[dict]:
-    clause = " AND ".join(f"{c} = ?" for c in where) or "TRUE"
-    out = _rows(con, f"SELECT * FROM result_profiles WHERE {clause} ORDER BY dataset, model, metric", where.values())
+    """Per-layer profiles (``layer_values`` as an array) filtered by column equality."""
+    out = _select(con, "result_profiles", "dataset, model, metric", where)
     for r in out:
         r["layer_values"] = np.asarray(r["layer_values"], dtype=float)
-        r["params"] = json.loads(r["params"])
     return out
 
 
 def read_studies(con, **where) -> list[dict]:
-    clause = " AND ".join(f"{c} = ?" for c in where) or "TRUE"
-    out = _rows(con, f"SELECT * FROM result_studies WHERE {clause} ORDER BY study, dataset, subject", where.values())
+    """Study results (``payload`` decoded) filtered by column equality."""
+    out = _select(con, "result_studies", "study, dataset, subject", where)
     for r in out:
         r["payload"] = json.loads(r["payload"])
-        r["params"] = json.loads(r["params"])
     return out

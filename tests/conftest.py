@@ -31,3 +31,32 @@ def small_demo(tmp_path_factory):
     run_demo(store=store, small=True, dashboard=False, data_dir=root / "data", progress=False,
              out=open(root / "demo.log", "w"))
     return store
+
+
+CHROMIUM_FLAGS = ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                  "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-quic")
+
+
+def chromium_driver(profile_dir, *, window="1400,1000", offline=False):
+    """Debian's chromium under selenium with the flags this workplace needs; fails (not skips) when absent."""
+    import os
+    import shutil
+
+    chromium = shutil.which("chromium") or "/usr/bin/chromium"
+    driver_path = shutil.which("chromedriver") or "/usr/bin/chromedriver"
+    if not (os.path.exists(chromium) and os.path.exists(driver_path)):
+        pytest.fail("browser tests need Debian's chromium and chromium-driver (apt-get install -y chromium "
+                    "chromium-driver), or deselect them with -m 'not browser'")
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    opts = webdriver.ChromeOptions()
+    opts.binary_location = chromium
+    for flag in CHROMIUM_FLAGS + (f"--window-size={window}", f"--user-data-dir={profile_dir}"):
+        opts.add_argument(flag)
+    driver = webdriver.Chrome(service=Service(driver_path), options=opts)
+    if offline:
+        driver.execute_cdp_cmd("Network.enable", {})
+        driver.execute_cdp_cmd("Network.emulateNetworkConditions", {"offline": True, "latency": 0,
+                                                                    "downloadThroughput": 0, "uploadThroughput": 0})
+    return driver

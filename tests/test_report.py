@@ -2,7 +2,6 @@
 
 import json
 import os
-import shutil
 import time
 
 import duckdb
@@ -11,9 +10,7 @@ import pytest
 from analysis import results as R
 from analysis.report import build_report, render_html, to_json
 from precompute.cli import main
-
-CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
-DRIVER = shutil.which("chromedriver") or "/usr/bin/chromedriver"
+from tests.conftest import chromium_driver
 
 
 def make_report(store, tmp_path, *extra):
@@ -84,23 +81,7 @@ def test_injection_strings_stay_text(hostile_store, tmp_path):
 
 
 def _browser(tmp_path):
-    if not (os.path.exists(CHROMIUM) and os.path.exists(DRIVER)):
-        pytest.fail("report browser tests need Debian's chromium and chromium-driver (apt-get install -y chromium "
-                    "chromium-driver), or deselect with -m 'not browser'")
-    from selenium import webdriver
-    from selenium.webdriver.chrome.service import Service
-
-    opts = webdriver.ChromeOptions()
-    opts.binary_location = CHROMIUM
-    for flag in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                 "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-quic",
-                 "--window-size=1300,1000", f"--user-data-dir={tmp_path / 'profile'}"):
-        opts.add_argument(flag)
-    driver = webdriver.Chrome(service=Service(DRIVER), options=opts)
-    driver.execute_cdp_cmd("Network.enable", {})
-    driver.execute_cdp_cmd("Network.emulateNetworkConditions", {"offline": True, "latency": 0,
-                                                                "downloadThroughput": 0, "uploadThroughput": 0})
-    return driver
+    return chromium_driver(tmp_path / "profile", window="1300,1000", offline=True)
 
 
 def _rendered(driver, expected, timeout=30):

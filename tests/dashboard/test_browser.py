@@ -4,7 +4,6 @@ CI installs chromium and chromium-driver with apt (see .ci/run). Screenshots lan
 """
 
 import os
-import shutil
 import socket
 import subprocess
 import sys
@@ -15,11 +14,10 @@ from pathlib import Path
 import pytest
 
 from precompute.dashboard import command
+from tests.conftest import chromium_driver
 
 REPO = Path(__file__).resolve().parents[2]
 ARTIFACTS = REPO / "test-artifacts"
-CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
-DRIVER = shutil.which("chromedriver") or "/usr/bin/chromedriver"
 
 pytestmark = pytest.mark.browser
 
@@ -32,9 +30,6 @@ def free_port() -> int:
 
 @pytest.fixture(scope="module")
 def server(small_demo):
-    if not (os.path.exists(CHROMIUM) and os.path.exists(DRIVER)):
-        pytest.fail("browser tests need Debian's chromium and chromium-driver: "
-                    "apt-get install -y chromium chromium-driver (or deselect with -m 'not browser')")
     port = free_port()
     env = {**os.environ, "LAYERSCOPE_STORE": str(small_demo)}
     proc = subprocess.Popen(command(small_demo, port=port), cwd=REPO, env=env, stdout=subprocess.PIPE,
@@ -57,16 +52,7 @@ def server(small_demo):
 
 @pytest.fixture(scope="module")
 def browser(tmp_path_factory):
-    from selenium import webdriver
-    from selenium.webdriver.chrome.service import Service
-
-    opts = webdriver.ChromeOptions()
-    opts.binary_location = CHROMIUM
-    for flag in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                 "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-quic",
-                 "--window-size=1400,1000", f"--user-data-dir={tmp_path_factory.mktemp('chrome-profile')}"):
-        opts.add_argument(flag)
-    driver = webdriver.Chrome(service=Service(DRIVER), options=opts)
+    driver = chromium_driver(tmp_path_factory.mktemp("chrome-profile"))
     yield driver
     driver.quit()
 
