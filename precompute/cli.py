@@ -16,6 +16,9 @@ EPILOG = """examples:
   layerscope precompute --store data/my.duckdb --manifest videos.jsonl --dataset mine \\
       --model ./my-text-model --captions 1,2,4,8,10
   layerscope runs --store data/my.duckdb
+  layerscope analyze --store data/my.duckdb
+  layerscope dashboard --store data/my.duckdb
+  layerscope report --store data/my.duckdb --out report.html
   layerscope demo
 """
 
