@@ -106,3 +106,11 @@ def test_selection_logic():
     c = choose("'; DROP TABLE x", ["mutual_knn", "cka"], "metric", "cka")
     assert c.value == "cka" and "unknown metric" in c.message
     assert choose(4, [1, 2, 4], "n_f").value == 4 and choose("4", [1, 2, 4], "n_f").value == 4
+
+
+def test_overview_offers_the_report_for_download(small_demo, monkeypatch):
+    at = app(small_demo, monkeypatch)
+    at.toggle(key="prepare_report").set_value(True).run()
+    assert not at.exception
+    labels = [b.label for b in at.get("download_button")]
+    assert {"Report (HTML)", "Numbers (JSON)", "Summary (Markdown)"} <= set(labels)
