@@ -41,7 +41,7 @@ DEMO_BOOTSTRAP = 20
 
 
 def _demo_corpus() -> list[str]:
-    from .synthetic import ShapeScene, shape_scenes, time_scenes
+    from .synthetic import shape_scenes, time_scenes
 
     lines = [s.caption for s in time_scenes(24)] + [s.negative for s in time_scenes(24)]
     for s in shape_scenes(60):

@@ -13,7 +13,7 @@ Everything is a pure function of the seed and the sizes: the same seed gives the
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import numpy as np

@@ -8,7 +8,6 @@ import duckdb
 import pytest
 
 from analysis import results as R
-from analysis.report import build_report, render_html, to_json
 from precompute.cli import main
 from tests.conftest import chromium_driver
 

@@ -6,7 +6,6 @@ CI installs chromium and chromium-driver with apt (see .ci/run). Screenshots lan
 import os
 import socket
 import subprocess
-import sys
 import time
 import urllib.request
 from pathlib import Path

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from precompute.synthetic import (
-    COLOURS, SIZES, SPEEDS, ShapeScene, render_shapes, render_time, shape_scenes, time_scenes,
+    COLOURS, SPEEDS, render_shapes, render_time, shape_scenes, time_scenes,
     write_moving_shapes, write_test_of_time,
 )
 from precompute.video import read_frames, reverse
