@@ -79,7 +79,8 @@ def put_study(con, **row) -> None:
     _replace(con, "result_studies", row)
 
 
-def _rows(con, sql, args=()):
+def rows(con, sql, args=()) -> list[dict]:
+    """Query results as dicts keyed by column name (parameters bound, result drained)."""
     cur = con.execute(sql, list(args))
     cols = [d[0] for d in cur.description]
     return [dict(zip(cols, r)) for r in cur.fetchall()]
@@ -92,7 +93,7 @@ def _select(con, table: str, order: str, where: dict) -> list[dict]:
     if unknown:
         raise ValueError(f"{table} has no column(s) {sorted(unknown)}")
     clause = " AND ".join(f"{c} = ?" for c in where) or "TRUE"
-    out = _rows(con, f"SELECT * FROM {table} WHERE {clause} ORDER BY {order}", where.values())
+    out = rows(con, f"SELECT * FROM {table} WHERE {clause} ORDER BY {order}", where.values())
     for r in out:
         r["params"] = json.loads(r["params"])
     return out

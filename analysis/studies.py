@@ -77,7 +77,7 @@ class Analysis:
 
     # ---------------------------------------------------------------- entry
     def run(self, datasets=None):
-        rows = R._rows(self.con, "SELECT * FROM runs ORDER BY dataset, model")
+        rows = R.rows(self.con, "SELECT * FROM runs ORDER BY dataset, model")
         if not rows:
             raise StoreError("the store has no runs yet; run `layerscope precompute` or `layerscope demo` first")
         unfinished = [r for r in rows if r["status"] != "done"]
@@ -277,7 +277,7 @@ class Analysis:
 
     # ---------------------------------------------------------------- downstream
     def downstream(self, ds, vision, text):
-        rows = R._rows(self.con, "SELECT * FROM downstream_results ORDER BY task, model")
+        rows = R.rows(self.con, "SELECT * FROM downstream_results ORDER BY task, model")
         if not rows:
             return
         chosen = self._max_setting_runs(vision, text)
@@ -332,7 +332,7 @@ class Analysis:
 
     # ---------------------------------------------------------------- temporal probes
     def temporal(self, ds, runs, vision, text):
-        meta = R._rows(self.con, "SELECT idx, metadata, negatives FROM items WHERE dataset = ? ORDER BY idx", [ds])
+        meta = R.rows(self.con, "SELECT idx, metadata, negatives FROM items WHERE dataset = ? ORDER BY idx", [ds])
         md = [json.loads(m["metadata"]) if isinstance(m["metadata"], str) else (m["metadata"] or {}) for m in meta]
         has_tot = all({"event", "phrasing", "bow_key"} <= set(m) for m in md)
         negatives = {r["model"]: r for r in runs if r["variant"] == "negative"}

@@ -7,7 +7,6 @@ store holds before they reach any query, and queries are parameterised.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 
 import numpy as np
@@ -374,10 +373,6 @@ def provenance(con, run_ids=()) -> dict:
 def metric_direction(metric: str) -> str:
     hib = REGISTRY[metric].higher_is_better
     return {True: "higher is better", False: "lower is better", None: "no preferred direction"}[hib]
-
-
-def loads(value):
-    return json.loads(value) if isinstance(value, str) else value
 
 
 def report_files(con, store_path: str) -> dict[str, str]:

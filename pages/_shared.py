@@ -4,7 +4,6 @@ from ``analysis.views``."""
 
 from __future__ import annotations
 
-import io
 import os
 import sys
 
@@ -122,7 +121,6 @@ def dataset_picker(con):
 def render_sidebar(path: str):
     st.sidebar.markdown("### LayerScope")
     st.sidebar.caption(f"Store: `{path}`")
-    st.session_state.setdefault("provenance_runs", [])
 
 
 def reproducibility(run_ids, params: dict | None = None):
@@ -136,9 +134,3 @@ def reproducibility(run_ids, params: dict | None = None):
             st.dataframe(prov["runs"], hide_index=True, width="stretch")
         if params:
             st.json(params)
-
-
-def png_bytes(image) -> bytes:
-    buf = io.BytesIO()
-    image.save(buf, format="PNG")
-    return buf.getvalue()

@@ -1,6 +1,7 @@
 import altair as alt
 import streamlit as st
 
+from analysis.views import downstream_view, scatter_frame
 from pages._shared import (dataset_picker, download_data, require_store, store_path, view)
 
 st.title("Downstream correlation")
@@ -38,8 +39,6 @@ if payload is None:
     st.info(f"No downstream results in this store yet. Import a CSV above, or run\n\n```bash\nlayerscope downstream "
             f"import results.csv --store {store_path()}\nlayerscope analyze --store {store_path()}\n```")
     st.stop()
-from analysis.views import downstream_view, scatter_frame  # noqa: E402
-
 dv = downstream_view(payload)
 st.subheader("Across tasks")
 st.dataframe(dv["table"], hide_index=True, width="stretch")

@@ -1,6 +1,7 @@
 import altair as alt
 import streamlit as st
 
+from analysis.views import model_map_view
 from pages._shared import dataset_picker, download_chart, download_data, require_results, require_store, view
 
 st.title("Model map")
@@ -10,7 +11,6 @@ con = require_store()
 dataset = dataset_picker(con)
 payload = view("study", "model_map", dataset)
 require_results("model map", payload is not None)
-from analysis.views import model_map_view  # noqa: E402  (a pure helper)
 
 mv = model_map_view(payload)
 heat = alt.Chart(mv["cells"]).mark_rect().encode(

@@ -1,6 +1,7 @@
 import altair as alt
 import streamlit as st
 
+from analysis.views import temporal_view
 from pages._shared import dataset_picker, download_data, require_results, require_store, view
 
 st.title("Temporal probes")
@@ -10,7 +11,6 @@ con = require_store()
 dataset = dataset_picker(con)
 payload = view("study", "temporal", dataset)
 require_results("temporal probes for this dataset", payload is not None)
-from analysis.views import temporal_view  # noqa: E402
 
 tv = temporal_view(payload)
 if len(tv["tot"]):

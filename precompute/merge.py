@@ -14,16 +14,11 @@ from collections import defaultdict
 
 import duckdb
 
+from analysis.results import rows
 from analysis.schema import create_all
 from analysis.store import StoreError, connect
 
 from .writer import run_id_for
-
-
-def _rows(con, sql, args=()):
-    cur = con.execute(sql, list(args))
-    cols = [d[0] for d in cur.description]
-    return [dict(zip(cols, r)) for r in cur.fetchall()]
 
 
 def merge_stores(target, sources, *, log=print) -> dict:
@@ -36,7 +31,7 @@ def merge_stores(target, sources, *, log=print) -> dict:
             s = connect(src, read_only=True)
             try:
                 _copy_meta(con, s, src)
-                for run in _rows(s, "SELECT * FROM runs WHERE status = 'done'"):
+                for run in rows(s, "SELECT * FROM runs WHERE status = 'done'"):
                     ident = json.loads(run["config"])
                     shard = ident.get("shard")
                     base = {k: v for k, v in ident.items()
@@ -53,7 +48,7 @@ def merge_stores(target, sources, *, log=print) -> dict:
                 s.close()
         for full_id, parts in groups.items():
             n = next(iter(parts.values()))[2]
-            if _rows(con, "SELECT run_id FROM runs WHERE run_id = ? AND status = 'done'", [full_id]):
+            if rows(con, "SELECT run_id FROM runs WHERE run_id = ? AND status = 'done'", [full_id]):
                 summary["runs_skipped"] += 1
                 continue
             if len(parts) != n:
@@ -69,8 +64,8 @@ def merge_stores(target, sources, *, log=print) -> dict:
 
 
 def _copy_meta(con, s, src):
-    for ds in _rows(s, "SELECT * FROM datasets"):
-        have = _rows(con, "SELECT manifest_sha FROM datasets WHERE dataset = ?", [ds["dataset"]])
+    for ds in rows(s, "SELECT * FROM datasets"):
+        have = rows(con, "SELECT manifest_sha FROM datasets WHERE dataset = ?", [ds["dataset"]])
         if have and have[0]["manifest_sha"] != ds["manifest_sha"]:
             raise StoreError(f"{src}: dataset {ds['dataset']!r} differs from the target's (other manifest); "
                              "nothing was merged from it")
@@ -78,12 +73,12 @@ def _copy_meta(con, s, src):
             con.execute("INSERT INTO datasets SELECT * FROM (SELECT ? AS dataset, ? AS manifest, ? AS manifest_sha, "
                         "? AS n_items, ? AS created)", [ds["dataset"], ds["manifest"], ds["manifest_sha"],
                                                           ds["n_items"], ds["created"]])
-            for it in _rows(s, "SELECT * FROM items WHERE dataset = ?", [ds["dataset"]]):
+            for it in rows(s, "SELECT * FROM items WHERE dataset = ?", [ds["dataset"]]):
                 con.execute("INSERT INTO items VALUES (?, ?, ?, ?, ?, ?, ?)",
                             [it["dataset"], it["idx"], it["item_id"], it["video"], it["captions"], it["negatives"],
                              it["metadata"]])
-    for m in _rows(s, "SELECT * FROM models"):
-        have = _rows(con, "SELECT source, revision FROM models WHERE model = ?", [m["model"]])
+    for m in rows(s, "SELECT * FROM models"):
+        have = rows(con, "SELECT source, revision FROM models WHERE model = ?", [m["model"]])
         if have and (have[0]["source"], have[0]["revision"]) != (m["source"], m["revision"]):
             raise StoreError(f"{src}: model name {m['model']!r} is used in the target for another model")
         if not have:
