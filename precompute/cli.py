@@ -79,25 +79,18 @@ def _int_list(text: str) -> list[int]:
 
 
 def cmd_precompute(args) -> int:
-    from analysis.store import StoreError
-
-    from .manifest import ManifestError, load_manifest
-    from .models import ModelError
+    from .manifest import load_manifest
     from .runner import run_precompute
-    from .video import VideoError
 
-    try:
-        manifest = load_manifest(args.manifest)
-        summary = run_precompute(
-            store=args.store, manifest=manifest, dataset=args.dataset, models=args.model, names=args.name,
-            modality=args.modality, frames=args.frames, captions=args.captions,
-            variants=[args.variant] if args.variant else ["original"], batch_size=args.batch_size,
-            device=args.device, dtype=args.dtype, image_mode=args.image_mode, shard=args.shard,
-            allow_fewer_captions=args.allow_fewer_captions, trust_remote_code=args.trust_remote_code,
-            progress=not args.quiet,
-        )
-    except (ManifestError, ModelError, StoreError, VideoError, ValueError) as exc:
-        raise UserError(str(exc)) from None
+    manifest = load_manifest(args.manifest)
+    summary = run_precompute(
+        store=args.store, manifest=manifest, dataset=args.dataset, models=args.model, names=args.name,
+        modality=args.modality, frames=args.frames, captions=args.captions,
+        variants=[args.variant] if args.variant else ["original"], batch_size=args.batch_size,
+        device=args.device, dtype=args.dtype, image_mode=args.image_mode, shard=args.shard,
+        allow_fewer_captions=args.allow_fewer_captions, trust_remote_code=args.trust_remote_code,
+        progress=not args.quiet,
+    )
     print(
         f"precompute: {summary.runs_computed} run(s) computed, {summary.runs_done_before} already done, "
         f"{summary.items_embedded} item embeddings in {summary.seconds:.1f} s -> {args.store}"
@@ -106,12 +99,9 @@ def cmd_precompute(args) -> int:
 
 
 def cmd_runs(args) -> int:
-    from analysis.store import StoreError, list_runs
+    from analysis.store import list_runs
 
-    try:
-        runs = list_runs(args.store)
-    except StoreError as exc:
-        raise UserError(str(exc)) from None
+    runs = list_runs(args.store)
     if not runs:
         print(f"{args.store}: no runs yet. Start with `layerscope precompute ...` or `layerscope demo`.")
         return 0
@@ -157,15 +147,11 @@ def _register_precompute(sub):
 
 
 def cmd_demo(args) -> int:
-    from analysis.store import StoreError
 
     from .demo import run_demo
 
-    try:
-        summary = run_demo(store=args.store, small=args.small, dashboard=not args.no_dashboard,
-                           data_dir=args.data_dir, progress=not args.quiet)
-    except (StoreError, ValueError) as exc:
-        raise UserError(str(exc)) from None
+    summary = run_demo(store=args.store, small=args.small, dashboard=not args.no_dashboard,
+                       data_dir=args.data_dir, progress=not args.quiet)
     print(f"demo: {summary['runs_computed']} run(s) computed, {summary['runs_reused']} reused, "
           f"{summary['seconds']:.0f} s -> {summary['store']}")
     return 0
@@ -185,15 +171,11 @@ def cmd_analyze(args) -> int:
     import time
 
     from analysis.studies import analyze_store
-    from analysis.store import StoreError
 
     t0 = time.perf_counter()
-    try:
-        out = analyze_store(args.store, k=args.k, metrics=args.metric or ("mutual_knn", "cka", "cknna"),
-                            references=args.reference, n_boot=args.bootstrap, datasets=args.dataset,
-                            log=lambda m: print(m, file=sys.stderr, flush=True))
-    except (StoreError, ValueError) as exc:
-        raise UserError(str(exc)) from None
+    out = analyze_store(args.store, k=args.k, metrics=args.metric or ("mutual_knn", "cka", "cknna"),
+                        references=args.reference, n_boot=args.bootstrap, datasets=args.dataset,
+                        log=lambda m: print(m, file=sys.stderr, flush=True))
     print(f"analyze: {out['computed']} result(s) computed, {out['skipped']} unchanged and skipped, "
           f"{len(out['notes'])} note(s), {time.perf_counter() - t0:.1f} s -> {args.store}")
     return 0
@@ -201,12 +183,8 @@ def cmd_analyze(args) -> int:
 
 def cmd_downstream(args) -> int:
     from analysis.downstream_import import import_downstream
-    from analysis.store import StoreError
 
-    try:
-        n = import_downstream(args.store, args.csv)
-    except (StoreError, ValueError) as exc:
-        raise UserError(str(exc)) from None
+    n = import_downstream(args.store, args.csv)
     print(f"downstream: {n} result(s) imported into {args.store}; run `layerscope analyze` to correlate them")
     return 0
 
@@ -254,20 +232,17 @@ def cmd_report(args) -> int:
     from pathlib import Path
 
     from analysis.report import build_report, render_html, render_markdown, to_json
-    from analysis.store import StoreError, connect
+    from analysis.store import connect
 
     out = Path(args.out)
     cmd = "layerscope report " + " ".join(shlex.quote(a) for a in sys.argv[2:]) if sys.argv[1:2] == ["report"] \
         else f"layerscope report --store {shlex.quote(args.store)} --out {shlex.quote(str(out))}"
+    con = connect(args.store, read_only=True)
     try:
-        con = connect(args.store, read_only=True)
-        try:
-            report = build_report(con, store=args.store, models=args.models, references=args.reference,
-                                  datasets=args.dataset, command=cmd)
-        finally:
-            con.close()
-    except (StoreError, ValueError) as exc:
-        raise UserError(str(exc)) from None
+        report = build_report(con, store=args.store, models=args.models, references=args.reference,
+                              datasets=args.dataset, command=cmd)
+    finally:
+        con.close()
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(render_html(report), encoding="utf-8")
     out.with_suffix(".json").write_text(to_json(report), encoding="utf-8")
@@ -287,14 +262,10 @@ def _register_report(sub):
 
 
 def cmd_merge(args) -> int:
-    from analysis.store import StoreError
 
     from .merge import merge_stores
 
-    try:
-        out = merge_stores(args.store, args.sources, log=lambda m: print(m, file=sys.stderr))
-    except (StoreError, ValueError) as exc:
-        raise UserError(str(exc)) from None
+    out = merge_stores(args.store, args.sources, log=lambda m: print(m, file=sys.stderr))
     print(f"merge: {out['runs_merged']} sharded run(s) merged, {out['runs_copied']} copied, "
           f"{out['runs_skipped']} already in {args.store}, {len(out['incomplete'])} incomplete")
     return 0
@@ -323,7 +294,9 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("interrupted; finished batches are kept and a rerun resumes", file=sys.stderr)
         return 130
-    except UserError as exc:
+    # every input problem (manifest, model, store, video, analysis) is a ValueError subclass that
+    # names the thing at fault: one line, no traceback
+    except (UserError, ValueError) as exc:
         print(f"layerscope {args.command}: error: {exc}", file=sys.stderr)
         return 2
 
