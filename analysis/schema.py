@@ -9,7 +9,9 @@ from __future__ import annotations
 import duckdb
 
 #: Bumped whenever a table or column changes meaning; a store of another version is refused.
-SCHEMA_VERSION = 2
+#: 3: embeddings moved from one BLOB per (run, layer, batch) to one fixed-width FLOAT[dim] row per
+#: (run, layer, item) in a table per width (``layerscope migrate`` upgrades a version-2 store).
+SCHEMA_VERSION = 3
 
 # (table, [(column, type, comment)], table constraints)
 TABLES: list[tuple[str, list[tuple[str, str, str]], str]] = [
@@ -127,16 +129,51 @@ TABLES: list[tuple[str, list[tuple[str, str, str]], str]] = [
         ("input_key", "VARCHAR", "hash of the inputs: a change means recompute"),
         ("computed", "TIMESTAMP", "when it was computed"),
     ], ""),
-    ("embeddings", [
-        ("run_id", "VARCHAR", "runs.run_id"),
-        ("layer", "SMALLINT", "0 = embedding output, matching hidden_states indices"),
-        ("first_idx", "INTEGER", "items.idx of the block's first item (blocks are consecutive items)"),
-        ("n_items", "INTEGER", "items in the block (one committed batch)"),
-        ("vectors", "BLOB", "float32 little-endian, row-major (n_items, runs.dim): pooled embeddings"),
-    ], ""),
 ]
 
+#: Embeddings: one row per (run, layer, item), in one table per vector width ``embeddings_<dim>``,
+#: because DuckDB's fixed-size ``FLOAT[dim]`` arrays are stored and read as one contiguous float
+#: buffer (Arrow ``FixedSizeList``): a run loads at a few times ``np.load`` (see bench/precompute.py),
+#: where a variable-length ``FLOAT[]`` column or BLOBs copy element by element. The runs table says
+#: which width (``runs.dim``) and so which table holds a run. No primary key: DuckDB keeps ART
+#: indexes in memory, and the writer's per-batch transactions already keep rows unique.
+EMBEDDING_COLUMNS: list[tuple[str, str, str]] = [
+    ("run_id", "VARCHAR", "runs.run_id"),
+    ("layer", "SMALLINT", "0 = embedding output, matching hidden_states indices"),
+    ("idx", "INTEGER", "items.idx: the item's 0-based position in the manifest"),
+    ("vec", "FLOAT[{dim}]", "the pooled embedding (float32 whatever the compute dtype)"),
+]
+EMBEDDING_PREFIX = "embeddings_"
+
 TABLE_NAMES = [t[0] for t in TABLES]
+
+
+def embedding_table(dim: int) -> str:
+    """Name of the table holding ``dim``-wide vectors, e.g. ``embeddings_768``."""
+    dim = int(dim)
+    if dim < 1:
+        raise ValueError(f"embedding width must be >= 1, got {dim}")
+    return f"{EMBEDDING_PREFIX}{dim}"
+
+
+def ensure_embedding_table(con: duckdb.DuckDBPyConnection, dim: int) -> str:
+    """Create the table for ``dim``-wide vectors when missing (with column comments); returns its name."""
+    name = embedding_table(dim)
+    columns = [(c, t.format(dim=int(dim)), comment) for c, t, comment in EMBEDDING_COLUMNS]
+    con.execute(_ddl(name, columns, ""))
+    _comment(con, name, columns)
+    return name
+
+
+def embedding_tables(con: duckdb.DuckDBPyConnection) -> dict[int, str]:
+    """``{dim: table}`` for every embeddings table in the store."""
+    names = [r[0] for r in con.execute("SELECT table_name FROM information_schema.tables").fetchall()]
+    return {int(n[len(EMBEDDING_PREFIX):]): n for n in names
+            if n.startswith(EMBEDDING_PREFIX) and n[len(EMBEDDING_PREFIX):].isdigit()}
+
+
+#: Older schema versions ``layerscope migrate`` can upgrade (see precompute.migrate).
+MIGRATABLE = (2,)
 
 
 class SchemaError(ValueError):
@@ -173,8 +210,15 @@ def check_version(con: duckdb.DuckDBPyConnection, path: str = "store") -> None:
     if version is not None and version != SCHEMA_VERSION:
         raise SchemaError(
             f"{path} was written with store schema version {version}, this LayerScope reads version "
-            f"{SCHEMA_VERSION}. Nothing was changed. Use a matching LayerScope version or a new store."
+            f"{SCHEMA_VERSION}. Nothing was changed. "
+            + (f"Upgrade it in place with `layerscope migrate --store {path}`."
+               if version in MIGRATABLE else "Use a matching LayerScope version or a new store.")
         )
+
+
+def _comment(con, table, columns) -> None:
+    for column, _, comment in columns:
+        con.execute(f"COMMENT ON COLUMN {table}.{column} IS '{comment.replace(chr(39), chr(39) * 2)}'")
 
 
 def create_all(con: duckdb.DuckDBPyConnection, path: str = "store") -> None:
@@ -182,8 +226,7 @@ def create_all(con: duckdb.DuckDBPyConnection, path: str = "store") -> None:
     check_version(con, path)
     for name, columns, constraints in TABLES:
         con.execute(_ddl(name, columns, constraints))
-        for column, _, comment in columns:
-            con.execute(f"COMMENT ON COLUMN {name}.{column} IS '{comment.replace(chr(39), chr(39) * 2)}'")
+        _comment(con, name, columns)
     con.execute(
         "INSERT INTO meta VALUES ('schema_version', ?) ON CONFLICT (key) DO NOTHING", [str(SCHEMA_VERSION)]
     )

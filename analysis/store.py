@@ -12,15 +12,18 @@ from pathlib import Path
 import duckdb
 import numpy as np
 
-from .schema import SchemaError, check_version, fetch_one, stored_version
+from .schema import SchemaError, check_version, embedding_table, embedding_tables, fetch_one, stored_version
 
 
 class StoreError(ValueError):
     """A store-level problem (missing file, locked, unknown model, run not done) with a clear message."""
 
 
-def connect(path, *, read_only: bool = True) -> duckdb.DuckDBPyConnection:
-    """Open a store. Read-only opens require the file; a lock held by a writer gives a clear error."""
+def connect(path, *, read_only: bool = True, check_schema: bool = True) -> duckdb.DuckDBPyConnection:
+    """Open a store. Read-only opens require the file; a lock held by a writer gives a clear error.
+
+    ``check_schema=False`` skips the version check (only ``layerscope migrate`` wants that).
+    """
     path = str(path)
     if read_only and not os.path.exists(path):
         raise StoreError(f"store {path} does not exist; create it with `layerscope precompute` or `layerscope demo`")
@@ -36,7 +39,8 @@ def connect(path, *, read_only: bool = True) -> duckdb.DuckDBPyConnection:
             ) from None
         raise
     try:
-        check_version(con, path)
+        if check_schema:
+            check_version(con, path)
     except SchemaError:
         con.close()
         raise
@@ -108,58 +112,70 @@ def find_run(con, *, model, dataset, n_frames=None, n_captions=None, variant=Non
     return {"run_id": run_id}
 
 
-def load_run(con, run_id: str) -> np.ndarray:
-    """``(L, N, d)`` float32 embeddings of one run, items in manifest order."""
+def _run_shape(con, run_id: str) -> tuple[int, int, int]:
     row = fetch_one(con, "SELECT n_layers, n_items, dim FROM runs WHERE run_id = ?", [run_id])
     if row is None:
         raise StoreError(f"run {run_id} is not in the store")
-    n_layers, n_items, dim = row
-    return _blocks_to_array(con, run_id, n_layers, n_items, dim)
+    return row
 
 
-def _blocks_to_array(con, run_id, n_layers, n_items, dim, layer=None) -> np.ndarray:
-    """Concatenate a run's float32 blocks, ordered by (layer, first item), into ``(L, N, d)``."""
+def load_run(con, run_id: str) -> np.ndarray:
+    """``(L, N, d)`` float32 embeddings of one run, items in manifest order."""
+    n_layers, n_items, dim = _run_shape(con, run_id)
+    return _read_vectors(con, run_id, n_layers, n_items, dim)[0]
+
+
+def load_layer(con, run_id: str, layer: int, *, with_idx: bool = False):
+    """``(N, d)`` embeddings of one layer of one run (the dashboard's neighbour view).
+
+    With ``with_idx`` also the items' manifest positions ``(N,)`` (a shard's run starts past 0).
+    """
+    n_layers, n_items, dim = _run_shape(con, run_id)
+    if not 0 <= int(layer) < n_layers:
+        raise StoreError(f"run {run_id} has layers 0..{n_layers - 1}, not {layer}")
+    X, idx = _read_vectors(con, run_id, n_layers, n_items, dim, layer=int(layer))
+    return (X[0], idx) if with_idx else X[0]
+
+
+def _read_vectors(con, run_id, n_layers, n_items, dim, layer=None) -> tuple[np.ndarray, np.ndarray]:
+    """A run's rows as ``(L, N, d)`` float32 (or ``(1, N, d)`` for one layer) and the items' idx ``(N,)``.
+
+    One Arrow fetch of the FLOAT[dim] column (a contiguous float buffer), then one copy into place
+    by runs of consecutive items; no ORDER BY, which would make DuckDB sort the whole payload.
+    """
+    table = embedding_table(dim)
+    if dim not in embedding_tables(con):
+        raise StoreError(f"run {run_id} has no rows: the store has no {table} table")
     where, params = "run_id = $run", {"run": run_id}
     if layer is not None:
         where += " AND layer = $layer"
         params["layer"] = int(layer)
-        n_layers = 1
-    # no ORDER BY: DuckDB would sort the 100 MB payload along with the keys; order in numpy instead
-    table = con.sql(f"SELECT layer, first_idx, n_items, vectors FROM embeddings WHERE {where}",
-                    params=params).to_arrow_table()
-    layers = table.column("layer").to_numpy()
-    firsts = table.column("first_idx").to_numpy()
-    counts = table.column("n_items").to_numpy()
-    order = np.lexsort((firsts, layers))
-    layers, firsts, counts = layers[order], firsts[order], counts[order]
-    complete = counts.sum() == n_layers * n_items and len(np.unique(layers)) == n_layers
-    for lay in np.unique(layers):  # blocks of each layer must tile the items without gaps
-        sel = layers == lay
-        if not np.array_equal(firsts[sel][1:], (firsts[sel] + counts[sel])[:-1]):
-            complete = False
-    if not complete:
-        raise StoreError(f"run {run_id} is incomplete or inconsistent: {int(counts.sum())} item-layer vectors, "
-                         f"expected {n_layers * n_items}")
-    col = table.column("vectors").combine_chunks()
-    offsets = np.frombuffer(col.buffers()[1], dtype=np.int32, count=len(col) + 1, offset=col.offset * 4)
-    data = np.frombuffer(col.buffers()[2], dtype=np.uint8)
-    out = np.empty((n_layers * n_items, dim), dtype=np.float32)
-    row = 0
-    for i in order:  # one copy of each block into its place
-        block = data[offsets[i]:offsets[i + 1]].view("<f4").reshape(-1, dim)
-        out[row:row + len(block)] = block
-        row += len(block)
-    return out.reshape(n_layers, n_items, dim)
-
-
-def load_layer(con, run_id: str, layer: int) -> np.ndarray:
-    """``(N, d)`` embeddings of one layer of one run (the dashboard's neighbour view)."""
-    row = fetch_one(con, "SELECT n_layers, n_items, dim FROM runs WHERE run_id = ?", [run_id])
-    if row is None:
-        raise StoreError(f"run {run_id} is not in the store")
-    if not 0 <= int(layer) < row[0]:
-        raise StoreError(f"run {run_id} has layers 0..{row[0] - 1}, not {layer}")
-    return _blocks_to_array(con, run_id, row[0], row[1], row[2], layer=layer)[0]
+    result = con.sql(f"SELECT layer, idx, vec FROM {table} WHERE {where}", params=params).to_arrow_table()
+    layers = result.column("layer").to_numpy().astype(np.int64)
+    idx = result.column("idx").to_numpy().astype(np.int64)
+    first = int(idx.min()) if len(idx) else 0
+    n_l = n_layers if layer is None else 1
+    lay0 = 0 if layer is None else int(layer)
+    # every (layer, item) exactly once: the run is complete and consistent
+    pos = (layers - lay0) * n_items + (idx - first)
+    ok = len(pos) == n_l * n_items and bool(((pos >= 0) & (pos < n_l * n_items)).all())
+    ok = ok and bool((np.bincount(pos, minlength=n_l * n_items) == 1).all())
+    if not ok:
+        raise StoreError(f"run {run_id} is incomplete or inconsistent: {len(pos)} item-layer vectors, "
+                         f"expected {n_l * n_items}")
+    out = np.empty((n_l, n_items, dim), dtype=np.float32)
+    flat = out.reshape(n_l * n_items, dim)
+    start = 0
+    for chunk in result.column("vec").chunks:
+        n = len(chunk)
+        values = chunk.values.to_numpy()[chunk.offset * dim:(chunk.offset + n) * dim].reshape(n, dim)
+        p = pos[start:start + n]
+        # rows arrive in insertion order: long runs of consecutive positions, copied slice by slice
+        breaks = np.flatnonzero(np.diff(p) != 1) + 1
+        for a, b in zip(np.r_[0, breaks], np.r_[breaks, n]):
+            flat[p[a]:p[a] + (b - a)] = values[a:b]
+        start += n
+    return out, np.arange(first, first + n_items)
 
 
 def load_embeddings(store, *, model: str, dataset: str, n_frames: int | None = None,

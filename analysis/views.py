@@ -345,9 +345,8 @@ def neighbours(con, run_id: str, layer: int, idx: int, k: int = 5) -> pd.DataFra
     """The k nearest items (cosine) to item ``idx`` in one layer of one run: one small query, one row of maths."""
     from .store import load_layer
 
-    X = l2_normalize(load_layer(con, run_id, layer).astype(np.float64))
-    first = con.execute("SELECT min(first_idx) FROM embeddings WHERE run_id = ?", [run_id]).fetchall()[0][0]
-    ids = np.arange(first, first + len(X))
+    X, ids = load_layer(con, run_id, layer, with_idx=True)
+    X = l2_normalize(X.astype(np.float64))
     pos = int(np.flatnonzero(ids == idx)[0])
     sims = X @ X[pos]
     sims[pos] = -np.inf

@@ -45,7 +45,7 @@ def build_store(path: Path, n_models: int, n_items: int) -> None:
                         n_items=n_items, n_layers=L, dim=d, config={})
             X = np.stack([latent @ proj + (2.0 - l / 4 + 1.0 / s) * rng.normal(size=(n_items, d))
                           for l in range(L)]).astype(np.float32)
-            w.write_batch(run, 0, X, n_items=n_items)
+            w.write_batch(run, 0, X, n_done=n_items, n_items=n_items)
     w.close()
 
 

@@ -121,7 +121,7 @@ def main(argv=None):
                     variant="original", image_mode="frames", pooling="cls", dtype="float32", device="cpu",
                     n_items=N, n_layers=L, dim=d, config={})
         for b0 in range(0, N, 128):
-            w.write_batch("r1", b0, X[:, b0 : b0 + 128], n_items=N)
+            w.write_batch("r1", b0, X[:, b0 : b0 + 128], n_done=min(N, b0 + 128), n_items=N)
         w.close()
         np.save(tmp / "x.npy", X)
         for _ in range(2):  # the second pass has warm file caches on both sides

@@ -262,7 +262,6 @@ def _register_report(sub):
 
 
 def cmd_merge(args) -> int:
-
     from .merge import merge_stores
 
     out = merge_stores(args.store, args.sources, log=lambda m: print(m, file=sys.stderr))
@@ -278,9 +277,22 @@ def _register_merge(sub):
     p.set_defaults(func=cmd_merge)
 
 
+def cmd_migrate(args) -> int:
+    from .migrate import migrate_store
+
+    migrate_store(args.store)
+    return 0
+
+
+def _register_migrate(sub):
+    p = sub.add_parser("migrate", help="upgrade a store written by an older LayerScope in place")
+    p.add_argument("--store", required=True, help="the store to upgrade (one transaction: all or nothing)")
+    p.set_defaults(func=cmd_migrate)
+
+
 #: functions adding further subcommands to the parser
 _REGISTRARS: list = [_register_precompute, _register_demo, _register_analyze, _register_dashboard, _register_report,
-                     _register_merge]
+                     _register_merge, _register_migrate]
 
 
 def main(argv: list[str] | None = None) -> int:

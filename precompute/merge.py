@@ -3,7 +3,7 @@
 Each shard store holds runs whose identity carries ``shard: "I/N"``. Merging copies datasets,
 items and models (refusing conflicts), then, for every group of shard runs that differ only in
 their shard, and once all N shards are done, writes one full run (the id an unsharded run would
-have) with every block in place. Unsharded runs are copied as they are. Nothing in the target is
+have) with every row in place. Unsharded runs are copied as they are. Nothing in the target is
 overwritten: a run already done there is skipped.
 """
 
@@ -15,7 +15,7 @@ from collections import defaultdict
 import duckdb
 
 from analysis.results import rows
-from analysis.schema import create_all
+from analysis.schema import create_all, embedding_table, ensure_embedding_table
 from analysis.store import StoreError, connect
 
 from .writer import run_id_for
@@ -91,6 +91,7 @@ def _write_full_run(con, full_id, parts):
     first_run = parts[0][1]
     n_items = sum(p[1]["n_items"] for p in parts)
     config = dict(parts[0][3], merged_from=[f"{p[0]}:{p[1]['run_id']}" for p in parts])
+    target = ensure_embedding_table(con, first_run["dim"])
     con.execute("BEGIN")
     try:
         row = dict(first_run, run_id=full_id, n_items=n_items, n_done=n_items, status="done",
@@ -101,16 +102,15 @@ def _write_full_run(con, full_id, parts):
         for src, run, _, _ in parts:
             s = duckdb.connect(src, read_only=True)
             try:
-                table = s.sql("SELECT layer, first_idx, n_items, vectors FROM embeddings WHERE run_id = $r",
+                table = s.sql(f"SELECT layer, idx, vec FROM {embedding_table(run['dim'])} WHERE run_id = $r",
                               params={"r": run["run_id"]}).to_arrow_table()
             finally:
                 s.close()
-            con.register("_blocks", table)
+            con.register("_rows", table)
             try:
-                con.execute("INSERT INTO embeddings SELECT ?, layer, first_idx, n_items, vectors FROM _blocks",
-                            [full_id])
+                con.execute(f"INSERT INTO {target} SELECT ?, layer, idx, vec FROM _rows", [full_id])
             finally:
-                con.unregister("_blocks")
+                con.unregister("_rows")
         con.execute("COMMIT")
     except Exception:
         con.execute("ROLLBACK")

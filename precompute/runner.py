@@ -237,8 +237,8 @@ class Precompute:
                     vectors = self._embed(adapter, info, p, batch, notes)
                     self._check_finite(vectors, name, p, batch)
                     # idx values are manifest positions; a shard starts at its first item
-                    self.w.write_batch(p.run_id, first + b0, vectors, n_items=len(items),
-                                       notes=notes or None)
+                    self.w.write_batch(p.run_id, first + b0, vectors, n_done=b0 + len(batch),
+                                       n_items=len(items), notes=notes or None)
                     self.summary.items_embedded += len(batch)
                     bar.update(len(batch))
                     _crash_point()

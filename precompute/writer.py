@@ -9,7 +9,7 @@ import json
 import numpy as np
 import pyarrow as pa
 
-from analysis.schema import create_all, fetch_one
+from analysis.schema import create_all, ensure_embedding_table, fetch_one
 from analysis.store import StoreError, connect
 
 from . import __version__
@@ -33,6 +33,12 @@ class StoreWriter:
         self.path = str(path)
         self.con = connect(self.path, read_only=False)
         create_all(self.con, self.path)
+        self._tables: dict[int, str] = {}  # embeddings tables known to exist, by width
+
+    def _table(self, dim: int) -> str:
+        if dim not in self._tables:
+            self._tables[dim] = ensure_embedding_table(self.con, dim)
+        return self._tables[dim]
 
     def close(self):
         self.con.close()
@@ -108,27 +114,35 @@ class StoreWriter:
             return self.get_run(run_id)
         if existing["status"] != "done":
             # batches commit atomically, so nothing past n_done should exist; be defensive anyway
-            self.con.execute("DELETE FROM embeddings WHERE run_id = ? AND first_idx >= ?",
-                             [run_id, existing["n_done"]])
+            table = self._table(existing["dim"])
+            self.con.execute(
+                f"DELETE FROM {table} WHERE run_id = $r AND idx >= "
+                f"(SELECT min(idx) FROM {table} WHERE run_id = $r) + $done",
+                {"r": run_id, "done": existing["n_done"]})
         return existing
 
-    def write_batch(self, run_id: str, first_idx: int, vectors: np.ndarray, *, n_items: int,
+    def write_batch(self, run_id: str, first_idx: int, vectors: np.ndarray, *, n_done: int, n_items: int,
                     notes: dict | None = None) -> None:
-        """Append ``vectors`` ``(L, B, d)`` for items ``first_idx .. first_idx+B-1`` in one transaction."""
+        """Append ``vectors`` ``(L, B, d)`` of items ``first_idx .. first_idx+B-1`` in one transaction.
+
+        ``n_done``: the run's items written once this batch is in (``n_items`` of them make it done);
+        it differs from ``first_idx + B`` for a shard, whose first item is past 0.
+        """
         L, B, d = vectors.shape
-        block = np.ascontiguousarray(vectors, dtype="<f4")
-        # one row per (layer, batch): a float32 block, so a whole run loads as one contiguous buffer
+        if not 0 < n_done <= n_items:
+            raise ValueError(f"run {run_id}: n_done={n_done} outside 1..{n_items}")
+        block = np.ascontiguousarray(vectors, dtype="<f4").reshape(L * B, d)
+        # one row per (layer, item); the FixedSizeList wraps the numpy buffer without a copy
         table = pa.table({
-            "run_id": pa.array([run_id] * L),
-            "layer": pa.array(np.arange(L, dtype=np.int16)),
-            "first_idx": pa.array(np.full(L, first_idx, dtype=np.int32)),
-            "n_items": pa.array(np.full(L, B, dtype=np.int32)),
-            "vectors": pa.array([block[layer].tobytes() for layer in range(L)], type=pa.binary()),
+            "run_id": pa.array([run_id] * (L * B)),
+            "layer": pa.array(np.repeat(np.arange(L, dtype=np.int16), B)),
+            "idx": pa.array(np.tile(np.arange(first_idx, first_idx + B, dtype=np.int32), L)),
+            "vec": pa.FixedSizeListArray.from_arrays(pa.array(block.reshape(-1)), d),
         })
-        n_done = first_idx + B
+        target = self._table(d)
         self.con.execute("BEGIN")
         try:
-            self._insert_arrow("embeddings", table, "run_id, layer, first_idx, n_items, vectors")
+            self._insert_arrow(target, table, "run_id, layer, idx, vec")
             if notes:
                 self.con.execute("UPDATE runs SET config = json_merge_patch(config, ?) WHERE run_id = ?",
                                  [json.dumps({"notes": notes}), run_id])

@@ -10,6 +10,7 @@ import duckdb
 import numpy as np
 import pytest
 
+from analysis.schema import embedding_tables
 from analysis.store import StoreError, list_runs, load_embeddings
 from precompute.cli import main
 from precompute.manifest import load_manifest
@@ -24,6 +25,10 @@ REPO = Path(__file__).resolve().parents[2]
 
 def cli(*args):
     return main([str(a) for a in args])
+
+
+def n_vectors(con) -> int:
+    return sum(con.execute(f"SELECT count(*) FROM {t}").fetchall()[0][0] for t in embedding_tables(con).values())
 
 
 def run_cli_subprocess(*args, env=None):
@@ -92,8 +97,8 @@ def test_interrupted_run_resumes_to_exactly_the_uninterrupted_result(tmp_path, d
         np.testing.assert_array_equal(load_embeddings(broken, dataset="toy", **kw),
                                       load_embeddings(whole, dataset="toy", **kw))
     con = duckdb.connect(str(broken), read_only=True)
-    dup = con.execute("SELECT count(*) FROM (SELECT run_id, layer, first_idx FROM embeddings "
-                      "GROUP BY ALL HAVING count(*) > 1)").fetchall()[0][0]
+    dup = sum(con.execute(f"SELECT count(*) FROM (SELECT run_id, layer, idx FROM {t} "
+                          "GROUP BY ALL HAVING count(*) > 1)").fetchall()[0][0] for t in embedding_tables(con).values())
     con.close()
     assert dup == 0
 
@@ -171,14 +176,15 @@ def test_store_of_another_schema_version_is_refused_untouched(tmp_path, dataset,
                "--captions", "1", "--quiet") == 0
     con = duckdb.connect(str(store))
     con.execute("UPDATE meta SET value = '999' WHERE key = 'schema_version'")
-    before = con.execute("SELECT count(*) FROM embeddings").fetchall()[0][0]
+    before = n_vectors(con)
+    assert before > 0
     con.close()
     capsys.readouterr()
     assert cli("precompute", "--store", store, "--manifest", dataset, "--dataset", "toy", "--model", tiny["bert"],
                "--captions", "2", "--quiet") == 2
     assert "schema version 999" in capsys.readouterr().err
     con = duckdb.connect(str(store), read_only=True)
-    assert con.execute("SELECT count(*) FROM embeddings").fetchall()[0][0] == before
+    assert n_vectors(con) == before
     con.close()
 
 
@@ -219,8 +225,8 @@ def test_offline_env_and_shards(tmp_path, dataset, tiny):
     (run,) = list_runs(store)
     assert run["n_items"] == 3 and run["status"] == "done"  # items 4..6 of 7
     con = duckdb.connect(str(store), read_only=True)
-    blocks = con.execute("SELECT DISTINCT first_idx, n_items FROM embeddings ORDER BY first_idx").fetchall()
-    assert [i for first, n in blocks for i in range(first, first + n)] == [4, 5, 6]
+    (table,) = embedding_tables(con).values()
+    assert [r[0] for r in con.execute(f"SELECT DISTINCT idx FROM {table} ORDER BY idx").fetchall()] == [4, 5, 6]
     con.close()
 
 
@@ -277,3 +283,80 @@ def test_shard_stores_merge_into_exactly_the_unsharded_run(tmp_path, dataset, ti
                                       load_embeddings(whole, dataset="toy", **kw))
     assert cli("merge", "--store", merged, *map(str, shards)) == 0  # again: nothing new
     assert "3 already in" in capsys.readouterr().out
+
+
+def test_interrupted_shard_resumes_at_its_own_first_missing_item(tmp_path, tiny):
+    # a shard's items start past 0: its progress must count its own items, not manifest positions
+    data = make_dataset(tmp_path / "data", n=10, captions=1)
+    args = ["precompute", "--manifest", data, "--dataset", "toy", "--model", tiny["vit"], "--frames", "2",
+            "--batch-size", "2", "--shard", "1/2", "--quiet"]
+    whole = tmp_path / "whole.duckdb"
+    assert run_cli_subprocess(args[0], "--store", whole, *args[1:]).returncode == 0
+    broken = tmp_path / "broken.duckdb"
+    r = run_cli_subprocess(args[0], "--store", broken, *args[1:], env={"LAYERSCOPE_KILL_AFTER_BATCHES": "1"})
+    assert r.returncode == -9
+    (run,) = list_runs(broken)
+    assert (run["status"], run["n_done"], run["n_items"]) == ("running", 2, 5)  # items 5, 6 of 5..9
+    assert run_cli_subprocess(args[0], "--store", broken, *args[1:]).returncode == 0
+    (run,) = list_runs(broken)
+    assert (run["status"], run["n_done"]) == ("done", 5)
+    np.testing.assert_array_equal(load_embeddings(broken, model="vit", dataset="toy", n_frames=2),
+                                  load_embeddings(whole, model="vit", dataset="toy", n_frames=2))
+
+
+def _downgrade_to_v2(store, *, corrupt=False):
+    """Rewrite a store in the version-2 layout by hand: float32 BLOB blocks of up to 3 items per layer."""
+    con = duckdb.connect(str(store))
+    con.execute("CREATE TABLE embeddings (run_id VARCHAR, layer SMALLINT, first_idx INTEGER, n_items INTEGER, "
+                "vectors BLOB)")
+    for run_id, dim, n_layers in con.execute("SELECT run_id, dim, n_layers FROM runs").fetchall():
+        rows = con.execute(f"SELECT layer, idx, vec FROM embeddings_{dim} WHERE run_id = ? ORDER BY layer, idx",
+                           [run_id]).fetchall()
+        for layer in range(n_layers):
+            mine = [r for r in rows if r[0] == layer]
+            for b in range(0, len(mine), 3):
+                block = np.array([r[2] for r in mine[b:b + 3]], dtype="<f4")
+                blob = block.tobytes()[:-4] if corrupt and layer == 1 else block.tobytes()
+                con.execute("INSERT INTO embeddings VALUES (?, ?, ?, ?, ?)",
+                            [run_id, layer, mine[b][1], len(block), blob])
+    for (table,) in con.execute("SELECT table_name FROM information_schema.tables "
+                                "WHERE table_name LIKE 'embeddings_%'").fetchall():
+        con.execute(f"DROP TABLE {table}")
+    con.execute("UPDATE meta SET value = '2' WHERE key = 'schema_version'")
+    con.close()
+
+
+def test_migrate_upgrades_a_version_2_store_without_losing_a_vector(tmp_path, dataset, tiny, capsys):
+    store = tmp_path / "s.duckdb"
+    assert cli("precompute", "--store", store, "--manifest", dataset, "--dataset", "toy", "--model", tiny["vit"],
+               "--model", tiny["bert"], "--frames", "2", "--captions", "1", "--quiet") == 0
+    sel = [{"model": "vit", "n_frames": 2}, {"model": "bert", "n_captions": 1},
+           {"model": "bert", "n_captions": 1, "variant": "negative"}]
+    before = [load_embeddings(store, dataset="toy", **kw) for kw in sel]
+    _downgrade_to_v2(store)
+    capsys.readouterr()
+    assert cli("runs", "--store", store) == 2
+    assert "layerscope migrate --store" in capsys.readouterr().err
+    assert cli("migrate", "--store", store) == 0
+    assert "schema 2 -> 3, 3 run(s)" in capsys.readouterr().out
+    for kw, expected in zip(sel, before):
+        np.testing.assert_array_equal(load_embeddings(store, dataset="toy", **kw), expected)
+    assert cli("migrate", "--store", store) == 0
+    assert "nothing to do" in capsys.readouterr().out
+
+
+def test_migrate_of_a_damaged_store_changes_nothing(tmp_path, dataset, tiny, capsys):
+    store = tmp_path / "s.duckdb"
+    assert cli("precompute", "--store", store, "--manifest", dataset, "--dataset", "toy", "--model", tiny["vit"],
+               "--frames", "2", "--quiet") == 0
+    _downgrade_to_v2(store, corrupt=True)
+    capsys.readouterr()
+    assert cli("migrate", "--store", store) == 2
+    assert "nothing was changed" in capsys.readouterr().err
+    con = duckdb.connect(str(store), read_only=True)
+    assert con.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchall() == [("2",)]
+    assert con.execute("SELECT count(*) FROM embeddings").fetchall()[0][0] > 0
+    assert embedding_tables(con) == {}
+    con.close()
+    assert cli("migrate", "--store", tmp_path / "missing.duckdb") == 2
+    assert "does not exist" in capsys.readouterr().err

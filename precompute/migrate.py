@@ -1,0 +1,83 @@
+"""Upgrade a store written by an older LayerScope schema in place (``layerscope migrate``).
+
+Version 2 kept embeddings as one float32 BLOB per (run, layer, batch) in a table ``embeddings``;
+version 3 keeps one ``FLOAT[dim]`` row per (run, layer, item) in ``embeddings_<dim>`` (see
+:mod:`analysis.schema`). The whole upgrade is one transaction: it completes, or the store is left
+exactly as it was. Result tables are kept: their numbers do not depend on the storage layout.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+
+from analysis.schema import (MIGRATABLE, SCHEMA_VERSION, SchemaError, create_all, ensure_embedding_table,
+                             stored_version)
+from analysis.store import connect
+
+
+def migrate_store(path, *, log=print) -> dict:
+    """Upgrade ``path`` to :data:`analysis.schema.SCHEMA_VERSION`; returns ``{"from", "to", "runs", "vectors"}``.
+
+    Raises:
+        SchemaError: the store is of a version this code cannot upgrade (or newer than it).
+        StoreError: the store is missing or in use.
+    """
+    con = connect(path, read_only=True, check_schema=False)  # fails clearly when missing
+    con.close()
+    con = connect(path, read_only=False, check_schema=False)
+    try:
+        version = stored_version(con)
+        if version is None:
+            raise SchemaError(f"{path} is not a LayerScope store (no schema version); nothing to migrate")
+        if version == SCHEMA_VERSION:
+            log(f"{path} is already at schema version {SCHEMA_VERSION}; nothing to do")
+            return {"from": version, "to": version, "runs": 0, "vectors": 0}
+        if version not in MIGRATABLE:
+            raise SchemaError(f"{path} has schema version {version}; this LayerScope upgrades versions "
+                              f"{', '.join(map(str, MIGRATABLE))} to {SCHEMA_VERSION}. Nothing was changed.")
+        runs = con.execute("SELECT run_id, dim FROM runs ORDER BY run_id").fetchall()
+        con.execute("BEGIN")
+        try:
+            n_vectors = sum(_copy_run_v2(con, run_id, dim) for run_id, dim in runs)
+            con.execute("DROP TABLE embeddings")
+            con.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'", [str(SCHEMA_VERSION)])
+            create_all(con, str(path))  # tables new since that version, with their comments
+            con.execute("COMMIT")
+        except BaseException:
+            con.execute("ROLLBACK")
+            raise
+        log(f"{path}: schema {version} -> {SCHEMA_VERSION}, {len(runs)} run(s), {n_vectors} vectors moved")
+        return {"from": version, "to": SCHEMA_VERSION, "runs": len(runs), "vectors": n_vectors}
+    finally:
+        con.close()
+
+
+def _copy_run_v2(con, run_id: str, dim: int) -> int:
+    """Rewrite one run's version-2 BLOB blocks as version-3 rows; returns the vectors written."""
+    blocks = con.sql("SELECT layer, first_idx, n_items, vectors FROM embeddings WHERE run_id = $r",
+                     params={"r": run_id}).fetchall()
+    if not blocks:
+        return 0
+    target = ensure_embedding_table(con, dim)
+    layers, idx, vecs = [], [], []
+    for layer, first, n, blob in blocks:
+        block = np.frombuffer(blob, dtype="<f4")
+        if block.size != n * dim:
+            raise SchemaError(f"run {run_id}: a version-2 block of layer {layer} at item {first} holds "
+                              f"{block.size} floats, expected {n} x {dim}; nothing was changed")
+        layers.append(np.full(n, layer, np.int16))
+        idx.append(np.arange(first, first + n, dtype=np.int32))
+        vecs.append(block)
+    table = pa.table({
+        "run_id": pa.array([run_id] * sum(len(i) for i in idx)),
+        "layer": pa.array(np.concatenate(layers)),
+        "idx": pa.array(np.concatenate(idx)),
+        "vec": pa.FixedSizeListArray.from_arrays(pa.array(np.concatenate(vecs)), dim),
+    })
+    con.register("_migrate_rows", table)
+    try:
+        con.execute(f"INSERT INTO {target} SELECT run_id, layer, idx, vec FROM _migrate_rows")
+    finally:
+        con.unregister("_migrate_rows")
+    return len(table)
