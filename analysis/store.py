@@ -12,7 +12,7 @@ from pathlib import Path
 import duckdb
 import numpy as np
 
-from .schema import SchemaError, check_version, embedding_table, embedding_tables, fetch_one, stored_version
+from .schema import SchemaError, check_version, embedding_table, fetch_one, stored_version
 
 
 class StoreError(ValueError):
@@ -144,13 +144,14 @@ def _read_vectors(con, run_id, n_layers, n_items, dim, layer=None) -> tuple[np.n
     by runs of consecutive items; no ORDER BY, which would make DuckDB sort the whole payload.
     """
     table = embedding_table(dim)
-    if dim not in embedding_tables(con):
-        raise StoreError(f"run {run_id} has no rows: the store has no {table} table")
     where, params = "run_id = $run", {"run": run_id}
     if layer is not None:
         where += " AND layer = $layer"
         params["layer"] = int(layer)
-    result = con.sql(f"SELECT layer, idx, vec FROM {table} WHERE {where}", params=params).to_arrow_table()
+    try:
+        result = con.sql(f"SELECT layer, idx, vec FROM {table} WHERE {where}", params=params).to_arrow_table()
+    except duckdb.CatalogException:
+        raise StoreError(f"run {run_id} has no rows: the store has no {table} table") from None
     layers = result.column("layer").to_numpy().astype(np.int64)
     idx = result.column("idx").to_numpy().astype(np.int64)
     first = int(idx.min()) if len(idx) else 0

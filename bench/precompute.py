@@ -22,7 +22,6 @@ sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__)
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import numpy as np
-import torch
 
 PRESETS = {  # base: VideoMAE-base geometry (random weights); small: a quick smoke run
     "base": dict(size=224, frames=16, hidden=768, layers=12, heads=12),
@@ -31,6 +30,7 @@ PRESETS = {  # base: VideoMAE-base geometry (random weights); small: a quick smo
 
 
 def build_model(out: Path, p: dict) -> Path:
+    import torch
     from transformers import VideoMAEConfig, VideoMAEModel
     from transformers.models.videomae.image_processing_pil_videomae import VideoMAEImageProcessorPil
 
@@ -62,9 +62,12 @@ def main(argv=None):
     ap.add_argument("--preset", choices=list(PRESETS), default="base")
     ap.add_argument("--videos", type=int, default=16)
     ap.add_argument("--load-shape", default="24,1024,1024", help="L,N,d of the run used for the load test")
+    ap.add_argument("--load-only", action="store_true", help="only the load test")
     args = ap.parse_args(argv)
+    if args.load_only:
+        return load_test(args.load_shape)
     p = PRESETS[args.preset]
-    torch.set_num_threads(torch.get_num_threads())
+    import torch
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
         model_dir = build_model(tmp / "model", p)
@@ -107,12 +110,21 @@ def main(argv=None):
               f"pooling every layer and committing to DuckDB; without the model load the ratio is "
               f"{(t_e2e - t_load) / t_fwd:.3f}")
 
-        # load test
-        L, N, d = (int(x) for x in args.load_shape.split(","))
-        from analysis.store import load_embeddings
-        from precompute.models import ModelInfo
-        from precompute.writer import StoreWriter
+    # the load test runs in a process of its own, as analysis and the dashboard do
+    import subprocess
 
+    subprocess.run([sys.executable, __file__, "--load-only", "--load-shape", args.load_shape], check=True)
+
+
+def load_test(shape: str) -> None:
+    """Time ``load_embeddings`` of one run against ``np.load`` of the same array (best of five each)."""
+    from analysis.store import connect, load_embeddings
+    from precompute.models import ModelInfo
+    from precompute.writer import StoreWriter
+
+    L, N, d = (int(x) for x in shape.split(","))
+    with tempfile.TemporaryDirectory() as tmp:
+        tmp = Path(tmp)
         X = np.random.default_rng(0).normal(size=(L, N, d)).astype(np.float32)
         w = StoreWriter(tmp / "load.duckdb")
         w.con.execute("INSERT INTO datasets VALUES ('d', 'x', 'x', ?, now())", [N])
@@ -120,21 +132,32 @@ def main(argv=None):
         w.start_run("r1", model="m", dataset="d", modality="image", n_frames=1, n_captions=None,
                     variant="original", image_mode="frames", pooling="cls", dtype="float32", device="cpu",
                     n_items=N, n_layers=L, dim=d, config={})
-        for b0 in range(0, N, 128):
+        for b0 in range(0, N, 128):  # committed batch by batch, as precompute writes
             w.write_batch("r1", b0, X[:, b0 : b0 + 128], n_done=min(N, b0 + 128), n_items=N)
         w.close()
         np.save(tmp / "x.npy", X)
-        for _ in range(2):  # the second pass has warm file caches on both sides
+        store = tmp / "load.duckdb"
+        t_store = t_npy = t_open = float("inf")
+        for _ in range(5):  # best of five on both sides: OS file caches warm, scheduler noise out
             t0 = time.perf_counter()
-            Y = load_embeddings(tmp / "load.duckdb", model="m", dataset="d", n_frames=1)
-            t_store = time.perf_counter() - t0
+            Y = load_embeddings(store, model="m", dataset="d", n_frames=1)  # opens the store: cold DuckDB buffers
+            t_store = min(t_store, time.perf_counter() - t0)
             t0 = time.perf_counter()
             Z = np.load(tmp / "x.npy")
-            t_npy = time.perf_counter() - t0
-        assert np.array_equal(Y, X) and np.array_equal(Z, X)
-        print(f"load one run ({L}x{N}x{d} float32): store {t_store:.3f} s, np.load {t_npy:.3f} s, "
-              f"ratio {t_store / t_npy:.2f}x (target <= 5x); arrays identical")
-
+            t_npy = min(t_npy, time.perf_counter() - t0)
+            del Y, Z
+        con = connect(store)  # a process that keeps the store open (analyze, the dashboard) reads warm buffers
+        load_embeddings(con, model="m", dataset="d", n_frames=1)
+        for _ in range(5):
+            t0 = time.perf_counter()
+            Y = load_embeddings(con, model="m", dataset="d", n_frames=1)
+            t_open = min(t_open, time.perf_counter() - t0)
+            del Y
+        assert np.array_equal(load_embeddings(con, model="m", dataset="d", n_frames=1), X)
+        con.close()
+        print(f"load one run ({L}x{N}x{d} float32): store opened for the call {t_store:.3f} s, np.load {t_npy:.3f} s, "
+              f"ratio {t_store / t_npy:.2f}x (target <= 5x); with the store already open {t_open:.3f} s, "
+              f"ratio {t_open / t_npy:.2f}x; arrays identical")
 
 if __name__ == "__main__":
     main()

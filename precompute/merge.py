@@ -15,7 +15,7 @@ from collections import defaultdict
 import duckdb
 
 from analysis.results import rows
-from analysis.schema import create_all, embedding_table, ensure_embedding_table
+from analysis.schema import create_all, embedding_writer_settings, embedding_table, ensure_embedding_table
 from analysis.store import StoreError, connect
 
 from .writer import run_id_for
@@ -26,6 +26,7 @@ def merge_stores(target, sources, *, log=print) -> dict:
     summary = {"runs_merged": 0, "runs_copied": 0, "runs_skipped": 0, "incomplete": []}
     try:
         create_all(con, str(target))
+        embedding_writer_settings(con)
         groups = defaultdict(dict)  # full run id -> {shard index: (source path, run row)}
         for src in sources:
             s = connect(src, read_only=True)

@@ -11,8 +11,8 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 
-from analysis.schema import (MIGRATABLE, SCHEMA_VERSION, SchemaError, create_all, ensure_embedding_table,
-                             stored_version)
+from analysis.schema import (MIGRATABLE, SCHEMA_VERSION, SchemaError, create_all, embedding_writer_settings,
+                             ensure_embedding_table, stored_version)
 from analysis.store import connect
 
 
@@ -37,6 +37,7 @@ def migrate_store(path, *, log=print) -> dict:
             raise SchemaError(f"{path} has schema version {version}; this LayerScope upgrades versions "
                               f"{', '.join(map(str, MIGRATABLE))} to {SCHEMA_VERSION}. Nothing was changed.")
         runs = con.execute("SELECT run_id, dim FROM runs ORDER BY run_id").fetchall()
+        embedding_writer_settings(con)
         con.execute("BEGIN")
         try:
             n_vectors = sum(_copy_run_v2(con, run_id, dim) for run_id, dim in runs)

@@ -217,19 +217,73 @@ class Adapter:
                 f"model {self.spec!r} returned {len(hs)} hidden states of width {hs[-1].shape[-1]}, but its config "
                 f"implies {self.n_layers} of width {self.dim}; LayerScope cannot pool it consistently"
             )
-        stacked = torch.stack([h.float() for h in hs])  # (L, B, T, d)
-        if self.pooling == "cls":
-            pooled = stacked[:, :, 0]
-        elif self.pooling == "mean" and mask is None:
-            pooled = stacked.mean(dim=2)
-        elif self.pooling == "mean":
-            m = mask.to(stacked.dtype)[None, :, :, None]  # real tokens only, no padding
-            pooled = (stacked * m).sum(dim=2) / m.sum(dim=2).clamp(min=1)
-        else:  # last_token: the last real token of each row
-            last = mask.long().sum(dim=1) - 1 if mask is not None else torch.full(
-                (stacked.shape[1],), stacked.shape[2] - 1)
-            pooled = stacked[:, torch.arange(stacked.shape[1]), last.to(stacked.device)]
-        return pooled.cpu().numpy().astype(np.float32)
+        # layer by layer: stacking every hidden state first would hold a second copy of all of them
+        # (L x B x T x d floats: GBs for a video model's token grid)
+        out = np.empty((len(hs), hs[0].shape[0], self.dim), dtype=np.float32)
+        if mask is not None:
+            m = mask.to(hs[0].device)
+            weights = m.float()[:, :, None]  # real tokens only, no padding
+            last = m.long().sum(dim=1) - 1
+        for i, h in enumerate(hs):
+            h = h.float()
+            if self.pooling == "cls":
+                pooled = h[:, 0]
+            elif self.pooling == "mean" and mask is None:
+                pooled = h.mean(dim=1)
+            elif self.pooling == "mean":
+                pooled = (h * weights).sum(dim=1) / weights.sum(dim=1).clamp(min=1)
+            elif mask is not None:  # last_token: the last real token of each row
+                pooled = h[torch.arange(h.shape[0], device=h.device), last]
+            else:
+                pooled = h[:, -1]
+            out[i] = pooled.cpu().numpy()
+        return out
+
+    # ---- inputs prepared off the model's thread ----------------------------------
+    def prepare_videos(self, videos: list[np.ndarray], *, image_mode: str = "frames") -> "Prepared":
+        raise ModelError(f"{self.spec!r} is a {self.modality} model: it does not embed videos")
+
+    def prepare_texts(self, texts: list[str]) -> "Prepared":
+        raise ModelError(f"{self.spec!r} is a {self.modality} model: it does not embed text")
+
+    def run(self, prepared: "Prepared") -> np.ndarray:
+        """``(L, B, d)`` float32 from inputs made by :meth:`prepare_videos` / :meth:`prepare_texts`."""
+        inputs = {k: (v.to(self.device, self.dtype) if k in PIXEL_KEYS else v.to(self.device))
+                  for k, v in prepared.inputs.items()}
+        hs = self._hidden_states(**inputs)
+        pooled = self._pool_tokens(hs, inputs.get("attention_mask") if prepared.masked else None)
+        if prepared.owner is None:
+            return pooled
+        # several units (clips or frames) per item: average them per layer
+        owner = prepared.owner
+        return np.stack([pooled[:, owner == b].mean(axis=1) for b in range(prepared.n_items)],
+                        axis=1).astype(np.float32)
+
+    def embed_videos(self, videos: list[np.ndarray], *, image_mode: str = "frames") -> np.ndarray:
+        """``(L, B, d)`` for ``B`` videos of already-sampled frames ``(n_f, H, W, 3)``."""
+        return self.run(self.prepare_videos(videos, image_mode=image_mode))
+
+    def embed_texts(self, texts: list[str]) -> np.ndarray:
+        """``(L, B, d)`` for ``B`` strings."""
+        return self.run(self.prepare_texts(texts))
+
+
+PIXEL_KEYS = ("pixel_values", "pixel_values_videos")
+
+
+@dataclass
+class Prepared:
+    """A batch's model inputs on the CPU, made by a processor or tokenizer (safe to build in a
+    worker thread while the model runs the previous batch).
+
+    ``owner[u]`` is the item of unit ``u`` when an item is several forward units (sub-clips,
+    frames) whose pooled embeddings are averaged; ``masked``: pool over ``attention_mask``.
+    """
+
+    inputs: dict
+    n_items: int
+    owner: np.ndarray | None = None
+    masked: bool = False
 
 
 class VisionAdapter(Adapter):
@@ -272,42 +326,48 @@ class VisionAdapter(Adapter):
         cfg = getattr(self.config, "vision_config", None) or self.config
         return int(getattr(cfg, "image_size", None) or getattr(cfg, "crop_size", None) or 224)
 
-    def _pixels(self, batch_of_frame_lists) -> torch.Tensor:
-        if self.modality == "video":
-            out = self.processor(batch_of_frame_lists, return_tensors="pt")
-        else:
-            out = self.processor(images=batch_of_frame_lists, return_tensors="pt")
-        key = "pixel_values_videos" if "pixel_values_videos" in out else "pixel_values"
-        return out[key].to(self.device, self.dtype)
+    def _pixels(self, batch, *, videos: bool) -> torch.Tensor:
+        """The processor's pixel tensor on the CPU: ``(B, T, C, H, W)`` for videos, ``(B, C, H, W)`` for images."""
+        out = self.processor(batch, return_tensors="pt") if videos else self.processor(images=batch, return_tensors="pt")
+        return out["pixel_values_videos" if "pixel_values_videos" in out else "pixel_values"]
 
-    def embed_videos(self, videos: list[np.ndarray], *, image_mode: str = "frames") -> np.ndarray:
-        """``(L, B, d)`` for ``B`` videos of already-sampled frames ``(n_f, H, W, 3)``.
+    def prepare_videos(self, videos: list[np.ndarray], *, image_mode: str = "frames") -> Prepared:
+        """Inputs for ``B`` videos of already-sampled frames ``(n_f, H, W, 3)``.
 
         Video models: sub-clips of the native length (nearest-neighbour repetition), each encoded,
-        averaged per layer. Image models: every frame encoded and averaged (``image_mode="frames"``)
-        or the first frame only (``"first"``).
+        averaged per layer by :meth:`run`. Each sampled frame goes through the processor once,
+        however many clip positions repeat it (with ``n_f`` below the native length, the same frame
+        fills many). Image models: every frame encoded and averaged (``image_mode="frames"``) or the
+        first frame only (``"first"``).
         """
         units, owner = [], []
-        for b, frames in enumerate(videos):
-            if self.modality == "video":
+        if self.modality == "video":
+            n_f = {len(f) for f in videos}
+            clips = clip_indices(len(videos[0]), self.native_frames) if len(n_f) == 1 else None
+            if clips is not None:
+                pixels = self._pixels([list(f) for f in videos], videos=True)  # (B, n_f, C, H, W)
+                if pixels.ndim == 5 and pixels.shape[1] == len(videos[0]):
+                    # frame-wise processing (resize, crop, normalise): gather clips from processed frames
+                    px = pixels[:, torch.as_tensor(clips.reshape(-1))].reshape(
+                        len(videos) * len(clips), self.native_frames, *pixels.shape[2:])
+                    owner = np.repeat(np.arange(len(videos)), len(clips))
+                    return Prepared({self.pixel_key: px}, len(videos), owner)
+            # a processor that changes the frame count itself: give it every clip as it is
+            for b, frames in enumerate(videos):
                 for clip in clip_indices(len(frames), self.native_frames):
                     units.append(list(frames[clip]))
                     owner.append(b)
-            else:
-                chosen = frames[:1] if image_mode == "first" else frames
-                for f in chosen:
-                    units.append(f)
-                    owner.append(b)
-        pooled = self.embed_units(units)  # (L, U, d)
-        owner = np.asarray(owner)
-        out = np.stack([pooled[:, owner == b].mean(axis=1) for b in range(len(videos))], axis=1)
-        return out.astype(np.float32)
+            return Prepared({self.pixel_key: self._pixels(units, videos=True)}, len(videos), np.asarray(owner))
+        for b, frames in enumerate(videos):
+            for f in (frames[:1] if image_mode == "first" else frames):
+                units.append(f)
+                owner.append(b)
+        return Prepared({self.pixel_key: self._pixels(units, videos=False)}, len(videos), np.asarray(owner))
 
     def embed_units(self, units) -> np.ndarray:
-        """``(L, U, d)``: one forward per clip (video) or frame (image), no averaging."""
-        pixels = self._pixels(units)
-        hs = self._hidden_states(**{self.pixel_key: pixels})
-        return self._pool_tokens(hs)
+        """``(L, U, d)``: one forward per clip (video, a list of frames) or frame (image), no averaging."""
+        px = self._pixels(units, videos=self.modality == "video")
+        return self.run(Prepared({self.pixel_key: px}, len(units)))
 
 
 class TextAdapter(Adapter):
@@ -343,21 +403,16 @@ class TextAdapter(Adapter):
         return self._finish_load(model)
 
     def _probe(self):
-        hs = self._hidden_states(**self._tokens(["probe"]))
+        hs = self._hidden_states(**{k: v.to(self.device) for k, v in self.prepare_texts(["probe"]).inputs.items()})
         return len(hs), hs[-1].shape[-1]
 
-    def _tokens(self, texts):
+    def prepare_texts(self, texts: list[str]) -> Prepared:
+        """Tokens for ``B`` strings; :meth:`run` takes the mean over real tokens (attention mask) of every layer."""
         enc = self.tokenizer(texts, padding=True, truncation=True, max_length=self.max_length,
                              return_tensors="pt")
-        keep = {"input_ids", "attention_mask", "token_type_ids"}
         params = inspect.signature(self.model.forward).parameters
-        return {k: v.to(self.device) for k, v in enc.items() if k in keep and k in params}
-
-    def embed_texts(self, texts: list[str]) -> np.ndarray:
-        """``(L, B, d)``: mean over real tokens (attention mask) of every layer."""
-        enc = self._tokens(texts)
-        hs = self._hidden_states(**enc)
-        return self._pool_tokens(hs, enc["attention_mask"])
+        keep = {"input_ids", "attention_mask", "token_type_ids"}
+        return Prepared({k: v for k, v in enc.items() if k in keep and k in params}, len(texts), masked=True)
 
 
 class MllmAdapter(Adapter):
@@ -401,26 +456,21 @@ class MllmAdapter(Adapter):
         layers, width = getattr(cfg, "num_hidden_layers", None), getattr(cfg, "hidden_size", None)
         return (int(layers) + 1, int(width)) if layers and width else None
 
-    def _forward_last_token(self, **enc) -> np.ndarray:
-        enc = {k: (v.to(self.device, self.dtype) if k == "pixel_values" else v.to(self.device)) for k, v in enc.items()}
-        hs = self._hidden_states(**enc)
-        return self._pool_tokens(hs, enc["attention_mask"])
-
-    def embed_videos(self, videos: list[np.ndarray], *, image_mode: str = "frames") -> np.ndarray:
-        """``(L, B, d)``: one prompt per video with its sampled frames as images."""
+    def prepare_videos(self, videos: list[np.ndarray], *, image_mode: str = "frames") -> Prepared:
+        """One prompt per video with its sampled frames as images; :meth:`run` takes the last token."""
         prompts, images = [], []
         for frames in videos:
             chosen = frames[:1] if image_mode == "first" else frames
             prompts.append(MLLM_VIDEO_PROMPT.format(media=self.image_token * len(chosen)))
             images.extend(list(chosen))
         enc = self.processor(images=images, text=prompts, padding=True, return_tensors="pt")
-        return self._forward_last_token(**enc)
+        return Prepared(dict(enc), len(videos), masked=True)
 
-    def embed_texts(self, texts: list[str]) -> np.ndarray:
-        """``(L, B, d)``: the last token of ``<sentence> Summarize above sentence in one word:``."""
+    def prepare_texts(self, texts: list[str]) -> Prepared:
+        """The prompt ``<sentence> Summarize above sentence in one word:``; :meth:`run` takes the last token."""
         prompts = [MLLM_TEXT_PROMPT.format(text=t) for t in texts]
-        enc = self.processor(text=prompts, padding=True, return_tensors="pt")
-        return self._forward_last_token(**enc)
+        return Prepared(dict(self.processor(text=prompts, padding=True, return_tensors="pt")), len(texts),
+                        masked=True)
 
 
 def load_adapter(spec: str, *, device="cpu", dtype="float32", trust_remote_code=False,

@@ -8,6 +8,7 @@ import os
 import signal
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -126,6 +127,8 @@ class Precompute:
         self.out = out or sys.stderr  # resolved at call time, so redirected stderr is honoured
         self.summary = Summary()
         self.frames_cache = FrameCache()
+        # one worker thread for decoding and preprocessing: the frame cache is only touched there
+        self.pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="layerscope-prepare")
         if self.batch_size < 1:
             raise ValueError(f"--batch-size must be >= 1, got {batch_size}")
         self.shard_i, self.shard_n, self.items_range = parse_shard(shard, len(manifest.items))
@@ -185,7 +188,12 @@ class Precompute:
         return plans
 
     # ---- execution ---------------------------------------------------------------------
-    def run_model(self, spec: str, name: str | None = None, modality: str | None = None) -> None:
+    def run_model(self, spec: str, name: str | None = None, modality: str | None = None,
+                  spec_modality: str | None = None) -> None:
+        if spec_modality in ("video", "image", "mllm") and self.frames:
+            # decode the first batch's videos while the model loads (the worker is otherwise idle)
+            first = [self.manifest.items[i].video for i in self.items_range[:self.batch_size]]
+            self.pool.submit(lambda: [self.frames_cache.get(v) for v in first])
         adapter = load_adapter(spec, device=self.device, dtype=self.dtype, trust_remote_code=self.trust,
                                modality=modality)
         name = name or default_name(spec)
@@ -227,28 +235,44 @@ class Precompute:
         bar = tqdm(total=total, desc=f"{name}", unit="item", disable=not self.progress, file=self.out,
                    dynamic_ncols=True)
         first = items[0].idx if items else 0
+        # every batch of every pending run, in order; idx values are manifest positions (a shard
+        # starts at its first item), n_done counts the run's own items
+        tasks = [(p, b0, items[b0:b0 + p.batch]) for p in pending
+                 for b0 in range(p.state["n_done"], len(items), p.batch)]
+        notes = {p.run_id: {} for p in pending}
+        # a worker decodes, samples and preprocesses batch i+1 while the model runs batch i (on a
+        # GPU box the forward is fast and the CPU work would otherwise sit between batches); one
+        # batch ahead, so memory stays at two batches of inputs
+        pool, ahead = self.pool, None
         try:
-            for p in pending:
-                bar.set_postfix_str(self._label(p))
-                start = p.state["n_done"]
-                notes: dict = {}
-                for b0 in range(start, len(items), p.batch):
-                    batch = items[b0 : b0 + p.batch]
-                    vectors = self._embed(adapter, info, p, batch, notes)
-                    self._check_finite(vectors, name, p, batch)
-                    # idx values are manifest positions; a shard starts at its first item
-                    self.w.write_batch(p.run_id, first + b0, vectors, n_done=b0 + len(batch),
-                                       n_items=len(items), notes=notes or None)
-                    self.summary.items_embedded += len(batch)
-                    bar.update(len(batch))
-                    _crash_point()
-                self.summary.runs_computed += 1
-                if notes:
-                    for kind, entries in notes.items():
-                        print(f"\nnote: {name} {self._label(p)}: {kind}: {len(entries)} item(s) "
-                              f"({next(iter(entries.values()))['handled']})", file=self.out)
+            ahead = pool.submit(self._prepare, adapter, tasks[0][0], tasks[0][2]) if tasks else None
+            for t, (p, b0, batch) in enumerate(tasks):
+                if b0 == p.state["n_done"]:
+                    bar.set_postfix_str(self._label(p))
+                prepared, batch_notes = ahead.result()
+                ahead = (pool.submit(self._prepare, adapter, tasks[t + 1][0], tasks[t + 1][2])
+                         if t + 1 < len(tasks) else None)
+                for kind, entries in batch_notes.items():
+                    notes[p.run_id].setdefault(kind, {}).update(entries)
+                vectors = adapter.run(prepared)
+                self._check_finite(vectors, name, p, batch)
+                self.w.write_batch(p.run_id, first + b0, vectors, n_done=b0 + len(batch),
+                                   n_items=len(items), notes=notes[p.run_id] or None)
+                self.summary.items_embedded += len(batch)
+                bar.update(len(batch))
+                _crash_point()
+                if b0 + len(batch) >= len(items):
+                    self._finished(name, p, notes[p.run_id])
         finally:
+            if ahead is not None:
+                ahead.cancel()
             bar.close()
+
+    def _finished(self, name, p, notes):
+        self.summary.runs_computed += 1
+        for kind, entries in notes.items():
+            print(f"\nnote: {name} {self._label(p)}: {kind}: {len(entries)} item(s) "
+                  f"({next(iter(entries.values()))['handled']})", file=self.out)
 
     @staticmethod
     def _label(p: RunPlan) -> str:
@@ -256,7 +280,9 @@ class Precompute:
             return f"n_f={p.n_frames}" + (" reversed" if p.variant == "reversed" else "")
         return f"n_c={p.n_captions}" + (" negatives" if p.variant == "negative" else "")
 
-    def _embed(self, adapter, info, p: RunPlan, batch, notes) -> np.ndarray:
+    def _prepare(self, adapter, p: RunPlan, batch):
+        """Model inputs of one batch and notes on how odd items were handled (runs in the worker)."""
+        notes: dict = {}
         if p.n_captions is not None:
             texts = []
             for it in batch:
@@ -271,7 +297,7 @@ class Precompute:
                         "has": len(it.captions), "asked": p.n_captions,
                         "handled": "all available captions were used"}
                 texts.append(caption_text(it.captions, p.n_captions))
-            return adapter.embed_texts(texts)
+            return adapter.prepare_texts(texts), notes
         videos = []
         for it in batch:
             frames = self.frames_cache.get(it.video)
@@ -282,7 +308,7 @@ class Precompute:
                     "frames": int(len(frames)), "asked": p.n_frames,
                     "handled": "uniform sampling repeats frames (round(linspace(0, T-1, n_f)))"}
             videos.append(frames[sample_indices(len(frames), p.n_frames)])
-        return adapter.embed_videos(videos, image_mode=self.image_mode)
+        return adapter.prepare_videos(videos, image_mode=self.image_mode), notes
 
     @staticmethod
     def _check_finite(vectors, name, p, batch):
@@ -313,8 +339,11 @@ def run_precompute(*, store, manifest, dataset, models, names=None, modality=Non
         if {"text", "mllm"} & set(modalities):
             job.check_captions()
         writer.put_dataset(dataset, manifest)
-        for i, spec in enumerate(models):
-            job.run_model(spec, names[i] if names else None, modality)
+        try:
+            for i, spec in enumerate(models):
+                job.run_model(spec, names[i] if names else None, modality, spec_modality=modalities[i])
+        finally:
+            job.pool.shutdown(wait=True, cancel_futures=True)
     finally:
         writer.close()
     job.summary.seconds = time.perf_counter() - t0

@@ -9,7 +9,7 @@ import json
 import numpy as np
 import pyarrow as pa
 
-from analysis.schema import create_all, ensure_embedding_table, fetch_one
+from analysis.schema import create_all, embedding_writer_settings, ensure_embedding_table, fetch_one
 from analysis.store import StoreError, connect
 
 from . import __version__
@@ -33,6 +33,7 @@ class StoreWriter:
         self.path = str(path)
         self.con = connect(self.path, read_only=False)
         create_all(self.con, self.path)
+        embedding_writer_settings(self.con)
         self._tables: dict[int, str] = {}  # embeddings tables known to exist, by width
 
     def _table(self, dim: int) -> str:

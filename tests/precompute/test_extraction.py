@@ -99,17 +99,51 @@ def test_frame_sampling_reads_the_right_frames(tmp_path, tiny, monkeypatch):
     make_index_dataset(tmp_path, [30])
     frames = read_frames(tmp_path / "idx0.mkv")
     a = load_adapter(tiny["videomae"], device="cpu")
+
+    def index_processor(videos, return_tensors):  # each frame becomes its index, read from its pixels
+        return {"pixel_values": torch.tensor([[int(f[0, 0, 0]) for f in v] for v in videos])}
+
     seen = []
-    monkeypatch.setattr(a, "embed_units", lambda units: seen.extend(units) or np.zeros((4, len(units), 32)))
+    monkeypatch.setattr(a, "processor", index_processor)
+    monkeypatch.setattr(a, "run", lambda prepared: seen.append(prepared) or np.zeros((4, 1, 32)))
     for n_f in (1, 2, 6, 8):
         seen.clear()
         a.embed_videos([frames[sample_indices(30, n_f)]])
         sampled = np.round(np.linspace(0, 29, n_f)).astype(int)
         m = int(np.ceil(n_f / 4) * 4)
         expected = [sampled[(j * n_f) // m] for j in range(m)]  # nearest-neighbour repetition
-        got = [int(f[0, 0, 0]) for clip in seen for f in clip]
-        assert got == expected, n_f
-        assert len(seen) == m // 4
+        (prepared,) = seen
+        clips = prepared.inputs["pixel_values"]
+        assert clips.shape == (m // 4, 4), n_f
+        assert clips.reshape(-1).tolist() == expected, n_f
+        assert prepared.owner.tolist() == [0] * (m // 4)
+
+
+@pytest.mark.parametrize("n_f", [1, 3, 6, 9])
+def test_each_frame_processed_once_gives_the_pixels_of_processing_every_clip(tiny, n_f):
+    a = load_adapter(tiny["videomae"], device="cpu")
+    videos = [_frames(n_f, seed=1), _frames(n_f, seed=2)]
+    prepared = a.prepare_videos(videos)
+    clips = [list(v[c]) for v in videos for c in clip_indices(n_f, 4)]
+    by_clip = a.processor(clips, return_tensors="pt")["pixel_values"]
+    assert torch.equal(prepared.inputs["pixel_values"], by_clip)
+    assert prepared.owner.tolist() == [b for b in range(2) for _ in clip_indices(n_f, 4)]
+
+
+def test_a_processor_that_changes_the_frame_count_gets_whole_clips(tiny, monkeypatch):
+    a = load_adapter(tiny["videomae"], device="cpu")
+    real = a.processor
+    video = _frames(6)
+    expected = a.embed_videos([video])
+    calls = []
+
+    def keeps_four(videos, return_tensors):  # like a processor that samples 4 frames itself
+        calls.append([len(v) for v in videos])
+        return real([v[:4] for v in videos], return_tensors=return_tensors)
+
+    monkeypatch.setattr(a, "processor", keeps_four)
+    np.testing.assert_array_equal(a.embed_videos([video]), expected)
+    assert calls == [[6], [4, 4]]  # the whole video, refused, then the two clips
 
 
 def test_unknown_model_type_and_bad_options(tmp_path):
