@@ -19,7 +19,12 @@ import torch
 from .video import clip_indices
 
 #: Video families transformers exposes with hidden_states: model_type -> pooling
-VIDEO_TYPES = {"videomae": "mean", "timesformer": "cls", "vivit": "cls", "vjepa2": "mean"}
+VIDEO_TYPES = {"videomae": "mean", "timesformer": "cls", "vivit": "cls", "vjepa2": "mean", "xclip": "cls"}
+#: Video models whose vision tower encodes each frame of a clip as an image (with cross-frame
+#: exchange inside): hidden states are per frame, pooled per frame and averaged over the clip
+FRAME_TOWER_TYPES = {"xclip"}
+#: Joint vision–text models: the vision tower or the text tower is taken from the full model
+DUAL_TOWER_TYPES = {"clip", "siglip", "xclip"}
 #: Image families: model_type -> pooling (vision towers of joint models are taken from the full model)
 IMAGE_TYPES = {
     "vit": "cls", "dinov2": "cls", "dinov2_with_registers": "cls", "deit": "cls", "beit": "cls",
@@ -94,9 +99,9 @@ def default_name(spec: str) -> str:
 def _classify(config, modality_override: str | None) -> tuple[str, str]:
     mt = config.model_type
     if modality_override:
-        if modality_override == "text" and mt in ("clip", "siglip"):
+        if modality_override == "text" and mt in DUAL_TOWER_TYPES:
             return "text", "mean"
-        if modality_override == "image" and (mt in IMAGE_TYPES or mt in VIDEO_TYPES):
+        if modality_override == "image" and (mt in IMAGE_TYPES or mt in VIDEO_TYPES) and mt not in FRAME_TOWER_TYPES:
             return "image", IMAGE_TYPES.get(mt, VIDEO_TYPES.get(mt))
         if modality_override == "text" and mt not in VIDEO_TYPES and mt not in IMAGE_TYPES:
             return "text", "mean"
@@ -188,7 +193,7 @@ class Adapter:
     def _dims_from_config(self):
         cfg = self.config
         sub = {"image": "vision_config", "video": "vision_config", "text": "text_config"}.get(self.modality)
-        if sub and getattr(cfg, sub, None) is not None and cfg.model_type in ("clip", "siglip"):
+        if sub and getattr(cfg, sub, None) is not None and cfg.model_type in DUAL_TOWER_TYPES:
             cfg = getattr(cfg, sub)
         layers = getattr(cfg, "num_hidden_layers", None) or getattr(cfg, "num_layers", None)
         width = getattr(cfg, "hidden_size", None) or getattr(cfg, "d_model", None)
@@ -250,8 +255,15 @@ class Adapter:
         """``(L, B, d)`` float32 from inputs made by :meth:`prepare_videos` / :meth:`prepare_texts`."""
         inputs = {k: (v.to(self.device, self.dtype) if k in PIXEL_KEYS else v.to(self.device))
                   for k, v in prepared.inputs.items()}
+        frames_per_unit = None
+        if getattr(self, "frame_tower", False):  # (U, T, C, H, W) clips -> U*T frames, as the tower expects
+            px = inputs[self.pixel_key]
+            frames_per_unit = px.shape[1]
+            inputs[self.pixel_key] = px.reshape(-1, *px.shape[2:])
         hs = self._hidden_states(**inputs)
         pooled = self._pool_tokens(hs, inputs.get("attention_mask") if prepared.masked else None)
+        if frames_per_unit is not None:  # each frame's token pooled, then the clip's frames averaged
+            pooled = pooled.reshape(pooled.shape[0], -1, frames_per_unit, pooled.shape[-1]).mean(axis=2)
         if prepared.owner is None:
             return pooled
         # several units (clips or frames) per item: average them per layer
@@ -302,13 +314,15 @@ class VisionAdapter(Adapter):
             except Exception:
                 raise ModelError(f"cannot load the image/video processor of {self.spec!r}: {exc}") from None
         mt = self.config.model_type
-        if mt in ("clip", "siglip"):
+        if mt in DUAL_TOWER_TYPES:
             model = AutoModel.from_pretrained(self.source, **self._load_kwargs()).vision_model
         else:
             model = AutoModel.from_pretrained(self.source, **self._load_kwargs())
+        self.frame_tower = mt in FRAME_TOWER_TYPES and self.modality == "video"
         if self.modality == "video":
-            self.native_frames = int(getattr(self.config, "num_frames", None)
-                                     or getattr(self.config, "frames_per_clip", None) or 16)
+            cfg = getattr(self.config, "vision_config", None) if self.frame_tower else self.config
+            self.native_frames = int(getattr(cfg, "num_frames", None)
+                                     or getattr(cfg, "frames_per_clip", None) or 16)
         self.pixel_key = "pixel_values_videos" if "pixel_values_videos" in inspect.signature(
             model.forward).parameters else "pixel_values"
         return self._finish_load(model)
@@ -316,10 +330,11 @@ class VisionAdapter(Adapter):
     def _probe(self):
         size = self._input_size()
         if self.modality == "video":
-            x = torch.zeros((1, self.native_frames, 3, size, size), dtype=self.dtype, device=self.device)
+            shape = (self.native_frames, 3, size, size) if getattr(self, "frame_tower", False) else (
+                1, self.native_frames, 3, size, size)
         else:
-            x = torch.zeros((1, 3, size, size), dtype=self.dtype, device=self.device)
-        hs = self._hidden_states(**{self.pixel_key: x})
+            shape = (1, 3, size, size)
+        hs = self._hidden_states(**{self.pixel_key: torch.zeros(shape, dtype=self.dtype, device=self.device)})
         return len(hs), hs[-1].shape[-1]
 
     def _input_size(self):
@@ -328,7 +343,17 @@ class VisionAdapter(Adapter):
 
     def _pixels(self, batch, *, videos: bool) -> torch.Tensor:
         """The processor's pixel tensor on the CPU: ``(B, T, C, H, W)`` for videos, ``(B, C, H, W)`` for images."""
-        out = self.processor(batch, return_tensors="pt") if videos else self.processor(images=batch, return_tensors="pt")
+        try:
+            out = (self.processor(batch, return_tensors="pt") if videos
+                   else self.processor(images=batch, return_tensors="pt"))
+        except Exception as exc:
+            import importlib.util
+
+            hint = "" if importlib.util.find_spec("torchvision") else (
+                " transformers' video processors need torchvision (`pip install torchvision`); "
+                "its PIL image processors do not")
+            raise ModelError(f"the processor of {self.spec!r} ({type(self.processor).__name__}) failed on a batch "
+                             f"of frames: {type(exc).__name__}: {exc}.{hint}") from None
         return out["pixel_values_videos" if "pixel_values_videos" in out else "pixel_values"]
 
     def prepare_videos(self, videos: list[np.ndarray], *, image_mode: str = "frames") -> Prepared:
@@ -393,7 +418,7 @@ class TextAdapter(Adapter):
                 model = cls.from_pretrained(self.source, **self._load_kwargs())
             else:
                 model = AutoModel.from_pretrained(self.source, **self._load_kwargs()).get_encoder()
-        elif mt in ("clip", "siglip"):
+        elif mt in DUAL_TOWER_TYPES:
             model = AutoModel.from_pretrained(self.source, **self._load_kwargs()).text_model
         else:
             model = AutoModel.from_pretrained(self.source, **self._load_kwargs())

@@ -97,6 +97,48 @@ def build_timesformer(out, *, size=32, frames=4, hidden=32, layers=2, seed=0):
     return _save(TimesformerModel(cfg), out, proc)
 
 
+def build_vivit(out, *, size=32, frames=4, hidden=32, layers=2, seed=0):
+    from transformers import VivitConfig, VivitModel
+    from transformers.models.vivit.image_processing_vivit import VivitImageProcessor
+
+    _seeded(seed)
+    cfg = _mark(VivitConfig(image_size=size, num_frames=frames, tubelet_size=[2, 8, 8], hidden_size=hidden,
+                            num_hidden_layers=layers, num_attention_heads=4, intermediate_size=2 * hidden))
+    proc = VivitImageProcessor(size={"shortest_edge": size}, crop_size={"height": size, "width": size})
+    return _save(VivitModel(cfg, add_pooling_layer=False), out, proc)
+
+
+def build_vjepa2(out, *, size=32, frames=4, hidden=32, layers=2, seed=0):
+    from transformers import VJEPA2Config, VJEPA2Model
+    from transformers.models.videomae.image_processing_pil_videomae import VideoMAEImageProcessorPil
+
+    _seeded(seed)
+    cfg = _mark(VJEPA2Config(crop_size=size, patch_size=8, frames_per_clip=frames, tubelet_size=2, hidden_size=hidden,
+                             num_hidden_layers=layers, num_attention_heads=4, mlp_ratio=2, pred_hidden_size=hidden,
+                             pred_num_attention_heads=4, pred_num_hidden_layers=1, num_pooler_layers=1))
+    # V-JEPA 2's own video processor needs torchvision; VideoMAE's PIL processor resizes and normalises alike
+    proc = VideoMAEImageProcessorPil(size={"shortest_edge": size}, crop_size={"height": size, "width": size})
+    return _save(VJEPA2Model(cfg), out, proc)
+
+
+def build_xclip(out, *, size=32, frames=4, hidden=32, layers=2, seed=0):
+    """X-CLIP: its vision tower encodes frames with cross-frame message tokens (``num_frames`` per clip)."""
+    from transformers import XCLIPConfig, XCLIPModel
+    from transformers.models.videomae.image_processing_pil_videomae import VideoMAEImageProcessorPil
+
+    _seeded(seed)
+    vision = dict(image_size=size, patch_size=8, num_frames=frames, hidden_size=hidden, intermediate_size=2 * hidden,
+                  num_hidden_layers=layers, num_attention_heads=4, mit_hidden_size=hidden,
+                  mit_intermediate_size=2 * hidden, mit_num_attention_heads=4)
+    text = dict(vocab_size=64, hidden_size=hidden, intermediate_size=2 * hidden, num_hidden_layers=1,
+                num_attention_heads=4, max_position_embeddings=32)
+    cfg = _mark(XCLIPConfig(text_config=text, vision_config=vision, projection_dim=hidden,
+                            prompt_num_attention_heads=4))
+    # X-CLIP's processor is VideoMAE's image processor with a CLIP tokenizer; the vision side needs the former only
+    proc = VideoMAEImageProcessorPil(size={"shortest_edge": size}, crop_size={"height": size, "width": size})
+    return _save(XCLIPModel(cfg), out, proc)
+
+
 def build_vit(out, *, size=32, hidden=32, layers=3, seed=0):
     from transformers import ViTConfig, ViTModel
     from transformers.models.vit.image_processing_pil_vit import ViTImageProcessorPil
@@ -173,6 +215,7 @@ def build_llava(out, *, corpus=DEFAULT_CORPUS, size=32, hidden=32, layers=2, see
 
 
 BUILDERS = {
-    "videomae": build_videomae, "timesformer": build_timesformer, "vit": build_vit, "dinov2": build_dinov2,
+    "videomae": build_videomae, "timesformer": build_timesformer, "vivit": build_vivit, "vjepa2": build_vjepa2,
+    "xclip": build_xclip, "vit": build_vit, "dinov2": build_dinov2,
     "bert": build_bert, "t5": build_t5, "llama": build_llama, "llava": build_llava,
 }

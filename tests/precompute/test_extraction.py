@@ -11,7 +11,8 @@ from precompute.video import clip_indices, read_frames, sample_indices
 from tests.precompute.helpers import make_index_dataset
 
 EXPECTED = {  # model -> (modality, pooling, layers incl. embeddings)
-    "videomae": ("video", "mean", 4), "timesformer": ("video", "cls", 3), "vit": ("image", "cls", 4),
+    "videomae": ("video", "mean", 4), "timesformer": ("video", "cls", 3), "vivit": ("video", "cls", 3),
+    "vjepa2": ("video", "mean", 3), "xclip": ("video", "cls", 3), "vit": ("image", "cls", 4),
     "dinov2": ("image", "cls", 4), "bert": ("text", "mean", 4), "t5": ("text", "mean", 3),
     "llama": ("text", "mean", 4), "llava": ("mllm", "last_token", 3),
 }
@@ -57,6 +58,56 @@ def test_video_subclip_average_matches_encoding_clips_by_hand(tiny):
             hs = a.model(pixel_values=pix, output_hidden_states=True).hidden_states
         per_clip.append(torch.stack([h[0].mean(dim=0) for h in hs]).numpy())  # mean over all tokens
     np.testing.assert_allclose(got, np.mean(per_clip, axis=0), rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("name", ["vivit", "vjepa2"])
+def test_other_video_families_pool_each_clip_as_their_pooling_says(tiny, name):
+    a = load_adapter(tiny[name], device="cpu")
+    video = _frames(6)
+    got = a.embed_videos([video])[:, 0]
+    per_clip = []
+    for c in clip_indices(6, 4):
+        pix = a.processor([list(video[c])], return_tensors="pt")["pixel_values"]
+        key = "pixel_values_videos" if name == "vjepa2" else "pixel_values"
+        with torch.no_grad():
+            hs = a.model(**{key: pix}, output_hidden_states=True).hidden_states
+        pool = (lambda h: h[0, 0]) if name == "vivit" else (lambda h: h[0].mean(dim=0))  # CLS / all tokens
+        per_clip.append(torch.stack([pool(h) for h in hs]).numpy())
+    np.testing.assert_allclose(got, np.mean(per_clip, axis=0), rtol=1e-5, atol=1e-6)
+
+
+def test_xclip_vision_tower_pools_each_frame_then_averages_the_clip(tiny):
+    from transformers import XCLIPModel
+
+    a = load_adapter(tiny["xclip"], device="cpu")
+    assert type(a.model).__name__ == "XCLIPVisionModel" and a.native_frames == 4
+    video = _frames(6)  # 2 clips of 4 frames
+    got = a.embed_videos([video])[:, 0]
+    full = XCLIPModel.from_pretrained(tiny["xclip"]).eval()
+    per_clip = []
+    for c in clip_indices(6, 4):
+        pix = a.processor([list(video[c])], return_tensors="pt")["pixel_values"][0]  # (4, C, H, W)
+        with torch.no_grad():
+            out = full.vision_model(pixel_values=pix, output_hidden_states=True)
+        per_clip.append(torch.stack([h[:, 0].mean(dim=0) for h in out.hidden_states]).numpy())
+        # the last layer's per-frame CLS is what X-CLIP's own pooled output normalises
+        with torch.no_grad():
+            cls = a.model(pixel_values=pix, output_hidden_states=True).hidden_states[-1][:, 0]
+            torch.testing.assert_close(full.vision_model.post_layernorm(cls), out.pooler_output)
+    np.testing.assert_allclose(got, np.mean(per_clip, axis=0), rtol=1e-5, atol=1e-6)
+    with pytest.raises(ModelError, match="cannot be used as modality 'image'"):
+        load_adapter(tiny["xclip"], device="cpu", modality="image")
+
+
+def test_a_failing_processor_names_the_model_and_the_processor(tiny, monkeypatch):
+    a = load_adapter(tiny["vjepa2"], device="cpu")
+
+    def broken(*args, **kwargs):
+        raise TypeError("'NoneType' object is not subscriptable")
+
+    monkeypatch.setattr(a, "processor", broken)
+    with pytest.raises(ModelError, match=r"the processor of .*vjepa2.*failed on a batch of frames: TypeError"):
+        a.embed_videos([_frames(4)])
 
 
 def test_text_masked_mean_ignores_padding(tiny):

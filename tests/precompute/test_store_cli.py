@@ -360,3 +360,18 @@ def test_migrate_of_a_damaged_store_changes_nothing(tmp_path, dataset, tiny, cap
     con.close()
     assert cli("migrate", "--store", tmp_path / "missing.duckdb") == 2
     assert "does not exist" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("name", ["xclip", "vjepa2", "vivit"])
+def test_video_families_through_the_cli_match_the_adapter(tmp_path, dataset, tiny, name):
+    store = tmp_path / "s.duckdb"
+    assert cli("precompute", "--store", store, "--manifest", dataset, "--dataset", "toy", "--model", tiny[name],
+               "--frames", "2,6", "--batch-size", "3", "--variant", "reversed", "--quiet") == 0
+    manifest = load_manifest(dataset)
+    a = load_adapter(tiny[name])
+    for n_f in (2, 6):
+        stored = load_embeddings(store, model=name, dataset="toy", n_frames=n_f, variant="reversed")
+        assert stored.shape == (3, 7, 32)
+        frames = read_frames(manifest.items[5].video)[::-1]
+        direct = a.embed_videos([frames[sample_indices(len(frames), n_f)]])[:, 0]
+        np.testing.assert_allclose(stored[:, 5], direct, rtol=1e-5, atol=1e-6)
