@@ -140,8 +140,9 @@ def load_layer(con, run_id: str, layer: int, *, with_idx: bool = False):
 def _read_vectors(con, run_id, n_layers, n_items, dim, layer=None) -> tuple[np.ndarray, np.ndarray]:
     """A run's rows as ``(L, N, d)`` float32 (or ``(1, N, d)`` for one layer) and the items' idx ``(N,)``.
 
-    One Arrow fetch of the FLOAT[dim] column (a contiguous float buffer), then one copy into place
-    by runs of consecutive items; no ORDER BY, which would make DuckDB sort the whole payload.
+    Streams Arrow batches of the FLOAT[dim] column (each a contiguous float buffer) and copies each
+    into place by runs of consecutive items while DuckDB produces the next: one copy, and memory
+    for the result plus one batch. No ORDER BY, which would make DuckDB sort the whole payload.
     """
     table = embedding_table(dim)
     where, params = "run_id = $run", {"run": run_id}
@@ -149,34 +150,43 @@ def _read_vectors(con, run_id, n_layers, n_items, dim, layer=None) -> tuple[np.n
         where += " AND layer = $layer"
         params["layer"] = int(layer)
     try:
-        result = con.sql(f"SELECT layer, idx, vec FROM {table} WHERE {where}", params=params).to_arrow_table()
+        # the run's first item (a shard's run starts past 0): an index-free scan of one small column
+        first = con.sql(f"SELECT min(idx) FROM {table} WHERE {where}", params=params).fetchall()[0][0]
+        reader = con.sql(f"SELECT layer, idx, vec FROM {table} WHERE {where}",
+                         params=params).to_arrow_reader(_BATCH_ROWS)
     except duckdb.CatalogException:
         raise StoreError(f"run {run_id} has no rows: the store has no {table} table") from None
-    layers = result.column("layer").to_numpy().astype(np.int64)
-    idx = result.column("idx").to_numpy().astype(np.int64)
-    first = int(idx.min()) if len(idx) else 0
+    first = int(first or 0)
     n_l = n_layers if layer is None else 1
     lay0 = 0 if layer is None else int(layer)
-    # every (layer, item) exactly once: the run is complete and consistent
-    pos = (layers - lay0) * n_items + (idx - first)
-    ok = len(pos) == n_l * n_items and bool(((pos >= 0) & (pos < n_l * n_items)).all())
-    ok = ok and bool((np.bincount(pos, minlength=n_l * n_items) == 1).all())
-    if not ok:
-        raise StoreError(f"run {run_id} is incomplete or inconsistent: {len(pos)} item-layer vectors, "
-                         f"expected {n_l * n_items}")
     out = np.empty((n_l, n_items, dim), dtype=np.float32)
     flat = out.reshape(n_l * n_items, dim)
-    start = 0
-    for chunk in result.column("vec").chunks:
-        n = len(chunk)
-        values = chunk.values.to_numpy()[chunk.offset * dim:(chunk.offset + n) * dim].reshape(n, dim)
-        p = pos[start:start + n]
+    seen = np.zeros(n_l * n_items, dtype=bool)
+    bad = False
+    for batch in reader:
+        pos = (batch.column(0).to_numpy().astype(np.int64) - lay0) * n_items + (
+            batch.column(1).to_numpy().astype(np.int64) - first)
+        if len(pos) == 0:
+            continue
+        if pos.min() < 0 or pos.max() >= len(seen) or seen[pos].any() or len(np.unique(pos)) != len(pos):
+            bad = True  # a vector outside the run's shape, or one twice
+            break
+        seen[pos] = True
+        vec = batch.column(2)
+        n = len(vec)
+        values = vec.values.to_numpy()[vec.offset * dim:(vec.offset + n) * dim].reshape(n, dim)
         # rows arrive in insertion order: long runs of consecutive positions, copied slice by slice
-        breaks = np.flatnonzero(np.diff(p) != 1) + 1
+        breaks = np.flatnonzero(np.diff(pos) != 1) + 1
         for a, b in zip(np.r_[0, breaks], np.r_[breaks, n]):
-            flat[p[a]:p[a] + (b - a)] = values[a:b]
-        start += n
+            flat[pos[a]:pos[a] + (b - a)] = values[a:b]
+    if bad or not seen.all():
+        raise StoreError(f"run {run_id} is incomplete or inconsistent: {int(seen.sum())} of {len(seen)} "
+                         "item-layer vectors in place")
     return out, np.arange(first, first + n_items)
+
+
+#: rows per Arrow batch when reading embeddings: a few MB, copied into place while still in cache
+_BATCH_ROWS = 2048
 
 
 def load_embeddings(store, *, model: str, dataset: str, n_frames: int | None = None,
