@@ -19,10 +19,9 @@ st.markdown(f"**{item}** — " + " · ".join(row["captions"][:3]))
 try:
     from PIL import Image
 
-    from precompute.video import read_frames, sample_indices
+    from precompute.video import read_video, sample_indices
 
-    frames = read_frames(row["video"])
-    strip = [Image.fromarray(frames[i]) for i in sample_indices(len(frames), 6)]
+    strip = [Image.fromarray(f) for f in read_video(row["video"], lambda T: sample_indices(T, 6)).frames]
     st.image(strip, width=96)
 except Exception as exc:  # the video may live on another machine than the store
     st.caption(f"frames unavailable: {exc}")

@@ -16,7 +16,7 @@ import numpy as np
 from . import __version__
 from .manifest import Manifest
 from .models import Adapter, ModelError, default_name, load_adapter
-from .video import read_frames, reverse, sample_indices
+from .video import DecodedVideo, read_video, sample_indices
 from .writer import StoreWriter, run_id_for
 
 #: Bumped when extraction changes numbers for the same inputs (part of every run id).
@@ -61,28 +61,31 @@ def _crash_point() -> None:
 class FrameCache:
     """Decoded videos kept across the runs of one invocation (a sweep decodes each video once).
 
-    Bounded by ``budget_bytes``; the oldest entries go first.
+    ``wanted(T)`` names the frames any run of the invocation samples from a T-frame video; only
+    those are kept. Bounded by ``budget_bytes``; the oldest entries go first. Used from the
+    prefetch worker only.
     """
 
-    def __init__(self, budget_bytes: int = 1 << 30):
+    def __init__(self, wanted=None, budget_bytes: int = 1 << 30):
         from collections import OrderedDict
 
+        self.wanted = wanted
         self.budget = budget_bytes
         self.used = 0
-        self.entries: "OrderedDict[str, np.ndarray]" = OrderedDict()
+        self.entries: "OrderedDict[str, DecodedVideo]" = OrderedDict()
 
-    def get(self, path: str) -> np.ndarray:
+    def get(self, path: str) -> DecodedVideo:
         if path in self.entries:
             self.entries.move_to_end(path)
             return self.entries[path]
-        frames = read_frames(path)
-        frames.setflags(write=False)  # shared between runs: nobody may modify it
-        self.entries[path] = frames
-        self.used += frames.nbytes
+        video = read_video(path, self.wanted)
+        video.frames.setflags(write=False)  # shared between runs: nobody may modify it
+        self.entries[path] = video
+        self.used += video.nbytes
         while self.used > self.budget and len(self.entries) > 1:
             _, old = self.entries.popitem(last=False)
             self.used -= old.nbytes
-        return frames
+        return video
 
 
 def parse_shard(text: str | None, n_items: int) -> tuple[int, int, range]:
@@ -126,12 +129,19 @@ class Precompute:
         self.progress = progress
         self.out = out or sys.stderr  # resolved at call time, so redirected stderr is honoured
         self.summary = Summary()
-        self.frames_cache = FrameCache()
+        self.frames_cache = FrameCache(self._wanted_frames)
         # one worker thread for decoding and preprocessing: the frame cache is only touched there
         self.pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="layerscope-prepare")
         if self.batch_size < 1:
             raise ValueError(f"--batch-size must be >= 1, got {batch_size}")
         self.shard_i, self.shard_n, self.items_range = parse_shard(shard, len(manifest.items))
+
+    def _wanted_frames(self, n_total: int) -> np.ndarray:
+        """Every frame number a run of this invocation samples from a video of ``n_total`` frames."""
+        picked = np.unique(np.concatenate([sample_indices(n_total, n_f) for n_f in self.frames] or [[0]]))
+        if "reversed" in self.variants:  # the reversed video's frame i is frame T-1-i
+            picked = np.union1d(picked, n_total - 1 - picked)
+        return picked
 
     def check_captions(self):
         """Only relevant when a text or MLLM model is in the call; run before any model runs."""
@@ -300,14 +310,15 @@ class Precompute:
             return adapter.prepare_texts(texts), notes
         videos = []
         for it in batch:
-            frames = self.frames_cache.get(it.video)
-            if p.variant == "reversed":
-                frames = reverse(frames)
-            if len(frames) < p.n_frames:
+            video = self.frames_cache.get(it.video)
+            T = video.n_frames
+            if T < p.n_frames:
                 notes.setdefault("short_videos", {})[it.item_id] = {
-                    "frames": int(len(frames)), "asked": p.n_frames,
+                    "frames": T, "asked": p.n_frames,
                     "handled": "uniform sampling repeats frames (round(linspace(0, T-1, n_f)))"}
-            videos.append(frames[sample_indices(len(frames), p.n_frames)])
+            picked = sample_indices(T, p.n_frames)
+            # the reversed video's i-th frame is frame T-1-i of the original
+            videos.append(video.take(T - 1 - picked if p.variant == "reversed" else picked))
         return adapter.prepare_videos(videos, image_mode=self.image_mode), notes
 
     @staticmethod

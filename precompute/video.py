@@ -23,8 +23,38 @@ def _frame_files(folder: Path) -> list[Path]:
     return sorted(p for p in folder.iterdir() if p.suffix.lower() in IMAGE_SUFFIXES)
 
 
-def read_frames(path) -> np.ndarray:
-    """All frames of a video file (any container PyAV reads) or a folder of images, ``(T, H, W, 3)`` uint8."""
+class DecodedVideo:
+    """The frames of one video that a job needs, with the video's length.
+
+    ``n_frames``: frames in the video (T); ``index``: the kept frame numbers, ascending;
+    ``frames``: ``(len(index), H, W, 3)`` uint8. A 10 s 720p clip is ~0.8 GB as RGB: a sweep that
+    samples 16 of its 300 frames keeps 16.
+    """
+
+    def __init__(self, n_frames: int, index: np.ndarray, frames: np.ndarray):
+        self.n_frames, self.index, self.frames = int(n_frames), np.asarray(index, dtype=np.int64), frames
+
+    @property
+    def nbytes(self) -> int:
+        return self.frames.nbytes
+
+    def take(self, indices) -> np.ndarray:
+        """Frames ``indices`` (frame numbers of the whole video; must be kept) as ``(n, H, W, 3)``."""
+        indices = np.asarray(indices, dtype=np.int64)
+        pos = np.searchsorted(self.index, indices)
+        if (pos >= len(self.index)).any() or (self.index[np.minimum(pos, len(self.index) - 1)] != indices).any():
+            raise ValueError(f"frames {sorted(set(indices.tolist()) - set(self.index.tolist()))} were not decoded")
+        return self.frames[pos]
+
+
+def read_video(path, wanted=None) -> DecodedVideo:
+    """Decode a video file (any container PyAV reads) or a folder of images, keeping the frames in
+    ``wanted(T)`` (a callable from the frame count to frame numbers; default: all).
+
+    Every frame is decoded (inter-frame codecs need it), but only the wanted ones are converted to
+    RGB and kept; a frame folder reads only the wanted images. When the container's frame count
+    turns out wrong, the video is decoded a second time with the true count.
+    """
     path = Path(path)
     if not path.exists():
         raise VideoError(f"video {path} does not exist")
@@ -34,26 +64,66 @@ def read_frames(path) -> np.ndarray:
         files = _frame_files(path)
         if not files:
             raise VideoError(f"frame folder {path} holds no images ({', '.join(sorted(IMAGE_SUFFIXES))})")
-        frames = [np.asarray(Image.open(f).convert("RGB")) for f in files]
+        index = _wanted(wanted, len(files))
+        frames = [np.asarray(Image.open(files[i]).convert("RGB")) for i in index]
         if len({f.shape for f in frames}) != 1:
             raise VideoError(f"frame folder {path} mixes image sizes")
-        return np.stack(frames)
-    import av
-
+        return DecodedVideo(len(files), index, np.stack(frames))
     try:
-        with av.open(str(path)) as container:
-            if not container.streams.video:
-                raise VideoError(f"{path} has no video stream")
-            stream = container.streams.video[0]
-            stream.thread_type = "AUTO"  # frame- and slice-threaded decoding: decoding is the main non-model cost
-            frames = [f.to_ndarray(format="rgb24") for f in container.decode(stream)]
+        n, numbers, kept, trusted = _decode(path, wanted, None)
+        if not trusted:  # the container stated a wrong frame count: decode again with the true one
+            n, numbers, kept, _ = _decode(path, wanted, n)
     except VideoError:
         raise
     except Exception as exc:  # PyAV raises many error types for corrupt files
         raise VideoError(f"video {path} could not be decoded: {exc}") from None
-    if not frames:
+    if n == 0:
         raise VideoError(f"video {path} has no decodable frames")
-    return np.stack(frames)
+    return DecodedVideo(n, np.asarray(numbers), np.stack(kept) if kept else np.zeros((0, 0, 0, 3), np.uint8))
+
+
+def _decode(path, wanted, count):
+    """One pass: ``(T, kept frame numbers, kept RGB frames, whether the count used was right)``."""
+    import av
+
+    with av.open(str(path)) as container:
+        if not container.streams.video:
+            raise VideoError(f"{path} has no video stream")
+        stream = container.streams.video[0]
+        stream.thread_type = "AUTO"  # frame- and slice-threaded decoding: decoding is the main non-model cost
+        count = count or int(stream.frames or 0)
+        keep = set(_wanted(wanted, count).tolist()) if wanted is not None and count > 0 else None
+        kept, numbers, n = [], [], 0
+        for frame in container.decode(stream):
+            if keep is None:
+                # all frames, or a container that does not state its length: hold the decoded
+                # (YUV, half the size of RGB) frames and convert the wanted ones once T is known
+                kept.append(frame if wanted is not None else frame.to_ndarray(format="rgb24"))
+                numbers.append(n)
+            elif n in keep:
+                kept.append(frame.to_ndarray(format="rgb24"))
+                numbers.append(n)
+            n += 1
+    if wanted is not None and keep is None:
+        index = _wanted(wanted, n)
+        kept, numbers = [kept[i].to_ndarray(format="rgb24") for i in index], list(index)
+    return n, numbers, kept, keep is None or n == count
+
+
+def _wanted(wanted, n_total: int) -> np.ndarray:
+    if n_total < 1:
+        return np.zeros(0, dtype=np.int64)
+    if wanted is None:
+        return np.arange(n_total)
+    index = np.unique(np.asarray(wanted(n_total), dtype=np.int64))
+    if len(index) and (index[0] < 0 or index[-1] >= n_total):
+        raise ValueError(f"wanted frames must lie in 0..{n_total - 1}")
+    return index
+
+
+def read_frames(path) -> np.ndarray:
+    """All frames of a video file (any container PyAV reads) or a folder of images, ``(T, H, W, 3)`` uint8."""
+    return read_video(path).frames
 
 
 def count_frames(path) -> int:

@@ -5,7 +5,7 @@ import pytest
 
 from precompute.manifest import ManifestError, load_manifest
 from precompute.synthetic_video import index_frames, write_video
-from precompute.video import clip_indices, read_frames, reverse, sample_indices
+from precompute.video import clip_indices, read_frames, read_video, reverse, sample_indices
 from tests.precompute.helpers import make_dataset, make_index_dataset
 
 
@@ -100,3 +100,52 @@ def test_frames_decode_exactly_and_reverse(tmp_path):
     for k, f in enumerate(index_frames(7)):
         Image.fromarray(f).save(folder / f"{k:03d}.png")
     assert read_frames(folder)[:, 0, 0, 0].tolist() == list(range(7))
+
+
+@pytest.mark.parametrize("suffix", [".mkv", ".mp4"])  # Matroska states no frame count, MP4 does
+def test_read_video_keeps_only_the_wanted_frames(tmp_path, suffix):
+    frames = index_frames(30)
+    path = write_video(tmp_path / f"v{suffix}", frames)
+    seen = []
+
+    def wanted(T):
+        seen.append(T)
+        return sample_indices(T, 5)
+
+    video = read_video(path, wanted)
+    assert video.n_frames == 30 and seen == [30]
+    assert video.index.tolist() == [0, 7, 14, 22, 29]  # round(linspace(0, 29, 5)), half to even
+    full = read_frames(path)
+    np.testing.assert_array_equal(video.frames, full[[0, 7, 14, 22, 29]])
+    np.testing.assert_array_equal(video.take([29, 0, 0]), full[[29, 0, 0]])
+    with pytest.raises(ValueError, match=r"frames \[1\] were not decoded"):
+        video.take([0, 1])
+
+
+def test_read_video_with_a_wrong_stated_frame_count_decodes_again(tmp_path, monkeypatch):
+    import precompute.video as V
+
+    path = write_video(tmp_path / "v.mkv", index_frames(12))
+    calls = []
+    real = V._decode
+
+    def lying(p, wanted, count):  # the first pass believes a container that says 40 frames
+        calls.append(count)
+        return real(p, wanted, 40 if count is None else count)
+
+    monkeypatch.setattr(V, "_decode", lying)
+    video = read_video(path, lambda T: [0, T - 1])
+    assert calls == [None, 12]
+    assert video.n_frames == 12 and video.frames[:, 0, 0, 0].tolist() == [0, 11]
+
+
+def test_read_video_from_a_frame_folder_reads_only_wanted_images(tmp_path):
+    from PIL import Image
+
+    folder = tmp_path / "frames"
+    folder.mkdir()
+    for k, f in enumerate(index_frames(9)):
+        Image.fromarray(f).save(folder / f"{k:03d}.png")
+    (folder / "004.png").write_bytes(b"not a png")  # never opened: not wanted
+    video = read_video(folder, lambda T: [0, 8])
+    assert video.n_frames == 9 and video.frames[:, 0, 0, 0].tolist() == [0, 8]
