@@ -24,9 +24,9 @@ def store_path() -> str:
 
 @st.cache_resource(show_spinner=False)
 def _connection(path: str, mtime: float):
-    import duckdb
+    from analysis.store import connect
 
-    return duckdb.connect(path, read_only=True)
+    return connect(path, read_only=True)  # refuses a store of another schema version, saying what to do
 
 
 def connection():
@@ -36,7 +36,7 @@ def connection():
         return None
     try:
         base = _connection(path, os.path.getmtime(path))
-    except Exception as exc:  # locked by a writer, or not a DuckDB file
+    except Exception as exc:  # locked by a writer, another schema version, or not a DuckDB file
         st.error(f"Cannot open the store {path}: {exc}")
         st.stop()
     return base.cursor()  # cursors are cheap and keep concurrent sessions apart

@@ -81,6 +81,20 @@ def test_missing_store_shows_how_to_start(tmp_path, monkeypatch):
     assert "No LayerScope store" in at.info[0].value
 
 
+def test_store_of_an_older_schema_says_how_to_upgrade(one_model_store, tmp_path, monkeypatch):
+    import shutil
+
+    import duckdb
+
+    old = tmp_path / "old.duckdb"
+    shutil.copy(one_model_store, old)
+    con = duckdb.connect(str(old))
+    con.execute("UPDATE meta SET value = '2' WHERE key = 'schema_version'")
+    con.close()
+    at = app(old, monkeypatch)
+    assert "schema version 2" in at.error[0].value and "layerscope migrate --store" in at.error[0].value
+
+
 @pytest.mark.parametrize("page", PAGES)
 def test_one_model_store_explains_what_is_missing(one_model_store, monkeypatch, page):
     at = app(one_model_store, monkeypatch, page)
