@@ -134,6 +134,9 @@ def _classify(config, modality_override: str | None) -> tuple[str, str]:
 class Adapter:
     """Loads the model and its processor; subclasses pool one batch."""
 
+    #: the vision tower takes a clip's frames as a batch of images (X-CLIP); see FRAME_TOWER_TYPES
+    frame_tower = False
+
     def __init__(self, spec: str, *, device="cpu", dtype="float32", trust_remote_code=False,
                  modality: str | None = None):
         from transformers import AutoConfig
@@ -256,7 +259,7 @@ class Adapter:
         inputs = {k: (v.to(self.device, self.dtype) if k in PIXEL_KEYS else v.to(self.device))
                   for k, v in prepared.inputs.items()}
         frames_per_unit = None
-        if getattr(self, "frame_tower", False):  # (U, T, C, H, W) clips -> U*T frames, as the tower expects
+        if self.frame_tower:  # (U, T, C, H, W) clips -> U*T frames, as the tower expects
             px = inputs[self.pixel_key]
             frames_per_unit = px.shape[1]
             inputs[self.pixel_key] = px.reshape(-1, *px.shape[2:])
@@ -330,7 +333,7 @@ class VisionAdapter(Adapter):
     def _probe(self):
         size = self._input_size()
         if self.modality == "video":
-            shape = (self.native_frames, 3, size, size) if getattr(self, "frame_tower", False) else (
+            shape = (self.native_frames, 3, size, size) if self.frame_tower else (
                 1, self.native_frames, 3, size, size)
         else:
             shape = (1, 3, size, size)
@@ -388,11 +391,6 @@ class VisionAdapter(Adapter):
                 units.append(f)
                 owner.append(b)
         return Prepared({self.pixel_key: self._pixels(units, videos=False)}, len(videos), np.asarray(owner))
-
-    def embed_units(self, units) -> np.ndarray:
-        """``(L, U, d)``: one forward per clip (video, a list of frames) or frame (image), no averaging."""
-        px = self._pixels(units, videos=self.modality == "video")
-        return self.run(Prepared({self.pixel_key: px}, len(units)))
 
 
 class TextAdapter(Adapter):
