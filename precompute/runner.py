@@ -272,17 +272,18 @@ class Precompute:
                 bar.update(len(batch))
                 _crash_point()
                 if b0 + len(batch) >= len(items):
-                    self._finished(name, p, notes[p.run_id])
+                    self._finished(name, p, notes[p.run_id], bar)
         finally:
             if ahead is not None:
                 ahead.cancel()
             bar.close()
 
-    def _finished(self, name, p, notes):
+    def _finished(self, name, p, notes, bar):
         self.summary.runs_computed += 1
         for kind, entries in notes.items():
-            print(f"\nnote: {name} {self._label(p)}: {kind}: {len(entries)} item(s) "
-                  f"({next(iter(entries.values()))['handled']})", file=self.out)
+            # above the progress bar, which stays whole below it
+            bar.write(f"note: {name} {self._label(p)}: {kind}: {len(entries)} item(s) "
+                      f"({next(iter(entries.values()))['handled']})", file=self.out)
 
     @staticmethod
     def _label(p: RunPlan) -> str:
