@@ -163,22 +163,25 @@ def _read_vectors(con, run_id, n_layers, n_items, dim, layer=None) -> tuple[np.n
     flat = out.reshape(n_l * n_items, dim)
     seen = np.zeros(n_l * n_items, dtype=bool)
     bad = False
-    for batch in reader:
-        pos = (batch.column(0).to_numpy().astype(np.int64) - lay0) * n_items + (
-            batch.column(1).to_numpy().astype(np.int64) - first)
-        if len(pos) == 0:
-            continue
-        if pos.min() < 0 or pos.max() >= len(seen) or seen[pos].any() or len(np.unique(pos)) != len(pos):
-            bad = True  # a vector outside the run's shape, or one twice
-            break
-        seen[pos] = True
-        vec = batch.column(2)
-        n = len(vec)
-        values = vec.values.to_numpy()[vec.offset * dim:(vec.offset + n) * dim].reshape(n, dim)
-        # rows arrive in insertion order: long runs of consecutive positions, copied slice by slice
-        breaks = np.flatnonzero(np.diff(pos) != 1) + 1
-        for a, b in zip(np.r_[0, breaks], np.r_[breaks, n]):
-            flat[pos[a]:pos[a] + (b - a)] = values[a:b]
+    try:
+        for batch in reader:
+            pos = (batch.column(0).to_numpy().astype(np.int64) - lay0) * n_items + (
+                batch.column(1).to_numpy().astype(np.int64) - first)
+            if len(pos) == 0:
+                continue
+            if pos.min() < 0 or pos.max() >= len(seen) or seen[pos].any() or len(np.unique(pos)) != len(pos):
+                bad = True  # a vector outside the run's shape, or one twice
+                break
+            seen[pos] = True
+            vec = batch.column(2)
+            n = len(vec)
+            values = vec.values.to_numpy()[vec.offset * dim:(vec.offset + n) * dim].reshape(n, dim)
+            # rows arrive in insertion order: long runs of consecutive positions, copied slice by slice
+            breaks = np.flatnonzero(np.diff(pos) != 1) + 1
+            for a, b in zip(np.r_[0, breaks], np.r_[breaks, n]):
+                flat[pos[a]:pos[a] + (b - a)] = values[a:b]
+    finally:
+        reader.close()  # release an unfinished stream now, not at the next query
     if bad or not seen.all():
         raise StoreError(f"run {run_id} is incomplete or inconsistent: {int(seen.sum())} of {len(seen)} "
                          "item-layer vectors in place")

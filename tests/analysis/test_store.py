@@ -65,6 +65,7 @@ def test_a_damaged_run_is_refused_not_returned(tmp_path, X, damage):
     con = connect(tmp_path / "s.duckdb")
     with pytest.raises(StoreError, match="run r1 is incomplete or inconsistent"):
         load_run(con, "r1")
+    assert con.execute("SELECT count(*) FROM runs").fetchall() == [(1,)]  # the connection is still usable
     con.close()
 
 
