@@ -18,7 +18,7 @@ from analysis.results import rows
 from analysis.schema import create_all, embedding_writer_settings, embedding_table, ensure_embedding_table
 from analysis.store import StoreError, connect
 
-from .writer import run_id_for
+from .writer import insert_arrow, run_id_for
 
 
 def merge_stores(target, sources, *, log=print) -> dict:
@@ -107,11 +107,7 @@ def _write_full_run(con, full_id, parts):
                               params={"r": run["run_id"]}).to_arrow_table()
             finally:
                 s.close()
-            con.register("_rows", table)
-            try:
-                con.execute(f"INSERT INTO {target} SELECT ?, layer, idx, vec FROM _rows", [full_id])
-            finally:
-                con.unregister("_rows")
+            insert_arrow(con, target, table, "?, layer, idx, vec", [full_id])
         con.execute("COMMIT")
     except Exception:
         con.execute("ROLLBACK")

@@ -9,11 +9,12 @@ exactly as it was. Result tables are kept: their numbers do not depend on the st
 from __future__ import annotations
 
 import numpy as np
-import pyarrow as pa
 
 from analysis.schema import (MIGRATABLE, SCHEMA_VERSION, SchemaError, create_all, embedding_writer_settings,
                              ensure_embedding_table, stored_version)
 from analysis.store import connect
+
+from .writer import embedding_rows, insert_arrow
 
 
 def migrate_store(path, *, log=print) -> dict:
@@ -70,15 +71,7 @@ def _copy_run_v2(con, run_id: str, dim: int) -> int:
         layers.append(np.full(n, layer, np.int16))
         idx.append(np.arange(first, first + n, dtype=np.int32))
         vecs.append(block)
-    table = pa.table({
-        "run_id": pa.array([run_id] * sum(len(i) for i in idx)),
-        "layer": pa.array(np.concatenate(layers)),
-        "idx": pa.array(np.concatenate(idx)),
-        "vec": pa.FixedSizeListArray.from_arrays(pa.array(np.concatenate(vecs)), dim),
-    })
-    con.register("_migrate_rows", table)
-    try:
-        con.execute(f"INSERT INTO {target} SELECT run_id, layer, idx, vec FROM _migrate_rows")
-    finally:
-        con.unregister("_migrate_rows")
+    table = embedding_rows(run_id, np.concatenate(layers), np.concatenate(idx),
+                           np.concatenate(vecs).reshape(-1, dim))
+    insert_arrow(con, target, table, "run_id, layer, idx, vec")
     return len(table)

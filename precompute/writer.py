@@ -26,6 +26,27 @@ def run_id_for(config: dict) -> str:
     return "r" + hashlib.sha256(json.dumps(config, sort_keys=True).encode()).hexdigest()[:15]
 
 
+def insert_arrow(con, target: str, table: pa.Table, select: str, params=None) -> None:
+    """``INSERT INTO target SELECT <select> FROM`` an Arrow table (``params`` fill ``?`` in ``select``)."""
+    con.register("_arrow_rows", table)
+    try:
+        con.execute(f"INSERT INTO {target} SELECT {select} FROM _arrow_rows", params or [])
+    finally:
+        con.unregister("_arrow_rows")
+
+
+def embedding_rows(run_id: str, layers, idx, vectors: np.ndarray) -> pa.Table:
+    """The embeddings-table rows of one run: ``layers``/``idx`` ``(n,)``, ``vectors`` ``(n, dim)``."""
+    block = np.ascontiguousarray(vectors, dtype="<f4")
+    # the FixedSizeList wraps the numpy buffer without a copy
+    return pa.table({
+        "run_id": pa.array([run_id] * len(block)),
+        "layer": pa.array(np.asarray(layers, dtype=np.int16)),
+        "idx": pa.array(np.asarray(idx, dtype=np.int32)),
+        "vec": pa.FixedSizeListArray.from_arrays(pa.array(block.reshape(-1)), block.shape[1]),
+    })
+
+
 class StoreWriter:
     """The single read-write connection of a precompute process."""
 
@@ -43,13 +64,6 @@ class StoreWriter:
 
     def close(self):
         self.con.close()
-
-    def _insert_arrow(self, target: str, table: pa.Table, select: str) -> None:
-        self.con.register("_arrow_rows", table)
-        try:
-            self.con.execute(f"INSERT INTO {target} SELECT {select} FROM _arrow_rows")
-        finally:
-            self.con.unregister("_arrow_rows")
 
     # ---- datasets and items --------------------------------------------------------
     def put_dataset(self, name: str, manifest: Manifest) -> None:
@@ -74,7 +88,7 @@ class StoreWriter:
                 "negatives": pa.array([it.negatives for it in manifest.items], pa.list_(pa.string())),
                 "metadata": [json.dumps(it.metadata) for it in manifest.items],
             })
-            self._insert_arrow("items", table, "dataset, idx, item_id, video, captions, negatives, metadata::JSON")
+            insert_arrow(self.con, "items", table, "dataset, idx, item_id, video, captions, negatives, metadata::JSON")
             self.con.execute("COMMIT")
         except Exception:
             self.con.execute("ROLLBACK")
@@ -132,18 +146,12 @@ class StoreWriter:
         L, B, d = vectors.shape
         if not 0 < n_done <= n_items:
             raise ValueError(f"run {run_id}: n_done={n_done} outside 1..{n_items}")
-        block = np.ascontiguousarray(vectors, dtype="<f4").reshape(L * B, d)
-        # one row per (layer, item); the FixedSizeList wraps the numpy buffer without a copy
-        table = pa.table({
-            "run_id": pa.array([run_id] * (L * B)),
-            "layer": pa.array(np.repeat(np.arange(L, dtype=np.int16), B)),
-            "idx": pa.array(np.tile(np.arange(first_idx, first_idx + B, dtype=np.int32), L)),
-            "vec": pa.FixedSizeListArray.from_arrays(pa.array(block.reshape(-1)), d),
-        })
+        table = embedding_rows(run_id, np.repeat(np.arange(L), B), np.tile(np.arange(first_idx, first_idx + B), L),
+                               vectors.reshape(L * B, d))
         target = self._table(d)
         self.con.execute("BEGIN")
         try:
-            self._insert_arrow(target, table, "run_id, layer, idx, vec")
+            insert_arrow(self.con, target, table, "run_id, layer, idx, vec")
             if notes:
                 self.con.execute("UPDATE runs SET config = json_merge_patch(config, ?) WHERE run_id = ?",
                                  [json.dumps({"notes": notes}), run_id])
