@@ -15,7 +15,7 @@ from collections import defaultdict
 import duckdb
 
 from analysis.results import rows
-from analysis.schema import create_all, embedding_writer_settings, embedding_table, ensure_embedding_table
+from analysis.schema import create_all, embedding_table, embedding_writer_settings, ensure_embedding_table
 from analysis.store import StoreError, connect
 
 from .writer import insert_arrow, run_id_for
