@@ -14,7 +14,8 @@ from .registry import get_metric
 from .validation import as_stack, check_k
 
 
-def _prepared(spec, stack, params, clamp_quantile):
+def prepare_layers(spec, stack, params, clamp_quantile=None) -> list:
+    """One prepared state per layer of ``stack`` ``(L, N, d)`` (the per-layer half of every grid)."""
     states = []
     for layer in stack:
         if clamp_quantile is not None:
@@ -54,8 +55,8 @@ def layer_grid(A, B=None, *, metric: str = "mutual_knn", k: int = 10, clamp_quan
         )
     if "k" in params and metric != "recall_at_k":
         check_k(A.shape[1], params["k"])
-    states_a = _prepared(spec, A, params, clamp_quantile)
-    states_b = states_a if self_grid else _prepared(spec, B, params, clamp_quantile)
+    states_a = prepare_layers(spec, A, params, clamp_quantile)
+    states_b = states_a if self_grid else prepare_layers(spec, B, params, clamp_quantile)
     return spec.kernel.score_block(states_a, states_b, **params)
 
 

@@ -170,15 +170,29 @@ def _register_demo(sub):
 def cmd_analyze(args) -> int:
     import time
 
-    from analysis.studies import analyze_store
+    from analysis.studies import analyze_store, default_jobs
 
     t0 = time.perf_counter()
-    out = analyze_store(args.store, k=args.k, metrics=args.metric or ("mutual_knn", "cka", "cknna"),
-                        references=args.reference, n_boot=args.bootstrap, datasets=args.dataset,
+    out = analyze_store(args.store, k=args.k, metrics=args.metric, references=args.reference, n_boot=args.bootstrap,
+                        datasets=args.dataset, jobs=default_jobs() if args.jobs is None else args.jobs, progress=not args.quiet,
                         log=lambda m: print(m, file=sys.stderr, flush=True))
-    print(f"analyze: {out['computed']} result(s) computed, {out['skipped']} unchanged and skipped, "
-          f"{len(out['notes'])} note(s), {time.perf_counter() - t0:.1f} s -> {args.store}")
+    print(summary_lines(out, args.store, time.perf_counter() - t0))
     return 0
+
+
+def summary_lines(out: dict, store, seconds: float) -> str:
+    """What analyze computed and what it reused, per study, then the totals."""
+    lines = []
+    for study in sorted(set(out["computed_by_study"]) | set(out["reused_by_study"])):
+        lines.append(f"  {study:<13} {out['computed_by_study'].get(study, 0):>6} computed "
+                     f"{out['reused_by_study'].get(study, 0):>6} reused")
+    s = out["settings"]
+    lines.append(f"  layer stacks prepared: {out['preparations']} ({out['layer_preparations']} layers), "
+                 f"grids scored: {out['grids_scored']}")
+    lines.append(f"analyze: {out['computed']} result(s) computed, {out['skipped']} unchanged and skipped, "
+                 f"{len(out['notes'])} note(s), {seconds:.1f} s -> {store}  "
+                 f"[k={s['k']}, metrics={','.join(s['metrics'])}, bootstrap={s['n_boot']}, seed={s['seed']}]")
+    return "\n".join(lines)
 
 
 def cmd_downstream(args) -> int:
@@ -192,12 +206,15 @@ def cmd_downstream(args) -> int:
 def _register_analyze(sub):
     p = sub.add_parser("analyze", help="grids, scaling laws, model map, downstream, temporal probes, layer choice")
     p.add_argument("--store", required=True)
-    p.add_argument("--k", type=int, default=10, help="neighbours for k-NN metrics (default 10)")
-    p.add_argument("--metric", action="append", help="pairwise metric for grids (repeatable; default "
-                   "mutual_knn, cka, cknna)")
+    p.add_argument("--k", type=int, help="neighbours for k-NN metrics (default: the store's last setting, else 10)")
+    p.add_argument("--metric", action="append", help="pairwise metric for grids (repeatable; default: the store's "
+                   "last setting, else mutual_knn, cka, cknna)")
     p.add_argument("--reference", action="append", help="reference model(s) for downstream scores "
                    "(default: every text model)")
-    p.add_argument("--bootstrap", type=int, default=200, help="bootstrap resamples for intervals (0: none)")
+    p.add_argument("--bootstrap", type=int, help="bootstrap resamples for intervals (0: none; default: the "
+                   "store's last setting, else 200)")
+    p.add_argument("--jobs", type=int, default=None, help="worker processes (default: all cores)")
+    p.add_argument("--quiet", action="store_true", help="no progress bars")
     p.add_argument("--dataset", action="append", help="only these datasets")
     p.set_defaults(func=cmd_analyze)
     d = sub.add_parser("downstream", help="downstream results for correlation")

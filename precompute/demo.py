@@ -119,10 +119,10 @@ def run_demo(*, store="data/demo.duckdb", small=False, dashboard=True, data_dir=
 
 def _analyze(store, log) -> dict:
     """Run whatever ``layerscope analyze`` offers (nothing is skipped silently)."""
-    from analysis.studies import analyze_store
+    from analysis.studies import analyze_store, default_jobs
 
     # fewer bootstrap resamples than the CLI default keep the demo within a few minutes
-    result = analyze_store(store, n_boot=DEMO_BOOTSTRAP, log=lambda m: log(f"analysis: {m}"))
+    result = analyze_store(store, n_boot=DEMO_BOOTSTRAP, jobs=default_jobs(), log=lambda m: log(f"analysis: {m}"))
     return {"analysis": {"computed": result["computed"], "skipped": result["skipped"]}}
 
 

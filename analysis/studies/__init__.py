@@ -1,0 +1,147 @@
+"""``layerscope analyze``: every study over everything in the store, cached as result tables.
+
+One module per study, run in this order per dataset (payloads are JSON in ``result_studies`` unless
+said otherwise):
+
+- :mod:`.profiles` (``result_profiles``): RankMe, LID (MLE), uniformity per layer for every run.
+- :mod:`.grids` (``result_grids``): every vision×text pair of done runs at every (n_f, n_c), and every
+  vision×vision pair at each shared n_f; best cell and a bootstrap interval for it.
+- :mod:`.scaling`: per vision×text model pair and metric, the best-cell score over the (n_f, n_c)
+  grid, the saturating law's fit, held-out errors, parameter intervals and the other forms.
+- :mod:`.model_map`: best-layer mutual k-NN between every two models, clustering, 2-D map.
+- :mod:`.downstream`: correlations between label-free scores and imported downstream results.
+- :mod:`.temporal`: Test of Time at k=1,2,3 with first-neighbour types, reorder negatives, arrow of
+  time, chiral retrieval where models share a space.
+- :mod:`.layer_choice`: per model, the layer each label-free metric recommends and their agreement.
+
+Every study asks one :class:`~analysis.studies.engine.Engine` for grids, profiles and embeddings, so
+each run's layers are prepared once and scored against every partner (cost grows with runs, not
+pairs). Results are keyed by their inputs: unchanged ones are reused, changed ones recomputed.
+"""
+
+from __future__ import annotations
+
+import json
+
+from ..schema import create_all
+from ..store import StoreError, connect
+from . import downstream, grids, layer_choice, model_map, profiles, scaling, temporal
+from .context import ANALYSIS_VERSION, Context, DatasetRuns, Settings, group_runs
+from .parallel import default_jobs
+
+__all__ = ["ANALYSIS_VERSION", "Settings", "analyze_store", "stored_settings", "default_jobs"]
+
+RESULT_TABLES = ("result_grids", "result_profiles", "result_studies")
+#: the settings a later ``analyze`` (and the dashboard's actions) reuse when given none
+SETTINGS_KEY = "analysis_settings"
+
+
+def _drop_stale_results(con, log) -> None:
+    """Result tables are caches: when their payloads changed shape (a new ANALYSIS_VERSION), clear
+    them rather than mix two formats. Embeddings and downstream results are never touched."""
+    row = con.execute("SELECT value FROM meta WHERE key = 'analysis_version'").fetchall()
+    if row and row[0][0] == str(ANALYSIS_VERSION):
+        return
+    con.execute("BEGIN")
+    for table in RESULT_TABLES:
+        con.execute(f"DELETE FROM {table}")
+    _put_meta(con, "analysis_version", str(ANALYSIS_VERSION))
+    con.execute("COMMIT")
+    if row:
+        log(f"note: cached results were from analysis version {row[0][0]}; recomputing all (now {ANALYSIS_VERSION})")
+
+
+def _put_meta(con, key: str, value: str) -> None:
+    con.execute("INSERT INTO meta VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value", [key, value])
+
+
+def stored_settings(con) -> dict:
+    """The analysis settings the store was last analysed with (``{}`` if never)."""
+    try:
+        row = con.execute("SELECT value FROM meta WHERE key = ?", [SETTINGS_KEY]).fetchall()
+    except Exception:  # a store without a meta table has never been analysed
+        return {}
+    return json.loads(row[0][0]) if row else {}
+
+
+def _resolve(con, k, metrics, references, n_boot, seed) -> Settings:
+    saved = stored_settings(con)
+    given = {"k": k, "metrics": metrics, "references": references, "n_boot": n_boot, "seed": seed}
+    merged = {name: (value if value is not None else saved.get(name)) for name, value in given.items()}
+    s = Settings()
+    for name, value in merged.items():
+        if value is not None:
+            setattr(s, name, tuple(value) if name in ("metrics", "references") else int(value))
+    return s
+
+
+def _plan(con, datasets, ctx) -> dict[str, DatasetRuns]:
+    from ..results import rows as fetch
+
+    rows = fetch(con, "SELECT * FROM runs ORDER BY dataset, model, run_id")
+    if not rows:
+        raise StoreError("the store has no runs yet; run `layerscope precompute` or `layerscope demo` first")
+    for r in rows:
+        if r["status"] != "done":
+            ctx.note(f"run {r['run_id']} ({r['model']} on {r['dataset']}) is not done "
+                     f"({r['n_done']}/{r['n_items']}); left out — rerun its precompute command to finish it")
+    by_dataset = group_runs(rows)
+    if datasets:
+        missing = set(datasets) - set(by_dataset)
+        if missing:
+            raise StoreError(f"no done runs for dataset(s) {sorted(missing)}; datasets: {sorted(by_dataset)}")
+    return {ds: DatasetRuns(ds, runs, runs[0]["n_items"]) for ds, runs in by_dataset.items()
+            if not datasets or ds in datasets}
+
+
+def run_dataset(ctx: Context, d: DatasetRuns) -> None:
+    """Every study of one dataset, in dependency order (later studies read earlier results)."""
+    if d.n_items <= ctx.settings.k:
+        ctx.note(f"dataset {d.name!r} has {d.n_items} items, too few for k={ctx.settings.k}: "
+                 "pass a smaller --k; skipped")
+        return
+    ctx.log(f"analyze {d.name}: {len(d.runs)} run(s)")
+    profiles.run(ctx, d)
+    pairs = grids.run(ctx, d)
+    scaling.run(ctx, d, pairs)
+    model_map.run(ctx, d)
+    downstream.run(ctx, d)
+    temporal.run(ctx, d)
+    layer_choice.run(ctx, d)
+
+
+def analyze_store(store, *, k=None, metrics=None, references=None, n_boot=None, datasets=None, seed=None,
+                  jobs: int = 1, progress: bool = False, log=print) -> dict:
+    """Compute every study the store supports; idempotent (unchanged inputs are reused).
+
+    Settings left ``None`` are the store's own (from its last analysis), else the defaults
+    (k=10, mutual_knn/cka/cknna, every text model as reference, 200 resamples, seed 0); the
+    settings used are saved for the next run. ``jobs`` processes share independent work.
+
+    Returns ``{"computed", "skipped", "notes", "computed_by_study", "reused_by_study",
+    "preparations", "layer_preparations", "grids_scored", "settings"}``.
+    """
+    con = connect(store, read_only=False)
+    ctx = None
+    try:
+        create_all(con, str(store))
+        s = _resolve(con, k, metrics, references, n_boot, seed)
+        s.jobs = int(jobs)
+        s.check()
+        known = {r[0] for r in con.execute("SELECT model FROM models").fetchall()}
+        bad_refs = [r for r in s.references if r not in known]
+        if bad_refs:
+            raise StoreError(f"unknown --reference model(s) {bad_refs}; models: {sorted(known)}")
+        _drop_stale_results(con, log)
+        ctx = Context(store, con, s, log=log, progress=progress)
+        plan = _plan(con, datasets, ctx)
+        saved = {"k": s.k, "metrics": list(s.metrics), "references": list(s.references), "n_boot": s.n_boot,
+                 "seed": s.seed}
+        _put_meta(ctx.con, SETTINGS_KEY, json.dumps(saved))
+        for d in plan.values():
+            run_dataset(ctx, d)
+        out = ctx.summary()
+        out["settings"] = saved
+        return out
+    finally:
+        (ctx.con if ctx is not None else con).close()

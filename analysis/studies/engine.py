@@ -1,0 +1,182 @@
+"""The study engine: every run's layers are prepared once and scored against every partner.
+
+Cost model. A layer×layer grid costs one *preparation* per layer (normalising, neighbour lists,
+centred Gram pieces; the expensive part) plus one cheap *score* per layer pair. Preparing inside
+every pair loop makes a study's cost grow with the number of pairs; here each (run, metric,
+parameters) is prepared at most once while its states are held, so the cost grows with runs.
+
+Memory stays bounded: embeddings and prepared states live in byte-budgeted LRU caches
+(``state_budget``, ``emb_budget``), and the grid study walks pairs in blocks that fit the budget
+(:meth:`Engine.blocks`), so a store of any size is analysed with at most the budget held.
+
+The engine never writes; studies ask it for grids, profiles and embeddings and write result rows.
+A cell from :meth:`Engine.grid` is bitwise the value :func:`analysis.grid.layer_grid` gives for the
+same two runs (the same ``prepare``/``score_block`` code on the same arrays).
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..grid import layer_profile, prepare_layers
+from ..registry import get_metric
+from ..store import StoreError, load_run
+from ..validation import as_stack, check_k
+
+#: Default byte budgets; ``analyze --memory`` style callers may pass others.
+STATE_BUDGET = 2 << 30
+EMB_BUDGET = 2 << 30
+
+
+def _nbytes(obj) -> int:
+    """Bytes held by numpy arrays inside a prepared state (dataclass, tuple, list or array)."""
+    if isinstance(obj, np.ndarray):
+        return obj.nbytes
+    if isinstance(obj, (list, tuple)):
+        return sum(_nbytes(o) for o in obj)
+    if hasattr(obj, "__dict__"):
+        return sum(_nbytes(v) for v in vars(obj).values())
+    if hasattr(obj, "data") and hasattr(obj, "indices"):  # scipy sparse
+        return obj.data.nbytes + obj.indices.nbytes
+    return 0
+
+
+class _LRU:
+    """Least-recently-used cache bounded by bytes (one item may exceed the budget on its own)."""
+
+    def __init__(self, budget: int):
+        self.budget = int(budget)
+        self.items: OrderedDict = OrderedDict()
+        self.sizes: dict = {}
+        self.used = 0
+
+    def get(self, key):
+        if key in self.items:
+            self.items.move_to_end(key)
+            return self.items[key]
+        return None
+
+    def put(self, key, value, size: int):
+        self.items[key] = value
+        self.sizes[key] = size
+        self.used += size
+        while self.used > self.budget and len(self.items) > 1:
+            old, _ = self.items.popitem(last=False)
+            self.used -= self.sizes.pop(old)
+
+
+@dataclass
+class Counters:
+    """What the engine did: preparations per (run, metric) and pair scores, for reports and tests."""
+
+    preparations: int = 0  # layer stacks prepared (one per run × metric × parameters while cached)
+    layer_preparations: int = 0  # individual layers prepared
+    grids_scored: int = 0
+    profiles: int = 0
+    prepared_keys: list = field(default_factory=list)
+
+    def add(self, other: dict) -> None:
+        """Add a worker's counts (a dict of the same fields)."""
+        for name, value in other.items():
+            setattr(self, name, getattr(self, name) + value)
+
+
+def _key_params(params: dict) -> tuple:
+    return tuple(sorted((k, v) for k, v in params.items()))
+
+
+class Engine:
+    """Per-run prepared states, computed once and shared by every study.
+
+    Args:
+        con: an open DuckDB connection to the store (read-only is enough).
+        clamp_quantile: optional per-feature outlier clamp applied before preparing (as ``layer_grid``).
+        state_budget, emb_budget: byte budgets of the two caches.
+    """
+
+    def __init__(self, con, *, clamp_quantile=None, state_budget: int = STATE_BUDGET, emb_budget: int = EMB_BUDGET):
+        self.con = con
+        self.clamp_quantile = clamp_quantile
+        self._emb = _LRU(emb_budget)
+        self._states = _LRU(state_budget)
+        self._grids: dict = {}
+        self._profiles: dict = {}
+        self.counters = Counters()
+
+    # ------------------------------------------------------------------ embeddings
+    def emb(self, run_id: str) -> np.ndarray:
+        """``(L, N, d)`` embeddings of one run as the metrics take them (validated, finite)."""
+        E = self._emb.get(run_id)
+        if E is None:
+            raw = load_run(self.con, run_id)
+            try:
+                E = as_stack(raw, f"run {run_id}")
+            except ValueError as exc:
+                raise StoreError(f"run {run_id}: {exc}") from None
+            self._emb.put(run_id, E, E.nbytes)
+        return E
+
+    # ------------------------------------------------------------------ prepared states
+    def resolve(self, metric: str, **params) -> dict:
+        spec = get_metric(metric)
+        if "k" not in spec.params:
+            params.pop("k", None)
+        return spec.resolve(**params)
+
+    def states(self, run_id: str, metric: str, **params) -> list:
+        """The per-layer prepared states of ``run_id`` for ``metric`` (prepared once while cached)."""
+        spec = get_metric(metric)
+        params = self.resolve(metric, **params)
+        key = (run_id, metric, _key_params(params))
+        st = self._states.get(key)
+        if st is None:
+            E = self.emb(run_id)
+            if "k" in params:
+                check_k(E.shape[1], params["k"])
+            st = prepare_layers(spec, E, params, self.clamp_quantile)
+            self._states.put(key, st, _nbytes(st))
+            self.counters.preparations += 1
+            self.counters.layer_preparations += len(st)
+            self.counters.prepared_keys.append(key)
+        return st
+
+    def grid(self, run_a: str, run_b: str, metric: str, **params) -> np.ndarray:
+        """``(La, Lb)`` grid of ``metric`` between two runs, from prepared states (memoised)."""
+        spec = get_metric(metric)
+        params = self.resolve(metric, **params)
+        key = (run_a, run_b, metric, _key_params(params))
+        if key in self._grids:
+            return self._grids[key]
+        sa = self.states(run_a, metric, **params)
+        sb = sa if run_b == run_a else self.states(run_b, metric, **params)
+        if spec.kernel.paired and len(sa) and len(sb):
+            na, nb = self.emb(run_a).shape[1], self.emb(run_b).shape[1]
+            if na != nb:
+                raise StoreError(f"runs {run_a} and {run_b} hold different item counts ({na} and {nb})")
+        g = spec.kernel.score_block(sa, sb, **params)
+        self._grids[key] = g
+        self.counters.grids_scored += 1
+        return g
+
+    def profile(self, run_id: str, metric: str, **params) -> np.ndarray:
+        """``(L,)`` values of a single-space metric per layer (memoised)."""
+        key = (run_id, metric, _key_params(params))
+        if key not in self._profiles:
+            with np.errstate(divide="ignore", invalid="ignore"):
+                self._profiles[key] = layer_profile(self.emb(run_id), metric=metric, **params)
+            self.counters.profiles += 1
+        return self._profiles[key]
+
+    def blocks(self, run_ids: list[str], metric: str, **params) -> list[list[str]]:
+        """Split ``run_ids`` into blocks whose prepared states fit half the state budget together,
+        so a grid loop ``for block: for a in others: for b in block`` prepares each ``b`` once per
+        block and each ``a`` once per block (estimated from the first run's prepared size)."""
+        if not run_ids:
+            return []
+        size = max(1, _nbytes(self.states(run_ids[0], metric, **params)))
+        per_block = max(1, int(self._states.budget // 2 // size))
+        return [run_ids[i:i + per_block] for i in range(0, len(run_ids), per_block)]
+

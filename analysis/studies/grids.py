@@ -1,0 +1,103 @@
+"""Grids study: every vision×text pair of done runs at every (n_f, n_c), every vision×vision pair at
+each shared n_f, for each pairwise metric; the best cell and a bootstrap interval for it.
+
+Rows go to ``result_grids``. The pair loop is ``metric → block of partner runs → run``: each run's
+layers are prepared once per metric (once per block when the partners do not fit the engine's
+memory budget), never once per pair. With ``jobs > 1`` the stale pairs are scored in worker processes
+(one task per run against all its partners, so each worker prepares a partner once).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+import numpy as np
+
+from .. import results as R
+from ..bootstrap import bootstrap_ci
+from ..grid import best_cell
+from ..registry import get_metric
+from .context import ANALYSIS_VERSION, Context, DatasetRuns
+from .parallel import run_tasks
+
+
+def pair_list(d: DatasetRuns, metrics) -> list[tuple]:
+    """``(kind, run_a, run_b, metric)`` for every grid the dataset gets, in scoring order."""
+    out = []
+    for metric in metrics:
+        for a in d.vision:
+            for b in d.text:
+                out.append(("vision_text", a, b, metric))
+        by_model = defaultdict(dict)
+        for r in d.vision:
+            by_model[r["model"]][r["n_frames"]] = r
+        models = sorted(by_model)
+        for i, ma in enumerate(models):
+            for mb in models[i + 1:]:
+                for n_f in sorted(set(by_model[ma]) & set(by_model[mb])):
+                    out.append(("vision_vision", by_model[ma][n_f], by_model[mb][n_f], metric))
+    return out
+
+
+def result_keys(ctx: Context, a, b, metric) -> tuple[str, str]:
+    s = ctx.settings
+    params = s.params_for(metric)
+    rid = R.key("grid", a["run_id"], b["run_id"], metric, params, ANALYSIS_VERSION)
+    ikey = R.key(a["run_id"], a["finished"], b["run_id"], b["finished"], s.n_boot, s.seed)
+    return rid, ikey
+
+
+def score_pair(engine, run_a: str, run_b: str, metric: str, params: dict, n_boot: int, seed: int) -> dict:
+    """The grid, its best cell and the best cell's bootstrap interval (one task's unit of work)."""
+    grid = engine.grid(run_a, run_b, metric, **params)
+    spec = get_metric(metric)
+    la, lb, value = best_cell(grid, higher_is_better=spec.higher_is_better is not False)
+    lo = hi = None
+    if n_boot >= 2:
+        ci = bootstrap_ci(metric, engine.emb(run_a)[la], engine.emb(run_b)[lb], n_boot=n_boot, seed=seed, **params)
+        lo, hi = ci.low, ci.high
+    return {"grid": grid, "best_a": la, "best_b": lb, "best_value": value, "ci_low": lo, "ci_high": hi}
+
+
+def run(ctx: Context, d: DatasetRuns) -> list[tuple]:
+    """Compute stale grids; returns every ``(run_a, run_b, metric)`` vision×text pair (for scaling)."""
+    if not d.vision or not d.text:
+        ctx.note(f"dataset {d.name!r}: no vision×text pair of done runs (vision: {len(d.vision)}, "
+                 f"text: {len(d.text)}); grids, scaling and temporal alignment need both")
+    s = ctx.settings
+    pairs = pair_list(d, s.metrics)
+    stale = []
+    for kind, a, b, metric in pairs:
+        rid, ikey = result_keys(ctx, a, b, metric)
+        if ctx.fresh("grids", "result_grids", rid, ikey):
+            stale.append((kind, a, b, metric, rid, ikey))
+    tasks = [(a["run_id"], b["run_id"], metric, s.params_for(metric), s.n_boot, s.seed)
+             for _, a, b, metric, _, _ in stale]
+    if tasks:
+        ctx.log(f"grids {d.name}: {len(tasks)} of {len(pairs)} to compute")
+    for (kind, a, b, metric, rid, ikey), res in zip(stale, run_tasks(ctx, "grid", tasks, label=f"grids {d.name}")):
+        R.put_grid(ctx.con, result_id=rid, dataset=d.name, pair_kind=kind, model_a=a["model"], model_b=b["model"],
+                   run_a=a["run_id"], run_b=b["run_id"], n_frames=a["n_frames"],
+                   n_captions=b["n_captions"] if kind == "vision_text" else None,
+                   n_frames_b=b["n_frames"] if kind == "vision_vision" else None, metric=metric,
+                   params=s.params_for(metric), grid=res["grid"], best_a=res["best_a"], best_b=res["best_b"],
+                   best_value=res["best_value"], ci_low=res["ci_low"], ci_high=res["ci_high"],
+                   n_boot=s.n_boot if s.n_boot >= 2 else 0, input_key=ikey)
+    return [(a, b, metric) for kind, a, b, metric in pairs if kind == "vision_text"]
+
+
+def stored_grid(ctx: Context, a: dict, b: dict, metric: str, **params) -> np.ndarray:
+    """The grid of runs ``a`` × ``b``: from the engine's memo, else the result table, else computed.
+
+    A stored grid of ``b`` × ``a`` serves transposed for mutual k-NN, whose cells are integer
+    neighbour counts over ``k·N`` and so exactly symmetric."""
+    params = params or ctx.settings.params_for(metric)
+    for x, y, flip in ((a, b, False), (b, a, True)):
+        if flip and metric != "mutual_knn":
+            break
+        rows = [g for g in R.read_grids(ctx.con, run_a=x["run_id"], run_b=y["run_id"], metric=metric)
+                if g["params"] == params]
+        if rows:
+            g = rows[0]["grid"]
+            return g.T.copy() if flip else g
+    return ctx.engine.grid(a["run_id"], b["run_id"], metric, **params)

@@ -1,0 +1,43 @@
+"""Layer-choice study: per model, the layer each label-free curve recommends and their agreement
+(``result_studies``, study ``layer_choice``). Reads only the profiles and grids already stored."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .. import results as R
+from ..layer_selection import recommend_layers
+from ..registry import get_metric
+from .context import ANALYSIS_VERSION, Context, DatasetRuns
+
+
+def run(ctx: Context, d: DatasetRuns) -> None:
+    chosen = d.largest_settings()
+    for m, run in chosen.items():
+        curves, sources = {}, {}
+        for prof in R.read_profiles(ctx.con, run_id=run["run_id"]):
+            hib = get_metric(prof["metric"]).higher_is_better
+            if hib is None:
+                continue  # LID has no direction: shown, not used to pick
+            curves[prof["metric"]] = (prof["layer_values"], hib)
+        for g in R.read_grids(ctx.con, dataset=d.name, metric="mutual_knn", pair_kind="vision_text"):
+            if g["run_a"] == run["run_id"] and g["run_b"] == chosen.get(g["model_b"], {}).get("run_id"):
+                curves[f"alignment with {g['model_b']}"] = (g["grid"].max(axis=1), True)
+                sources[f"alignment with {g['model_b']}"] = g["result_id"]
+            elif g["run_b"] == run["run_id"] and g["run_a"] == chosen.get(g["model_a"], {}).get("run_id"):
+                curves[f"alignment with {g['model_a']}"] = (g["grid"].max(axis=0), True)
+                sources[f"alignment with {g['model_a']}"] = g["result_id"]
+        if not curves:
+            continue
+        rid = R.key("layer_choice", d.name, m, ANALYSIS_VERSION)
+        ikey = R.key(run["run_id"], str(run["finished"]), sorted(sources.values()),
+                     {k: np.asarray(v[0]).round(12).tolist() for k, v in curves.items()})
+        if not ctx.fresh("layer_choice", "result_studies", rid, ikey):
+            continue
+        rec = recommend_layers(curves)
+        rec["curves"] = {k: np.asarray(v[0]).tolist() for k, v in curves.items()}
+        rec["higher_is_better"] = {k: v[1] for k, v in curves.items()}
+        rec["setting"] = {"run_id": run["run_id"], "modality": run["modality"], "n_frames": run["n_frames"],
+                          "n_captions": run["n_captions"]}
+        R.put_study(ctx.con, result_id=rid, study="layer_choice", dataset=d.name, subject=m,
+                    params={"k": ctx.settings.k}, payload=rec, input_key=ikey)

@@ -1,0 +1,43 @@
+"""Model map study: best-layer mutual k-NN between every two models at their largest settings,
+hierarchical clustering and a 2-D map (``result_studies``, study ``model_map``)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .. import results as R
+from ..grid import best_cell
+from ..model_map import model_map
+from .context import ANALYSIS_VERSION, Context, DatasetRuns
+from .grids import stored_grid
+
+
+def run(ctx: Context, d: DatasetRuns) -> None:
+    k = ctx.settings.k
+    chosen = d.largest_settings()
+    names = sorted(chosen)
+    if len(names) < 2:
+        ctx.note(f"dataset {d.name!r}: a model map needs at least 2 models, the store has {len(names)}")
+        return
+    rid = R.key("model_map", d.name, names, k, ANALYSIS_VERSION)
+    ikey = R.key([(chosen[m]["run_id"], str(chosen[m]["finished"])) for m in names])
+    if not ctx.fresh("model_map", "result_studies", rid, ikey):
+        return
+    M = len(names)
+    S = np.eye(M)
+    layers = [[None] * M for _ in range(M)]
+    for i in range(M):
+        for j in range(i + 1, M):
+            g = stored_grid(ctx, chosen[names[i]], chosen[names[j]], "mutual_knn", k=k)
+            la, lb, v = best_cell(g)
+            S[i, j] = S[j, i] = v
+            layers[i][j], layers[j][i] = [la, lb], [lb, la]
+    mm = model_map(S, names)
+    payload = {"models": names, "similarity": S.tolist(), "order": mm.order, "coords": mm.coords.tolist(),
+               "clusters": mm.clusters, "best_layers": layers,
+               "settings": {m: {"run_id": chosen[m]["run_id"], "modality": chosen[m]["modality"],
+                                "n_frames": chosen[m]["n_frames"], "n_captions": chosen[m]["n_captions"]}
+                            for m in names},
+               "metric": "mutual_knn"}
+    R.put_study(ctx.con, result_id=rid, study="model_map", dataset=d.name, subject="all",
+                params={"k": k, "metric": "mutual_knn"}, payload=payload, input_key=ikey)

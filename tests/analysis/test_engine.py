@@ -1,0 +1,105 @@
+"""The study engine: each run prepared once, new models score only new pairs, processes give the
+same numbers, the store's settings are reused, and analyze says what it computed."""
+
+import shutil
+
+import duckdb
+import numpy as np
+import pytest
+
+from analysis import results as R
+from analysis.grid import layer_grid
+from analysis.store import load_embeddings
+from analysis.studies import analyze_store
+from precompute.cli import main
+from precompute.synthetic_store import write_sweep
+
+SHAPE = dict(frames=(1, 2), captions=(1, 2), n_items=40, n_layers=4, dim=12)
+
+
+def quiet(_msg):
+    pass
+
+
+@pytest.fixture
+def sweep(tmp_path):
+    path = tmp_path / "s.duckdb"
+    write_sweep(path, video=["v1", "v2"], text=["t1", "t2"], **SHAPE)
+    return path
+
+
+def _tables(path):
+    con = duckdb.connect(str(path), read_only=True)
+    out = {
+        "grids": sorted((g["result_id"], g["grid"].tolist(), g["best_a"], g["best_b"], g["best_value"], g["ci_low"],
+                         g["ci_high"]) for g in R.read_grids(con)),
+        "profiles": sorted((p["result_id"], p["layer_values"].tolist()) for p in R.read_profiles(con)),
+        "studies": sorted((s["result_id"], repr(s["payload"])) for s in R.read_studies(con)),
+    }
+    con.close()
+    return out
+
+
+def test_each_run_is_prepared_once_per_metric_and_grids_equal_layer_grid(sweep):
+    out = analyze_store(sweep, metrics=("mutual_knn", "cka"), n_boot=0, log=quiet)
+    runs = 2 * 2 + 2 * 2  # 2 video + 2 text models, 2 budgets each
+    # every run is on the vision x text grid for each metric: one preparation per (run, metric), no more
+    assert out["preparations"] == runs * 2
+    vt = 2 * 2 * 2 * 2  # vision runs x text runs
+    vv = 2  # v1 x v2 at each shared n_f
+    assert out["computed_by_study"]["grids"] == (vt + vv) * 2
+    con = duckdb.connect(str(sweep), read_only=True)
+    (g,) = R.read_grids(con, run_a="v1-2", run_b="t2-1", metric="cka")
+    con.close()
+    V = load_embeddings(sweep, model="v1", dataset="synthetic", n_frames=2)
+    T = load_embeddings(sweep, model="t2", dataset="synthetic", n_captions=1)
+    np.testing.assert_array_equal(g["grid"], layer_grid(V, T, metric="cka"))
+
+
+def test_adding_a_model_scores_only_its_new_pairs(sweep):
+    analyze_store(sweep, metrics=("mutual_knn",), n_boot=0, log=quiet)
+    write_sweep(sweep, video=["v1", "v2"], text=["t1", "t2", "t3"], **SHAPE)  # adds t3 only
+    out = analyze_store(sweep, log=quiet)
+    assert out["computed_by_study"]["grids"] == 2 * 2 * 2  # t3's 2 runs x the 4 vision runs
+    assert out["reused_by_study"]["grids"] == 2 * 2 * 2 * 2 + 2
+    assert out["computed_by_study"]["profiles"] == 2 * 3  # t3's runs only
+    # each run prepared at most once: t3's runs and the 4 vision runs for the new grids, and the old
+    # text models' largest runs for the model map's new t1 x t3 and t2 x t3 cells
+    assert out["preparations"] == 2 + 4 + 2
+
+
+def test_worker_processes_give_the_same_numbers(sweep, tmp_path):
+    other = tmp_path / "copy.duckdb"
+    shutil.copy(sweep, other)
+    analyze_store(sweep, metrics=("mutual_knn", "cknna"), n_boot=4, jobs=1, log=quiet)
+    out = analyze_store(other, metrics=("mutual_knn", "cknna"), n_boot=4, jobs=2, log=quiet)
+    assert out["computed"] > 0
+    # the workers' preparations are counted: each of the 2 workers prepares a run at most once per metric
+    assert 8 * 2 <= out["preparations"] <= 2 * 8 * 2
+    assert _tables(sweep) == _tables(other)
+
+
+def test_the_store_settings_are_reused_when_none_are_given(sweep):
+    analyze_store(sweep, k=5, metrics=("mutual_knn",), n_boot=0, log=quiet)
+    again = analyze_store(sweep, log=quiet)
+    assert again["settings"] == {"k": 5, "metrics": ["mutual_knn"], "references": [], "n_boot": 0, "seed": 0}
+    assert again["computed"] == 0 and again["skipped"] > 0
+    changed = analyze_store(sweep, k=3, log=quiet)
+    assert changed["settings"]["k"] == 3 and changed["computed_by_study"]["grids"] > 0
+
+
+def test_analyze_prints_what_it_computed_and_reused(sweep, capsys):
+    assert main(["analyze", "--store", str(sweep), "--metric", "mutual_knn", "--bootstrap", "0", "--quiet",
+                 "--jobs", "1"]) == 0
+    assert main(["analyze", "--store", str(sweep), "--quiet"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    grids_line = [line for line in out if line.strip().startswith("grids")][-1]
+    assert grids_line.split() == ["grids", "0", "computed", "18", "reused"]
+    assert "bootstrap=0" in out[-1] and "metrics=mutual_knn" in out[-1]
+
+
+@pytest.mark.parametrize("bad, flag", [(["--bootstrap", "-5"], "--bootstrap"), (["--jobs", "0"], "--jobs"),
+                                       (["--k", "0"], "--k")])
+def test_bad_settings_are_refused_naming_the_flag(sweep, bad, flag, capsys):
+    assert main(["analyze", "--store", str(sweep), "--quiet", *bad]) != 0
+    assert flag in capsys.readouterr().err
