@@ -1,0 +1,89 @@
+"""Benchmark: `analyze` on a paper-shaped synthetic sweep against its floor, and its growth with runs.
+
+The sweep (video and text models × budgets × layers, random embeddings with shared structure) is
+written straight through the store writer. Printed, each measured in this one run:
+
+- analyze time (bootstrap off) / floor, where the floor is loading every run and preparing each
+  run's layers once per metric (the least any analysis of these grids must do). Target ≤ 3×.
+- the same sweep with twice the text models: analyze time grows by a factor ≤ the growth in runs
+  (not the growth in pairs). Target: time ratio ≤ runs ratio.
+
+Usage: python bench/analyze.py [--items 512] [--layers 9] [--dim 128] [--video 3] [--text 2] [--jobs 1]
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+METRICS = ("mutual_knn", "cka", "cknna")
+
+
+def build(path, n_video, n_text, args):
+    from precompute.synthetic_store import write_sweep
+
+    return write_sweep(path, video=[f"video{i}" for i in range(n_video)], text=[f"text{i}" for i in range(n_text)],
+                       frames=(1, 2, 4), captions=(1, 2, 4), n_items=args.items, n_layers=args.layers, dim=args.dim)
+
+
+def floor(path) -> float:
+    """Load every run and prepare each of its layers once per metric (k = 10)."""
+    from analysis.store import connect
+    from analysis.studies.engine import Engine
+
+    con = connect(path)
+    runs = [r[0] for r in con.execute("SELECT run_id FROM runs").fetchall()]
+    t0 = time.perf_counter()
+    eng = Engine(con, state_budget=1 << 40)
+    for metric in METRICS:
+        for r in runs:
+            eng.states(r, metric, k=10)
+    seconds = time.perf_counter() - t0
+    con.close()
+    return seconds
+
+
+def analyze(path, jobs) -> tuple[float, dict]:
+    from analysis.studies import analyze_store
+
+    t0 = time.perf_counter()
+    out = analyze_store(path, metrics=METRICS, n_boot=0, jobs=jobs, log=lambda m: None)
+    return time.perf_counter() - t0, out
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--items", type=int, default=512)
+    ap.add_argument("--layers", type=int, default=9)
+    ap.add_argument("--dim", type=int, default=128)
+    ap.add_argument("--video", type=int, default=3)
+    ap.add_argument("--text", type=int, default=2)
+    ap.add_argument("--jobs", type=int, default=1)
+    args = ap.parse_args(argv)
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for n_text in (args.text, 2 * args.text):
+            path = Path(tmp) / f"sweep{n_text}.duckdb"
+            runs = len(build(path, args.video, n_text, args))
+            f = floor(path)
+            t, out = analyze(path, args.jobs)
+            rows.append((n_text, runs, f, t, out))
+    print(f"sweep: {args.video} video models, N={args.items}, L={args.layers}, d={args.dim}, 3 budgets each, "
+          f"metrics {', '.join(METRICS)}, bootstrap off, jobs={args.jobs}")
+    print(f"{'text models':>11} {'runs':>5} {'floor s':>8} {'analyze s':>10} {'analyze/floor':>14} {'prepared':>9}")
+    for n_text, runs, f, t, out in rows:
+        print(f"{n_text:>11} {runs:>5} {f:>8.2f} {t:>10.2f} {t / f:>13.2f}× {out['preparations']:>9}")
+        by = out["computed_by_study"]
+        print(f"{'':>11} computed: " + ", ".join(f"{k} {v}" for k, v in sorted(by.items())))
+    (_, r1, _, t1, _), (_, r2, _, t2, _) = rows
+    print(f"doubling the text models: runs ×{r2 / r1:.2f}, analyze time ×{t2 / t1:.2f} "
+          f"(target: time ratio ≤ runs ratio); analyze/floor target ≤ 3×")
+
+
+if __name__ == "__main__":
+    main()
