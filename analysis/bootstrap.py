@@ -1,4 +1,9 @@
-"""Percentile bootstrap confidence intervals for any registered metric, resampling items."""
+"""Percentile bootstrap confidence intervals for any registered metric, resampling items.
+
+One way to score a metric on an item resample, :func:`score_resample` (and its batch form
+:func:`score_resamples`), serves both :func:`bootstrap_ci` and the scaling-law bootstrap: an item
+drawn twice is never its own neighbour.
+"""
 
 from __future__ import annotations
 
@@ -6,11 +11,78 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .neighbors import l2_normalize
 from .registry import get_metric
 
+#: largest N for which the N x N cosine matrix of a space is computed once and gathered per resample
+FULL_SIM_MAX_N = 4096
 
-def _paired_resample(spec, X, Y, ix, params) -> float:
-    """The metric on rows ``ix`` through its two-stage kernel, duplicates grouped by source item."""
+
+def resample_indices(n: int, n_boot: int, rng: np.random.Generator) -> np.ndarray:
+    """``(n_boot, n)`` item indices drawn uniformly with replacement, one row per resample."""
+    if n < 1 or n_boot < 1:
+        raise ValueError(f"resample_indices needs n >= 1 and n_boot >= 1, got n={n}, n_boot={n_boot}")
+    return rng.integers(0, n, (n_boot, n))
+
+
+def _needs_distinct(spec, params) -> int:
+    """Distinct items a resample must hold for the metric to be defined on it."""
+    p = spec.resolve(**params)
+    if spec.name == "lid":
+        return p["k"] + 1 if p["method"] == "mle" else 3
+    need = 4 if spec.name == "cknna" else 2  # cknna's unbiased HSIC needs N > 3
+    if "k" in p and spec.name != "recall_at_k":
+        need = max(need, p["k"] + 1)
+    return need
+
+
+class _Cosine:
+    """Cosine similarities among a space's items, computed once (N <= FULL_SIM_MAX_N) or per subset."""
+
+    def __init__(self, X):
+        self.Xn = l2_normalize(np.asarray(X, dtype=np.float64))
+        self.S = self.Xn @ self.Xn.T if len(self.Xn) <= FULL_SIM_MAX_N else None
+
+    def among(self, u: np.ndarray) -> np.ndarray:
+        return self.S[np.ix_(u, u)].copy() if self.S is not None else self.Xn[u] @ self.Xn[u].T
+
+
+def _copy_counts(S: np.ndarray, m: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """For each distinct item a, the k nearest *positions* of a resample, as (item, copies) lists.
+
+    ``S`` ``(U, U)`` cosines among the U distinct items, ``m`` ``(U,)`` their copy counts. Items are
+    taken in decreasing similarity (ties to the lower index); an item drawn c times fills c
+    positions, and the last item taken may fill only part of its copies (its lower positions).
+    Returns ``(items, counts)``, both ``(U, kk)`` with ``kk = min(k, U - 1)``; counts sum to k.
+    """
+    U = len(m)
+    kk = min(k, U - 1)
+    S = S.copy()
+    np.fill_diagonal(S, -np.inf)  # an item (and every copy of it) is not its own neighbour
+    part = np.argpartition(-S, kk - 1, axis=1)[:, :kk]
+    vals = np.take_along_axis(S, part, axis=1)
+    order = np.lexsort((part, -vals), axis=1)
+    items = np.take_along_axis(part, order, axis=1)
+    mult = m[items]
+    before = np.cumsum(mult, axis=1) - mult
+    counts = np.clip(k - before, 0, mult)
+    return items, counts
+
+
+def _mutual_knn_resample(cx: _Cosine, cy: _Cosine, ix: np.ndarray, k: int) -> float:
+    u, m = np.unique(ix, return_counts=True)
+    if len(u) <= k:
+        return float("nan")
+    ia, ca = _copy_counts(cx.among(u), m, k)
+    ib, cb = _copy_counts(cy.among(u), m, k)
+    same = ia[:, :, None] == ib[:, None, :]
+    shared = np.minimum(ca[:, :, None], cb[:, None, :]) * same
+    per_item = shared.sum(axis=(1, 2))  # |NN_X ∩ NN_Y| of each copy of item a, in positions
+    return float(np.sum(m * per_item) / (k * len(ix)))
+
+
+def _kernel_resample(spec, X, Y, ix, params) -> float:
+    """The metric on rows ``ix`` through its two-stage kernel, copies grouped by source item."""
     from .metrics.knn import KnnKernel
 
     if not isinstance(spec.kernel, KnnKernel):
@@ -20,16 +92,69 @@ def _paired_resample(spec, X, Y, ix, params) -> float:
     return float(spec.kernel.score_block([states[0]], [states[1]], **p)[0, 0])
 
 
+def score_resamples(metric: str, X, Y=None, IX=None, IY=None, **params) -> np.ndarray:
+    """The metric on each item resample, ``(B,)``; NaN where a resample is too small for it.
+
+    Args:
+        metric: a registry name.
+        X: ``(N, p)``; Y: ``(N, q)`` for paired metrics, ``(M, q)`` for unpaired ones, None for
+            single-space metrics.
+        IX: ``(B, N)`` resampled row indices (:func:`resample_indices`); paired metrics apply
+            them to X and Y alike (pairs stay together).
+        IY: ``(B, M)`` indices for Y, unpaired metrics only.
+    Rules (the same for every caller):
+        - neighbourhood metrics never let an item be its own neighbour: every copy of an item is
+          excluded from that item's list. Mutual k-NN counts positions: item j drawn c times fills
+          up to c of the k slots, copies taken in position order in both spaces, so two spaces
+          that agree on items agree on positions (``|NN_X ∩ NN_Y| = Σ_j min(c_X(j), c_Y(j))``).
+          It uses cosines computed once per space and gathered per resample. Cycle k-NN and
+          CKNNA go through their kernels with the copies grouped.
+        - a resample with fewer distinct items than the metric needs (k + 1 for k-NN metrics and
+          LID) scores NaN instead of raising.
+        - other metrics see the resampled rows as they are.
+    """
+    spec = get_metric(metric)
+    X = np.asarray(X, dtype=np.float64)
+    Y = None if Y is None else np.asarray(Y, dtype=np.float64)
+    IX = np.atleast_2d(np.asarray(IX))
+    need = _needs_distinct(spec, params)
+    out = np.full(len(IX), np.nan)
+    if spec.kind == "unpaired":
+        IY = np.atleast_2d(np.asarray(IY))
+        for b, (ix, iy) in enumerate(zip(IX, IY)):
+            if min(len(np.unique(ix)), len(np.unique(iy))) >= need:
+                out[b] = spec(X[ix], Y[iy], **params)
+        return out
+    if spec.name == "mutual_knn":
+        k = spec.resolve(**params)["k"]
+        cx, cy = _Cosine(X), _Cosine(Y)
+        return np.array([_mutual_knn_resample(cx, cy, ix, k) for ix in IX])
+    for b, ix in enumerate(IX):
+        if len(np.unique(ix)) < need:
+            continue
+        out[b] = spec(X[ix], **params) if Y is None else _kernel_resample(spec, X, Y, ix, params)
+    return out
+
+
+def score_resample(metric: str, X, Y=None, ix=None, iy=None, **params) -> float:
+    """The metric on one resample ``ix`` ``(N,)`` (and ``iy`` for unpaired metrics); see
+    :func:`score_resamples` for the rules. NaN when the resample has too few distinct items."""
+    IY = None if iy is None else np.asarray(iy)[None]
+    return float(score_resamples(metric, X, Y, np.asarray(ix)[None], IY, **params)[0])
+
+
 @dataclass(frozen=True)
 class BootstrapCI:
     estimate: float  # the metric on the full sample
-    low: float
+    low: float  # NaN when fewer than 2 resamples could be scored (then ``reason`` says why)
     high: float
     level: float
     n_boot: int
     samples: np.ndarray  # (n_boot,) resampled values (NaN where a resample was degenerate)
     raw_low: float = float("nan")  # plain percentile bounds, before the median shift
     raw_high: float = float("nan")
+    n_valid: int = 0  # resamples that could be scored
+    reason: str | None = None  # why there is no interval, or why some resamples were skipped
 
 
 def bootstrap_ci(metric: str, X, Y=None, *, n_boot: int = 200, level: float = 0.95, seed: int = 0,
@@ -37,13 +162,14 @@ def bootstrap_ci(metric: str, X, Y=None, *, n_boot: int = 200, level: float = 0.
     """Confidence interval of ``metric(X[, Y])`` by resampling items with replacement.
 
     Paired metrics draw one index set for both X and Y (pairs stay together); unpaired metrics
-    resample X and Y independently. Neighbourhood metrics never let an item resampled twice be its
-    own copy's neighbour (that would inflate them); the other pairwise metrics see the resample as
-    is. Interval: the ``(1-level)/2`` and ``(1+level)/2`` percentiles of the resampled values
-    (Efron's percentile method), shifted by ``estimate - median(resamples)`` and clipped to the
-    metric's bounds. The shift removes the resampling bias that neighbourhood metrics have (a
-    resample holds ~63% distinct items, so neighbourhoods reach further); the raw percentiles
-    are kept as ``raw_low``/``raw_high``.
+    resample X and Y independently. Resamples are scored by :func:`score_resamples` (an item
+    drawn twice is never its own neighbour; a resample with too few distinct items for k is
+    skipped). Interval: the ``(1-level)/2`` and ``(1+level)/2`` percentiles of the valid resampled
+    values (Efron's percentile method), shifted by ``estimate - median(resamples)`` and clipped to
+    the metric's bounds. The shift removes the resampling bias that neighbourhood metrics have (a
+    resample holds ~63% distinct items, so neighbourhoods reach further); the raw percentiles are
+    kept as ``raw_low``/``raw_high``. Small datasets never raise here: with fewer than 2 valid
+    resamples ``low``/``high`` are NaN and ``reason`` says why.
     """
     spec = get_metric(metric)
     if not 0 < level < 1:
@@ -60,18 +186,18 @@ def bootstrap_ci(metric: str, X, Y=None, *, n_boot: int = 200, level: float = 0.
     args = (X,) if Y is None else (X, Y)
     estimate = spec(*args, **params)
     rng = np.random.default_rng(seed)
-    samples = np.empty(n_boot)
-    for b in range(n_boot):
-        ix = rng.integers(0, len(X), len(X))
-        if Y is None:
-            samples[b] = spec(X[ix], **params)
-        elif spec.kind == "unpaired":
-            samples[b] = spec(X[ix], Y[rng.integers(0, len(Y), len(Y))], **params)
-        else:
-            samples[b] = _paired_resample(spec, X, Y, ix, params)
+    IX = resample_indices(len(X), n_boot, rng)
+    IY = resample_indices(len(Y), n_boot, rng) if spec.kind == "unpaired" else None
+    samples = score_resamples(metric, X, Y, IX, IY, **params)
     ok = samples[np.isfinite(samples)]
+    skipped = n_boot - len(ok)
+    reason = None
+    if skipped:
+        reason = (f"{skipped} of {n_boot} resamples skipped: too few distinct items "
+                  f"(of N={len(X)}) for {metric!r} or a degenerate value")
     if len(ok) < 2:
-        raise ValueError(f"bootstrap of {metric!r}: fewer than 2 finite resamples")
+        return BootstrapCI(float(estimate), float("nan"), float("nan"), float(level), int(n_boot), samples,
+                           n_valid=len(ok), reason=f"no interval: {reason}")
     alpha = (1 - level) / 2
     raw_low, raw_high = np.quantile(ok, [alpha, 1 - alpha])
     shift = estimate - float(np.median(ok))
@@ -79,4 +205,4 @@ def bootstrap_ci(metric: str, X, Y=None, *, n_boot: int = 200, level: float = 0.
     low = raw_low + shift if lo_b is None else max(lo_b, raw_low + shift)
     high = raw_high + shift if hi_b is None else min(hi_b, raw_high + shift)
     return BootstrapCI(float(estimate), float(low), float(high), float(level), int(n_boot), samples,
-                       float(raw_low), float(raw_high))
+                       float(raw_low), float(raw_high), len(ok), reason)

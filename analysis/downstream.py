@@ -1,4 +1,4 @@
-"""Does a label-free score predict users' downstream results? Pearson and Spearman, sign-aware."""
+"""Does a label-free score predict users' downstream results? Pearson and Spearman, signed as computed."""
 
 from __future__ import annotations
 
@@ -17,17 +17,20 @@ class Correlation:
     spearman_p: float
     r_ci: tuple[float, float]  # bootstrap percentile interval over models
     rho_ci: tuple[float, float]
-    sign_flipped: bool  # True when the task is lower-is-better and values were negated
+    higher_is_better: bool  # the task's direction (False: errors, depth RMSE, ...)
+    better: bool  # True when a higher score goes with a better result: r > 0 for higher-is-better
+    # tasks, r < 0 for lower-is-better ones (False when r is 0 or NaN)
 
 
 def correlate(scores, results, *, higher_is_better: bool = True, n_boot: int = 1000, level: float = 0.95,
               seed: int = 0) -> Correlation:
     """Correlation between a label-free score per model and a downstream result per model.
 
-    Sign-aware: for lower-is-better tasks (errors, depth RMSE) the results are negated first, so a
-    positive R always means "a higher score goes with a better result". p-values are scipy's
-    two-sided tests; intervals resample models with replacement (resamples with a constant side are
-    skipped).
+    The correlation is reported signed as computed on the raw values (a paper's R = -0.832 for a
+    lower-is-better pose error stays -0.832); the task's direction sits beside it
+    (``higher_is_better``) and ``better`` says whether a higher score goes with a better result.
+    p-values are scipy's two-sided tests; intervals resample models with replacement (resamples
+    with a constant side are skipped).
     """
     x = np.asarray(scores, dtype=float)
     y = np.asarray(results, dtype=float)
@@ -39,8 +42,6 @@ def correlate(scores, results, *, higher_is_better: bool = True, n_boot: int = 1
         raise ValueError("scores and results must be finite")
     if np.ptp(x) == 0 or np.ptp(y) == 0:
         raise ValueError("scores or results are constant across models: correlation undefined")
-    if not higher_is_better:
-        y = -y
     pr = stats.pearsonr(x, y)
     sr = stats.spearmanr(x, y)
     rng = np.random.default_rng(seed)
@@ -57,8 +58,17 @@ def correlate(scores, results, *, higher_is_better: bool = True, n_boot: int = 1
         v = np.asarray(v)[np.isfinite(v)]
         return (float(np.quantile(v, a)), float(np.quantile(v, 1 - a))) if len(v) >= 2 else (np.nan, np.nan)
 
-    return Correlation(len(x), float(pr[0]), float(pr[1]), float(sr[0]), float(sr[1]), ci(rs), ci(rhos),
-                       not higher_is_better)
+    r = float(pr[0])
+    return Correlation(len(x), r, float(pr[1]), float(sr[0]), float(sr[1]), ci(rs), ci(rhos),
+                       bool(higher_is_better), better_direction(r, higher_is_better))
+
+
+def better_direction(r: float, higher_is_better: bool) -> bool:
+    """Whether a correlation ``r`` between a score and a task result means "a higher score goes with
+    a better result": ``r > 0`` for higher-is-better tasks, ``r < 0`` for lower-is-better ones."""
+    if not np.isfinite(r) or r == 0:
+        return False
+    return bool(r > 0) == bool(higher_is_better)
 
 
 def depth_curve(per_layer_scores: dict[str, np.ndarray], results: dict[str, float], *, higher_is_better=True,
@@ -66,15 +76,17 @@ def depth_curve(per_layer_scores: dict[str, np.ndarray], results: dict[str, floa
     """Pearson R between the score at each relative depth (0 = embeddings, 1 = last layer) and the task.
 
     Each model contributes its layer nearest to the relative depth, ``floor(d * (L - 1) + 0.5)``
-    (halves round up). Returns ``{"depth": [...], "r": [...]}``.
+    (halves round up). Returns ``{"depth": [...], "r": [...], "higher_is_better": bool, "better": [...]}``:
+    ``r`` signed as computed on the raw results, ``better[i]`` per :func:`better_direction`.
     """
     models = [m for m in per_layer_scores if m in results]
     if len(models) < 3:
         raise ValueError("a per-layer correlation curve needs at least 3 models with results")
     depths = np.linspace(0, 1, points)
-    y = np.array([results[m] for m in models], dtype=float) * (1 if higher_is_better else -1)
+    y = np.array([results[m] for m in models], dtype=float)
     rs = []
     for d in depths:
         x = np.array([per_layer_scores[m][int(np.floor(d * (len(per_layer_scores[m]) - 1) + 0.5))] for m in models])
         rs.append(float(stats.pearsonr(x, y)[0]) if np.ptp(x) > 0 and np.ptp(y) > 0 else float("nan"))
-    return {"depth": depths.tolist(), "r": rs}
+    return {"depth": depths.tolist(), "r": rs, "higher_is_better": bool(higher_is_better),
+            "better": [better_direction(r, higher_is_better) for r in rs]}

@@ -70,15 +70,41 @@ def layer_profile(A, *, metric: str = "rankme", **params) -> np.ndarray:
     return np.array([spec.fn(layer, **params) for layer in A], dtype=np.float64)
 
 
-def best_cell(grid: np.ndarray, *, higher_is_better: bool = True) -> tuple[int, int, float]:
-    """``(layer_a, layer_b, value)`` of the best finite cell of a grid."""
+class NoBestCell(ValueError):
+    """A grid has no cell that can be called best (all invalid, non-finite, or all equal)."""
+
+
+def best_cell(grid: np.ndarray, *, higher_is_better: bool = True, invalid=None,
+              atol: float = 1e-12) -> tuple[int, int, float]:
+    """``(layer_a, layer_b, value)`` of the best valid finite cell of a grid.
+
+    Args:
+        grid: ``(La, Lb)`` scores.
+        higher_is_better: direction of the metric.
+        invalid: optional boolean mask broadcastable to ``grid.shape``; True marks a cell to
+            ignore (e.g. ``bad_a[:, None] | bad_b[None, :]`` from
+            :func:`analysis.degenerate.stack_status` of each side).
+        atol: cells within ``atol`` (plus float32 rounding, see :func:`analysis.degenerate.flat_grid`)
+            of each other count as equal.
+    Raises:
+        NoBestCell (a ``ValueError``) with the reason when no cell is valid and finite, or when
+        every remaining cell has the same value (a flat grid: every layer pair ties, so naming one
+        would be arbitrary). "No best" is always this exception, never a placeholder cell.
+    """
+    from .degenerate import flat_grid
+
     g = np.asarray(grid, dtype=np.float64)
     if g.ndim != 2 or g.size == 0:
         raise ValueError(f"grid must be a non-empty 2-D array, got shape {g.shape}")
-    finite = np.isfinite(g)
-    if not finite.any():
-        raise ValueError("grid has no finite cell")
-    filled = np.where(finite, g, -np.inf if higher_is_better else np.inf)
+    valid = np.isfinite(g)
+    if invalid is not None:
+        valid &= ~np.broadcast_to(np.asarray(invalid, dtype=bool), g.shape)
+    if not valid.any():
+        raise NoBestCell("no best cell: the grid has no finite cell on valid (non-degenerate) layers")
+    if valid.sum() > 1 and flat_grid(np.where(valid, g, np.nan), atol=atol):
+        raise NoBestCell(f"no best cell: all {int(valid.sum())} valid cells have the same value "
+                         f"{float(g[valid][0]):.6g} (flat grid)")
+    filled = np.where(valid, g, -np.inf if higher_is_better else np.inf)
     flat = int(np.argmax(filled) if higher_is_better else np.argmin(filled))
     a, b = np.unravel_index(flat, g.shape)
     return int(a), int(b), float(g[a, b])

@@ -10,6 +10,8 @@ import inspect
 from dataclasses import dataclass, field
 from typing import Callable
 
+import numpy as np
+
 from .metrics import (
     alignment, cka, cknna, cycle_knn, frechet, lid, mean_ap, median_rank, mmd, modality_gap,
     mutual_knn, rankme, recall_at_k, svcca, uniformity,
@@ -42,6 +44,9 @@ class MetricSpec:
     symmetric: bool = False  # f(X, Y) == f(Y, X)
     invariances: frozenset = field(default_factory=frozenset)  # "rotation", "scale"
     kernel: PairKernel | None = None  # two-stage implementation used by grids
+    #: expected value on unrelated spaces (random neighbour lists / random ranking), as a function
+    #: ``chance(n_items, **resolved_params)``; None where no chance level is defined
+    chance: Callable | None = None
 
     @property
     def params(self) -> dict[str, object]:
@@ -68,10 +73,29 @@ class MetricSpec:
 
 _ROT_SCALE = frozenset({"rotation", "scale"})
 
+
+def _chance_mutual(n, *, k, **_):
+    # two independent uniformly random k-subsets of the n-1 other items share k*k/(n-1) on average
+    return k / (n - 1)
+
+
+def _chance_recall(n, *, k, **_):
+    # the partner's rank is uniform on 1..n, so P(rank <= k) = k/n
+    return min(k, n) / n
+
+
+def _chance_map(n, **_):
+    # mean of 1/rank for a rank uniform on 1..n: H_n / n
+    return float(np.sum(1.0 / np.arange(1, n + 1)) / n)
+
+
+def _chance_median_rank(n, **_):
+    return (n + 1) / 2
+
 _SPECS = [
     MetricSpec("mutual_knn", mutual_knn, "pairwise", True, (0.0, 1.0),
                "share of k nearest neighbours two spaces agree on", "Huh et al. 2024",
-               symmetric=True, invariances=_ROT_SCALE, kernel=_MUTUAL),
+               symmetric=True, invariances=_ROT_SCALE, kernel=_MUTUAL, chance=_chance_mutual),
     MetricSpec("cycle_knn", cycle_knn, "pairwise", True, (0.0, 1.0),
                "share of items that return to themselves via Y- then X-neighbours", "Huh et al. 2024",
                invariances=_ROT_SCALE, kernel=_CYCLE),
@@ -87,13 +111,13 @@ _SPECS = [
                symmetric=True, invariances=_ROT_SCALE, kernel=_SVCCA),
     MetricSpec("recall_at_k", recall_at_k, "same_space", True, (0.0, 1.0),
                "share of queries whose partner ranks in the top k", "",
-               invariances=_ROT_SCALE, kernel=FunctionKernel(recall_at_k)),
+               invariances=_ROT_SCALE, kernel=FunctionKernel(recall_at_k), chance=_chance_recall),
     MetricSpec("mean_ap", mean_ap, "same_space", True, (0.0, 1.0),
                "mean average precision (one partner per query)", "",
-               invariances=_ROT_SCALE, kernel=FunctionKernel(mean_ap)),
+               invariances=_ROT_SCALE, kernel=FunctionKernel(mean_ap), chance=_chance_map),
     MetricSpec("median_rank", median_rank, "same_space", False, (1.0, None),
                "median 1-based rank of the true partner", "",
-               invariances=_ROT_SCALE, kernel=FunctionKernel(median_rank)),
+               invariances=_ROT_SCALE, kernel=FunctionKernel(median_rank), chance=_chance_median_rank),
     MetricSpec("modality_gap", modality_gap, "same_space", False, (0.0, 2.0),
                "distance between the means of the L2-normalised modalities", "Liang et al. 2022",
                symmetric=True, invariances=_ROT_SCALE, kernel=FunctionKernel(modality_gap)),
@@ -121,6 +145,29 @@ _SPECS = [
 ]
 
 REGISTRY: dict[str, MetricSpec] = {s.name: s for s in _SPECS}
+
+#: metric name -> (lo, hi) inclusive range, None where unbounded on that side (data for fits, charts)
+BOUNDS: dict[str, tuple[float | None, float | None]] = {s.name: s.bounds for s in _SPECS}
+
+
+def chance_level(metric: str, n_items: int, **params) -> float | None:
+    """Expected value of ``metric`` on unrelated spaces with ``n_items`` items, or None where not
+    defined. Mutual k-NN: ``k/(N-1)``; Recall@k: ``k/N``; mAP: ``H_N/N``; median rank: ``(N+1)/2``."""
+    spec = get_metric(metric)
+    if spec.chance is None:
+        return None
+    if n_items < 2:
+        raise ValueError(f"chance level needs at least 2 items, got {n_items}")
+    return float(spec.chance(int(n_items), **spec.resolve(**params)))
+
+
+def metric_info(metric: str, n_items: int | None = None, **params) -> dict:
+    """Plain data about a metric: ``{"name", "kind", "higher_is_better", "bounds": [lo, hi],
+    "chance"}`` (``chance`` None without ``n_items`` or where undefined)."""
+    spec = get_metric(metric)
+    chance = None if n_items is None else chance_level(metric, n_items, **params)
+    return {"name": spec.name, "kind": spec.kind, "higher_is_better": spec.higher_is_better,
+            "bounds": list(spec.bounds), "chance": chance}
 
 
 def get_metric(name: str) -> MetricSpec:

@@ -3,6 +3,10 @@
 Main form (video–text alignment paper): ``S(n_f, n_c) = S∞ − (C_f n_f^−α + C_c n_c^−β)``, fitted by
 bounded nonlinear least squares from several starts. Beyond the paper's in-sample R², we report
 held-out error (leave-one-out and small-budgets-predict-large) and compare other functional forms.
+
+Trust: S∞ is kept inside the metric's range (``bounds``), lower-is-better metrics use the law with
+its sign flipped (``S∞ + C_f n_f^−α + C_c n_c^−β``, the score falls towards S∞), and every fit
+carries a ``status`` saying whether its parameters mean anything (see :data:`STATUSES`).
 """
 
 from __future__ import annotations
@@ -24,6 +28,9 @@ class LawForm:
     lower: tuple
     upper: tuple
     starts: Callable  # starts(rng, scores) -> list of initial thetas
+    limit: int | None = None  # index of S∞ (the value as n -> inf), bounded by the metric's range
+    exponents: tuple = ()  # indices of the exponents, whose box bounds mean "no power law here"
+    needs: tuple = ()  # what must vary: "nf", "nc" (each needs 3 distinct values), "product"
 
 
 def _saturating(theta, nf, nc):
@@ -71,17 +78,36 @@ def _joint_power(theta, nf, nc):
 FORMS = {
     "saturating": LawForm(
         "saturating", "S∞ − (C_f·n_f^−α + C_c·n_c^−β)", ("s_inf", "c_f", "c_c", "alpha", "beta"), _saturating, _saturating_jac,
-        (-np.inf, 0.0, 0.0, 0.0, 0.0), (np.inf, np.inf, np.inf, 5.0, 5.0), _starts_saturating),
+        (-np.inf, 0.0, 0.0, 0.0, 0.0), (np.inf, np.inf, np.inf, 5.0, 5.0), _starts_saturating,
+        limit=0, exponents=(3, 4), needs=("nf", "nc")),
     "log_linear": LawForm(
         "log_linear", "a + b·log n_f + c·log n_c", ("a", "b", "c"), _loglinear, _loglinear_jac,
         (-np.inf, -np.inf, -np.inf), (np.inf, np.inf, np.inf),
-        lambda rng, y: [np.array([float(np.mean(y)), 0.0, 0.0])]),
+        lambda rng, y: [np.array([float(np.mean(y)), 0.0, 0.0])], needs=("nf2", "nc2")),
     "joint_power": LawForm(
         "joint_power", "S∞ − C·(n_f·n_c)^−γ", ("s_inf", "c", "gamma"), _joint_power, _joint_power_jac,
         (-np.inf, 0.0, 0.0), (np.inf, np.inf, 5.0),
         lambda rng, y: [np.array([float(np.max(y)) + 0.05, max(float(np.ptp(y)), 1e-3), g])
-                        for g in (0.2, 0.5, 1.0, 2.0)]),
+                        for g in (0.2, 0.5, 1.0, 2.0)], limit=0, exponents=(2,), needs=("product",)),
 }
+
+
+#: fit statuses, most serious first:
+#: - ``"flat"``: every score is the same (up to float32 rounding); there is no trend to fit.
+#: - ``"not_identifiable"``: the grid cannot separate the parameters (too few distinct n_f or
+#:   n_c, or a rank-deficient Jacobian at the solution); values are one of many equal fits.
+#: - ``"exponent_at_bound"``: an exponent sits on its box bound (0 or 5): the data show no power
+#:   law in that budget (e.g. a straight line), so C and S∞ trade off freely.
+#: - ``"s_inf_at_bound"``: S∞ sits on the metric's bound (e.g. mutual k-NN's 1): the fit wants a
+#:   limit outside the reachable range, so S∞ is the constraint, not an estimate.
+#: - ``"ok"``: none of the above.
+STATUSES = ("flat", "not_identifiable", "exponent_at_bound", "s_inf_at_bound", "ok")
+
+#: an exponent within this distance of its bound counts as on it: n^-0.01 changes by under 4 %
+#: over n in [1, 48], so such a "power law" is a straight line in log n and S∞ is not determined
+EXPONENT_ATOL = 1e-2
+#: scaled-Jacobian condition number above which parameters are not identifiable
+JAC_COND_MAX = 1e8
 
 
 class TooFewPoints(ValueError):
@@ -90,15 +116,28 @@ class TooFewPoints(ValueError):
 
 @dataclass
 class ScalingFit:
+    """One fitted law. ``params`` are in the metric's own units (S∞ is the limit as n -> inf);
+    ``status`` (one of :data:`STATUSES`) and ``reason`` say whether they can be trusted;
+    ``sign`` is +1 when the law rises towards S∞ (higher-is-better), -1 when it falls."""
+
     form: str
     params: dict[str, float]
     r2: float
     rmse: float
     n_points: int
-    theta: np.ndarray = field(repr=False)
+    theta: np.ndarray = field(repr=False)  # parameters of the rising law fitted to sign * scores
+    status: str = "ok"
+    reason: str | None = None
+    sign: float = 1.0
+    bounds: tuple = (None, None)
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "ok"
 
     def predict(self, n_frames, n_captions) -> np.ndarray:
-        return FORMS[self.form].fn(self.theta, np.asarray(n_frames, float), np.asarray(n_captions, float))
+        return self.sign * FORMS[self.form].fn(self.theta, np.asarray(n_frames, float),
+                                               np.asarray(n_captions, float))
 
     def __getattr__(self, name):  # fit.s_inf, fit.alpha, ...
         params = self.__dict__.get("params", {})
@@ -127,103 +166,305 @@ def _check(n_frames, n_captions, scores, n_params, form):
     return nf, nc, y
 
 
+def _sign_and_box(law: LawForm, bounds, higher_is_better: bool):
+    """Sign of the law and its box bounds in the fitted (rising) units."""
+    sign = 1.0 if higher_is_better is not False else -1.0
+    lower, upper = np.array(law.lower, float), np.array(law.upper, float)
+    lo, hi = (None, None) if bounds is None else bounds
+    lo = -np.inf if lo is None else float(lo)
+    hi = np.inf if hi is None else float(hi)
+    if lo > hi:
+        raise ValueError(f"bounds must be (lo, hi) with lo <= hi, got {bounds!r}")
+    if law.limit is not None:  # S∞ in [lo, hi] in the metric's units
+        lower[law.limit], upper[law.limit] = (lo, hi) if sign > 0 else (-hi, -lo)
+    return sign, lower, upper, (None if lo == -np.inf else lo, None if hi == np.inf else hi)
+
+
+def _identifiability(law: LawForm, nf, nc) -> str | None:
+    """Why the grid cannot separate the law's parameters, or None."""
+    n_f, n_c, n_p = len(np.unique(nf)), len(np.unique(nc)), len(np.unique(nf * nc))
+    for need in law.needs:
+        if need == "nf" and n_f < 3:
+            return f"only {n_f} distinct n_f: C_f and α cannot be separated from S∞ (need 3)"
+        if need == "nc" and n_c < 3:
+            return f"only {n_c} distinct n_c: C_c and β cannot be separated from S∞ (need 3)"
+        if need == "nf2" and n_f < 2:
+            return f"only {n_f} distinct n_f: the n_f slope is undefined (need 2)"
+        if need == "nc2" and n_c < 2:
+            return f"only {n_c} distinct n_c: the n_c slope is undefined (need 2)"
+        if need == "product" and n_p < 3:
+            return f"only {n_p} distinct n_f·n_c: C and γ cannot be separated from S∞ (need 3)"
+    return None
+
+
+def _status(law: LawForm, theta, lower, upper, nf, nc) -> tuple[str, str | None]:
+    names = law.params
+    for i in law.exponents:
+        for edge, label in ((lower[i], "lower"), (upper[i], "upper")):
+            if abs(theta[i] - edge) <= EXPONENT_ATOL:
+                return "exponent_at_bound", (f"{names[i]} = {theta[i]:.4g} sits on (within {EXPONENT_ATOL:g} of) its "
+                                             f"{label} bound {edge:g}: "
+                                             "no power law in this budget, so C and S∞ are not determined")
+    J = law.jac(theta, nf, nc)
+    norms = np.linalg.norm(J, axis=0)
+    if np.any(norms <= 1e-12 * max(float(norms.max()), 1e-300)):
+        dead = [names[i] for i in np.flatnonzero(norms <= 1e-12 * norms.max())]
+        return "not_identifiable", f"the fit does not depend on {', '.join(dead)} (zero Jacobian column)"
+    sv = np.linalg.svd(J / norms, compute_uv=False)
+    cond = float(sv[0] / sv[-1]) if sv[-1] > 0 else np.inf
+    if cond > JAC_COND_MAX:
+        return "not_identifiable", (f"the Jacobian is rank-deficient (condition number {cond:.2g} > "
+                                    f"{JAC_COND_MAX:.0e}): several parameter sets fit equally well")
+    if law.limit is not None:
+        i = law.limit
+        for edge in (lower[i], upper[i]):
+            if np.isfinite(edge) and abs(theta[i] - edge) <= 1e-6 * max(1.0, abs(edge)):
+                return "s_inf_at_bound", (f"S∞ sits on the metric's bound {abs(edge):g}: the data point to a limit "
+                                          "outside the reachable range, so S∞ is the constraint, not an estimate")
+    return "ok", None
+
+
+def _report_params(law: LawForm, theta, sign) -> dict[str, float]:
+    out = dict(zip(law.params, map(float, theta)))
+    if law.limit is not None:
+        out[law.params[law.limit]] = float(sign * theta[law.limit])
+    else:  # log-linear: every coefficient changes sign with the scores
+        out = {k: float(sign * v) for k, v in out.items()}
+    return out
+
+
 def fit_scaling_law(n_frames, n_captions, scores, *, form: str = "saturating", seed: int = 0,
-                    init=None) -> ScalingFit:
+                    init=None, bounds: tuple | None = None, higher_is_better: bool | None = True,
+                    flat_atol: float = 1e-9) -> ScalingFit:
     """Fit a scaling law by bounded least squares from several starts; keep the best.
 
     Args:
         n_frames, n_captions, scores: one entry per grid point (flat arrays of equal length).
         form: ``"saturating"`` (the paper's), ``"log_linear"`` or ``"joint_power"``.
-        init: a known good start (e.g. the full-data fit when refitting subsets); then only it and
-            the default start are tried.
+        init: a known good start (e.g. the full-data fit's ``theta`` when refitting subsets); then
+            only it and the default start are tried.
+        bounds: ``(lo, hi)`` range of the metric (``registry.BOUNDS[metric]``; None = unbounded):
+            S∞ is constrained to it.
+        higher_is_better: the metric's direction. False flips the law,
+            ``S = S∞ + (C_f n_f^−α + C_c n_c^−β)`` with ``C >= 0``: the score falls towards S∞
+            (internally the rising law is fitted to ``-scores``). None counts as True.
+        flat_atol: scores whose range is within this (plus float32 rounding) are "flat".
     Returns:
-        A :class:`ScalingFit` with ``params`` (for the saturating form: ``s_inf, c_f, c_c, alpha,
-        beta``), in-sample ``r2`` and ``rmse``, and ``predict``.
+        A :class:`ScalingFit` with ``params`` in the metric's units (for the saturating form:
+        ``s_inf, c_f, c_c, alpha, beta``), in-sample ``r2`` and ``rmse``, ``predict``, and
+        ``status``/``reason`` (:data:`STATUSES`). A flat grid is not fitted: S∞ is the mean
+        score (clipped to ``bounds``), the C's are 0 and the exponents NaN.
     Raises:
         TooFewPoints when there are not more distinct grid points than parameters.
     """
+    from .degenerate import flat_grid
+
     law = FORMS[form]
     nf, nc, y = _check(n_frames, n_captions, scores, len(law.params), form)
+    sign, lower, upper, box = _sign_and_box(law, bounds, higher_is_better)
+    z = sign * y
+    if flat_grid(y, atol=flat_atol):
+        theta = np.zeros(len(law.params))  # C = 0 (exponents then irrelevant; reported as NaN)
+        if law.limit is not None:
+            theta[law.limit] = np.clip(np.mean(z), lower[law.limit], upper[law.limit])
+        else:
+            theta[0] = np.mean(z)
+        params = _report_params(law, theta, sign)
+        params.update({law.params[i]: float("nan") for i in law.exponents})
+        rmse = float(np.sqrt(np.mean((sign * law.fn(theta, nf, nc) - y) ** 2)))
+        return ScalingFit(form, params, float("nan"), rmse, len(y), theta, "flat",
+                          f"all {len(y)} scores equal {float(y[0]):.6g}: no trend to fit", sign, box)
     rng = np.random.default_rng(seed)
     best = None
-    starts = law.starts(rng, y)
+    starts = law.starts(rng, z)
     if init is not None:
         starts = [np.asarray(init, float), starts[0]]
+    eps = 1e-9
     for theta0 in starts:
-        theta0 = np.clip(theta0, np.array(law.lower) + 1e-9, np.array(law.upper) - 1e-9)
-        res = least_squares(lambda t: law.fn(t, nf, nc) - y, theta0, jac=lambda t: law.jac(t, nf, nc),
-                            bounds=(law.lower, law.upper), method="trf", max_nfev=2000)
+        theta0 = np.clip(theta0, np.minimum(lower + eps, upper), np.maximum(upper - eps, lower))
+        res = least_squares(lambda t: law.fn(t, nf, nc) - z, theta0, jac=lambda t: law.jac(t, nf, nc),
+                            bounds=(lower, upper + (lower == upper) * eps), method="trf", max_nfev=2000)
         if best is None or res.cost < best.cost:
             best = res
     pred = law.fn(best.x, nf, nc)
-    ss_res = float(np.sum((y - pred) ** 2))
-    ss_tot = float(np.sum((y - y.mean()) ** 2))
+    ss_res = float(np.sum((z - pred) ** 2))
+    ss_tot = float(np.sum((z - z.mean()) ** 2))
     r2 = 1.0 - ss_res / ss_tot if ss_tot > 0 else float("nan")
-    return ScalingFit(form, dict(zip(law.params, map(float, best.x))), r2, float(np.sqrt(ss_res / len(y))),
-                      len(y), best.x)
+    why = _identifiability(law, nf, nc)
+    status, reason = ("not_identifiable", why) if why else _status(law, best.x, lower, upper, nf, nc)
+    return ScalingFit(form, _report_params(law, best.x, sign), r2, float(np.sqrt(ss_res / len(y))), len(y),
+                      best.x, status, reason, sign, box)
 
 
-def leave_one_out_rmse(n_frames, n_captions, scores, *, form: str = "saturating", seed: int = 0) -> float:
+def leave_one_out_rmse(n_frames, n_captions, scores, *, form: str = "saturating", seed: int = 0,
+                       bounds=None, higher_is_better=True) -> float:
     """RMSE of predicting each grid point from a fit on all the others."""
     nf, nc, y = (np.asarray(a, float).ravel() for a in (n_frames, n_captions, scores))
     _check(nf[1:], nc[1:], y[1:], len(FORMS[form].params), form)
-    full = fit_scaling_law(nf, nc, y, form=form, seed=seed).theta
+    kw = dict(form=form, seed=seed, bounds=bounds, higher_is_better=higher_is_better)
+    full = fit_scaling_law(nf, nc, y, **kw)
     errs = []
     for i in range(len(y)):
         keep = np.arange(len(y)) != i
-        fit = fit_scaling_law(nf[keep], nc[keep], y[keep], form=form, seed=seed, init=full)
+        fit = fit_scaling_law(nf[keep], nc[keep], y[keep], init=full.theta, **kw)
         errs.append(float(fit.predict(nf[i], nc[i])) - y[i])
     return float(np.sqrt(np.mean(np.square(errs))))
 
 
-def extrapolation_rmse(n_frames, n_captions, scores, *, form: str = "saturating", seed: int = 0) -> dict:
+def extrapolation_rmse(n_frames, n_captions, scores, *, form: str = "saturating", seed: int = 0,
+                       bounds=None, higher_is_better=True) -> dict:
     """Fit on the small budgets (every point below the largest n_f and the largest n_c) and predict
-    the large ones (points at the largest n_f or n_c). Returns ``{"rmse", "n_train", "n_test"}``."""
+    the large ones (points at the largest n_f or n_c). Returns ``{"rmse", "n_train", "n_test",
+    "status"}`` (``status`` of the fit on the small budgets)."""
     nf, nc, y = (np.asarray(a, float).ravel() for a in (n_frames, n_captions, scores))
     train = (nf < nf.max()) & (nc < nc.max())
-    fit = fit_scaling_law(nf[train], nc[train], y[train], form=form, seed=seed)
+    fit = fit_scaling_law(nf[train], nc[train], y[train], form=form, seed=seed, bounds=bounds,
+                          higher_is_better=higher_is_better)
     err = fit.predict(nf[~train], nc[~train]) - y[~train]
-    return {"rmse": float(np.sqrt(np.mean(err**2))), "n_train": int(train.sum()), "n_test": int((~train).sum())}
+    return {"rmse": float(np.sqrt(np.mean(err**2))), "n_train": int(train.sum()), "n_test": int((~train).sum()),
+            "status": fit.status}
 
 
-def compare_forms(n_frames, n_captions, scores, *, seed: int = 0) -> list[dict]:
-    """Every form's in-sample R² and held-out errors, best (lowest LOO RMSE) first; forms with too
-    few points say so instead of numbers."""
+def compare_forms(n_frames, n_captions, scores, *, seed: int = 0, bounds=None, higher_is_better=True) -> list[dict]:
+    """Every form's fit, status, in-sample R² and held-out errors, best (lowest LOO RMSE) first.
+
+    Each row: ``form, formula, params, r2, rmse, loo_rmse, extrapolation, status, reason, best``;
+    ``best`` is True on exactly one row (the form with the lowest leave-one-out RMSE, the one to
+    draw) when any form could be fitted. Forms with too few points carry ``error`` instead.
+    """
+    kw = dict(seed=seed, bounds=bounds, higher_is_better=higher_is_better)
     rows = []
     for name in FORMS:
-        row = {"form": name, "formula": FORMS[name].formula}
+        row = {"form": name, "formula": FORMS[name].formula, "best": False}
         try:
-            fit = fit_scaling_law(n_frames, n_captions, scores, form=name, seed=seed)
-            row.update(params=fit.params, r2=fit.r2, rmse=fit.rmse,
-                       loo_rmse=leave_one_out_rmse(n_frames, n_captions, scores, form=name, seed=seed))
+            fit = fit_scaling_law(n_frames, n_captions, scores, form=name, **kw)
+            row.update(params=fit.params, r2=fit.r2, rmse=fit.rmse, status=fit.status, reason=fit.reason,
+                       loo_rmse=leave_one_out_rmse(n_frames, n_captions, scores, form=name, **kw))
             try:
-                row["extrapolation"] = extrapolation_rmse(n_frames, n_captions, scores, form=name, seed=seed)
+                row["extrapolation"] = extrapolation_rmse(n_frames, n_captions, scores, form=name, **kw)
             except TooFewPoints as exc:
                 row["extrapolation"] = {"error": str(exc)}
         except TooFewPoints as exc:
             row["error"] = str(exc)
         rows.append(row)
-    return sorted(rows, key=lambda r: r.get("loo_rmse", np.inf))
+    rows.sort(key=lambda r: r.get("loo_rmse", np.inf))
+    if "loo_rmse" in rows[0]:
+        rows[0]["best"] = True
+    return rows
 
 
-def bootstrap_params(score_samples: np.ndarray, n_frames, n_captions, *, level: float = 0.95,
-                     form: str = "saturating", seed: int = 0) -> dict[str, tuple[float, float]]:
+class ParamIntervals(dict):
+    """Bootstrap intervals of a law's parameters: a dict ``{param: (low, high)}`` (so it stores as
+    the plain mapping the dashboard reads) with the evidence beside it as attributes:
+
+    ``estimate`` (the full-data fit's parameters), ``contains_estimate[p]`` (``low <= estimate
+    <= high``), ``level``, ``n_boot``, ``n_fitted`` (resamples fitted), ``share_ok`` (share of the
+    fitted resamples whose fit status was ``"ok"``), ``status`` (the full-data fit's status),
+    ``recentred`` (resampled scores recentred on the full-data scores) and ``notes`` (what to tell
+    the reader). :meth:`as_dict` gives all of it as plain data.
+    """
+
+    def __init__(self, intervals, *, estimate, contains_estimate, level, n_boot, n_fitted, share_ok, status,
+                 recentred, notes):
+        super().__init__(intervals)
+        self.estimate, self.contains_estimate = estimate, contains_estimate
+        self.level, self.n_boot, self.n_fitted, self.share_ok = level, n_boot, n_fitted, share_ok
+        self.status, self.recentred, self.notes = status, recentred, notes
+
+    @property
+    def intervals(self) -> dict[str, tuple[float, float]]:
+        return dict(self)
+
+    def as_dict(self) -> dict:
+        return {"intervals": {k: list(v) for k, v in self.items()}, "estimate": self.estimate,
+                "contains_estimate": self.contains_estimate, "level": self.level, "n_boot": self.n_boot,
+                "n_fitted": self.n_fitted, "share_ok": self.share_ok, "status": self.status,
+                "recentred": self.recentred, "notes": list(self.notes)}
+
+
+def bootstrap_params(score_samples: np.ndarray, n_frames, n_captions, *, scores=None, level: float = 0.95,
+                     form: str = "saturating", seed: int = 0, bounds=None,
+                     higher_is_better=True) -> ParamIntervals:
     """Percentile intervals of the law's parameters from scores recomputed on item resamples.
 
     Args:
-        score_samples: ``(B, P)`` scores for B item resamples at the P grid points.
+        score_samples: ``(B, P)`` scores for B item resamples at the P grid points, one resample
+            shared by all grid points (:func:`grid_score_samples`); NaN rows are skipped.
+        scores: ``(P,)`` full-data scores. Give them: the estimate is the fit to them, and the
+            resampled scores are recentred on them first, ``s_b - median_b(s) + scores`` per grid
+            point (the same median shift :func:`analysis.bootstrap.bootstrap_ci` applies), which
+            removes the resampling bias of neighbourhood metrics (a resample holds ~63% distinct
+            items, so k-NN scores shift) that would otherwise move every refit away from the
+            estimate. Without them the fit to the samples' mean is the estimate and nothing is
+            recentred.
+        bounds, higher_is_better: as in :func:`fit_scaling_law`.
+    Each resample is refitted from the full-data estimate (and the default start). Intervals are
+    the ``(1-level)/2`` and ``(1+level)/2`` percentiles of the refitted parameters (all fitted
+    resamples, whatever their status). When the data say otherwise, i.e. the estimate falls
+    outside its interval (a skewed or multi-modal refit distribution, typically when the full fit
+    or many refits are not ``"ok"``), nothing is forced: ``contains_estimate`` is False for that
+    parameter and ``notes`` says so, together with ``share_ok``, so the reader can discount it.
+    Raises:
+        ValueError when fewer than 2 resamples could be fitted.
     """
-    fits = []
-    samples = np.asarray(score_samples, float)
-    init = fit_scaling_law(n_frames, n_captions, samples.mean(axis=0), form=form, seed=seed).theta
+    samples = np.atleast_2d(np.asarray(score_samples, float))
+    samples = samples[np.all(np.isfinite(samples), axis=1)]
+    kw = dict(form=form, seed=seed, bounds=bounds, higher_is_better=higher_is_better)
+    recentred = scores is not None
+    if recentred:
+        y = np.asarray(scores, float).ravel()
+        if samples.shape[1] != len(y):
+            raise ValueError(f"score_samples has {samples.shape[1]} grid points, scores has {len(y)}")
+        if len(samples):
+            samples = samples - np.median(samples, axis=0) + y
+    else:
+        y = samples.mean(axis=0)
+    full = fit_scaling_law(n_frames, n_captions, y, **kw)
+    init = full.theta
+    fits, ok = [], 0
     for row in samples:
         try:
-            fits.append(fit_scaling_law(n_frames, n_captions, row, form=form, seed=seed, init=init).theta)
-        except (TooFewPoints, ValueError):
+            f = fit_scaling_law(n_frames, n_captions, row, init=init, **kw)
+        except ValueError:
             continue
+        fits.append([f.params[p] for p in FORMS[form].params])
+        ok += f.status == "ok"
     if len(fits) < 2:
-        raise ValueError("bootstrap: fewer than 2 resamples could be fitted")
+        raise ValueError(f"bootstrap: fewer than 2 of {len(score_samples)} resamples could be fitted")
     fits = np.array(fits)
     a = (1 - level) / 2
-    lo, hi = np.quantile(fits, [a, 1 - a], axis=0)
-    return {p: (float(l), float(h)) for p, l, h in zip(FORMS[form].params, lo, hi)}
+    lo, hi = np.nanquantile(fits, [a, 1 - a], axis=0) if np.isfinite(fits).any() else (fits[0], fits[0])
+    names = FORMS[form].params
+    intervals = {p: (float(l), float(h)) for p, l, h in zip(names, lo, hi)}
+    contains = {p: bool(intervals[p][0] <= full.params[p] <= intervals[p][1]) for p in names}
+    notes = []
+    if full.status != "ok":
+        notes.append(f"the full-data fit is {full.status}: {full.reason}")
+    share_ok = ok / len(fits)
+    if share_ok < 1:
+        notes.append(f"{len(fits) - ok} of {len(fits)} resample fits were not ok")
+    outside = [p for p in names if not contains[p] and np.isfinite(full.params[p])]
+    if outside:
+        notes.append(f"estimate outside its {level:.0%} interval for {', '.join(outside)}: the refits are "
+                     "skewed or multi-modal there; treat those intervals as unreliable")
+    return ParamIntervals(intervals, estimate=full.params, contains_estimate=contains, level=float(level),
+                          n_boot=int(len(score_samples)), n_fitted=len(fits), share_ok=float(share_ok),
+                          status=full.status, recentred=recentred, notes=notes)
+
+
+def grid_score_samples(points, metric: str, *, n_boot: int = 50, seed: int = 0, **params) -> np.ndarray:
+    """``(n_boot, P)`` scores of ``metric`` at P grid points on item resamples shared by all points.
+
+    Args:
+        points: P pairs ``(X, Y)``, each the best layer pair of one grid point, all over the same
+            N items.
+    Uses :func:`analysis.bootstrap.resample_indices` and :func:`analysis.bootstrap.score_resamples`,
+    so an item drawn twice is never its own neighbour, exactly as in ``bootstrap_ci``.
+    """
+    from .bootstrap import resample_indices, score_resamples
+
+    n = len(points[0][0])
+    if any(len(X) != n or len(Y) != n for X, Y in points):
+        raise ValueError("every grid point must hold the same N items")
+    IX = resample_indices(n, n_boot, np.random.default_rng(seed))
+    return np.stack([score_resamples(metric, X, Y, IX, **params) for X, Y in points], axis=1)

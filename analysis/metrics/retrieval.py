@@ -24,8 +24,10 @@ def _same_space_pair(X, Y):
 def partner_ranks(X, Y) -> np.ndarray:
     """0-based rank of each query's true partner among all candidates, X rows querying Y rows.
 
-    ``rank_i = #{j : cos(x_i, y_j) > cos(x_i, y_i)}`` (ties count in the query's favour).
-    Shape ``(N,)``.
+    ``rank_i = #{j != i : cos(x_i, y_j) >= cos(x_i, y_i)}``. Ties are ranked pessimistically: a
+    candidate scoring exactly as high as the partner is placed before it, so a space that cannot
+    tell items apart (all-zero or all-identical rows) ranks every partner last (``N - 1``) instead
+    of first. Shape ``(N,)``.
     """
     X, Y = _same_space_pair(X, Y)
     Xn, Yn = l2_normalize(X), l2_normalize(Y)
@@ -34,7 +36,9 @@ def partner_ranks(X, Y) -> np.ndarray:
     for start, stop in row_chunks(n, n):
         S = Xn[start:stop] @ Yn.T
         true = S[np.arange(stop - start), np.arange(start, stop)]
-        ranks[start:stop] = np.sum(S > true[:, None], axis=1)
+        rows = np.arange(stop - start)
+        S[rows, rows + start] = -np.inf  # the partner itself is not a competitor
+        ranks[start:stop] = np.sum(S >= true[:, None], axis=1)
     return ranks
 
 

@@ -102,10 +102,17 @@ def test_correlation_matches_scipy_and_respects_direction():
     assert (c.pearson_r, c.pearson_p) == (pytest.approx(pr[0]), pytest.approx(pr[1]))
     assert (c.spearman_rho, c.spearman_p) == (pytest.approx(sr[0]), pytest.approx(sr[1]))
     assert c.r_ci[0] <= c.pearson_r <= c.r_ci[1]
-    # an error metric (lower is better) that falls as the score rises is a *positive* relation
+    assert c.higher_is_better and c.better
+    # an error metric (lower is better) that falls as the score rises: the correlation is reported
+    # signed as computed (negative, like the paper's R = -0.832 for pose), and "better" says that a
+    # higher score goes with a better result
     err = -y
-    flipped = correlate(x, err, higher_is_better=False, n_boot=50)
-    assert flipped.pearson_r == pytest.approx(pr[0]) and flipped.sign_flipped
+    lower = correlate(x, err, higher_is_better=False, n_boot=50)
+    assert lower.pearson_r == pytest.approx(stats.pearsonr(x, err)[0]) and lower.pearson_r < 0
+    assert lower.spearman_rho == pytest.approx(stats.spearmanr(x, err)[0])
+    assert not lower.higher_is_better and lower.better
+    assert lower.r_ci[0] <= lower.pearson_r <= lower.r_ci[1] < 0
+    assert not correlate(x, y, higher_is_better=False, n_boot=10).better
     with pytest.raises(ValueError, match="at least 3"):
         correlate([1, 2], [1, 2])
     with pytest.raises(ValueError, match="constant"):
@@ -123,7 +130,10 @@ def test_depth_curve_finds_the_predictive_depth():
         per_layer[m] = curve
     out = depth_curve(per_layer, results, points=3)
     assert out["depth"] == [0.0, 0.5, 1.0]
-    assert out["r"][1] == pytest.approx(1.0)
+    assert out["r"][1] == pytest.approx(1.0) and out["better"][1]
+    # a lower-is-better task keeps its sign: r = -1 at depth 0.5, which is "better"
+    neg = depth_curve(per_layer, {m: -v for m, v in results.items()}, higher_is_better=False, points=3)
+    assert neg["r"][1] == pytest.approx(-1.0) and neg["better"][1] and not neg["higher_is_better"]
 
 
 def bow_vectors(captions):

@@ -1,0 +1,142 @@
+"""One notion of degenerate input: collapsed layers, duplicated items, near-zero denominators.
+
+Embeddings are stored as float32, so "zero" means "zero up to float32 rounding". Every
+tolerance here is relative to ``EPS32 = np.finfo(np.float32).eps`` (about 1.19e-7):
+
+- ``REL_TOL = 16 * EPS32`` (about 1.9e-6). Rounding a float32 vector of norm s moves it by about
+  ``EPS32 * s``; a margin of 16 covers the few float32 operations a model's last layers apply
+  after the values that differ (a LayerNorm, a projection) without reaching real variation,
+  which in trained encoders is orders of magnitude larger.
+- A layer is **collapsed** when its spread (RMS distance of the rows to their mean) is at most
+  ``REL_TOL`` times its scale (RMS row norm), or when every row is zero: all items sit on one point.
+- A layer is **rank-1** when its second singular value (rows not centred) is at most ``REL_TOL``
+  times the first: all rows are multiples of one direction, so every cosine is ±1 and every
+  neighbour list is a tie. A collapsed, non-zero layer is rank-1 as well.
+- Two rows are **duplicates** when their distance is at most ``REL_TOL`` times the layer's scale.
+- A denominator is **negligible** when ``|den| <= REL_TOL * scale``, ``scale`` being the size the
+  denominator would have on healthy data (1 for cosine distances of unit vectors).
+
+All checks are cheap: singular values come from the Gram matrix of the smaller side
+(``min(N, d)`` squared), and duplicates are found by sorting one random projection and checking
+only rows whose projections lie within the tolerance.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from scipy import sparse
+from scipy.sparse.csgraph import connected_components
+
+EPS32 = float(np.finfo(np.float32).eps)
+REL_TOL = 16 * EPS32
+
+
+@dataclass(frozen=True)
+class LayerStatus:
+    """What is degenerate about one layer ``(N, d)``.
+
+    ``spread``: RMS distance of the rows to their mean; ``scale``: RMS row norm;
+    ``n_distinct``: rows left after merging duplicates; ``reason``: a sentence, or None when healthy.
+    """
+
+    collapsed: bool
+    rank1: bool
+    n_distinct: int
+    n_items: int
+    spread: float
+    scale: float
+    reason: str | None
+
+    @property
+    def degenerate(self) -> bool:
+        """True when neighbour, kernel or ratio metrics are undefined on this layer."""
+        return self.collapsed or self.rank1 or self.n_distinct < 2
+
+
+def negligible(value: float, scale: float = 1.0, *, rtol: float = REL_TOL) -> bool:
+    """``|value| <= rtol * |scale|``: a denominator indistinguishable from zero at float32 precision."""
+    return bool(abs(float(value)) <= rtol * abs(float(scale)))
+
+
+def singular_values(X: np.ndarray) -> np.ndarray:
+    """Singular values of ``X`` ``(N, d)`` (not centred), descending, from the Gram of the smaller side."""
+    X = np.asarray(X, dtype=np.float64)
+    G = X @ X.T if X.shape[0] <= X.shape[1] else X.T @ X
+    ev = np.linalg.eigvalsh(G)[::-1]
+    return np.sqrt(np.maximum(ev, 0.0))
+
+
+def duplicate_labels(X: np.ndarray, *, rtol: float = REL_TOL, seed: int = 0) -> np.ndarray:
+    """``(N,)`` integer labels, equal for rows within ``rtol * scale`` of each other (transitively).
+
+    Rows are sorted by one random projection ``p = X r`` (``|p_i - p_j| <= ||x_i - x_j|| ||r||``),
+    and only pairs whose projections differ by at most the tolerance are compared in full, so the
+    cost is ``O(N d + N log N)`` plus the candidate pairs. Labels run from 0 to ``n_distinct - 1``.
+    """
+    X = np.asarray(X, dtype=np.float64)
+    n = X.shape[0]
+    scale = float(np.sqrt(np.mean(np.sum(X * X, axis=1)))) if n else 0.0
+    tol = rtol * scale
+    r = np.random.default_rng(seed).normal(size=X.shape[1])
+    p = X @ r
+    order = np.argsort(p, kind="stable")
+    ps = p[order]
+    window = tol * float(np.linalg.norm(r))
+    rows, cols = [], []
+    for s in range(1, n):
+        cand = np.flatnonzero(ps[s:] - ps[:-s] <= window)
+        if cand.size == 0:
+            break  # sorted: if no pair s apart is close, no pair further apart is
+        i, j = order[cand], order[cand + s]
+        close = np.linalg.norm(X[i] - X[j], axis=1) <= tol
+        rows.append(i[close])
+        cols.append(j[close])
+    if not rows:
+        return np.arange(n)
+    i, j = np.concatenate(rows), np.concatenate(cols)
+    graph = sparse.coo_matrix((np.ones(len(i)), (i, j)), shape=(n, n))
+    return connected_components(graph, directed=False)[1]
+
+
+def layer_status(X, *, rtol: float = REL_TOL) -> LayerStatus:
+    """Is layer ``X`` ``(N, d)`` collapsed, rank-1, or full of duplicates? See the module docstring."""
+    X = np.asarray(X, dtype=np.float64)
+    if X.ndim != 2 or X.shape[0] < 1:
+        raise ValueError(f"Expected a layer of shape (N, d), got shape {X.shape}")
+    n = X.shape[0]
+    scale = float(np.sqrt(np.mean(np.sum(X * X, axis=1))))
+    spread = float(np.sqrt(np.mean(np.sum((X - X.mean(axis=0)) ** 2, axis=1))))
+    if scale == 0.0:
+        return LayerStatus(True, True, 1, n, spread, scale, f"all {n} rows are zero")
+    collapsed = spread <= rtol * scale
+    sv = singular_values(X)
+    rank1 = len(sv) < 2 or sv[1] <= rtol * sv[0]
+    n_distinct = 1 if collapsed else int(duplicate_labels(X, rtol=rtol).max()) + 1
+    reason = None
+    if collapsed:
+        reason = (f"collapsed: all {n} rows are one point (spread {spread:.3g} <= {rtol:.2g} x scale {scale:.3g})")
+    elif rank1:
+        reason = f"rank 1: all {n} rows lie on one line through 0 (second singular value {sv[1]:.3g} of {sv[0]:.3g})"
+    elif n_distinct < n:
+        reason = f"{n - n_distinct} of {n} rows duplicate others ({n_distinct} distinct)"
+    return LayerStatus(bool(collapsed), bool(rank1), n_distinct, n, spread, scale, reason)
+
+
+def stack_status(A, *, rtol: float = REL_TOL) -> list[LayerStatus]:
+    """:func:`layer_status` of every layer of ``A`` ``(L, N, d)``."""
+    A = np.asarray(A)
+    if A.ndim != 3:
+        raise ValueError(f"Expected A to be 3-D (layers, N, d), got shape {A.shape}")
+    return [layer_status(layer, rtol=rtol) for layer in A]
+
+
+def flat_grid(grid, *, atol: float = 1e-12, rtol: float = REL_TOL) -> bool:
+    """True when every finite cell of ``grid`` has one value (max - min <= atol + rtol * max|cell|),
+    or no cell is finite: then no cell can be called best."""
+    g = np.asarray(grid, dtype=np.float64)
+    ok = g[np.isfinite(g)]
+    if ok.size == 0:
+        return True
+    return bool(np.ptp(ok) <= atol + rtol * float(np.max(np.abs(ok))))

@@ -1,0 +1,140 @@
+"""Degenerate inputs: collapsed layers, duplicates, flat grids, ties, near-zero denominators (#11.3, #11.4)."""
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from analysis.degenerate import REL_TOL, duplicate_labels, flat_grid, layer_status, negligible, stack_status
+from analysis.grid import NoBestCell, best_cell
+from analysis.metrics import lid, mean_ap, median_rank, recall_at_k
+from analysis.metrics.single import lid_report
+from analysis.temporal import arrow_of_time, arrow_of_time_report
+
+RNG = np.random.default_rng(0)
+
+
+def test_layer_status_zero_constant_rank1_duplicates_and_healthy():
+    zero = layer_status(np.zeros((12, 5)))
+    assert zero.collapsed and zero.rank1 and zero.n_distinct == 1 and "zero" in zero.reason
+    v = RNG.normal(size=16).astype(np.float32)
+    # one point, perturbed at float32 rounding level: collapsed
+    same = np.tile(v, (20, 1)) * (1 + np.finfo(np.float32).eps * RNG.uniform(-1, 1, (20, 16)))
+    st = layer_status(same)
+    assert st.collapsed and st.rank1 and st.n_distinct == 1 and st.degenerate and "collapsed" in st.reason
+    # distinct multiples of one direction: not collapsed, but rank 1
+    line = layer_status(np.outer(RNG.uniform(1, 3, 20), v))
+    assert line.rank1 and not line.collapsed and line.n_distinct == 20 and "rank 1" in line.reason
+    X = RNG.normal(size=(30, 8))
+    dup = layer_status(np.vstack([X, X[:7], X[:3]]))
+    assert (dup.n_distinct, dup.n_items) == (30, 40) and not dup.collapsed and not dup.rank1
+    assert "10 of 40" in dup.reason
+    ok = layer_status(X)
+    assert ok.reason is None and not ok.degenerate and ok.n_distinct == 30
+    # spread and scale by their definitions
+    assert ok.spread == pytest.approx(np.sqrt(np.mean(np.sum((X - X.mean(0)) ** 2, 1))))
+    assert ok.scale == pytest.approx(np.sqrt(np.mean(np.sum(X**2, 1))))
+
+
+def test_duplicate_labels_match_brute_force_grouping():
+    X = RNG.normal(size=(25, 6))
+    src = RNG.integers(0, 25, 60)
+    Y = X[src] * (1 + 1e-8 * RNG.uniform(-1, 1, (60, 6)))  # copies up to float64 jitter below tolerance
+    labels = duplicate_labels(Y)
+    # brute force: rows are the same item iff they came from the same source row
+    for i in range(60):
+        for j in range(60):
+            assert (labels[i] == labels[j]) == (src[i] == src[j])
+    assert labels.max() + 1 == len(np.unique(src))
+
+
+def test_stack_status_per_layer():
+    A = np.stack([RNG.normal(size=(10, 4)), np.ones((10, 4)), np.zeros((10, 4))])
+    out = stack_status(A)
+    assert [s.collapsed for s in out] == [False, True, True]
+
+
+def test_flat_grid_and_negligible():
+    assert flat_grid(np.full((3, 4), 0.25))
+    assert flat_grid(np.full((2, 2), np.nan))
+    assert flat_grid(np.array([[0.5, np.nan], [0.5, 0.5]]))
+    assert not flat_grid(np.array([[0.5, 0.51]]))
+    assert negligible(1e-15) and not negligible(1e-3)
+    assert negligible(REL_TOL * 10, 100.0) and not negligible(REL_TOL * 10, 1.0)
+
+
+def test_best_cell_never_names_a_cell_on_a_flat_grid_or_invalid_cells():
+    with pytest.raises(NoBestCell, match="flat"):
+        best_cell(np.full((3, 3), 0.1))  # every layer pair ties: no best
+    with pytest.raises(NoBestCell, match="flat"):
+        best_cell(np.full((2, 2), 1 / 3) + np.array([[0, 1e-17], [0, 0]]))
+    g = np.array([[0.9, 0.2], [0.3, 0.4]])
+    bad_a = np.array([True, False])  # layer 0 of A is collapsed
+    assert best_cell(g, invalid=bad_a[:, None]) == (1, 1, 0.4)
+    assert best_cell(g, higher_is_better=False, invalid=bad_a[:, None]) == (1, 0, 0.3)
+    with pytest.raises(NoBestCell, match="valid"):
+        best_cell(g, invalid=np.ones((2, 2), bool))
+    assert issubclass(NoBestCell, ValueError)
+
+
+def test_arrow_of_time_is_nan_on_collapsed_videos():
+    v = RNG.normal(size=32)
+    V = v + 1e-9 * RNG.normal(size=(50, 32))  # all videos one point up to far below float32 rounding
+    R = v + 1e-9 * RNG.normal(size=(50, 32))
+    assert np.isnan(arrow_of_time(V, R))
+    value, reason = arrow_of_time_report(V, R)
+    assert np.isnan(value) and "between videos" in reason
+    W = RNG.normal(size=(50, 32))
+    value, reason = arrow_of_time_report(W, W)
+    assert value == pytest.approx(0.0, abs=1e-12) and reason is None
+
+
+@pytest.mark.parametrize("make", [lambda: np.zeros((40, 16)), lambda: np.tile(RNG.normal(size=16), (40, 1))])
+def test_ties_do_not_count_as_hits(make):
+    D, R = make(), RNG.normal(size=(40, 16))
+    # degenerate candidates (or all-zero queries): every candidate ties with the partner, so the
+    # pessimistic rank is N (1-based) and nothing is retrieved
+    for X, Y in ((R, D), (D, D)) + (((D, R),) if not D.any() else ()):
+        assert recall_at_k(X, Y, k=1) == 0.0
+        assert recall_at_k(X, Y, k=5) == 0.0
+        assert mean_ap(X, Y) == pytest.approx(1 / 40)
+        assert median_rank(X, Y) == 40.0
+    assert recall_at_k(D, D, k=39) == 0.0 and recall_at_k(D, D, k=40) == 1.0
+
+
+def test_partner_rank_counts_other_items_scoring_at_least_as_high():
+    # hand case: query 0's partner ties with candidate 1, beats candidate 2
+    X = np.array([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]])
+    Y = np.array([[1.0, 1.0], [1.0, 1.0], [-1.0, 0.0]])
+    from analysis.metrics import partner_ranks
+
+    r = partner_ranks(X, Y)
+    # brute force: rank_i = #{j != i: cos(x_i, y_j) >= cos(x_i, y_i)}
+    Xn = X / np.linalg.norm(X, axis=1, keepdims=True)
+    Yn = Y / np.linalg.norm(Y, axis=1, keepdims=True)
+    S = Xn @ Yn.T
+    expected = [sum(S[i, j] >= S[i, i] for j in range(3) if j != i) for i in range(3)]
+    np.testing.assert_array_equal(r, expected)
+    assert r[0] == 1
+
+
+def test_lid_uses_distinct_points_and_says_how_many():
+    import skdim
+
+    X = RNG.normal(size=(150, 4)) @ RNG.normal(size=(4, 12))
+    doubled = np.vstack([X, X[:60]])
+    ref = skdim.id.MLE().fit(X, n_neighbors=10).dimension_  # the estimator on the 150 distinct rows
+    rep = lid_report(doubled, k=10)
+    assert (rep.n_distinct, rep.n_items, rep.reason) == (150, 210, None)
+    assert rep.value == pytest.approx(ref, rel=1e-12)
+    assert lid(doubled, k=10) == pytest.approx(ref, rel=1e-12)
+    assert 0 < lid(doubled, k=10) < 12
+    assert lid(doubled, method="twonn") == pytest.approx(skdim.id.TwoNN().fit(X).dimension_, rel=1e-12)
+
+
+def test_lid_nan_with_reason_when_too_few_distinct_points():
+    X = RNG.normal(size=(8, 5))
+    rep = lid_report(np.vstack([X] * 5), k=10)  # 40 rows, 8 distinct
+    assert np.isnan(rep.value) and rep.n_distinct == 8 and "8 distinct" in rep.reason
+    flat = lid_report(np.ones((40, 5)), k=10)
+    assert np.isnan(flat.value) and flat.n_distinct == 1
+    assert np.isnan(lid(np.zeros((30, 3)), method="twonn"))
