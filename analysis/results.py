@@ -45,6 +45,7 @@ def _replace(con, table: str, row: dict) -> None:
 
 def put_grid(con, **row) -> None:
     row["params"] = json.dumps(row["params"])
+    row["flags"] = json.dumps(clean_json(row.get("flags") or {}))
     grid = np.asarray(row.pop("grid"), dtype=float)
     row.update(n_rows=grid.shape[0], n_cols=grid.shape[1], grid_values=grid.ravel().tolist())
     _replace(con, "result_grids", row)
@@ -52,6 +53,7 @@ def put_grid(con, **row) -> None:
 
 def put_profile(con, **row) -> None:
     row["params"] = json.dumps(row["params"])
+    row["flags"] = json.dumps(clean_json(row.get("flags") or {}))
     row["layer_values"] = [float(v) for v in row["layer_values"]]
     _replace(con, "result_profiles", row)
 
@@ -96,6 +98,8 @@ def _select(con, table: str, order: str, where: dict) -> list[dict]:
     out = rows(con, f"SELECT * FROM {table} WHERE {clause} ORDER BY {order}", where.values())
     for r in out:
         r["params"] = json.loads(r["params"])
+        if "flags" in r:
+            r["flags"] = json.loads(r["flags"]) if r["flags"] else {}
     return out
 
 

@@ -11,7 +11,9 @@ import duckdb
 #: Bumped whenever a table or column changes meaning; a store of another version is refused.
 #: 3: embeddings moved from one BLOB per (run, layer, batch) to one fixed-width FLOAT[dim] row per
 #: (run, layer, item) in a table per width (``layerscope migrate`` upgrades a version-2 store).
-SCHEMA_VERSION = 3
+#: 4: result tables gained ``flags`` (degenerate layers, why a grid has no best cell, notes per
+#: layer); ``layerscope migrate`` adds the columns to a version-3 store.
+SCHEMA_VERSION = 4
 
 # (table, [(column, type, comment)], table constraints)
 TABLES: list[tuple[str, list[tuple[str, str, str]], str]] = [
@@ -102,6 +104,8 @@ TABLES: list[tuple[str, list[tuple[str, str, str]], str]] = [
         ("ci_low", "DOUBLE", "bootstrap lower bound of the best cell (items resampled)"),
         ("ci_high", "DOUBLE", "bootstrap upper bound of the best cell"),
         ("n_boot", "INTEGER", "bootstrap resamples behind the interval (0: none)"),
+        ("flags", "JSON", "degenerate input: {degenerate_a/_b: {layer: reason}, best: why no best cell "
+                          "(best_* NULL), interval: why no interval}; {} when healthy"),
         ("input_key", "VARCHAR", "hash of the input runs' ids and finish times: a change means recompute"),
         ("computed", "TIMESTAMP", "when it was computed"),
     ], ""),
@@ -115,7 +119,9 @@ TABLES: list[tuple[str, list[tuple[str, str, str]], str]] = [
         ("n_captions", "INTEGER", "the run's n_c (NULL for vision)"),
         ("metric", "VARCHAR", "single-space registry metric name"),
         ("params", "JSON", "metric parameters"),
-        ("layer_values", "DOUBLE[]", "one value per layer, layer 0 first"),
+        ("layer_values", "DOUBLE[]", "one value per layer, layer 0 first (NaN where undefined)"),
+        ("flags", "JSON", "{layer: note} for layers whose value needs one (collapsed layer, duplicates "
+                          "merged for LID, why a value is undefined); {} when none"),
         ("input_key", "VARCHAR", "hash of the run id and finish time"),
         ("computed", "TIMESTAMP", "when it was computed"),
     ], ""),
@@ -183,7 +189,7 @@ def embedding_tables(con: duckdb.DuckDBPyConnection) -> dict[int, str]:
 
 
 #: Older schema versions ``layerscope migrate`` can upgrade (see precompute.migrate).
-MIGRATABLE = (2,)
+MIGRATABLE = (2, 3)
 
 
 class SchemaError(ValueError):
@@ -231,6 +237,23 @@ def check_version(con: duckdb.DuckDBPyConnection, path: str = "store") -> None:
 def _comment(con, table, columns) -> None:
     for column, _, comment in columns:
         con.execute(f"COMMENT ON COLUMN {table}.{column} IS '{comment.replace(chr(39), chr(39) * 2)}'")
+
+
+def add_missing_columns(con: duckdb.DuckDBPyConnection) -> list[str]:
+    """Add the columns of :data:`TABLES` an older store lacks (nullable, with their comments);
+    returns ``["table.column", ...]`` added. Used by ``layerscope migrate``."""
+    have = {(t, c) for t, c in con.execute(
+        "SELECT table_name, column_name FROM information_schema.columns").fetchall()}
+    added = []
+    for name, columns, _ in TABLES:
+        if not any(t == name for t, _ in have):
+            continue  # created whole by create_all
+        for column, type_, comment in columns:
+            if (name, column) not in have:
+                con.execute(f"ALTER TABLE {name} ADD COLUMN {column} {type_.replace(' PRIMARY KEY', '')}")
+                _comment(con, name, [(column, type_, comment)])
+                added.append(f"{name}.{column}")
+    return added
 
 
 def create_all(con: duckdb.DuckDBPyConnection, path: str = "store") -> None:

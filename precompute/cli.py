@@ -174,7 +174,8 @@ def cmd_analyze(args) -> int:
 
     t0 = time.perf_counter()
     out = analyze_store(args.store, k=args.k, metrics=args.metric, references=args.reference, n_boot=args.bootstrap,
-                        datasets=args.dataset, jobs=default_jobs() if args.jobs is None else args.jobs, progress=not args.quiet,
+                        datasets=args.dataset, clamp=args.clamp, reorder_k=args.reorder_k,
+                        downstream_setting=args.downstream_setting, jobs=default_jobs() if args.jobs is None else args.jobs, progress=not args.quiet,
                         log=lambda m: print(m, file=sys.stderr, flush=True))
     print(summary_lines(out, args.store, time.perf_counter() - t0))
     return 0
@@ -191,7 +192,8 @@ def summary_lines(out: dict, store, seconds: float) -> str:
                  f"grids scored: {out['grids_scored']}")
     lines.append(f"analyze: {out['computed']} result(s) computed, {out['skipped']} unchanged and skipped, "
                  f"{len(out['notes'])} note(s), {seconds:.1f} s -> {store}  "
-                 f"[k={s['k']}, metrics={','.join(s['metrics'])}, bootstrap={s['n_boot']}, seed={s['seed']}]")
+                 f"[k={s['k']}, metrics={','.join(s['metrics'])}, bootstrap={s['n_boot']}, seed={s['seed']}, "
+                 f"clamp={s['clamp']}, reorder k={s['reorder_k']}, downstream={s['downstream_setting']}]")
     return "\n".join(lines)
 
 
@@ -213,6 +215,13 @@ def _register_analyze(sub):
                    "(default: every text model)")
     p.add_argument("--bootstrap", type=int, help="bootstrap resamples for intervals (0: none; default: the "
                    "store's last setting, else 200)")
+    p.add_argument("--clamp", choices=("off", "platonic", "feature"), help="outlier clamp before every metric: "
+                   "platonic-rep's one threshold over the whole stack (q=0.95), per feature, or off (default: the "
+                   "store's last setting, else off)")
+    p.add_argument("--reorder-k", type=int, help="k of the reorder (VideoComp) probe (default 5, the paper's)")
+    p.add_argument("--downstream-setting", choices=("paper", "largest"), help="runs correlated with downstream "
+                   "results: paper = one caption and each model's standard frame count (default); largest = "
+                   "the largest budgets")
     p.add_argument("--jobs", type=int, default=None, help="worker processes (default: all cores)")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
     p.add_argument("--dataset", action="append", help="only these datasets")

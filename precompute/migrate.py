@@ -2,7 +2,7 @@
 
 Version 2 kept embeddings as one float32 BLOB per (run, layer, batch) in a table ``embeddings``;
 version 3 keeps one ``FLOAT[dim]`` row per (run, layer, item) in ``embeddings_<dim>`` (see
-:mod:`analysis.schema`). The whole upgrade is one transaction: it completes, or the store is left
+:mod:`analysis.schema`); version 4 adds ``flags`` columns to the result tables. The whole upgrade is one transaction: it completes, or the store is left
 exactly as it was. Result tables are kept: their numbers do not depend on the storage layout.
 """
 
@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from analysis.schema import (MIGRATABLE, SCHEMA_VERSION, SchemaError, create_all, embedding_writer_settings,
-                             ensure_embedding_table, stored_version)
+from analysis.schema import (MIGRATABLE, SCHEMA_VERSION, SchemaError, add_missing_columns, create_all,
+                             embedding_writer_settings, ensure_embedding_table, stored_version)
 from analysis.store import connect
 
 from .writer import embedding_rows, insert_arrow
@@ -41,8 +41,11 @@ def migrate_store(path, *, log=print) -> dict:
         embedding_writer_settings(con)
         con.execute("BEGIN")
         try:
-            n_vectors = sum(_copy_run_v2(con, run_id, dim) for run_id, dim in runs)
-            con.execute("DROP TABLE embeddings")
+            n_vectors = 0
+            if version == 2:
+                n_vectors = sum(_copy_run_v2(con, run_id, dim) for run_id, dim in runs)
+                con.execute("DROP TABLE embeddings")
+            add_missing_columns(con)
             con.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'", [str(SCHEMA_VERSION)])
             create_all(con, str(path))  # tables new since that version, with their comments
             con.execute("COMMIT")

@@ -26,7 +26,7 @@ import json
 from ..schema import create_all
 from ..store import StoreError, connect
 from . import downstream, grids, layer_choice, model_map, profiles, scaling, temporal
-from .context import ANALYSIS_VERSION, Context, DatasetRuns, Settings, group_runs
+from .context import ANALYSIS_VERSION, STORED, Context, DatasetRuns, Settings, group_runs
 from .parallel import default_jobs
 
 __all__ = ["ANALYSIS_VERSION", "Settings", "analyze_store", "stored_settings", "default_jobs"]
@@ -64,14 +64,20 @@ def stored_settings(con) -> dict:
     return json.loads(row[0][0]) if row else {}
 
 
-def _resolve(con, k, metrics, references, n_boot, seed) -> Settings:
+def _resolve(con, given: dict) -> Settings:
+    """Given settings over the store's saved ones over the defaults."""
     saved = stored_settings(con)
-    given = {"k": k, "metrics": metrics, "references": references, "n_boot": n_boot, "seed": seed}
-    merged = {name: (value if value is not None else saved.get(name)) for name, value in given.items()}
     s = Settings()
-    for name, value in merged.items():
-        if value is not None:
-            setattr(s, name, tuple(value) if name in ("metrics", "references") else int(value))
+    for name in STORED:
+        value = given.get(name)
+        value = value if value is not None else saved.get(name)
+        if value is None:
+            continue
+        if name in ("metrics", "references"):
+            value = tuple(value)
+        elif name in ("k", "n_boot", "seed", "reorder_k"):
+            value = int(value)
+        setattr(s, name, value)
     return s
 
 
@@ -111,12 +117,14 @@ def run_dataset(ctx: Context, d: DatasetRuns) -> None:
 
 
 def analyze_store(store, *, k=None, metrics=None, references=None, n_boot=None, datasets=None, seed=None,
-                  jobs: int = 1, progress: bool = False, log=print) -> dict:
+                  clamp=None, reorder_k=None, downstream_setting=None, jobs: int = 1, progress: bool = False,
+                  log=print) -> dict:
     """Compute every study the store supports; idempotent (unchanged inputs are reused).
 
     Settings left ``None`` are the store's own (from its last analysis), else the defaults
-    (k=10, mutual_knn/cka/cknna, every text model as reference, 200 resamples, seed 0); the
-    settings used are saved for the next run. ``jobs`` processes share independent work.
+    (k=10, mutual_knn/cka/cknna, every text model as reference, 200 resamples, seed 0, clamp off,
+    reorder k=5, downstream setting ``paper``); the settings used are saved for the next run.
+    ``jobs`` processes share independent work.
 
     Returns ``{"computed", "skipped", "notes", "computed_by_study", "reused_by_study",
     "preparations", "layer_preparations", "grids_scored", "settings"}``.
@@ -125,7 +133,8 @@ def analyze_store(store, *, k=None, metrics=None, references=None, n_boot=None, 
     ctx = None
     try:
         create_all(con, str(store))
-        s = _resolve(con, k, metrics, references, n_boot, seed)
+        s = _resolve(con, {"k": k, "metrics": metrics, "references": references, "n_boot": n_boot, "seed": seed,
+                           "clamp": clamp, "reorder_k": reorder_k, "downstream_setting": downstream_setting})
         s.jobs = int(jobs)
         s.check()
         known = {r[0] for r in con.execute("SELECT model FROM models").fetchall()}
@@ -135,8 +144,7 @@ def analyze_store(store, *, k=None, metrics=None, references=None, n_boot=None, 
         _drop_stale_results(con, log)
         ctx = Context(store, con, s, log=log, progress=progress)
         plan = _plan(con, datasets, ctx)
-        saved = {"k": s.k, "metrics": list(s.metrics), "references": list(s.references), "n_boot": s.n_boot,
-                 "seed": s.seed}
+        saved = s.stored()
         _put_meta(ctx.con, SETTINGS_KEY, json.dumps(saved))
         for d in plan.values():
             run_dataset(ctx, d)

@@ -14,14 +14,21 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .. import results as R
+from ..preprocess import CLAMP_MODES
 from ..registry import get_metric
 from ..store import connect
+from ..temporal import REORDER_K
 from .engine import Engine
 
 #: bump when a result payload changes shape; cached results of another version are cleared
 ANALYSIS_VERSION = 4
 VISION = ("video", "image")
 DEFAULT_METRICS = ("mutual_knn", "cka", "cknna")
+#: ``paper``: one caption and each vision model's standard (native) frame count, as the alignment
+#: paper correlates; ``largest``: each model's largest budgets
+DOWNSTREAM_SETTINGS = ("paper", "largest")
+#: settings that change numbers, stored in the store and part of every result's key
+STORED = ("k", "metrics", "references", "n_boot", "seed", "clamp", "reorder_k", "downstream_setting")
 
 
 @dataclass
@@ -33,6 +40,9 @@ class Settings:
     references: tuple = ()
     n_boot: int = 200
     seed: int = 0
+    clamp: str = "off"  # outlier clamp before every metric: off | platonic | feature
+    reorder_k: int = REORDER_K  # the reorder (VideoComp) probe's own k (the paper: 5 at N = 512)
+    downstream_setting: str = "paper"  # which runs downstream correlation uses: paper | largest
     jobs: int = 1
 
     def check(self) -> None:
@@ -40,6 +50,13 @@ class Settings:
             raise ValueError(f"--k must be at least 1, got {self.k}")
         if self.n_boot < 0:
             raise ValueError(f"--bootstrap must be 0 (off) or a positive count, got {self.n_boot}")
+        if self.clamp not in CLAMP_MODES:
+            raise ValueError(f"--clamp must be one of {', '.join(CLAMP_MODES)}, got {self.clamp!r}")
+        if self.reorder_k < 1:
+            raise ValueError(f"--reorder-k must be at least 1, got {self.reorder_k}")
+        if self.downstream_setting not in DOWNSTREAM_SETTINGS:
+            raise ValueError(f"--downstream-setting must be one of {', '.join(DOWNSTREAM_SETTINGS)}, "
+                             f"got {self.downstream_setting!r}")
         if self.jobs < 1:
             raise ValueError(f"--jobs must be at least 1, got {self.jobs}")
         for m in self.metrics:
@@ -48,6 +65,10 @@ class Settings:
 
     def params_for(self, metric: str) -> dict:
         return {"k": self.k} if "k" in get_metric(metric).params else {}
+
+    def stored(self) -> dict:
+        """The settings saved in the store (tuples as lists)."""
+        return {n: (list(v) if isinstance(v, tuple) else v) for n in STORED for v in [getattr(self, n)]}
 
 
 @dataclass
@@ -81,6 +102,28 @@ class DatasetRuns:
         return chosen
 
 
+    def paper_settings(self, native_frames: dict) -> dict:
+        """Each model's run at the alignment paper's downstream protocol: one caption (the run with
+        the n_c closest to 1) and the vision model's standard frame count (its native clip length;
+        1 for image models), else the closest n_f the store has (ties: the larger). Keys as
+        :meth:`largest_settings`."""
+        def closest(runs, key, target):
+            return min(runs, key=lambda r: (abs(r[key] - target), -r[key]))
+
+        chosen = {}
+        by_model: dict = {}
+        for r in self.vision:
+            by_model.setdefault(r["model"], []).append(r)
+        for m, runs in by_model.items():
+            chosen[m] = closest(runs, "n_frames", native_frames.get(m) or 1)
+        by_text: dict = {}
+        for r in self.text:
+            by_text.setdefault(r["model"], []).append(r)
+        for m, runs in by_text.items():
+            chosen[f"{m} [text]" if m in by_model else m] = closest(runs, "n_captions", 1)
+        return chosen
+
+
 class Context:
     """Settings + connection + engine + the record of what was computed and reused, per study."""
 
@@ -88,7 +131,7 @@ class Context:
         self.store = str(store)
         self.con = con
         self.settings = settings
-        self.engine = Engine(con)
+        self.engine = Engine(con, clamp=settings.clamp)
         self.log = log
         self.progress = progress
         self.notes: list[str] = []
@@ -98,6 +141,10 @@ class Context:
     def note(self, msg: str) -> None:
         self.notes.append(msg)
         self.log(f"note: {msg}")
+
+    def rid(self, *parts) -> str:
+        """A result id: what it is, plus the analysis version and the settings every number depends on."""
+        return R.key(*parts, ANALYSIS_VERSION, self.settings.clamp)
 
     def fresh(self, study: str, table: str, result_id: str, input_key: str) -> bool:
         """Whether a result must be (re)computed; counts it as computed or reused under ``study``."""

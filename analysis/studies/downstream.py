@@ -7,7 +7,7 @@ from collections import defaultdict
 
 from .. import results as R
 from ..downstream import correlate, depth_curve
-from .context import ANALYSIS_VERSION, Context, DatasetRuns
+from .context import Context, DatasetRuns
 from .grids import stored_grid
 
 
@@ -16,14 +16,18 @@ def run(ctx: Context, d: DatasetRuns) -> None:
     rows = R.rows(ctx.con, "SELECT * FROM downstream_results ORDER BY task, model")
     if not rows:
         return
-    chosen = d.largest_settings()
+    if s.downstream_setting == "paper":
+        native = dict(ctx.con.execute("SELECT model, native_frames FROM models").fetchall())
+        chosen = d.paper_settings(native)
+    else:
+        chosen = d.largest_settings()
     refs = list(s.references) or sorted({r["model"] for r in d.text})
     tasks = defaultdict(dict)
     hib = {}
     for r in rows:
         tasks[(r["task"], r["metric"])][r["model"]] = r["value"]
         hib[(r["task"], r["metric"])] = r["higher_is_better"]
-    rid = R.key("downstream", d.name, refs, s.k, ANALYSIS_VERSION)
+    rid = ctx.rid("downstream", d.name, refs, s.k, s.downstream_setting)
     ikey = R.key(rows, [(m, c["run_id"], str(c["finished"])) for m, c in sorted(chosen.items())], s.n_boot)
     if not ctx.fresh("downstream", "result_studies", rid, ikey):
         return
@@ -62,5 +66,8 @@ def run(ctx: Context, d: DatasetRuns) -> None:
                 table.append({"task": task, "task_metric": tmetric, "curve": curve_name, "error": str(exc)})
     unknown = sorted({r["model"] for r in rows} - set(chosen))
     R.put_study(ctx.con, result_id=rid, study="downstream", dataset=d.name, subject="all",
-                params={"k": s.k, "references": refs, "n_boot": s.n_boot},
-                payload={"rows": table, "models_without_runs": unknown}, input_key=ikey)
+                params={"k": s.k, "references": refs, "n_boot": s.n_boot, "setting": s.downstream_setting},
+                payload={"rows": table, "models_without_runs": unknown, "setting": s.downstream_setting,
+                         "settings": {m: {"run_id": c["run_id"], "n_frames": c["n_frames"],
+                                          "n_captions": c["n_captions"]} for m, c in sorted(chosen.items())}},
+                input_key=ikey)

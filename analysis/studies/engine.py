@@ -21,7 +21,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..degenerate import stack_status
 from ..grid import layer_profile, prepare_layers
+from ..preprocess import clamp as clamp_stack
 from ..registry import get_metric
 from ..store import StoreError, load_run
 from ..validation import as_stack, check_k
@@ -93,14 +95,16 @@ class Engine:
 
     Args:
         con: an open DuckDB connection to the store (read-only is enough).
-        clamp_quantile: optional per-feature outlier clamp applied before preparing (as ``layer_grid``).
+        clamp: outlier clamp applied to each run's whole stack when it is loaded, before any
+            metric (:func:`analysis.preprocess.clamp`: ``"off"``, ``"platonic"`` or ``"feature"``).
         state_budget, emb_budget: byte budgets of the two caches.
     """
 
-    def __init__(self, con, *, clamp_quantile=None, state_budget: int = STATE_BUDGET, emb_budget: int = EMB_BUDGET):
+    def __init__(self, con, *, clamp: str = "off", state_budget: int = STATE_BUDGET, emb_budget: int = EMB_BUDGET):
         self.con = con
-        self.clamp_quantile = clamp_quantile
+        self.clamp = clamp
         self._emb = _LRU(emb_budget)
+        self._status: dict = {}
         self._states = _LRU(state_budget)
         self._grids: dict = {}
         self._profiles: dict = {}
@@ -115,9 +119,22 @@ class Engine:
             try:
                 E = as_stack(raw, f"run {run_id}")
             except ValueError as exc:
-                raise StoreError(f"run {run_id}: {exc}") from None
+                raise StoreError(f"run {run_id}: {exc}; rerun its precompute to rewrite it, or leave it out "
+                                 "with --dataset") from None
+            if self.clamp != "off":
+                E = clamp_stack(E, mode=self.clamp)
             self._emb.put(run_id, E, E.nbytes)
         return E
+
+    def status(self, run_id: str) -> list:
+        """Per-layer :class:`analysis.degenerate.LayerStatus` of a run (memoised)."""
+        if run_id not in self._status:
+            self._status[run_id] = stack_status(self.emb(run_id))
+        return self._status[run_id]
+
+    def degenerate_layers(self, run_id: str) -> dict[int, str]:
+        """``{layer: reason}`` for the run's degenerate layers (collapsed, rank 1, < 2 distinct rows)."""
+        return {i: st.reason or "degenerate" for i, st in enumerate(self.status(run_id)) if st.degenerate}
 
     # ------------------------------------------------------------------ prepared states
     def resolve(self, metric: str, **params) -> dict:
@@ -136,7 +153,7 @@ class Engine:
             E = self.emb(run_id)
             if "k" in params:
                 check_k(E.shape[1], params["k"])
-            st = prepare_layers(spec, E, params, self.clamp_quantile)
+            st = prepare_layers(spec, E, params)
             self._states.put(key, st, _nbytes(st))
             self.counters.preparations += 1
             self.counters.layer_preparations += len(st)

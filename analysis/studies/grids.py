@@ -15,9 +15,9 @@ import numpy as np
 
 from .. import results as R
 from ..bootstrap import bootstrap_ci
-from ..grid import best_cell
+from ..grid import NoBestCell, best_cell
 from ..registry import get_metric
-from .context import ANALYSIS_VERSION, Context, DatasetRuns
+from .context import Context, DatasetRuns
 from .parallel import run_tasks
 
 
@@ -42,21 +42,45 @@ def pair_list(d: DatasetRuns, metrics) -> list[tuple]:
 def result_keys(ctx: Context, a, b, metric) -> tuple[str, str]:
     s = ctx.settings
     params = s.params_for(metric)
-    rid = R.key("grid", a["run_id"], b["run_id"], metric, params, ANALYSIS_VERSION)
+    rid = ctx.rid("grid", a["run_id"], b["run_id"], metric, params)
     ikey = R.key(a["run_id"], a["finished"], b["run_id"], b["finished"], s.n_boot, s.seed)
     return rid, ikey
 
 
 def score_pair(engine, run_a: str, run_b: str, metric: str, params: dict, n_boot: int, seed: int) -> dict:
-    """The grid, its best cell and the best cell's bootstrap interval (one task's unit of work)."""
+    """The grid, its best cell, the best cell's bootstrap interval and the degenerate-input flags.
+
+    Cells on a degenerate layer of either run (collapsed, rank 1: neighbours and kernels are
+    undefined there) are flagged and never best; a flat grid has no best cell. Then ``best_*``
+    are None and ``flags["best"]`` says why; ``flags["interval"]`` says why an interval is missing.
+    """
     grid = engine.grid(run_a, run_b, metric, **params)
     spec = get_metric(metric)
-    la, lb, value = best_cell(grid, higher_is_better=spec.higher_is_better is not False)
-    lo = hi = None
+    deg_a, deg_b = engine.degenerate_layers(run_a), engine.degenerate_layers(run_b)
+    flags = {}
+    if deg_a:
+        flags["degenerate_a"] = deg_a
+    if deg_b:
+        flags["degenerate_b"] = deg_b
+    invalid = np.zeros(grid.shape, dtype=bool)
+    invalid[list(deg_a), :] = True
+    invalid[:, list(deg_b)] = True
+    out = {"grid": grid, "best_a": None, "best_b": None, "best_value": None, "ci_low": None, "ci_high": None}
+    try:
+        la, lb, value = best_cell(grid, higher_is_better=spec.higher_is_better is not False, invalid=invalid)
+    except NoBestCell as exc:
+        flags["best"] = str(exc)
+        out["flags"] = flags
+        return out
+    out.update(best_a=la, best_b=lb, best_value=value)
     if n_boot >= 2:
         ci = bootstrap_ci(metric, engine.emb(run_a)[la], engine.emb(run_b)[lb], n_boot=n_boot, seed=seed, **params)
-        lo, hi = ci.low, ci.high
-    return {"grid": grid, "best_a": la, "best_b": lb, "best_value": value, "ci_low": lo, "ci_high": hi}
+        if np.isfinite(ci.low) and np.isfinite(ci.high):
+            out.update(ci_low=ci.low, ci_high=ci.high)
+        if ci.reason:
+            flags["interval"] = ci.reason
+    out["flags"] = flags
+    return out
 
 
 def run(ctx: Context, d: DatasetRuns) -> list[tuple]:
@@ -82,7 +106,7 @@ def run(ctx: Context, d: DatasetRuns) -> list[tuple]:
                    n_frames_b=b["n_frames"] if kind == "vision_vision" else None, metric=metric,
                    params=s.params_for(metric), grid=res["grid"], best_a=res["best_a"], best_b=res["best_b"],
                    best_value=res["best_value"], ci_low=res["ci_low"], ci_high=res["ci_high"],
-                   n_boot=s.n_boot if s.n_boot >= 2 else 0, input_key=ikey)
+                   n_boot=s.n_boot if s.n_boot >= 2 else 0, flags=res["flags"], input_key=ikey)
     return [(a, b, metric) for kind, a, b, metric in pairs if kind == "vision_text"]
 
 
@@ -95,8 +119,7 @@ def stored_grid(ctx: Context, a: dict, b: dict, metric: str, **params) -> np.nda
     for x, y, flip in ((a, b, False), (b, a, True)):
         if flip and metric != "mutual_knn":
             break
-        rows = [g for g in R.read_grids(ctx.con, run_a=x["run_id"], run_b=y["run_id"], metric=metric)
-                if g["params"] == params]
+        rows = R.read_grids(ctx.con, result_id=ctx.rid("grid", x["run_id"], y["run_id"], metric, params))
         if rows:
             g = rows[0]["grid"]
             return g.T.copy() if flip else g

@@ -8,7 +8,20 @@ import numpy as np
 from .. import results as R
 from ..layer_selection import recommend_layers
 from ..registry import get_metric
-from .context import ANALYSIS_VERSION, Context, DatasetRuns
+from .context import Context, DatasetRuns
+
+
+def _row_max(grid, axis) -> np.ndarray:
+    """Best value along ``axis`` ignoring NaN cells (NaN where a whole row is NaN)."""
+    g = np.asarray(grid, dtype=float)
+    filled = np.where(np.isfinite(g), g, -np.inf).max(axis=axis)
+    return np.where(np.isfinite(filled), filled, np.nan)
+
+
+def _masked(values, layers) -> np.ndarray:
+    v = np.array(values, dtype=float)
+    v[[i for i in layers if i < len(v)]] = np.nan
+    return v
 
 
 def run(ctx: Context, d: DatasetRuns) -> None:
@@ -22,19 +35,24 @@ def run(ctx: Context, d: DatasetRuns) -> None:
             curves[prof["metric"]] = (prof["layer_values"], hib)
         for g in R.read_grids(ctx.con, dataset=d.name, metric="mutual_knn", pair_kind="vision_text"):
             if g["run_a"] == run["run_id"] and g["run_b"] == chosen.get(g["model_b"], {}).get("run_id"):
-                curves[f"alignment with {g['model_b']}"] = (g["grid"].max(axis=1), True)
+                curves[f"alignment with {g['model_b']}"] = (_row_max(g["grid"], axis=1), True)
                 sources[f"alignment with {g['model_b']}"] = g["result_id"]
             elif g["run_b"] == run["run_id"] and g["run_a"] == chosen.get(g["model_a"], {}).get("run_id"):
-                curves[f"alignment with {g['model_a']}"] = (g["grid"].max(axis=0), True)
+                curves[f"alignment with {g['model_a']}"] = (_row_max(g["grid"], axis=0), True)
                 sources[f"alignment with {g['model_a']}"] = g["result_id"]
         if not curves:
             continue
-        rid = R.key("layer_choice", d.name, m, ANALYSIS_VERSION)
+        # a degenerate layer's value is not a measurement of a representation: never a pick
+        bad = list(ctx.engine.degenerate_layers(run["run_id"]))
+        if bad:
+            curves = {name: (_masked(v, bad), hib) for name, (v, hib) in curves.items()}
+        rid = ctx.rid("layer_choice", d.name, m)
         ikey = R.key(run["run_id"], str(run["finished"]), sorted(sources.values()),
                      {k: np.asarray(v[0]).round(12).tolist() for k, v in curves.items()})
         if not ctx.fresh("layer_choice", "result_studies", rid, ikey):
             continue
         rec = recommend_layers(curves)
+        rec["degenerate_layers"] = {str(i): why for i, why in ctx.engine.degenerate_layers(run["run_id"]).items()}
         rec["curves"] = {k: np.asarray(v[0]).tolist() for k, v in curves.items()}
         rec["higher_is_better"] = {k: v[1] for k, v in curves.items()}
         rec["setting"] = {"run_id": run["run_id"], "modality": run["modality"], "n_frames": run["n_frames"],

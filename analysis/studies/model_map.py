@@ -6,9 +6,9 @@ from __future__ import annotations
 import numpy as np
 
 from .. import results as R
-from ..grid import best_cell
+from ..grid import NoBestCell, best_cell
 from ..model_map import model_map
-from .context import ANALYSIS_VERSION, Context, DatasetRuns
+from .context import Context, DatasetRuns
 from .grids import stored_grid
 
 
@@ -19,25 +19,36 @@ def run(ctx: Context, d: DatasetRuns) -> None:
     if len(names) < 2:
         ctx.note(f"dataset {d.name!r}: a model map needs at least 2 models, the store has {len(names)}")
         return
-    rid = R.key("model_map", d.name, names, k, ANALYSIS_VERSION)
+    rid = ctx.rid("model_map", d.name, names, k)
     ikey = R.key([(chosen[m]["run_id"], str(chosen[m]["finished"])) for m in names])
     if not ctx.fresh("model_map", "result_studies", rid, ikey):
         return
     M = len(names)
     S = np.eye(M)
     layers = [[None] * M for _ in range(M)]
+    undefined = []
     for i in range(M):
         for j in range(i + 1, M):
-            g = stored_grid(ctx, chosen[names[i]], chosen[names[j]], "mutual_knn", k=k)
-            la, lb, v = best_cell(g)
+            ra, rb = chosen[names[i]], chosen[names[j]]
+            g = stored_grid(ctx, ra, rb, "mutual_knn", k=k)
+            invalid = np.zeros(g.shape, dtype=bool)
+            invalid[list(ctx.engine.degenerate_layers(ra["run_id"])), :] = True
+            invalid[:, list(ctx.engine.degenerate_layers(rb["run_id"]))] = True
+            try:
+                la, lb, v = best_cell(g, invalid=invalid)
+            except NoBestCell as exc:
+                # no layer pair can be scored: the models are placed as unrelated (0) and the pair is listed
+                undefined.append({"models": [names[i], names[j]], "reason": str(exc)})
+                la = lb = None
+                v = 0.0
             S[i, j] = S[j, i] = v
-            layers[i][j], layers[j][i] = [la, lb], [lb, la]
+            layers[i][j], layers[j][i] = ([la, lb], [lb, la]) if la is not None else (None, None)
     mm = model_map(S, names)
     payload = {"models": names, "similarity": S.tolist(), "order": mm.order, "coords": mm.coords.tolist(),
                "clusters": mm.clusters, "best_layers": layers,
                "settings": {m: {"run_id": chosen[m]["run_id"], "modality": chosen[m]["modality"],
                                 "n_frames": chosen[m]["n_frames"], "n_captions": chosen[m]["n_captions"]}
                             for m in names},
-               "metric": "mutual_knn"}
+               "metric": "mutual_knn", "undefined_pairs": undefined}
     R.put_study(ctx.con, result_id=rid, study="model_map", dataset=d.name, subject="all",
                 params={"k": k, "metric": "mutual_knn"}, payload=payload, input_key=ikey)

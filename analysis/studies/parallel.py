@@ -33,12 +33,13 @@ def _unit(engine, kind: str, task: tuple):
 
         return fit_subject(engine, *task)
     if kind == "profile":
-        run_id, metric, params = task
-        return engine.profile(run_id, metric, **params)
+        from .profiles import profile
+
+        return profile(engine, *task)
     raise ValueError(f"unknown task kind {kind!r}")
 
 
-def _init_worker(store: str) -> None:
+def _init_worker(store: str, clamp: str) -> None:
     global _ENGINE
     from threadpoolctl import threadpool_limits
 
@@ -46,7 +47,7 @@ def _init_worker(store: str) -> None:
     from .engine import Engine
 
     threadpool_limits(1)
-    _ENGINE = Engine(connect(store, read_only=True))
+    _ENGINE = Engine(connect(store, read_only=True), clamp=clamp)
 
 
 def _worker(kind: str, chunk: list[tuple]) -> tuple[list, dict]:
@@ -84,7 +85,7 @@ def run_tasks(ctx, kind: str, tasks: list[tuple], *, label: str = "") -> list:
             return out
         chunks = _chunks(tasks)
         with ctx.released():
-            with ProcessPoolExecutor(max_workers=jobs, initializer=_init_worker, initargs=(ctx.store,)) as pool:
+            with ProcessPoolExecutor(max_workers=jobs, initializer=_init_worker, initargs=(ctx.store, ctx.settings.clamp)) as pool:
                 futures = {pool.submit(_worker, kind, [tasks[i] for i in idx]): idx for idx in chunks}
                 for fut in as_completed(futures):
                     idx = futures[fut]

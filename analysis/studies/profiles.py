@@ -3,8 +3,11 @@
 
 from __future__ import annotations
 
+import numpy as np
+
 from .. import results as R
-from .context import ANALYSIS_VERSION, Context, DatasetRuns
+from ..metrics.single import lid_report
+from .context import Context, DatasetRuns
 from .parallel import run_tasks
 
 PROFILE_METRICS = ("rankme", "lid", "uniformity")
@@ -19,12 +22,33 @@ def run(ctx: Context, d: DatasetRuns) -> None:
     stale = []
     for r in d.originals:
         for metric in PROFILE_METRICS:
-            rid = R.key("profile", r["run_id"], metric, ANALYSIS_VERSION)
+            rid = ctx.rid("profile", r["run_id"], metric)
             ikey = R.key(r["run_id"], r["finished"])
             if ctx.fresh("profiles", "result_profiles", rid, ikey):
                 stale.append((r, metric, rid, ikey))
     tasks = [(r["run_id"], metric, params_for(metric, r["n_items"])) for r, metric, _, _ in stale]
-    for (r, metric, rid, ikey), values in zip(stale, run_tasks(ctx, "profile", tasks, label=f"profiles {d.name}")):
+    for (r, metric, rid, ikey), (values, flags) in zip(stale, run_tasks(ctx, "profile", tasks,
+                                                                        label=f"profiles {d.name}")):
         R.put_profile(ctx.con, result_id=rid, dataset=d.name, model=r["model"], run_id=r["run_id"],
                       modality=r["modality"], n_frames=r["n_frames"], n_captions=r["n_captions"],
-                      metric=metric, params=params_for(metric, r["n_items"]), layer_values=values, input_key=ikey)
+                      metric=metric, params=params_for(metric, r["n_items"]), layer_values=values, flags=flags,
+                      input_key=ikey)
+
+
+def profile(engine, run_id: str, metric: str, params: dict) -> tuple[np.ndarray, dict]:
+    """``(L,)`` values and ``{layer: note}``: a collapsed layer's value is kept (RankMe 1 and
+    uniformity 0 are what such a layer measures) but noted; LID runs on distinct rows and says
+    how many it used, NaN with the reason when too few remain."""
+    flags = {layer: reason for layer, reason in engine.degenerate_layers(run_id).items()}
+    if metric != "lid":
+        return engine.profile(run_id, metric, **params), flags
+    values = []
+    for layer, X in enumerate(engine.emb(run_id)):
+        rep = lid_report(X, **params)
+        values.append(rep.value)
+        if rep.reason:
+            flags[layer] = rep.reason
+        elif rep.n_distinct < rep.n_items:
+            note = f"LID on {rep.n_distinct} distinct of {rep.n_items} items (duplicates merged)"
+            flags[layer] = f"{flags[layer]}; {note}" if layer in flags else note
+    return np.array(values, dtype=np.float64), flags

@@ -10,9 +10,10 @@ from collections import defaultdict
 import numpy as np
 
 from .. import results as R
-from ..registry import get_metric
-from ..scaling import TooFewPoints, bootstrap_params, compare_forms, fit_scaling_law
-from .context import ANALYSIS_VERSION, Context, DatasetRuns
+from ..registry import BOUNDS, get_metric
+from ..scaling import TooFewPoints, bootstrap_params, compare_forms, fit_scaling_law, grid_score_samples
+from .context import Context, DatasetRuns
+from .grids import result_keys
 from .parallel import run_tasks
 
 #: resamples for the parameter intervals (each one refits the law): at most this many
@@ -27,14 +28,14 @@ def run(ctx: Context, d: DatasetRuns, pairs: list[tuple]) -> None:
     stale = []
     for (va, tb, metric), runs in by_models.items():
         params = s.params_for(metric)
-        rid = R.key("scaling", d.name, va, tb, metric, params, ANALYSIS_VERSION)
+        rid = ctx.rid("scaling", d.name, va, tb, metric, params)
         ikey = R.key(sorted((a["run_id"], str(a["finished"]), b["run_id"], str(b["finished"])) for a, b in runs),
                      s.n_boot, s.seed)
         if not ctx.fresh("scaling", "result_studies", rid, ikey):
             continue
         points = []
         for a, b in runs:
-            g = R.read_grids(ctx.con, run_a=a["run_id"], run_b=b["run_id"], metric=metric)[0]
+            g = R.read_grids(ctx.con, result_id=result_keys(ctx, a, b, metric)[0])[0]
             points.append((a["n_frames"], b["n_captions"], g["best_value"], g["best_a"], g["best_b"],
                            a["run_id"], b["run_id"]))
         stale.append((f"{va}|{tb}|{metric}", rid, ikey, metric, params, points))
@@ -49,38 +50,42 @@ def run(ctx: Context, d: DatasetRuns, pairs: list[tuple]) -> None:
 def fit_subject(engine, _first_run: str, metric: str, params: dict, points: list, n_boot: int, seed: int) -> dict:
     """One subject's payload: scores per grid point, the law's fit, the other forms, intervals.
 
-    ``points``: ``(n_f, n_c, best score, best layer a, best layer b, run a, run b)`` per grid point."""
+    ``points``: ``(n_f, n_c, best score or None, best layer a, best layer b, run a, run b)`` per grid
+    point. A point without a best cell (degenerate grid) is kept in the payload with
+    ``degenerate[i] = True`` and left out of every fit. The fit respects the metric: S∞ inside its
+    bounds, the law's direction from the metric's; ``fit.status``/``fit.reason`` say when it cannot
+    be trusted, and ``drawn`` names the form with the best held-out error (the one to draw)."""
     spec = get_metric(metric)
+    hib = spec.higher_is_better is not False
+    kw = dict(bounds=BOUNDS.get(metric), higher_is_better=hib)
+    deg = [p[2] is None for p in points]
     nf = np.array([p[0] for p in points], float)
     nc = np.array([p[1] for p in points], float)
-    y = np.array([p[2] for p in points], float)
-    payload = {"n_frames": nf.tolist(), "n_captions": nc.tolist(), "scores": y.tolist(),
-               "layers": [[p[3], p[4]] for p in points], "higher_is_better": spec.higher_is_better}
+    y = np.array([np.nan if p[2] is None else p[2] for p in points], float)
+    payload = {"n_frames": nf.tolist(), "n_captions": nc.tolist(), "scores": y.tolist(), "degenerate": deg,
+               "layers": [[p[3], p[4]] for p in points], "higher_is_better": spec.higher_is_better,
+               "bounds": list(BOUNDS.get(metric) or (None, None))}
+    ok = ~np.array(deg, dtype=bool)
+    if not ok.all():
+        payload["notes"] = [f"{int((~ok).sum())} of {len(points)} grid point(s) have no best cell (degenerate "
+                            "input) and are left out of the fits"]
+    good = [p for p, keep in zip(points, ok) if keep]
     try:
-        fit = fit_scaling_law(nf, nc, y, seed=seed)
-        payload["fit"] = {"params": fit.params, "r2": fit.r2, "rmse": fit.rmse, "n_points": fit.n_points}
-        payload["forms"] = compare_forms(nf, nc, y, seed=seed)
+        fit = fit_scaling_law(nf[ok], nc[ok], y[ok], seed=seed, **kw)
+        payload["fit"] = {"params": fit.params, "r2": fit.r2, "rmse": fit.rmse, "n_points": fit.n_points,
+                          "status": fit.status, "reason": fit.reason}
+        payload["forms"] = compare_forms(nf[ok], nc[ok], y[ok], seed=seed, **kw)
+        payload["drawn"] = next((f["form"] for f in payload["forms"] if f.get("best")), "saturating")
         if n_boot >= 2:
-            samples = resampled_scores(engine, points, metric, params, n_boot, seed)
+            samples = grid_score_samples([(engine.emb(a)[la], engine.emb(b)[lb]) for _, _, _, la, lb, a, b in good],
+                                         metric, n_boot=n_boot, seed=seed, **params)
             try:
-                payload["intervals"] = bootstrap_params(samples, nf, nc, seed=seed)
+                iv = bootstrap_params(samples, nf[ok], nc[ok], scores=y[ok], seed=seed, **kw)
+                payload["intervals"] = iv.intervals
+                payload["intervals_detail"] = iv.as_dict()
                 payload["intervals_n_boot"] = n_boot
             except ValueError as exc:
                 payload["intervals_error"] = str(exc)
     except TooFewPoints as exc:
         payload["error"] = str(exc)
     return payload
-
-
-def resampled_scores(engine, points, metric, params, n_boot, seed) -> np.ndarray:
-    """``(n_boot, n_points)``: scores at each grid point's best layer pair, on item resamples shared
-    across grid points (one resample of items is one replicate of the whole grid)."""
-    spec = get_metric(metric)
-    rng = np.random.default_rng(seed)
-    n = engine.emb(points[0][5]).shape[1]
-    out = np.empty((n_boot, len(points)))
-    for bi in range(n_boot):
-        ix = rng.integers(0, n, n)
-        for j, (_, _, _, la, lb, a, b) in enumerate(points):
-            out[bi, j] = spec(engine.emb(a)[la][ix], engine.emb(b)[lb][ix], **params)
-    return out

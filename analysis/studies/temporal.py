@@ -9,17 +9,30 @@ import json
 import numpy as np
 
 from .. import results as R
-from ..grid import best_cell
-from ..temporal import arrow_of_time, chiral_accuracy, first_neighbour_types, reorder_alignment
-from .context import ANALYSIS_VERSION, Context, DatasetRuns
+from ..grid import NoBestCell, best_cell
+from ..temporal import arrow_of_time_report, chiral_accuracy, first_neighbour_types, reorder_at_best_pair
+from .context import Context, DatasetRuns
 
 
-def _or_nan(fn, *args, **kw) -> float:
-    """A per-layer value, NaN where it is undefined (e.g. a CLS token at layer 0 is one constant vector)."""
+def _arrow(V, Vr) -> tuple[float, str | None]:
+    """Arrow of time of one layer with the reason when it is undefined (a collapsed layer, e.g. a
+    CLS token at layer 0 that is one constant vector)."""
     try:
-        return fn(*args, **kw)
-    except ValueError:
-        return float("nan")
+        return arrow_of_time_report(V, Vr)
+    except ValueError as exc:
+        return float("nan"), str(exc)
+
+
+def _best(ctx, grid, run_a, run_b) -> dict:
+    """Best cell off the degenerate layers, or the reason there is none."""
+    invalid = np.zeros(grid.shape, dtype=bool)
+    invalid[list(ctx.engine.degenerate_layers(run_a)), :] = True
+    invalid[:, list(ctx.engine.degenerate_layers(run_b))] = True
+    try:
+        la, lb, v = best_cell(grid, invalid=invalid)
+        return {"value": v, "layers": [la, lb], "reason": None}
+    except NoBestCell as exc:
+        return {"value": None, "layers": None, "reason": str(exc)}
 
 
 def run(ctx: Context, d: DatasetRuns) -> None:
@@ -33,7 +46,7 @@ def run(ctx: Context, d: DatasetRuns) -> None:
     if not (has_tot or negatives or reversed_runs):
         return
     inputs = sorted((r["run_id"], str(r["finished"])) for r in d.runs)
-    rid = R.key("temporal", d.name, k, ANALYSIS_VERSION)
+    rid = ctx.rid("temporal", d.name, k, ctx.settings.reorder_k)
     ikey = R.key(inputs)
     if not ctx.fresh("temporal", "result_studies", rid, ikey):
         return
@@ -50,45 +63,51 @@ def run(ctx: Context, d: DatasetRuns) -> None:
                 by_k = {}
                 for kk in (1, 2, 3):
                     g = ctx.engine.grid(vr["run_id"], tr["run_id"], "mutual_knn", k=kk)
-                    la, lb, v = best_cell(g)
-                    by_k[str(kk)] = {"value": v, "layers": [la, lb], "grid": g.tolist()}
-                la, lb = by_k["1"]["layers"]
-                payload["test_of_time"].append({
-                    "vision": vm, "text": tm, "n_frames": vr["n_frames"], "alignment": by_k,
-                    "first_neighbours": {
+                    best = _best(ctx, g, vr["run_id"], tr["run_id"])
+                    by_k[str(kk)] = {"value": best["value"], "layers": best["layers"], "grid": g.tolist(),
+                                     **({"reason": best["reason"]} if best["reason"] else {})}
+                entry = {"vision": vm, "text": tm, "n_frames": vr["n_frames"], "alignment": by_k,
+                         "first_neighbours_per_layer": {
+                             "vision": [first_neighbour_types(x, event=event, phrasing=phrasing, bow=bow) for x in V],
+                             "text": [first_neighbour_types(x, event=event, phrasing=phrasing, bow=bow) for x in T]}}
+                if by_k["1"]["layers"] is not None:
+                    la, lb = by_k["1"]["layers"]
+                    entry["first_neighbours"] = {
                         "vision": first_neighbour_types(V[la], event=event, phrasing=phrasing, bow=bow),
                         "text": first_neighbour_types(T[lb], event=event, phrasing=phrasing, bow=bow),
-                        "layers": [la, lb]},
-                    "first_neighbours_per_layer": {
-                        "vision": [first_neighbour_types(x, event=event, phrasing=phrasing, bow=bow) for x in V],
-                        "text": [first_neighbour_types(x, event=event, phrasing=phrasing, bow=bow) for x in T]},
-                })
+                        "layers": [la, lb]}
+                else:
+                    entry["first_neighbours"] = {"reason": by_k["1"]["reason"]}
+                payload["test_of_time"].append(entry)
     has_neg = np.array([bool(m["negatives"]) for m in meta])
     for tm, neg_run in negatives.items():
         if tm not in t_one:
             continue
         keep = np.flatnonzero(has_neg)
-        if len(keep) <= k:
-            payload["notes"].append(f"{tm}: only {len(keep)} items have negatives; reorder probe skipped")
+        rk = ctx.settings.reorder_k
+        if len(keep) <= rk:
+            payload["notes"].append(f"{tm}: only {len(keep)} items have negatives, too few for the reorder "
+                                    f"probe's k={rk}; skipped")
             continue
         P, Nn = emb(t_one[tm]["run_id"]), emb(neg_run["run_id"])
         for vm, vr in v_top.items():
             V = emb(vr["run_id"])
-            pos = np.zeros((len(V), len(P)))
-            neg = np.zeros_like(pos)
-            for a in range(len(V)):
-                for b in range(len(P)):
-                    r = reorder_alignment(V[a][keep], P[b][keep], Nn[b][keep], k=k)
-                    pos[a, b], neg[a, b] = r["positive"], r["negative"]
-            payload["reorder"].append({"vision": vm, "text": tm, "n_items": int(len(keep)),
-                                       "positive": pos.tolist(), "negative": neg.tolist()})
+            entry = {"vision": vm, "text": tm, "n_items": int(len(keep)), "k": rk}
+            try:
+                r = reorder_at_best_pair(V[:, keep], P[:, keep], Nn[:, keep], k=rk)
+                entry.update(layers=[r["layer_v"], r["layer_t"]], positive=r["positive"], negative=r["negative"],
+                             drop=r["drop"], positive_grid=r["positive_grid"].tolist())
+            except NoBestCell as exc:
+                entry["reason"] = str(exc)
+            payload["reorder"].append(entry)
     for (vm, n_f), rr in sorted(reversed_runs.items()):
         fwd = next((r for r in d.vision if r["model"] == vm and r["n_frames"] == n_f), None)
         if fwd is None:
             continue
         V, Vr = emb(fwd["run_id"]), emb(rr["run_id"])
-        payload["arrow_of_time"].append({"vision": vm, "n_frames": n_f,
-                                         "per_layer": [_or_nan(arrow_of_time, V[l], Vr[l]) for l in range(len(V))]})
+        reports = [_arrow(V[layer], Vr[layer]) for layer in range(len(V))]
+        payload["arrow_of_time"].append({"vision": vm, "n_frames": n_f, "per_layer": [v for v, _ in reports],
+                                         "reasons": {i: why for i, (_, why) in enumerate(reports) if why}})
     shared = sorted({r["model"] for r in d.vision} & set(negatives) & set(t_one))
     if not shared:
         payload["notes"].append("chiral retrieval needs a model that embeds video and text in one space "
@@ -100,4 +119,4 @@ def run(ctx: Context, d: DatasetRuns) -> None:
         payload["chiral"].append({"model": m, "per_layer": [
             chiral_accuracy(V[l][keep], P[l][keep], Nn[l][keep]) for l in range(min(len(V), len(P)))]})
     R.put_study(ctx.con, result_id=rid, study="temporal", dataset=d.name, subject="all",
-                params={"k": k}, payload=payload, input_key=ikey)
+                params={"k": k, "reorder_k": ctx.settings.reorder_k}, payload=payload, input_key=ikey)

@@ -83,7 +83,20 @@ def test_downstream_import_and_correlation(store, tmp_path, capsys):
     assert row["pearson_r"] == pytest.approx(stats.pearsonr(row["x"], row["y"])[0])
     assert row["spearman_rho"] == pytest.approx(stats.spearmanr(row["x"], row["y"])[0])
     depth = next(r for r in d["payload"]["rows"] if r.get("score") == "rankme at last layer" and r["task"] == "depth")
-    assert depth["pearson_r"] == pytest.approx(stats.pearsonr(depth["x"], -np.array(depth["y"]))[0])
+    # signed as computed (a lower-is-better task keeps its sign, as in the paper), direction beside it
+    assert depth["pearson_r"] == pytest.approx(stats.pearsonr(depth["x"], depth["y"])[0])
+    assert depth["higher_is_better"] is False and depth["better"] == (depth["pearson_r"] < 0)
+    # the paper's protocol by default: one caption, each vision model's standard frame count
+    settings = d["payload"]["settings"]
+    assert d["payload"]["setting"] == "paper"
+    assert settings["all-MiniLM-L6-v2"]["n_captions"] == 1 and settings["llama-tiny"]["n_captions"] == 1
+    con = duckdb.connect(str(store), read_only=True)
+    native = dict(con.execute("SELECT model, native_frames FROM models").fetchall())
+    frames = {m: sorted(r[0] for r in con.execute("SELECT DISTINCT n_frames FROM runs WHERE model = ? AND "
+                                                  "variant = 'original'", [m]).fetchall()) for m in ("videomae-tiny",)}
+    con.close()
+    want = min(frames["videomae-tiny"], key=lambda f: (abs(f - native["videomae-tiny"]), -f))
+    assert settings["videomae-tiny"]["n_frames"] == want
 
 
 def test_downstream_csv_errors_import_nothing(store, tmp_path, capsys):
