@@ -85,11 +85,13 @@ def _dataset_section(con, ds, chosen, references, labels, ov) -> dict:
                 continue
             a_is_m = g["model_a"] == m
             final_row = g["grid"][-1] if a_is_m else g["grid"][:, -1]
+            finite = final_row[np.isfinite(final_row)]
             entry["alignment"][ref] = {
                 "metric": g["metric"], "value": g["best_value"], "ci": [g["ci_low"], g["ci_high"]],
                 "layer": g["best_a"] if a_is_m else g["best_b"], "ref_layer": g["best_b"] if a_is_m else g["best_a"],
-                "final_layer_value": float(final_row.max()), "n_frames": g["n_frames"], "n_captions": g["n_captions"],
-                "result_id": g["result_id"]}
+                "final_layer_value": float(finite.max()) if len(finite) else None, "n_frames": g["n_frames"],
+                "n_captions": g["n_captions"], "result_id": g["result_id"],
+                "note": (g.get("flags") or {}).get("best") or ""}
             if c and f"alignment with {ref}" in c["picks"]:
                 sentences.append(describe_pick(labels.get(m, m), c["picks"][f"alignment with {ref}"],
                                                c["n_layers"], f"alignment with {ref}"))
@@ -109,7 +111,8 @@ def _dataset_section(con, ds, chosen, references, labels, ov) -> dict:
         sec["sections"]["heatmaps"] = [{"model_a": g["model_a"], "model_b": g["model_b"], "metric": g["metric"],
                                         "n_frames": g["n_frames"], "n_captions": g["n_captions"],
                                         "grid": g["grid"].tolist(), "best": [g["best_a"], g["best_b"]],
-                                        "best_value": g["best_value"], "ci": [g["ci_low"], g["ci_high"]]}
+                                        "best_value": g["best_value"], "ci": [g["ci_low"], g["ci_high"]],
+                                        "flags": g.get("flags") or {}}
                                        for g in heat]
         for h in sec["sections"]["heatmaps"]:
             sec["charts"].append(("heatmaps", f"{h['model_a']} × {h['model_b']} ({h['metric']}, n_f={h['n_frames']}, "
@@ -135,9 +138,11 @@ def _dataset_section(con, ds, chosen, references, labels, ov) -> dict:
         if a in chosen and metric == "mutual_knn":
             sv = views.scaling_view(con, ds, subject)
             fits.append({"subject": subject, "fit": sv.get("fit"), "intervals": sv.get("intervals"),
-                         "error": sv.get("error"), "points": sv["points"].to_dict(orient="records"),
+                         "error": sv.get("error"), "drawn": sv.get("drawn"), "status": sv.get("status"),
+                         "reason": sv.get("reason"), "notes": sv.get("notes"),
+                         "points": sv["points"].to_dict(orient="records"),
                          "held_out": sv["held_out"].to_dict(orient="records") if "held_out" in sv else []})
-            if sv.get("fit"):
+            if "curve_vs_frames" in sv:
                 sec["charts"].append(("scaling", f"scaling: {a} × {b}", _scaling_spec(sv)))
     if fits:
         sec["sections"]["scaling"] = fits
@@ -156,7 +161,8 @@ def _dataset_section(con, ds, chosen, references, labels, ov) -> dict:
     dsm = views.study(con, "downstream", ds)
     if dsm:
         table = [{k: r.get(k) for k in ("task", "task_metric", "score", "n", "pearson_r", "pearson_p", "spearman_rho",
-                                        "spearman_p", "r_ci", "rho_ci", "error")} for r in dsm["rows"] if "score" in r]
+                                        "spearman_p", "r_ci", "rho_ci", "higher_is_better", "better", "error")}
+                 for r in dsm["rows"] if "score" in r]
         sec["sections"]["downstream"] = table
     else:
         sec["omitted"]["downstream"] = ("no downstream results (import them with `layerscope downstream import "
@@ -168,8 +174,11 @@ def _dataset_section(con, ds, chosen, references, labels, ov) -> dict:
         sec["sections"]["temporal"] = {
             "test_of_time": [{"vision": e["vision"], "text": e["text"],
                               "alignment": {k: v["value"] for k, v in e["alignment"].items()},
-                              "first_neighbours": e["first_neighbours"]} for e in tp.get("test_of_time", [])],
-            "arrow_of_time": tp.get("arrow_of_time", []), "notes": tp.get("notes", [])}
+                              "first_neighbours": e["first_neighbours"],
+                              "notes": {k: v["reason"] for k, v in e["alignment"].items() if v.get("reason")}}
+                             for e in tp.get("test_of_time", [])],
+            "reorder": tp.get("reorder", []), "arrow_of_time": tp.get("arrow_of_time", []),
+            "notes": tp.get("notes", [])}
     else:
         sec["omitted"]["temporal"] = "no temporal probes for this dataset"
 
@@ -210,6 +219,7 @@ def _heatmap_spec(h) -> dict:
     a, b = np.meshgrid(range(G.shape[0]), range(G.shape[1]), indexing="ij")
     df = pd.DataFrame({"layer_a": a.ravel(), "layer_b": b.ravel(), "value": G.ravel()})
     df["best"] = (df["layer_a"] == h["best"][0]) & (df["layer_b"] == h["best"][1])
+    df["value"] = df["value"].where(np.isfinite(df["value"]), None)
     base = alt.Chart(df).encode(x=alt.X("layer_b:O", title=f"{h['model_b']} layer"),
                                 y=alt.Y("layer_a:O", title=f"{h['model_a']} layer", sort="descending"))
     chart = base.mark_rect().encode(color=alt.Color("value:Q", scale=alt.Scale(scheme="viridis")),
@@ -364,10 +374,12 @@ def _scaling_html(fits) -> str:
         if f.get("fit"):
             p = f["fit"]["params"]
             rows.append({"pair": f["subject"].replace("|", " × ", 1).replace("|", " · "), "S∞": p["s_inf"],
-                         "C_f": p["c_f"], "C_c": p["c_c"], "α": p["alpha"], "β": p["beta"], "R²": f["fit"]["r2"]})
+                         "C_f": p["c_f"], "C_c": p["c_c"], "α": p["alpha"], "β": p["beta"], "R²": f["fit"]["r2"],
+                         "fit": f.get("status") or "", "drawn form": f.get("drawn") or "",
+                         "note": f.get("reason") or "; ".join(f.get("notes") or [])})
         else:
             rows.append({"pair": f["subject"], "S∞": None, "C_f": None, "C_c": None, "α": None, "β": None,
-                         "R²": None, "note": f.get("error")})
+                         "R²": None, "fit": "", "drawn form": "", "note": f.get("error")})
     return _table_html(rows)
 
 

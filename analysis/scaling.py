@@ -233,6 +233,19 @@ def _report_params(law: LawForm, theta, sign) -> dict[str, float]:
     return out
 
 
+def predict_from_params(form: str, params: dict, n_frames, n_captions, *, higher_is_better=True) -> np.ndarray:
+    """Predictions of a stored fit (``params`` as :attr:`ScalingFit.params` reports them, in the
+    metric's units) at ``(n_frames, n_captions)``: the inverse of :func:`_report_params`."""
+    law = FORMS[form]
+    sign = 1.0 if higher_is_better is not False else -1.0
+    theta = np.array([params[p] for p in law.params], dtype=float)
+    if law.limit is not None:
+        theta[law.limit] *= sign
+    else:
+        theta *= sign
+    return sign * law.fn(theta, np.asarray(n_frames, float), np.asarray(n_captions, float))
+
+
 def fit_scaling_law(n_frames, n_captions, scores, *, form: str = "saturating", seed: int = 0,
                     init=None, bounds: tuple | None = None, higher_is_better: bool | None = True,
                     flat_atol: float = 1e-9) -> ScalingFit:

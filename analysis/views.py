@@ -15,7 +15,7 @@ import pandas as pd
 from . import results as R
 from .neighbors import l2_normalize
 from .registry import REGISTRY
-from .scaling import FORMS
+from .scaling import FORMS, predict_from_params
 from .schema import TABLE_NAMES, stored_version
 
 # ---------------------------------------------------------------- validation of user choices
@@ -153,15 +153,53 @@ def grid_by_id(con, result_id) -> dict:
 
 
 def grid_long(g: dict) -> pd.DataFrame:
-    """Long table of a grid for a heatmap: layer_a, layer_b, value, best flag, interval text."""
+    """Long table of a grid for a heatmap: layer_a, layer_b, value, best flag, interval text, and
+    ``degenerate`` (the cell sits on a degenerate layer of either model: marked, never best) with
+    ``note`` saying why (the reason travels from analyze in ``flags``)."""
     G = g["grid"]
+    flags = g.get("flags") or {}
+    deg_a = {int(k): v for k, v in (flags.get("degenerate_a") or {}).items()}
+    deg_b = {int(k): v for k, v in (flags.get("degenerate_b") or {}).items()}
     a, b = np.meshgrid(np.arange(G.shape[0]), np.arange(G.shape[1]), indexing="ij")
     df = pd.DataFrame({"layer_a": a.ravel(), "layer_b": b.ravel(), "value": G.ravel()})
+    df["value"] = df["value"].where(np.isfinite(df["value"]), None)
     df["best"] = (df["layer_a"] == g["best_a"]) & (df["layer_b"] == g["best_b"])
+    df["degenerate"] = df["layer_a"].isin(list(deg_a)) | df["layer_b"].isin(list(deg_b))
+    df["note"] = [("; ".join(x for x in (f"A layer {i}: {deg_a[i]}" if i in deg_a else "",
+                                          f"B layer {j}: {deg_b[j]}" if j in deg_b else "") if x)
+                   or ("undefined" if v is None else ""))
+                  for i, j, v in zip(df["layer_a"], df["layer_b"], df["value"])]
     df["interval"] = ""
-    if g.get("ci_low") is not None:
+    if g.get("ci_low") is not None and g["best_a"] is not None:
         df.loc[df["best"], "interval"] = f"[{g['ci_low']:.3f}, {g['ci_high']:.3f}] ({g['n_boot']} resamples)"
     return df
+
+
+def best_cell_text(g: dict, model_a: str, model_b: str) -> str:
+    """One sentence on the grid's best cell, or why it has none (flat or degenerate grid)."""
+    flags = g.get("flags") or {}
+    if g.get("best_a") is None:
+        return f"no best cell — {flags.get('best', 'no cell could be scored')}"
+    text = (f"best cell: layer {g['best_a']} of {model_a} × layer {g['best_b']} of {model_b} = "
+            f"{fmt_number(g['best_value'])}")
+    if g.get("ci_low") is not None:
+        text += f" (95% CI {fmt_number(g['ci_low'])}–{fmt_number(g['ci_high'])}, {g['n_boot']} resamples)"
+    elif flags.get("interval"):
+        text += f" (no interval: {flags['interval']})"
+    n_deg = len(flags.get("degenerate_a") or {}) + len(flags.get("degenerate_b") or {})
+    if n_deg:
+        text += f"; {n_deg} degenerate layer(s) marked and excluded"
+    return text
+
+
+def fmt_number(v, digits: int = 3) -> str:
+    """A number for people: 3 significant decimals, scientific only when tiny or huge, '—' for none."""
+    if v is None or (isinstance(v, float) and not np.isfinite(v)):
+        return "—"
+    v = float(v)
+    if v != 0 and (abs(v) < 10 ** -digits or abs(v) >= 1e6):
+        return f"{v:.{digits}g}"
+    return f"{v:.{digits}f}"
 
 
 # ---------------------------------------------------------------- layer curves
@@ -178,9 +216,13 @@ def profiles_long(con, dataset) -> pd.DataFrame:
         if choice.get(r["model"]) != r["run_id"]:
             continue
         v = r["layer_values"]
+        notes = {int(k): n for k, n in (r.get("flags") or {}).items()}
         for layer, value in enumerate(v):
+            finite = bool(np.isfinite(value))
             out.append({"model": r["model"], "metric": r["metric"], "layer": layer,
-                        "depth": layer / max(1, len(v) - 1), "value": float(value) if np.isfinite(value) else None,
+                        "depth": layer / max(1, len(v) - 1), "value": float(value) if finite else None,
+                        "note": notes.get(layer) or ("" if finite else "undefined"),
+                        "flagged": layer in notes or not finite,
                         "n_frames": r["n_frames"], "n_captions": r["n_captions"]})
     return pd.DataFrame(out)
 
@@ -233,32 +275,47 @@ def scaling_subjects(con, dataset) -> list[str]:
 
 
 def scaling_view(con, dataset, subject) -> dict:
-    """Points, fitted curves on a dense n_f/n_c range, and the parameter table."""
+    """Points (degenerate ones marked), the drawn form's curves on a dense n_f/n_c range, the
+    parameter table with intervals, the fit's status, and every form's held-out error."""
     (s,) = R.read_studies(con, study="scaling", dataset=dataset, subject=subject)
     p = s["payload"]
-    points = pd.DataFrame({"n_frames": p["n_frames"], "n_captions": p["n_captions"], "score": p["scores"]})
+    n = len(p["scores"])
+    points = pd.DataFrame({"n_frames": p["n_frames"], "n_captions": p["n_captions"], "score": p["scores"],
+                           "degenerate": p.get("degenerate", [False] * n)})
+    hib = p.get("higher_is_better") is not False
+    forms = {f["form"]: f for f in p.get("forms", [])}
+    drawn = p.get("drawn") or ("saturating" if p.get("fit") else None)
     out = {"points": points, "error": p.get("error"), "fit": p.get("fit"), "forms": p.get("forms", []),
-           "intervals": p.get("intervals"), "params": s["params"]}
-    if p.get("fit"):
+           "intervals": p.get("intervals"), "params": s["params"], "drawn": drawn, "notes": p.get("notes", []),
+           "status": (p.get("fit") or {}).get("status"), "reason": (p.get("fit") or {}).get("reason"),
+           "intervals_detail": p.get("intervals_detail")}
+    draw = forms.get(drawn, {}) if drawn != "saturating" else {"params": (p.get("fit") or {}).get("params")}
+    if p.get("fit") and draw.get("params"):
+        good = points[~points["degenerate"]]
+        dense_f = np.geomspace(1, max(good["n_frames"]), 40)
+        dense_c = np.geomspace(1, max(good["n_captions"]), 40)
+
+        def curve(f, c):
+            return float(predict_from_params(drawn, draw["params"], f, c, higher_is_better=hib))
+
+        out["curve_vs_frames"] = pd.DataFrame([{"n_frames": f, "n_captions": c, "score": curve(f, c)}
+                                               for c in sorted(good["n_captions"].unique()) for f in dense_f])
+        out["curve_vs_captions"] = pd.DataFrame([{"n_frames": f, "n_captions": c, "score": curve(f, c)}
+                                                 for f in sorted(good["n_frames"].unique()) for c in dense_c])
         law = FORMS["saturating"]
-        theta = np.array([p["fit"]["params"][k] for k in law.params])
-        dense_f = np.geomspace(1, max(points["n_frames"]), 40)
-        dense_c = np.geomspace(1, max(points["n_captions"]), 40)
-        by_nc = [{"n_frames": f, "n_captions": c, "score": float(law.fn(theta, f, c))}
-                 for c in sorted(points["n_captions"].unique()) for f in dense_f]
-        by_nf = [{"n_frames": f, "n_captions": c, "score": float(law.fn(theta, f, c))}
-                 for f in sorted(points["n_frames"].unique()) for c in dense_c]
-        out["curve_vs_frames"] = pd.DataFrame(by_nc)
-        out["curve_vs_captions"] = pd.DataFrame(by_nf)
         rows = []
         for name in law.params:
             lo, hi = (p.get("intervals") or {}).get(name, (None, None))
-            rows.append({"parameter": name, "value": p["fit"]["params"][name], "low": lo, "high": hi})
+            rows.append({"parameter": name, "value": fmt_number(p["fit"]["params"][name]),
+                         "low": fmt_number(lo), "high": fmt_number(hi)})
         out["table"] = pd.DataFrame(rows)
-        out["held_out"] = pd.DataFrame([{"form": f["form"], "formula": f["formula"], "r2": f.get("r2"),
-                                         "loo_rmse": f.get("loo_rmse"),
-                                         "extrapolation_rmse": (f.get("extrapolation") or {}).get("rmse"),
-                                         "note": f.get("error") or (f.get("extrapolation") or {}).get("error")}
+        out["held_out"] = pd.DataFrame([{"form": f["form"], "formula": f["formula"],
+                                         "drawn": "yes" if f["form"] == drawn else "",
+                                         "status": f.get("status") or "", "r2": fmt_number(f.get("r2")),
+                                         "loo_rmse": fmt_number(f.get("loo_rmse")),
+                                         "extrapolation_rmse": fmt_number((f.get("extrapolation") or {}).get("rmse")),
+                                         "note": f.get("error") or f.get("reason")
+                                         or (f.get("extrapolation") or {}).get("error") or ""}
                                         for f in p.get("forms", [])])
     return out
 
@@ -287,8 +344,13 @@ def model_map_view(payload: dict) -> dict:
 
 def downstream_view(payload: dict) -> dict:
     rows = payload.get("rows", [])
-    table = pd.DataFrame([{k: r.get(k) for k in ("task", "task_metric", "score", "n", "pearson_r", "pearson_p",
-                                                  "spearman_rho", "spearman_p", "r_ci", "rho_ci", "error")}
+    table = pd.DataFrame([{**{k: r.get(k) for k in ("task", "task_metric", "score", "n", "pearson_r", "pearson_p",
+                                                     "spearman_rho", "spearman_p", "r_ci", "rho_ci")},
+                           "task direction": ("higher is better" if r.get("higher_is_better", True)
+                                              else "lower is better"),
+                           "higher score goes with": ("" if r.get("better") is None
+                                                      else "better results" if r["better"] else "worse results"),
+                           "error": r.get("error") or ""}
                           for r in rows if "score" in r])
     curves = pd.DataFrame([{"task": r["task"], "curve": r["curve"], "depth": d, "r": v}
                            for r in rows if "curve" in r and "depth" in r for d, v in zip(r["depth"], r["r"])])
@@ -307,23 +369,26 @@ def scatter_frame(row: dict) -> tuple[pd.DataFrame, pd.DataFrame]:
 
 
 def temporal_view(payload: dict) -> dict:
+    """Long tables of the temporal probes; undefined values stay as rows with a note (never dropped)."""
     tot = []
     types = []
     for e in payload.get("test_of_time", []):
         for k, v in e["alignment"].items():
-            tot.append({"pair": f"{e['vision']} × {e['text']}", "k": int(k), "alignment": v["value"]})
+            tot.append({"pair": f"{e['vision']} × {e['text']}", "k": int(k), "alignment": v["value"],
+                        "note": v.get("reason") or ""})
         for space in ("vision", "text"):
-            for t, share in e["first_neighbours"][space].items():
+            for t, share in (e["first_neighbours"].get(space) or {}).items():
                 types.append({"pair": f"{e['vision']} × {e['text']}", "space": space, "type": t, "share": share,
                               "model": e[space]})
-    reorder = []
-    for e in payload.get("reorder", []):
-        P, N = np.asarray(e["positive"]), np.asarray(e["negative"])
-        for b in range(P.shape[1]):
-            reorder.append({"pair": f"{e['vision']} × {e['text']}", "text_layer": b,
-                            "positive": float(P[:, b].max()), "negative": float(N[:, b].max())})
+    reorder = [{"pair": f"{e['vision']} × {e['text']}", "k": e.get("k"),
+                "layers": "" if not e.get("layers") else f"{e['layers'][0]} × {e['layers'][1]}",
+                "positive": e.get("positive"), "negative": e.get("negative"), "drop": e.get("drop"),
+                "note": e.get("reason") or ""}
+               for e in payload.get("reorder", [])]
     arrow = [{"model": e["vision"], "n_frames": e["n_frames"], "layer": l,
-              "depth": l / max(1, len(e["per_layer"]) - 1), "arrow_of_time": v}
+              "depth": l / max(1, len(e["per_layer"]) - 1),
+              "arrow_of_time": v if v is not None and np.isfinite(v) else None,
+              "note": (e.get("reasons") or {}).get(str(l), "")}
              for e in payload.get("arrow_of_time", []) for l, v in enumerate(e["per_layer"])]
     return {"tot": pd.DataFrame(tot), "types": pd.DataFrame(types), "reorder": pd.DataFrame(reorder),
             "arrow": pd.DataFrame(arrow), "chiral": payload.get("chiral", []), "notes": payload.get("notes", [])}

@@ -30,15 +30,24 @@ if data.empty:
     st.stop()
 line = alt.Chart(data).mark_line(point=True).encode(
     x=alt.X("depth:Q", title="relative depth", scale=alt.Scale(domain=[0, 1])), y=alt.Y("value:Q", title=metric),
-    color=alt.Color("model:N"), tooltip=["model", "layer", alt.Tooltip("value:Q", format=".4f")])
+    color=alt.Color("model:N"), tooltip=["model", "layer", alt.Tooltip("value:Q", format=".4f")]
+    + (["note"] if "note" in data else []))
 layers = [line]
 if len(marks):
     m = marks[marks["metric"] == metric]
     if len(m):
         layers.append(alt.Chart(m).mark_point(size=180, shape="diamond", filled=True).encode(
             x="depth:Q", y="value:Q", color="model:N", tooltip=["model", "layer", "metric"]))
+if "flagged" in data:
+    flagged = data[data["flagged"] & data["value"].notna()]
+    if len(flagged):  # a value that needs a note (collapsed layer, duplicates merged) is ringed
+        layers.append(alt.Chart(flagged).mark_point(size=260, shape="circle", color="#d62728", filled=False).encode(
+            x="depth:Q", y="value:Q", tooltip=["model", "layer", "value", "note"]))
 chart = alt.layer(*layers).properties(height=380)
 st.altair_chart(chart, width="stretch", key="curves_chart")
+if "flagged" in data and data["flagged"].any():
+    st.caption("Ringed points and missing values: " + "; ".join(
+        f"{r.model} layer {r.layer}: {r.note}" for r in data[data["flagged"]].itertuples()))
 st.caption(views.metric_direction(metric) if metric in views.REGISTRY else "higher is better (row maximum of the "
            "mutual k-NN grid: each layer's best alignment with the reference)")
 download_data(data, f"curves_{metric}")

@@ -27,7 +27,7 @@ with st.expander("Import downstream results (CSV: model, task, metric, value, hi
             try:
                 n = import_downstream(store_path(), fh.name)
                 st.write(f"{n} results imported")
-                analyze_store(store_path(), log=st.write, n_boot=200)
+                analyze_store(store_path(), log=st.write)  # the store's own settings
                 status.update(label="Done", state="complete")
             except ValueError as exc:
                 status.update(label="Import refused", state="error")
@@ -58,6 +58,10 @@ if ok:
     st.markdown(f"R = **{row['pearson_r']:.3f}** (p = {row['pearson_p']:.3g}, 95% CI {row['r_ci'][0]:.2f}–"
                 f"{row['r_ci'][1]:.2f}) · ρ = **{row['spearman_rho']:.3f}** (p = {row['spearman_p']:.3g}) · "
                 f"n = {row['n']} models")
+    direction = "higher is better" if row.get("higher_is_better", True) else "lower is better"
+    st.caption(f"R is signed as computed. {row['task']} ({row['task_metric']}): {direction}, so a "
+               f"{'positive' if row.get('higher_is_better', True) else 'negative'} R means a higher score goes with "
+               f"better results; here it goes with {'better' if row.get('better') else 'worse'} results.")
 if len(dv["curves"]):
     st.subheader("Which layer's score predicts each task")
     curve = alt.Chart(dv["curves"]).mark_line(point=True).encode(

@@ -31,21 +31,27 @@ if sub["pair_kind"].iloc[0] == "vision_text":
 g = view("grid_by_id", sub["result_id"].iloc[0])
 df = views.grid_long(g)
 
-st.caption(f"{views.metric_direction(metric)} · best cell: layer {g['best_a']} of {model_a} × layer {g['best_b']} "
-           f"of {model_b} = {g['best_value']:.3f}"
-           + (f" (95% CI {g['ci_low']:.3f}–{g['ci_high']:.3f})" if g.get("ci_low") is not None else ""))
+st.caption(f"{views.metric_direction(metric)} · {views.best_cell_text(g, model_a, model_b)}")
+if g.get("best_a") is None:
+    st.warning(f"No layer pair can be called best here: {(g.get('flags') or {}).get('best', 'no cell was scored')}. "
+               "The cells are shown as computed; degenerate ones are crossed out, undefined ones grey.")
 cell = alt.selection_point(name="cell", fields=["layer_a", "layer_b"], on="click")
 base = alt.Chart(df).encode(
     x=alt.X("layer_b:O", title=f"{model_b} layer"), y=alt.Y("layer_a:O", title=f"{model_a} layer", sort="descending"))
-heat = base.mark_rect().encode(
+tips = ["layer_a", "layer_b", alt.Tooltip("value:Q", format=".4f"), "interval", "note"]
+heat = base.transform_filter("isValid(datum.value)").mark_rect().encode(
     color=alt.Color("value:Q", title=metric, scale=alt.Scale(scheme="viridis")),
-    opacity=alt.condition(cell, alt.value(1.0), alt.value(0.55)),
-    tooltip=["layer_a", "layer_b", alt.Tooltip("value:Q", format=".4f"), "interval"],
+    opacity=alt.condition(cell, alt.value(1.0), alt.value(0.55)), tooltip=tips,
 ).add_params(cell)
+# undefined cells stay visible (grey) and degenerate ones are crossed out: marked, never dropped
+undefined = base.transform_filter("!isValid(datum.value)").mark_rect(color="#c8c8c8").encode(tooltip=tips)
+crossed = base.transform_filter(alt.datum.degenerate).mark_text(text="×", color="#d62728", fontSize=14).encode(
+    tooltip=tips)
 best = base.transform_filter(alt.datum.best).mark_rect(fill=None, stroke="#ff4b4b", strokeWidth=3)
-chart = (heat + best).properties(height=420)
+chart = (heat + undefined + crossed + best).properties(height=420)
 event = st.altair_chart(chart, width="stretch", on_select="rerun", key="heatmap_chart")
-shape, best_pair = (g["n_rows"], g["n_cols"]), (g["best_a"], g["best_b"])
+shape = (g["n_rows"], g["n_cols"])
+best_pair = (g["best_a"], g["best_b"]) if g["best_a"] is not None else (shape[0] - 1, shape[1] - 1)
 # the URL's layers (validated), then a click on the chart, then the boxes below, in that order
 start = views.layers_from_params(st.query_params.get("la"), st.query_params.get("lb"), *shape, best_pair)
 clicked = views.selection_to_layers(event, *shape, None)
@@ -56,7 +62,10 @@ la = c1.selectbox("Selected layer of A", list(range(shape[0])), index=start[0], 
 lb = c2.selectbox("Selected layer of B", list(range(shape[1])), index=start[1], key="sel_lb")
 st.query_params["la"], st.query_params["lb"] = str(la), str(lb)
 st.session_state["selected_layers"] = {"model_a": model_a, "model_b": model_b, "layer_a": la, "layer_b": lb}
-st.metric(f"{metric} at layers ({la}, {lb})", f"{g['grid'][la, lb]:.4f}")
+st.metric(f"{metric} at layers ({la}, {lb})", views.fmt_number(g["grid"][la, lb], 4))
+note = df[(df["layer_a"] == la) & (df["layer_b"] == lb)]["note"].iloc[0]
+if note:
+    st.caption(f"This cell: {note}")
 download_data(df, f"grid_{model_a}_{model_b}_{metric}")
 download_chart(chart, f"heatmap_{metric}")
 reproducibility([g["run_a"], g["run_b"]], {"metric": metric, **g["params"], "n_boot": g["n_boot"]})

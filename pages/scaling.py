@@ -42,8 +42,13 @@ for col, subject in zip(columns, [left] + ([compare] if compare != "(none)" else
         st.altair_chart(chart, width="stretch", key=f"scaling_{subject}")
         if sv.get("error"):
             st.warning(sv["error"])
+        for note in sv.get("notes", []):
+            st.warning(note)
         if sv.get("fit"):
-            st.markdown(f"R² = **{sv['fit']['r2']:.3f}** in sample on {sv['fit']['n_points']} grid points")
+            if sv.get("status") and sv["status"] != "ok":
+                st.warning(f"The saturating law's parameters cannot be trusted here ({sv['status']}): {sv['reason']}")
+            st.markdown(f"R² = **{sv['fit']['r2']:.3f}** in sample on {sv['fit']['n_points']} grid points; the "
+                        f"curve drawn is the **{sv.get('drawn')}** form (lowest held-out error)")
             st.dataframe(sv["table"], hide_index=True, width="stretch")
             st.caption("Held-out error: leave-one-out over grid points, and fitting small budgets to predict "
                        "the largest ones; lower is better.")

@@ -25,19 +25,25 @@ if len(tv["tot"]):
         key="types_chart")
     download_data(tv["types"], "first_neighbour_types")
 if len(tv["reorder"]):
-    st.subheader("Reorder negatives: positive vs negative alignment per text layer")
-    long = tv["reorder"].melt(id_vars=["pair", "text_layer"], value_vars=["positive", "negative"],
+    st.subheader("Reorder negatives: alignment of the positive vs its time-reordered negative")
+    st.caption("Both scored at one layer pair (the positive's best), with the probe's own k.")
+    long = tv["reorder"].melt(id_vars=["pair", "layers", "k", "note"], value_vars=["positive", "negative"],
                               var_name="captions", value_name="alignment")
-    st.altair_chart(alt.Chart(long).mark_line(point=True).encode(
-        x="text_layer:O", y="alignment:Q", color="captions:N", strokeDash="pair:N",
-        tooltip=["pair", "text_layer", "captions", "alignment"]).properties(height=280), width="stretch",
+    st.altair_chart(alt.Chart(long).mark_bar().encode(
+        x=alt.X("captions:N", title=None), y="alignment:Q", color="captions:N", column=alt.Column("pair:N", title=None),
+        tooltip=["pair", "layers", "k", "captions", "alignment", "note"]).properties(height=240, width=120),
         key="reorder_chart")
+    st.dataframe(tv["reorder"], hide_index=True, width="stretch")
 if len(tv["arrow"]):
     st.subheader("Arrow of time: displacement under reversal / spread between videos")
     st.altair_chart(alt.Chart(tv["arrow"]).mark_line(point=True).encode(
         x=alt.X("depth:Q", title="relative depth"), y=alt.Y("arrow_of_time:Q"), color="model:N",
         strokeDash="n_frames:N", tooltip=["model", "n_frames", "layer", "arrow_of_time"]).properties(height=280),
         width="stretch", key="arrow_chart")
+    undefined = tv["arrow"][tv["arrow"]["arrow_of_time"].isna()]
+    if len(undefined):
+        st.caption(f"{len(undefined)} layer(s) have no arrow-of-time value (not drawn): "
+                   + "; ".join(f"{r.model} layer {r.layer}: {r.note or 'undefined'}" for r in undefined.itertuples()))
     download_data(tv["arrow"], "arrow_of_time")
 for note in tv["notes"]:
     st.caption(note)

@@ -128,3 +128,17 @@ def test_grid_score_samples_share_one_resample_across_grid_points():
     IX = resample_indices(40, 8, np.random.default_rng(3))
     for j, (X, Y) in enumerate(points):
         np.testing.assert_array_equal(out[:, j], score_resamples("mutual_knn", X, Y, IX, k=4))
+
+
+@pytest.mark.parametrize("higher", [True, False])
+def test_a_stored_fit_predicts_what_the_fit_predicts(higher):
+    from analysis.scaling import predict_from_params
+
+    nf, nc = np.meshgrid([1.0, 2, 4, 8], [1.0, 2, 4], indexing="ij")
+    nf, nc = nf.ravel(), nc.ravel()
+    truth = 0.6 - (0.2 * nf ** -0.8 + 0.1 * nc ** -1.2)
+    y = truth if higher else 1.0 - truth
+    for form in ("saturating", "log_linear", "joint_power"):
+        fit = fit_scaling_law(nf, nc, y, form=form, higher_is_better=higher, bounds=(0.0, 1.0))
+        got = predict_from_params(form, fit.params, nf, nc, higher_is_better=higher)
+        np.testing.assert_allclose(got, fit.predict(nf, nc), rtol=1e-12, atol=1e-12)
