@@ -16,6 +16,27 @@ from .models import ModelInfo
 from .writer import StoreWriter
 
 
+def write_run(path, run_id: str, X, *, model: str, modality: str, n_frames=None, n_captions=None,
+              dataset: str = "synthetic", variant: str = "original") -> None:
+    """Write one done run holding exactly ``X`` ``(L, N, d)`` (the dataset and model created when
+    missing), e.g. a collapsed or duplicated layer for a test."""
+    X = np.asarray(X, dtype=np.float32)
+    L, N, d = X.shape
+    w = StoreWriter(path)
+    try:
+        if not w.con.execute("SELECT 1 FROM datasets WHERE dataset = ?", [dataset]).fetchall():
+            items = [Item(i, f"item{i}", f"/nonexistent/v{i}.mp4", [f"caption {i}"]) for i in range(N)]
+            w.put_dataset(dataset, Manifest(f"{dataset}.jsonl", items))
+        if not w.con.execute("SELECT 1 FROM models WHERE model = ?", [model]).fetchall():
+            w.put_model(model, ModelInfo(model, modality, modality, "mean", L, d, 1000, None, "r", True, {}))
+        w.start_run(run_id, model=model, dataset=dataset, modality=modality, n_frames=n_frames,
+                    n_captions=n_captions, variant=variant, image_mode=None, pooling="mean", dtype="float32",
+                    device="cpu", n_items=N, n_layers=L, dim=d, config={})
+        w.write_batch(run_id, 0, X, n_done=N, n_items=N)
+    finally:
+        w.close()
+
+
 def write_sweep(path, *, video: list[str], text: list[str], frames=(1, 2, 4), captions=(1, 2, 4),
                 n_items: int = 64, n_layers: int = 5, dim: int = 16, dataset: str = "synthetic",
                 seed: int = 0) -> list[str]:

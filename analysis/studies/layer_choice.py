@@ -46,12 +46,20 @@ def run(ctx: Context, d: DatasetRuns) -> None:
         bad = list(ctx.engine.degenerate_layers(run["run_id"]))
         if bad:
             curves = {name: (_masked(v, bad), hib) for name, (v, hib) in curves.items()}
+        # a curve with no finite value past layer 0 cannot pick a layer: listed, not used
+        undefined = sorted(name for name, (v, _) in curves.items() if not np.isfinite(np.asarray(v)[1:]).any())
+        curves = {name: c for name, c in curves.items() if name not in undefined}
+        if not curves:
+            ctx.note(f"dataset {d.name!r}: no layer of {m} can be recommended: every curve is undefined "
+                     f"({', '.join(undefined)}) — its layers are degenerate")
+            continue
         rid = ctx.rid("layer_choice", d.name, m)
         ikey = R.key(run["run_id"], str(run["finished"]), sorted(sources.values()),
                      {k: np.asarray(v[0]).round(12).tolist() for k, v in curves.items()})
         if not ctx.fresh("layer_choice", "result_studies", rid, ikey):
             continue
         rec = recommend_layers(curves)
+        rec["undefined_curves"] = undefined
         rec["degenerate_layers"] = {str(i): why for i, why in ctx.engine.degenerate_layers(run["run_id"]).items()}
         rec["curves"] = {k: np.asarray(v[0]).tolist() for k, v in curves.items()}
         rec["higher_is_better"] = {k: v[1] for k, v in curves.items()}

@@ -1,0 +1,150 @@
+"""What analyze stores on degenerate input: flagged, never a best cell, never silently dropped;
+LID on duplicated items; scaling fits inside the metric's range; the clamp setting; bad runs named."""
+
+import json
+
+import duckdb
+import numpy as np
+import pytest
+import skdim
+
+from analysis import results as R
+from analysis.grid import layer_grid
+from analysis.preprocess import clamp
+from analysis.registry import BOUNDS
+from analysis.store import StoreError, load_embeddings
+from analysis.studies import analyze_store
+from precompute.cli import main
+from precompute.synthetic_store import write_run
+
+N, D = 40, 12
+
+
+def quiet(_msg):
+    pass
+
+
+def _stack(seed, layers=4, latent=None, n=N):
+    rng = np.random.default_rng(seed)
+    z = latent if latent is not None else rng.normal(size=(n, 6))
+    # float32, as the store keeps it, so reference values see the stored numbers
+    return np.stack([z @ rng.normal(size=(6, D)) + 0.5 * rng.normal(size=(len(z), D))
+                     for _ in range(layers)]).astype(np.float32)
+
+
+@pytest.fixture
+def latent():
+    return np.random.default_rng(0).normal(size=(N, 6))
+
+
+def _grids(path, **where):
+    con = duckdb.connect(str(path), read_only=True)
+    out = R.read_grids(con, **where)
+    con.close()
+    return out
+
+
+def test_a_collapsed_layer_is_flagged_and_never_the_best_cell(tmp_path, latent):
+    path = tmp_path / "s.duckdb"
+    V = _stack(1, latent=latent)
+    V[2] = V[2][0]  # every item at one point: neighbours and kernels undefined on this layer
+    T = _stack(2, latent=latent)
+    write_run(path, "v", V, model="vid", modality="video", n_frames=1)
+    write_run(path, "t", T, model="txt", modality="text", n_captions=1)
+    analyze_store(path, metrics=("mutual_knn", "cka"), n_boot=0, log=quiet)
+    for metric in ("mutual_knn", "cka"):
+        (g,) = _grids(path, run_a="v", metric=metric)
+        assert set(g["flags"]["degenerate_a"]) == {"2"} and "collapsed" in g["flags"]["degenerate_a"]["2"]
+        want = layer_grid(V, T, metric=metric, k=10)
+        want[2] = np.nan
+        a, b = np.unravel_index(np.nanargmax(want), want.shape)  # brute force over healthy cells
+        assert (g["best_a"], g["best_b"]) == (a, b) and g["best_value"] == want[a, b]
+
+
+def test_an_all_collapsed_run_has_no_best_cell_and_says_why(tmp_path, latent):
+    path = tmp_path / "s.duckdb"
+    V = np.repeat(_stack(1, latent=latent)[:, :1], N, axis=1)  # every layer collapsed (a black first frame)
+    write_run(path, "v", V, model="vid", modality="video", n_frames=1)
+    write_run(path, "t", _stack(2, latent=latent), model="txt", modality="text", n_captions=1)
+    out = analyze_store(path, metrics=("mutual_knn",), n_boot=20, log=quiet)
+    (g,) = _grids(path, run_a="v")
+    assert g["best_a"] is None and g["best_value"] is None and g["ci_low"] is None
+    assert "no best cell" in g["flags"]["best"] and len(g["flags"]["degenerate_a"]) == 4
+    con = duckdb.connect(str(path), read_only=True)
+    choice = R.read_studies(con, study="layer_choice", subject="vid")
+    con.close()
+    # rankme / uniformity values exist on collapsed layers, but none is a measurement: no recommendation
+    assert choice == [] and any("no layer of vid can be recommended" in n for n in out["notes"])
+
+
+def test_lid_uses_distinct_items_and_says_how_many(tmp_path, latent):
+    path = tmp_path / "s.duckdb"
+    half = _stack(3, n=30)  # 30 distinct items, each twice: more distinct rows than LID's k = 20 needs
+    V = np.concatenate([half, half], axis=1)
+    write_run(path, "v", V, model="vid", modality="video", n_frames=1)
+    analyze_store(path, n_boot=0, k=5, log=quiet)
+    con = duckdb.connect(str(path), read_only=True)
+    (p,) = R.read_profiles(con, run_id="v", metric="lid")
+    con.close()
+    for layer in range(4):
+        distinct = np.unique(V[layer].astype(np.float64), axis=0)
+        want = skdim.id.MLE().fit(distinct, n_neighbors=p["params"]["k"]).dimension_
+        assert p["layer_values"][layer] == pytest.approx(want, rel=1e-9) and want > 0
+        assert p["flags"][str(layer)].startswith("LID on 30 distinct of 60 items")
+
+
+def test_demo_scaling_fits_stay_inside_the_metric_range(small_demo):
+    con = duckdb.connect(str(small_demo), read_only=True)
+    fits = R.read_studies(con, study="scaling")
+    con.close()
+    assert fits
+    for s in fits:
+        p = s["payload"]
+        metric = s["params"]["metric"]
+        lo, hi = BOUNDS[metric]
+        lo, hi = -np.inf if lo is None else lo, np.inf if hi is None else hi
+        if "fit" in p:
+            s_inf = p["fit"]["params"]["s_inf"]
+            assert lo - 1e-12 <= s_inf <= hi + 1e-12, (s["subject"], p["fit"])
+            if not min(p["scores"]) - 1 <= s_inf <= max(p["scores"]) + 1:  # far beyond the data: never "ok"
+                assert p["fit"]["status"] != "ok" and p["fit"]["reason"], (s["subject"], p["fit"])
+            assert p["fit"]["status"] in ("ok", "flat", "not_identifiable", "exponent_at_bound", "s_inf_at_bound")
+            assert sum(f.get("best", False) for f in p["forms"]) == 1 and p["drawn"] in {f["form"] for f in p["forms"]}
+        for name, (low, high) in (p.get("intervals") or {}).items():
+            est = p["fit"]["params"][name]
+            inside = low - 1e-9 <= est <= high + 1e-9
+            assert inside or p["intervals_detail"]["notes"], (s["subject"], name, est, low, high)
+
+
+def test_the_clamp_setting_changes_the_numbers_and_the_keys(tmp_path, latent):
+    path = tmp_path / "s.duckdb"
+    V, T = _stack(1, latent=latent), _stack(2, latent=latent)
+    V[:, 0, 3] = 500.0  # a massive activation
+    write_run(path, "v", V, model="vid", modality="video", n_frames=1)
+    write_run(path, "t", T, model="txt", modality="text", n_captions=1)
+    analyze_store(path, metrics=("cka",), n_boot=0, log=quiet)
+    analyze_store(path, clamp="platonic", log=quiet)
+    grids = {json.dumps(g["result_id"]): g for g in _grids(path, metric="cka")}
+    assert len(grids) == 2  # one per clamp mode, each kept under its own key
+    Vs = load_embeddings(path, model="vid", dataset="synthetic", n_frames=1)
+    Ts = load_embeddings(path, model="txt", dataset="synthetic", n_captions=1)
+    clamped = layer_grid(clamp(Vs, mode="platonic"), clamp(Ts, mode="platonic"), metric="cka")
+    plain = layer_grid(Vs, Ts, metric="cka")
+    got = sorted((g["grid"] for g in grids.values()), key=lambda G: abs(G - plain).max())
+    np.testing.assert_array_equal(got[0], plain)
+    np.testing.assert_array_equal(got[1], clamped)
+    assert np.abs(clamped - plain).max() > 1e-3
+
+
+@pytest.mark.parametrize("bad", ["nan", "inf"])
+def test_a_non_finite_run_stops_analyze_naming_the_run(tmp_path, latent, bad, capsys):
+    path = tmp_path / "s.duckdb"
+    V = _stack(1, latent=latent)
+    V[1, 5, 2] = float(bad)
+    write_run(path, "broken-run", V, model="vid", modality="video", n_frames=1)
+    write_run(path, "t", _stack(2, latent=latent), model="txt", modality="text", n_captions=1)
+    with pytest.raises(StoreError, match="broken-run"):
+        analyze_store(path, n_boot=0, log=quiet)
+    assert main(["analyze", "--store", str(path), "--quiet", "--jobs", "1"]) == 2
+    err = capsys.readouterr().err
+    assert "broken-run" in err and "Traceback" not in err
