@@ -118,13 +118,18 @@ class StoreWriter:
 
     def start_run(self, run_id: str, *, model, dataset, modality, n_frames, n_captions, variant, image_mode,
                   pooling, dtype, device, n_items, n_layers, dim, config: dict) -> dict:
-        """Create the run (status running) or return the existing one; stray rows past n_done are removed."""
+        """Create the run (status running) or return the existing one; stray rows past n_done are removed.
+
+        A run of 0 items (a shard past the last item) is created done: there is nothing to wait for.
+        """
         existing = self.get_run(run_id)
         if existing is None:
+            started = now()
             self.con.execute(
-                "INSERT INTO runs VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'running', ?, 0, ?, ?, ?, ?, ?, NULL)",
+                "INSERT INTO runs VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0, ?, ?, ?, ?, ?, ?)",
                 [run_id, model, dataset, modality, n_frames, n_captions, variant, image_mode, pooling, dtype,
-                 device, n_items, n_layers, dim, json.dumps(config), __version__, now()],
+                 device, "done" if n_items == 0 else "running", n_items, n_layers, dim, json.dumps(config),
+                 __version__, started, started if n_items == 0 else None],
             )
             return self.get_run(run_id)
         if existing["status"] != "done":
