@@ -423,11 +423,13 @@ def run_precompute(*, store, manifest, dataset, models, names=None, modality=Non
     # before anything runs or is written
     modalities = [Adapter(spec, device=options.get("device", "auto"), modality=modality,
                           trust_remote_code=options.get("trust_remote_code", False)).modality for spec in models]
+    # options are checked before the store is opened: a bad flag leaves no trace
+    job = Precompute(None, manifest, dataset, progress=progress, out=out, **options)
+    if {"text", "mllm"} & set(modalities) and job.variants != ["reversed"]:  # reversed: no caption runs
+        job.check_captions()
     writer = StoreWriter(store)
     try:
-        job = Precompute(writer, manifest, dataset, progress=progress, out=out, **options)
-        if {"text", "mllm"} & set(modalities):
-            job.check_captions()
+        job.w = writer
         writer.put_dataset(dataset, manifest)
         try:
             for i, spec in enumerate(models):

@@ -68,7 +68,13 @@ def read_video(path, wanted=None) -> DecodedVideo:
         if not files:
             raise VideoError(f"frame folder {path} holds no images ({', '.join(sorted(IMAGE_SUFFIXES))})")
         index = _wanted(wanted, len(files))
-        frames = [np.asarray(Image.open(files[i]).convert("RGB")) for i in index]
+        frames = []
+        for i in index:
+            try:
+                with Image.open(files[i]) as im:
+                    frames.append(np.asarray(im.convert("RGB")))
+            except Exception as exc:  # PIL raises many error types for damaged or non-image files
+                raise VideoError(f"frame {files[i]} could not be read as an image: {exc}") from None
         if len({f.shape for f in frames}) != 1:
             raise VideoError(f"frame folder {path} mixes image sizes")
         return DecodedVideo(len(files), index, np.stack(frames))
@@ -139,10 +145,7 @@ def count_frames(path) -> int:
     """
     path = Path(path)
     if path.is_dir():
-        n = len(_frame_files(path))
-        if n == 0:
-            raise VideoError(f"frame folder {path} holds no images")
-        return n
+        return _check_frame_folder(path)
     import av
 
     try:
@@ -164,6 +167,30 @@ def count_frames(path) -> int:
     if n == 0:
         raise VideoError(f"video {path} has no decodable frames")
     return n
+
+
+def _check_frame_folder(path: Path) -> int:
+    """Frames in a folder of images, after checking that every one is an image of one size.
+
+    Reads each file's header only (PIL opens lazily), so a folder with a damaged or non-image frame,
+    or frames of mixed sizes, fails in validation rather than mid-run.
+    """
+    from PIL import Image
+
+    files = _frame_files(path)
+    if not files:
+        raise VideoError(f"frame folder {path} holds no images ({', '.join(sorted(IMAGE_SUFFIXES))})")
+    sizes = {}
+    for f in files:
+        try:
+            with Image.open(f) as im:
+                sizes.setdefault(im.size, f)
+        except Exception as exc:
+            raise VideoError(f"frame {f} is not a readable image: {exc}") from None
+    if len(sizes) > 1:
+        shown = ", ".join(f"{w}x{h} ({f.name})" for (w, h), f in list(sizes.items())[:3])
+        raise VideoError(f"frame folder {path} mixes image sizes: {shown}")
+    return len(files)
 
 
 def sample_indices(n_total: int, n_frames: int) -> np.ndarray:
