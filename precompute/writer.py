@@ -156,6 +156,8 @@ class StoreWriter:
         """
         existing = self.get_run(run_id)
         if existing is None:
+            if n_items == 0:
+                self._table(dim)  # its (empty) embeddings table exists, as merge reads every run's
             started = now()
             self.con.execute(
                 "INSERT INTO runs VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0, ?, ?, ?, ?, ?, ?)",
