@@ -166,6 +166,11 @@ class StoreWriter:
                  __version__, started, started if n_items == 0 else None],
             )
             return self.get_run(run_id)
+        if existing["status"] != "done" and existing["n_items"] == 0:
+            # an empty shard left "running 0/0" by an older LayerScope: there is nothing to wait for
+            self._table(existing["dim"])
+            self.con.execute("UPDATE runs SET status = 'done', finished = ? WHERE run_id = ?", [now(), run_id])
+            return self.get_run(run_id)
         if existing["status"] != "done":
             # batches commit atomically, so nothing past n_done should exist; be defensive anyway
             table = self._table(existing["dim"])

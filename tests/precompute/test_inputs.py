@@ -111,6 +111,12 @@ def test_more_shards_than_items_leaves_no_shard_running_and_merge_completes(tmp_
     (empty,) = list_runs(shards[4])
     assert (empty["status"], empty["n_items"]) == ("done", 0)
     assert "holds no items" in capsys.readouterr().err
+    # a shard left "running 0/0" by an older LayerScope is finished by a rerun
+    con = duckdb.connect(str(shards[3]))
+    con.execute("UPDATE runs SET status = 'running', finished = NULL")
+    con.close()
+    assert cli("precompute", "--store", shards[3], *args, "--shard", "3/5") == 0
+    assert [r["status"] for r in list_runs(shards[3])] == ["done"]
     merged = tmp_path / "merged.duckdb"
     assert cli("merge", "--store", merged, *shards) == 0
     out = capsys.readouterr().out
