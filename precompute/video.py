@@ -27,8 +27,8 @@ class DecodedVideo:
     """The frames of one video that a job needs, with the video's length.
 
     ``n_frames``: frames in the video (T); ``index``: the kept frame numbers, ascending;
-    ``frames``: ``(len(index), H, W, 3)`` uint8; ``declared_frames``: the header's count. A 10 s 720p clip is ~0.8 GB as RGB: a sweep that
-    samples 16 of its 300 frames keeps 16.
+    ``frames``: ``(len(index), H, W, 3)`` uint8; ``declared_frames``: the header's count. A 10 s
+    720p clip is ~0.8 GB as RGB: a sweep that samples 16 of its 300 frames keeps 16.
     """
 
     def __init__(self, n_frames: int, index: np.ndarray, frames: np.ndarray, declared_frames: int | None = None):
