@@ -197,3 +197,22 @@ def test_reversed_with_only_a_text_model_does_nothing(tmp_path, tiny, capsys):
     out = capsys.readouterr()
     assert "nothing to do" in out.err and "0 run(s) computed" in out.out
     assert list_runs(store) == []
+
+
+def test_truncated_pickled_weights_are_one_line_and_no_run(tmp_path, tiny, capsys):
+    import torch
+    from safetensors.torch import load_file
+
+    model = tmp_path / "vit"
+    shutil.copytree(tiny["vit"], model)
+    state = load_file(str(model / "model.safetensors"))
+    (model / "model.safetensors").unlink()
+    torch.save(state, model / "pytorch_model.bin")
+    data = (model / "pytorch_model.bin").read_bytes()
+    (model / "pytorch_model.bin").write_bytes(data[: len(data) // 2])
+    manifest = make_dataset(tmp_path / "data", n=2)
+    store = tmp_path / "s.duckdb"
+    assert cli("precompute", "--store", store, "--manifest", manifest, "--dataset", "d", "--model", model,
+               "--frames", "2", "--quiet") == 2
+    one_line_error(capsys, f"cannot load the model {str(model)!r}")
+    assert list_runs(store) == []
