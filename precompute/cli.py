@@ -89,6 +89,7 @@ def cmd_precompute(args) -> int:
         variants=[args.variant] if args.variant else ["original"], batch_size=args.batch_size,
         device=args.device, dtype=args.dtype, image_mode=args.image_mode, shard=args.shard,
         allow_fewer_captions=args.allow_fewer_captions, trust_remote_code=args.trust_remote_code,
+        caption_order=args.caption_order, caption_seed=args.caption_seed, prompt_template=args.prompt_template,
         progress=not args.quiet,
     )
     print(
@@ -138,6 +139,14 @@ def _register_precompute(sub):
                    help="image models: average the sampled frames (default) or use the first frame only")
     p.add_argument("--allow-fewer-captions", action="store_true",
                    help="items with fewer than n_c captions use all they have (recorded) instead of an error")
+    p.add_argument("--caption-order", choices=["first", "random"], default="first",
+                   help="which n_c captions: the first n_c (default) or a seeded random subset per item "
+                        "(another order is another run)")
+    p.add_argument("--caption-seed", type=int, default=0,
+                   help="seed of --caption-order random (recorded in each caption run's config; default 0)")
+    p.add_argument("--prompt-template", choices=["auto", "none"], default="auto",
+                   help="MLLMs: wrap the one-word prompt in the model's chat template when it has one (auto, "
+                        "default) or use the bare prompt (none); the prompt used is recorded in each run")
     p.add_argument("--trust-remote-code", action="store_true", help="allow model code from the hub (off by default)")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
     p.set_defaults(func=cmd_precompute)

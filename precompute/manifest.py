@@ -14,6 +14,8 @@ from pathlib import Path
 from .video import VideoError, count_frames
 
 KNOWN_FIELDS = {"id", "video", "captions", "negatives"}
+#: bytes read from each end of a video file for its content fingerprint
+FINGERPRINT_BYTES = 64 << 10
 
 
 class ManifestError(ValueError):
@@ -35,6 +37,39 @@ class Item:
     negatives: list[str] = field(default_factory=list)
     metadata: dict = field(default_factory=dict)
     n_video_frames: int | None = None
+    content: str | None = None  # video_fingerprint() of the file or frame folder
+
+
+def _file_digest(h, f: Path) -> None:
+    size = f.stat().st_size
+    h.update(f"{f.name}\0{size}\0".encode())
+    with f.open("rb") as fh:
+        if size <= 2 * FINGERPRINT_BYTES:
+            h.update(fh.read())
+        else:
+            h.update(fh.read(FINGERPRINT_BYTES))
+            fh.seek(-FINGERPRINT_BYTES, 2)
+            h.update(fh.read())
+
+
+def video_fingerprint(path) -> str:
+    """What a video's bytes are, cheaply: ``"<bytes>:<sha256 prefix>"`` of its size and its first and
+    last 64 KiB (the whole file when smaller); for a frame folder, of every image's name, size and
+    ends. Another video under the same name almost surely differs in size or in those bytes (the
+    container header and index sit at the ends); a copied or touched file keeps its fingerprint."""
+    from .video import _frame_files
+
+    path = Path(path)
+    h = hashlib.sha256()
+    if path.is_dir():
+        files = _frame_files(path)
+        total = 0
+        for f in files:
+            _file_digest(h, f)
+            total += f.stat().st_size
+        return f"{total}:{h.hexdigest()[:16]}"
+    _file_digest(h, path)
+    return f"{path.stat().st_size}:{h.hexdigest()[:16]}"
 
 
 @dataclass
@@ -51,11 +86,31 @@ class Manifest:
         return h.hexdigest()[:16]
 
 
+def _check_utf8(path: Path) -> None:
+    """Raise a ManifestError naming the line and byte when the file is not UTF-8 text."""
+    data = path.read_bytes()
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        raise ManifestError(path, [f"{path}:{line}: not UTF-8 text (byte 0x{data[exc.start]:02x} at offset "
+                                   f"{exc.start}); save the manifest as UTF-8"]) from None
+
+
 def _read_rows(path: Path):
-    """Yield ``(line_number, dict)`` from JSONL or CSV; unparsable lines become problems."""
+    """Yield ``(line_number, dict)`` from JSONL or CSV; unparsable lines become problems.
+
+    Files are read as UTF-8 with an optional byte-order mark. CSV is read strictly: a quote that
+    is never closed, a field count other than the header's (an unquoted comma in a caption), or a
+    record spanning several lines (a quote that swallowed the rows after it) is a problem with its
+    file:line.
+    """
     suffix = path.suffix.lower()
+    if suffix not in (".jsonl", ".ndjson", ".json", ".csv"):
+        raise ManifestError(path, [f"{path}: unknown manifest format {suffix!r}; use .jsonl or .csv"])
+    _check_utf8(path)
     if suffix in (".jsonl", ".ndjson", ".json"):
-        with path.open(encoding="utf-8") as fh:
+        with path.open(encoding="utf-8-sig") as fh:
             for no, line in enumerate(fh, 1):
                 if not line.strip():
                     continue
@@ -65,24 +120,53 @@ def _read_rows(path: Path):
                     yield no, ValueError(f"not valid JSON ({exc.msg} at column {exc.colno})")
                     continue
                 yield no, row if isinstance(row, dict) else ValueError("a line must be a JSON object")
-    elif suffix == ".csv":
-        with path.open(encoding="utf-8", newline="") as fh:
-            reader = csv.DictReader(fh)
-            for no, row in enumerate(reader, 2):  # line 1 is the header
-                out = dict(row)
-                for key in ("captions", "negatives"):
-                    raw = (out.get(key) or "").strip()
-                    if raw.startswith("["):
-                        try:
-                            out[key] = json.loads(raw)
-                        except json.JSONDecodeError:
-                            out[key] = ValueError(f"{key} looks like a JSON list but does not parse")
-                    elif key in out:
-                        # CSV cells hold several captions separated by " | "
-                        out[key] = [c.strip() for c in raw.split("|")] if raw else []
-                yield no, out
     else:
-        raise ManifestError(path, [f"{path}: unknown manifest format {suffix!r}; use .jsonl or .csv"])
+        yield from _read_csv(path)
+
+
+def _read_csv(path: Path):
+    with path.open(encoding="utf-8-sig", newline="") as fh:  # -sig: a BOM is not part of the first name
+        reader = csv.reader(fh, strict=True)
+        try:
+            header = next(reader, None)
+        except csv.Error as exc:
+            raise ManifestError(path, [f"{path}:{reader.line_num}: header is not valid CSV ({exc})"]) from None
+        if not header:
+            return
+        header = [h.strip() for h in header]
+        while True:
+            start = reader.line_num + 1
+            try:
+                fields = next(reader)
+            except StopIteration:
+                return
+            except csv.Error as exc:
+                yield start, ValueError(f"not valid CSV ({exc}); a quote that is never closed?")
+                return  # the reader cannot find the next record's start after this
+            if not fields:
+                continue
+            if reader.line_num != start:
+                yield start, ValueError(
+                    f"one record spans lines {start}-{reader.line_num}: a quote that is not closed on its line? "
+                    "(captions may not contain line breaks)")
+                continue
+            if len(fields) != len(header):
+                yield start, ValueError(
+                    f"{len(fields)} fields where the header has {len(header)} ({', '.join(header)}): "
+                    "quote a caption that contains a comma")
+                continue
+            out = dict(zip(header, fields))
+            for key in ("captions", "negatives"):
+                raw = (out.get(key) or "").strip()
+                if raw.startswith("["):
+                    try:
+                        out[key] = json.loads(raw)
+                    except json.JSONDecodeError:
+                        out[key] = ValueError(f"{key} looks like a JSON list but does not parse")
+                elif key in out:
+                    # CSV cells hold several captions separated by " | "
+                    out[key] = [c.strip() for c in raw.split("|")] if raw else []
+            yield start, out
 
 
 def _caption_list(value, where, name, problems, *, required):
@@ -121,6 +205,8 @@ def load_manifest(path, *, check_videos: bool = True) -> Manifest:
     path = Path(path)
     if not path.exists():
         raise ManifestError(path, [f"{path}: file does not exist"])
+    if not path.is_file():
+        raise ManifestError(path, [f"{path}: is a directory, not a manifest file (.jsonl or .csv)"])
     problems: list[str] = []
     items: list[Item] = []
     seen: dict[str, int] = {}
@@ -156,8 +242,15 @@ def load_manifest(path, *, check_videos: bool = True) -> Manifest:
         captions = _caption_list(row.get("captions"), where, "captions", problems, required=True)
         negatives = _caption_list(row.get("negatives"), where, "negatives", problems, required=False)
         metadata = {k: v for k, v in row.items() if k not in KNOWN_FIELDS}
+        content = None
+        if video_path is not None and video_path.exists():
+            try:
+                content = video_fingerprint(video_path)
+            except OSError as exc:
+                problems.append(f"{where}: field 'video': {video_path} cannot be read ({exc.strerror or exc})")
         if item_id is not None and video_path is not None:
-            items.append(Item(len(items), item_id, str(video_path), captions, negatives, metadata, n_video_frames))
+            items.append(Item(len(items), item_id, str(video_path), captions, negatives, metadata, n_video_frames,
+                              content))
     if not items and not problems:
         problems.append(f"{path}: no items")
     if problems:

@@ -36,8 +36,14 @@ MLLM_TYPES = {"llava", "llava_next", "llava_next_video", "llava_onevision", "qwe
 #: Encoder–decoder text models: use the encoder only
 ENCODER_DECODER_TEXT = {"t5", "mt5", "umt5", "bart", "mbart"}
 
-MLLM_VIDEO_PROMPT = "{media} Summarize the video in one word:"
-MLLM_TEXT_PROMPT = "{text} Summarize above sentence in one word:"
+#: The "explicit one-word limitation" prompts, exactly as the nuanced-retrieval paper writes them
+#: (``<video>: Summarize the video in one word: ``; DESIGN §4), trailing space included.
+#: ``{media}`` becomes the frames' image tokens, ``{text}`` the caption.
+MLLM_VIDEO_PROMPT = "{media}: Summarize the video in one word: "
+MLLM_TEXT_PROMPT = "{text}: Summarize above sentence in one word: "
+#: --prompt-template: ``auto`` wraps the prompt in the processor's/tokenizer's chat template when it
+#: has one (as a user turn, with the assistant's generation prompt after it); ``none`` uses it bare
+PROMPT_TEMPLATES = ("auto", "none")
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
@@ -64,11 +70,49 @@ class ModelInfo:
 def resolve_device(device: str) -> torch.device:
     if device == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    if device == "cuda" and not torch.cuda.is_available():
-        raise ModelError("--device cuda was asked for but torch sees no CUDA device; use --device cpu or auto")
     if device not in ("cpu", "cuda") and not device.startswith("cuda:"):
-        raise ModelError(f"unknown device {device!r}; use auto, cpu or cuda")
+        raise ModelError(f"unknown device {device!r}; use auto, cpu, cuda or cuda:N")
+    if device.startswith("cuda"):
+        n = torch.cuda.device_count() if torch.cuda.is_available() else 0
+        if n == 0:
+            raise ModelError(f"--device {device} was asked for but torch sees no CUDA device; use --device cpu or auto")
+        if device != "cuda":
+            index = device.split(":", 1)[1]
+            if not index.isdigit() or int(index) >= n:
+                raise ModelError(f"--device {device}: torch sees {n} CUDA device(s), cuda:0..cuda:{n - 1}")
     return torch.device(device)
+
+
+WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".ckpt", ".h5", ".msgpack")
+
+
+def check_local_weights(path: Path) -> None:
+    """A local model folder must hold weights, and every ``.safetensors`` file must be whole.
+
+    A safetensors file is an 8-byte little-endian header length, a JSON header giving each
+    tensor's ``data_offsets``, then the data: the file is whole when its size is ``8 + header +
+    max(end offset)``. Reads the headers only. Raises :class:`ModelError` naming the file.
+    """
+    files = [f for f in path.iterdir() if f.is_file() and f.name.endswith(WEIGHT_SUFFIXES)]
+    if not files:
+        raise ModelError(f"model folder {path} holds no weight files (*.safetensors or *.bin); "
+                         "was the download or save_pretrained complete?")
+    for f in files:
+        if f.suffix != ".safetensors":
+            continue
+        size = f.stat().st_size
+        try:
+            with f.open("rb") as fh:
+                n = int.from_bytes(fh.read(8), "little")
+                if size < 8 + n:
+                    raise ValueError("header cut short")
+                header = json.loads(fh.read(n))
+            end = max((int(v["data_offsets"][1]) for k, v in header.items() if k != "__metadata__"), default=0)
+        except (ValueError, KeyError, TypeError, IndexError) as exc:
+            raise ModelError(f"weight file {f} is damaged ({exc}); download or save the model again") from None
+        if size < 8 + n + end:
+            raise ModelError(f"weight file {f} is truncated: {size} bytes, its header needs {8 + n + end}; "
+                             "download or save the model again")
 
 
 def local_revision(path: Path) -> str:
@@ -101,15 +145,17 @@ def _classify(config, modality_override: str | None) -> tuple[str, str]:
     if modality_override:
         if modality_override == "text" and mt in DUAL_TOWER_TYPES:
             return "text", "mean"
-        if modality_override == "image" and (mt in IMAGE_TYPES or mt in VIDEO_TYPES) and mt not in FRAME_TOWER_TYPES:
-            return "image", IMAGE_TYPES.get(mt, VIDEO_TYPES.get(mt))
+        if modality_override == "image" and mt in IMAGE_TYPES:
+            return "image", IMAGE_TYPES[mt]
         if modality_override == "text" and mt not in VIDEO_TYPES and mt not in IMAGE_TYPES:
             return "text", "mean"
         if modality_override == "video" and mt in VIDEO_TYPES:
             return "video", VIDEO_TYPES[mt]
         if modality_override == "mllm" and mt in MLLM_TYPES:
             return "mllm", "last_token"
-        raise ModelError(f"model type {mt!r} cannot be used as modality {modality_override!r}")
+        raise ModelError(f"model type {mt!r} cannot be used as modality {modality_override!r}"
+                         + (" (a video model takes clips, not single images; use --modality video)"
+                            if modality_override == "image" and mt in VIDEO_TYPES else ""))
     if mt in VIDEO_TYPES:
         return "video", VIDEO_TYPES[mt]
     if mt in IMAGE_TYPES:
@@ -138,7 +184,7 @@ class Adapter:
     frame_tower = False
 
     def __init__(self, spec: str, *, device="cpu", dtype="float32", trust_remote_code=False,
-                 modality: str | None = None):
+                 modality: str | None = None, prompt_template: str = "auto"):
         from transformers import AutoConfig
 
         self.spec = spec
@@ -147,6 +193,9 @@ class Adapter:
             raise ModelError(f"unknown dtype {dtype!r}; use one of {', '.join(DTYPES)}")
         self.dtype_name = dtype
         self.dtype = DTYPES[dtype]
+        if prompt_template not in PROMPT_TEMPLATES:
+            raise ModelError(f"--prompt-template must be one of {', '.join(PROMPT_TEMPLATES)}, got {prompt_template!r}")
+        self.prompt_template = prompt_template
         self.trust = trust_remote_code
         local = Path(spec)
         self.is_local = local.exists()
@@ -160,6 +209,8 @@ class Adapter:
             )
             raise ModelError(f"cannot load a model config from {spec!r}{hint}: {exc}") from None
         self.modality, self.pooling = _classify(self.config, modality)
+        if self.is_local and local.is_dir():
+            check_local_weights(local)  # before any run exists, not at load time mid-job
 
     # ---- loading -----------------------------------------------------------------
     def _load_kwargs(self):
@@ -231,7 +282,10 @@ class Adapter:
         if mask is not None:
             m = mask.to(hs[0].device)
             weights = m.float()[:, :, None]  # real tokens only, no padding
-            last = m.long().sum(dim=1) - 1
+            # the last real token whatever side the tokenizer pads: the largest position with mask 1
+            # (mask.sum() - 1 is that position only under right padding)
+            positions = torch.arange(1, m.shape[1] + 1, device=m.device)
+            last = (m.long() * positions).argmax(dim=1)
         for i, h in enumerate(hs):
             h = h.float()
             if self.pooling == "cls":
@@ -253,6 +307,14 @@ class Adapter:
 
     def prepare_texts(self, texts: list[str]) -> "Prepared":
         raise ModelError(f"{self.spec!r} is a {self.modality} model: it does not embed text")
+
+    def text_overflow(self, texts: list[str]) -> list:
+        """Per text, ``(tokens, limit)`` when :meth:`prepare_texts` cuts it to the model's limit, else None."""
+        return [None] * len(texts)
+
+    def prompt_format(self, side: str) -> str | None:
+        """The prompt a model wraps its input in (``{media}`` / ``{text}`` placeholders); None: no prompt."""
+        return None
 
     def run(self, prepared: "Prepared") -> np.ndarray:
         """``(L, B, d)`` float32 from inputs made by :meth:`prepare_videos` / :meth:`prepare_texts`."""
@@ -437,14 +499,22 @@ class TextAdapter(Adapter):
         keep = {"input_ids", "attention_mask", "token_type_ids"}
         return Prepared({k: v for k, v in enc.items() if k in keep and k in params}, len(texts), masked=True)
 
+    def text_overflow(self, texts: list[str]) -> list:
+        """Per text, ``(tokens, limit)`` when it has more tokens (special ones included) than
+        ``max_length``, so :meth:`prepare_texts` truncates it; else None."""
+        ids = self.tokenizer(texts, truncation=False)["input_ids"]
+        return [(len(t), self.max_length) if len(t) > self.max_length else None for t in ids]
+
 
 class MllmAdapter(Adapter):
     """Multimodal LLMs (LLaVA-style: an image processor, a tokenizer with an image token, a language
     model): the "explicit one-word limitation" prompt, and the hidden state of the last token of
     every language-model layer (nuanced video retrieval paper; DESIGN §4).
 
-    Video: the ``n_f`` sampled frames go in as ``n_f`` images before the prompt
-    ``{media} Summarize the video in one word:``. Text: ``{text} Summarize above sentence in one word:``.
+    Video: the ``n_f`` sampled frames go in as ``n_f`` images in the prompt
+    ``{media}: Summarize the video in one word: ``. Text: ``{text}: Summarize above sentence in one word: ``.
+    Both inside the chat template when the processor (or its tokenizer) has one and
+    ``prompt_template="auto"``. The last *real* token is pooled whatever side the tokenizer pads.
     Layer 0 is the language model's embedding output.
     """
 
@@ -479,25 +549,62 @@ class MllmAdapter(Adapter):
         layers, width = getattr(cfg, "num_hidden_layers", None), getattr(cfg, "hidden_size", None)
         return (int(layers) + 1, int(width)) if layers and width else None
 
+    def _chat_owner(self):
+        """The processor, or else its tokenizer, when it has a chat template; None otherwise."""
+        for owner in (self.processor, getattr(self.processor, "tokenizer", None)):
+            if owner is not None and getattr(owner, "chat_template", None):
+                return owner
+        return None
+
+    def prompt_format(self, side: str) -> str:
+        """The whole prompt of ``side`` (``video`` | ``text``) with its ``{media}`` / ``{text}``
+        placeholder: the paper's one-word prompt, inside the chat template (a user turn, then the
+        generation prompt) unless ``prompt_template`` is ``none`` or there is no template."""
+        cache = self.__dict__.setdefault("_prompt_formats", {})
+        if side in cache:
+            return cache[side]
+        base = {"video": MLLM_VIDEO_PROMPT, "text": MLLM_TEXT_PROMPT}[side]
+        owner = self._chat_owner() if self.prompt_template == "auto" else None
+        if owner is None:
+            cache[side] = base
+            return base
+        content = [{"type": "text", "text": base}] if owner is self.processor else base
+        try:
+            out = owner.apply_chat_template([{"role": "user", "content": content}], tokenize=False,
+                                            add_generation_prompt=True)
+        except Exception as exc:
+            raise ModelError(f"the chat template of {self.spec!r} failed ({type(exc).__name__}: {exc}); "
+                             "pass --prompt-template none to use the bare prompt") from None
+        cache[side] = out[0] if isinstance(out, list) else out
+        return cache[side]
+
+    def _encode(self, prompts: list[str], images=None) -> dict:
+        tok = getattr(self.processor, "tokenizer", None)
+        bos = getattr(tok, "bos_token", None)
+        # a chat template that writes the BOS token itself must not get a second one
+        add_special = not (bos and prompts and prompts[0].startswith(bos))
+        kwargs = {"images": images} if images is not None else {}
+        return dict(self.processor(text=prompts, padding=True, return_tensors="pt", add_special_tokens=add_special,
+                                   **kwargs))
+
     def prepare_videos(self, videos: list[np.ndarray], *, image_mode: str = "frames") -> Prepared:
-        """One prompt per video with its sampled frames as images; :meth:`run` takes the last token."""
+        """One prompt per video with its sampled frames as images; :meth:`run` takes the last real token."""
         prompts, images = [], []
+        fmt = self.prompt_format("video")
         for frames in videos:
             chosen = frames[:1] if image_mode == "first" else frames
-            prompts.append(MLLM_VIDEO_PROMPT.format(media=self.image_token * len(chosen)))
+            prompts.append(fmt.replace("{media}", self.image_token * len(chosen)))
             images.extend(list(chosen))
-        enc = self.processor(images=images, text=prompts, padding=True, return_tensors="pt")
-        return Prepared(dict(enc), len(videos), masked=True)
+        return Prepared(self._encode(prompts, images), len(videos), masked=True)
 
     def prepare_texts(self, texts: list[str]) -> Prepared:
-        """The prompt ``<sentence> Summarize above sentence in one word:``; :meth:`run` takes the last token."""
-        prompts = [MLLM_TEXT_PROMPT.format(text=t) for t in texts]
-        return Prepared(dict(self.processor(text=prompts, padding=True, return_tensors="pt")), len(texts),
-                        masked=True)
+        """The prompt ``<sentence>: Summarize above sentence in one word: ``; :meth:`run` takes the last real token."""
+        fmt = self.prompt_format("text")
+        return Prepared(self._encode([fmt.replace("{text}", t) for t in texts]), len(texts), masked=True)
 
 
 def load_adapter(spec: str, *, device="cpu", dtype="float32", trust_remote_code=False,
-                 modality: str | None = None) -> Adapter:
+                 modality: str | None = None, prompt_template: str = "auto") -> Adapter:
     """Load the right adapter for a hub id or local folder (``from_pretrained`` either way)."""
     from transformers.utils import logging as hf_logging
 
@@ -505,7 +612,8 @@ def load_adapter(spec: str, *, device="cpu", dtype="float32", trust_remote_code=
     # bury them (e.g. an unused pooler head is expected: LayerScope reads hidden states only)
     hf_logging.set_verbosity_error()
     hf_logging.disable_progress_bar()
-    probe = Adapter(spec, device=device, dtype=dtype, trust_remote_code=trust_remote_code, modality=modality)
+    probe = Adapter(spec, device=device, dtype=dtype, trust_remote_code=trust_remote_code, modality=modality,
+                    prompt_template=prompt_template)
     if probe.modality in ("video", "image"):
         cls = VisionAdapter
     elif probe.modality == "text":
@@ -514,4 +622,10 @@ def load_adapter(spec: str, *, device="cpu", dtype="float32", trust_remote_code=
         cls = MllmAdapter
     adapter = cls.__new__(cls)
     adapter.__dict__.update(probe.__dict__)
-    return adapter.load()
+    try:
+        return adapter.load()
+    except ModelError:
+        raise
+    except Exception as exc:  # damaged weights, a class that does not fit, out of memory, ...
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+        raise ModelError(f"cannot load the model {spec!r}: {type(exc).__name__}: {first}") from None

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import os
@@ -101,10 +102,39 @@ def parse_shard(text: str | None, n_items: int) -> tuple[int, int, range]:
     return i, n, range(i * per, min(n_items, (i + 1) * per))
 
 
+#: How several captions (n_c > 1) become one string: each caption as a sentence (a full stop added
+#: where it has no end punctuation), joined by one space. n_c = 1 is the caption exactly as written.
+CAPTION_SEPARATOR = " "
+#: Version of the caption-to-text rule, part of every caption run's identity (2: n_c = 1 verbatim)
+CAPTION_TEXT_VERSION = 2
+#: Largest --frames value: beyond it the sampled index list alone would be gigabytes
+MAX_FRAMES = 4096
+
+
 def caption_text(captions: list[str], n_c: int) -> str:
-    """The first ``n_c`` captions joined into one string (each ends with a full stop)."""
-    parts = [c if c.endswith((".", "!", "?")) else c + "." for c in captions[:n_c]]
-    return " ".join(parts)
+    """The string a text model sees for ``captions`` (already chosen and ordered) at ``n_c``.
+
+    ``n_c = 1``: the first caption verbatim (DESIGN §4). ``n_c > 1``: the first ``n_c`` captions,
+    each ending in ``.``, ``!`` or ``?`` (a full stop is added otherwise), joined by
+    :data:`CAPTION_SEPARATOR`.
+    """
+    chosen = captions[:n_c]
+    if len(chosen) == 1:
+        return chosen[0]
+    return CAPTION_SEPARATOR.join(c if c.endswith((".", "!", "?")) else c + "." for c in chosen)
+
+
+def caption_order(captions: list[str], item_id: str, order: str, seed: int) -> list[str]:
+    """The item's captions in the order runs take them from: ``first`` keeps the manifest order;
+    ``random`` is a permutation seeded by ``(seed, item_id)`` (so the first ``n_c`` of it is a
+    seeded random subset, nested across ``n_c`` and the same on every rerun or shard)."""
+    if order == "first":
+        return list(captions)
+    if order != "random":
+        raise ValueError(f"--caption-order must be first or random, got {order!r}")
+    key = int.from_bytes(hashlib.sha256(f"{seed}\0{item_id}".encode()).digest()[:8], "little")
+    perm = np.random.default_rng(key).permutation(len(captions))
+    return [captions[i] for i in perm]
 
 
 class Precompute:
@@ -112,7 +142,8 @@ class Precompute:
 
     def __init__(self, writer: StoreWriter, manifest: Manifest, dataset: str, *, frames, captions,
                  variants=("original",), batch_size=8, device="auto", dtype="float32", image_mode="frames",
-                 shard=None, allow_fewer_captions=False, trust_remote_code=False, progress=True, out=None):
+                 shard=None, allow_fewer_captions=False, trust_remote_code=False, progress=True, out=None,
+                 caption_order="first", caption_seed=0, prompt_template="auto"):
         self.w = writer
         self.manifest = manifest
         self.dataset = dataset
@@ -127,6 +158,9 @@ class Precompute:
         self.allow_fewer = allow_fewer_captions
         self.trust = trust_remote_code
         self.progress = progress
+        self.caption_order = caption_order
+        self.caption_seed = int(caption_seed)
+        self.prompt_template = prompt_template
         self.out = out or sys.stderr  # resolved at call time, so redirected stderr is honoured
         self.summary = Summary()
         self.frames_cache = FrameCache(self._wanted_frames)
@@ -134,6 +168,13 @@ class Precompute:
         self.pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="layerscope-prepare")
         if self.batch_size < 1:
             raise ValueError(f"--batch-size must be >= 1, got {batch_size}")
+        if self.frames and max(self.frames) > MAX_FRAMES:
+            raise ValueError(f"--frames {max(self.frames)}: at most {MAX_FRAMES} frames per video "
+                             "(more than a video holds only repeats frames)")
+        if caption_order not in ("first", "random"):
+            raise ValueError(f"--caption-order must be first or random, got {caption_order!r}")
+        if prompt_template not in ("auto", "none"):
+            raise ValueError(f"--prompt-template must be auto or none, got {prompt_template!r}")
         self.shard_i, self.shard_n, self.items_range = parse_shard(shard, len(manifest.items))
 
     def _wanted_frames(self, n_total: int) -> np.ndarray:
@@ -172,11 +213,10 @@ class Precompute:
                              "native_frames": info.native_frames}
                     plans.append(RunPlan(run_id_for(ident), n_f, None, variant, ident))
         elif info.modality == "text":
-            if self.variants == ["reversed"]:
-                print(f"note: {name} is a text model; text has no reversed variant, nothing to do",
-                      file=self.out)
+            if self.variants == ["reversed"]:  # text has no reversed variant: nothing to do
+                return plans
             for n_c in self.captions:
-                ident = {**base, "n_captions": n_c, "variant": "original"}
+                ident = {**base, "n_captions": n_c, "variant": "original", **self._caption_identity()}
                 plans.append(RunPlan(run_id_for(ident), None, n_c, "original", ident))
             if any(it.negatives for it in self.manifest.items):
                 # the reorder-negative probe needs each item's first negative caption embedded
@@ -185,27 +225,45 @@ class Precompute:
         elif info.modality == "mllm":  # one model, both sides: video runs and caption runs
             for variant in self.variants:
                 for n_f in self.frames:
-                    ident = {**base, "n_frames": n_f, "variant": variant, "side": "video"}
+                    ident = {**base, "n_frames": n_f, "variant": variant, "side": "video",
+                             "prompt": adapter.prompt_format("video")}
                     plans.append(RunPlan(run_id_for(ident), n_f, None, variant, ident))
+            if self.variants == ["reversed"]:  # reversed videos only: captions are not reversed
+                return plans
             for n_c in self.captions:
-                ident = {**base, "n_captions": n_c, "variant": "original", "side": "text"}
+                ident = {**base, "n_captions": n_c, "variant": "original", "side": "text",
+                         "prompt": adapter.prompt_format("text"), **self._caption_identity()}
                 plans.append(RunPlan(run_id_for(ident), None, n_c, "original", ident))
             if any(it.negatives for it in self.manifest.items):
-                ident = {**base, "n_captions": 1, "variant": "negative", "side": "text"}
+                ident = {**base, "n_captions": 1, "variant": "negative", "side": "text",
+                         "prompt": adapter.prompt_format("text")}
                 plans.append(RunPlan(run_id_for(ident), None, 1, "negative", ident))
         else:
             raise ModelError(f"{name}: no run plan for modality {info.modality!r}")
         return plans
 
+    def _caption_identity(self) -> dict:
+        """Identity fields of a caption run: the caption-to-text rule and the caption order (with
+        its seed when random), so another order is another run and the same order resumes."""
+        ident = {"caption_text": CAPTION_TEXT_VERSION, "caption_order": self.caption_order}
+        if self.caption_order == "random":
+            ident["caption_seed"] = self.caption_seed
+        return ident
+
     # ---- execution ---------------------------------------------------------------------
     def run_model(self, spec: str, name: str | None = None, modality: str | None = None,
                   spec_modality: str | None = None) -> None:
+        if spec_modality == "text" and self.variants == ["reversed"]:
+            # said and done: no model load, no runs
+            print(f"note: {name or default_name(spec)} is a text model; text has no reversed variant, "
+                  "nothing to do for it", file=self.out)
+            return
         if spec_modality in ("video", "image", "mllm") and self.frames:
             # decode the first batch's videos while the model loads (the worker is otherwise idle)
             first = [self.manifest.items[i].video for i in self.items_range[:self.batch_size]]
             self.pool.submit(lambda: [self.frames_cache.get(v) for v in first])
         adapter = load_adapter(spec, device=self.device, dtype=self.dtype, trust_remote_code=self.trust,
-                               modality=modality)
+                               modality=modality, prompt_template=self.prompt_template)
         name = name or default_name(spec)
         info = adapter.info()
         self.w.put_model(name, info)
@@ -217,6 +275,8 @@ class Precompute:
             if existing and existing["status"] == "done":
                 self.summary.runs_done_before += 1
                 continue
+            if not items:
+                self.summary.runs_computed += 1
             # an MLLM embeds both sides in one space: its runs are video runs and text runs
             run_modality = info.modality if info.modality != "mllm" else ("video" if p.n_frames else "text")
             p.state = self.w.start_run(
@@ -232,7 +292,14 @@ class Precompute:
             cfg = p.state["config"]
             cfg = json.loads(cfg) if isinstance(cfg, str) else (cfg or {})
             p.batch = int(cfg.get("batch_size", self.batch_size))
-            pending.append(p)
+            if items:
+                pending.append(p)
+        if not items:
+            # more shards than items: this shard's runs hold nothing and are done (start_run marks
+            # a run of 0 items done), so `layerscope merge` sees every shard finished
+            print(f"note: shard {self.shard_i}/{self.shard_n} of {len(self.manifest.items)} item(s) holds no "
+                  f"items; {name}'s {len(plans)} run(s) recorded as done with 0 items", file=self.out)
+            return
         if not pending:
             print(f"{name}: all {len(plans)} run(s) already done, skipped", file=self.out)
             return
@@ -307,12 +374,23 @@ class Precompute:
                     notes.setdefault("fewer_captions", {})[it.item_id] = {
                         "has": len(it.captions), "asked": p.n_captions,
                         "handled": "all available captions were used"}
-                texts.append(caption_text(it.captions, p.n_captions))
+                ordered = caption_order(it.captions, it.item_id, self.caption_order, self.caption_seed)
+                texts.append(caption_text(ordered, p.n_captions))
+            for it, over in zip(batch, adapter.text_overflow(texts)):
+                if over is not None:
+                    n_tokens, limit = over
+                    notes.setdefault("truncated_captions", {})[it.item_id] = {
+                        "tokens": n_tokens, "limit": limit,
+                        "handled": f"the text was cut to the model's first {limit} tokens"}
             return adapter.prepare_texts(texts), notes
         videos = []
         for it in batch:
             video = self.frames_cache.get(it.video)
             T = video.n_frames
+            if video.declared_frames is not None and video.declared_frames != T:
+                notes.setdefault("frame_count_mismatch", {})[it.item_id] = {
+                    "declared": video.declared_frames, "decoded": T,
+                    "handled": "the header's frame count is wrong; frames were sampled from the decoded ones"}
             if T < p.n_frames:
                 notes.setdefault("short_videos", {})[it.item_id] = {
                     "frames": T, "asked": p.n_frames,
@@ -345,11 +423,13 @@ def run_precompute(*, store, manifest, dataset, models, names=None, modality=Non
     # before anything runs or is written
     modalities = [Adapter(spec, device=options.get("device", "auto"), modality=modality,
                           trust_remote_code=options.get("trust_remote_code", False)).modality for spec in models]
+    # options are checked before the store is opened: a bad flag leaves no trace
+    job = Precompute(None, manifest, dataset, progress=progress, out=out, **options)
+    if {"text", "mllm"} & set(modalities) and job.variants != ["reversed"]:  # reversed: no caption runs
+        job.check_captions()
     writer = StoreWriter(store)
     try:
-        job = Precompute(writer, manifest, dataset, progress=progress, out=out, **options)
-        if {"text", "mllm"} & set(modalities):
-            job.check_captions()
+        job.w = writer
         writer.put_dataset(dataset, manifest)
         try:
             for i, spec in enumerate(models):

@@ -161,13 +161,14 @@ def build_dinov2(out, *, size=32, hidden=32, layers=3, seed=0):
     return _save(Dinov2Model(cfg), out, proc)
 
 
-def build_bert(out, *, corpus=DEFAULT_CORPUS, hidden=32, layers=3, seed=0):
+def build_bert(out, *, corpus=DEFAULT_CORPUS, hidden=32, layers=3, seed=0, max_positions=256):
     from transformers import BertConfig, BertModel
 
     _seeded(seed)
     tok = _word_tokenizer(corpus, kind="bert")
     cfg = _mark(BertConfig(vocab_size=len(tok), hidden_size=hidden, num_hidden_layers=layers, num_attention_heads=4,
-                           intermediate_size=2 * hidden, max_position_embeddings=256, pad_token_id=tok.pad_token_id))
+                           intermediate_size=2 * hidden, max_position_embeddings=max_positions,
+                           pad_token_id=tok.pad_token_id))
     return _save(BertModel(cfg, add_pooling_layer=False), out, tok)
 
 
@@ -193,8 +194,9 @@ def build_llama(out, *, corpus=DEFAULT_CORPUS, hidden=32, layers=3, seed=0):
     return _save(LlamaModel(cfg), out, tok)
 
 
-def build_llava(out, *, corpus=DEFAULT_CORPUS, size=32, hidden=32, layers=2, seed=0):
-    """A tiny LLaVA: CLIP vision tower, Llama language model, and a processor with an ``<image>`` token."""
+def build_llava(out, *, corpus=DEFAULT_CORPUS, size=32, hidden=32, layers=2, seed=0, chat_template=None):
+    """A tiny LLaVA: CLIP vision tower, Llama language model, and a processor with an ``<image>`` token
+    (and ``chat_template``, a Jinja string, when given)."""
     from transformers import CLIPVisionConfig, LlamaConfig, LlavaConfig, LlavaForConditionalGeneration, LlavaProcessor
     from transformers.models.clip.image_processing_pil_clip import CLIPImageProcessorPil
 
@@ -210,7 +212,7 @@ def build_llava(out, *, corpus=DEFAULT_CORPUS, size=32, hidden=32, layers=2, see
     proc = LlavaProcessor(image_processor=CLIPImageProcessorPil(size={"shortest_edge": size},
                                                                 crop_size={"height": size, "width": size}),
                           tokenizer=tok, patch_size=8, vision_feature_select_strategy="default", image_token="<image>",
-                          num_additional_image_tokens=1)
+                          num_additional_image_tokens=1, chat_template=chat_template)
     return _save(LlavaForConditionalGeneration(cfg), out, proc)
 
 

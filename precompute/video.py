@@ -27,12 +27,15 @@ class DecodedVideo:
     """The frames of one video that a job needs, with the video's length.
 
     ``n_frames``: frames in the video (T); ``index``: the kept frame numbers, ascending;
-    ``frames``: ``(len(index), H, W, 3)`` uint8. A 10 s 720p clip is ~0.8 GB as RGB: a sweep that
-    samples 16 of its 300 frames keeps 16.
+    ``frames``: ``(len(index), H, W, 3)`` uint8; ``declared_frames``: the header's count. A 10 s
+    720p clip is ~0.8 GB as RGB: a sweep that samples 16 of its 300 frames keeps 16.
     """
 
-    def __init__(self, n_frames: int, index: np.ndarray, frames: np.ndarray):
+    def __init__(self, n_frames: int, index: np.ndarray, frames: np.ndarray, declared_frames: int | None = None):
         self.n_frames, self.index, self.frames = int(n_frames), np.asarray(index, dtype=np.int64), frames
+        #: the frame count the container's header states (None: it states none, or a frame folder);
+        #: differs from ``n_frames`` when the header is wrong (runs note it)
+        self.declared_frames = declared_frames
 
     @property
     def nbytes(self) -> int:
@@ -65,25 +68,33 @@ def read_video(path, wanted=None) -> DecodedVideo:
         if not files:
             raise VideoError(f"frame folder {path} holds no images ({', '.join(sorted(IMAGE_SUFFIXES))})")
         index = _wanted(wanted, len(files))
-        frames = [np.asarray(Image.open(files[i]).convert("RGB")) for i in index]
+        frames = []
+        for i in index:
+            try:
+                with Image.open(files[i]) as im:
+                    frames.append(np.asarray(im.convert("RGB")))
+            except Exception as exc:  # PIL raises many error types for damaged or non-image files
+                raise VideoError(f"frame {files[i]} could not be read as an image: {exc}") from None
         if len({f.shape for f in frames}) != 1:
             raise VideoError(f"frame folder {path} mixes image sizes")
         return DecodedVideo(len(files), index, np.stack(frames))
     try:
-        n, numbers, kept, trusted = _decode(path, wanted, None)
+        n, numbers, kept, trusted, declared = _decode(path, wanted, None)
         if not trusted:  # the container stated a wrong frame count: decode again with the true one
-            n, numbers, kept, _ = _decode(path, wanted, n)
+            n, numbers, kept, _, _ = _decode(path, wanted, n)
     except VideoError:
         raise
     except Exception as exc:  # PyAV raises many error types for corrupt files
         raise VideoError(f"video {path} could not be decoded: {exc}") from None
     if n == 0:
         raise VideoError(f"video {path} has no decodable frames")
-    return DecodedVideo(n, np.asarray(numbers), np.stack(kept) if kept else np.zeros((0, 0, 0, 3), np.uint8))
+    return DecodedVideo(n, np.asarray(numbers), np.stack(kept) if kept else np.zeros((0, 0, 0, 3), np.uint8),
+                        declared_frames=declared or None)
 
 
 def _decode(path, wanted, count):
-    """One pass: ``(T, kept frame numbers, kept RGB frames, whether the count used was right)``."""
+    """One pass: ``(T, kept frame numbers, kept RGB frames, whether the count used was right, the
+    header's count (0: none))``."""
     import av
 
     with av.open(str(path)) as container:
@@ -91,7 +102,8 @@ def _decode(path, wanted, count):
             raise VideoError(f"{path} has no video stream")
         stream = container.streams.video[0]
         stream.thread_type = "AUTO"  # frame- and slice-threaded decoding: decoding is the main non-model cost
-        count = count or int(stream.frames or 0)
+        declared = int(stream.frames or 0)
+        count = count or declared
         keep = set(_wanted(wanted, count).tolist()) if wanted is not None and count > 0 else None
         kept, numbers, n = [], [], 0
         for frame in container.decode(stream):
@@ -107,7 +119,7 @@ def _decode(path, wanted, count):
     if wanted is not None and keep is None:
         index = _wanted(wanted, n)
         kept, numbers = [kept[i].to_ndarray(format="rgb24") for i in index], list(index)
-    return n, numbers, kept, keep is None or n == count
+    return n, numbers, kept, keep is None or n == count, declared
 
 
 def _wanted(wanted, n_total: int) -> np.ndarray:
@@ -133,10 +145,7 @@ def count_frames(path) -> int:
     """
     path = Path(path)
     if path.is_dir():
-        n = len(_frame_files(path))
-        if n == 0:
-            raise VideoError(f"frame folder {path} holds no images")
-        return n
+        return _check_frame_folder(path)
     import av
 
     try:
@@ -158,6 +167,30 @@ def count_frames(path) -> int:
     if n == 0:
         raise VideoError(f"video {path} has no decodable frames")
     return n
+
+
+def _check_frame_folder(path: Path) -> int:
+    """Frames in a folder of images, after checking that every one is an image of one size.
+
+    Reads each file's header only (PIL opens lazily), so a folder with a damaged or non-image frame,
+    or frames of mixed sizes, fails in validation rather than mid-run.
+    """
+    from PIL import Image
+
+    files = _frame_files(path)
+    if not files:
+        raise VideoError(f"frame folder {path} holds no images ({', '.join(sorted(IMAGE_SUFFIXES))})")
+    sizes = {}
+    for f in files:
+        try:
+            with Image.open(f) as im:
+                sizes.setdefault(im.size, f)
+        except Exception as exc:
+            raise VideoError(f"frame {f} is not a readable image: {exc}") from None
+    if len(sizes) > 1:
+        shown = ", ".join(f"{w}x{h} ({f.name})" for (w, h), f in list(sizes.items())[:3])
+        raise VideoError(f"frame folder {path} mixes image sizes: {shown}")
+    return len(files)
 
 
 def sample_indices(n_total: int, n_frames: int) -> np.ndarray:

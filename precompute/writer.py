@@ -17,6 +17,15 @@ from .manifest import Manifest
 from .models import ModelInfo
 
 
+#: key of each item's video fingerprint in the items table's metadata JSON
+CONTENT_KEY = "_video_content"
+
+
+def _stored_metadata(item) -> dict:
+    """An item's metadata JSON as stored: the manifest's extra fields plus its video fingerprint."""
+    return {**item.metadata, CONTENT_KEY: item.content} if item.content else dict(item.metadata)
+
+
 def now():
     return dt.datetime.now(dt.timezone.utc).replace(tzinfo=None)
 
@@ -67,6 +76,13 @@ class StoreWriter:
 
     # ---- datasets and items --------------------------------------------------------
     def put_dataset(self, name: str, manifest: Manifest) -> None:
+        """Store the dataset and its items, or check that the stored one is the same.
+
+        Same means the same ids, video names, captions and negatives (``manifest_sha``) and, item by
+        item, the same video content (:func:`~precompute.manifest.video_fingerprint`, kept in each
+        item's metadata JSON under ``_video_content``; items stored before it was recorded are not
+        checked). A difference is a :class:`StoreError` naming the items; nothing is written.
+        """
         row = fetch_one(self.con, "SELECT manifest_sha, manifest FROM datasets WHERE dataset = ?", [name])
         if row is not None:
             if row[0] != manifest.sha:
@@ -74,6 +90,7 @@ class StoreWriter:
                     f"dataset {name!r} is already in {self.path} from {row[1]} with different items or captions; "
                     "its stored runs would no longer match. Use another --dataset name (nothing was changed)."
                 )
+            self._check_contents(name, manifest, row[1])
             return
         self.con.execute("BEGIN")
         try:
@@ -86,13 +103,28 @@ class StoreWriter:
                 "video": [it.video for it in manifest.items],
                 "captions": pa.array([it.captions for it in manifest.items], pa.list_(pa.string())),
                 "negatives": pa.array([it.negatives for it in manifest.items], pa.list_(pa.string())),
-                "metadata": [json.dumps(it.metadata) for it in manifest.items],
+                "metadata": [json.dumps(_stored_metadata(it)) for it in manifest.items],
             })
             insert_arrow(self.con, "items", table, "dataset, idx, item_id, video, captions, negatives, metadata::JSON")
             self.con.execute("COMMIT")
         except Exception:
             self.con.execute("ROLLBACK")
             raise
+
+    def _check_contents(self, name: str, manifest: Manifest, stored_from: str) -> None:
+        stored = dict(self.con.execute(
+            "SELECT item_id, json_extract_string(metadata, '$.\"" + CONTENT_KEY + "\"') FROM items WHERE dataset = ?",
+            [name]).fetchall())
+        changed = [it.item_id for it in manifest.items
+                   if stored.get(it.item_id) is not None and it.content is not None
+                   and stored[it.item_id] != it.content]
+        if changed:
+            listed = ", ".join(repr(i) for i in changed[:10]) + (" ..." if len(changed) > 10 else "")
+            raise StoreError(
+                f"dataset {name!r} is already in {self.path} (from {stored_from}) with other video content for "
+                f"{len(changed)} item(s): {listed}; the same file names now hold different videos, so its stored "
+                "runs would not match. Use another --dataset name (nothing was changed)."
+            )
 
     # ---- models ------------------------------------------------------------------
     def put_model(self, name: str, info: ModelInfo) -> None:
@@ -118,14 +150,26 @@ class StoreWriter:
 
     def start_run(self, run_id: str, *, model, dataset, modality, n_frames, n_captions, variant, image_mode,
                   pooling, dtype, device, n_items, n_layers, dim, config: dict) -> dict:
-        """Create the run (status running) or return the existing one; stray rows past n_done are removed."""
+        """Create the run (status running) or return the existing one; stray rows past n_done are removed.
+
+        A run of 0 items (a shard past the last item) is created done: there is nothing to wait for.
+        """
         existing = self.get_run(run_id)
         if existing is None:
+            if n_items == 0:
+                self._table(dim)  # its (empty) embeddings table exists, as merge reads every run's
+            started = now()
             self.con.execute(
-                "INSERT INTO runs VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'running', ?, 0, ?, ?, ?, ?, ?, NULL)",
+                "INSERT INTO runs VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0, ?, ?, ?, ?, ?, ?)",
                 [run_id, model, dataset, modality, n_frames, n_captions, variant, image_mode, pooling, dtype,
-                 device, n_items, n_layers, dim, json.dumps(config), __version__, now()],
+                 device, "done" if n_items == 0 else "running", n_items, n_layers, dim, json.dumps(config),
+                 __version__, started, started if n_items == 0 else None],
             )
+            return self.get_run(run_id)
+        if existing["status"] != "done" and existing["n_items"] == 0:
+            # an empty shard left "running 0/0" by an older LayerScope: there is nothing to wait for
+            self._table(existing["dim"])
+            self.con.execute("UPDATE runs SET status = 'done', finished = ? WHERE run_id = ?", [now(), run_id])
             return self.get_run(run_id)
         if existing["status"] != "done":
             # batches commit atomically, so nothing past n_done should exist; be defensive anyway
