@@ -71,6 +71,22 @@ def list_runs(store) -> list[dict]:
             con.close()
 
 
+SETTING = ("model", "dataset", "modality", "n_frames", "n_captions", "variant")
+
+
+def latest_per_setting(runs: list[dict]) -> tuple[list[dict], list[dict]]:
+    """Done runs with one setting (model, dataset, modality, n_f, n_c, variant) but different
+    configurations (e.g. an older caption protocol, another ``--caption-order``) are versions of one
+    measurement: the most recently finished is used. Returns ``(kept, superseded)``, order kept."""
+    latest: dict = {}
+    for r in runs:
+        key = tuple(r[c] for c in SETTING)
+        if key not in latest or (r["finished"] or 0) > (latest[key]["finished"] or 0):
+            latest[key] = r
+    kept = [r for r in runs if latest[tuple(r[c] for c in SETTING)] is r]
+    return kept, [r for r in runs if latest[tuple(r[c] for c in SETTING)] is not r]
+
+
 def find_run(con, *, model, dataset, n_frames=None, n_captions=None, variant=None, modality=None) -> dict:
     """The single done run matching the selection; errors say what exists instead."""
     known = [r[0] for r in con.execute("SELECT model FROM models ORDER BY model").fetchall()]
@@ -85,10 +101,13 @@ def find_run(con, *, model, dataset, n_frames=None, n_captions=None, variant=Non
     cond.append("variant = ?")
     args.append(variant or "original")
     cur = con.execute(
-        f"SELECT run_id, status, n_frames, n_captions, modality, n_done, n_items FROM runs WHERE {' AND '.join(cond)}",
-        args,
+        f"SELECT run_id, status, n_frames, n_captions, modality, n_done, n_items, finished FROM runs "
+        f"WHERE {' AND '.join(cond)} ORDER BY finished DESC NULLS LAST", args,
     )
-    rows = cur.fetchall()
+    rows = [r[:7] for r in cur.fetchall()]
+    if len({r[2:5] for r in rows}) == 1 and any(r[1] == "done" for r in rows):
+        # versions of one setting (another caption protocol or order): the newest done one
+        rows = [next(r for r in rows if r[1] == "done")]
     if not rows:
         have = con.execute(
             "SELECT DISTINCT modality, n_frames, n_captions, variant FROM runs WHERE model = ? AND dataset = ?",

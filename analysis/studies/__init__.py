@@ -24,7 +24,7 @@ from __future__ import annotations
 import json
 
 from ..schema import create_all
-from ..store import StoreError, connect
+from ..store import StoreError, connect, latest_per_setting
 from . import downstream, grids, layer_choice, model_map, profiles, scaling, temporal
 from .context import ANALYSIS_VERSION, STORED, Context, DatasetRuns, Settings, group_runs
 from .parallel import default_jobs
@@ -91,7 +91,11 @@ def _plan(con, datasets, ctx) -> dict[str, DatasetRuns]:
         if r["status"] != "done":
             ctx.note(f"run {r['run_id']} ({r['model']} on {r['dataset']}) is not done "
                      f"({r['n_done']}/{r['n_items']}); left out — rerun its precompute command to finish it")
-    by_dataset = group_runs(rows)
+    done, superseded = latest_per_setting([r for r in rows if r["status"] == "done"])
+    for r in superseded:
+        ctx.note(f"run {r['run_id']} ({r['model']} on {r['dataset']}, n_f={r['n_frames']}, n_c={r['n_captions']}) "
+                 "is superseded by a newer run of the same setting (another configuration); the newer one is used")
+    by_dataset = group_runs(done)
     if datasets:
         missing = set(datasets) - set(by_dataset)
         if missing:

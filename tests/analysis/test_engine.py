@@ -104,3 +104,21 @@ def test_analyze_prints_what_it_computed_and_reused(sweep, capsys):
 def test_bad_settings_are_refused_naming_the_flag(sweep, bad, flag, capsys):
     assert main(["analyze", "--store", str(sweep), "--quiet", *bad]) != 0
     assert flag in capsys.readouterr().err
+
+
+def test_a_newer_run_of_the_same_setting_supersedes_the_older(sweep):
+    from analysis.store import connect, find_run
+
+    T = load_embeddings(sweep, model="t1", dataset="synthetic", n_captions=1)
+    from precompute.synthetic_store import write_run
+
+    write_run(sweep, "t1-1-v2", T[::-1].copy(), model="t1", modality="text", n_captions=1)  # another protocol
+    out = analyze_store(sweep, metrics=("mutual_knn",), n_boot=0, log=quiet)
+    assert any("t1-1 " in n and "superseded" in n for n in out["notes"])
+    con = duckdb.connect(str(sweep), read_only=True)
+    runs_b = {g["run_b"] for g in R.read_grids(con, model_b="t1", n_captions=1)}
+    con.close()
+    assert runs_b == {"t1-1-v2"}
+    con = connect(sweep)
+    assert find_run(con, model="t1", dataset="synthetic", n_captions=1)["run_id"] == "t1-1-v2"
+    con.close()
