@@ -52,7 +52,8 @@ CHUNK_ENTRIES = 1 << 22
 DEVICE_CHUNK_ENTRIES = 1 << 28
 #: Extra float32 candidates per row re-ranked in float64 when the float32 top-k is not proven.
 EXTRA_CANDIDATES = 32
-#: ``"auto"`` (torch's CUDA when torch is installed and sees a GPU, else numpy), ``"numpy"``,
+#: ``"auto"`` (torch's CUDA when an NVIDIA driver is present and torch, if installed, sees the
+#: GPU; else numpy, without importing torch), ``"numpy"``,
 #: or a torch device name (``"cpu"`` runs the torch code on CPU; tests use it). Read at call time.
 DEVICE = os.environ.get("LAYERSCOPE_KNN_DEVICE", "auto")
 
@@ -142,9 +143,14 @@ def is_collapsed(X: np.ndarray, norms: np.ndarray | None = None) -> bool:
                for a, b in row_chunks(X.shape[0], X.shape[1]))
 
 
+def _nvidia_driver() -> bool:
+    """Cheap test for an NVIDIA GPU, so ``"auto"`` never pays torch's import on a CPU machine."""
+    return os.path.exists("/proc/driver/nvidia/version") or os.path.exists("/dev/nvidia0")
+
+
 def _resolve_device(device):
     device = DEVICE if device is None else device
-    if device == "numpy":
+    if device == "numpy" or (device == "auto" and not _nvidia_driver()):
         return None
     try:
         import torch

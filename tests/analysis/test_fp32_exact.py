@@ -231,3 +231,12 @@ def test_nearly_collapsed_layer_is_still_scored():
     almost = np.tile(rng.normal(size=8), (40, 1)) + 1e-3 * rng.normal(size=(40, 8))
     assert np.isfinite(mutual_knn(X, almost, k=5))
     assert Cknna().prepare(almost, k=5).collapsed is False
+
+
+def test_device_check_grid_part_runs_on_cpu_torch(capsys):
+    pytest.importorskip("torch")
+    from bench.device_check import grid_check
+
+    assert grid_check("cpu", [300], d=32, layers=2, k=5)
+    out = capsys.readouterr().out
+    assert "neighbours identical: True" in out and "grids identical: True" in out
