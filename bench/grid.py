@@ -12,9 +12,10 @@ Prints, measured in one run on the same float32 data (default N=1024, d=768, 24Ã
 Times are the best of two runs (the naive loop: one), all in one process on the same arrays.
 Numbers on a shared machine are noisy.
 
-``--scaling 1024,4096,16384[,65536]`` adds a table: for each N, in a fresh subprocess, the time and
-peak resident memory of a mutual_knn self-grid of ``--scaling-layers`` layers, and exactness
-checked on 64 sampled rows against their full float64 rows. (No approximate index is wired in:
+``--scaling 1024,4096,16384[,65536]`` adds a table: for each N, in a fresh subprocess, the time of
+a mutual_knn self-grid of ``--scaling-layers`` layers, its peak of numpy allocations (tracemalloc,
+beyond the stack), the process's peak resident memory (VmHWM), and exactness checked on 64
+sampled rows per layer against their full float64 rows. (No approximate index is wired in:
 that column says so.)
 
 Usage: python bench/grid.py [--n 1024] [--d 768] [--layers 24] [--k 10] [--no-naive]
@@ -52,15 +53,19 @@ def timed(fn, repeat=None):
 
 
 def topk_dense(layer, k, dtype):
-    """Unit rows, chunked similarity and top-k in ``dtype``: the floor's per-layer work."""
+    """Unit rows, chunked similarity and top-k in ``dtype``: the floor's per-layer work.
+
+    Negated in place (no second N-wide temporary), the self entry at +inf, then one argpartition.
+    """
     X = layer.astype(dtype)
     U = X / np.maximum(np.linalg.norm(X, axis=1, keepdims=True), np.finfo(dtype).tiny)
     n = len(U)
     idx = np.empty((n, k), dtype=np.int64)
     for start, stop in row_chunks(n, n):
         S = U[start:stop] @ U.T
-        S[np.arange(stop - start), np.arange(start, stop)] = -np.inf
-        idx[start:stop] = np.argpartition(-S, k - 1, axis=1)[:, :k]
+        S *= -1
+        S[np.arange(stop - start), np.arange(start, stop)] = np.inf
+        idx[start:stop] = np.argpartition(S, k - 1, axis=1)[:, :k]
     return idx
 
 
@@ -110,28 +115,42 @@ def exact_on_sample(X, idx, k, rows=64, seed=0):
     return bool(np.array_equal(ref, idx[sample]))
 
 
+def vm_hwm() -> int:
+    """Peak resident memory of this process in bytes (VmHWM: unlike ru_maxrss, reset by exec)."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) * 1024
+    return 0
+
+
 def scaling_point(n, d, layers, k):
     """Run in a subprocess: one N of the scaling table, printed as JSON."""
-    import resource
+    import tracemalloc
 
     A = make_stack(n, d, layers, seed=1)
+    tracemalloc.start()  # numpy reports its array allocations here: the grid's own peak
     t0 = time.perf_counter()
     layer_grid(A, metric="mutual_knn", k=k)
     seconds = time.perf_counter() - t0
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    traced = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    peak = vm_hwm()
     exact = all(exact_on_sample(layer, knn_search(layer, k).idx, k) for layer in A)
-    print(json.dumps({"n": n, "seconds": seconds, "peak_bytes": peak, "data_bytes": A.nbytes, "exact": exact}))
+    print(json.dumps({"n": n, "seconds": seconds, "peak_bytes": peak, "grid_bytes": traced,
+                      "data_bytes": A.nbytes, "exact": exact}))
 
 
 def scaling_table(sizes, d, layers, k):
     print(f"\nscaling: mutual_knn self-grid, {layers} layers, d={d}, k={k}, float32 data, one subprocess per N")
-    print(f"{'N':>7} {'time s':>9} {'peak RSS MiB':>13} {'data MiB':>9} {'exact (64 rows/layer)':>22} {'approximate':>12}")
+    print(f"{'N':>7} {'time s':>9} {'grid peak MiB':>14} {'peak RSS MiB':>13} {'data MiB':>9} "
+          f"{'exact (64 rows/layer)':>22} {'approximate':>12}")
     for n in sizes:
         cmd = [sys.executable, __file__, "--scaling-point", str(n), "--d", str(d), "--scaling-layers", str(layers),
                "--k", str(k)]
         out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout.strip().splitlines()[-1]
         r = json.loads(out)
-        print(f"{r['n']:>7} {r['seconds']:>9.2f} {r['peak_bytes'] / 2**20:>13.0f} {r['data_bytes'] / 2**20:>9.0f} "
+        print(f"{r['n']:>7} {r['seconds']:>9.2f} {r['grid_bytes'] / 2**20:>14.0f} {r['peak_bytes'] / 2**20:>13.0f} "
+              f"{r['data_bytes'] / 2**20:>9.0f} "
               f"{str(r['exact']):>22} {'not built':>12}", flush=True)
 
 
