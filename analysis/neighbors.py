@@ -104,22 +104,30 @@ def unit_rows(X: np.ndarray, norms: np.ndarray, rows) -> np.ndarray:
     return X[rows].astype(np.float64) / norms[rows][..., None]
 
 
+#: float64 entries gathered per step of ``dot64``: small enough to stay in cache and to reuse
+#: freed memory (large fresh temporaries cost more in page faults than in arithmetic).
+DOT_CHUNK_ENTRIES = 1 << 15
+
+
 def dot64(X: np.ndarray, norms: np.ndarray, rows: np.ndarray, cols: np.ndarray) -> np.ndarray:
     """``(r, c)`` float64 cosines ``s(rows[i], cols[i, j])``; one fixed summation per pair.
 
-    Chunked so at most ``CHUNK_ENTRIES`` float64 entries of gathered rows exist at once.
+    Each pair is ``sum((x̂_j * x̂_i))`` over one contiguous row of d products, so its value does not
+    depend on the other pairs of the call, on chunking, or on the order of i and j.
     """
     r, c = cols.shape
     d = X.shape[1]
-    out = np.empty((r, c))
-    step_c = max(1, min(c, CHUNK_ENTRIES // max(1, d)))
-    for c0 in range(0, c, step_c):
-        c1 = min(c, c0 + step_c)
-        for r0, r1 in row_chunks(r, (c1 - c0) * d):
-            Q = unit_rows(X, norms, rows[r0:r1])
-            C = unit_rows(X, norms, cols[r0:r1, c0:c1])
-            out[r0:r1, c0:c1] = (C * Q[:, None, :]).sum(axis=-1)
-    return out
+    pr = np.repeat(np.asarray(rows), c)
+    pc = np.asarray(cols).reshape(-1)
+    out = np.empty(r * c)
+    step = max(1, DOT_CHUNK_ENTRIES // max(1, d))
+    for p0 in range(0, r * c, step):
+        p1 = min(r * c, p0 + step)
+        a = unit_rows(X, norms, pr[p0:p1])
+        b = unit_rows(X, norms, pc[p0:p1])
+        b *= a
+        out[p0:p1] = b.sum(axis=-1)
+    return out.reshape(r, c)
 
 
 def collapse_check(U: np.ndarray, first: np.ndarray) -> bool:
