@@ -106,7 +106,7 @@ def unit_rows(X: np.ndarray, norms: np.ndarray, rows) -> np.ndarray:
 
 #: float64 entries gathered per step of ``dot64``: small enough to stay in cache and to reuse
 #: freed memory (large fresh temporaries cost more in page faults than in arithmetic).
-DOT_CHUNK_ENTRIES = 1 << 15
+DOT_CHUNK_ENTRIES = 1 << 16
 
 
 def dot64(X: np.ndarray, norms: np.ndarray, rows: np.ndarray, cols: np.ndarray) -> np.ndarray:
@@ -117,17 +117,18 @@ def dot64(X: np.ndarray, norms: np.ndarray, rows: np.ndarray, cols: np.ndarray) 
     """
     r, c = cols.shape
     d = X.shape[1]
-    pr = np.repeat(np.asarray(rows), c)
-    pc = np.asarray(cols).reshape(-1)
-    out = np.empty(r * c)
-    step = max(1, DOT_CHUNK_ENTRIES // max(1, d))
-    for p0 in range(0, r * c, step):
-        p1 = min(r * c, p0 + step)
-        a = unit_rows(X, norms, pr[p0:p1])
-        b = unit_rows(X, norms, pc[p0:p1])
-        b *= a
-        out[p0:p1] = b.sum(axis=-1)
-    return out.reshape(r, c)
+    out = np.empty((r, c))
+    cc = min(c, max(1, DOT_CHUNK_ENTRIES // max(1, d)))
+    rr = max(1, DOT_CHUNK_ENTRIES // (cc * d))
+    for r0 in range(0, r, rr):
+        r1 = min(r, r0 + rr)
+        Q = unit_rows(X, norms, rows[r0:r1])[:, None, :]  # each row's unit vector once per block
+        for c0 in range(0, c, cc):
+            c1 = min(c, c0 + cc)
+            C = unit_rows(X, norms, cols[r0:r1, c0:c1])
+            C *= Q
+            out[r0:r1, c0:c1] = C.sum(axis=-1)
+    return out
 
 
 def collapse_check(U: np.ndarray, first: np.ndarray) -> bool:
