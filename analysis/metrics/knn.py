@@ -127,19 +127,25 @@ class MutualKnn(KnnKernel):
     """``1/(kN) sum_i |NN_k^X(i) ∩ NN_k^Y(i)|``; all pairs at once by a sparse indicator product."""
 
     @staticmethod
-    def _indicator(states) -> sparse.csr_matrix:
-        # one row per layer, one column per (i, j) slot of the N x N neighbour indicator
-        n, k = states[0].n, states[0].k
-        cols = np.concatenate([(np.arange(n)[:, None] * n + s.idx).ravel() for s in states])
-        rows = np.repeat(np.arange(len(states)), n * k)
-        data = np.ones(len(cols), dtype=np.float64)
-        return sparse.csr_matrix((data, (rows, cols)), shape=(len(states), n * n))
+    def _keys(state) -> np.ndarray:
+        """``(N k,)`` slot ``i * N + j`` of every neighbour pair (int64: N^2 exceeds int32 at 46k)."""
+        n = state.n
+        return (np.arange(n, dtype=np.int64)[:, None] * n + state.idx).ravel()
 
     def score_block(self, states_a, states_b, **_):
         for sb in states_b:
             self._check_pair(states_a[0], sb)
-        counts = (self._indicator(states_a) @ self._indicator(states_b).T).toarray()
         n, k = states_a[0].n, states_a[0].k
+        # one row per layer, one column per (i, j) pair present in any layer's lists: relabelling
+        # the N^2 slots to the U <= L N k that occur keeps the sparse product's index arrays
+        # O(L N k) (an N^2-wide matrix needs an N^2 + 1 index pointer when transposed: 75 GB at 100k)
+        layers = list(states_a) if states_b is states_a else list(states_a) + list(states_b)
+        _, cols = np.unique(np.concatenate([self._keys(s) for s in layers]), return_inverse=True)
+        ind = sparse.csr_matrix((np.ones(len(cols)), (np.repeat(np.arange(len(layers)), n * k), cols.ravel())),
+                                shape=(len(layers), int(cols.max()) + 1))
+        ind_a = ind[: len(states_a)]
+        ind_b = ind_a if states_b is states_a else ind[len(states_a):]
+        counts = (ind_a @ ind_b.T).toarray()
         out = counts / (k * n)
         out[[s.collapsed for s in states_a], :] = np.nan
         out[:, [s.collapsed for s in states_b]] = np.nan

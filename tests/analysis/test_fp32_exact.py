@@ -240,3 +240,29 @@ def test_device_check_grid_part_runs_on_cpu_torch(capsys):
     assert grid_check("cpu", [300], d=32, layers=2, k=5)
     out = capsys.readouterr().out
     assert "neighbours identical: True" in out and "grids identical: True" in out
+
+
+def test_mutual_knn_scoring_at_large_n_stays_small_in_memory():
+    """N = 60k: N^2 slots exceed int32 and an N^2-wide sparse transpose would need 29 GB."""
+    import tracemalloc
+
+    from analysis.metrics.knn import KnnState, MutualKnn
+
+    n, k = 60_000, 5
+    X = np.ones((n, 2), dtype=np.float32)  # rows unused by mutual k-NN scoring
+    rng = np.random.default_rng(7)
+    states = []
+    for _ in range(3):
+        idx = np.sort(rng.integers(0, n - 1, size=(n, k)), axis=1)
+        idx = idx + np.arange(k)  # distinct per row, < n + k
+        idx = np.where(idx >= np.arange(n)[:, None], idx + 1, idx) % n  # never the row itself
+        states.append(KnnState(np.sort(idx, axis=1), X, np.ones(n)))
+    tracemalloc.start()
+    grid = MutualKnn().score_block(states, states)
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    for a in range(3):
+        for b in range(3):
+            hits = (states[a].idx[:, :, None] == states[b].idx[:, None, :]).sum()
+            assert grid[a, b] == hits / (k * n)
+    assert peak < 200 * 2**20
