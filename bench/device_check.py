@@ -10,7 +10,7 @@ Expected: float32 cosines ≈ 1 (≥ 0.9999); bfloat16 lower but high (≳ 0.99 
 
 Grid check (issue #18): the float32 similarities and top-k of the k-NN search on the device
 against the numpy path, on float32 stacks with planted near-ties (``--grid-n``, default 4096 and
-16384, d=768, 4 layers): neighbour lists must be identical and mutual_knn / cknna grids equal
+16384 on a GPU, 512 with ``--device cpu``; d=768, 4 layers): neighbour lists must be identical and mutual_knn / cknna grids equal
 bit for bit; prints the time of each path. ``--grid-only`` skips the precompute part.
 
 Runs anywhere: ``--device cpu`` checks the script itself (and bfloat16 on CPU; the grid check
@@ -138,12 +138,14 @@ def main(argv=None):
     ap.add_argument("--videos", type=int, default=16)
     ap.add_argument("--base-frames", type=int, default=16)
     ap.add_argument("--no-base", action="store_true", help="skip the base-size model (quick run)")
-    ap.add_argument("--grid-n", default="4096,16384", help="N values of the k-NN grid check")
+    ap.add_argument("--grid-n", default=None,
+                    help="N values of the k-NN grid check (default 4096,16384 on a GPU, 512 with --device cpu)")
     ap.add_argument("--grid-only", action="store_true", help="only the k-NN grid check")
     ap.add_argument("--no-grid", action="store_true", help="skip the k-NN grid check")
     args = ap.parse_args(argv)
     if not args.no_grid:
-        ok = grid_check(args.device, [int(x) for x in args.grid_n.split(",") if x])
+        sizes = args.grid_n or ("512" if args.device == "cpu" else "4096,16384")
+        ok = grid_check(args.device, [int(x) for x in sizes.split(",") if x])
         print(f"grid check: device and numpy agree: {ok}", flush=True)
         if args.grid_only:
             return 0 if ok else 1
