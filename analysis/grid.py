@@ -36,7 +36,10 @@ def layer_grid(A, B=None, *, metric: str = "mutual_knn", k: int = 10, clamp_quan
         clamp_quantile: clamp each feature at this quantile of |x| before scoring (off by default).
         **params: further metric parameters (see ``layerscope metrics``).
     Returns:
-        ``(La, Lb)`` float64 array; ``out[a, b] = metric(A[a], B[b])``.
+        ``(La, Lb)`` float64 array; ``out[a, b] = metric(A[a], B[b])``. k-NN cells are NaN when
+        either layer is collapsed (every row the same point: neighbours undefined).
+    Memory: float32 stacks are not copied; k-NN metrics hold per layer an ``(N, k)`` list and a
+    float32 unit-row copy while it is searched; CKA holds a float64 copy of every layer.
     """
     spec = get_metric(metric)
     if spec.kind == "single":
@@ -44,9 +47,11 @@ def layer_grid(A, B=None, *, metric: str = "mutual_knn", k: int = 10, clamp_quan
     if "k" in spec.params:
         params["k"] = k
     params = spec.resolve(**params)
-    A = as_stack(A, "A")
+    # float32 stacks stay float32: each kernel picks its own precision per layer (k-NN searches
+    # in float32 with exact float64 answers, CKA casts one layer at a time), so no L x N x d copy
+    A = as_stack(A, "A", dtype=None)
     self_grid = B is None
-    B = A if self_grid else as_stack(B, "B")
+    B = A if self_grid else as_stack(B, "B", dtype=None)
     if spec.kernel.paired and A.shape[1] != B.shape[1]:
         raise ValueError(f"A and B must hold the same items: got N={A.shape[1]} and N={B.shape[1]}")
     if spec.kind in ("same_space", "unpaired") and A.shape[2] != B.shape[2]:
@@ -65,7 +70,7 @@ def layer_profile(A, *, metric: str = "rankme", **params) -> np.ndarray:
     spec = get_metric(metric)
     if spec.kind != "single":
         raise ValueError(f"metric {metric!r} compares two spaces; use layer_grid for it")
-    A = as_stack(A, "A")
+    A = as_stack(A, "A", dtype=None)  # each metric call widens its one layer as it needs
     params = spec.resolve(**params)
     return np.array([spec.fn(layer, **params) for layer in A], dtype=np.float64)
 

@@ -1,11 +1,66 @@
-"""Cosine nearest neighbours computed in row chunks so N x N is never held at once."""
+"""Cosine nearest neighbours: float32 speed, float64 answers, never N x N in memory.
+
+How ``knn_search`` stays exact (issue #18)
+------------------------------------------
+The answer is defined in float64: ``s(i, j) = sum_t x̂_it x̂_jt`` with ``x̂ = x / ||x||`` in float64
+(``dot64``; elementwise product then numpy's sum over the last axis, so a pair's value does not
+depend on which other pairs are computed with it, and ``s(i, j) == s(j, i)`` bit for bit). The
+neighbours of ``i`` are the ``k`` largest ``s(i, ·)`` over the other rows (not the row itself, not
+its own group), ties broken by the lower column index.
+
+The search runs on float32 copies ``a = fl32(x̂)`` and a float32 matmul ``s̃``. For every entry
+(Higham, *Accuracy and Stability of Numerical Algorithms*, 2nd ed., §3.1, any summation order,
+FMA or not; ``u`` the unit roundoff, ``γ_n = n u / (1 - n u)``, ``ν = 1 + γ_{d+3}(u64)`` a bound
+on ``||x̂||``)::
+
+    |s̃ - s| <= E = ν² [ (2 u32 + u32²) + (1 + u32)² γ_d(u32) + γ_d(u64) ]
+
+(input rounding ``|a·b - x̂·ŷ| <= (2u + u²) ||x̂|| ||ŷ||``, float32 dot ``γ_d Σ|a_t b_t| <= γ_d ||a|| ||b||``
+by Cauchy–Schwarz, float64 reference ``γ_d(u64)``); ``similarity_error_bound(d)`` returns it
+with a 1e-4 relative margin for the float64 arithmetic of the checks (d = 768: E ≈ 4.6e-5).
+
+Per row, take the top ``c = k + EXTRA_CANDIDATES`` float32 candidates, sorted
+``s̃_(1) >= ... >= s̃_(c)``, and ``nxt = s̃_(c+1)`` (the best column left out). Then (``_settle``):
+
+1. *sure*: a column with ``s̃ > s̃_(k+1) + 2E`` has ``s >= s̃ - E > s̃_l + E >= s_l`` for every column
+   l outside the float32 top-k, so at most k-1 columns can outrank it: it is in the answer.
+2. *out*: a column with ``s̃ < s̃_(k) - 2E`` has ``s <= s̃ + E < s̃_(k) - E``, strictly below all k
+   float32 top-k columns: it cannot be in the answer (strictly, so tie-breaking cannot matter).
+3. *band*: the columns in between get their float64 ``s`` and fill the remaining slots, ties by
+   the lower index. Usually the band is empty or a few columns, so the float64 work is tiny.
+4. *proof*: every band column must be a candidate, i.e. ``nxt < s̃_(k) - 2E`` (columns outside
+   have ``s̃ <= nxt``). If not (near-ties deeper than c), the row is retried with 8x more
+   candidates, and finally with all N columns, where the check holds trivially (*fallback*).
+
+``KnnSearch.resolved`` counts the rows proven at each candidate width (the check firing shows
+there); ``KnnSearch.reranked`` the float64 cosines computed.
+The float32 similarities and top-c can run on a torch device (``device="cuda"``, or ``"auto"``
+when torch sees CUDA); candidates and the float64 re-rank always come back to numpy, so any
+device returns the same answer bit for bit.
+"""
 
 from __future__ import annotations
 
+import os
+from dataclasses import dataclass
+
 import numpy as np
 
-#: Largest number of similarity entries materialised at once (~32 MB of float64).
+#: Largest number of similarity entries materialised at once (~16 MB of float32).
 CHUNK_ENTRIES = 1 << 22
+#: The same for a GPU (1 GiB of float32), where bigger blocks keep the device busy.
+DEVICE_CHUNK_ENTRIES = 1 << 28
+#: Extra float32 candidates per row re-ranked in float64 when the float32 top-k is not proven.
+EXTRA_CANDIDATES = 32
+#: ``"auto"`` (torch's CUDA when an NVIDIA driver is present and torch, if installed, sees the
+#: GPU; else numpy, without importing torch), ``"numpy"``,
+#: or a torch device name (``"cpu"`` runs the torch code on CPU; tests use it). Read at call time.
+DEVICE = os.environ.get("LAYERSCOPE_KNN_DEVICE", "auto")
+
+U32 = 2.0**-24
+U64 = 2.0**-53
+#: rows within this max-abs distance of row 0 after normalisation count as one point (collapse)
+COLLAPSE_ATOL = 1e-6
 
 
 def l2_normalize(X: np.ndarray) -> np.ndarray:
@@ -14,40 +69,302 @@ def l2_normalize(X: np.ndarray) -> np.ndarray:
     return X / np.where(norms == 0, 1.0, norms)
 
 
-def row_chunks(n_rows: int, n_cols: int):
-    """Yield ``(start, stop)`` row ranges holding at most ``CHUNK_ENTRIES`` entries each."""
-    step = max(1, CHUNK_ENTRIES // max(1, n_cols))  # read at call time so tests can shrink it
+def row_chunks(n_rows: int, n_cols: int, entries: int | None = None):
+    """Yield ``(start, stop)`` row ranges holding at most ``entries`` (default ``CHUNK_ENTRIES``) each."""
+    step = max(1, (entries or CHUNK_ENTRIES) // max(1, n_cols))  # read at call time so tests can shrink it
     for start in range(0, n_rows, step):
         yield start, min(n_rows, start + step)
 
 
-def cosine_topk(Xn: np.ndarray, k: int, groups: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
-    """Indices and cosine similarities of each row's ``k`` nearest other rows.
+def _gamma(n: int, u: float) -> float:
+    return n * u / (1.0 - n * u)
+
+
+def similarity_error_bound(d: int, u_in: float = U32, u_acc: float = U32) -> float:
+    """Bound ``E`` on ``|s̃ - s|`` for one cosine of ``d``-dim rows (see the module docstring).
+
+    ``u_in``: unit roundoff of the stored unit rows (float32: 2^-24; TF32 inputs: 2^-11);
+    ``u_acc``: of the dot-product arithmetic. Example: d = 768 gives about 4.6e-5.
+    """
+    nu = 1.0 + _gamma(d + 3, U64)
+    e = nu * nu * ((2 * u_in + u_in * u_in) + (1 + u_in) ** 2 * _gamma(d, u_acc) + _gamma(d, U64))
+    return e * (1 + 1e-4)
+
+
+def row_norms(X: np.ndarray) -> np.ndarray:
+    """``(N,)`` float64 L2 norms (the same values ``l2_normalize`` divides by), chunked."""
+    out = np.empty(X.shape[0])
+    for start, stop in row_chunks(X.shape[0], X.shape[1]):
+        out[start:stop] = np.linalg.norm(X[start:stop].astype(np.float64), axis=1)
+    return np.where(out == 0, 1.0, out)
+
+
+def unit_rows(X: np.ndarray, norms: np.ndarray, rows) -> np.ndarray:
+    """float64 unit rows ``X[rows] / ||X[rows]||`` (``rows`` any index array; shape ``rows.shape + (d,)``)."""
+    return X[rows].astype(np.float64) / norms[rows][..., None]
+
+
+#: float64 entries gathered per step of ``dot64``: small enough to stay in cache and to reuse
+#: freed memory (large fresh temporaries cost more in page faults than in arithmetic).
+DOT_CHUNK_ENTRIES = 1 << 16
+
+
+def dot64(X: np.ndarray, norms: np.ndarray, rows: np.ndarray, cols: np.ndarray) -> np.ndarray:
+    """``(r, c)`` float64 cosines ``s(rows[i], cols[i, j])``; one fixed summation per pair.
+
+    Each pair is ``sum((x̂_j * x̂_i))`` over one contiguous row of d products, so its value does not
+    depend on the other pairs of the call, on chunking, or on the order of i and j.
+    """
+    r, c = cols.shape
+    d = X.shape[1]
+    out = np.empty((r, c))
+    cc = min(c, max(1, DOT_CHUNK_ENTRIES // max(1, d)))
+    rr = max(1, DOT_CHUNK_ENTRIES // (cc * d))
+    for r0 in range(0, r, rr):
+        r1 = min(r, r0 + rr)
+        Q = unit_rows(X, norms, rows[r0:r1])[:, None, :]  # each row's unit vector once per block
+        for c0 in range(0, c, cc):
+            c1 = min(c, c0 + cc)
+            C = unit_rows(X, norms, cols[r0:r1, c0:c1])
+            C *= Q
+            out[r0:r1, c0:c1] = C.sum(axis=-1)
+    return out
+
+
+def collapse_check(U: np.ndarray, first: np.ndarray) -> bool:
+    """Whether the unit rows ``U`` all lie within ``COLLAPSE_ATOL`` (max-abs) of the unit row ``first``."""
+    return bool(np.max(np.abs(U - first), initial=0.0) <= COLLAPSE_ATOL)
+
+
+def is_collapsed(X: np.ndarray, norms: np.ndarray | None = None) -> bool:
+    """Whether every row is the same point after L2 normalisation (all-zero rows included).
+
+    Local stand-in for the shared definition in ``analysis/degenerate.py``: on such a layer every
+    cosine is equal, so "the k nearest" is decided by tie-breaking alone and any k-NN score is an
+    artefact of the index order (mutual k-NN gives a believable ~0.39 on identical vectors).
+    "Same point" allows ``COLLAPSE_ATOL`` (1e-6, about 16 float32 ulps of a unit vector's entry)
+    so that float32 noise on a constant vector still counts; ``knn_search`` checks the same on its
+    float32 unit rows.
+    """
+    norms = row_norms(X) if norms is None else norms
+    first = unit_rows(X, norms, np.array([0]))[0]
+    return all(collapse_check(X[a:b].astype(np.float64) / norms[a:b, None], first)
+               for a, b in row_chunks(X.shape[0], X.shape[1]))
+
+
+def _nvidia_driver() -> bool:
+    """Cheap test for an NVIDIA GPU, so ``"auto"`` never pays torch's import on a CPU machine."""
+    return os.path.exists("/proc/driver/nvidia/version") or os.path.exists("/dev/nvidia0")
+
+
+def _resolve_device(device):
+    device = DEVICE if device is None else device
+    if device == "numpy" or (device == "auto" and not _nvidia_driver()):
+        return None
+    try:
+        import torch
+    except ImportError:
+        if device == "auto":
+            return None
+        raise ValueError(f"k-NN device {device!r} needs torch, which is not installed") from None
+    if device == "auto":
+        return torch.device("cuda") if torch.cuda.is_available() else None
+    return torch.device(device)
+
+
+class _Float32Sims:
+    """Row blocks of float32 cosines with excluded entries at -inf, on numpy or a torch device."""
+
+    def __init__(self, X, groups, device):
+        n = X.shape[0]
+        self.n, self.groups, self.device = n, groups, device
+        A = np.empty(X.shape, dtype=np.float32)
+        self.norms = norms = np.empty(n)
+        self.collapsed = True
+        for start, stop in row_chunks(n, X.shape[1]):
+            # one float64 pass gives the norms (as row_norms) and the float32 unit rows
+            rows64 = X[start:stop].astype(np.float64)
+            nrm = np.linalg.norm(rows64, axis=1)
+            norms[start:stop] = np.where(nrm == 0, 1.0, nrm)
+            A[start:stop] = rows64 / norms[start:stop, None]
+            self.collapsed = self.collapsed and collapse_check(A[start:stop], A[0])
+        if device is None:
+            self.A = A
+            self.u_in = U32
+        else:
+            import torch
+
+            self.A = torch.from_numpy(A).to(device)
+            self.G = None if groups is None else torch.from_numpy(np.asarray(groups)).to(device)
+            self.u_in = U32
+
+    def top(self, rows: np.ndarray, c: int):
+        """For ``rows``: the ``c`` columns of largest float32 cosine (unordered) with their values,
+        and the ``(c+1)``-th largest value (``-inf`` when ``c`` covers every column)."""
+        if self.device is not None:
+            return self._top_torch(rows, c)
+        cand = np.empty((len(rows), c), dtype=np.int64)
+        vals = np.empty((len(rows), c), dtype=np.float32)
+        nxt = np.full(len(rows), -np.inf, dtype=np.float32)
+        for start, stop in row_chunks(len(rows), self.n):
+            r = rows[start:stop]
+            negS = self.A[r] @ self.A.T
+            negS *= -1  # exact in float32; partition the negation without another N-wide temporary
+            # +inf on the diagonal (and the own group) excludes the points themselves
+            negS[np.arange(len(r)), r] = np.inf
+            if self.groups is not None:
+                negS[self.groups[r, None] == self.groups[None, :]] = np.inf
+            if c < self.n:
+                part = np.argpartition(negS, c if c < self.n - 1 else c - 1, axis=1)
+                if c < self.n - 1:
+                    nxt[start:stop] = -np.take_along_axis(negS, part[:, c : c + 1], axis=1)[:, 0]
+                part = part[:, :c]
+            else:
+                part = np.broadcast_to(np.arange(self.n), (len(r), self.n))
+            cand[start:stop] = part
+            vals[start:stop] = -np.take_along_axis(negS, part, axis=1)
+        return cand, vals, nxt
+
+    def _top_torch(self, rows, c):
+        import torch
+
+        cand = np.empty((len(rows), c), dtype=np.int64)
+        vals = np.empty((len(rows), c), dtype=np.float32)
+        nxt = np.full(len(rows), -np.inf, dtype=np.float32)
+        take = min(c + 1, self.n)
+        tf32 = torch.backends.cuda.matmul.allow_tf32
+        torch.backends.cuda.matmul.allow_tf32 = False  # TF32 inputs would void the float32 bound
+        try:
+            for start, stop in row_chunks(len(rows), self.n, DEVICE_CHUNK_ENTRIES):
+                r = torch.from_numpy(rows[start:stop]).to(self.device)
+                S = self.A[r] @ self.A.T
+                S[torch.arange(len(r), device=self.device), r] = -torch.inf
+                if self.G is not None:
+                    S[self.G[r, None] == self.G[None, :]] = -torch.inf
+                v, i = torch.topk(S, take, dim=1, sorted=True)
+                v, i = v.cpu().numpy(), i.cpu().numpy()
+                cand[start:stop] = i[:, :c]
+                vals[start:stop] = v[:, :c]
+                if take > c:
+                    nxt[start:stop] = v[:, c]
+        finally:
+            torch.backends.cuda.matmul.allow_tf32 = tf32
+        return cand, vals, nxt
+
+
+@dataclass
+class KnnSearch:
+    """Result of ``knn_search``: ``idx`` ``(N, k)`` neighbours, each row sorted by column index."""
+
+    idx: np.ndarray
+    norms: np.ndarray  # (N,) float64 row norms (zero rows stored as 1)
+    #: rows proven with the first candidate list, then with each wider one (the last may be all columns)
+    resolved: tuple
+    bound: float  # the E of the module docstring used for this search
+    collapsed: bool = False  # every row the same point (see is_collapsed): idx is a placeholder
+    reranked: int = 0  # (row, column) pairs whose cosine was computed in float64
+
+
+def _excluded(rows, cols, groups):
+    out = cols == rows[:, None]
+    if groups is not None:
+        out |= groups[cols] == groups[rows][:, None]
+    return out
+
+
+def _settle(todo, cand, vals, nxt, k, E, X, norms, groups):
+    """Proven neighbours for the rows ``todo`` from their top-``c`` float32 candidates.
+
+    Per row, with candidate values sorted ``s̃_(1) >= ... >= s̃_(c)`` and ``nxt = s̃_(c+1)``:
+    *sure* columns (``s̃ > s̃_(k+1) + 2E``) beat every column outside the float32 top-k, so at
+    most k-1 columns can outrank them: they are in the answer without any float64 work. Columns
+    with ``s̃ < s̃_(k) - 2E`` are strictly beaten by all k float32 top-k columns: never in the answer.
+    The *band* between is re-ranked in float64 (ties by lower index) to fill the other slots.
+    The row is proven when no column outside the candidates can be in the band:
+    ``nxt < s̃_(k) - 2E`` (or there is no such column).
+    Returns ``(ok, idx, pairs)``: proven rows, their neighbours, float64 cosines computed.
+    """
+    # thresholds need only the k-th and (k+1)-th largest values; the masks work on unsorted rows
+    part = -np.partition(-vals, [k - 1, k] if vals.shape[1] > k else [k - 1], axis=1)
+    nxt = nxt.astype(np.float64)
+    sk = part[:, k - 1].astype(np.float64)
+    sk1 = part[:, k].astype(np.float64) if vals.shape[1] > k else nxt
+    with np.errstate(invalid="ignore"):
+        ok = (nxt == -np.inf) | (nxt < sk - 2 * E)
+    v, cs, sk, sk1, rows = vals[ok].astype(np.float64), cand[ok], sk[ok], sk1[ok], todo[ok]
+    sure = v > sk1[:, None] + 2 * E
+    band = ~sure & (v >= sk[:, None] - 2 * E)
+    idx = np.empty((len(rows), k), dtype=np.int64)
+    plain = ~band.any(axis=1)  # no band: the k sure columns are the answer
+    idx[plain] = cs[plain][sure[plain]].reshape(-1, k)
+    hard = np.flatnonzero(~plain)
+    if len(hard):
+        cs_h, band_h = cs[hard], band[hard]
+        s = np.where(sure[hard], np.inf, -np.inf)
+        r, j = np.nonzero(band_h)
+        s[r, j] = dot64(X, norms, rows[hard][r], cs_h[r, j][:, None])[:, 0]
+        s[band_h & _excluded(rows[hard], cs_h, groups)] = -np.inf
+        pick = np.lexsort((cs_h, -s), axis=-1)[:, :k]
+        idx[hard] = np.take_along_axis(cs_h, pick, axis=1)
+    return ok, idx, int(band.sum())
+
+
+def knn_search(X: np.ndarray, k: int, groups: np.ndarray | None = None, *, device=None) -> KnnSearch:
+    """Exact cosine k-NN of each row among the other rows, computed mostly in float32.
 
     Args:
-        Xn: ``(N, d)`` rows already L2-normalised.
+        X: ``(N, d)`` rows, any float dtype (float32 stays float32; nothing ``N x N`` is held).
         k: neighbours per row, ``1 <= k < N``.
         groups: optional ``(N,)`` labels; rows sharing a label are never each other's neighbours.
             The bootstrap passes source indices, so an item resampled twice does not find its own
             copy (which would inflate every neighbourhood metric).
+        device: see ``DEVICE``; ``None`` reads it.
     Returns:
-        ``(idx, sim)``, both ``(N, k)``, ordered by decreasing similarity. The row itself is
-        excluded (its similarity is set to -inf before selection). Exact ties are broken by
-        ``np.argpartition``; they do not occur on continuous data.
+        ``KnnSearch``: the k columns of largest float64 cosine ``s`` per row, ties by lower index
+        (definition and proof in the module docstring and ``_settle``), each row sorted by column
+        index; ``collapsed`` (and a placeholder ``idx``) when every row is the same point.
+    Memory: X, one float32 unit-row copy (on the device when there is one), ``N`` norms and
+    ``CHUNK_ENTRIES`` (``DEVICE_CHUNK_ENTRIES``) similarities at a time.
     """
-    n = Xn.shape[0]
+    n, d = X.shape
+    groups = None if groups is None else np.asarray(groups)
+    dev = _resolve_device(device)
+    sims = _Float32Sims(X, groups, dev)
+    norms = sims.norms
+    E = similarity_error_bound(d, u_in=sims.u_in)
+    if sims.collapsed:
+        # every row the same point: neighbours are undefined; a placeholder keeps shapes
+        slots = np.arange(k)[None, :]
+        idx = slots + (slots >= np.arange(n)[:, None])  # the first k other rows
+        return KnnSearch(idx=idx, norms=norms, resolved=(), bound=E, collapsed=True)
     idx = np.empty((n, k), dtype=np.int64)
-    sim = np.empty((n, k), dtype=np.float64)
-    for start, stop in row_chunks(n, n):
-        S = Xn[start:stop] @ Xn.T
-        rows = np.arange(stop - start)
-        # set the diagonal to -inf to exclude the points themselves
-        S[rows, rows + start] = -np.inf
-        if groups is not None:
-            S[groups[start:stop, None] == groups[None, :]] = -np.inf
-        part = np.argpartition(-S, k - 1, axis=1)[:, :k]
-        vals = np.take_along_axis(S, part, axis=1)
-        order = np.argsort(-vals, axis=1, kind="stable")
-        idx[start:stop] = np.take_along_axis(part, order, axis=1)
-        sim[start:stop] = np.take_along_axis(vals, order, axis=1)
-    return idx, sim
+    counts, reranked = [], 0
+    c = min(k + EXTRA_CANDIDATES, n)
+    todo = np.arange(n)
+    while len(todo):
+        cand, vals, nxt = sims.top(todo, c)
+        ok, found, pairs = _settle(todo, cand, vals, nxt, k, E, X, norms, groups)
+        idx[todo[ok]] = found
+        counts.append(int(ok.sum()))
+        reranked += pairs
+        todo = todo[~ok]
+        c = min(8 * c, n)  # wider candidate lists for the rows not proven yet; c = n always proves
+    idx.sort(axis=1)
+    return KnnSearch(idx=idx, norms=norms, resolved=tuple(counts), bound=E, reranked=reranked)
+
+
+def cosine_topk(Xn: np.ndarray, k: int, groups: np.ndarray | None = None, *, device=None
+                ) -> tuple[np.ndarray, np.ndarray]:
+    """Indices and float64 cosines of each row's ``k`` nearest other rows.
+
+    Args:
+        Xn: ``(N, d)`` rows (normalised or not: cosines do not depend on scale).
+        k, groups, device: as in ``knn_search``.
+    Returns:
+        ``(idx, sim)``, both ``(N, k)``, ordered by decreasing similarity (ties: lower index
+        first). The row itself is excluded. Exact in float64 (see ``knn_search``).
+    """
+    res = knn_search(Xn, k, groups, device=device)
+    sim = dot64(Xn, res.norms, np.arange(len(Xn)), res.idx)
+    order = np.lexsort((res.idx, -sim), axis=-1)
+    return np.take_along_axis(res.idx, order, axis=1), np.take_along_axis(sim, order, axis=1)

@@ -5,10 +5,19 @@ from __future__ import annotations
 import numpy as np
 
 
-def as_matrix(X, name: str = "X", *, min_rows: int = 2) -> np.ndarray:
-    """Return ``X`` as a finite float64 array of shape ``(N, d)`` or raise ``ValueError``.
+def _float_dtype(arr: np.ndarray, dtype):
+    """``dtype=None`` keeps float32/float64 as stored (no copy) and widens anything else to float64."""
+    if dtype is not None:
+        return np.dtype(dtype)
+    return arr.dtype if arr.dtype in (np.float32, np.float64) else np.dtype(np.float64)
 
-    float64 because kernels sums over N^2 entries lose digits in float32.
+
+def as_matrix(X, name: str = "X", *, min_rows: int = 2, dtype=np.float64) -> np.ndarray:
+    """Return ``X`` as a finite array of shape ``(N, d)`` or raise ``ValueError``.
+
+    ``dtype``: float64 by default (metrics summing over N^2 entries lose digits in float32);
+    ``None`` keeps float32 stacks float32 for metrics that choose their own precision (k-NN:
+    float32 search with float64 answers; CKA casts each layer itself).
     """
     arr = np.asarray(X)
     if arr.dtype == object or not (np.issubdtype(arr.dtype, np.number) or arr.dtype == bool):
@@ -19,7 +28,7 @@ def as_matrix(X, name: str = "X", *, min_rows: int = 2) -> np.ndarray:
         raise ValueError(f"{name} needs at least {min_rows} rows (items), got {arr.shape[0]}")
     if arr.shape[1] < 1:
         raise ValueError(f"{name} has no features (shape {arr.shape})")
-    arr = arr.astype(np.float64, copy=False)
+    arr = arr.astype(_float_dtype(arr, dtype), copy=False)
     # one summing pass (no N x d boolean temporary); only a non-finite sum needs the full check
     if not np.isfinite(arr.sum()) and not np.all(np.isfinite(arr)):
         bad = np.argwhere(~np.isfinite(arr))[0]
@@ -30,16 +39,19 @@ def as_matrix(X, name: str = "X", *, min_rows: int = 2) -> np.ndarray:
     return arr
 
 
-def as_stack(A, name: str = "A", *, min_rows: int = 2) -> np.ndarray:
-    """Return ``A`` as a finite float64 array of shape ``(L, N, d)`` or raise ``ValueError``."""
+def as_stack(A, name: str = "A", *, min_rows: int = 2, dtype=np.float64) -> np.ndarray:
+    """Return ``A`` as a finite array of shape ``(L, N, d)`` or raise ``ValueError``.
+
+    ``dtype`` as in ``as_matrix``; ``None`` keeps a float32 stack float32 (no L x N x d copy).
+    """
     arr = np.asarray(A)
     if arr.ndim != 3:
         raise ValueError(f"Expected {name} to be 3-D (layers, N, d), got {arr.ndim}-D with shape {arr.shape}")
     if arr.shape[0] < 1:
         raise ValueError(f"{name} has no layers")
     for layer in range(arr.shape[0]):
-        as_matrix(arr[layer], f"{name}[layer {layer}]", min_rows=min_rows)
-    return arr.astype(np.float64, copy=False)
+        as_matrix(arr[layer], f"{name}[layer {layer}]", min_rows=min_rows, dtype=dtype)
+    return arr.astype(_float_dtype(arr, dtype), copy=False)
 
 
 def check_paired(X: np.ndarray, Y: np.ndarray, xname: str = "X", yname: str = "Y") -> None:

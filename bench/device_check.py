@@ -8,9 +8,15 @@ between the device's and the CPU's vector of every (layer, item): the minimum an
 items/s include loading the model (small models: mostly that).
 Expected: float32 cosines ≈ 1 (≥ 0.9999); bfloat16 lower but high (≳ 0.99 on these random models).
 
-Runs anywhere: ``--device cpu`` checks the script itself (and bfloat16 on CPU).
+Grid check (issue #18): the float32 similarities and top-k of the k-NN search on the device
+against the numpy path, on float32 stacks with planted near-ties (``--grid-n``, default 4096 and
+16384 on a GPU, 512 with ``--device cpu``; d=768, 4 layers): neighbour lists must be identical and mutual_knn / cknna grids equal
+bit for bit; prints the time of each path. ``--grid-only`` skips the precompute part.
+
+Runs anywhere: ``--device cpu`` checks the script itself (and bfloat16 on CPU; the grid check
+then runs the torch code on CPU).
 Usage: python bench/device_check.py [--device cuda] [--dtypes float32,bfloat16] [--videos 16]
-       [--base-frames 16] [--no-base]
+       [--base-frames 16] [--no-base] [--grid-n 4096,16384] [--grid-only | --no-grid]
 """
 
 from __future__ import annotations
@@ -71,6 +77,60 @@ def cosines(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return (a * b).sum(-1) / np.maximum(np.linalg.norm(a, axis=-1) * np.linalg.norm(b, axis=-1), 1e-30)
 
 
+def grid_stack(n: int, d: int, layers: int, seed: int) -> np.ndarray:
+    """float32 ``(layers, n, d)``: shared latent plus noise, and in layer 0 a block of rows whose
+    cosines to row 0 differ by 1e-9 (below float32 resolution) so the float64 fallback runs."""
+    rng = np.random.default_rng(seed)
+    latent = rng.normal(size=(n, 32)).astype(np.float32)
+    out = np.empty((layers, n, d), dtype=np.float32)
+    for l in range(layers):
+        out[l] = latent @ rng.normal(size=(32, d)).astype(np.float32) + rng.standard_normal((n, d), dtype=np.float32)
+    e = np.zeros(d)
+    e[0] = 1.0
+    out[0, 0] = e
+    for j in range(1, 41):
+        v = rng.normal(size=d)
+        v[0] = 0.0
+        v /= np.linalg.norm(v)
+        c = 0.8 + j * 1e-9
+        out[0, j] = c * e + np.sqrt(1 - c * c) * v
+    return out
+
+
+def grid_check(device: str, sizes, d: int = 768, layers: int = 4, k: int = 10) -> bool:
+    """Device vs numpy k-NN search and grids; prints one line per N, returns whether all agree."""
+    from analysis import neighbors
+    from analysis.grid import layer_grid
+
+    ok_all = True
+    for n in sizes:
+        A = grid_stack(n, d, layers, seed=n)
+        times, results = {}, {}
+        for dev in ("numpy", device):
+            old = neighbors.DEVICE
+            neighbors.DEVICE = dev
+            try:
+                neighbors.knn_search(A[1][:64], k)  # warm-up: CUDA context, kernels
+                t0 = time.perf_counter()
+                searches = [neighbors.knn_search(layer, k) for layer in A]
+                times[dev] = time.perf_counter() - t0
+                grids = {m: layer_grid(A, metric=m, k=k) for m in ("mutual_knn", "cknna")}
+            finally:
+                neighbors.DEVICE = old
+            results[dev] = (searches, grids)
+        (s_np, g_np), (s_dev, g_dev) = results["numpy"], results[device]
+        same_idx = all(np.array_equal(a.idx, b.idx) for a, b in zip(s_np, s_dev))
+        same_grid = all(np.array_equal(g_np[m], g_dev[m], equal_nan=True) for m in g_np)
+        reranked = sum(s.reranked for s in s_np)
+        retried = sum(sum(s.resolved[1:]) for s in s_np)
+        ok = same_idx and same_grid
+        ok_all &= ok
+        print(f"grid N={n:6d} d={d} L={layers}: numpy search {times['numpy']:7.2f} s   {device} search "
+              f"{times[device]:7.2f} s   neighbours identical: {same_idx}   grids identical: {same_grid}   "
+              f"float64 re-ranked pairs: {reranked}, rows retried wider: {retried}", flush=True)
+    return ok_all
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--device", default="cuda")
@@ -78,7 +138,17 @@ def main(argv=None):
     ap.add_argument("--videos", type=int, default=16)
     ap.add_argument("--base-frames", type=int, default=16)
     ap.add_argument("--no-base", action="store_true", help="skip the base-size model (quick run)")
+    ap.add_argument("--grid-n", default=None,
+                    help="N values of the k-NN grid check (default 4096,16384 on a GPU, 512 with --device cpu)")
+    ap.add_argument("--grid-only", action="store_true", help="only the k-NN grid check")
+    ap.add_argument("--no-grid", action="store_true", help="skip the k-NN grid check")
     args = ap.parse_args(argv)
+    if not args.no_grid:
+        sizes = args.grid_n or ("512" if args.device == "cpu" else "4096,16384")
+        ok = grid_check(args.device, [int(x) for x in sizes.split(",") if x])
+        print(f"grid check: device and numpy agree: {ok}", flush=True)
+        if args.grid_only:
+            return 0 if ok else 1
 
     import torch
 
@@ -113,4 +183,4 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -1,27 +1,43 @@
-"""Benchmark: layer×layer grids against their floor and against a naive per-pair loop.
+"""Benchmark: layer×layer grids against their floors, a naive per-pair loop, and a scaling table.
 
-Prints, measured in one run on the same data (default N=1024, d=768, 24×24 layers):
+Prints, measured in one run on the same float32 data (default N=1024, d=768, 24×24 layers):
 - the time of ``layer_grid`` for mutual_knn, cka and cknna;
-- the floor: computing every layer's similarity matrix + top-k (kNN metrics) or centred Gram
-  matrix (cka) once, which any grid must do;
+- the float32 floor (issue #18): every layer's float32 unit rows, similarity matrix and top-k,
+  computed once, which any k-NN grid must do — target: k-NN grids ≤ 1.3× this floor;
+- the float64 floor the grids were held to before (#18: the same in float64), and for cka the
+  centred float64 Gram blocks of every layer;
 - a naive per-pair mutual_knn loop that recomputes neighbours for every pair, as research code does;
-- the ratios, and whether the values are identical.
+- whether grid cells equal the one-pair functions, and whether neighbour lists equal an
+  all-float64 search (the pre-#18 algorithm) on every layer.
 Times are the best of two runs (the naive loop: one), all in one process on the same arrays.
+Numbers on a shared machine are noisy.
 
-Targets: each grid within 1.5× of its floor; the mutual_knn grid ≥ 18× faster than the loop.
-Usage: python bench/grid.py [--n 1024] [--d 768] [--layers 24] [--no-naive]
+``--scaling 1024,4096,16384[,65536]`` adds a table: for each N, in a fresh subprocess, the time of
+a mutual_knn self-grid of ``--scaling-layers`` layers, its peak of numpy allocations (tracemalloc,
+beyond the stack), the process's peak resident memory (VmHWM), and exactness checked on 64
+sampled rows per layer against their full float64 rows. (No approximate index is wired in:
+that column says so.)
+
+Usage: python bench/grid.py [--n 1024] [--d 768] [--layers 24] [--k 10] [--no-naive]
+       [--scaling 1024,4096,16384] [--scaling-layers 2] [--only-scaling]
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import subprocess
+import sys
 import time
+from pathlib import Path
+
+sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import numpy as np
 
 from analysis.grid import layer_grid
-from analysis.neighbors import cosine_topk, l2_normalize, row_chunks
-
+from analysis.neighbors import dot64, knn_search, row_chunks, row_norms
 
 REPEAT = 2
 
@@ -36,31 +52,106 @@ def timed(fn, repeat=None):
     return best, out
 
 
-def knn_floor(A, B, k):
-    for stack in (A, B):
-        for layer in stack:
-            cosine_topk(l2_normalize(layer), k)
+def topk_dense(layer, k, dtype):
+    """Unit rows, chunked similarity and top-k in ``dtype``: the floor's per-layer work.
+
+    Negated in place (no second N-wide temporary), the self entry at +inf, then one argpartition.
+    """
+    X = layer.astype(dtype)
+    U = X / np.maximum(np.linalg.norm(X, axis=1, keepdims=True), np.finfo(dtype).tiny)
+    n = len(U)
+    idx = np.empty((n, k), dtype=np.int64)
+    for start, stop in row_chunks(n, n):
+        S = U[start:stop] @ U.T
+        S *= -1
+        S[np.arange(stop - start), np.arange(start, stop)] = np.inf
+        idx[start:stop] = np.argpartition(S, k - 1, axis=1)[:, :k]
+    return idx
+
+
+def knn_floor(A, B, k, dtype):
+    return [topk_dense(layer, k, dtype) for stack in (A, B) for layer in stack]
 
 
 def gram_floor(A, B):
     for stack in (A, B):
         for layer in stack:
-            Xc = layer - layer.mean(axis=0)
+            Xc = layer.astype(np.float64)
+            Xc -= Xc.mean(axis=0)
             n = len(Xc)
             for start, stop in row_chunks(n, n):
                 Xc[start:stop] @ Xc.T
 
 
 def naive_mutual_knn(A, B, k):
-    """Per-pair loop: both neighbour lists recomputed for every (a, b) — same BLAS, same top-k."""
+    """Per-pair loop: both neighbour lists recomputed for every (a, b) — the same search."""
     out = np.empty((len(A), len(B)))
     n = A.shape[1]
     for a in range(len(A)):
         for b in range(len(B)):
-            ia, _ = cosine_topk(l2_normalize(A[a]), k)
-            ib, _ = cosine_topk(l2_normalize(B[b]), k)
+            ia, ib = knn_search(A[a], k).idx, knn_search(B[b], k).idx
             out[a, b] = (ia[:, :, None] == ib[:, None, :]).any(axis=2).sum() / (k * n)
     return out
+
+
+def make_stack(n, d, layers, seed, latent_seed=0):
+    """float32 ``(layers, n, d)``: a shared 32-dim latent plus noise that grows with depth."""
+    latent = np.random.default_rng(latent_seed).normal(size=(n, 32)).astype(np.float32)
+    r = np.random.default_rng(seed)
+    out = np.empty((layers, n, d), dtype=np.float32)
+    for l in range(layers):
+        out[l] = latent @ r.normal(size=(32, d)).astype(np.float32)
+        out[l] += (1 + l / 4) * r.standard_normal(size=(n, d), dtype=np.float32)
+    return out
+
+
+def exact_on_sample(X, idx, k, rows=64, seed=0):
+    """Neighbour lists of ``rows`` sampled rows against their full float64 rows (ties to lower index)."""
+    sample = np.random.default_rng(seed).choice(len(X), size=min(rows, len(X)), replace=False)
+    norms = row_norms(X)
+    S = dot64(X, norms, sample, np.broadcast_to(np.arange(len(X)), (len(sample), len(X))))
+    S[np.arange(len(sample)), sample] = -np.inf
+    ref = np.sort(np.argsort(-S, axis=1, kind="stable")[:, :k], axis=1)
+    return bool(np.array_equal(ref, idx[sample]))
+
+
+def vm_hwm() -> int:
+    """Peak resident memory of this process in bytes (VmHWM: unlike ru_maxrss, reset by exec)."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) * 1024
+    return 0
+
+
+def scaling_point(n, d, layers, k):
+    """Run in a subprocess: one N of the scaling table, printed as JSON."""
+    import tracemalloc
+
+    A = make_stack(n, d, layers, seed=1)
+    tracemalloc.start()  # numpy reports its array allocations here: the grid's own peak
+    t0 = time.perf_counter()
+    layer_grid(A, metric="mutual_knn", k=k)
+    seconds = time.perf_counter() - t0
+    traced = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    peak = vm_hwm()
+    exact = all(exact_on_sample(layer, knn_search(layer, k).idx, k) for layer in A)
+    print(json.dumps({"n": n, "seconds": seconds, "peak_bytes": peak, "grid_bytes": traced,
+                      "data_bytes": A.nbytes, "exact": exact}))
+
+
+def scaling_table(sizes, d, layers, k):
+    print(f"\nscaling: mutual_knn self-grid, {layers} layers, d={d}, k={k}, float32 data, one subprocess per N")
+    print(f"{'N':>7} {'time s':>9} {'grid peak MiB':>14} {'peak RSS MiB':>13} {'data MiB':>9} "
+          f"{'exact (64 rows/layer)':>22} {'approximate':>12}")
+    for n in sizes:
+        cmd = [sys.executable, __file__, "--scaling-point", str(n), "--d", str(d), "--scaling-layers", str(layers),
+               "--k", str(k)]
+        out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout.strip().splitlines()[-1]
+        r = json.loads(out)
+        print(f"{r['n']:>7} {r['seconds']:>9.2f} {r['grid_bytes'] / 2**20:>14.0f} {r['peak_bytes'] / 2**20:>13.0f} "
+              f"{r['data_bytes'] / 2**20:>9.0f} "
+              f"{str(r['exact']):>22} {'not built':>12}", flush=True)
 
 
 def main(argv=None):
@@ -70,38 +161,58 @@ def main(argv=None):
     p.add_argument("--layers", type=int, default=24)
     p.add_argument("--k", type=int, default=10)
     p.add_argument("--no-naive", action="store_true", help="skip the slow per-pair loop")
+    p.add_argument("--scaling", default="", help="comma-separated N for the scaling table, e.g. 1024,4096,16384")
+    p.add_argument("--scaling-layers", type=int, default=2)
+    p.add_argument("--only-scaling", action="store_true", help="skip the grid-vs-floor part")
+    p.add_argument("--scaling-point", type=int, help=argparse.SUPPRESS)
     args = p.parse_args(argv)
+    if args.scaling_point:
+        return scaling_point(args.scaling_point, args.d, args.scaling_layers, args.k)
+    sizes = [int(s) for s in args.scaling.split(",") if s]
+    if not args.only_scaling:
+        grid_vs_floor(args)
+    if sizes:
+        scaling_table(sizes, args.d, args.scaling_layers, args.k)
 
-    rng = np.random.default_rng(0)
-    latent = rng.normal(size=(args.n, 32))
-    def model(seed):
-        r = np.random.default_rng(seed)
-        return np.stack([latent @ r.normal(size=(32, args.d)) + (1 + l / 4) * r.normal(size=(args.n, args.d))
-                         for l in range(args.layers)]).astype(np.float64)
-    A, B = model(1), model(2)
-    print(f"data: {args.layers}x{args.layers} layers, N={args.n}, d={args.d}, k={args.k}")
 
-    t_knn_floor, _ = timed(lambda: knn_floor(A, B, args.k))
-    t_gram_floor, _ = timed(lambda: gram_floor(A, B))
+def grid_vs_floor(args):
+    A, B = make_stack(args.n, args.d, args.layers, 1), make_stack(args.n, args.d, args.layers, 2)
+    print(f"data: {args.layers}x{args.layers} layers, N={args.n}, d={args.d}, k={args.k}, float32 "
+          f"({(A.nbytes + B.nbytes) / 2**20:.0f} MiB)")
+    t32, idx32 = timed(lambda: knn_floor(A, B, args.k, np.float32))
+    t64, idx64 = timed(lambda: knn_floor(A, B, args.k, np.float64))
+    t_gram, _ = timed(lambda: gram_floor(A, B))
+    print(f"floors: float32 similarity+top-k {t32:6.2f} s   float64 (pre-#18) {t64:6.2f} s   "
+          f"cka float64 Gram {t_gram:6.2f} s")
     rows = []
-    for metric, floor in (("mutual_knn", t_knn_floor), ("cka", t_gram_floor), ("cknna", t_knn_floor)):
+    for metric in ("mutual_knn", "cka", "cknna"):
         t, grid = timed(lambda: layer_grid(A, B, metric=metric, k=args.k))
-        rows.append((metric, t, floor, grid))
-        print(f"{metric:>10}: grid {t:7.2f} s   floor {floor:6.2f} s   grid/floor {t / floor:5.2f}x (target <= 1.5x)")
+        rows.append((metric, t, grid))
+        if metric == "cka":
+            print(f"{metric:>10}: grid {t:7.2f} s   grid/Gram floor {t / t_gram:5.2f}x (target <= 1.5x)")
+        else:
+            print(f"{metric:>10}: grid {t:7.2f} s   grid/float32 floor {t / t32:5.2f}x (target <= 1.3x)   "
+                  f"grid/float64 floor {t / t64:5.2f}x")
 
-    # spot-check identity with the one-pair functions on a few cells
+    # neighbour lists equal an all-float64 search (sets; exact ties do not occur on this data)
+    searched = [knn_search(layer, args.k).idx for stack in (A, B) for layer in stack]
+    same = all(np.array_equal(s, np.sort(r, axis=1)) for s, r in zip(searched, idx64))
+    print(f"neighbour lists equal the all-float64 search on every layer: {same}; "
+          f"float32-only top-k differs on {sum(not np.array_equal(np.sort(a, 1), np.sort(b, 1)) for a, b in zip(idx32, idx64))}"
+          f" of {len(idx64)} layers")
+
     from analysis.registry import REGISTRY
     cells = [(0, 0), (args.layers // 2, args.layers - 1), (args.layers - 1, 3 % args.layers)]
-    for metric, _, _, grid in rows:
+    for metric, _, grid in rows:
         params = {} if metric == "cka" else {"k": args.k}
-        same = all(grid[a, b] == REGISTRY[metric](A[a], B[b], **params) for a, b in cells)
-        print(f"{metric:>10}: grid cells identical to one-pair function: {same}")
+        ok = all(grid[a, b] == REGISTRY[metric](A[a], B[b], **params) for a, b in cells)
+        print(f"{metric:>10}: grid cells identical to one-pair function: {ok}")
 
     if not args.no_naive:
         t_naive, naive = timed(lambda: naive_mutual_knn(A, B, args.k), repeat=1)
         t_grid = rows[0][1]
         print(f"naive per-pair mutual_knn loop: {t_naive:7.2f} s   speed-up of grid {t_naive / t_grid:5.1f}x "
-              f"(target >= 18x); values identical: {np.array_equal(naive, rows[0][3])}")
+              f"(target >= 18x); values identical: {np.array_equal(naive, rows[0][2])}")
 
 
 if __name__ == "__main__":

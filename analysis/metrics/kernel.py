@@ -2,6 +2,16 @@
 
 Grids never hold N x N per pair: each layer's (centred or diagonal-free) Gram matrix is produced
 in row blocks, flattened, and all layer pairs are contracted at once with one gemm per block.
+
+Precision (why CKA stays float64 while k-NN runs in float32): CKA is a ratio of traces
+``<K~, L~>_F = sum_ij K~_ij L~_ij`` over all N^2 entries. In float32 each Gram entry carries a
+relative error up to ``γ_d ≈ d·u32`` (768·6e-8 ≈ 4.6e-5, worse after centring a large mean: the
+error scales with ``||x||^2`` while the centred entry scales with the spread), and the N^2-term sum
+adds up to ``γ_{N^2}`` more (pairwise BLAS sums grow like ``log N`` in practice, but the
+rigorous bound for N = 1e4 is already > 1). Unlike a neighbour list, a trace has no discrete
+answer a cheap float64 pass could certify, so the only way to an answer good to ~1e-12 is to
+form the Gram blocks in float64 (``γ_d(u64) ≈ 8.5e-14``). Memory: one float64 copy of each layer
+(``L·N·d·8`` bytes) plus ``GRAM_BLOCK_ENTRIES`` per layer of block buffer.
 """
 
 from __future__ import annotations
@@ -88,7 +98,10 @@ class GramState:
 
 class CkaKernel(PairKernel):
     def prepare(self, X, *, kernel="linear", debiased=False, sigma=1.0, **_):
-        # X was validated by the caller (the public function or layer_grid)
+        """Per-layer state of one layer ``X`` ``(N, d)``; always float64 (see the module docstring)."""
+        # X was validated by the caller (the public function or layer_grid); float32 layers of a
+        # grid are widened here, one layer at a time
+        X = np.asarray(X, dtype=np.float64)
         if kernel not in KERNELS:
             raise ValueError(f"cka kernel must be one of {KERNELS}, got {kernel!r}")
         n = X.shape[0]

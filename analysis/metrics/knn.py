@@ -2,28 +2,46 @@
 
 All three use cosine neighbours on L2-normalised rows with the item itself excluded, as in the
 platonic-representation code (Huh et al., 2024, "The Platonic Representation Hypothesis").
+
+Precision: neighbours are searched in float32 and proven (or recomputed) in float64, so they equal
+an all-float64 search exactly (``analysis.neighbors.knn_search``); CKNNA's kernel values are
+float64 cosines. Ties are broken by the lower item index.
+
+Collapsed layers: when every row of a layer is the same point after normalisation (or all rows
+are zero), all cosines are equal and "the k nearest" is decided by tie-breaking alone; the old
+scores were artefacts of index order (mutual k-NN gave a believable 0.387 on identical vectors).
+Every score involving such a layer is NaN. The check is ``analysis.neighbors.is_collapsed`` /
+``collapse_check`` (to be pointed at the shared definition in ``analysis/degenerate.py``).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 from scipy import sparse
 
-from ..neighbors import cosine_topk, l2_normalize
+from ..neighbors import dot64, knn_search
 from ..validation import as_matrix, check_k, check_paired
 from .base import PairKernel
 
 
-@dataclass(frozen=True)
 class KnnState:
-    """Per-layer neighbour lists: ``idx`` and cosine ``sim`` are ``(N, k)``, each row sorted by index."""
+    """Per-layer neighbour lists, a per-layer object a caller may cache and reuse for every pair.
 
-    idx: np.ndarray
-    sim: np.ndarray
-    recip: np.ndarray  # (N, k) slot of i in the list of its neighbour j, -1 if absent
-    self_hsic: float  # unbiased HSIC of the k-NN-masked kernel with itself (CKNNA denominator)
+    ``idx`` is ``(N, k)``, each row sorted by column index (exact float64 cosine k-NN, see
+    ``analysis.neighbors.knn_search``). ``sim``, ``recip`` and ``self_hsic`` (CKNNA only) are
+    computed on first use from the layer rows kept by reference. ``collapsed``: every row is the same
+    point, so neighbours are undefined and every score involving this layer is NaN.
+    """
+
+    def __init__(self, idx: np.ndarray, X: np.ndarray, norms: np.ndarray, *, collapsed: bool = False,
+                 resolved: tuple = ()):
+        self.idx = idx
+        self.X = X
+        self.norms = norms
+        self.collapsed = collapsed
+        self.resolved = resolved  # rows settled per stage of knn_search (float32, re-rank..., full)
 
     @property
     def n(self) -> int:
@@ -32,6 +50,28 @@ class KnnState:
     @property
     def k(self) -> int:
         return self.idx.shape[1]
+
+    @cached_property
+    def sim(self) -> np.ndarray:
+        """``(N, k)`` float64 cosine to each neighbour in ``idx``."""
+        return dot64(self.X, self.norms, np.arange(self.n), self.idx)
+
+    @cached_property
+    def recip(self) -> np.ndarray:
+        """``(N, k)`` slot of i in the list of its neighbour j, -1 if absent."""
+        return reciprocal_slots(self.idx)
+
+    @cached_property
+    def self_hsic(self) -> float:
+        """Unbiased HSIC of the k-NN-masked kernel with itself (CKNNA denominator); NaN for N <= 3."""
+        n, k, idx, sim, recip = self.n, self.k, self.idx, self.sim, self.recip
+        if n <= 3 or self.collapsed:
+            return float("nan")
+        rows = np.repeat(np.arange(n), k)
+        both = recip >= 0
+        # K~_ji read from j's own list: dot64 is symmetric bit for bit, so this equals K~_ij
+        trace = float(np.sum(sim[both] * sim[idx[both], recip[both]]))
+        return masked_hsic_unbiased(n, rows, idx.ravel(), sim.ravel(), sim.ravel(), trace)
 
 
 def reciprocal_slots(idx: np.ndarray) -> np.ndarray:
@@ -69,24 +109,13 @@ class KnnKernel(PairKernel):
     """Shared preparation: cosine top-k per layer (and the CKNNA self term, which is cheap)."""
 
     def prepare(self, X, *, k=10, groups=None, **_):
+        """Neighbour lists of one layer ``X`` ``(N, d)``, float32 or float64 (kept as given)."""
         # X was validated by the caller (the public function or layer_grid)
         check_k(X.shape[0] if groups is None else len(np.unique(groups)), k)
-        idx, sim = cosine_topk(l2_normalize(X), k, groups)
-        # rows ordered by neighbour index: pair intersections then come out already sorted by
-        # (row, column), which masked_hsic_unbiased exploits instead of sorting per pair
-        order = np.argsort(idx, axis=1)
-        idx = np.take_along_axis(idx, order, axis=1)
-        sim = np.take_along_axis(sim, order, axis=1)
-        n = X.shape[0]
-        recip = reciprocal_slots(idx)
-        self_hsic = np.nan
-        if n > 3:
-            rows = np.repeat(np.arange(n), k)
-            both = recip >= 0
-            # K~_ji read from j's own list (same value as K~_ij up to the last bit)
-            trace = float(np.sum(sim[both] * sim[idx[both], recip[both]]))
-            self_hsic = masked_hsic_unbiased(n, rows, idx.ravel(), sim.ravel(), sim.ravel(), trace)
-        return KnnState(idx=idx, sim=sim, recip=recip, self_hsic=self_hsic)
+        res = knn_search(X, k, groups)
+        # rows of idx come ordered by neighbour index: pair intersections then come out already
+        # sorted by (row, column), which masked_hsic_unbiased exploits instead of sorting per pair
+        return KnnState(res.idx, X, res.norms, collapsed=res.collapsed, resolved=res.resolved)
 
     @staticmethod
     def _check_pair(sa: KnnState, sb: KnnState):
@@ -98,20 +127,29 @@ class MutualKnn(KnnKernel):
     """``1/(kN) sum_i |NN_k^X(i) ∩ NN_k^Y(i)|``; all pairs at once by a sparse indicator product."""
 
     @staticmethod
-    def _indicator(states) -> sparse.csr_matrix:
-        # one row per layer, one column per (i, j) slot of the N x N neighbour indicator
-        n, k = states[0].n, states[0].k
-        cols = np.concatenate([(np.arange(n)[:, None] * n + s.idx).ravel() for s in states])
-        rows = np.repeat(np.arange(len(states)), n * k)
-        data = np.ones(len(cols), dtype=np.float64)
-        return sparse.csr_matrix((data, (rows, cols)), shape=(len(states), n * n))
+    def _keys(state) -> np.ndarray:
+        """``(N k,)`` slot ``i * N + j`` of every neighbour pair (int64: N^2 exceeds int32 at 46k)."""
+        n = state.n
+        return (np.arange(n, dtype=np.int64)[:, None] * n + state.idx).ravel()
 
     def score_block(self, states_a, states_b, **_):
         for sb in states_b:
             self._check_pair(states_a[0], sb)
-        counts = (self._indicator(states_a) @ self._indicator(states_b).T).toarray()
         n, k = states_a[0].n, states_a[0].k
-        return counts / (k * n)
+        # one row per layer, one column per (i, j) pair present in any layer's lists: relabelling
+        # the N^2 slots to the U <= L N k that occur keeps the sparse product's index arrays
+        # O(L N k) (an N^2-wide matrix needs an N^2 + 1 index pointer when transposed: 75 GB at 100k)
+        layers = list(states_a) if states_b is states_a else list(states_a) + list(states_b)
+        _, cols = np.unique(np.concatenate([self._keys(s) for s in layers]), return_inverse=True)
+        ind = sparse.csr_matrix((np.ones(len(cols)), (np.repeat(np.arange(len(layers)), n * k), cols.ravel())),
+                                shape=(len(layers), int(cols.max()) + 1))
+        ind_a = ind[: len(states_a)]
+        ind_b = ind_a if states_b is states_a else ind[len(states_a):]
+        counts = (ind_a @ ind_b.T).toarray()
+        out = counts / (k * n)
+        out[[s.collapsed for s in states_a], :] = np.nan
+        out[:, [s.collapsed for s in states_b]] = np.nan
+        return out
 
 
 class CycleKnn(KnnKernel):
@@ -119,6 +157,8 @@ class CycleKnn(KnnKernel):
 
     def score(self, sa: KnnState, sb: KnnState, **_):
         self._check_pair(sa, sb)
+        if sa.collapsed or sb.collapsed:
+            return float("nan")
         n = sa.n
         # (N, k, k): X-neighbours of each Y-neighbour of i; hit when i is among them
         back = sa.idx[sb.idx]
@@ -134,6 +174,8 @@ class Cknna(KnnKernel):
         n = sa.n
         if n <= 3:
             raise ValueError(f"cknna needs N > 3 items for the unbiased HSIC, got N={n}")
+        if sa.collapsed or sb.collapsed:
+            return float("nan")
         # (i, slot in X's list, slot in Y's list) for every neighbour shared by both spaces
         i, pa, pb = np.nonzero(sa.idx[:, :, None] == sb.idx[:, None, :])
         cols = sa.idx[i, pa]
