@@ -46,6 +46,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .degenerate import REL_TOL
+
 #: Largest number of similarity entries materialised at once (~16 MB of float32).
 CHUNK_ENTRIES = 1 << 22
 #: The same for a GPU (1 GiB of float32), where bigger blocks keep the device busy.
@@ -59,8 +61,9 @@ DEVICE = os.environ.get("LAYERSCOPE_KNN_DEVICE", "auto")
 
 U32 = 2.0**-24
 U64 = 2.0**-53
-#: rows within this max-abs distance of row 0 after normalisation count as one point (collapse)
-COLLAPSE_ATOL = 1e-6
+#: rows within this max-abs distance of row 0 after normalisation count as one point (collapse):
+#: the float32 tolerance of :mod:`analysis.degenerate` (16 float32 epsilons, ~1.9e-6)
+COLLAPSE_ATOL = REL_TOL
 
 
 def l2_normalize(X: np.ndarray) -> np.ndarray:
@@ -139,10 +142,10 @@ def collapse_check(U: np.ndarray, first: np.ndarray) -> bool:
 def is_collapsed(X: np.ndarray, norms: np.ndarray | None = None) -> bool:
     """Whether every row is the same point after L2 normalisation (all-zero rows included).
 
-    Local stand-in for the shared definition in ``analysis/degenerate.py``: on such a layer every
-    cosine is equal, so "the k nearest" is decided by tie-breaking alone and any k-NN score is an
+    The k-NN metrics' own test of :mod:`analysis.degenerate`'s "rank 1" on the unit rows they
+    already hold (no extra pass over the layer): on such a layer every cosine is equal, so "the k nearest" is decided by tie-breaking alone and any k-NN score is an
     artefact of the index order (mutual k-NN gives a believable ~0.39 on identical vectors).
-    "Same point" allows ``COLLAPSE_ATOL`` (1e-6, about 16 float32 ulps of a unit vector's entry)
+    "Same point" allows ``COLLAPSE_ATOL`` (~1.9e-6, 16 float32 epsilons on a unit vector's entry)
     so that float32 noise on a constant vector still counts; ``knn_search`` checks the same on its
     float32 unit rows.
     """

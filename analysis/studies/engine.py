@@ -117,7 +117,7 @@ class Engine:
         if E is None:
             raw = load_run(self.con, run_id)
             try:
-                E = as_stack(raw, f"run {run_id}")
+                E = as_stack(raw, f"run {run_id}", dtype=None)  # float32 as stored; metrics widen per layer
             except ValueError as exc:
                 raise StoreError(f"run {run_id}: {exc}; rerun its precompute to rewrite it, or leave it out "
                                  "with --dataset") from None
