@@ -89,7 +89,13 @@ class FrameCache:
         return video
 
 
-def parse_shard(text: str | None, n_items: int) -> tuple[int, int, range]:
+def parse_shard(text: str | None, n_items: int, batch_size: int = 1) -> tuple[int, int, range]:
+    """``(I, N, items)`` of ``--shard I/N``: shard I's contiguous manifest positions.
+
+    Shards split the manifest on whole batches of ``batch_size``, so every item is embedded in the
+    same batch (same companions, same padding) as in an unsharded run: a forward's numbers can
+    depend on the batch's make-up in the last bits (CPU GEMM blocking varies with the batch size),
+    and merged shards must equal the unsharded run bitwise."""
     if not text:
         return 0, 1, range(n_items)
     try:
@@ -98,8 +104,8 @@ def parse_shard(text: str | None, n_items: int) -> tuple[int, int, range]:
         raise ValueError(f"--shard must look like I/N (e.g. 0/4), got {text!r}") from None
     if n < 1 or not 0 <= i < n:
         raise ValueError(f"--shard {text}: need 0 <= I < N")
-    per = math.ceil(n_items / n)
-    return i, n, range(i * per, min(n_items, (i + 1) * per))
+    per = math.ceil(math.ceil(n_items / batch_size) / n) * batch_size  # items per shard, whole batches
+    return i, n, range(min(n_items, i * per), min(n_items, (i + 1) * per))
 
 
 #: How several captions (n_c > 1) become one string: each caption as a sentence (a full stop added
@@ -175,7 +181,7 @@ class Precompute:
             raise ValueError(f"--caption-order must be first or random, got {caption_order!r}")
         if prompt_template not in ("auto", "none"):
             raise ValueError(f"--prompt-template must be auto or none, got {prompt_template!r}")
-        self.shard_i, self.shard_n, self.items_range = parse_shard(shard, len(manifest.items))
+        self.shard_i, self.shard_n, self.items_range = parse_shard(shard, len(manifest.items), self.batch_size)
 
     def _wanted_frames(self, n_total: int) -> np.ndarray:
         """Every frame number a run of this invocation samples from a video of ``n_total`` frames."""

@@ -216,3 +216,16 @@ def test_truncated_pickled_weights_are_one_line_and_no_run(tmp_path, tiny, capsy
                "--frames", "2", "--quiet") == 2
     one_line_error(capsys, f"cannot load the model {str(model)!r}")
     assert list_runs(store) == []
+
+
+@pytest.mark.parametrize("n_items, batch, n", [(7, 2, 3), (10, 2, 2), (1024, 8, 5), (5, 8, 2), (3, 1, 7)])
+def test_shards_cover_every_item_once_on_whole_batches(n_items, batch, n):
+    from precompute.runner import parse_shard
+
+    ranges = [parse_shard(f"{i}/{n}", n_items, batch)[2] for i in range(n)]
+    assert [x for r in ranges for x in r] == list(range(n_items))  # every item once, in order
+    unsharded_batches = {range(b, min(n_items, b + batch)) for b in range(0, n_items, batch)}
+    for r in ranges:
+        assert r.start % batch == 0 or len(r) == 0  # starts on a batch boundary of the unsharded run
+        shard_batches = {range(b, min(r.stop, b + batch)) for b in range(r.start, r.stop, batch)}
+        assert shard_batches <= unsharded_batches  # the same batches the unsharded run forms

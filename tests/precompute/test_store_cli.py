@@ -219,11 +219,12 @@ def test_dataset_and_model_name_clashes_change_nothing(tmp_path, dataset, tiny, 
 def test_offline_env_and_shards(tmp_path, dataset, tiny):
     store = tmp_path / "s.duckdb"
     r = run_cli_subprocess("precompute", "--store", store, "--manifest", dataset, "--dataset", "toy",
-                           "--model", tiny["vit"], "--frames", "2", "--shard", "1/2", "--quiet",
+                           "--model", tiny["vit"], "--frames", "2", "--shard", "1/2", "--batch-size", "2", "--quiet",
                            env={"HF_HUB_OFFLINE": "1"})
     assert r.returncode == 0, r.stderr
     (run,) = list_runs(store)
-    assert run["n_items"] == 3 and run["status"] == "done"  # items 4..6 of 7
+    # 7 items are 4 batches of 2; shards take whole batches: 0..3 and 4..6
+    assert run["n_items"] == 3 and run["status"] == "done"
     con = duckdb.connect(str(store), read_only=True)
     (table,) = embedding_tables(con).values()
     assert [r[0] for r in con.execute(f"SELECT DISTINCT idx FROM {table} ORDER BY idx").fetchall()] == [4, 5, 6]
@@ -296,10 +297,11 @@ def test_interrupted_shard_resumes_at_its_own_first_missing_item(tmp_path, tiny)
     r = run_cli_subprocess(args[0], "--store", broken, *args[1:], env={"LAYERSCOPE_KILL_AFTER_BATCHES": "1"})
     assert r.returncode == -9
     (run,) = list_runs(broken)
-    assert (run["status"], run["n_done"], run["n_items"]) == ("running", 2, 5)  # items 5, 6 of 5..9
+    # 10 items are 5 batches of 2; shards take whole batches (0..5, 6..9): items 6, 7 of 6..9 done
+    assert (run["status"], run["n_done"], run["n_items"]) == ("running", 2, 4)
     assert run_cli_subprocess(args[0], "--store", broken, *args[1:]).returncode == 0
     (run,) = list_runs(broken)
-    assert (run["status"], run["n_done"]) == ("done", 5)
+    assert (run["status"], run["n_done"]) == ("done", 4)
     np.testing.assert_array_equal(load_embeddings(broken, model="vit", dataset="toy", n_frames=2),
                                   load_embeddings(whole, model="vit", dataset="toy", n_frames=2))
 
