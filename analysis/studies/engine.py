@@ -187,13 +187,18 @@ class Engine:
             self.counters.profiles += 1
         return self._profiles[key]
 
-    def blocks(self, run_ids: list[str], metric: str, **params) -> list[list[str]]:
-        """Split ``run_ids`` into blocks whose prepared states fit half the state budget together,
-        so a grid loop ``for block: for a in others: for b in block`` prepares each ``b`` once per
-        block and each ``a`` once per block (estimated from the first run's prepared size)."""
-        if not run_ids:
-            return []
-        size = max(1, _nbytes(self.states(run_ids[0], metric, **params)))
-        per_block = max(1, int(self._states.budget // 2 // size))
-        return [run_ids[i:i + per_block] for i in range(0, len(run_ids), per_block)]
-
+    def blocks(self, runs: list[dict]) -> list[list[dict]]:
+        """Split runs (rows of the ``runs`` table) into blocks whose prepared states fit half the
+        state budget together, so a loop ``for block: for a in others: for b in block`` prepares
+        each ``b`` once and each ``a`` once per block. Sizes are estimated from the runs table
+        without loading anything: a prepared layer holds at most a float64 copy of its (N, d) data
+        plus neighbour lists."""
+        out, block, used = [], [], 0
+        for r in runs:
+            size = int(r["n_layers"]) * int(r["n_items"]) * (int(r["dim"]) * 8 + 64 * 8)
+            if block and used + size > self._states.budget // 2:
+                out.append(block)
+                block, used = [], 0
+            block.append(r)
+            used += size
+        return out + ([block] if block else [])

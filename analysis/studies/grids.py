@@ -21,13 +21,20 @@ from .context import Context, DatasetRuns
 from .parallel import run_tasks
 
 
-def pair_list(d: DatasetRuns, metrics) -> list[tuple]:
-    """``(kind, run_a, run_b, metric)`` for every grid the dataset gets, in scoring order."""
+def pair_list(d: DatasetRuns, metrics, blocks=None) -> list[tuple]:
+    """``(kind, run_a, run_b, metric)`` for every grid the dataset gets, in scoring order.
+
+    Order: metric, then block of text runs, then vision run, then text run in the block, so each
+    vision run is prepared once per block and each text run once per metric while a block's states
+    stay in the engine's memory budget. ``blocks(text_runs)`` splits the text runs (one block when
+    None)."""
     out = []
+    groups = blocks(d.text) if blocks else [d.text]
     for metric in metrics:
-        for a in d.vision:
-            for b in d.text:
-                out.append(("vision_text", a, b, metric))
+        for group in groups:
+            for a in d.vision:
+                for b in group:
+                    out.append(("vision_text", a, b, metric))
         by_model = defaultdict(dict)
         for r in d.vision:
             by_model[r["model"]][r["n_frames"]] = r
@@ -89,7 +96,7 @@ def run(ctx: Context, d: DatasetRuns) -> list[tuple]:
         ctx.note(f"dataset {d.name!r}: no vision×text pair of done runs (vision: {len(d.vision)}, "
                  f"text: {len(d.text)}); grids, scaling and temporal alignment need both")
     s = ctx.settings
-    pairs = pair_list(d, s.metrics)
+    pairs = pair_list(d, s.metrics, ctx.engine.blocks if s.jobs == 1 else None)
     stale = []
     for kind, a, b, metric in pairs:
         rid, ikey = result_keys(ctx, a, b, metric)

@@ -122,3 +122,24 @@ def test_a_newer_run_of_the_same_setting_supersedes_the_older(sweep):
     con = connect(sweep)
     assert find_run(con, model="t1", dataset="synthetic", n_captions=1)["run_id"] == "t1-1-v2"
     con.close()
+
+
+def test_text_runs_beyond_the_memory_budget_are_walked_in_blocks(sweep):
+    from analysis.studies import grids
+    from analysis.studies.context import DatasetRuns
+    from analysis.studies.engine import Engine
+
+    con = duckdb.connect(str(sweep), read_only=True)
+    runs = R.rows(con, "SELECT * FROM runs ORDER BY model, run_id")
+    d = DatasetRuns("synthetic", runs, 40)
+    one = 4 * 40 * (12 * 8 + 64 * 8)  # the estimate of one run's prepared states
+    eng = Engine(con, state_budget=2 * (2 * one))  # half the budget holds two text runs
+    blocks = eng.blocks(d.text)
+    assert [len(b) for b in blocks] == [2, 2]
+    order = [(a["run_id"], b["run_id"]) for kind, a, b, m in grids.pair_list(d, ["mutual_knn"], eng.blocks)
+             if kind == "vision_text"]
+    # every vision run meets the first block's text runs before any vision run meets the second block
+    first = {r["run_id"] for r in blocks[0]}
+    assert {b for _, b in order[:8]} == first and not {b for _, b in order[8:]} & first
+    assert sorted(order) == sorted((a["run_id"], b["run_id"]) for a in d.vision for b in d.text)
+    con.close()
