@@ -6,8 +6,8 @@ from pages._shared import (dataset_picker, download_chart, download_data, pick, 
                            require_store, view)
 
 st.title("Layer × layer heatmap")
-con = require_store()
-dataset = dataset_picker(con)
+require_store()
+dataset = dataset_picker()
 index = view("grid_index")
 index = index[index["dataset"] == dataset]
 require_results("layer grids", len(index) > 0)
@@ -31,8 +31,8 @@ if sub["pair_kind"].iloc[0] == "vision_text":
 g = view("grid_by_id", sub["result_id"].iloc[0])
 df = views.grid_long(g)
 
-st.caption(f"{views.metric_direction(metric)} · best cell: layer {g['best_a']} of {model_a} × layer {g['best_b']} "
-           f"of {model_b} = {g['best_value']:.3f}"
+st.caption(f"{views.metric_direction(metric)} · best cell: layer {g['best_a']} of {views.md_escape(model_a)} × "
+           f"layer {g['best_b']} of {views.md_escape(model_b)} = {g['best_value']:.3f}"
            + (f" (95% CI {g['ci_low']:.3f}–{g['ci_high']:.3f})" if g.get("ci_low") is not None else ""))
 cell = alt.selection_point(name="cell", fields=["layer_a", "layer_b"], on="click")
 base = alt.Chart(df).encode(
@@ -56,7 +56,7 @@ la = c1.selectbox("Selected layer of A", list(range(shape[0])), index=start[0], 
 lb = c2.selectbox("Selected layer of B", list(range(shape[1])), index=start[1], key="sel_lb")
 st.query_params["la"], st.query_params["lb"] = str(la), str(lb)
 st.session_state["selected_layers"] = {"model_a": model_a, "model_b": model_b, "layer_a": la, "layer_b": lb}
-st.metric(f"{metric} at layers ({la}, {lb})", f"{g['grid'][la, lb]:.4f}")
+st.metric(f"{views.md_escape(metric)} at layers ({la}, {lb})", f"{g['grid'][la, lb]:.4f}")
 download_data(df, f"grid_{model_a}_{model_b}_{metric}")
 download_chart(chart, f"heatmap_{metric}")
 reproducibility([g["run_a"], g["run_b"]], {"metric": metric, **g["params"], "n_boot": g["n_boot"]})

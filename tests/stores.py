@@ -20,9 +20,10 @@ def model_info(name: str) -> ModelInfo:
                      random_init=True, config={"name": name})
 
 
-def manifest(n: int, *, dataset_path: str = "/data/m.jsonl") -> Manifest:
-    return Manifest(dataset_path, [Item(idx=i, item_id=f"item{i}", video=f"/data/v{i}.mkv",
-                                        captions=[f"caption {i}", f"other {i}"], negatives=[f"neg {i}"],
+def manifest(n: int, *, dataset_path: str = "/data/m.jsonl", item_prefix: str = "item",
+             caption: str = "caption") -> Manifest:
+    return Manifest(dataset_path, [Item(idx=i, item_id=f"{item_prefix}{i}", video=f"/data/v{i}.mkv",
+                                        captions=[f"{caption} {i}", f"other {i}"], negatives=[f"neg {i}"],
                                         metadata={"i": i}) for i in range(n)])
 
 
@@ -33,18 +34,23 @@ def vectors(model: str, n: int, seed: int = 0) -> np.ndarray:
 
 
 def write_store(path, *, n: int = 12, models=("vis", "txt"), dataset: str = "toy", shard: tuple[int, int] | None = None,
-                notes: dict | None = None, batch: int = 4, seed: int = 0):
+                notes: dict | None = None, batch: int = 4, seed: int = 0, names: dict | None = None,
+                item_prefix: str = "item", caption: str = "caption"):
     """A store holding ``dataset`` (n items) and one done run per model (or the shard ``(i, N)`` of it,
     covering items ``i*n//N .. (i+1)*n//N - 1``). ``notes`` ({kind: {item_id: note}}) go into the
-    run configs of the items the run covers. Returns ``{model: run_id}``."""
-    man = manifest(n)
+    run configs of the items the run covers. ``names`` maps a model of :data:`MODELS` to the name
+    stored (default: the same); item ids are ``item_prefix + i``, captions start with ``caption``.
+    Returns ``{stored name: run_id}``."""
+    man = manifest(n, item_prefix=item_prefix, caption=caption)
+    position = {it.item_id: it.idx for it in man.items}
     lo, hi = (0, n) if shard is None else (shard[0] * n // shard[1], (shard[0] + 1) * n // shard[1])
     w = StoreWriter(path)
     ids = {}
     try:
         w.put_dataset(dataset, man)
-        for m in models:
-            info = model_info(m)
+        for base in models:
+            info = model_info(base)
+            m = (names or {}).get(base, base)
             w.put_model(m, info)
             ident = {"model": m, "dataset": dataset, "modality": info.modality, "variant": "original",
                      "n_frames": 2 if info.modality == "video" else None,
@@ -56,10 +62,10 @@ def write_store(path, *, n: int = 12, models=("vis", "txt"), dataset: str = "toy
                         n_captions=ident["n_captions"], variant="original", image_mode="frames", pooling="mean",
                         dtype="float32", device="cpu", n_items=hi - lo, n_layers=info.n_layers, dim=info.dim,
                         config={**ident, "batch_size": batch})
-            X = vectors(m, n, seed)
+            X = vectors(base, n, seed)
             for a in range(lo, hi, batch):
                 b = min(hi, a + batch)
-                mine = {kind: {k: v for k, v in entries.items() if lo <= int(k[4:]) < hi and a <= int(k[4:]) < b}
+                mine = {kind: {k: v for k, v in entries.items() if a <= position[k] < b}
                         for kind, entries in (notes or {}).items()}
                 mine = {k: v for k, v in mine.items() if v}
                 w.write_batch(run_id, a, X[:, a:b], n_done=b - lo, n_items=hi - lo, notes=mine or None)
