@@ -7,6 +7,7 @@ every table is defined in :mod:`analysis.schema`.
 from __future__ import annotations
 
 import os
+import random
 import re
 import time
 from pathlib import Path
@@ -82,7 +83,7 @@ def _lock_holder(message: str) -> str:
     try:
         with open(f"/proc/{pid}/cmdline", "rb") as fh:
             cmd = fh.read().replace(b"\0", b" ").decode(errors="replace").strip()
-        exe = cmd[:160] or exe
+        exe = (cmd if len(cmd) <= 400 else cmd[:200] + " ... " + cmd[-150:]) or exe
     except OSError:
         pass
     return f"{exe} (PID {pid})"
@@ -145,8 +146,9 @@ def connect(path, *, read_only: bool = True, check_schema: bool = True,
         except (duckdb.Error, OSError) as exc:
             err = store_error(path, exc)
             if isinstance(err, StoreBusy) and time.monotonic() + delay < deadline:
-                time.sleep(delay)
-                delay = min(delay * 2, 0.5)
+                # no lock queue in DuckDB: poll often (with jitter, so two waiters do not stay in step)
+                time.sleep(delay * random.uniform(0.5, 1.0))
+                delay = min(delay * 2, 0.1)
                 continue
             raise err from None
     try:
