@@ -153,18 +153,27 @@ def connect(path, *, read_only: bool = True, check_schema: bool = True,
             raise err from None
     try:
         if check_schema:
+            schema_version(con, path)  # a readable version first, then the comparison
             check_version(con, path)
     except SchemaError:
         con.close()
         raise
-    except ValueError:  # int() of a meta.schema_version that is not a number
-        con.close()
-        raise SchemaError(f"store {path} records a schema version that is not a number; it was not written by "
-                          "LayerScope or is damaged. Nothing was changed.") from None
     except (duckdb.Error, OSError) as exc:
         con.close()
         raise store_error(path, exc) from None
     return con
+
+
+def schema_version(con, path="store") -> int | None:
+    """:func:`analysis.schema.stored_version`, with a ``meta.schema_version`` that is not a number
+    refused as a one-line :class:`SchemaError` naming the store (instead of int()'s message)."""
+    try:
+        return stored_version(con)
+    except SchemaError:
+        raise
+    except ValueError:
+        raise SchemaError(f"store {path} records a schema version that is not a number; it was not written by "
+                          "LayerScope or is damaged. Nothing was changed.") from None
 
 
 def store_stamp(path) -> tuple:
