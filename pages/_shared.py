@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import os
 import sys
+import time
 
 import streamlit as st
 
@@ -36,9 +37,10 @@ def store_path() -> str:
 
 
 @st.cache_data(show_spinner=False, max_entries=256)
-def cached(fn_name: str, path: str, stamp: tuple, *args):
-    """``views.<fn_name>(con, *args)`` on a connection opened for this call only."""
-    return read_store(path, getattr(views, fn_name), *args)
+def cached(fn_name: str, path: str, stamp: tuple, *args, _wait: float = 2.0):
+    """``views.<fn_name>(con, *args)`` on a connection opened for this call only (``_wait``: seconds
+    to wait for a writer's lock; not part of the cache key)."""
+    return read_store(path, getattr(views, fn_name), *args, wait=_wait)
 
 
 @st.cache_data(show_spinner=False, max_entries=4)
@@ -49,12 +51,19 @@ def _report_files(path: str, stamp: tuple):
 
 #: the last value of each view, shown while a writer holds the store (bounded: cleared when large)
 _LAST: dict = {}
+#: when each store was last found held by a writer: later reads then do not wait for it again
+_BUSY: dict = {}
+
+
+def _wait(path) -> float:
+    return 0.0 if time.monotonic() - _BUSY.get(path, -1e9) < 10 else 2.0
 
 
 def _read(key, fn):
     try:
         value = fn()
     except StoreBusy as exc:
+        _BUSY[store_path()] = time.monotonic()
         if key in _LAST:
             st.caption(md_escape(f"The store is being written by another process; showing the results read "
                                  f"before. Refresh when it is done. ({exc})"))
@@ -73,7 +82,7 @@ def _read(key, fn):
 def view(fn_name: str, *args):
     """A cached call of ``analysis.views.<fn_name>(con, *args)`` (a fresh read when the store changed)."""
     path = store_path()
-    return _read((fn_name, path, args), lambda: cached(fn_name, path, store_stamp(path), *args))
+    return _read((fn_name, path, args), lambda: cached(fn_name, path, store_stamp(path), *args, _wait=_wait(path)))
 
 
 def report_files() -> dict[str, str]:
@@ -134,7 +143,7 @@ def require_store():
 
 def require_results(what: str, available: bool):
     if not available:
-        st.info(f"No {md_escape(what)} in this store yet. Compute them with:")
+        st.info(f"No {md_escape(what)} in this store yet. Compute them with `layerscope analyze`:")
         st.code(f"layerscope analyze --store {store_path()}", language="bash")
         st.stop()
 

@@ -35,7 +35,8 @@ with st.expander("Import downstream results (CSV: model, task, metric, value, hi
 
 payload = view("study", "downstream", dataset)
 if payload is None:
-    st.info("No downstream results in this store yet. Import a CSV above, or run:")
+    st.info("No downstream results in this store yet. Import a CSV above, or run `layerscope downstream import` "
+            "and `layerscope analyze`:")
     st.code(f"layerscope downstream import results.csv --store {store_path()}\n"
             f"layerscope analyze --store {store_path()}", language="bash")
     st.stop()

@@ -143,3 +143,33 @@ def test_lock_wait_zero_fails_at_once(tmp_path, capsys, monkeypatch):
     finally:
         holder.kill()
         holder.wait()
+
+
+def test_dashboard_shows_the_last_results_while_a_writer_holds_the_store(tmp_path, monkeypatch):
+    from streamlit.testing.v1 import AppTest
+
+    store = tmp_path / "s.duckdb"
+    write_store(store, models=("vis",))
+    monkeypatch.setenv("LAYERSCOPE_STORE", str(store))
+    at = AppTest.from_file(str(REPO / "app.py"), default_timeout=120)
+    at.run()
+    assert not at.exception and at.metric[1].value == "1"
+    # a long writer: changes the store, then keeps it locked (as precompute does for a whole run)
+    holder = subprocess.Popen([sys.executable, "-c", "import duckdb, sys, time; c = duckdb.connect(sys.argv[1]); "
+                               "c.execute(\"UPDATE models SET params = 7\"); print('writing', flush=True); "
+                               "time.sleep(60)", str(store)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "writing"
+        t0 = time.monotonic()
+        at.run()
+        assert time.monotonic() - t0 < 60
+        assert not at.exception, [e.value for e in at.exception]
+        assert at.metric[1].value == "1"  # the results read before
+        assert any("being written by another process" in c.value for c in at.caption)
+    finally:
+        holder.kill()
+        holder.wait()
+    write_store(store, models=("txt",))
+    at.run()
+    assert not at.exception and at.metric[1].value == "2"
+    assert not any("being written" in c.value for c in at.caption)
