@@ -110,7 +110,8 @@ def test_store_that_is_another_kind_of_file_is_refused_untouched(store, tmp_path
     csv = tmp_path / "r.csv"
     csv.write_text("model,task,metric,value,higher_is_better\nvis,t,acc,0.5,true\n")
     argv = {"runs": ["runs", "--store", target], "analyze": ["analyze", "--store", target, "--bootstrap", "0"],
-            "merge": ["merge", "--store", target, store], "downstream": ["downstream", "import", csv, "--store", target],
+            "merge": ["merge", "--store", target, store],
+            "downstream": ["downstream", "import", csv, "--store", target],
             "report": ["report", "--store", target, "--out", tmp_path / "r.html"],
             "migrate": ["migrate", "--store", target], "dashboard": ["dashboard", "--store", target]}[command]
     assert main([str(a) for a in argv]) == 2
