@@ -41,7 +41,7 @@ def check_store_path(path, *, must_exist: bool) -> Path:
     DuckDB opens an existing CSV/JSON/Parquet file as an in-memory database (writes vanish) and a
     directory or a damaged file with a multi-line error, so: a directory, or an existing non-empty
     file without DuckDB's header, is refused naming the file; a missing file is refused when
-    ``must_exist`` (read-only opens).
+    ``must_exist`` (read-only opens). An empty file is refused too (DuckDB would call it invalid).
     """
     p = Path(path)
     if p.is_dir():
@@ -55,10 +55,8 @@ def check_store_path(path, *, must_exist: bool) -> Path:
             head = fh.read(64)
     except OSError as exc:
         raise StoreError(f"store {p} cannot be read ({exc.strerror or exc}); check its permissions") from None
-    if not head:
-        if must_exist:
-            raise StoreError(f"store {p} is an empty file, not a LayerScope store; delete it or pass another --store")
-        return p  # an empty file: DuckDB initialises it
+    if not head:  # DuckDB refuses an empty file too, calling it invalid
+        raise StoreError(f"store {p} is an empty file, not a LayerScope store; delete it or pass another --store")
     if head[8:12] != DUCKDB_MAGIC:
         kind = ("a text file, " if _looks_like_text(head) else "") + "not a DuckDB database"
         raise StoreError(f"store {p} exists but is {kind} (no DuckDB header); nothing was read or written. "
@@ -136,7 +134,8 @@ def connect(path, *, read_only: bool = True, check_schema: bool = True,
         try:
             p.parent.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
-            raise store_error(path, exc) from None
+            raise StoreError(f"store {path}: cannot create its folder {p.parent} ({exc.strerror or exc}); "
+                             "pass a --store in a folder you can write") from None
     deadline = time.monotonic() + max(0.0, wait)
     delay = 0.02
     while True:

@@ -44,6 +44,8 @@ def damaged(kind: str, good: Path, tmp_path: Path) -> Path:
             fh.truncate(os.path.getsize(good) // 5)
     elif kind == "random":
         path.write_bytes(np.random.default_rng(0).integers(0, 256, 50_000, dtype=np.uint8).tobytes())
+    elif kind == "empty":
+        path.write_bytes(b"")
     elif kind == "text":
         path.write_text("this is not a database\n" * 100)
     elif kind == "corrupt_blocks":  # the header survives, the middle is overwritten
@@ -72,7 +74,7 @@ COMMANDS = {
 }
 
 
-@pytest.mark.parametrize("kind", ["truncated", "random", "text", "corrupt_blocks", "schema_text"])
+@pytest.mark.parametrize("kind", ["truncated", "random", "empty", "text", "corrupt_blocks", "schema_text"])
 @pytest.mark.parametrize("command", list(COMMANDS))
 def test_damaged_store_gives_one_line_for_every_command(good_store, tmp_path, capsys, monkeypatch, kind, command):
     import precompute.dashboard
@@ -238,3 +240,9 @@ def test_bootstrap_zero_means_off(tmp_path):
     con = duckdb.connect(str(store), read_only=True)
     assert {r[0] for r in con.execute("SELECT n_boot FROM result_grids").fetchall()} == {0}
     con.close()
+
+
+def test_store_in_a_folder_that_cannot_exist_is_one_line(tmp_path, capsys):
+    (tmp_path / "file").write_text("x")
+    assert main(["analyze", "--store", str(tmp_path / "file" / "s.duckdb")]) == 2
+    one_line(capsys, "cannot create its folder")
