@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import datetime as dt
+import io
 import math
 from pathlib import Path
 
@@ -21,7 +22,14 @@ def parse_downstream_csv(path, known_models) -> list[dict]:
     if not path.exists():
         raise ValueError(f"{path} does not exist")
     problems, rows, seen = [], [], {}
-    with path.open(encoding="utf-8", newline="") as fh:
+    data = path.read_bytes()
+    try:  # utf-8-sig: spreadsheet programs start UTF-8 CSVs with a byte-order mark
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        line = data[:exc.start].count(b"\n") + 1
+        raise ValueError(f"{path}: line {line} is not UTF-8 text (byte 0x{data[exc.start]:02x}); save the CSV as "
+                         "UTF-8 and import again (nothing was imported)") from None
+    with io.StringIO(text, newline="") as fh:
         reader = csv.DictReader(fh)
         missing = [c for c in COLUMNS if c not in (reader.fieldnames or [])]
         if missing:

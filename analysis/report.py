@@ -404,19 +404,24 @@ def _provenance_html(p) -> str:
 
 
 def render_markdown(report: dict) -> str:
-    lines = [f"# {report['title']}", "", f"Store `{report['store']}`, generated {report['generated']}, "
-             f"LayerScope {report['code_version']}.", ""]
+    """A short Markdown summary. Every user string (store path, dataset, model and reference names,
+    sentences quoting them) is escaped with :func:`views.md_escape`, so a name such as
+    ``![x](http://host/x.png)`` or ``<script>`` stays text in any CommonMark renderer; the command
+    sits in an indented code block on one line."""
+    e = views.md_escape
+    lines = [f"# {e(report['title'])}", "", f"Store {e(report['store'])}, generated {e(report['generated'])}, "
+             f"LayerScope {e(report['code_version'])}.", ""]
     for d in report["datasets"]:
-        lines += [f"## {d['dataset']} ({d['n_items']} items)", ""]
+        lines += [f"## {e(d['dataset'])} ({d['n_items']} items)", ""]
         for s in d["sections"].get("summary", {}).get("sentences", []):
-            lines.append(f"- {s}")
+            lines.append(f"- {e(s)}")
         lines += ["", "| model | reference | best alignment | 95% CI | layers |", "|---|---|---|---|---|"]
         for m in d["sections"].get("summary", {}).get("models", []):
             for ref, a in m["alignment"].items():
-                lines.append(f"| {m['label']} | {ref} | {_fmt(a['value'])} | {_fmt(a['ci'][0])}–{_fmt(a['ci'][1])} | "
-                             f"({a['layer']}, {a['ref_layer']}) |")
+                lines.append(f"| {e(m['label'])} | {e(ref)} | {_fmt(a['value'])} | {_fmt(a['ci'][0])}–"
+                             f"{_fmt(a['ci'][1])} | ({a['layer']}, {a['ref_layer']}) |")
         if d["omitted"]:
-            lines += ["", "Omitted: " + "; ".join(f"{k} ({v})" for k, v in d["omitted"].items())]
+            lines += ["", "Omitted: " + "; ".join(f"{e(k)} ({e(v)})" for k, v in d["omitted"].items())]
         lines.append("")
-    lines += ["Reproduce:", "", f"    {report['command']}", ""]
+    lines += ["Reproduce:", "", "    " + " ".join(str(report["command"]).splitlines()), ""]
     return "\n".join(lines)

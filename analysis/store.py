@@ -7,6 +7,9 @@ every table is defined in :mod:`analysis.schema`.
 from __future__ import annotations
 
 import os
+import random
+import re
+import time
 from pathlib import Path
 
 import duckdb
@@ -19,32 +22,187 @@ class StoreError(ValueError):
     """A store-level problem (missing file, locked, unknown model, run not done) with a clear message."""
 
 
-def connect(path, *, read_only: bool = True, check_schema: bool = True) -> duckdb.DuckDBPyConnection:
-    """Open a store. Read-only opens require the file; a lock held by a writer gives a clear error.
+class StoreBusy(StoreError):
+    """The store's file lock is held by another process (a writer, or readers when we want to write)."""
 
-    ``check_schema=False`` skips the version check (only ``layerscope migrate`` wants that).
+
+#: bytes 8..12 of every DuckDB database file (after an 8-byte checksum)
+DUCKDB_MAGIC = b"DUCK"
+
+#: seconds a connect waits, retrying with backoff, for a lock another process holds briefly (a
+#: dashboard reading a few result tables holds a read lock for milliseconds). Override with
+#: $LAYERSCOPE_LOCK_WAIT_S.
+LOCK_WAIT_S = 5.0
+
+
+def check_store_path(path, *, must_exist: bool) -> Path:
+    """Refuse a path that cannot be a store before DuckDB sees it; returns it as a Path.
+
+    DuckDB opens an existing CSV/JSON/Parquet file as an in-memory database (writes vanish) and a
+    directory or a damaged file with a multi-line error, so: a directory, or an existing non-empty
+    file without DuckDB's header, is refused naming the file; a missing file is refused when
+    ``must_exist`` (read-only opens). An empty file is refused too (DuckDB would call it invalid).
     """
-    path = str(path)
-    if read_only and not os.path.exists(path):
-        raise StoreError(f"store {path} does not exist; create it with `layerscope precompute` or `layerscope demo`")
-    if not read_only:
-        Path(path).parent.mkdir(parents=True, exist_ok=True)
+    p = Path(path)
+    if p.is_dir():
+        raise StoreError(f"store {p} is a directory, not a DuckDB file; pass a file such as {p / 'store.duckdb'}")
+    if not p.exists():
+        if must_exist:
+            raise StoreError(f"store {p} does not exist; create it with `layerscope precompute` or `layerscope demo`")
+        return p
     try:
-        con = duckdb.connect(path, read_only=read_only)
-    except duckdb.IOException as exc:
-        if "lock" in str(exc).lower():
-            raise StoreError(
-                f"store {path} is in use by another process (DuckDB allows one writer at a time). "
-                f"Wait for it to finish, or write to another store and merge. ({exc})"
-            ) from None
-        raise
+        with p.open("rb") as fh:
+            head = fh.read(64)
+    except OSError as exc:
+        raise StoreError(f"store {p} cannot be read ({exc.strerror or exc}); check its permissions") from None
+    if not head:  # DuckDB refuses an empty file too, calling it invalid
+        raise StoreError(f"store {p} is an empty file, not a LayerScope store; delete it or pass another --store")
+    if head[8:12] != DUCKDB_MAGIC:
+        kind = ("a text file, " if _looks_like_text(head) else "") + "not a DuckDB database"
+        raise StoreError(f"store {p} exists but is {kind} (no DuckDB header); nothing was read or written. "
+                         "Pass a new or existing .duckdb file as --store")
+    return p
+
+
+def _looks_like_text(head: bytes) -> bool:
+    try:
+        head.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return b"\0" not in head
+
+
+def _lock_holder(message: str) -> str:
+    """``"python3.11 -m precompute.cli analyze ... (PID 123)"`` from DuckDB's lock error, as far as known."""
+    m = re.search(r"held in (.*?) \(PID (\d+)\)", message)
+    if not m:
+        return "another process"
+    exe, pid = m.group(1), m.group(2)
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as fh:
+            cmd = fh.read().replace(b"\0", b" ").decode(errors="replace").strip()
+        exe = (cmd if len(cmd) <= 400 else cmd[:200] + " ... " + cmd[-150:]) or exe
+    except OSError:
+        pass
+    return f"{exe} (PID {pid})"
+
+
+def store_error(path, exc: BaseException) -> StoreError:
+    """Any failure opening, reading or writing a store as one line naming the file and what to do.
+
+    Used by :func:`connect` and by the CLI for failures that surface later (a damaged block read
+    mid-query, a full disk at commit).
+    """
+    if isinstance(exc, StoreError):
+        return exc
+    text = " ".join(str(exc).split())  # DuckDB messages may span lines
+    low = text.lower()
+    where = f"store {path}"
+    if "lock" in low and ("conflicting" in low or "could not set lock" in low):
+        return StoreBusy(f"{where} is in use by another process: {_lock_holder(text)}. DuckDB allows one writer "
+                         "or several readers at a time; wait for it to finish or stop it, or write to another "
+                         "store and `layerscope merge` it")
+    if "no space left" in low or "disk full" in low or "disk is full" in low:
+        return StoreError(f"{where}: the disk is full ({text}); free space and rerun (committed work is kept)")
+    if any(w in low for w in ("permission denied", "read-only file system", "operation not permitted",
+                              "cannot open file") ) and "valid duckdb" not in low:
+        return StoreError(f"{where} cannot be opened for writing ({text}); make it and its folder writable "
+                          "or pass another --store")
+    if isinstance(exc, OSError):
+        return StoreError(f"{where}: {exc.strerror or text}")
+    if isinstance(exc, duckdb.Error):
+        return StoreError(f"{where} is damaged or unreadable ({text}); restore it from a copy or rebuild it "
+                          "with `layerscope precompute`")
+    return StoreError(f"{where}: {text}")
+
+
+def connect(path, *, read_only: bool = True, check_schema: bool = True,
+            wait: float | None = None) -> duckdb.DuckDBPyConnection:
+    """Open a store: the one store-opening helper every command uses.
+
+    The path is checked first (:func:`check_store_path`). A lock held by another process is waited
+    for up to ``wait`` seconds (default :data:`LOCK_WAIT_S`), retrying with backoff, then refused
+    as :class:`StoreBusy` naming the holder. Every other failure is a one-line :class:`StoreError`
+    (:func:`store_error`). ``check_schema=False`` skips the version check (only ``layerscope
+    migrate`` wants that).
+    """
+    p = check_store_path(path, must_exist=read_only)
+    path = str(path)
+    if wait is None:
+        wait = float(os.environ.get("LAYERSCOPE_LOCK_WAIT_S", LOCK_WAIT_S))
+    if not read_only:
+        try:
+            p.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise StoreError(f"store {path}: cannot create its folder {p.parent} ({exc.strerror or exc}); "
+                             "pass a --store in a folder you can write") from None
+    deadline = time.monotonic() + max(0.0, wait)
+    delay = 0.02
+    while True:
+        try:
+            con = duckdb.connect(path, read_only=read_only)
+            break
+        except (duckdb.Error, OSError) as exc:
+            err = store_error(path, exc)
+            if isinstance(err, StoreBusy) and time.monotonic() + delay < deadline:
+                # no lock queue in DuckDB: poll often (with jitter, so two waiters do not stay in step)
+                time.sleep(delay * random.uniform(0.5, 1.0))
+                delay = min(delay * 2, 0.1)
+                continue
+            raise err from None
     try:
         if check_schema:
+            schema_version(con, path)  # a readable version first, then the comparison
             check_version(con, path)
     except SchemaError:
         con.close()
         raise
+    except (duckdb.Error, OSError) as exc:
+        con.close()
+        raise store_error(path, exc) from None
     return con
+
+
+def schema_version(con, path="store") -> int | None:
+    """:func:`analysis.schema.stored_version`, with a ``meta.schema_version`` that is not a number
+    refused as a one-line :class:`SchemaError` naming the store (instead of int()'s message)."""
+    try:
+        return stored_version(con)
+    except SchemaError:
+        raise
+    except ValueError:
+        raise SchemaError(f"store {path} records a schema version that is not a number; it was not written by "
+                          "LayerScope or is damaged. Nothing was changed.") from None
+
+
+def store_stamp(path) -> tuple:
+    """What changes when a store is written: (mtime_ns, size) of the file and of its write-ahead log.
+
+    A reader caches by this stamp: DuckDB appends commits to ``<store>.wal`` before folding them
+    into the file, so the file alone can look unchanged after a write.
+    """
+    out = []
+    for f in (str(path), str(path) + ".wal"):
+        try:
+            st = os.stat(f)
+            out += [st.st_mtime_ns, st.st_size]
+        except OSError:
+            out += [0, -1]
+    return tuple(out)
+
+
+def read_store(path, fn, *args, wait: float = 2.0, **kwargs):
+    """``fn(con, *args, **kwargs)`` on a read-only connection opened for this call and closed after.
+
+    For long-lived readers (the dashboard): holding a DuckDB connection keeps a file lock that
+    refuses every writer process, so a reader opens, reads the small result tables, and lets go.
+    Raises :class:`StoreBusy` when a writer holds the store for longer than ``wait`` seconds.
+    """
+    con = connect(path, read_only=True, wait=wait)
+    try:
+        return fn(con, *args, **kwargs)
+    finally:
+        con.close()
 
 
 def _as_connection(store):

@@ -7,6 +7,7 @@ store holds before they reach any query, and queries are parameterised.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 import numpy as np
@@ -17,6 +18,35 @@ from .neighbors import l2_normalize
 from .registry import REGISTRY
 from .scaling import FORMS, predict_from_params
 from .schema import TABLE_NAMES, stored_version
+
+# ---------------------------------------------------------------- text
+
+
+#: characters that open Markdown inline syntax anywhere in a line: code, emphasis, links and images,
+#: raw HTML and autolinks, entities, tables, strikethrough, Streamlit's $maths$ and :directives:
+_MD_INLINE = re.compile(r"([\\`*_\[\]<>&|~$:!#])")
+#: what starts a block at the start of a line: list items, headings (``#`` is escaped anyway), setext
+#: underlines, block quotes, ordered list numbers
+_MD_LEADING = re.compile(r"^(\s*)([-+=]|\d+(?=[.)]))")
+
+
+def md_escape(text) -> str:
+    """``text`` as literal text inside Markdown (CommonMark, GFM tables, Streamlit's markdown).
+
+    Model, dataset and item names, captions and URL parameters are user strings: rendered as
+    Markdown, ``![x](http://host/x.png)`` makes the browser fetch a remote image, ``[a](javascript:..)``
+    is a link and ``<script>`` raw HTML. CommonMark lets a backslash escape any ASCII punctuation,
+    so each character that can open inline syntax is escaped (``<`` becomes ``\\<``, shown as
+    ``<``), as is a line start that would begin a list; line breaks become spaces. Plain words,
+    ``-``, ``.`` and ``/`` inside a line stay as they are, so messages remain readable as source.
+    """
+    text = _MD_INLINE.sub(r"\\\1", " ".join(str(text).splitlines()))
+    m = _MD_LEADING.match(text)
+    if m:
+        lead, mark = m.groups()
+        text = lead + (mark + "\\" if mark[0].isdigit() else "\\" + mark) + text[m.end():]
+    return text
+
 
 # ---------------------------------------------------------------- validation of user choices
 
@@ -439,9 +469,20 @@ def metric_direction(metric: str) -> str:
     return {True: "higher is better", False: "lower is better", None: "no preferred direction"}[hib]
 
 
+def report_data(con, store_path: str) -> dict:
+    """The layer-selection report of the whole store as data (:func:`analysis.report.build_report`)."""
+    from .report import build_report
+
+    return build_report(con, store=store_path, command=f"layerscope report --store {store_path} --out report.html")
+
+
+def render_report_files(report: dict) -> dict[str, str]:
+    """``{"html", "json", "md"}`` texts of a report (no store access: render after letting go of it)."""
+    from .report import render_html, render_markdown, to_json
+
+    return {"html": render_html(report), "json": to_json(report), "md": render_markdown(report)}
+
+
 def report_files(con, store_path: str) -> dict[str, str]:
     """The layer-selection report for the whole store: ``{"html", "json", "md"}`` texts."""
-    from .report import build_report, render_html, render_markdown, to_json
-
-    report = build_report(con, store=store_path, command=f"layerscope report --store {store_path} --out report.html")
-    return {"html": render_html(report), "json": to_json(report), "md": render_markdown(report)}
+    return render_report_files(report_data(con, store_path))

@@ -1,15 +1,29 @@
-"""Glue every page shares: the store path, one cached read-only connection, cached views,
-URL-backed selections, downloads and the sidebar. No SQL and no maths here either: data comes
-from ``analysis.views``."""
+"""Glue every page shares: the store path, cached views read through short-lived read-only
+connections, URL-backed selections, downloads and the sidebar. No SQL and no maths here either:
+data comes from ``analysis.views``.
+
+Connections: DuckDB locks the store file per process, and a reader holding it refuses every
+writer (``layerscope analyze``, ``precompute``, ``downstream import``). So no connection is kept:
+each view opens the store read-only, reads, and closes (:func:`analysis.store.read_store`); results
+are cached by the store's stamp (file and write-ahead-log mtime and size), so a refresh after a
+write shows the new results. While a writer holds the store, the last results read are shown with
+a note.
+
+Text: every string that comes from the store or the URL goes through :func:`views.md_escape`
+before any Markdown-rendering element (markdown, caption, info, warning, widget labels).
+"""
 
 from __future__ import annotations
 
 import os
 import sys
+import time
 
 import streamlit as st
 
 from analysis import views
+from analysis.store import StoreBusy, read_store, store_stamp
+from analysis.views import md_escape
 
 DEFAULT_STORE = "data/demo.duckdb"
 
@@ -22,36 +36,59 @@ def store_path() -> str:
     return os.environ.get("LAYERSCOPE_STORE", DEFAULT_STORE)
 
 
-@st.cache_resource(show_spinner=False)
-def _connection(path: str, mtime: float):
-    from analysis.store import connect
-
-    return connect(path, read_only=True)  # refuses a store of another schema version, saying what to do
-
-
-def connection():
-    """One read-only connection per store file version (a rewritten store gets a fresh one)."""
-    path = store_path()
-    if not os.path.exists(path):
-        return None
-    try:
-        base = _connection(path, os.path.getmtime(path))
-    except Exception as exc:  # locked by a writer, another schema version, or not a DuckDB file
-        st.error(f"Cannot open the store {path}: {exc}")
-        st.stop()
-    return base.cursor()  # cursors are cheap and keep concurrent sessions apart
-
-
 @st.cache_data(show_spinner=False, max_entries=256)
-def cached(fn_name: str, path: str, mtime: float, *args):
-    con = connection()
-    return getattr(views, fn_name)(con, *args)
+def cached(fn_name: str, path: str, stamp: tuple, *args, _wait: float = 2.0):
+    """``views.<fn_name>(con, *args)`` on a connection opened for this call only (``_wait``: seconds
+    to wait for a writer's lock; not part of the cache key)."""
+    return read_store(path, getattr(views, fn_name), *args, wait=_wait)
+
+
+@st.cache_data(show_spinner=False, max_entries=4)
+def _report_files(path: str, stamp: tuple):
+    report = read_store(path, views.report_data, path)  # the store is let go before rendering
+    return views.render_report_files(report)
+
+
+#: the last value of each view, shown while a writer holds the store (bounded: cleared when large)
+_LAST: dict = {}
+#: when each store was last found held by a writer: later reads then do not wait for it again
+_BUSY: dict = {}
+
+
+def _wait(path) -> float:
+    return 0.0 if time.monotonic() - _BUSY.get(path, -1e9) < 10 else 2.0
+
+
+def _read(key, fn):
+    try:
+        value = fn()
+    except StoreBusy as exc:
+        _BUSY[store_path()] = time.monotonic()
+        if key in _LAST:
+            st.caption(md_escape(f"The store is being written by another process; showing the results read "
+                                 f"before. Refresh when it is done. ({exc})"))
+            return _LAST[key]
+        st.warning(md_escape(f"{exc}. Refresh when it is done."))
+        st.stop()
+    except ValueError as exc:  # damaged, not a DuckDB file, another schema version
+        st.error(md_escape(f"Cannot open the store {store_path()}: {exc}"))
+        st.stop()
+    if len(_LAST) > 1024:
+        _LAST.clear()
+    _LAST[key] = value
+    return value
 
 
 def view(fn_name: str, *args):
-    """A cached call of ``analysis.views.<fn_name>(con, *args)``."""
+    """A cached call of ``analysis.views.<fn_name>(con, *args)`` (a fresh read when the store changed)."""
     path = store_path()
-    return cached(fn_name, path, os.path.getmtime(path), *args)
+    return _read((fn_name, path, args), lambda: cached(fn_name, path, store_stamp(path), *args, _wait=_wait(path)))
+
+
+def report_files() -> dict[str, str]:
+    """The layer-selection report of the whole store: ``{"html", "json", "md"}`` texts."""
+    path = store_path()
+    return _read(("report_files", path), lambda: _report_files(path, store_stamp(path)))
 
 
 def pick(label: str, options, *, param: str, default=None, fmt=None, container=st, help=None):
@@ -59,7 +96,7 @@ def pick(label: str, options, *, param: str, default=None, fmt=None, container=s
     options = list(options)
     choice = views.choose(st.query_params.get(param), options, label.lower(), default)
     if choice.message:
-        st.warning(choice.message)
+        st.warning(md_escape(choice.message))
     if choice.value is None:
         return None
     index = options.index(choice.value)
@@ -87,31 +124,31 @@ def download_chart(chart, name: str):
         cols[1].download_button("Chart (PNG)", vlc.vegalite_to_png(spec, scale=2), file_name=f"{name}.png",
                                 mime="image/png", key=f"png_{name}")
     except Exception as exc:  # a chart vl-convert cannot render still shows in the page
-        st.caption(f"chart export unavailable: {exc}")
+        st.caption(md_escape(f"chart export unavailable: {exc}"))
 
 
 def require_store():
-    """The connection, or a friendly start-here message (and stop) for a missing or empty store."""
-    con = connection()
-    if con is None or not views.is_layerscope_store(con):
-        st.info(
-            f"No LayerScope store at `{store_path()}` yet. Start with the demo:\n\n"
-            "```bash\nlayerscope demo\n```\n\nor embed your own data:\n\n"
-            "```bash\nlayerscope precompute --store data/my.duckdb --manifest my.jsonl --dataset mine "
-            "--model MCG-NJU/videomae-base\nlayerscope analyze --store data/my.duckdb\n"
-            "layerscope dashboard --store data/my.duckdb\n```")
+    """The store path, or a friendly start-here message (and stop) for a missing or empty store."""
+    path = store_path()
+    if not os.path.exists(path) or not view("is_layerscope_store"):
+        st.info(f"No LayerScope store at {md_escape(path)} yet. Start with the demo (`layerscope demo`), or embed "
+                "your own data:")
+        st.code("layerscope demo\n\n"
+                "layerscope precompute --store data/my.duckdb --manifest my.jsonl --dataset mine "
+                "--model MCG-NJU/videomae-base\nlayerscope analyze --store data/my.duckdb\n"
+                "layerscope dashboard --store data/my.duckdb", language="bash")
         st.stop()
-    return con
+    return path
 
 
 def require_results(what: str, available: bool):
     if not available:
-        st.info(f"No {what} in this store yet. Compute them with:\n\n```bash\nlayerscope analyze --store "
-                f"{store_path()}\n```")
+        st.info(f"No {md_escape(what)} in this store yet. Compute them with `layerscope analyze`:")
+        st.code(f"layerscope analyze --store {store_path()}", language="bash")
         st.stop()
 
 
-def dataset_picker(con):
+def dataset_picker():
     ov = view("overview", store_path())
     if ov.get("empty"):
         require_results("runs", False)
@@ -120,15 +157,14 @@ def dataset_picker(con):
 
 def render_sidebar(path: str):
     st.sidebar.markdown("### LayerScope")
-    st.sidebar.caption(f"Store: `{path}`")
+    st.sidebar.caption(f"Store: {md_escape(path)}")
 
 
 def reproducibility(run_ids, params: dict | None = None):
     """The sidebar panel: revisions, sizes, code versions and parameters behind the current view."""
-    con = connection()
-    if con is None or not run_ids:
+    if not run_ids:
         return
-    prov = views.provenance(con, tuple(run_ids))
+    prov = view("provenance", tuple(run_ids))
     with st.sidebar.expander("Reproducibility", expanded=False):
         if "runs" in prov:
             st.dataframe(prov["runs"], hide_index=True, width="stretch")

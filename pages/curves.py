@@ -2,13 +2,14 @@ import altair as alt
 import streamlit as st
 
 from analysis import views
+from analysis.views import md_escape
 from pages._shared import dataset_picker, download_chart, download_data, require_results, require_store, view
 
 st.title("Layer curves")
 st.caption("Per-layer metrics on relative depth (0 = embeddings, 1 = last layer); dots mark the layer each "
            "metric recommends.")
-con = require_store()
-dataset = dataset_picker(con)
+require_store()
+dataset = dataset_picker()
 prof = view("profiles_long", dataset)
 choices = view("layer_choices", dataset)
 require_results("per-layer profiles", len(prof) > 0)
@@ -46,9 +47,9 @@ if "flagged" in data:
 chart = alt.layer(*layers).properties(height=380)
 st.altair_chart(chart, width="stretch", key="curves_chart")
 if "flagged" in data and data["flagged"].any():
-    st.caption("Ringed points and missing values: " + "; ".join(
-        f"{r.model} layer {r.layer}: {r.note}" for r in data[data["flagged"]].itertuples()))
-st.caption(views.metric_direction(metric) if metric in views.REGISTRY else "higher is better (row maximum of the "
+    st.caption("Ringed points and missing values: " + md_escape("; ".join(
+        f"{r.model} layer {r.layer}: {r.note}" for r in data[data["flagged"]].itertuples())))
+st.caption(md_escape(views.metric_direction(metric)) if metric in views.REGISTRY else "higher is better (row maximum of the "
            "mutual k-NN grid: each layer's best alignment with the reference)")
 download_data(data, f"curves_{metric}")
 download_chart(chart, f"curves_{metric}")
@@ -68,6 +69,6 @@ if rows:
     for model, p in choices.items():
         a = p["agreement"]
         if model in chosen:
-            st.markdown(f"- **{labels.get(model, model)}**: layer {a['modal_layer']} is picked by "
+            st.markdown(f"- **{md_escape(labels.get(model, model))}**: layer {a['modal_layer']} is picked by "
                         f"{a['share_agreeing']:.0%} of {a['n_metrics']} metrics; picks spread over "
                         f"{a['depth_spread']:.2f} of the depth.")

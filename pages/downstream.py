@@ -1,15 +1,15 @@
 import altair as alt
 import streamlit as st
 
-from analysis.views import downstream_view, scatter_frame
+from analysis.views import downstream_view, md_escape, scatter_frame
 from pages._shared import (dataset_picker, download_data, require_store, store_path, view)
 
 st.title("Downstream correlation")
 st.caption("Does a label-free score predict your downstream results? Pearson R (with p and a bootstrap "
            "interval over models) and Spearman ρ; lower-is-better tasks are sign-flipped so R > 0 means "
            "'higher score, better result'.")
-con = require_store()
-dataset = dataset_picker(con)
+require_store()
+dataset = dataset_picker()
 
 with st.expander("Import downstream results (CSV: model, task, metric, value, higher_is_better)"):
     upload = st.file_uploader("results.csv", type=["csv"], key="downstream_csv")
@@ -21,23 +21,24 @@ with st.expander("Import downstream results (CSV: model, task, metric, value, hi
 
         with tempfile.NamedTemporaryFile(suffix=".csv", delete=False) as fh:
             fh.write(upload.getvalue())
-        st.cache_resource.clear()  # the read-only connection must let go before writing
-        st.cache_data.clear()
+        st.cache_data.clear()  # no connection is held between reads: the import can write now
         with st.status("Importing and correlating...", expanded=True) as status:
             try:
                 n = import_downstream(store_path(), fh.name)
-                st.write(f"{n} results imported")
-                analyze_store(store_path(), log=st.write)  # the store's own settings
+                st.text(f"{n} results imported")
+                analyze_store(store_path(), log=st.text)  # the store's own settings; log lines name models: plain text
                 status.update(label="Done", state="complete")
             except ValueError as exc:
                 status.update(label="Import refused", state="error")
-                st.error(str(exc))
+                st.error(md_escape(exc))
         st.rerun()
 
 payload = view("study", "downstream", dataset)
 if payload is None:
-    st.info(f"No downstream results in this store yet. Import a CSV above, or run\n\n```bash\nlayerscope downstream "
-            f"import results.csv --store {store_path()}\nlayerscope analyze --store {store_path()}\n```")
+    st.info("No downstream results in this store yet. Import a CSV above, or run `layerscope downstream import` "
+            "and `layerscope analyze`:")
+    st.code(f"layerscope downstream import results.csv --store {store_path()}\n"
+            f"layerscope analyze --store {store_path()}", language="bash")
     st.stop()
 dv = downstream_view(payload)
 st.subheader("Across tasks")
@@ -59,7 +60,7 @@ if ok:
                 f"{row['r_ci'][1]:.2f}) · ρ = **{row['spearman_rho']:.3f}** (p = {row['spearman_p']:.3g}) · "
                 f"n = {row['n']} models")
     direction = "higher is better" if row.get("higher_is_better", True) else "lower is better"
-    st.caption(f"R is signed as computed. {row['task']} ({row['task_metric']}): {direction}, so a "
+    st.caption(f"R is signed as computed. {md_escape(row['task'])} ({md_escape(row['task_metric'])}): {direction}, so a "
                f"{'positive' if row.get('higher_is_better', True) else 'negative'} R means a higher score goes with "
                f"better results; here it goes with {'better' if row.get('better') else 'worse'} results.")
 if len(dv["curves"]):

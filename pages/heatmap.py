@@ -6,8 +6,8 @@ from pages._shared import (dataset_picker, download_chart, download_data, pick, 
                            require_store, view)
 
 st.title("Layer × layer heatmap")
-con = require_store()
-dataset = dataset_picker(con)
+require_store()
+dataset = dataset_picker()
 index = view("grid_index")
 index = index[index["dataset"] == dataset]
 require_results("layer grids", len(index) > 0)
@@ -31,9 +31,10 @@ if sub["pair_kind"].iloc[0] == "vision_text":
 g = view("grid_by_id", sub["result_id"].iloc[0])
 df = views.grid_long(g)
 
-st.caption(f"{views.metric_direction(metric)} · {views.best_cell_text(g, model_a, model_b)}")
+st.caption(f"{views.metric_direction(metric)} · {views.md_escape(views.best_cell_text(g, model_a, model_b))}")
 if g.get("best_a") is None:
-    st.warning(f"No layer pair can be called best here: {(g.get('flags') or {}).get('best', 'no cell was scored')}. "
+    st.warning("No layer pair can be called best here: "
+               f"{views.md_escape((g.get('flags') or {}).get('best', 'no cell was scored'))}. "
                "The cells are shown as computed; degenerate ones are crossed out, undefined ones grey.")
 cell = alt.selection_point(name="cell", fields=["layer_a", "layer_b"], on="click")
 base = alt.Chart(df).encode(
@@ -62,10 +63,10 @@ la = c1.selectbox("Selected layer of A", list(range(shape[0])), index=start[0], 
 lb = c2.selectbox("Selected layer of B", list(range(shape[1])), index=start[1], key="sel_lb")
 st.query_params["la"], st.query_params["lb"] = str(la), str(lb)
 st.session_state["selected_layers"] = {"model_a": model_a, "model_b": model_b, "layer_a": la, "layer_b": lb}
-st.metric(f"{metric} at layers ({la}, {lb})", views.fmt_number(g["grid"][la, lb], 4))
+st.metric(f"{views.md_escape(metric)} at layers ({la}, {lb})", views.fmt_number(g["grid"][la, lb], 4))
 note = df[(df["layer_a"] == la) & (df["layer_b"] == lb)]["note"].iloc[0]
 if note:
-    st.caption(f"This cell: {note}")
+    st.caption(f"This cell: {views.md_escape(note)}")
 download_data(df, f"grid_{model_a}_{model_b}_{metric}")
 download_chart(chart, f"heatmap_{metric}")
 reproducibility([g["run_a"], g["run_b"]], {"metric": metric, **g["params"], "n_boot": g["n_boot"]})

@@ -7,8 +7,8 @@ from pages._shared import dataset_picker, download_chart, download_data, require
 st.title("Model map")
 st.caption("Best-layer mutual k-NN between every two models, clustered (average linkage on 1 − similarity), "
            "and a 2-D map (classical MDS of the same distances).")
-con = require_store()
-dataset = dataset_picker(con)
+require_store()
+dataset = dataset_picker()
 payload = view("study", "model_map", dataset)
 require_results("model map", payload is not None)
 

@@ -1,14 +1,15 @@
 import streamlit as st
 
-from pages._shared import download_data, require_store, store_path, view
+from analysis.views import md_escape
+from pages._shared import download_data, report_files, require_store, store_path, view
 
 st.title("LayerScope")
 st.caption("How every layer of your encoders represents the same data — without labels.")
-con = require_store()
+require_store()
 ov = view("overview", store_path())
 if ov.get("empty"):
-    st.info(f"The store `{store_path()}` holds no runs yet. Fill it with `layerscope precompute --store "
-            f"{store_path()} ...` or try `layerscope demo`.")
+    st.info(f"The store {md_escape(store_path())} holds no runs yet. Fill it with `layerscope precompute` "
+            "or try `layerscope demo`.")
     st.stop()
 
 c1, c2, c3 = st.columns(3)
@@ -30,7 +31,7 @@ download_data(ov["runs"], "runs")
 st.subheader("What is missing")
 if ov["missing"]:
     for m in ov["missing"]:
-        st.markdown(f"- {m['what']}")
+        st.markdown(f"- {md_escape(m['what'])}")
         st.code(m["command"], language="bash")
 else:
     st.success("Every run is done and analysed.")
@@ -38,7 +39,7 @@ else:
 st.subheader("Share")
 if st.toggle("Prepare the layer-selection report (HTML, JSON, Markdown)", key="prepare_report"):
     with st.spinner("Building the report..."):
-        files = view("report_files", store_path())
+        files = report_files()
     c1, c2, c3 = st.columns(3)
     c1.download_button("Report (HTML)", files["html"].encode(), file_name="layerscope-report.html", mime="text/html",
                        key="report_html")

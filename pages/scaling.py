@@ -1,14 +1,15 @@
 import altair as alt
 import streamlit as st
 
+from analysis.views import md_escape
 from pages._shared import (dataset_picker, download_chart, download_data, pick, require_results, require_store,
                            view)
 
 st.title("Test-time scaling")
 st.caption("Best-layer-pair alignment against the frames (n_f) and captions (n_c) given at test time, with the "
            "fitted law S∞ − (C_f·n_f^−α + C_c·n_c^−β).")
-con = require_store()
-dataset = dataset_picker(con)
+require_store()
+dataset = dataset_picker()
 subjects = view("scaling_subjects", dataset)
 require_results("scaling fits", len(subjects) > 0)
 
@@ -24,7 +25,7 @@ compare = st.sidebar.selectbox("Compare with", ["(none)"] + [s for s in subjects
 columns = st.columns(2) if compare != "(none)" else [st.container()]
 for col, subject in zip(columns, [left] + ([compare] if compare != "(none)" else [])):
     with col:
-        st.subheader(fmt(subject))
+        st.subheader(md_escape(fmt(subject)))
         sv = view("scaling_view", dataset, subject)
         pts = sv["points"]
         c1 = alt.Chart(pts).mark_point(filled=True, size=70).encode(
@@ -41,12 +42,13 @@ for col, subject in zip(columns, [left] + ([compare] if compare != "(none)" else
         chart = alt.vconcat(c1.properties(height=240), c2.properties(height=240))
         st.altair_chart(chart, width="stretch", key=f"scaling_{subject}")
         if sv.get("error"):
-            st.warning(sv["error"])
+            st.warning(md_escape(sv["error"]))
         for note in sv.get("notes", []):
-            st.warning(note)
+            st.warning(md_escape(note))
         if sv.get("fit"):
             if sv.get("status") and sv["status"] != "ok":
-                st.warning(f"The saturating law's parameters cannot be trusted here ({sv['status']}): {sv['reason']}")
+                st.warning(f"The saturating law's parameters cannot be trusted here ({sv['status']}): "
+                           f"{md_escape(sv['reason'])}")
             st.markdown(f"R² = **{sv['fit']['r2']:.3f}** in sample on {sv['fit']['n_points']} grid points; the "
                         f"curve drawn is the **{sv.get('drawn')}** form (lowest held-out error)")
             st.dataframe(sv["table"], hide_index=True, width="stretch")

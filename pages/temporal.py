@@ -1,14 +1,14 @@
 import altair as alt
 import streamlit as st
 
-from analysis.views import temporal_view
+from analysis.views import md_escape, temporal_view
 from pages._shared import dataset_picker, download_data, require_results, require_store, view
 
 st.title("Temporal probes")
 st.caption("Does a space encode the order of events? Test of Time alignment, what each space takes as its "
            "first neighbour, reorder negatives, and how far time reversal moves a video.")
-con = require_store()
-dataset = dataset_picker(con)
+require_store()
+dataset = dataset_picker()
 payload = view("study", "temporal", dataset)
 require_results("temporal probes for this dataset", payload is not None)
 
@@ -42,8 +42,8 @@ if len(tv["arrow"]):
         width="stretch", key="arrow_chart")
     undefined = tv["arrow"][tv["arrow"]["arrow_of_time"].isna()]
     if len(undefined):
-        st.caption(f"{len(undefined)} layer(s) have no arrow-of-time value (not drawn): "
-                   + "; ".join(f"{r.model} layer {r.layer}: {r.note or 'undefined'}" for r in undefined.itertuples()))
+        st.caption(f"{len(undefined)} layer(s) have no arrow-of-time value (not drawn): " + md_escape(
+            "; ".join(f"{r.model} layer {r.layer}: {r.note or 'undefined'}" for r in undefined.itertuples())))
     download_data(tv["arrow"], "arrow_of_time")
 for note in tv["notes"]:
-    st.caption(note)
+    st.caption(md_escape(note))

@@ -78,6 +78,20 @@ def _int_list(text: str) -> list[int]:
     return sorted(set(values))
 
 
+def _count(minimum: int):
+    """argparse type: an integer >= minimum (``--bootstrap -5`` is refused, 0 means off)."""
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"expected an integer >= {minimum}, got {value}")
+        return value
+    parse.__name__ = "integer"
+    return parse
+
+
 def cmd_precompute(args) -> int:
     from .manifest import load_manifest
     from .runner import run_precompute
@@ -217,21 +231,22 @@ def cmd_downstream(args) -> int:
 def _register_analyze(sub):
     p = sub.add_parser("analyze", help="grids, scaling laws, model map, downstream, temporal probes, layer choice")
     p.add_argument("--store", required=True)
-    p.add_argument("--k", type=int, help="neighbours for k-NN metrics (default: the store's last setting, else 10)")
+    p.add_argument("--k", type=_count(1), help="neighbours for k-NN metrics (default: the store's last setting, "
+                   "else 10)")
     p.add_argument("--metric", action="append", help="pairwise metric for grids (repeatable; default: the store's "
                    "last setting, else mutual_knn, cka, cknna)")
     p.add_argument("--reference", action="append", help="reference model(s) for downstream scores "
                    "(default: every text model)")
-    p.add_argument("--bootstrap", type=int, help="bootstrap resamples for intervals (0: none; default: the "
+    p.add_argument("--bootstrap", type=_count(0), help="bootstrap resamples for intervals (0: none; default: the "
                    "store's last setting, else 200)")
     p.add_argument("--clamp", choices=("off", "platonic", "feature"), help="outlier clamp before every metric: "
                    "platonic-rep's one threshold over the whole stack (q=0.95), per feature, or off (default: the "
                    "store's last setting, else off)")
-    p.add_argument("--reorder-k", type=int, help="k of the reorder (VideoComp) probe (default 5, the paper's)")
+    p.add_argument("--reorder-k", type=_count(1), help="k of the reorder (VideoComp) probe (default 5, the paper's)")
     p.add_argument("--downstream-setting", choices=("paper", "largest"), help="runs correlated with downstream "
                    "results: paper = one caption and each model's standard frame count (default); largest = "
                    "the largest budgets")
-    p.add_argument("--jobs", type=int, default=None, help="worker processes (default: all cores)")
+    p.add_argument("--jobs", type=_count(1), default=None, help="worker processes (default: all cores)")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
     p.add_argument("--dataset", action="append", help="only these datasets")
     p.set_defaults(func=cmd_analyze)
@@ -248,9 +263,15 @@ def cmd_dashboard(args) -> int:
 
     from .dashboard import launch
 
+    from analysis.store import read_store
+    from analysis.views import is_layerscope_store
+
+    if not 1 <= args.port <= 65535:
+        raise UserError(f"--port {args.port} is not a TCP port (1..65535)")
     if not os.path.exists(args.store):
         raise UserError(f"store {args.store} does not exist; create it with `layerscope demo` or "
                         "`layerscope precompute`")
+    read_store(args.store, is_layerscope_store)  # a damaged or foreign file is refused here, in one line
     return launch(args.store, port=args.port, address=args.address)
 
 
@@ -262,14 +283,69 @@ def _register_dashboard(sub):
     p.set_defaults(func=cmd_dashboard)
 
 
+def report_outputs(store, out) -> dict:
+    """The files ``layerscope report --out OUT`` writes: ``{"html": OUT, "json": OUT.json, "md": OUT.md}``.
+
+    Raises UserError for an OUT that is a directory, is the store, or makes two outputs the same
+    file (``--out x.json`` would overwrite the HTML with the JSON): nothing is written then.
+    """
+    from pathlib import Path
+
+    raw, out = str(out), Path(out)
+    if out.is_dir() or raw.endswith(("/", "\\")):
+        raise UserError(f"--out {out} is a directory; pass a file such as {out / 'report.html'}")
+    files = {"html": out, "json": out.with_suffix(".json"), "md": out.with_suffix(".md")}
+    if len({f.resolve() for f in files.values()}) < 3:
+        raise UserError(f"--out {out} would write the HTML, JSON and Markdown reports over each other; "
+                        f"pass an .html name such as {out.with_suffix('.html')}")
+    store = Path(store).resolve()
+    for kind, f in files.items():
+        if f.resolve() == store or (f.exists() and store.exists() and f.samefile(store)):
+            raise UserError(f"--out {out} would overwrite the store {store} with the {kind} report; "
+                            "pass another --out")
+        if f.is_dir():
+            raise UserError(f"the {kind} report {f} is a directory; pass another --out")
+        if f.exists() and _is_duckdb_file(f):
+            raise UserError(f"--out {out} would overwrite the DuckDB database {f} with the {kind} report; "
+                            "pass another --out")
+    return files
+
+
+def _is_duckdb_file(path) -> bool:
+    from analysis.store import DUCKDB_MAGIC
+
+    try:
+        with open(path, "rb") as fh:
+            return fh.read(12)[8:12] == DUCKDB_MAGIC
+    except OSError:
+        return False
+
+
+def write_atomic(path, text: str) -> None:
+    """Write ``text`` to a temporary file beside ``path``, then rename it over ``path``: a reader or a
+    crash sees the old file or the new one, never half of one."""
+    import os
+    import tempfile
+
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
 def cmd_report(args) -> int:
     import shlex
-    from pathlib import Path
 
     from analysis.report import build_report, render_html, render_markdown, to_json
     from analysis.store import connect
 
-    out = Path(args.out)
+    files = report_outputs(args.store, args.out)
+    out = files["html"]
     cmd = "layerscope report " + " ".join(shlex.quote(a) for a in sys.argv[2:]) if sys.argv[1:2] == ["report"] \
         else f"layerscope report --store {shlex.quote(args.store)} --out {shlex.quote(str(out))}"
     con = connect(args.store, read_only=True)
@@ -278,11 +354,11 @@ def cmd_report(args) -> int:
                               datasets=args.dataset, command=cmd)
     finally:
         con.close()
+    texts = {"html": render_html(report), "json": to_json(report), "md": render_markdown(report)}
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(render_html(report), encoding="utf-8")
-    out.with_suffix(".json").write_text(to_json(report), encoding="utf-8")
-    out.with_suffix(".md").write_text(render_markdown(report), encoding="utf-8")
-    print(f"report: {out} (+ {out.with_suffix('.json').name}, {out.with_suffix('.md').name})")
+    for kind, path in files.items():
+        write_atomic(path, texts[kind])
+    print(f"report: {out} (+ {files['json'].name}, {files['md'].name})")
     return 0
 
 
@@ -344,8 +420,27 @@ def main(argv: list[str] | None = None) -> int:
     # every input problem (manifest, model, store, video, analysis) is a ValueError subclass that
     # names the thing at fault: one line, no traceback
     except (UserError, ValueError) as exc:
-        print(f"layerscope {args.command}: error: {exc}", file=sys.stderr)
+        print(f"layerscope {args.command}: error: {_one_line(exc)}", file=sys.stderr)
         return 2
+    except Exception as exc:  # a damaged store read mid-query, a full disk at commit, ...
+        if not _is_store_failure(exc):
+            raise
+        from analysis.store import store_error
+
+        print(f"layerscope {args.command}: error: {_one_line(store_error(getattr(args, 'store', '?'), exc))}",
+              file=sys.stderr)
+        return 2
+
+
+def _one_line(exc) -> str:
+    """The message on one line (a validation error listing several problems keeps its lines)."""
+    text = str(exc)
+    return text if isinstance(exc, ValueError) and "problem(s)" in text else " ".join(text.split())
+
+
+def _is_store_failure(exc) -> bool:
+    """DuckDB errors and OS errors (disk full, permissions) are about the store or a file: one line."""
+    return isinstance(exc, OSError) or type(exc).__module__.split(".")[0] in ("duckdb", "_duckdb")
 
 
 class UserError(Exception):

@@ -3,8 +3,14 @@
 Each shard store holds runs whose identity carries ``shard: "I/N"``. Merging copies datasets,
 items and models (refusing conflicts), then, for every group of shard runs that differ only in
 their shard, and once all N shards are done, writes one full run (the id an unsharded run would
-have) with every row in place. Unsharded runs are copied as they are. Nothing in the target is
-overwritten: a run already done there is skipped.
+have) with every row in place and the shards' notes (short videos, fewer captions, ...) joined.
+Unsharded runs are copied as they are. Nothing in the target is overwritten: a run already done
+there is skipped.
+
+Crash safety: every step is one transaction (a source's datasets, items and models; each full
+run), so a process killed at any point leaves each step wholly in or wholly out, and a rerun
+finishes the job. A dataset whose items are short in the target (a store merged by an older
+LayerScope that was killed mid-copy) is repaired from the source.
 """
 
 from __future__ import annotations
@@ -12,7 +18,7 @@ from __future__ import annotations
 import json
 from collections import defaultdict
 
-import duckdb
+from pathlib import Path
 
 from analysis.results import rows
 from analysis.schema import create_all, embedding_table, embedding_writer_settings, ensure_embedding_table
@@ -22,6 +28,17 @@ from .writer import insert_arrow, run_id_for
 
 
 def merge_stores(target, sources, *, log=print) -> dict:
+    """Merge ``sources`` into ``target``; returns ``{"runs_merged", "runs_copied", "runs_skipped", "incomplete"}``.
+
+    Raises:
+        StoreError: a source is the target, is missing or damaged, or conflicts with the target
+            (dataset with other items, model name used for another model). Steps committed before
+            the conflict stay (each is whole); nothing is half-written.
+    """
+    sources = [str(s) for s in sources]
+    _refuse_self_merge(target, sources)
+    for src in sources:  # every source opens (exists, is a store, right version) before the target is touched
+        connect(src, read_only=True).close()
     con = connect(target, read_only=False)
     summary = {"runs_merged": 0, "runs_copied": 0, "runs_skipped": 0, "incomplete": []}
     try:
@@ -31,7 +48,7 @@ def merge_stores(target, sources, *, log=print) -> dict:
         for src in sources:
             s = connect(src, read_only=True)
             try:
-                _copy_meta(con, s, src)
+                _copy_meta(con, s, src, log)
                 for run in rows(s, "SELECT * FROM runs WHERE status = 'done'"):
                     ident = json.loads(run["config"])
                     shard = ident.get("shard")
@@ -44,7 +61,7 @@ def merge_stores(target, sources, *, log=print) -> dict:
                         i, n = 0, 1
                     else:
                         i, n = (int(x) for x in shard.split("/"))
-                    groups[full_id][i] = (str(src), run, n, base)
+                    groups[full_id][i] = (src, run, n, base)
             finally:
                 s.close()
         for full_id, parts in groups.items():
@@ -64,44 +81,86 @@ def merge_stores(target, sources, *, log=print) -> dict:
         con.close()
 
 
-def _copy_meta(con, s, src):
-    for ds in rows(s, "SELECT * FROM datasets"):
-        have = rows(con, "SELECT manifest_sha FROM datasets WHERE dataset = ?", [ds["dataset"]])
-        if have and have[0]["manifest_sha"] != ds["manifest_sha"]:
-            raise StoreError(f"{src}: dataset {ds['dataset']!r} differs from the target's (other manifest); "
-                             "nothing was merged from it")
-        if not have:
-            con.execute("INSERT INTO datasets SELECT * FROM (SELECT ? AS dataset, ? AS manifest, ? AS manifest_sha, "
-                        "? AS n_items, ? AS created)", [ds["dataset"], ds["manifest"], ds["manifest_sha"],
-                                                          ds["n_items"], ds["created"]])
-            for it in rows(s, "SELECT * FROM items WHERE dataset = ?", [ds["dataset"]]):
-                con.execute("INSERT INTO items VALUES (?, ?, ?, ?, ?, ?, ?)",
-                            [it["dataset"], it["idx"], it["item_id"], it["video"], it["captions"], it["negatives"],
-                             it["metadata"]])
-    for m in rows(s, "SELECT * FROM models"):
-        have = rows(con, "SELECT source, revision FROM models WHERE model = ?", [m["model"]])
-        if have and (have[0]["source"], have[0]["revision"]) != (m["source"], m["revision"]):
-            raise StoreError(f"{src}: model name {m['model']!r} is used in the target for another model")
-        if not have:
-            cols = list(m)
-            con.execute(f"INSERT INTO models ({', '.join(cols)}) VALUES ({', '.join('?' * len(cols))})",
-                        [m[c] for c in cols])
+def _refuse_self_merge(target, sources):
+    t = Path(target).resolve()
+    for src in sources:
+        p = Path(src)
+        if p.resolve() == t or (p.exists() and t.exists() and p.samefile(t)):
+            raise StoreError(f"source {src} is the target store {target}: a store cannot be merged into itself; "
+                             "pass another --store")
+
+
+def _copy_meta(con, s, src, log):
+    """Datasets with their items, and models, of one source: one transaction."""
+    con.execute("BEGIN")
+    try:
+        for ds in rows(s, "SELECT * FROM datasets"):
+            name = ds["dataset"]
+            have = rows(con, "SELECT manifest_sha FROM datasets WHERE dataset = ?", [name])
+            if have and have[0]["manifest_sha"] != ds["manifest_sha"]:
+                raise StoreError(f"{src}: dataset {name!r} differs from the target's (other manifest); "
+                                 "nothing was merged from it")
+            n_src = rows(s, "SELECT count(*) AS n FROM items WHERE dataset = ?", [name])[0]["n"]
+            n_have = rows(con, "SELECT count(*) AS n FROM items WHERE dataset = ?", [name])[0]["n"]
+            if have and n_have == n_src:
+                continue
+            if have:  # left short by a merge killed mid-copy (before merges were transactional)
+                log(f"note: dataset {name!r} had {n_have} of {n_src} items in the target; copying them again")
+                con.execute("DELETE FROM items WHERE dataset = ?", [name])
+            else:
+                con.execute("INSERT INTO datasets (dataset, manifest, manifest_sha, n_items, created) "
+                            "VALUES (?, ?, ?, ?, ?)",
+                            [name, ds["manifest"], ds["manifest_sha"], ds["n_items"], ds["created"]])
+            items = s.sql("SELECT dataset, idx, item_id, video, captions, negatives, metadata::VARCHAR AS metadata "
+                          "FROM items WHERE dataset = $d", params={"d": name}).to_arrow_table()
+            insert_arrow(con, "items", items, "dataset, idx, item_id, video, captions, negatives, metadata::JSON")
+        for m in rows(s, "SELECT * FROM models"):
+            have = rows(con, "SELECT source, revision FROM models WHERE model = ?", [m["model"]])
+            if have and (have[0]["source"], have[0]["revision"]) != (m["source"], m["revision"]):
+                raise StoreError(f"{src}: model name {m['model']!r} is used in the target for another model")
+            if not have:
+                cols = list(m)
+                con.execute(f"INSERT INTO models ({', '.join(cols)}) VALUES ({', '.join('?' * len(cols))})",
+                            [m[c] for c in cols])
+        con.execute("COMMIT")
+    except BaseException:
+        con.execute("ROLLBACK")
+        raise
+
+
+def merged_notes(configs) -> dict:
+    """The shards' notes joined: ``{kind: {item_id: note}}`` from every shard's run config."""
+    out: dict = {}
+    for cfg in configs:
+        for kind, entries in (cfg.get("notes") or {}).items():
+            if isinstance(entries, dict):
+                out.setdefault(kind, {}).update(entries)
+            else:
+                out[kind] = entries
+    return out
 
 
 def _write_full_run(con, full_id, parts):
+    """One full run from its shards (or one unsharded run), in one transaction; a non-done run of the
+    same id in the target (an interrupted precompute) is replaced, as it would compute the same rows."""
     first_run = parts[0][1]
     n_items = sum(p[1]["n_items"] for p in parts)
     config = dict(parts[0][3], merged_from=[f"{p[0]}:{p[1]['run_id']}" for p in parts])
+    notes = merged_notes(json.loads(p[1]["config"]) for p in parts)
+    if notes:
+        config["notes"] = notes
     target = ensure_embedding_table(con, first_run["dim"])
     con.execute("BEGIN")
     try:
+        con.execute("DELETE FROM runs WHERE run_id = ?", [full_id])  # only a non-done one can be here
+        con.execute(f"DELETE FROM {target} WHERE run_id = ?", [full_id])
         row = dict(first_run, run_id=full_id, n_items=n_items, n_done=n_items, status="done",
                    config=json.dumps(config))
         cols = list(row)
         con.execute(f"INSERT INTO runs ({', '.join(cols)}) VALUES ({', '.join('?' * len(cols))})",
                     [row[c] for c in cols])
         for src, run, _, _ in parts:
-            s = duckdb.connect(src, read_only=True)
+            s = connect(src, read_only=True)
             try:
                 table = s.sql(f"SELECT layer, idx, vec FROM {embedding_table(run['dim'])} WHERE run_id = $r",
                               params={"r": run["run_id"]}).to_arrow_table()
@@ -109,6 +168,6 @@ def _write_full_run(con, full_id, parts):
                 s.close()
             insert_arrow(con, target, table, "?, layer, idx, vec", [full_id])
         con.execute("COMMIT")
-    except Exception:
+    except BaseException:
         con.execute("ROLLBACK")
         raise

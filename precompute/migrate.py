@@ -11,8 +11,8 @@ from __future__ import annotations
 import numpy as np
 
 from analysis.schema import (MIGRATABLE, SCHEMA_VERSION, SchemaError, add_missing_columns, create_all,
-                             embedding_writer_settings, ensure_embedding_table, stored_version)
-from analysis.store import connect
+                             embedding_writer_settings, ensure_embedding_table)
+from analysis.store import connect, schema_version
 
 from .writer import embedding_rows, insert_arrow
 
@@ -24,19 +24,23 @@ def migrate_store(path, *, log=print) -> dict:
         SchemaError: the store is of a version this code cannot upgrade (or newer than it).
         StoreError: the store is missing or in use.
     """
-    con = connect(path, read_only=True, check_schema=False)  # fails clearly when missing
-    con.close()
+    con = connect(path, read_only=True, check_schema=False)  # fails clearly when missing or damaged
+    try:  # decided read-only: a current store needs no write access (it may be on read-only media)
+        version = schema_version(con, path)
+    finally:
+        con.close()
+    if version is None:
+        raise SchemaError(f"{path} is not a LayerScope store (no schema version); nothing to migrate")
+    if version == SCHEMA_VERSION:
+        log(f"{path} is already at schema version {SCHEMA_VERSION}; nothing to do")
+        return {"from": version, "to": version, "runs": 0, "vectors": 0}
+    if version not in MIGRATABLE:
+        raise SchemaError(f"{path} has schema version {version}; this LayerScope upgrades versions "
+                          f"{', '.join(map(str, MIGRATABLE))} to {SCHEMA_VERSION}. Nothing was changed.")
     con = connect(path, read_only=False, check_schema=False)
     try:
-        version = stored_version(con)
-        if version is None:
-            raise SchemaError(f"{path} is not a LayerScope store (no schema version); nothing to migrate")
-        if version == SCHEMA_VERSION:
-            log(f"{path} is already at schema version {SCHEMA_VERSION}; nothing to do")
-            return {"from": version, "to": version, "runs": 0, "vectors": 0}
-        if version not in MIGRATABLE:
-            raise SchemaError(f"{path} has schema version {version}; this LayerScope upgrades versions "
-                              f"{', '.join(map(str, MIGRATABLE))} to {SCHEMA_VERSION}. Nothing was changed.")
+        if schema_version(con, path) != version:
+            raise SchemaError(f"{path} changed while it was being opened; run `layerscope migrate` again")
         runs = con.execute("SELECT run_id, dim FROM runs ORDER BY run_id").fetchall()
         embedding_writer_settings(con)
         con.execute("BEGIN")

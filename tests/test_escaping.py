@@ -1,0 +1,119 @@
+"""User strings stay text: hostile model, dataset, item and caption names, and URL parameters, in
+report.md and in every dashboard element that renders Markdown. Checked by rendering with an
+independent CommonMark library (markdown-it-py): no image, link, script or raw HTML may come out."""
+
+import html
+from pathlib import Path
+
+import pytest
+from markdown_it import MarkdownIt
+from streamlit.testing.v1 import AppTest
+
+from precompute.cli import main
+from tests.stores import write_store
+
+APP = str(Path(__file__).resolve().parents[1] / "app.py")
+PAGES = ["overview", "heatmap", "curves", "scaling", "model_map", "downstream", "temporal", "neighbours"]
+
+SCRIPT = "<script>window.pwned=1</script>"
+IMAGE = "![x](http://h.invalid/x.png)"
+JSLINK = "[a](javascript:alert(1))"
+NAMES = {"vis": SCRIPT, "txt": IMAGE}
+DATASET = JSLINK
+ITEM = "<img src=x onerror=alert(1)>"
+CAPTION = "**b** ![c](http://h.invalid/c.png) <b>raw</b> [l](javascript:alert(2)) $x$ :red[y]"
+HOSTILE = [SCRIPT, IMAGE, JSLINK, ITEM, CAPTION, "<http://h.invalid/auto>", "&lt;b&gt;", "`code`", "- list",
+           "1. item", "# heading", "a | b", "line\n\n![y](http://h.invalid/y.png)", "~~s~~ _e_ *f* \\*"]
+
+
+def render(md: str) -> str:
+    return MarkdownIt("commonmark").enable(["table", "strikethrough"]).render(md)
+
+
+#: what a user string must never become: an image (fetched on view), a link, a script, raw HTML
+#: (markdown-it writes text quotes as &quot;, so `src="` / `href="` only occur in real attributes)
+DANGEROUS = ("<img", "<script", "<a ", "<b>", 'src="', 'href="')
+#: and, for an escaped string on its own, any formatting at all
+FORMATTING = ("<code", "<em", "<strong", "<del", "<h1", "<ul", "<ol", "<table", "<blockquote")
+
+
+def assert_inert(md: str, strict: bool = False):
+    out = render(md)
+    for bad in DANGEROUS + (FORMATTING if strict else ()):
+        assert bad not in out, (bad, md, out)
+    return out
+
+
+@pytest.mark.parametrize("text", HOSTILE)
+def test_md_escape_keeps_every_character_as_text(text):
+    from analysis.views import md_escape
+
+    out = assert_inert(md_escape(text), strict=True)
+    # the rendered paragraph shows exactly the input (line breaks become spaces)
+    assert out == f"<p>{html.escape(' '.join(text.splitlines()).strip(), quote=True)}</p>\n"
+
+
+@pytest.fixture(scope="module")
+def hostile(tmp_path_factory):
+    store = tmp_path_factory.mktemp("hostile") / "h.duckdb"
+    write_store(store, n=16, names=NAMES, dataset=DATASET, item_prefix=ITEM, caption=CAPTION)
+    assert main(["analyze", "--store", str(store), "--k", "3", "--bootstrap", "0"]) == 0
+    return store
+
+
+def test_report_markdown_renders_names_and_captions_as_text(hostile, tmp_path):
+    out = tmp_path / "r.html"
+    assert main(["report", "--store", str(hostile), "--out", str(out)]) == 0
+    md = out.with_suffix(".md").read_text()
+    rendered = assert_inert(md)
+    assert html.escape(DATASET) in rendered  # shown, as text
+    assert html.escape(SCRIPT) in rendered and html.escape(IMAGE, quote=False) in rendered
+
+
+MARKDOWN_ELEMENTS = ("markdown", "caption", "info", "warning", "error", "success", "title", "header", "subheader")
+
+
+def markdown_sources(at) -> list[str]:
+    """Every string the page hands to Streamlit's Markdown renderer: bodies and widget/metric labels."""
+    out = []
+    for kind in MARKDOWN_ELEMENTS:
+        out += [e.value for e in at.get(kind)]
+    for kind in ("selectbox", "multiselect", "slider", "toggle", "metric", "button", "download_button"):
+        out += [w.label for w in at.get(kind)]
+    return out
+
+
+def run_page(store, monkeypatch, page, params=None):
+    monkeypatch.setenv("LAYERSCOPE_STORE", str(store))
+    at = AppTest.from_file(APP, default_timeout=120)
+    for k, v in (params or {}).items():
+        at.query_params[k] = v
+    at.run()
+    if page != "overview":
+        at.switch_page(f"pages/{page}.py")
+        at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    return at
+
+
+@pytest.mark.parametrize("page", PAGES)
+def test_dashboard_pages_render_hostile_names_as_text(hostile, monkeypatch, page):
+    at = run_page(hostile, monkeypatch, page)
+    sources = markdown_sources(at)
+    assert sources
+    for md in sources:
+        assert_inert(md)
+    if page == "neighbours":  # the item and its captions are shown, escaped
+        shown = " ".join(render(m) for m in sources)
+        assert html.escape(ITEM + "0", quote=True) in shown
+
+
+@pytest.mark.parametrize("page", ["heatmap", "neighbours"])
+@pytest.mark.parametrize("value", [IMAGE, JSLINK, SCRIPT, ":red[x] $y$"])
+def test_url_parameters_are_text_in_messages(hostile, monkeypatch, page, value):
+    params = {p: value for p in ("dataset", "a", "b", "metric", "nf", "nc", "pair", "item")}
+    at = run_page(hostile, monkeypatch, page, params)
+    for md in markdown_sources(at):
+        assert_inert(md)
+    if page != "overview":
+        assert any("unknown" in w.value for w in at.warning)  # refused, and said so
