@@ -263,3 +263,31 @@ def test_unsharded_run_copied_by_merge_keeps_its_notes(tmp_path):
     con = duckdb.connect(str(merged), read_only=True)
     assert json.loads(con.execute("SELECT config FROM runs").fetchall()[0][0])["notes"] == notes
     con.close()
+
+
+def test_a_schema_3_store_is_refused_then_migrated_to_4_and_analysed(tmp_path, capsys):
+    from analysis.schema import SCHEMA_VERSION
+    from analysis.studies import analyze_store
+    from precompute.synthetic_store import write_sweep
+
+    store = tmp_path / "v3.duckdb"
+    write_sweep(store, video=["v"], text=["t"], frames=(1,), captions=(1,), n_items=24, n_layers=3, dim=8)
+    analyze_store(store, k=3, metrics=("mutual_knn",), n_boot=0, log=lambda m: None)
+    con = duckdb.connect(str(store))  # what a schema-3 store looks like: no flags columns
+    con.execute("ALTER TABLE result_grids DROP COLUMN flags")
+    con.execute("ALTER TABLE result_profiles DROP COLUMN flags")
+    con.execute("UPDATE meta SET value = '3' WHERE key = 'schema_version'")
+    grids_before = con.execute("SELECT result_id, grid_values FROM result_grids ORDER BY result_id").fetchall()
+    con.close()
+    assert main(["runs", "--store", str(store)]) == 2
+    assert "layerscope migrate" in capsys.readouterr().err
+    assert main(["migrate", "--store", str(store)]) == 0
+    con = duckdb.connect(str(store), read_only=True)
+    assert con.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchall() == [(str(SCHEMA_VERSION),)]
+    cols = {r[0] for r in con.execute("SELECT column_name FROM information_schema.columns "
+                                      "WHERE table_name = 'result_grids'").fetchall()}
+    assert "flags" in cols
+    assert con.execute("SELECT result_id, grid_values FROM result_grids ORDER BY result_id").fetchall() == grids_before
+    con.close()
+    out = analyze_store(store, log=lambda m: None)  # the cached results are reused as they are
+    assert out["computed"] == 0 and out["skipped"] > 0
