@@ -16,7 +16,7 @@ form the Gram blocks in float64 (``γ_d(u64) ≈ 8.5e-14``). Memory: one float64
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -26,6 +26,9 @@ from .base import PairKernel, gram_inner, gram_self
 
 KERNELS = ("linear", "rbf")
 
+
+#: Largest N whose whole kernel a prepared layer keeps (8 MB per layer at N = 1024, the papers' N).
+GRAM_CACHE_MAX_N = 1024
 
 #: Entries of one layer's Gram row block (8 MB): small enough that the per-layer blocks of a
 #: whole model stay in a reused buffer instead of N x N per layer.
@@ -64,6 +67,9 @@ class GramState:
     grand_mean: float = 0.0  # biased centring: mean of all entries of K
     total: float = 0.0  # debiased: sum of all entries of K~
     row_sum: np.ndarray | None = None  # debiased: K~ 1
+    # the whole HSIC kernel (N, N), kept after its first use when N <= GRAM_CACHE_MAX_N, so a
+    # layer scored against many partners (the study engine's grids) builds its Gram matrix once
+    cached: np.ndarray | None = field(default=None, repr=False)
 
     @property
     def n(self) -> int:
@@ -78,7 +84,22 @@ class GramState:
         return np.exp(-self.gamma * np.maximum(d, 0.0))
 
     def block_into(self, start: int, stop: int, out: np.ndarray) -> None:
-        """Write rows ``start:stop`` of the HSIC kernel into ``out`` ``(stop-start, N)``."""
+        """Write rows ``start:stop`` of the HSIC kernel into ``out`` ``(stop-start, N)``.
+
+        Small layers (N <= :data:`GRAM_CACHE_MAX_N`) build the whole kernel once, block by block
+        with the very same row steps, and copy from it afterwards: the same numbers, built once."""
+        if self.n <= GRAM_CACHE_MAX_N:
+            if self.cached is None:
+                full = np.empty((self.n, self.n))
+                step = gram_row_step(self.n)
+                for b0 in range(0, self.n, step):
+                    self._compute_into(b0, min(self.n, b0 + step), full[b0:min(self.n, b0 + step)])
+                self.cached = full
+            out[...] = self.cached[start:stop]
+            return
+        self._compute_into(start, stop, out)
+
+    def _compute_into(self, start: int, stop: int, out: np.ndarray) -> None:
         if self.kernel == "linear" and not self.debiased:
             # X is centred already, so these are rows of H K H with no cancellation
             np.matmul(self.X[start:stop], self.X.T, out=out)

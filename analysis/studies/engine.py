@@ -23,6 +23,7 @@ import numpy as np
 
 from ..degenerate import stack_status
 from ..grid import layer_profile, prepare_layers
+from ..metrics.kernel import GRAM_CACHE_MAX_N
 from ..preprocess import clamp as clamp_stack
 from ..registry import get_metric
 from ..store import StoreError, load_run
@@ -191,11 +192,12 @@ class Engine:
         """Split runs (rows of the ``runs`` table) into blocks whose prepared states fit half the
         state budget together, so a loop ``for block: for a in others: for b in block`` prepares
         each ``b`` once and each ``a`` once per block. Sizes are estimated from the runs table
-        without loading anything: a prepared layer holds at most a float64 copy of its (N, d) data
-        plus neighbour lists."""
+        without loading anything: a prepared layer holds at most a float64 copy of its (N, d) data,
+        its (N, N) kernel for CKA when N <= GRAM_CACHE_MAX_N, and neighbour lists."""
         out, block, used = [], [], 0
         for r in runs:
-            size = int(r["n_layers"]) * int(r["n_items"]) * (int(r["dim"]) * 8 + 64 * 8)
+            n = int(r["n_items"])
+            size = int(r["n_layers"]) * n * (int(r["dim"]) * 8 + 64 * 8 + (n * 8 if n <= GRAM_CACHE_MAX_N else 0))
             if block and used + size > self._states.budget // 2:
                 out.append(block)
                 block, used = [], 0
