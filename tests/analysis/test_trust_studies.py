@@ -148,3 +148,19 @@ def test_a_non_finite_run_stops_analyze_naming_the_run(tmp_path, latent, bad, ca
     assert main(["analyze", "--store", str(path), "--quiet", "--jobs", "1"]) == 2
     err = capsys.readouterr().err
     assert "broken-run" in err and "Traceback" not in err
+
+
+def test_analyze_with_defaults_on_a_tiny_dataset_skips_intervals_with_a_reason(tmp_path):
+    path = tmp_path / "s.duckdb"
+    z = np.random.default_rng(0).normal(size=(14, 6))
+    write_run(path, "v", _stack(1, latent=z), model="vid", modality="video", n_frames=1)
+    write_run(path, "t", _stack(2, latent=z), model="txt", modality="text", n_captions=1)
+    out = analyze_store(path, log=quiet)  # k=10, 200 resamples: a resample holds ~9 distinct items
+    assert out["computed_by_study"]["grids"] == 3  # mutual_knn, cka, cknna
+    for g in _grids(path):
+        assert g["best_a"] is not None
+        if g["metric"] in ("mutual_knn", "cknna"):
+            # neighbourhood metrics need k+1 distinct items: most resamples are skipped, and said so
+            assert "distinct" in g["flags"]["interval"]
+        if g["ci_low"] is not None:
+            assert g["ci_low"] <= g["best_value"] <= g["ci_high"]
