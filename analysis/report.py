@@ -220,11 +220,16 @@ def _heatmap_spec(h) -> dict:
     df = pd.DataFrame({"layer_a": a.ravel(), "layer_b": b.ravel(), "value": G.ravel()})
     df["best"] = (df["layer_a"] == h["best"][0]) & (df["layer_b"] == h["best"][1])
     df["value"] = df["value"].where(np.isfinite(df["value"]), None)
+    flags = h.get("flags") or {}
+    df["degenerate"] = (df["layer_a"].isin([int(i) for i in flags.get("degenerate_a") or {}])
+                        | df["layer_b"].isin([int(i) for i in flags.get("degenerate_b") or {}]))
     base = alt.Chart(df).encode(x=alt.X("layer_b:O", title=f"{h['model_b']} layer"),
                                 y=alt.Y("layer_a:O", title=f"{h['model_a']} layer", sort="descending"))
     chart = base.mark_rect().encode(color=alt.Color("value:Q", scale=alt.Scale(scheme="viridis")),
                                     tooltip=["layer_a", "layer_b", alt.Tooltip("value:Q", format=".4f")]) + \
-        base.transform_filter(alt.datum.best).mark_rect(fill=None, stroke="#e4572e", strokeWidth=3)
+        base.transform_filter(alt.datum.best).mark_rect(fill=None, stroke="#e4572e", strokeWidth=3) + \
+        base.transform_filter("!isValid(datum.value)").mark_rect(color="#c8c8c8") + \
+        base.transform_filter(alt.datum.degenerate).mark_text(text="×", color="#d62728", fontSize=12)
     return _spec(chart.properties(width=360, height=280))
 
 

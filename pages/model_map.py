@@ -1,7 +1,7 @@
 import altair as alt
 import streamlit as st
 
-from analysis.views import model_map_view
+from analysis.views import md_escape, model_map_view
 from pages._shared import dataset_picker, download_chart, download_data, require_results, require_store, view
 
 st.title("Model map")
@@ -24,5 +24,9 @@ labels = scatter.mark_text(dy=-14).encode(text="model:N")
 c1, c2 = st.columns(2)
 c1.altair_chart(heat, width="stretch", key="map_heat")
 c2.altair_chart((scatter + labels).properties(height=380), width="stretch", key="map_scatter")
+if payload.get("undefined_pairs"):
+    st.warning("No layer pair of these models could be scored (degenerate layers); they are placed as unrelated "
+               "(similarity 0) on the map: " + md_escape("; ".join(
+                   f"{' × '.join(p['models'])}: {p['reason']}" for p in payload["undefined_pairs"])))
 download_data(mv["cells"], "model_similarity")
 download_chart(heat, "model_map")
