@@ -3,16 +3,14 @@ report.md and in every dashboard element that renders Markdown. Checked by rende
 independent CommonMark library (markdown-it-py): no image, link, script or raw HTML may come out."""
 
 import html
-from pathlib import Path
 
 import pytest
 from markdown_it import MarkdownIt
-from streamlit.testing.v1 import AppTest
 
 from precompute.cli import main
+from tests.dashboard.test_app import app
 from tests.stores import write_store
 
-APP = str(Path(__file__).resolve().parents[1] / "app.py")
 PAGES = ["overview", "heatmap", "curves", "scaling", "model_map", "downstream", "temporal", "neighbours"]
 
 SCRIPT = "<script>window.pwned=1</script>"
@@ -83,22 +81,9 @@ def markdown_sources(at) -> list[str]:
     return out
 
 
-def run_page(store, monkeypatch, page, params=None):
-    monkeypatch.setenv("LAYERSCOPE_STORE", str(store))
-    at = AppTest.from_file(APP, default_timeout=120)
-    for k, v in (params or {}).items():
-        at.query_params[k] = v
-    at.run()
-    if page != "overview":
-        at.switch_page(f"pages/{page}.py")
-        at.run()
-    assert not at.exception, [e.value for e in at.exception]
-    return at
-
-
 @pytest.mark.parametrize("page", PAGES)
 def test_dashboard_pages_render_hostile_names_as_text(hostile, monkeypatch, page):
-    at = run_page(hostile, monkeypatch, page)
+    at = app(hostile, monkeypatch, page)
     sources = markdown_sources(at)
     assert sources
     for md in sources:
@@ -112,7 +97,7 @@ def test_dashboard_pages_render_hostile_names_as_text(hostile, monkeypatch, page
 @pytest.mark.parametrize("value", [IMAGE, JSLINK, SCRIPT, ":red[x] $y$"])
 def test_url_parameters_are_text_in_messages(hostile, monkeypatch, page, value):
     params = {p: value for p in ("dataset", "a", "b", "metric", "nf", "nc", "pair", "item")}
-    at = run_page(hostile, monkeypatch, page, params)
+    at = app(hostile, monkeypatch, page, params)
     for md in markdown_sources(at):
         assert_inert(md)
     if page != "overview":

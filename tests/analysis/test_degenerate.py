@@ -2,7 +2,6 @@
 
 import numpy as np
 import pytest
-from scipy import stats
 
 from analysis.degenerate import REL_TOL, duplicate_labels, flat_grid, layer_status, negligible, stack_status
 from analysis.grid import NoBestCell, best_cell

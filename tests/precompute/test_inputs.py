@@ -3,7 +3,6 @@ run, or one clear line that leaves the store as it was."""
 
 import json
 import shutil
-from pathlib import Path
 
 import av
 import duckdb
