@@ -10,7 +10,7 @@ import duckdb
 import numpy as np
 import pytest
 
-from analysis.schema import embedding_tables
+from analysis.schema import SCHEMA_VERSION, embedding_tables
 from analysis.store import StoreError, list_runs, load_embeddings
 from precompute.cli import main
 from precompute.manifest import load_manifest
@@ -340,7 +340,7 @@ def test_migrate_upgrades_a_version_2_store_without_losing_a_vector(tmp_path, da
     assert cli("runs", "--store", store) == 2
     assert "layerscope migrate --store" in capsys.readouterr().err
     assert cli("migrate", "--store", store) == 0
-    assert "schema 2 -> 3, 3 run(s)" in capsys.readouterr().out
+    assert f"schema 2 -> {SCHEMA_VERSION}, 3 run(s)" in capsys.readouterr().out
     for kw, expected in zip(sel, before):
         np.testing.assert_array_equal(load_embeddings(store, dataset="toy", **kw), expected)
     assert cli("migrate", "--store", store) == 0
