@@ -46,6 +46,8 @@ MLLM_TEXT_PROMPT = "{text}: Summarize above sentence in one word: "
 PROMPT_TEMPLATES = ("auto", "none")
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+#: Seed of every ``--random-init`` build (part of the revision, so the control is reproducible)
+RANDOM_SEED = 0
 
 
 class ModelError(ValueError):
@@ -173,8 +175,61 @@ def _classify(config, modality_override: str | None) -> tuple[str, str]:
     raise ModelError(
         f"unknown model type {mt!r}. LayerScope extracts video models ({', '.join(sorted(VIDEO_TYPES))}), "
         f"image models ({', '.join(sorted(IMAGE_TYPES))}), text models (any transformers text model with "
-        f"a tokenizer) and MLLMs ({', '.join(sorted(MLLM_TYPES))})."
+        f"a tokenizer) and MLLMs ({', '.join(sorted(MLLM_TYPES))}) from their hidden_states; any other "
+        "PyTorch encoder through hooks on its blocks: remote code with --trust-remote-code "
+        "(+ --modality video|image|text), a transformers model with --blocks PATH, timm models as "
+        "--model timm:NAME, open_clip models as --model open_clip:ARCH/PRETRAINED (`layerscope models` lists them)."
     )
+
+
+def _names_remote_code(folder: Path) -> bool:
+    try:
+        return bool(json.loads((folder / "config.json").read_text()).get("auto_map"))
+    except (OSError, ValueError, AttributeError):
+        return False
+
+
+def _known_type(mt: str) -> bool:
+    return mt in VIDEO_TYPES or mt in IMAGE_TYPES or mt in MLLM_TYPES or mt in ENCODER_DECODER_TEXT
+
+
+def _is_remote_type(config) -> bool:
+    """A config whose classes come from the model's own code (``auto_map``) and whose type
+    transformers does not know: extracted through hooks (VideoMAEv2, InternVideo, ...)."""
+    if not getattr(config, "auto_map", None) or _known_type(config.model_type):
+        return False
+    from transformers.models.auto.configuration_auto import CONFIG_MAPPING_NAMES
+
+    return config.model_type not in CONFIG_MAPPING_NAMES
+
+
+def _looks_like_video(config) -> bool:
+    inner = getattr(config, "model_config", None) or {}
+    keys = ("num_frames", "tubelet_size", "frames_per_clip")
+    return any(getattr(config, k, None) for k in keys) or (isinstance(inner, dict) and any(inner.get(k) for k in keys))
+
+
+def _classify_hooked(config, modality: str | None, spec: str) -> tuple[str, str | None]:
+    """Modality and pooling of a model on the hook path (pooling None: decided at load, ``cls``
+    when the model has a class token, else ``mean``)."""
+    mt = config.model_type
+    if _known_type(mt) or not _is_remote_type(config):
+        try:
+            got, pooling = _classify(config, modality)
+        except ModelError:
+            got, pooling = None, None
+        if got == "mllm":
+            raise ModelError(f"{spec}: --blocks does not apply to MLLMs (their layers come from the language model's hidden_states)")
+        if got:
+            return got, pooling
+    if modality is None:
+        if _looks_like_video(config):
+            return "video", None
+        raise ModelError(f"{spec}: model type {mt!r} runs through hooks on its blocks, but LayerScope cannot tell "
+                         "what it embeds; pass --modality video, image or text")
+    if modality not in ("video", "image", "text"):
+        raise ModelError(f"{spec}: --modality {modality} is not available on the hook path (video, image or text)")
+    return modality, ("mean" if modality == "text" else None)
 
 
 class Adapter:
@@ -184,7 +239,8 @@ class Adapter:
     frame_tower = False
 
     def __init__(self, spec: str, *, device="cpu", dtype="float32", trust_remote_code=False,
-                 modality: str | None = None, prompt_template: str = "auto"):
+                 modality: str | None = None, prompt_template: str = "auto", blocks: str | None = None,
+                 random_init: bool = False):
         from transformers import AutoConfig
 
         self.spec = spec
@@ -197,6 +253,8 @@ class Adapter:
             raise ModelError(f"--prompt-template must be one of {', '.join(PROMPT_TEMPLATES)}, got {prompt_template!r}")
         self.prompt_template = prompt_template
         self.trust = trust_remote_code
+        self.blocks_arg = blocks
+        self.random_init = bool(random_init)
         local = Path(spec)
         self.is_local = local.exists()
         self.source = str(local.resolve()) if self.is_local else spec
@@ -207,9 +265,17 @@ class Adapter:
                 " (no such local folder; as a hub id it needs the hub or a cached copy — "
                 "set HF_HUB_OFFLINE=1 to use the cache only)"
             )
+            if self.is_local and not trust_remote_code and _names_remote_code(local):
+                hint = " (its config.json names remote code in auto_map: pass --trust-remote-code to run it)"
             raise ModelError(f"cannot load a model config from {spec!r}{hint}: {exc}") from None
-        self.modality, self.pooling = _classify(self.config, modality)
-        if self.is_local and local.is_dir():
+        #: "hidden_states" (transformers' own outputs) or "hooks" (precompute.hooks on the block list)
+        self.extraction = "hidden_states"
+        if _is_remote_type(self.config) or blocks:
+            self.extraction = "hooks"
+            self.modality, self.pooling = _classify_hooked(self.config, modality, spec)
+        else:
+            self.modality, self.pooling = _classify(self.config, modality)
+        if self.is_local and local.is_dir() and not random_init:
             check_local_weights(local)  # before any run exists, not at load time mid-job
 
     # ---- loading -----------------------------------------------------------------
@@ -217,12 +283,29 @@ class Adapter:
         # transformers prefers model.safetensors over pickled .bin weights when both exist
         return {"trust_remote_code": self.trust, "dtype": self.dtype}
 
+    def _pretrained(self, cls):
+        """``cls.from_pretrained(source)``, or with ``--random-init`` ``cls.from_config`` under the
+        fixed seed (the standard random-weights control; labelled random_init everywhere)."""
+        if not self.random_init:
+            return cls.from_pretrained(self.source, **self._load_kwargs())
+        torch.manual_seed(RANDOM_SEED)
+        if hasattr(cls, "from_config"):
+            return cls.from_config(self.config, trust_remote_code=self.trust, dtype=self.dtype)
+        return cls._from_config(self.config, dtype=self.dtype)
+
+    def run_config(self) -> dict:
+        """Extra fields of each run's config JSON (hook adapters: blocks, ``layer_names``, ``layer_dims``)."""
+        return {}
+
     def load(self):
         raise NotImplementedError
 
     def info(self) -> ModelInfo:
         revision = local_revision(Path(self.source)) if self.is_local else (
             getattr(self.config, "_commit_hash", None) or "unknown")
+        if self.random_init:  # random weights from the config alone: the config is the identity
+            revision = f"random-init-seed{RANDOM_SEED}-" + hashlib.sha256(
+                self.config.to_json_string(use_diff=False).encode()).hexdigest()[:16]
         try:
             cfg = self.config.to_dict()
             json.dumps(cfg)
@@ -233,7 +316,8 @@ class Adapter:
             pooling=self.pooling, n_layers=self.n_layers, dim=self.dim,
             params=int(sum(p.numel() for p in self.model.parameters())),
             native_frames=getattr(self, "native_frames", None), revision=revision,
-            random_init=bool(getattr(self.config, "layerscope_random_init", False)), config=cfg,
+            random_init=self.random_init or bool(getattr(self.config, "layerscope_random_init", False)),
+            config={**cfg, "layerscope": self.run_config()} if self.run_config() else cfg,
         )
 
     def _finish_load(self, model):
@@ -380,14 +464,14 @@ class VisionAdapter(Adapter):
                 raise ModelError(f"cannot load the image/video processor of {self.spec!r}: {exc}") from None
         mt = self.config.model_type
         if mt in DUAL_TOWER_TYPES:
-            model = AutoModel.from_pretrained(self.source, **self._load_kwargs()).vision_model
+            model = self._pretrained(AutoModel).vision_model
         else:
-            model = AutoModel.from_pretrained(self.source, **self._load_kwargs())
+            model = self._pretrained(AutoModel)
         self.frame_tower = mt in FRAME_TOWER_TYPES and self.modality == "video"
         if self.modality == "video":
             cfg = getattr(self.config, "vision_config", None) if self.frame_tower else self.config
-            self.native_frames = int(getattr(cfg, "num_frames", None)
-                                     or getattr(cfg, "frames_per_clip", None) or 16)
+            self.native_frames = int(getattr(cfg, "num_frames", None) or getattr(cfg, "frames_per_clip", None)
+                                     or (getattr(self.config, "model_config", None) or {}).get("num_frames") or 16)
         self.pixel_key = "pixel_values_videos" if "pixel_values_videos" in inspect.signature(
             model.forward).parameters else "pixel_values"
         return self._finish_load(model)
@@ -475,13 +559,13 @@ class TextAdapter(Adapter):
 
                 cls = getattr(transformers, {"t5": "T5EncoderModel", "mt5": "MT5EncoderModel",
                                              "umt5": "UMT5EncoderModel"}[mt])
-                model = cls.from_pretrained(self.source, **self._load_kwargs())
+                model = self._pretrained(cls)
             else:
-                model = AutoModel.from_pretrained(self.source, **self._load_kwargs()).get_encoder()
+                model = self._pretrained(AutoModel).get_encoder()
         elif mt in DUAL_TOWER_TYPES:
-            model = AutoModel.from_pretrained(self.source, **self._load_kwargs()).text_model
+            model = self._pretrained(AutoModel).text_model
         else:
-            model = AutoModel.from_pretrained(self.source, **self._load_kwargs())
+            model = self._pretrained(AutoModel)
         limit = getattr(self.config, "max_position_embeddings", None) or getattr(
             getattr(self.config, "text_config", None), "max_position_embeddings", None)
         self.max_length = min(int(self.tokenizer.model_max_length or 512), int(limit or 512), 8192)
@@ -532,7 +616,7 @@ class MllmAdapter(Adapter):
             if auto is None:
                 continue
             try:
-                model = auto.from_pretrained(self.source, **self._load_kwargs())
+                model = self._pretrained(auto)
                 break
             except (ValueError, KeyError):
                 continue
@@ -603,25 +687,52 @@ class MllmAdapter(Adapter):
         return Prepared(self._encode([fmt.replace("{text}", t) for t in texts]), len(texts), masked=True)
 
 
+def _adapter_class(spec: str, probe) -> type:
+    from .loaders import HFHookTextAdapter, HFHookVisionAdapter
+
+    if probe.extraction == "hooks":
+        return HFHookTextAdapter if probe.modality == "text" else HFHookVisionAdapter
+    if probe.modality in ("video", "image"):
+        return VisionAdapter
+    if probe.modality == "text":
+        return TextAdapter
+    return MllmAdapter
+
+
+def probe_model(spec: str, *, device="auto", dtype="float32", trust_remote_code=False, modality: str | None = None,
+                prompt_template: str = "auto", blocks: str | None = None, random_init: bool = False) -> Adapter:
+    """An adapter that knows its modality but has no weights yet (cheap: a config read, or for
+    ``timm:`` / ``open_clip:`` the flag checks). Refusals are :class:`ModelError` naming the
+    flag or loader that would take the model."""
+    from .loaders import STANDALONE, loader_of
+
+    kind = loader_of(spec)
+    if kind in STANDALONE:
+        return STANDALONE[kind](spec, device=device, dtype=dtype, modality=modality, blocks=blocks,
+                                random_init=random_init, trust_remote_code=trust_remote_code)
+    return Adapter(spec, device=device, dtype=dtype, trust_remote_code=trust_remote_code, modality=modality,
+                   prompt_template=prompt_template, blocks=blocks, random_init=random_init)
+
+
 def load_adapter(spec: str, *, device="cpu", dtype="float32", trust_remote_code=False,
-                 modality: str | None = None, prompt_template: str = "auto") -> Adapter:
-    """Load the right adapter for a hub id or local folder (``from_pretrained`` either way)."""
+                 modality: str | None = None, prompt_template: str = "auto", blocks: str | None = None,
+                 random_init: bool = False) -> Adapter:
+    """Load the right adapter for a ``--model`` value: a hub id or local folder (``from_pretrained``
+    either way; hidden_states, or hooks for remote code and ``--blocks``), ``timm:NAME`` or
+    ``open_clip:ARCH/PRETRAINED``; ``random_init`` builds it with seeded random weights."""
     from transformers.utils import logging as hf_logging
 
     # our own progress bars and messages say what happens; transformers' load reports would
     # bury them (e.g. an unused pooler head is expected: LayerScope reads hidden states only)
     hf_logging.set_verbosity_error()
     hf_logging.disable_progress_bar()
-    probe = Adapter(spec, device=device, dtype=dtype, trust_remote_code=trust_remote_code, modality=modality,
-                    prompt_template=prompt_template)
-    if probe.modality in ("video", "image"):
-        cls = VisionAdapter
-    elif probe.modality == "text":
-        cls = TextAdapter
+    probe = probe_model(spec, device=device, dtype=dtype, trust_remote_code=trust_remote_code, modality=modality,
+                        prompt_template=prompt_template, blocks=blocks, random_init=random_init)
+    if isinstance(probe, Adapter) and type(probe) is Adapter:
+        adapter = _adapter_class(spec, probe).__new__(_adapter_class(spec, probe))
+        adapter.__dict__.update(probe.__dict__)
     else:
-        cls = MllmAdapter
-    adapter = cls.__new__(cls)
-    adapter.__dict__.update(probe.__dict__)
+        adapter = probe
     try:
         return adapter.load()
     except ModelError:
