@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import ast
 import hashlib
+from pathlib import Path
 
 import numpy as np
 import torch
@@ -93,7 +94,8 @@ class HookRun:
         return layers
 
     def _probe(self):
-        inputs, mask = self._probe_inputs()
+        inputs, _ = self._probe_inputs()
+        inputs = self._adapt_inputs(inputs)
         with torch.inference_mode(), BlockCapture(self.blocks, seq_first=self.seq_first) as cap:
             extras = self._hook_forward(inputs)
         states = cap.result()
@@ -303,6 +305,10 @@ class OpenClipAdapter(ImageFrames, _Standalone):
         if pretrained is None and not self.random_init and not arch.startswith(("hf-hub:", "local-dir:")):
             raise ModelError(f"--model {self.spec}: name the weights as open_clip:{arch}/PRETRAINED "
                              f"(see open_clip.list_pretrained()) or pass --random-init")
+        if arch.startswith("local-dir:") and not self.random_init and not any(
+                f.suffix in (".safetensors", ".bin", ".pt", ".pth") for f in Path(arch[len("local-dir:"):]).glob("*")):
+            raise ModelError(f"--model {self.spec}: the folder holds no open_clip weights "
+                             "(*.safetensors, *.bin, *.pt); pass --random-init for random weights")
         torch.manual_seed(RANDOM_SEED)
         try:
             model, _, preprocess = open_clip.create_model_and_transforms(
@@ -334,7 +340,7 @@ class OpenClipAdapter(ImageFrames, _Standalone):
     def _probe_inputs(self):
         if self.modality == "image":
             return {"pixel_values": torch.zeros((1, *self.input_size), dtype=self.dtype, device=self.device)}, None
-        return self._adapt_inputs({k: v.to(self.device) for k, v in self.prepare_texts(["probe"]).inputs.items()}), None
+        return {k: v.to(self.device) for k, v in self.prepare_texts(["probe"]).inputs.items()}, None
 
     def _mask(self, inputs, prepared):
         return inputs["text"] != self.pad_id if "text" in inputs else None
@@ -458,7 +464,7 @@ class HFHookVisionAdapter(HookRun, VisionAdapter):
         return inputs
 
     def _hook_forward(self, inputs):
-        out = self.model(**self._adapt_inputs(inputs))
+        out = self.model(**inputs)
         return {"default": default_output(out, self.pooling, self.prefix)}
 
     def run_config(self):
@@ -497,3 +503,47 @@ def loader_of(spec: str) -> str:
 
 
 STANDALONE = {"timm": TimmAdapter, "open_clip": OpenClipAdapter}
+
+
+def catalog() -> list[dict]:
+    """What each loader takes and how it pools (``layerscope models``): one dict per row with
+    ``loader``, ``form`` (the ``--model`` value and flags), ``families``, ``pooling``, ``layers``."""
+    from .models import DUAL_TOWER_TYPES, IMAGE_TYPES, MLLM_TYPES, VIDEO_TYPES
+
+    def pools(table):
+        return ", ".join(f"{k}: {v}" for k, v in sorted(table.items()))
+
+    hs = "0 = embedding output, i = hidden_states[i]"
+    hooks = "0 = first block's input, i = block i's output; then default (and joint for dual encoders)"
+    return [
+        {"loader": "transformers video", "form": "--model HUB_ID|FOLDER", "families": ", ".join(sorted(VIDEO_TYPES)),
+         "pooling": pools(VIDEO_TYPES) + " (xclip: each frame's CLS, averaged over the clip); sub-clips averaged",
+         "layers": hs},
+        {"loader": "transformers image", "form": "--model HUB_ID|FOLDER", "families": ", ".join(sorted(IMAGE_TYPES)),
+         "pooling": pools(IMAGE_TYPES) + "; frames averaged (--image-mode first: first frame)", "layers": hs},
+        {"loader": "transformers text", "form": "--model HUB_ID|FOLDER [--modality text for "
+         + "/".join(sorted(DUAL_TOWER_TYPES)) + "]", "families": "any text encoder, T5/BART encoders, decoder-only LLMs",
+         "pooling": "mean over real tokens", "layers": hs},
+        {"loader": "transformers MLLM", "form": "--model HUB_ID|FOLDER", "families": ", ".join(sorted(MLLM_TYPES)),
+         "pooling": "last real token under the one-word prompts", "layers": hs},
+        {"loader": "remote code", "form": "--model HUB_ID|FOLDER --trust-remote-code [--modality video|image|text]",
+         "families": "configs with auto_map (VideoMAEv2, ...); video guessed from num_frames/tubelet_size",
+         "pooling": "cls when the model has a class token, else mean (text: masked mean); clips as (B,T,C,H,W) "
+                    "or (B,C,T,H,W), found by a probe forward", "layers": hooks},
+        {"loader": "hooks on a transformers model", "form": "--model HUB_ID|FOLDER --blocks PATH",
+         "families": "any transformers encoder (checked equal to hidden_states on ViT)",
+         "pooling": "as its family above", "layers": hooks},
+        {"loader": "timm", "form": "--model timm:NAME[?kw=value&...]",
+         "families": "timm ViT-style backbones with a `blocks` list: ViT, DeiT, DINOv2/v3, EVA/EVA02, SigLIP 2, "
+                     "AIMv2, Perception Encoder (timm names)",
+         "pooling": "cls for global_pool='token', else mean over patch tokens (class and register tokens left out); "
+                    "frames averaged", "layers": hooks},
+        {"loader": "open_clip", "form": "--model open_clip:ARCH/PRETRAINED | open_clip:hf-hub:ORG/REPO | "
+                                        "open_clip:local-dir:PATH [--modality text]",
+         "families": "CLIP, SigLIP, EVA-CLIP, Perception Encoder (open_clip), ... both towers",
+         "pooling": "image: cls (pool_type 'tok') else mean; text: mean over real tokens", "layers": hooks
+         + " (joint = encode_image / encode_text)"},
+        {"loader": "any of the above", "form": "... --random-init",
+         "families": "the same architecture with seeded random weights (the standard control; random_init in the "
+                     "models table, '-random-init' in the default name)", "pooling": "-", "layers": "-"},
+    ]
