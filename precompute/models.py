@@ -266,8 +266,10 @@ class Adapter:
                 "set HF_HUB_OFFLINE=1 to use the cache only)"
             )
             if self.is_local and not trust_remote_code and _names_remote_code(local):
-                hint = " (its config.json names remote code in auto_map: pass --trust-remote-code to run it)"
-            raise ModelError(f"cannot load a model config from {spec!r}{hint}: {exc}") from None
+                raise ModelError(f"{spec!r} is a remote-code model (its config.json names its own code in auto_map): "
+                                 "pass --trust-remote-code to run that code") from None
+            first = (str(exc).strip().splitlines() or [""])[0]
+            raise ModelError(f"cannot load a model config from {spec!r}{hint}: {first}") from None
         #: "hidden_states" (transformers' own outputs) or "hooks" (precompute.hooks on the block list)
         self.extraction = "hidden_states"
         if _is_remote_type(self.config) or blocks:
