@@ -390,15 +390,24 @@ def _has_cls(model) -> bool:
     return any(name.split(".")[-1] in ("cls_token", "class_embedding") for name, _ in model.named_parameters())
 
 
-def default_output(out, pooling, prefix=0, mask=None):
-    """The model's own output as one ``(B, d)`` embedding: a tensor as returned (pooled when it
-    is tokens), else ``pooler_output``, else ``last_hidden_state`` pooled the family's way."""
+def _dense_pooler(model) -> bool:
+    """A BERT/ViT-style ``pooler`` (dense + tanh, trained for next-sentence prediction or absent
+    from the checkpoint and then randomly initialised by transformers): not the model's embedding."""
+    pooler = getattr(model, "pooler", None)
+    return isinstance(pooler, torch.nn.Module) and any(True for _ in pooler.parameters())
+
+
+def default_output(out, pooling, prefix=0, mask=None, model=None):
+    """The model's own output as one ``(B, d)`` embedding: a tensor as returned (pooled when it is
+    tokens), else ``pooler_output`` (CLIP's post-layernorm class token, DINOv2's normed class
+    token, SigLIP's attention head), else ``last_hidden_state`` (after the final norm) pooled the
+    family's way. A dense ``pooler`` head (BERT, ViT) is passed over for ``last_hidden_state``."""
     if isinstance(out, (tuple, list)) and not hasattr(out, "last_hidden_state"):
         out = out[0] if out else None
     if isinstance(out, torch.Tensor):
         t = out
     else:
-        t = getattr(out, "pooler_output", None)
+        t = None if model is not None and _dense_pooler(model) else getattr(out, "pooler_output", None)
         if t is None:
             t = getattr(out, "last_hidden_state", None)
             if t is None:
@@ -465,7 +474,7 @@ class HFHookVisionAdapter(HookRun, VisionAdapter):
 
     def _hook_forward(self, inputs):
         out = self.model(**inputs)
-        return {"default": default_output(out, self.pooling, self.prefix)}
+        return {"default": default_output(out, self.pooling, self.prefix, model=self.model)}
 
     def run_config(self):
         cfg = HookRun.run_config(self)
@@ -490,7 +499,7 @@ class HFHookTextAdapter(HookRun, TextAdapter):
 
     def _hook_forward(self, inputs):
         out = self.model(**inputs)
-        return {"default": default_output(out, self.pooling, mask=inputs.get("attention_mask"))}
+        return {"default": default_output(out, self.pooling, mask=inputs.get("attention_mask"), model=self.model)}
 
 
 def loader_of(spec: str) -> str:
