@@ -90,7 +90,7 @@ def cmd_precompute(args) -> int:
         device=args.device, dtype=args.dtype, image_mode=args.image_mode, shard=args.shard,
         allow_fewer_captions=args.allow_fewer_captions, trust_remote_code=args.trust_remote_code,
         caption_order=args.caption_order, caption_seed=args.caption_seed, prompt_template=args.prompt_template,
-        blocks=args.blocks, random_init=args.random_init, progress=not args.quiet,
+        blocks=args.blocks, random_init=args.random_init, named_layers=args.named_layers, progress=not args.quiet,
     )
     print(
         f"precompute: {summary.runs_computed} run(s) computed, {summary.runs_done_before} already done, "
@@ -155,6 +155,9 @@ def _register_precompute(sub):
                    "remote-code, timm and open_clip models)")
     p.add_argument("--random-init", action="store_true", help="build each model with seeded random weights "
                    "(the standard control; labelled random_init in the store, '-random-init' in the default name)")
+    p.add_argument("--named-layers", action="store_true", help="transformers models: also store the model's "
+                   "default output (`default`) and, for CLIP/SigLIP/X-CLIP, the projected joint embedding "
+                   "(`joint`) after the numbered layers (remote-code, --blocks, timm and open_clip models always do)")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
     p.set_defaults(func=cmd_precompute)
     r = sub.add_parser("runs", help="list the runs a store holds")

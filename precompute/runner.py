@@ -149,7 +149,8 @@ class Precompute:
     def __init__(self, writer: StoreWriter, manifest: Manifest, dataset: str, *, frames, captions,
                  variants=("original",), batch_size=8, device="auto", dtype="float32", image_mode="frames",
                  shard=None, allow_fewer_captions=False, trust_remote_code=False, progress=True, out=None,
-                 caption_order="first", caption_seed=0, prompt_template="auto", blocks=None, random_init=False):
+                 caption_order="first", caption_seed=0, prompt_template="auto", blocks=None, random_init=False,
+                 named_layers=False):
         self.w = writer
         self.manifest = manifest
         self.dataset = dataset
@@ -169,6 +170,7 @@ class Precompute:
         self.prompt_template = prompt_template
         self.blocks = blocks  # --blocks: hook path on this block list (issue #15)
         self.random_init = bool(random_init)
+        self.named_layers = bool(named_layers)  # transformers models: also store default / joint
         self.out = out or sys.stderr  # resolved at call time, so redirected stderr is honoured
         self.summary = Summary()
         self.frames_cache = FrameCache(self._wanted_frames)
@@ -215,6 +217,8 @@ class Precompute:
         }
         if self.blocks:  # another block list is another set of layers
             base["blocks"] = self.blocks
+        if info.config.get("layerscope", {}).get("layer_names"):  # named layers after the numbered ones
+            base["layer_names"] = info.config["layerscope"]["layer_names"]
         if info.modality in ("video", "image"):
             for variant in self.variants:
                 for n_f in self.frames:
@@ -274,7 +278,7 @@ class Precompute:
             self.pool.submit(lambda: [self.frames_cache.get(v) for v in first])
         adapter = load_adapter(spec, device=self.device, dtype=self.dtype, trust_remote_code=self.trust,
                                modality=modality, prompt_template=self.prompt_template, blocks=self.blocks,
-                               random_init=self.random_init)
+                               random_init=self.random_init, named_layers=self.named_layers)
         name = name or default_name(spec) + ("-random-init" if self.random_init else "")
         info = adapter.info()
         self.w.put_model(name, info)

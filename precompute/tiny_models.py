@@ -343,3 +343,21 @@ def build_remote_videomae_v2(out, *, size=32, frames=4, hidden=32, layers=3, see
     model = AutoModel.from_config(config, trust_remote_code=True)
     proc = VideoMAEImageProcessorPil(size={"shortest_edge": size}, crop_size={"height": size, "width": size})
     return _save(model, out, proc)
+
+
+def build_clip(out, *, size=32, hidden=32, projection=16, layers=2, seed=0, corpus=DEFAULT_CORPUS):
+    """A tiny CLIP dual encoder whose projection (``projection`` wide) is narrower than its towers,
+    with a word-level tokenizer trained in-process (``[SEP]`` as CLIP's end-of-text token)."""
+    from transformers import CLIPConfig, CLIPModel
+    from transformers.models.clip.image_processing_pil_clip import CLIPImageProcessorPil
+
+    _seeded(seed)
+    tok = _word_tokenizer(corpus, kind="bert")
+    text = dict(vocab_size=len(tok), hidden_size=hidden, intermediate_size=2 * hidden, num_hidden_layers=layers,
+                num_attention_heads=4, max_position_embeddings=32, eos_token_id=tok.sep_token_id,
+                pad_token_id=tok.pad_token_id, bos_token_id=tok.cls_token_id)
+    vision = dict(image_size=size, patch_size=8, hidden_size=hidden, intermediate_size=2 * hidden,
+                  num_hidden_layers=layers, num_attention_heads=4)
+    cfg = _mark(CLIPConfig(text_config=text, vision_config=vision, projection_dim=projection))
+    proc = CLIPImageProcessorPil(size={"shortest_edge": size}, crop_size={"height": size, "width": size})
+    return _save(CLIPModel(cfg), out, proc, tok)
