@@ -435,6 +435,9 @@ class HFHookVisionAdapter(HookRun, VisionAdapter):
         return self
 
     def _finish_load(self, model):
+        if self.frame_tower:
+            raise ModelError(f"{self.spec}: --blocks does not apply to X-CLIP's frame tower (frames of a clip "
+                             "exchange messages inside it); drop --blocks, and add --named-layers for default and joint")
         self.model = model.to(self.device).eval()
         self.blocks_path, self.blocks = find_blocks(self.model, self.blocks_arg)
         if self.pooling is None:

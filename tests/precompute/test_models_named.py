@@ -91,3 +91,45 @@ def test_named_layers_flag_through_the_cli_records_names_and_is_its_own_run(tmp_
     assert cfg["layer_names"] == {"3": "default", "4": "joint"} and cfg["layer_dims"] == {"4": 16}
     stored = load_embeddings(store, model="tinyclip", dataset="toy", n_frames=1)  # the newest run of the setting
     assert stored.shape == (5, 2, 32) and not stored[4, :, 16:].any()
+
+
+@pytest.mark.parametrize("name", ["vit", "t5", "videomae"])
+def test_random_init_on_the_hidden_states_path_is_seeded_and_labelled(tiny, name):
+    a = load_adapter(tiny[name], random_init=True)
+    b = load_adapter(tiny[name], random_init=True)
+    trained = load_adapter(tiny[name])
+    info = a.info()
+    assert info.random_init is True and info.revision.startswith("random-init-seed0-")
+    assert info.revision == b.info().revision != trained.info().revision
+    sa, st = a.model.state_dict(), trained.model.state_dict()
+    assert all(torch.equal(v, b.model.state_dict()[k]) for k, v in sa.items())  # the same seed, the same weights
+    # the tiny models were saved from seed 0 too, so their weights may coincide: what matters is the
+    # build path (from_config, never the folder's weights), seen on a folder whose weights were changed
+    assert set(sa) == set(st)
+
+
+def test_random_init_ignores_the_folders_weights(tmp_path, tiny):
+    import shutil
+
+    folder = tmp_path / "vit"
+    shutil.copytree(tiny["vit"], folder)
+    from transformers import AutoModel
+
+    m = AutoModel.from_pretrained(folder)
+    with torch.no_grad():
+        for p in m.parameters():
+            p.add_(1.0)
+    m.save_pretrained(folder)
+    shifted = load_adapter(str(folder))
+    rand = load_adapter(str(folder), random_init=True)
+    fresh = load_adapter(tiny["vit"], random_init=True)
+    key = next(k for k in rand.model.state_dict() if k.endswith("weight"))
+    assert torch.equal(rand.model.state_dict()[key], fresh.model.state_dict()[key])
+    assert not torch.equal(rand.model.state_dict()[key], shifted.model.state_dict()[key])
+
+
+def test_blocks_refused_on_xclip_frame_tower(tiny):
+    from precompute.models import ModelError
+
+    with pytest.raises(ModelError, match="--blocks does not apply to X-CLIP"):
+        load_adapter(tiny["xclip"], blocks="encoder.layers")

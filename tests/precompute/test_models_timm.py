@@ -26,7 +26,8 @@ def reference(model, x, *, pooling, prefix):
                                             output_fmt="NLC", intermediates_only=True)
         default = model(x)
     layers = [x0[:, 0] if pooling == "cls" else x0[:, prefix:].mean(1)]
-    for spatial, pre in inter:
+    for item in inter:  # (spatial, prefix) pairs; a bare tensor when the model has no prefix tokens
+        spatial, pre = item if isinstance(item, tuple) else (item, None)
         layers.append(pre[:, 0] if pooling == "cls" else spatial.mean(1))
     return torch.stack(layers).numpy(), default.numpy()
 
@@ -38,6 +39,13 @@ def reference(model, x, *, pooling, prefix):
      "mean", 4),                                                                # registers, no CLS, mean pool
     ("timm:eva02_tiny_patch14_224?img_size=28&depth=2", "mean", 1),             # EVA-style (RoPE blocks, avg head)
     ("timm:eva02_tiny_patch14_224?img_size=28&depth=2&global_pool='token'", "cls", 1),
+    # the families, at their timm names, small: Perception Encoder (attention-pool head), AIMv2,
+    # DINOv3 (CLS + 4 registers, avg head), DINOv2 with registers, SigLIP (no CLS, attention-pool head)
+    ("timm:vit_pe_core_small_patch16_384?img_size=32&depth=2", "mean", 1),
+    ("timm:aimv2_large_patch14_224?img_size=28&depth=2", "mean", 0),
+    ("timm:vit_small_patch16_dinov3?img_size=32&depth=2", "mean", 5),
+    ("timm:vit_small_patch14_reg4_dinov2?img_size=28&depth=2", "cls", 5),
+    ("timm:vit_base_patch16_siglip_224?img_size=32&depth=2", "mean", 0),
 ])
 def test_timm_layers_match_forward_intermediates(spec, pooling, prefix):
     a = load_adapter(spec, random_init=True)
