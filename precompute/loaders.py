@@ -183,7 +183,7 @@ class _Standalone(HookRun, Adapter):
         self.modality = self._modality(modality)
 
     def _finish(self, model, tower):
-        self.model = model.to(self.device).eval()
+        self.model = model.to(self.device, self.dtype).eval()
         self.blocks_path, self.blocks = find_blocks(tower, self.blocks_arg)
         self.n_layers, self.dim = self._probe()
         self.revision = ("random-init-seed%d-" % RANDOM_SEED if self.random_init else "weights-") + weights_digest(model)
