@@ -359,8 +359,8 @@ def _register_migrate(sub):
 
 
 #: functions adding further subcommands to the parser
-_REGISTRARS: list = [_register_precompute, _register_models, _register_demo, _register_analyze, _register_dashboard, _register_report,
-                     _register_merge, _register_migrate]
+_REGISTRARS: list = [_register_precompute, _register_models, _register_demo, _register_analyze, _register_dashboard,
+                     _register_report, _register_merge, _register_migrate]
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -267,6 +267,10 @@ class Adapter:
                 " (no such local folder; as a hub id it needs the hub or a cached copy — "
                 "set HF_HUB_OFFLINE=1 to use the cache only)"
             )
+            if spec.startswith("timm/") or (self.is_local and (local / "open_clip_config.json").exists()):
+                way = (f"timm:{spec[len('timm/'):]}" if spec.startswith("timm/")
+                       else f"open_clip:local-dir:{local}")
+                raise ModelError(f"{spec!r} is not a transformers model; load it as --model {way}") from None
             if self.is_local and not trust_remote_code and _names_remote_code(local):
                 raise ModelError(f"{spec!r} is a remote-code model (its config.json names its own code in auto_map): "
                                  "pass --trust-remote-code to run that code") from None

@@ -158,3 +158,14 @@ def test_models_command_lists_loaders_and_refusals_name_the_way_in(capsys, tmp_p
         load_adapter(str(folder))
     for needle in ("--trust-remote-code", "--blocks PATH", "timm:NAME", "open_clip:ARCH/PRETRAINED", "layerscope models"):
         assert needle in str(exc.value)
+
+
+def test_timm_and_open_clip_checkpoints_given_as_transformers_models_name_their_loader(tmp_path, monkeypatch):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    with pytest.raises(ModelError, match="--model timm:vit_base_patch16_224.augreg_in21k"):
+        load_adapter("timm/vit_base_patch16_224.augreg_in21k")
+    folder = tmp_path / "oc"
+    folder.mkdir()
+    (folder / "open_clip_config.json").write_text("{}")
+    with pytest.raises(ModelError, match=f"--model open_clip:local-dir:{folder}"):
+        load_adapter(str(folder))
