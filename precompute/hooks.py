@@ -103,18 +103,22 @@ class BlockCapture:
     """Context manager recording layer 0 (first block's input) and every block's output.
 
     ``states`` after the forward: ``L + 1`` tensors ``(B, T, d)`` (``(T, B, d)`` inputs are
-    transposed when ``seq_first``). A block that runs twice in one forward (weight sharing) is
-    refused, since its layers would be ambiguous.
+    transposed when ``seq_first``), or ``reduce`` of each when given: pooling inside the hook keeps
+    ``L x B x d`` instead of every layer's token grid, and is immune to a later in-place update of
+    a block's output. A block that runs twice in one forward (weight sharing) is refused, since
+    its layers would be ambiguous.
     """
 
-    def __init__(self, blocks: nn.ModuleList, *, seq_first: bool = False):
+    def __init__(self, blocks: nn.ModuleList, *, seq_first: bool = False, reduce=None):
         self.blocks = blocks
         self.seq_first = seq_first
+        self.reduce = reduce
         self.states: list = []
         self._handles = []
 
     def _keep(self, t: torch.Tensor) -> torch.Tensor:
-        return t.transpose(0, 1) if self.seq_first else t
+        t = t.transpose(0, 1) if self.seq_first else t
+        return self.reduce(t) if self.reduce is not None else t
 
     def __enter__(self):
         self.states = [None] * (len(self.blocks) + 1)

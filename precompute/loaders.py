@@ -83,11 +83,13 @@ class HookRun:
 
     def _layers(self, inputs, mask) -> list:
         """Pooled ``(U, d_l)`` float32 tensors: the block layers, then the named ones."""
+        def reduce(h):
+            return pool(h.float(), self.pooling, prefix=self.prefix, mask=mask)
+
         with torch.inference_mode():
-            with BlockCapture(self.blocks, seq_first=self.seq_first) as cap:
+            with BlockCapture(self.blocks, seq_first=self.seq_first, reduce=reduce) as cap:
                 extras = self._hook_forward(inputs)
-            states = cap.result()
-            layers = [pool(h.float(), self.pooling, prefix=self.prefix, mask=mask) for h in states]
+            layers = list(cap.result())
             for name in EXTRA_LAYERS:
                 if extras.get(name) is not None:
                     layers.append(extras[name].float())
@@ -96,7 +98,8 @@ class HookRun:
     def _probe(self):
         inputs, _ = self._probe_inputs()
         inputs = self._adapt_inputs(inputs)
-        with torch.inference_mode(), BlockCapture(self.blocks, seq_first=self.seq_first) as cap:
+        with torch.inference_mode(), BlockCapture(self.blocks, seq_first=self.seq_first,
+                                                  reduce=lambda h: h[:, 0] if h.ndim == 3 else h) as cap:
             extras = self._hook_forward(inputs)
         states = cap.result()
         widths = [int(s.shape[-1]) for s in states]
@@ -525,7 +528,8 @@ def catalog() -> list[dict]:
     def pools(table):
         return ", ".join(f"{k}: {v}" for k, v in sorted(table.items()))
 
-    hs = "0 = embedding output, i = hidden_states[i]"
+    hs = ("0 = embedding output, i = hidden_states[i]; with --named-layers then default "
+          "(and joint for " + "/".join(sorted(DUAL_TOWER_TYPES)) + ")")
     hooks = "0 = first block's input, i = block i's output; then default (and joint for dual encoders)"
     return [
         {"loader": "transformers video", "form": "--model HUB_ID|FOLDER", "families": ", ".join(sorted(VIDEO_TYPES)),
