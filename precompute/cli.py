@@ -104,7 +104,7 @@ def cmd_precompute(args) -> int:
         device=args.device, dtype=args.dtype, image_mode=args.image_mode, shard=args.shard,
         allow_fewer_captions=args.allow_fewer_captions, trust_remote_code=args.trust_remote_code,
         caption_order=args.caption_order, caption_seed=args.caption_seed, prompt_template=args.prompt_template,
-        progress=not args.quiet,
+        blocks=args.blocks, random_init=args.random_init, named_layers=args.named_layers, progress=not args.quiet,
     )
     print(
         f"precompute: {summary.runs_computed} run(s) computed, {summary.runs_done_before} already done, "
@@ -138,7 +138,8 @@ def _register_precompute(sub):
     p.add_argument("--manifest", required=True, help="JSONL or CSV manifest: id, video, captions[, negatives]")
     p.add_argument("--dataset", required=True, help="name of the dataset in the store")
     p.add_argument("--model", required=True, action="append",
-                   help="hub id or local folder (repeat for several models)")
+                   help="hub id or local folder, timm:NAME or open_clip:ARCH/PRETRAINED (repeat for several "
+                        "models; `layerscope models` lists what each loader takes)")
     p.add_argument("--name", action="append", help="store name for each --model (default: hub id or folder name)")
     p.add_argument("--modality", choices=["video", "image", "text", "mllm"],
                    help="override what a model is used as (e.g. a CLIP model as text)")
@@ -161,12 +162,44 @@ def _register_precompute(sub):
     p.add_argument("--prompt-template", choices=["auto", "none"], default="auto",
                    help="MLLMs: wrap the one-word prompt in the model's chat template when it has one (auto, "
                         "default) or use the bare prompt (none); the prompt used is recorded in each run")
-    p.add_argument("--trust-remote-code", action="store_true", help="allow model code from the hub (off by default)")
+    p.add_argument("--trust-remote-code", action="store_true", help="allow model code from the hub (off by default); "
+                   "models of a type transformers does not know (VideoMAEv2) run through hooks on their blocks")
+    p.add_argument("--blocks", metavar="PATH", help="dotted path of the model's block list (e.g. encoder.layer): "
+                   "extract through forward hooks on it instead of hidden_states (found automatically for "
+                   "remote-code, timm and open_clip models)")
+    p.add_argument("--random-init", action="store_true", help="build each model with seeded random weights "
+                   "(the standard control; labelled random_init in the store, '-random-init' in the default name)")
+    p.add_argument("--named-layers", action="store_true", help="transformers models: also store the model's "
+                   "default output (`default`) and, for CLIP/SigLIP/X-CLIP, the projected joint embedding "
+                   "(`joint`) after the numbered layers (remote-code, --blocks, timm and open_clip models always do)")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
     p.set_defaults(func=cmd_precompute)
     r = sub.add_parser("runs", help="list the runs a store holds")
     r.add_argument("--store", required=True)
     r.set_defaults(func=cmd_runs)
+
+
+def cmd_models(args) -> int:
+    from .loaders import catalog
+
+    rows = catalog()
+    if args.json:
+        import json
+
+        print(json.dumps(rows, indent=2))
+        return 0
+    for r in rows:
+        print(f"{r['loader']}\n  model:    {r['form']}\n  families: {r['families']}\n  pooling:  {r['pooling']}"
+              f"\n  layers:   {r['layers']}\n")
+    print("Named layers are stored after the numbered ones; each run's config JSON names them "
+          "(layer_names) and gives the true width of any narrower one (layer_dims; zero-padded in the store).")
+    return 0
+
+
+def _register_models(sub):
+    p = sub.add_parser("models", help="what each model loader supports and how it pools")
+    p.add_argument("--json", action="store_true", help="machine-readable list")
+    p.set_defaults(func=cmd_models)
 
 
 def cmd_demo(args) -> int:
@@ -402,8 +435,8 @@ def _register_migrate(sub):
 
 
 #: functions adding further subcommands to the parser
-_REGISTRARS: list = [_register_precompute, _register_demo, _register_analyze, _register_dashboard, _register_report,
-                     _register_merge, _register_migrate]
+_REGISTRARS: list = [_register_precompute, _register_models, _register_demo, _register_analyze, _register_dashboard,
+                     _register_report, _register_merge, _register_migrate]
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -46,6 +46,8 @@ MLLM_TEXT_PROMPT = "{text}: Summarize above sentence in one word: "
 PROMPT_TEMPLATES = ("auto", "none")
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+#: Seed of every ``--random-init`` build (part of the revision, so the control is reproducible)
+RANDOM_SEED = 0
 
 
 class ModelError(ValueError):
@@ -173,8 +175,61 @@ def _classify(config, modality_override: str | None) -> tuple[str, str]:
     raise ModelError(
         f"unknown model type {mt!r}. LayerScope extracts video models ({', '.join(sorted(VIDEO_TYPES))}), "
         f"image models ({', '.join(sorted(IMAGE_TYPES))}), text models (any transformers text model with "
-        f"a tokenizer) and MLLMs ({', '.join(sorted(MLLM_TYPES))})."
+        f"a tokenizer) and MLLMs ({', '.join(sorted(MLLM_TYPES))}) from their hidden_states; any other "
+        "PyTorch encoder through hooks on its blocks: remote code with --trust-remote-code "
+        "(+ --modality video|image|text), a transformers model with --blocks PATH, timm models as "
+        "--model timm:NAME, open_clip models as --model open_clip:ARCH/PRETRAINED (`layerscope models` lists them)."
     )
+
+
+def _names_remote_code(folder: Path) -> bool:
+    try:
+        return bool(json.loads((folder / "config.json").read_text()).get("auto_map"))
+    except (OSError, ValueError, AttributeError):
+        return False
+
+
+def _known_type(mt: str) -> bool:
+    return mt in VIDEO_TYPES or mt in IMAGE_TYPES or mt in MLLM_TYPES or mt in ENCODER_DECODER_TEXT
+
+
+def _is_remote_type(config) -> bool:
+    """A config whose classes come from the model's own code (``auto_map``) and whose type
+    transformers does not know: extracted through hooks (VideoMAEv2, InternVideo, ...)."""
+    if not getattr(config, "auto_map", None) or _known_type(config.model_type):
+        return False
+    from transformers.models.auto.configuration_auto import CONFIG_MAPPING_NAMES
+
+    return config.model_type not in CONFIG_MAPPING_NAMES
+
+
+def _looks_like_video(config) -> bool:
+    inner = getattr(config, "model_config", None) or {}
+    keys = ("num_frames", "tubelet_size", "frames_per_clip")
+    return any(getattr(config, k, None) for k in keys) or (isinstance(inner, dict) and any(inner.get(k) for k in keys))
+
+
+def _classify_hooked(config, modality: str | None, spec: str) -> tuple[str, str | None]:
+    """Modality and pooling of a model on the hook path (pooling None: decided at load, ``cls``
+    when the model has a class token, else ``mean``)."""
+    mt = config.model_type
+    if _known_type(mt) or not _is_remote_type(config):
+        try:
+            got, pooling = _classify(config, modality)
+        except ModelError:
+            got, pooling = None, None
+        if got == "mllm":
+            raise ModelError(f"{spec}: --blocks does not apply to MLLMs (their layers come from the language model's hidden_states)")
+        if got:
+            return got, pooling
+    if modality is None:
+        if _looks_like_video(config):
+            return "video", None
+        raise ModelError(f"{spec}: model type {mt!r} runs through hooks on its blocks, but LayerScope cannot tell "
+                         "what it embeds; pass --modality video, image or text")
+    if modality not in ("video", "image", "text"):
+        raise ModelError(f"{spec}: --modality {modality} is not available on the hook path (video, image or text)")
+    return modality, ("mean" if modality == "text" else None)
 
 
 class Adapter:
@@ -184,7 +239,8 @@ class Adapter:
     frame_tower = False
 
     def __init__(self, spec: str, *, device="cpu", dtype="float32", trust_remote_code=False,
-                 modality: str | None = None, prompt_template: str = "auto"):
+                 modality: str | None = None, prompt_template: str = "auto", blocks: str | None = None,
+                 random_init: bool = False, named_layers: bool = False):
         from transformers import AutoConfig
 
         self.spec = spec
@@ -197,6 +253,10 @@ class Adapter:
             raise ModelError(f"--prompt-template must be one of {', '.join(PROMPT_TEMPLATES)}, got {prompt_template!r}")
         self.prompt_template = prompt_template
         self.trust = trust_remote_code
+        self.blocks_arg = blocks
+        self.random_init = bool(random_init)
+        #: hidden_states path: also store the named layers (default, joint); the hook path always does
+        self.named_layers = bool(named_layers)
         local = Path(spec)
         self.is_local = local.exists()
         self.source = str(local.resolve()) if self.is_local else spec
@@ -207,9 +267,23 @@ class Adapter:
                 " (no such local folder; as a hub id it needs the hub or a cached copy — "
                 "set HF_HUB_OFFLINE=1 to use the cache only)"
             )
-            raise ModelError(f"cannot load a model config from {spec!r}{hint}: {exc}") from None
-        self.modality, self.pooling = _classify(self.config, modality)
-        if self.is_local and local.is_dir():
+            if spec.startswith("timm/") or (self.is_local and (local / "open_clip_config.json").exists()):
+                way = (f"timm:{spec[len('timm/'):]}" if spec.startswith("timm/")
+                       else f"open_clip:local-dir:{local}")
+                raise ModelError(f"{spec!r} is not a transformers model; load it as --model {way}") from None
+            if self.is_local and not trust_remote_code and _names_remote_code(local):
+                raise ModelError(f"{spec!r} is a remote-code model (its config.json names its own code in auto_map): "
+                                 "pass --trust-remote-code to run that code") from None
+            first = (str(exc).strip().splitlines() or [""])[0]
+            raise ModelError(f"cannot load a model config from {spec!r}{hint}: {first}") from None
+        #: "hidden_states" (transformers' own outputs) or "hooks" (precompute.hooks on the block list)
+        self.extraction = "hidden_states"
+        if _is_remote_type(self.config) or blocks:
+            self.extraction = "hooks"
+            self.modality, self.pooling = _classify_hooked(self.config, modality, spec)
+        else:
+            self.modality, self.pooling = _classify(self.config, modality)
+        if self.is_local and local.is_dir() and not random_init:
             check_local_weights(local)  # before any run exists, not at load time mid-job
 
     # ---- loading -----------------------------------------------------------------
@@ -217,12 +291,36 @@ class Adapter:
         # transformers prefers model.safetensors over pickled .bin weights when both exist
         return {"trust_remote_code": self.trust, "dtype": self.dtype}
 
+    def _pretrained(self, cls):
+        """``cls.from_pretrained(source)``, or with ``--random-init`` ``cls.from_config`` under the
+        fixed seed (the standard random-weights control; labelled random_init everywhere)."""
+        if not self.random_init:
+            return cls.from_pretrained(self.source, **self._load_kwargs())
+        torch.manual_seed(RANDOM_SEED)
+        if hasattr(cls, "from_config"):
+            return cls.from_config(self.config, trust_remote_code=self.trust, dtype=self.dtype)
+        return cls._from_config(self.config, dtype=self.dtype)
+
+    def run_config(self) -> dict:
+        """Extra fields of each run's config JSON: ``layer_names`` (index -> ``default`` / ``joint``)
+        and ``layer_dims`` (index -> true width of a layer narrower than the run's, zero-padded);
+        hook adapters add their block list."""
+        cfg = {}
+        if getattr(self, "layer_names", None):
+            cfg["layer_names"] = dict(self.layer_names)
+        if getattr(self, "layer_dims", None):
+            cfg["layer_dims"] = dict(self.layer_dims)
+        return cfg
+
     def load(self):
         raise NotImplementedError
 
     def info(self) -> ModelInfo:
         revision = local_revision(Path(self.source)) if self.is_local else (
             getattr(self.config, "_commit_hash", None) or "unknown")
+        if self.random_init:  # random weights from the config alone: the config is the identity
+            revision = f"random-init-seed{RANDOM_SEED}-" + hashlib.sha256(
+                self.config.to_json_string(use_diff=False).encode()).hexdigest()[:16]
         try:
             cfg = self.config.to_dict()
             json.dumps(cfg)
@@ -233,16 +331,44 @@ class Adapter:
             pooling=self.pooling, n_layers=self.n_layers, dim=self.dim,
             params=int(sum(p.numel() for p in self.model.parameters())),
             native_frames=getattr(self, "native_frames", None), revision=revision,
-            random_init=bool(getattr(self.config, "layerscope_random_init", False)), config=cfg,
+            random_init=self.random_init or bool(getattr(self.config, "layerscope_random_init", False)),
+            config={**cfg, "layerscope": self.run_config()} if self.run_config() else cfg,
         )
+
+    #: dual encoders: the module mapping the tower's pooled output into the shared space (set at load)
+    joint_head = None
 
     def _finish_load(self, model):
         model = model.to(self.device).eval()
         self.model = model
+        if self.joint_head is not None:
+            self.joint_head = self.joint_head.to(self.device).eval()
         # layers and width from the config when it states them (a probe forward of a large video
         # model costs as much as a batch); the first real batch is checked against them
-        self.n_layers, self.dim = self._dims_from_config() or self._probe()
+        self.n_hidden, self.hidden_dim = self._dims_from_config() or self._probe()
+        self._plan_named_layers()
         return self
+
+    def _plan_named_layers(self):
+        """The named layers stored after the ``n_hidden`` hidden states (issue #15): ``default``,
+        the model's own output (not for MLLMs: their layers are the language model's), and
+        ``joint`` for dual encoders; sets ``n_layers``, ``dim`` (the widest layer),
+        ``layer_names`` and ``layer_dims``."""
+        widths = {}
+        if self.named_layers and self.modality != "mllm":
+            widths["default"] = self.hidden_dim
+        if self.named_layers and self.joint_head is not None:
+            widths["joint"] = self._joint_width()
+        self.extra_names = tuple(widths)
+        all_w = [self.hidden_dim] * self.n_hidden + [widths[n] for n in self.extra_names]
+        self.n_layers, self.dim = len(all_w), max(all_w)
+        self.layer_names = {str(self.n_hidden + j): n for j, n in enumerate(self.extra_names)}
+        self.layer_dims = {str(i): w for i, w in enumerate(all_w) if w != self.dim}
+
+    def _joint_width(self) -> int:
+        head = self.joint_head
+        proj = getattr(head, "projection", head)
+        return int(proj.out_features) if isinstance(proj, torch.nn.Linear) else self.hidden_dim
 
     def _dims_from_config(self):
         cfg = self.config
@@ -257,6 +383,10 @@ class Adapter:
 
     # ---- forward -----------------------------------------------------------------
     def _hidden_states(self, **inputs):
+        return self._forward(**inputs)[0]
+
+    def _forward(self, **inputs):
+        """``(hidden_states, output)`` of one forward."""
         with torch.inference_mode():
             out = self.model(**inputs, output_hidden_states=True, return_dict=True)
         hs = getattr(out, "hidden_states", None)
@@ -267,18 +397,18 @@ class Adapter:
                 f"model {self.spec!r} ({type(self.model).__name__}) returns no hidden_states; "
                 "LayerScope needs every layer's output"
             )
-        return hs
+        return hs, out
 
     def _pool_tokens(self, hs, mask=None) -> np.ndarray:
         """``(L, B, d)`` float32 from a tuple of ``(B, T, d)`` hidden states."""
-        if (len(hs), hs[-1].shape[-1]) != (self.n_layers, self.dim):
+        if (len(hs), hs[-1].shape[-1]) != (self.n_hidden, self.hidden_dim):
             raise ModelError(
                 f"model {self.spec!r} returned {len(hs)} hidden states of width {hs[-1].shape[-1]}, but its config "
-                f"implies {self.n_layers} of width {self.dim}; LayerScope cannot pool it consistently"
+                f"implies {self.n_hidden} of width {self.hidden_dim}; LayerScope cannot pool it consistently"
             )
         # layer by layer: stacking every hidden state first would hold a second copy of all of them
         # (L x B x T x d floats: GBs for a video model's token grid)
-        out = np.empty((len(hs), hs[0].shape[0], self.dim), dtype=np.float32)
+        out = np.empty((len(hs), hs[0].shape[0], self.hidden_dim), dtype=np.float32)
         if mask is not None:
             m = mask.to(hs[0].device)
             weights = m.float()[:, :, None]  # real tokens only, no padding
@@ -325,16 +455,54 @@ class Adapter:
             px = inputs[self.pixel_key]
             frames_per_unit = px.shape[1]
             inputs[self.pixel_key] = px.reshape(-1, *px.shape[2:])
-        hs = self._hidden_states(**inputs)
-        pooled = self._pool_tokens(hs, inputs.get("attention_mask") if prepared.masked else None)
+        hs, raw = self._forward(**inputs)
+        mask = inputs.get("attention_mask") if prepared.masked else None
+        hidden = self._pool_tokens(hs, mask)
+        named = self._named_layers(raw, mask, frames_per_unit)
+        pooled = np.zeros((self.n_layers, hidden.shape[1], self.dim), dtype=np.float32)
+        pooled[:self.n_hidden, :, :self.hidden_dim] = hidden
+        for j, t in enumerate(named):
+            pooled[self.n_hidden + j, :, :t.shape[-1]] = t
         if frames_per_unit is not None:  # each frame's token pooled, then the clip's frames averaged
             pooled = pooled.reshape(pooled.shape[0], -1, frames_per_unit, pooled.shape[-1]).mean(axis=2)
+            if "joint" in self.extra_names:  # X-CLIP's joint space is per clip (its mit), put back whole
+                pooled[self.n_hidden + self.extra_names.index("joint"), :, :named[-1].shape[-1]] = self._clip_joint
         if prepared.owner is None:
             return pooled
         # several units (clips or frames) per item: average them per layer
         owner = prepared.owner
         return np.stack([pooled[:, owner == b].mean(axis=1) for b in range(prepared.n_items)],
                         axis=1).astype(np.float32)
+
+    def _named_layers(self, out, mask, frames_per_unit) -> list:
+        """``(U, d')`` float32 arrays of the named layers, in ``extra_names`` order.
+
+        ``default``: ``pooler_output`` (CLIP's post-layernorm class token, DINOv2's normed class
+        token, SigLIP's attention head), else ``last_hidden_state`` (the final norm's tokens)
+        pooled the family's way; a dense ``pooler`` (BERT/ViT, often random when missing from a
+        checkpoint) is passed over. ``joint``: the projection of the tower's pooled output (CLIP:
+        ``visual_projection`` / ``text_projection``, i.e. ``get_image_features`` /
+        ``get_text_features``; SigLIP: the pooled output itself; X-CLIP video: projected frames
+        through its multi-frame transformer, one vector per clip)."""
+        if not self.extra_names:
+            return []
+        from .loaders import default_output
+
+        got = []
+        default = default_output(out, self.pooling, mask=mask, model=self.model)
+        if default is None or default.shape[-1] != self.hidden_dim:
+            raise ModelError(f"model {self.spec!r} returned no default output of width {self.hidden_dim} "
+                             f"({type(out).__name__}); LayerScope cannot store its default layer")
+        got.append(default)
+        if "joint" in self.extra_names:
+            pooled = getattr(out, "pooler_output", None)
+            with torch.inference_mode():
+                joint = self.joint_head(pooled, frames_per_unit)
+            if frames_per_unit is not None:
+                self._clip_joint = joint.float().cpu().numpy()
+                joint = joint.repeat_interleave(frames_per_unit, dim=0)  # per frame for now, whole per clip later
+            got.append(joint)
+        return [t.float().cpu().numpy() for t in got]
 
     def embed_videos(self, videos: list[np.ndarray], *, image_mode: str = "frames") -> np.ndarray:
         """``(L, B, d)`` for ``B`` videos of already-sampled frames ``(n_f, H, W, 3)``."""
@@ -346,6 +514,29 @@ class Adapter:
 
 
 PIXEL_KEYS = ("pixel_values", "pixel_values_videos")
+
+
+class JointHead(torch.nn.Module):
+    """A dual encoder's map from a tower's pooled output to the shared space: ``projection``
+    (CLIP/X-CLIP ``visual_projection`` / ``text_projection``; identity for SigLIP, whose pooled
+    output is already the shared space) and, for X-CLIP's video side, its multi-frame transformer
+    ``mit`` over the clip's projected frames (``XCLIPModel.get_video_features``)."""
+
+    def __init__(self, projection=None, mit=None):
+        super().__init__()
+        self.projection = projection if projection is not None else torch.nn.Identity()
+        self.mit = mit
+
+    @classmethod
+    def of(cls, full, side: str, video: bool = False):
+        proj = getattr(full, "visual_projection" if side == "vision" else "text_projection", None)
+        return cls(proj, getattr(full, "mit", None) if video else None)
+
+    def forward(self, pooled, frames_per_unit=None):
+        x = self.projection(pooled)
+        if self.mit is not None and frames_per_unit is not None:
+            x = self.mit(x.reshape(-1, frames_per_unit, x.shape[-1]))[1]  # (clips, p): its pooled output
+        return x
 
 
 @dataclass
@@ -380,14 +571,16 @@ class VisionAdapter(Adapter):
                 raise ModelError(f"cannot load the image/video processor of {self.spec!r}: {exc}") from None
         mt = self.config.model_type
         if mt in DUAL_TOWER_TYPES:
-            model = AutoModel.from_pretrained(self.source, **self._load_kwargs()).vision_model
+            full = self._pretrained(AutoModel)
+            self.joint_head = JointHead.of(full, "vision", video=mt in FRAME_TOWER_TYPES and self.modality == "video")
+            model = full.vision_model
         else:
-            model = AutoModel.from_pretrained(self.source, **self._load_kwargs())
+            model = self._pretrained(AutoModel)
         self.frame_tower = mt in FRAME_TOWER_TYPES and self.modality == "video"
         if self.modality == "video":
             cfg = getattr(self.config, "vision_config", None) if self.frame_tower else self.config
-            self.native_frames = int(getattr(cfg, "num_frames", None)
-                                     or getattr(cfg, "frames_per_clip", None) or 16)
+            self.native_frames = int(getattr(cfg, "num_frames", None) or getattr(cfg, "frames_per_clip", None)
+                                     or (getattr(self.config, "model_config", None) or {}).get("num_frames") or 16)
         self.pixel_key = "pixel_values_videos" if "pixel_values_videos" in inspect.signature(
             model.forward).parameters else "pixel_values"
         return self._finish_load(model)
@@ -475,13 +668,15 @@ class TextAdapter(Adapter):
 
                 cls = getattr(transformers, {"t5": "T5EncoderModel", "mt5": "MT5EncoderModel",
                                              "umt5": "UMT5EncoderModel"}[mt])
-                model = cls.from_pretrained(self.source, **self._load_kwargs())
+                model = self._pretrained(cls)
             else:
-                model = AutoModel.from_pretrained(self.source, **self._load_kwargs()).get_encoder()
+                model = self._pretrained(AutoModel).get_encoder()
         elif mt in DUAL_TOWER_TYPES:
-            model = AutoModel.from_pretrained(self.source, **self._load_kwargs()).text_model
+            full = self._pretrained(AutoModel)
+            self.joint_head = JointHead.of(full, "text")
+            model = full.text_model
         else:
-            model = AutoModel.from_pretrained(self.source, **self._load_kwargs())
+            model = self._pretrained(AutoModel)
         limit = getattr(self.config, "max_position_embeddings", None) or getattr(
             getattr(self.config, "text_config", None), "max_position_embeddings", None)
         self.max_length = min(int(self.tokenizer.model_max_length or 512), int(limit or 512), 8192)
@@ -532,7 +727,7 @@ class MllmAdapter(Adapter):
             if auto is None:
                 continue
             try:
-                model = auto.from_pretrained(self.source, **self._load_kwargs())
+                model = self._pretrained(auto)
                 break
             except (ValueError, KeyError):
                 continue
@@ -603,25 +798,56 @@ class MllmAdapter(Adapter):
         return Prepared(self._encode([fmt.replace("{text}", t) for t in texts]), len(texts), masked=True)
 
 
+def _adapter_class(spec: str, probe) -> type:
+    from .loaders import HFHookTextAdapter, HFHookVisionAdapter
+
+    if probe.extraction == "hooks":
+        return HFHookTextAdapter if probe.modality == "text" else HFHookVisionAdapter
+    if probe.modality in ("video", "image"):
+        return VisionAdapter
+    if probe.modality == "text":
+        return TextAdapter
+    return MllmAdapter
+
+
+def probe_model(spec: str, *, device="auto", dtype="float32", trust_remote_code=False, modality: str | None = None,
+                prompt_template: str = "auto", blocks: str | None = None, random_init: bool = False,
+                named_layers: bool = False) -> Adapter:
+    """An adapter that knows its modality but has no weights yet (cheap: a config read, or for
+    ``timm:`` / ``open_clip:`` the flag checks). Refusals are :class:`ModelError` naming the
+    flag or loader that would take the model."""
+    from .loaders import STANDALONE, loader_of
+
+    kind = loader_of(spec)
+    if kind in STANDALONE:
+        return STANDALONE[kind](spec, device=device, dtype=dtype, modality=modality, blocks=blocks,
+                                random_init=random_init, trust_remote_code=trust_remote_code)
+    return Adapter(spec, device=device, dtype=dtype, trust_remote_code=trust_remote_code, modality=modality,
+                   prompt_template=prompt_template, blocks=blocks, random_init=random_init, named_layers=named_layers)
+
+
 def load_adapter(spec: str, *, device="cpu", dtype="float32", trust_remote_code=False,
-                 modality: str | None = None, prompt_template: str = "auto") -> Adapter:
-    """Load the right adapter for a hub id or local folder (``from_pretrained`` either way)."""
+                 modality: str | None = None, prompt_template: str = "auto", blocks: str | None = None,
+                 random_init: bool = False, named_layers: bool = False) -> Adapter:
+    """Load the right adapter for a ``--model`` value: a hub id or local folder (``from_pretrained``
+    either way; hidden_states, or hooks for remote code and ``--blocks``), ``timm:NAME`` or
+    ``open_clip:ARCH/PRETRAINED``; ``random_init`` builds it with seeded random weights;
+    ``named_layers`` adds ``default`` (and ``joint`` for CLIP/SigLIP/X-CLIP) after the hidden
+    states of a transformers model (the hook path always stores them)."""
     from transformers.utils import logging as hf_logging
 
     # our own progress bars and messages say what happens; transformers' load reports would
     # bury them (e.g. an unused pooler head is expected: LayerScope reads hidden states only)
     hf_logging.set_verbosity_error()
     hf_logging.disable_progress_bar()
-    probe = Adapter(spec, device=device, dtype=dtype, trust_remote_code=trust_remote_code, modality=modality,
-                    prompt_template=prompt_template)
-    if probe.modality in ("video", "image"):
-        cls = VisionAdapter
-    elif probe.modality == "text":
-        cls = TextAdapter
+    probe = probe_model(spec, device=device, dtype=dtype, trust_remote_code=trust_remote_code, modality=modality,
+                        prompt_template=prompt_template, blocks=blocks, random_init=random_init,
+                        named_layers=named_layers)
+    if isinstance(probe, Adapter) and type(probe) is Adapter:
+        adapter = _adapter_class(spec, probe).__new__(_adapter_class(spec, probe))
+        adapter.__dict__.update(probe.__dict__)
     else:
-        cls = MllmAdapter
-    adapter = cls.__new__(cls)
-    adapter.__dict__.update(probe.__dict__)
+        adapter = probe
     try:
         return adapter.load()
     except ModelError:

@@ -16,7 +16,7 @@ import numpy as np
 
 from . import __version__
 from .manifest import Manifest
-from .models import Adapter, ModelError, default_name, load_adapter
+from .models import Adapter, ModelError, default_name, load_adapter, probe_model
 from .video import DecodedVideo, read_video, sample_indices
 from .writer import StoreWriter, run_id_for
 
@@ -149,7 +149,8 @@ class Precompute:
     def __init__(self, writer: StoreWriter, manifest: Manifest, dataset: str, *, frames, captions,
                  variants=("original",), batch_size=8, device="auto", dtype="float32", image_mode="frames",
                  shard=None, allow_fewer_captions=False, trust_remote_code=False, progress=True, out=None,
-                 caption_order="first", caption_seed=0, prompt_template="auto"):
+                 caption_order="first", caption_seed=0, prompt_template="auto", blocks=None, random_init=False,
+                 named_layers=False):
         self.w = writer
         self.manifest = manifest
         self.dataset = dataset
@@ -167,6 +168,9 @@ class Precompute:
         self.caption_order = caption_order
         self.caption_seed = int(caption_seed)
         self.prompt_template = prompt_template
+        self.blocks = blocks  # --blocks: hook path on this block list (issue #15)
+        self.random_init = bool(random_init)
+        self.named_layers = bool(named_layers)  # transformers models: also store default / joint
         self.out = out or sys.stderr  # resolved at call time, so redirected stderr is honoured
         self.summary = Summary()
         self.frames_cache = FrameCache(self._wanted_frames)
@@ -211,6 +215,10 @@ class Precompute:
             "dtype": self.dtype, "extraction": EXTRACTION_VERSION,
             "shard": None if self.shard_n == 1 else f"{self.shard_i}/{self.shard_n}",
         }
+        if self.blocks:  # another block list is another set of layers
+            base["blocks"] = self.blocks
+        if info.config.get("layerscope", {}).get("layer_names"):  # named layers after the numbered ones
+            base["layer_names"] = info.config["layerscope"]["layer_names"]
         if info.modality in ("video", "image"):
             for variant in self.variants:
                 for n_f in self.frames:
@@ -269,8 +277,9 @@ class Precompute:
             first = [self.manifest.items[i].video for i in self.items_range[:self.batch_size]]
             self.pool.submit(lambda: [self.frames_cache.get(v) for v in first])
         adapter = load_adapter(spec, device=self.device, dtype=self.dtype, trust_remote_code=self.trust,
-                               modality=modality, prompt_template=self.prompt_template)
-        name = name or default_name(spec)
+                               modality=modality, prompt_template=self.prompt_template, blocks=self.blocks,
+                               random_init=self.random_init, named_layers=self.named_layers)
+        name = name or default_name(spec) + ("-random-init" if self.random_init else "")
         info = adapter.info()
         self.w.put_model(name, info)
         plans = self.plan(adapter, name, info)
@@ -291,7 +300,7 @@ class Precompute:
                 image_mode=self.image_mode if info.modality == "image" else None, pooling=info.pooling,
                 dtype=self.dtype, device=str(adapter.device), n_items=len(items), n_layers=info.n_layers,
                 dim=info.dim, config={**p.identity, "batch_size": self.batch_size, "code_version": __version__,
-                                      "device": str(adapter.device)},
+                                      "device": str(adapter.device), **adapter.run_config()},
             )
             # resume with the batch size the run started with, so batch boundaries (and with them
             # every float) match an uninterrupted run
@@ -427,8 +436,9 @@ def run_precompute(*, store, manifest, dataset, models, names=None, modality=Non
         raise ValueError(f"--name was given {len(names)} time(s) for {len(models)} model(s); give one per --model")
     # read every model's config first (no weights): a bad spec or a caption shortfall is reported
     # before anything runs or is written
-    modalities = [Adapter(spec, device=options.get("device", "auto"), modality=modality,
-                          trust_remote_code=options.get("trust_remote_code", False)).modality for spec in models]
+    modalities = [probe_model(spec, device=options.get("device", "auto"), modality=modality,
+                              trust_remote_code=options.get("trust_remote_code", False), blocks=options.get("blocks"),
+                              random_init=options.get("random_init", False)).modality for spec in models]
     # options are checked before the store is opened: a bad flag leaves no trace
     job = Precompute(None, manifest, dataset, progress=progress, out=out, **options)
     if {"text", "mllm"} & set(modalities) and job.variants != ["reversed"]:  # reversed: no caption runs

@@ -221,3 +221,143 @@ BUILDERS = {
     "xclip": build_xclip, "vit": build_vit, "dinov2": build_dinov2,
     "bert": build_bert, "t5": build_t5, "llama": build_llama, "llava": build_llava,
 }
+
+
+# ---- models outside transformers' own classes (issue #15) ---------------------------------------
+
+#: A VideoMAEv2-like remote-code model: its own config and modeling files named in ``auto_map``,
+#: a ``model.blocks`` list inside a PreTrainedModel wrapper, clips as ``(B, C, T, H, W)`` through a
+#: Conv3d patch embedding, mean pooling with ``fc_norm``, and a forward that returns one tensor
+#: (no hidden states), as OpenGVLab/VideoMAEv2-Base's remote code does.
+REMOTE_CONFIG_PY = '''
+from transformers import PretrainedConfig
+
+
+class TinyVideoMAEv2Config(PretrainedConfig):
+    model_type = "TinyVideoMAEv2"
+
+    def __init__(self, model_config=None, **kwargs):
+        self.model_config = model_config or {}
+        super().__init__(**kwargs)
+'''
+
+REMOTE_MODELING_PY = '''
+import torch
+from torch import nn
+from transformers import PreTrainedModel
+
+from .configuration_tinyvideomaev2 import TinyVideoMAEv2Config
+
+
+class PatchEmbed(nn.Module):
+    def __init__(self, patch_size, tubelet_size, embed_dim):
+        super().__init__()
+        k = (tubelet_size, patch_size, patch_size)
+        self.proj = nn.Conv3d(3, embed_dim, kernel_size=k, stride=k)
+
+    def forward(self, x):  # (B, C, T, H, W)
+        return self.proj(x).flatten(2).transpose(1, 2)
+
+
+class Block(nn.Module):
+    def __init__(self, dim, heads):
+        super().__init__()
+        self.norm1 = nn.LayerNorm(dim)
+        self.qkv = nn.Linear(dim, 3 * dim)
+        self.proj = nn.Linear(dim, dim)
+        self.norm2 = nn.LayerNorm(dim)
+        self.mlp = nn.Sequential(nn.Linear(dim, 2 * dim), nn.GELU(), nn.Linear(2 * dim, dim))
+        self.heads = heads
+
+    def forward(self, x):
+        B, N, C = x.shape
+        q, k, v = self.qkv(self.norm1(x)).reshape(B, N, 3, self.heads, C // self.heads).permute(2, 0, 3, 1, 4)
+        att = ((q @ k.transpose(-2, -1)) * (C // self.heads) ** -0.5).softmax(dim=-1)
+        x = x + self.proj((att @ v).transpose(1, 2).reshape(B, N, C))
+        return x + self.mlp(self.norm2(x))
+
+
+class VisionTransformer(nn.Module):
+    def __init__(self, img_size=32, patch_size=8, tubelet_size=2, num_frames=4, embed_dim=32, depth=3,
+                 num_heads=4, **_):
+        super().__init__()
+        self.patch_embed = PatchEmbed(patch_size, tubelet_size, embed_dim)
+        n = (num_frames // tubelet_size) * (img_size // patch_size) ** 2
+        self.pos_embed = nn.Parameter(torch.randn(1, n, embed_dim) * 0.02)
+        self.blocks = nn.ModuleList(Block(embed_dim, num_heads) for _ in range(depth))
+        self.fc_norm = nn.LayerNorm(embed_dim)
+        self.head = nn.Identity()
+
+    def forward_features(self, x):
+        x = self.patch_embed(x) + self.pos_embed
+        for blk in self.blocks:
+            x = blk(x)
+        return self.fc_norm(x.mean(1))
+
+    def forward(self, x):
+        return self.head(self.forward_features(x))
+
+
+class TinyVideoMAEv2(PreTrainedModel):
+    config_class = TinyVideoMAEv2Config
+    base_model_prefix = "model"
+    main_input_name = "pixel_values"
+
+    def __init__(self, config):
+        super().__init__(config)
+        self.model = VisionTransformer(**config.model_config)
+        self.post_init()
+
+    def _init_weights(self, module):
+        pass  # the modules' own initialisation (seeded by the builder)
+
+    def extract_features(self, pixel_values):
+        return self.model.forward_features(pixel_values)
+
+    def forward(self, pixel_values):
+        return self.model(pixel_values)
+'''
+
+
+def build_remote_videomae_v2(out, *, size=32, frames=4, hidden=32, layers=3, seed=0):
+    """A remote-code video model folder (``config.json`` with ``auto_map``, its two code files,
+    weights, VideoMAE's PIL processor), loadable only with ``trust_remote_code=True``."""
+    import json
+
+    from transformers import AutoConfig, AutoModel
+    from transformers.models.videomae.image_processing_pil_videomae import VideoMAEImageProcessorPil
+
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "configuration_tinyvideomaev2.py").write_text(REMOTE_CONFIG_PY)
+    (out / "modeling_tinyvideomaev2.py").write_text(REMOTE_MODELING_PY)
+    (out / "config.json").write_text(json.dumps({
+        "model_type": "TinyVideoMAEv2", "layerscope_random_init": True,
+        "auto_map": {"AutoConfig": "configuration_tinyvideomaev2.TinyVideoMAEv2Config",
+                     "AutoModel": "modeling_tinyvideomaev2.TinyVideoMAEv2"},
+        "model_config": {"img_size": size, "patch_size": 8, "tubelet_size": 2, "num_frames": frames,
+                         "embed_dim": hidden, "depth": layers, "num_heads": 4},
+    }))
+    config = AutoConfig.from_pretrained(out, trust_remote_code=True)
+    _seeded(seed)
+    model = AutoModel.from_config(config, trust_remote_code=True)
+    proc = VideoMAEImageProcessorPil(size={"shortest_edge": size}, crop_size={"height": size, "width": size})
+    return _save(model, out, proc)
+
+
+def build_clip(out, *, size=32, hidden=32, projection=16, layers=2, seed=0, corpus=DEFAULT_CORPUS):
+    """A tiny CLIP dual encoder whose projection (``projection`` wide) is narrower than its towers,
+    with a word-level tokenizer trained in-process (``[SEP]`` as CLIP's end-of-text token)."""
+    from transformers import CLIPConfig, CLIPModel
+    from transformers.models.clip.image_processing_pil_clip import CLIPImageProcessorPil
+
+    _seeded(seed)
+    tok = _word_tokenizer(corpus, kind="bert")
+    text = dict(vocab_size=len(tok), hidden_size=hidden, intermediate_size=2 * hidden, num_hidden_layers=layers,
+                num_attention_heads=4, max_position_embeddings=32, eos_token_id=tok.sep_token_id,
+                pad_token_id=tok.pad_token_id, bos_token_id=tok.cls_token_id)
+    vision = dict(image_size=size, patch_size=8, hidden_size=hidden, intermediate_size=2 * hidden,
+                  num_hidden_layers=layers, num_attention_heads=4)
+    cfg = _mark(CLIPConfig(text_config=text, vision_config=vision, projection_dim=projection))
+    proc = CLIPImageProcessorPil(size={"shortest_edge": size}, crop_size={"height": size, "width": size})
+    return _save(CLIPModel(cfg), out, proc, tok)
