@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import torch
 
-open_clip = pytest.importorskip("open_clip")  # in the `models` and `dev` extras
+import open_clip  # noqa: E402  (required, not skipped: in the `models` and `dev` extras)
 
 from analysis.store import list_runs, load_embeddings  # noqa: E402
 from precompute.cli import main  # noqa: E402

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 import torch
 
-timm = pytest.importorskip("timm")  # in the `models` and `dev` extras
+import timm  # noqa: F401  (required, not skipped: in the `models` and `dev` extras)
 
 from precompute.models import load_adapter  # noqa: E402
 
