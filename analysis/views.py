@@ -257,6 +257,18 @@ def profiles_long(con, dataset) -> pd.DataFrame:
     return pd.DataFrame(out)
 
 
+def flag_lines(data: pd.DataFrame) -> list[str]:
+    """One line per (model, note) among flagged points of a long curve table: ``"model: note
+    (layers 0, 1, 4)"`` — the notes said once, not once per layer."""
+    if "flagged" not in data or not data["flagged"].any():
+        return []
+    out = []
+    for (model, note), g in data[data["flagged"]].groupby(["model", "note"], sort=True):
+        layers = ", ".join(str(int(x)) for x in sorted(g["layer"]))
+        out.append(f"{model}: {note or 'undefined'} (layer{'s' if len(g) > 1 else ''} {layers})")
+    return out
+
+
 def _largest_setting_runs(rows):
     best = {}
     for r in rows:

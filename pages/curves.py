@@ -46,9 +46,8 @@ if "flagged" in data:
             x="depth:Q", y="value:Q", tooltip=["model", "layer", "value", "note"]))
 chart = alt.layer(*layers).properties(height=380)
 st.altair_chart(chart, width="stretch", key="curves_chart")
-if "flagged" in data and data["flagged"].any():
-    st.caption("Ringed points and missing values: " + md_escape("; ".join(
-        f"{r.model} layer {r.layer}: {r.note}" for r in data[data["flagged"]].itertuples())))
+for line in views.flag_lines(data):  # ringed points and missing values, each note said once
+    st.caption(md_escape(line))
 st.caption(md_escape(views.metric_direction(metric)) if metric in views.REGISTRY else "higher is better (row maximum of the "
            "mutual k-NN grid: each layer's best alignment with the reference)")
 download_data(data, f"curves_{metric}")

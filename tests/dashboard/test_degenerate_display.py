@@ -75,3 +75,14 @@ def test_the_report_marks_degenerate_grids(collapsed_store, tmp_path):
     heat = {(h["model_a"], h["model_b"]): h for h in ds["sections"]["heatmaps"]}
     assert set(heat[("vid", "txt")]["flags"]["degenerate_a"]) == {"0", "1"}
     assert heat[("vid", "txt")]["best"][0] >= 2
+
+
+def test_curve_notes_are_grouped_per_model_and_note():
+    import pandas as pd
+
+    from analysis.views import flag_lines
+
+    data = pd.DataFrame({"model": ["a", "a", "a", "b"], "layer": [0, 1, 2, 0],
+                         "flagged": [True, True, False, True],
+                         "note": ["LID on 4 distinct of 6 items", "LID on 4 distinct of 6 items", "", ""]})
+    assert flag_lines(data) == ["a: LID on 4 distinct of 6 items (layers 0, 1)", "b: undefined (layer 0)"]
