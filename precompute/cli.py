@@ -83,7 +83,7 @@ def cmd_precompute(args) -> int:
     from .runner import run_precompute
 
     manifest = load_manifest(args.manifest)
-    summary = run_precompute(
+    options = dict(
         store=args.store, manifest=manifest, dataset=args.dataset, models=args.model, names=args.name,
         modality=args.modality, frames=args.frames, captions=args.captions,
         variants=[args.variant] if args.variant else ["original"], batch_size=args.batch_size,
@@ -92,6 +92,13 @@ def cmd_precompute(args) -> int:
         caption_order=args.caption_order, caption_seed=args.caption_seed, prompt_template=args.prompt_template,
         progress=not args.quiet,
     )
+    if getattr(args, "ray", None):  # the same runs on a Ray cluster (precompute/ray_backend.py)
+        from .ray_backend import RaySession, ray_job
+
+        with RaySession(args.ray) as session:
+            summary = run_precompute(**options, job_cls=ray_job(session, gpus_per_model=args.gpus_per_model))
+    else:
+        summary = run_precompute(**options)
     print(
         f"precompute: {summary.runs_computed} run(s) computed, {summary.runs_done_before} already done, "
         f"{summary.items_embedded} item embeddings in {summary.seconds:.1f} s -> {args.store}"
@@ -115,6 +122,14 @@ def cmd_runs(args) -> int:
     done = sum(r["status"] == "done" for r in runs)
     print(f"\n{len(runs)} run(s), {done} done, {len(runs) - done} unfinished (rerun the same precompute command to resume)")
     return 0
+
+
+def _add_ray_flags(p) -> None:
+    p.add_argument("--ray", metavar="local|auto|ADDRESS",
+                   help="run on Ray: local starts Ray on this machine, auto joins this machine's cluster, "
+                        "ADDRESS (HOST:6379 or ray://HOST:10001) joins that one (needs pip install -e '.[ray]')")
+    p.add_argument("--gpus-per-model", type=float, default=None,
+                   help="with --ray: GPUs each model actor requests (default 1 where the cluster has GPUs, else 0)")
 
 
 def _register_precompute(sub):
@@ -149,6 +164,7 @@ def _register_precompute(sub):
                         "default) or use the bare prompt (none); the prompt used is recorded in each run")
     p.add_argument("--trust-remote-code", action="store_true", help="allow model code from the hub (off by default)")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
+    _add_ray_flags(p)
     p.set_defaults(func=cmd_precompute)
     r = sub.add_parser("runs", help="list the runs a store holds")
     r.add_argument("--store", required=True)
