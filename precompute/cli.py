@@ -65,6 +65,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_metrics)
     for register in _REGISTRARS:
         register(sub)
+    _register_sweep(sub)
     return parser
 
 
@@ -92,7 +93,9 @@ def cmd_precompute(args) -> int:
         caption_order=args.caption_order, caption_seed=args.caption_seed, prompt_template=args.prompt_template,
         progress=not args.quiet,
     )
-    if getattr(args, "ray", None):  # the same runs on a Ray cluster (precompute/ray_backend.py)
+    if args.gpus_per_model is not None and not args.ray:
+        raise UserError("--gpus-per-model only applies with --ray")
+    if args.ray:  # the same runs on a Ray cluster (precompute/ray_backend.py)
         from .ray_backend import RaySession, ray_job
 
         with RaySession(args.ray) as session:
@@ -339,6 +342,42 @@ def _register_migrate(sub):
     p = sub.add_parser("migrate", help="upgrade a store written by an older LayerScope in place")
     p.add_argument("--store", required=True, help="the store to upgrade (one transaction: all or nothing)")
     p.set_defaults(func=cmd_migrate)
+
+
+def cmd_sweep_plan(args) -> int:
+    from .sweep import load_sweep, plan_sweep
+
+    plan = plan_sweep(load_sweep(args.sweep), args.store)
+    print("\n".join(plan.lines()))
+    return 0
+
+
+def cmd_sweep_run(args) -> int:
+    from .sweep import load_sweep, run_sweep
+
+    sweep = load_sweep(args.sweep)
+    out = run_sweep(sweep, args.store, ray=args.ray, gpus_per_model=args.gpus_per_model, progress=not args.quiet)
+    print(f"sweep: {out['runs_computed']} run(s) computed, {out['runs_done_before']} already done, "
+          f"{out['pairs_skipped']} dataset×model pair(s) complete and not loaded, {out['items_embedded']} item "
+          f"embeddings -> {args.store}")
+    if out["analysis"] is not None:
+        print(summary_lines(out["analysis"], args.store, out["seconds"]))
+    return 0
+
+
+def _register_sweep(sub):
+    p = sub.add_parser("sweep", help="a whole study from a TOML sweep file: plan it, or run it (precompute + analyze)")
+    ssub = p.add_subparsers(dest="action", required=True)
+    pl = ssub.add_parser("plan", help="validate the sweep file and list what would run, what is done, and its size")
+    pl.add_argument("sweep", help="TOML sweep file (format: precompute/sweep.py, README 'Sweeps')")
+    pl.add_argument("--store", required=True, help="DuckDB store (need not exist yet)")
+    pl.set_defaults(func=cmd_sweep_plan)
+    r = ssub.add_parser("run", help="precompute every missing run of the sweep, then analyze; reruns skip what is done")
+    r.add_argument("sweep", help="TOML sweep file")
+    r.add_argument("--store", required=True, help="DuckDB store (created if missing)")
+    r.add_argument("--quiet", action="store_true", help="no progress bars")
+    _add_ray_flags(r)
+    r.set_defaults(func=cmd_sweep_run)
 
 
 #: functions adding further subcommands to the parser
