@@ -29,7 +29,7 @@ from types import SimpleNamespace
 
 from .runner import FrameCache, Precompute, frames_wanted, model_inputs
 
-INSTALL_HINT = 'Ray is not installed: pip install -e ".[ray]" (or pip install "ray[data]")'
+INSTALL_HINT = 'Ray is not installed: pip install -e ".[ray]" (or pip install ray)'
 #: restarts of a dead actor and re-runs of its in-flight calls before the job gives up
 MAX_RESTARTS = 3
 #: test hook "MARKER:N": a model actor SIGKILLs itself after N forwards unless MARKER exists
