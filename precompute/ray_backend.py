@@ -25,6 +25,7 @@ from __future__ import annotations
 import os
 import signal
 from collections import deque
+from contextlib import contextmanager
 from types import SimpleNamespace
 
 from .runner import FrameCache, Precompute, frames_wanted, model_inputs
@@ -47,7 +48,7 @@ def import_ray():
 
 
 class RaySession:
-    """Connect to Ray for the duration of a ``with`` block.
+    """Connect to Ray for the duration of a ``with`` block (at the first :meth:`connect`).
 
     ``address``: ``local`` starts a private Ray instance on this machine (``num_cpus`` cores,
     default all; stopped on exit); ``auto`` joins the cluster this machine belongs to (``ray start``
@@ -65,8 +66,11 @@ class RaySession:
         self._started = False
 
     def __enter__(self):
+        return self  # connects on first use: a sweep with nothing left to do starts no Ray
+
+    def connect(self):
         ray = self.ray
-        if ray.is_initialized():  # an embedding program (or a test) connected already
+        if self._started or ray.is_initialized():  # an embedding program (or a test) connected already
             return self
         try:
             if self.is_local:
@@ -86,6 +90,7 @@ class RaySession:
         return False
 
     def resources(self) -> dict:
+        self.connect()
         return self.ray.cluster_resources()
 
 
@@ -107,17 +112,22 @@ def _decoder_class(ray):
 
 
 def _model_class(ray):
-    @ray.remote(max_restarts=MAX_RESTARTS, max_task_retries=MAX_RESTARTS)
+    # two calls at a time: one applies the processor to batch i+1 while the other runs the
+    # forward of batch i (the local path's prefetch thread); forwards take turns (one lock)
+    @ray.remote(max_restarts=MAX_RESTARTS, max_task_retries=MAX_RESTARTS, max_concurrency=2)
     class ModelActor:
         """Holds one model; applies its processor and runs forwards (``embed``)."""
 
         def __init__(self, spec, load_options: dict, threads: int | None, kill: str | None):
+            import threading
+
             from .models import load_adapter
 
             if threads:
                 import torch
 
                 torch.set_num_threads(threads)
+            self.forward = threading.Lock()
             self.kill, self.calls, self.error = kill, 0, None
             try:
                 self.adapter = load_adapter(spec, **load_options)
@@ -138,8 +148,9 @@ def _model_class(ray):
 
         def embed(self, kind, raw, item_ids, image_mode):
             prepared, notes = model_inputs(self.adapter, kind, raw, item_ids, image_mode)
-            vectors = self.adapter.run(prepared)
-            self.calls += 1
+            with self.forward:
+                vectors = self.adapter.run(prepared)
+                self.calls += 1
             if self.kill:
                 marker, after = self.kill.rsplit(":", 1)
                 if self.calls >= int(after) and not os.path.exists(marker):
@@ -207,6 +218,7 @@ class RayPrecompute(Precompute):
         actors = [cls.options(num_cpus=1, num_gpus=self.gpus).remote(spec, opts, threads, os.environ.get(KILL_ENV))
                   for _ in range(self.replicas)]
         self._actors = actors
+        self._decoder_pool()  # the decoders start (imports, frame cache) while the model loads
         described = ray.get([a.describe.remote() for a in actors])
         for d in described:
             if "error" in d:
@@ -301,3 +313,50 @@ def ray_job(session: RaySession, **ray_options):
     def make(*args, **kwargs):
         return RayPrecompute(*args, session=session, **ray_options, **kwargs)
     return make
+
+
+# ---- analysis ------------------------------------------------------------------------------
+def _analysis_task(ray):
+    @ray.remote(num_cpus=1, max_retries=MAX_RESTARTS)
+    def score_chunk(store, clamp, kind, chunk):
+        """One chunk of analysis tasks on a read-only connection of its own, closed at the end (the
+        driver reopens the store for writing once every chunk is back)."""
+        from analysis.studies import parallel
+
+        parallel._init_worker(store, clamp)
+        try:
+            return parallel._worker(kind, chunk)
+        finally:
+            parallel._ENGINE.con.close()
+            parallel._ENGINE = None
+
+    return score_chunk
+
+
+@contextmanager
+def analysis_on_ray(session: RaySession):
+    """Within the block, ``analyze_store`` scores its pairs (grids, scaling fits, profiles) in Ray
+    tasks of 1 CPU each instead of local processes. Workers open the store read-only at the same
+    path: on a cluster it must be on storage every node sees."""
+    from analysis.studies import parallel
+
+    ray = session.ray
+    task = _analysis_task(ray)
+
+    def run(store, clamp, kind, chunks):
+        session.connect()
+        refs = {task.remote(str(store), clamp, kind, chunk): pos for pos, chunk in enumerate(chunks)}
+        pending = list(refs)
+        while pending:
+            ready, pending = ray.wait(pending, num_returns=1)
+            for ref in ready:
+                try:
+                    yield refs[ref], ray.get(ref)
+                except Exception as exc:
+                    raise _plain_error(ray, exc) from None
+
+    old, parallel.REMOTE_CHUNKS = parallel.REMOTE_CHUNKS, run
+    try:
+        yield
+    finally:
+        parallel.REMOTE_CHUNKS = old

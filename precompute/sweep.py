@@ -441,8 +441,9 @@ def run_sweep(sweep: Sweep, store, *, ray: str | None = None, gpus_per_model: fl
            - len(todo), "items_embedded": 0, "analysis": None}
     if out["pairs_skipped"]:
         log(f"sweep: {out['pairs_skipped']} dataset×model pair(s) already complete, skipped")
+    a = sweep.analyze
     session = None
-    if todo and address:
+    if address and (todo or a.get("enabled", True)):
         from .ray_backend import RaySession
 
         session = RaySession(address)
@@ -462,14 +463,19 @@ def run_sweep(sweep: Sweep, store, *, ray: str | None = None, gpus_per_model: fl
             out["runs_computed"] += s.runs_computed
             out["runs_done_before"] += s.runs_done_before
             out["items_embedded"] += s.items_embedded
-    a = sweep.analyze
-    if a.get("enabled", True):
-        from analysis.studies import analyze_store, default_jobs
+        if a.get("enabled", True):
+            from analysis.studies import analyze_store, default_jobs
 
-        out["analysis"] = analyze_store(
-            store, k=a.get("k"), metrics=a.get("metrics"), references=a.get("references"),
-            n_boot=a.get("bootstrap"), datasets=[d.name for d in sweep.datasets], clamp=a.get("clamp"),
-            reorder_k=a.get("reorder_k"), downstream_setting=a.get("downstream_setting"),
-            jobs=a.get("jobs") or default_jobs(), progress=progress, log=log)
+            spread = nullcontext()
+            if session is not None:  # pairs scored in Ray tasks
+                from .ray_backend import analysis_on_ray
+
+                spread = analysis_on_ray(session)
+            with spread:
+                out["analysis"] = analyze_store(
+                    store, k=a.get("k"), metrics=a.get("metrics"), references=a.get("references"),
+                    n_boot=a.get("bootstrap"), datasets=[d.name for d in sweep.datasets], clamp=a.get("clamp"),
+                    reorder_k=a.get("reorder_k"), downstream_setting=a.get("downstream_setting"),
+                    jobs=a.get("jobs") or default_jobs(), progress=progress, log=log)
     out["seconds"] = time.perf_counter() - t0
     return out

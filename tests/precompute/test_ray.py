@@ -142,3 +142,70 @@ enabled = false
     assert contents(store) == plain
     assert main(["sweep", "run", str(sweep), "--store", str(store), "--ray", "local", "--quiet"]) == 0
     assert "0 run(s) computed, 0 already done, 2 dataset×model pair(s) complete" in capsys.readouterr().out
+
+
+def _same_nan(value):
+    """NaN as a marker, so results compare exactly (nan != nan)."""
+    if isinstance(value, float) and value != value:
+        return "NaN"
+    if isinstance(value, (list, tuple)):
+        return type(value)(_same_nan(v) for v in value)
+    return value
+
+
+def results(store):
+    """Every analysis result without its timestamp, in a fixed order."""
+    con = duckdb.connect(str(store), read_only=True)
+    try:
+        return {t: _same_nan(con.execute(f"SELECT * EXCLUDE (computed) FROM {t} ORDER BY result_id").fetchall())
+                for t in ("result_grids", "result_profiles", "result_studies")}
+    finally:
+        con.close()
+
+
+def test_sweep_analysis_scored_in_ray_tasks_equals_local_analysis(tmp_path, ray_local, data, tiny, monkeypatch):
+    import shutil
+
+    from analysis.studies import parallel
+
+    sweep = tmp_path / "sweep.toml"
+    sweep.write_text(f"""
+[precompute]
+frames = [1, 3]
+captions = [1, 3]
+batch_size = 3
+
+[[datasets]]
+name = "toy"
+manifest = "{data}"
+
+[[models]]
+source = "{tiny['vit']}"
+
+[[models]]
+source = "{tiny['bert']}"
+
+[analyze]
+k = 3
+bootstrap = 20
+jobs = 1
+""")
+    local, remote = tmp_path / "local.duckdb", tmp_path / "remote.duckdb"
+    assert main(["sweep", "run", str(sweep), "--store", str(local), "--quiet"]) == 0
+    shutil.copy(local, remote)
+    con = duckdb.connect(str(remote))
+    for t in ("result_grids", "result_profiles", "result_studies"):
+        con.execute(f"DELETE FROM {t}")
+    con.close()
+    chunks = []
+    run_remote = parallel._run_remote
+
+    def spy(ctx, kind, tasks, out, bar):
+        chunks.append((kind, len(tasks)))
+        return run_remote(ctx, kind, tasks, out, bar)
+
+    monkeypatch.setattr(parallel, "_run_remote", spy)
+    assert main(["sweep", "run", str(sweep), "--store", str(remote), "--ray", "local", "--quiet"]) == 0
+    assert {kind for kind, _ in chunks} >= {"grid"}  # pairs went to Ray tasks
+    want, got = results(local), results(remote)
+    assert all(want[t] for t in want) and got == want
