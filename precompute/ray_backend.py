@@ -203,6 +203,13 @@ class RayPrecompute(Precompute):
         cpus = int(res.get("CPU", 1))
         self.n_decoders = int(decoders) if decoders else max(1, min(8, cpus - self.replicas))
         self.window = int(window) if window else max(3, 2 * (self.replicas + self.n_decoders))
+        if session.is_local:  # no autoscaler adds nodes: actors that cannot fit would wait forever
+            if self.gpus * self.replicas > res.get("GPU", 0):
+                raise ValueError(f"--gpus-per-model {gpus_per_model}: {self.replicas} model actor(s) need "
+                                 f"{self.gpus * self.replicas:g} GPU(s), this machine has {res.get('GPU', 0):g}")
+            if self.replicas + self.n_decoders > cpus:
+                raise ValueError(f"Ray: {self.replicas} model actor(s) and {self.n_decoders} decoder(s) need "
+                                 f"{self.replicas + self.n_decoders} CPUs, this machine has {cpus}")
         self.decoders = None
 
     def load_model(self, spec, modality):
@@ -297,14 +304,19 @@ class RayPrecompute(Precompute):
             bar.close()
 
 
+class RayRunError(ValueError):
+    """Ray gave up on a worker (restarts and retries spent, node lost, ...): one line in the CLI."""
+
+
 def _plain_error(ray, exc):
-    """A Ray task error carrying one of our ValueErrors becomes that error (one line in the CLI)."""
+    """A Ray task error carrying one of our ValueErrors becomes that error; other Ray failures a
+    :class:`RayRunError` (the CLI prints both as one line)."""
     cause = getattr(exc, "cause", None)
     if isinstance(exc, ray.exceptions.RayTaskError) and isinstance(cause, ValueError):
         return cause
     if isinstance(exc, ray.exceptions.RayError):
         first = (str(exc).strip().splitlines() or [""])[0]
-        return RuntimeError(f"Ray: {type(exc).__name__}: {first} (finished batches are kept; rerun to resume)")
+        return RayRunError(f"Ray: {type(exc).__name__}: {first} (finished batches are kept; rerun to resume)")
     return exc
 
 

@@ -209,3 +209,13 @@ jobs = 1
     assert {kind for kind, _ in chunks} >= {"grid"}  # pairs went to Ray tasks
     want, got = results(local), results(remote)
     assert all(want[t] for t in want) and got == want
+
+
+def test_asking_for_gpus_this_machine_lacks_is_an_error_before_anything_runs(tmp_path, ray_local, data, tiny,
+                                                                            capsys):
+    assert ray_local.cluster_resources().get("GPU", 0) == 0  # the test machines have none
+    store = tmp_path / "s.duckdb"
+    assert main(args(store, data, tiny, "--ray", "local", "--gpus-per-model", "1")) == 2
+    err = capsys.readouterr().err
+    assert "--gpus-per-model 1.0: 1 model actor(s) need 1 GPU(s), this machine has 0" in err
+    assert len(err.strip().splitlines()) == 1 and not store.exists()
