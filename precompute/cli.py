@@ -365,8 +365,18 @@ def cmd_sweep_run(args) -> int:
     return 0
 
 
+SWEEP_EPILOG = """examples:
+  layerscope sweep plan study.toml --store data/study.duckdb
+  layerscope sweep run study.toml --store data/study.duckdb
+  layerscope sweep run study.toml --store data/study.duckdb --ray local
+  layerscope sweep run study.toml --store data/study.duckdb --ray auto --gpus-per-model 1
+the sweep file's format: README "Sweeps", or python -c "import precompute.sweep as s; print(s.__doc__)"
+"""
+
+
 def _register_sweep(sub):
-    p = sub.add_parser("sweep", help="a whole study from a TOML sweep file: plan it, or run it (precompute + analyze)")
+    p = sub.add_parser("sweep", help="a whole study from a TOML sweep file: plan it, or run it (precompute + analyze)",
+                       formatter_class=argparse.RawDescriptionHelpFormatter, epilog=SWEEP_EPILOG)
     ssub = p.add_subparsers(dest="action", required=True)
     pl = ssub.add_parser("plan", help="validate the sweep file and list what would run, what is done, and its size")
     pl.add_argument("sweep", help="TOML sweep file (format: precompute/sweep.py, README 'Sweeps')")
