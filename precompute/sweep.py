@@ -418,6 +418,19 @@ def plan_sweep(sweep: Sweep, store) -> Plan:
 
 
 # ---- running -----------------------------------------------------------------------------
+def _groups(sweep: Sweep, todo: list) -> list:
+    """``[(dataset, [(model, name), ...])]``: the models of a dataset left to run, those with the same
+    options (modality override, dtype, batch size, ...) in one precompute job, so its frame cache
+    decodes each video once for all of them, as one ``layerscope precompute`` with several models."""
+    groups: dict = {}
+    for d, m, name in todo:
+        opts = sweep.model_options(m)
+        key = (d.name, m.modality, tuple(sorted((k, tuple(v) if isinstance(v, list) else v)
+                                               for k, v in opts.items())))
+        groups.setdefault(key, (d, []))[1].append((m, name))
+    return list(groups.values())
+
+
 def run_sweep(sweep: Sweep, store, *, ray: str | None = None, gpus_per_model: float | None = None,
               progress: bool = True, log=None) -> dict:
     """Precompute every missing run of the sweep, then analyse (unless ``[analyze] enabled = false``).
@@ -448,8 +461,8 @@ def run_sweep(sweep: Sweep, store, *, ray: str | None = None, gpus_per_model: fl
 
         session = RaySession(address)
     with session or nullcontext():
-        for d, m, name in todo:
-            opts = sweep.model_options(m)
+        for d, models in _groups(sweep, todo):
+            m = models[0][0]
             kwargs = {}
             if session is not None:
                 from .ray_backend import ray_job
@@ -457,9 +470,10 @@ def run_sweep(sweep: Sweep, store, *, ray: str | None = None, gpus_per_model: fl
                 kwargs["job_cls"] = ray_job(
                     session, gpus_per_model=sweep.ray.get("gpus_per_model") if gpus_per_model is None
                     else gpus_per_model, replicas=sweep.ray.get("replicas", 1), decoders=sweep.ray.get("decoders"))
-            log(f"sweep: {d.name} × {name}")
-            s = run_precompute(store=store, manifest=plan.manifests[d.name], dataset=d.name, models=[m.source],
-                               names=[name], modality=m.modality, progress=progress, **opts, **kwargs)
+            log(f"sweep: {d.name} × {', '.join(name for _, name in models)}")
+            s = run_precompute(store=store, manifest=plan.manifests[d.name], dataset=d.name,
+                               models=[mm.source for mm, _ in models], names=[name for _, name in models],
+                               modality=m.modality, progress=progress, **sweep.model_options(m), **kwargs)
             out["runs_computed"] += s.runs_computed
             out["runs_done_before"] += s.runs_done_before
             out["items_embedded"] += s.items_embedded
