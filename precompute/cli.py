@@ -65,6 +65,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_metrics)
     for register in _REGISTRARS:
         register(sub)
+    _register_sweep(sub)
     return parser
 
 
@@ -97,7 +98,7 @@ def cmd_precompute(args) -> int:
     from .runner import run_precompute
 
     manifest = load_manifest(args.manifest)
-    summary = run_precompute(
+    options = dict(
         store=args.store, manifest=manifest, dataset=args.dataset, models=args.model, names=args.name,
         modality=args.modality, frames=args.frames, captions=args.captions,
         variants=[args.variant] if args.variant else ["original"], batch_size=args.batch_size,
@@ -106,6 +107,15 @@ def cmd_precompute(args) -> int:
         caption_order=args.caption_order, caption_seed=args.caption_seed, prompt_template=args.prompt_template,
         blocks=args.blocks, random_init=args.random_init, named_layers=args.named_layers, progress=not args.quiet,
     )
+    if args.gpus_per_model is not None and not args.ray:
+        raise UserError("--gpus-per-model only applies with --ray")
+    if args.ray:  # the same runs on a Ray cluster (precompute/ray_backend.py)
+        from .ray_backend import RaySession, ray_job
+
+        with RaySession(args.ray) as session:
+            summary = run_precompute(**options, job_cls=ray_job(session, gpus_per_model=args.gpus_per_model))
+    else:
+        summary = run_precompute(**options)
     print(
         f"precompute: {summary.runs_computed} run(s) computed, {summary.runs_done_before} already done, "
         f"{summary.items_embedded} item embeddings in {summary.seconds:.1f} s -> {args.store}"
@@ -129,6 +139,14 @@ def cmd_runs(args) -> int:
     done = sum(r["status"] == "done" for r in runs)
     print(f"\n{len(runs)} run(s), {done} done, {len(runs) - done} unfinished (rerun the same precompute command to resume)")
     return 0
+
+
+def _add_ray_flags(p) -> None:
+    p.add_argument("--ray", metavar="local|auto|ADDRESS",
+                   help="run on Ray: local starts Ray on this machine, auto joins this machine's cluster, "
+                        "ADDRESS (HOST:6379 or ray://HOST:10001) joins that one (needs pip install -e '.[ray]')")
+    p.add_argument("--gpus-per-model", type=float, default=None,
+                   help="with --ray: GPUs each model actor requests (default 1 where the cluster has GPUs, else 0)")
 
 
 def _register_precompute(sub):
@@ -173,6 +191,7 @@ def _register_precompute(sub):
                    "default output (`default`) and, for CLIP/SigLIP/X-CLIP, the projected joint embedding "
                    "(`joint`) after the numbered layers (remote-code, --blocks, timm and open_clip models always do)")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
+    _add_ray_flags(p)
     p.set_defaults(func=cmd_precompute)
     r = sub.add_parser("runs", help="list the runs a store holds")
     r.add_argument("--store", required=True)
@@ -432,6 +451,52 @@ def _register_migrate(sub):
     p = sub.add_parser("migrate", help="upgrade a store written by an older LayerScope in place")
     p.add_argument("--store", required=True, help="the store to upgrade (one transaction: all or nothing)")
     p.set_defaults(func=cmd_migrate)
+
+
+def cmd_sweep_plan(args) -> int:
+    from .sweep import load_sweep, plan_sweep
+
+    plan = plan_sweep(load_sweep(args.sweep), args.store)
+    print("\n".join(plan.lines()))
+    return 0
+
+
+def cmd_sweep_run(args) -> int:
+    from .sweep import load_sweep, run_sweep
+
+    sweep = load_sweep(args.sweep)
+    out = run_sweep(sweep, args.store, ray=args.ray, gpus_per_model=args.gpus_per_model, progress=not args.quiet)
+    print(f"sweep: {out['runs_computed']} run(s) computed, {out['runs_done_before']} already done, "
+          f"{out['pairs_skipped']} dataset×model pair(s) complete and not loaded, {out['items_embedded']} item "
+          f"embeddings -> {args.store}")
+    if out["analysis"] is not None:
+        print(summary_lines(out["analysis"], args.store, out["seconds"]))
+    return 0
+
+
+SWEEP_EPILOG = """examples:
+  layerscope sweep plan study.toml --store data/study.duckdb
+  layerscope sweep run study.toml --store data/study.duckdb
+  layerscope sweep run study.toml --store data/study.duckdb --ray local
+  layerscope sweep run study.toml --store data/study.duckdb --ray auto --gpus-per-model 1
+the sweep file's format: README "Sweeps", or python -c "import precompute.sweep as s; print(s.__doc__)"
+"""
+
+
+def _register_sweep(sub):
+    p = sub.add_parser("sweep", help="a whole study from a TOML sweep file: plan it, or run it (precompute + analyze)",
+                       formatter_class=argparse.RawDescriptionHelpFormatter, epilog=SWEEP_EPILOG)
+    ssub = p.add_subparsers(dest="action", required=True)
+    pl = ssub.add_parser("plan", help="validate the sweep file and list what would run, what is done, and its size")
+    pl.add_argument("sweep", help="TOML sweep file (format: precompute/sweep.py, README 'Sweeps')")
+    pl.add_argument("--store", required=True, help="DuckDB store (need not exist yet)")
+    pl.set_defaults(func=cmd_sweep_plan)
+    r = ssub.add_parser("run", help="precompute every missing run of the sweep, then analyze; reruns skip what is done")
+    r.add_argument("sweep", help="TOML sweep file")
+    r.add_argument("--store", required=True, help="DuckDB store (created if missing)")
+    r.add_argument("--quiet", action="store_true", help="no progress bars")
+    _add_ray_flags(r)
+    r.set_defaults(func=cmd_sweep_run)
 
 
 #: functions adding further subcommands to the parser

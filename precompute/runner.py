@@ -143,6 +143,15 @@ def caption_order(captions: list[str], item_id: str, order: str, seed: int) -> l
     return [captions[i] for i in perm]
 
 
+def frames_wanted(n_total: int, frames, variants) -> np.ndarray:
+    """Every frame number a run with budgets ``frames`` and ``variants`` samples from a video of
+    ``n_total`` frames (what a :class:`FrameCache` keeps)."""
+    picked = np.unique(np.concatenate([sample_indices(n_total, n_f) for n_f in frames] or [[0]]))
+    if "reversed" in variants:  # the reversed video's frame i is frame T-1-i
+        picked = np.union1d(picked, n_total - 1 - picked)
+    return picked
+
+
 class Precompute:
     """One precompute invocation over one dataset and several models."""
 
@@ -188,11 +197,7 @@ class Precompute:
         self.shard_i, self.shard_n, self.items_range = parse_shard(shard, len(manifest.items), self.batch_size)
 
     def _wanted_frames(self, n_total: int) -> np.ndarray:
-        """Every frame number a run of this invocation samples from a video of ``n_total`` frames."""
-        picked = np.unique(np.concatenate([sample_indices(n_total, n_f) for n_f in self.frames] or [[0]]))
-        if "reversed" in self.variants:  # the reversed video's frame i is frame T-1-i
-            picked = np.union1d(picked, n_total - 1 - picked)
-        return picked
+        return frames_wanted(n_total, self.frames, self.variants)
 
     def check_captions(self):
         """Only relevant when a text or MLLM model is in the call; run before any model runs."""
@@ -265,6 +270,16 @@ class Precompute:
         return ident
 
     # ---- execution ---------------------------------------------------------------------
+    #: decode the first batch in the prefetch thread while the model loads (a Ray driver does not)
+    prefetch_first = True
+
+    def load_model(self, spec: str, modality: str | None):
+        """The adapter the runs of ``spec`` use: loaded here (a Ray job returns a proxy of a remote
+        actor instead; :meth:`run_model` needs ``info()``, ``prompt_format(side)`` and ``device``)."""
+        return load_adapter(spec, device=self.device, dtype=self.dtype, trust_remote_code=self.trust,
+                            modality=modality, prompt_template=self.prompt_template, blocks=self.blocks,
+                            random_init=self.random_init, named_layers=self.named_layers)
+
     def run_model(self, spec: str, name: str | None = None, modality: str | None = None,
                   spec_modality: str | None = None) -> None:
         if spec_modality == "text" and self.variants == ["reversed"]:
@@ -272,13 +287,11 @@ class Precompute:
             print(f"note: {name or default_name(spec)} is a text model; text has no reversed variant, "
                   "nothing to do for it", file=self.out)
             return
-        if spec_modality in ("video", "image", "mllm") and self.frames:
+        if spec_modality in ("video", "image", "mllm") and self.frames and self.prefetch_first:
             # decode the first batch's videos while the model loads (the worker is otherwise idle)
             first = [self.manifest.items[i].video for i in self.items_range[:self.batch_size]]
             self.pool.submit(lambda: [self.frames_cache.get(v) for v in first])
-        adapter = load_adapter(spec, device=self.device, dtype=self.dtype, trust_remote_code=self.trust,
-                               modality=modality, prompt_template=self.prompt_template, blocks=self.blocks,
-                               random_init=self.random_init, named_layers=self.named_layers)
+        adapter = self.load_model(spec, modality)
         name = name or default_name(spec) + ("-random-init" if self.random_init else "")
         info = adapter.info()
         self.w.put_model(name, info)
@@ -375,6 +388,17 @@ class Precompute:
 
     def _prepare(self, adapter, p: RunPlan, batch):
         """Model inputs of one batch and notes on how odd items were handled (runs in the worker)."""
+        kind, raw, notes = self.batch_inputs(p, batch, self.frames_cache.get)
+        prepared, more = model_inputs(adapter, kind, raw, [it.item_id for it in batch], self.image_mode)
+        for key, entries in more.items():
+            notes.setdefault(key, {}).update(entries)
+        return prepared, notes
+
+    def batch_inputs(self, p: RunPlan, batch, get_video) -> tuple[str, list, dict]:
+        """``(kind, raw, notes)`` of one batch before any model processor: ``("text", [str])`` or
+        ``("video", [(n_f, H, W, 3) uint8])`` (frames sampled, reversed for that variant), and notes
+        on odd items. ``get_video(path)`` returns a :class:`DecodedVideo` holding at least the frames
+        :meth:`_wanted_frames` names. Needs no model: a Ray CPU worker runs it as well."""
         notes: dict = {}
         if p.n_captions is not None:
             texts = []
@@ -391,16 +415,10 @@ class Precompute:
                         "handled": "all available captions were used"}
                 ordered = caption_order(it.captions, it.item_id, self.caption_order, self.caption_seed)
                 texts.append(caption_text(ordered, p.n_captions))
-            for it, over in zip(batch, adapter.text_overflow(texts)):
-                if over is not None:
-                    n_tokens, limit = over
-                    notes.setdefault("truncated_captions", {})[it.item_id] = {
-                        "tokens": n_tokens, "limit": limit,
-                        "handled": f"the text was cut to the model's first {limit} tokens"}
-            return adapter.prepare_texts(texts), notes
+            return "text", texts, notes
         videos = []
         for it in batch:
-            video = self.frames_cache.get(it.video)
+            video = get_video(it.video)
             T = video.n_frames
             if video.declared_frames is not None and video.declared_frames != T:
                 notes.setdefault("frame_count_mismatch", {})[it.item_id] = {
@@ -413,7 +431,7 @@ class Precompute:
             picked = sample_indices(T, p.n_frames)
             # the reversed video's i-th frame is frame T-1-i of the original
             videos.append(video.take(T - 1 - picked if p.variant == "reversed" else picked))
-        return adapter.prepare_videos(videos, image_mode=self.image_mode), notes
+        return "video", videos, notes
 
     @staticmethod
     def _check_finite(vectors, name, p, batch):
@@ -427,9 +445,28 @@ class Precompute:
         )
 
 
+def model_inputs(adapter: Adapter, kind: str, raw: list, item_ids: list[str], image_mode: str):
+    """``(Prepared, notes)``: the model's processor/tokenizer applied to a batch's raw inputs from
+    :meth:`Precompute.batch_inputs` (notes: captions cut to the model's token limit). Shared by the
+    local prefetch worker and the Ray model actors, so both feed the model identical tensors."""
+    if kind == "video":
+        return adapter.prepare_videos(raw, image_mode=image_mode), {}
+    notes: dict = {}
+    for item_id, over in zip(item_ids, adapter.text_overflow(raw)):
+        if over is not None:
+            n_tokens, limit = over
+            notes.setdefault("truncated_captions", {})[item_id] = {
+                "tokens": n_tokens, "limit": limit,
+                "handled": f"the text was cut to the model's first {limit} tokens"}
+    return adapter.prepare_texts(raw), notes
+
+
 def run_precompute(*, store, manifest, dataset, models, names=None, modality=None, progress=True, out=None,
-                   **options) -> Summary:
-    """Library entry of ``layerscope precompute``: validate everything, then run every model."""
+                   job_cls=None, **options) -> Summary:
+    """Library entry of ``layerscope precompute``: validate everything, then run every model.
+
+    ``job_cls``: the :class:`Precompute` (sub)class or factory doing the work (default
+    :class:`Precompute`; :class:`precompute.ray_backend.RayPrecompute` spreads it over Ray)."""
     t0 = time.perf_counter()
     names = list(names or [])
     if names and len(names) != len(models):
@@ -440,7 +477,7 @@ def run_precompute(*, store, manifest, dataset, models, names=None, modality=Non
                               trust_remote_code=options.get("trust_remote_code", False), blocks=options.get("blocks"),
                               random_init=options.get("random_init", False)).modality for spec in models]
     # options are checked before the store is opened: a bad flag leaves no trace
-    job = Precompute(None, manifest, dataset, progress=progress, out=out, **options)
+    job = (job_cls or Precompute)(None, manifest, dataset, progress=progress, out=out, **options)
     if {"text", "mllm"} & set(modalities) and job.variants != ["reversed"]:  # reversed: no caption runs
         job.check_captions()
     writer = StoreWriter(store)

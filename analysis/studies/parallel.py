@@ -69,6 +69,27 @@ def _chunks(tasks: list[tuple]) -> list[list[int]]:
     return list(groups.values())
 
 
+#: an executor of chunks of tasks other than the process pool, or None. ``layerscope sweep run
+#: --ray`` sets it (precompute/ray_backend.py ``analysis_on_ray``): called as
+#: ``REMOTE_CHUNKS(store, clamp, kind, chunks)``, it yields ``(chunk position, _worker's result)``
+#: as each chunk finishes, each chunk run by :func:`_init_worker` + :func:`_worker` elsewhere.
+REMOTE_CHUNKS = None
+
+
+def _run_remote(ctx, kind: str, tasks: list[tuple], out: list, bar) -> list:
+    """``run_tasks`` on :data:`REMOTE_CHUNKS`, the write connection released meanwhile as for the
+    process pool; the same chunks, so the same numbers."""
+    chunks = _chunks(tasks)
+    with ctx.released():
+        for pos, (results, done) in REMOTE_CHUNKS(ctx.store, ctx.settings.clamp, kind,
+                                                  [[tasks[i] for i in idx] for idx in chunks]):
+            for i, res in zip(chunks[pos], results):
+                out[i] = res
+            ctx.engine.counters.add(done)
+            bar.update(len(chunks[pos]))
+    return out
+
+
 def run_tasks(ctx, kind: str, tasks: list[tuple], *, label: str = "") -> list:
     """Results of ``tasks`` (same order), on ``ctx.settings.jobs`` processes, with a progress bar."""
     if not tasks:
@@ -77,6 +98,8 @@ def run_tasks(ctx, kind: str, tasks: list[tuple], *, label: str = "") -> list:
     out = [None] * len(tasks)
     try:
         jobs = min(ctx.settings.jobs, len(_chunks(tasks)))
+        if REMOTE_CHUNKS is not None and len(_chunks(tasks)) > 1:
+            return _run_remote(ctx, kind, tasks, out, bar)
         if jobs <= 1:
             for i, t in enumerate(tasks):
                 bar.set_postfix_str(_describe(kind, t), refresh=False)

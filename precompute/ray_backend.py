@@ -1,0 +1,379 @@
+"""Precompute on a Ray cluster: decoding on CPU actors, forwards on model actors, one writer.
+
+The driver plans exactly as a local run (:class:`~precompute.runner.Precompute`: same run ids,
+same batches, same resume point) and writes every batch itself, in order, through the one
+:class:`~precompute.writer.StoreWriter`; only the work between "batch planned" and "vectors
+back" moves to Ray:
+
+- ``Decoder`` actors (1 CPU each) decode videos and sample frames (:meth:`Precompute.batch_inputs`),
+  keeping a :class:`~precompute.runner.FrameCache` so a video is decoded once for all budgets, as
+  locally; batch ``b`` of every run goes to decoder ``b mod n`` so the cache hits.
+- ``ModelActor`` actors load the model once (``--gpus-per-model`` GPUs each), apply its processor
+  (:func:`~precompute.runner.model_inputs`) and run the forward; with several replicas batches go
+  round robin. Both kinds restart when their process dies (``max_restarts``) and Ray re-runs the
+  calls that were in flight (``max_task_retries``).
+- A killed driver leaves the store as a killed local run does (batches commit one transaction
+  each, in order); rerunning the command resumes from the first missing item.
+
+Batches keep the plain path's composition, so on the same hardware and thread count a Ray run
+writes bitwise the same vectors (a local ``--ray local`` run gives the model actor the driver's
+torch thread count for that reason).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+from collections import deque
+from contextlib import contextmanager
+from types import SimpleNamespace
+
+from .runner import FrameCache, Precompute, frames_wanted, model_inputs
+
+INSTALL_HINT = 'Ray is not installed: pip install -e ".[ray]" (or pip install ray)'
+#: restarts of a dead actor and re-runs of its in-flight calls before the job gives up
+MAX_RESTARTS = 3
+#: test hook "MARKER:N": a model actor SIGKILLs itself after N forwards unless MARKER exists
+#: (it creates MARKER first), so a test kills one worker exactly once, mid-run
+KILL_ENV = "LAYERSCOPE_RAY_KILL_ONCE"
+
+
+def import_ray():
+    """The ``ray`` module, or a ValueError saying how to install it."""
+    try:
+        import ray
+    except ImportError:
+        raise ValueError(f"--ray: {INSTALL_HINT}") from None
+    return ray
+
+
+class RaySession:
+    """Connect to Ray for the duration of a ``with`` block (at the first :meth:`connect`).
+
+    ``address``: ``local`` starts a private Ray instance on this machine (``num_cpus`` cores,
+    default all; stopped on exit); ``auto`` joins the cluster this machine belongs to (``ray start``
+    ran here); anything else is a cluster address (``HOST:6379`` or ``ray://HOST:10001``).
+    Joining leaves the cluster running. ``is_local``: the workers share this machine's cores.
+    """
+
+    def __init__(self, address: str, *, num_cpus: int | None = None):
+        if not address:
+            raise ValueError("--ray needs local, auto or a cluster address")
+        self.address = address
+        self.num_cpus = num_cpus
+        self.is_local = address == "local"
+        self.ray = import_ray()
+        self._started = False
+
+    def __enter__(self):
+        return self  # connects on first use: a sweep with nothing left to do starts no Ray
+
+    def connect(self):
+        ray = self.ray
+        if self._started or ray.is_initialized():  # an embedding program (or a test) connected already
+            return self
+        try:
+            if self.is_local:
+                ray.init(address="local", num_cpus=self.num_cpus, include_dashboard=False,
+                         log_to_driver=False, configure_logging=False)
+            else:
+                ray.init(address=self.address, log_to_driver=False)
+        except Exception as exc:  # no cluster at that address, version mismatch, ...
+            first = (str(exc).strip().splitlines() or [""])[0]
+            raise ValueError(f"--ray {self.address}: cannot connect to Ray: {type(exc).__name__}: {first}") from None
+        self._started = True
+        return self
+
+    def __exit__(self, *exc):
+        if self._started:
+            self.ray.shutdown()
+        return False
+
+    def resources(self) -> dict:
+        self.connect()
+        return self.ray.cluster_resources()
+
+
+def _decoder_class(ray):
+    @ray.remote(num_cpus=1, max_restarts=MAX_RESTARTS, max_task_retries=MAX_RESTARTS)
+    class Decoder:
+        """Decodes and samples the videos of batches (CPU); one frame cache per actor."""
+
+        def __init__(self, frames, variants):
+            from functools import partial
+
+            self.cache = FrameCache(partial(frames_wanted, frames=list(frames), variants=list(variants)))
+            self.rules = SimpleNamespace()  # batch_inputs reads caption rules only for text runs
+
+        def decode(self, p, batch):
+            return Precompute.batch_inputs(self.rules, p, batch, self.cache.get)
+
+    return Decoder
+
+
+def _model_class(ray):
+    # two calls at a time: one applies the processor to batch i+1 while the other runs the
+    # forward of batch i (the local path's prefetch thread); forwards take turns (one lock)
+    @ray.remote(max_restarts=MAX_RESTARTS, max_task_retries=MAX_RESTARTS, max_concurrency=2)
+    class ModelActor:
+        """Holds one model; applies its processor and runs forwards (``embed``)."""
+
+        def __init__(self, spec, load_options: dict, threads: int | None, kill: str | None):
+            import threading
+
+            from .models import load_adapter
+
+            if threads:
+                import torch
+
+                torch.set_num_threads(threads)
+            self.forward = threading.Lock()
+            self.kill, self.calls, self.error = kill, 0, None
+            try:
+                self.adapter = load_adapter(spec, **load_options)
+            except Exception as exc:  # reported by describe() as the one-line error it is locally
+                self.error = f"{exc}" if isinstance(exc, ValueError) else f"cannot load {spec!r}: {exc}"
+
+        def describe(self):
+            if self.error:
+                return {"error": self.error}
+            a = self.adapter
+            prompts = {}
+            for side in ("video", "text"):
+                try:
+                    prompts[side] = a.prompt_format(side)
+                except Exception:  # a side the model has no prompt for
+                    prompts[side] = None
+            return {"info": a.info(), "prompts": prompts, "device": str(a.device), "run_config": a.run_config()}
+
+        def embed(self, kind, raw, item_ids, image_mode):
+            prepared, notes = model_inputs(self.adapter, kind, raw, item_ids, image_mode)
+            with self.forward:
+                vectors = self.adapter.run(prepared)
+                self.calls += 1
+            if self.kill:
+                marker, after = self.kill.rsplit(":", 1)
+                if self.calls >= int(after) and not os.path.exists(marker):
+                    open(marker, "w").close()
+                    os.kill(os.getpid(), signal.SIGKILL)
+            return vectors, notes
+
+    return ModelActor
+
+
+class RemoteModel:
+    """What :meth:`Precompute.run_model` needs of an adapter, answered by model actors."""
+
+    def __init__(self, actors, described: dict):
+        self.actors = actors
+        self._info = described["info"]
+        self._prompts = described["prompts"]
+        self._run_config = described["run_config"]
+        self.device = described["device"]
+
+    def info(self):
+        return self._info
+
+    def run_config(self):
+        return self._run_config
+
+    def prompt_format(self, side: str):
+        return self._prompts.get(side)
+
+
+class RayPrecompute(Precompute):
+    """A :class:`Precompute` whose decoding and forwards run on Ray actors (see the module doc).
+
+    ``session``: an entered :class:`RaySession`; ``gpus_per_model``: GPUs each model actor requests
+    (default: 1 where the cluster has GPUs, else 0); ``replicas``: model actors per model;
+    ``decoders``: decoding actors (default: the cluster's CPUs less one per replica, at least 1, at
+    most 8); ``window``: batches in flight ahead of the writer (default: 2 per actor, at least 3).
+    """
+
+    prefetch_first = False
+
+    def __init__(self, writer, manifest, dataset, *, session: RaySession, gpus_per_model: float | None = None,
+                 replicas: int = 1, decoders: int | None = None, window: int | None = None, **options):
+        super().__init__(writer, manifest, dataset, **options)
+        if replicas < 1:
+            raise ValueError(f"Ray replicas must be >= 1, got {replicas}")
+        if gpus_per_model is not None and gpus_per_model < 0:
+            raise ValueError(f"--gpus-per-model must be >= 0, got {gpus_per_model}")
+        self.session = session
+        self.ray = session.ray
+        res = session.resources()
+        self.gpus = (1 if res.get("GPU", 0) > 0 else 0) if gpus_per_model is None else gpus_per_model
+        self.replicas = int(replicas)
+        cpus = int(res.get("CPU", 1))
+        self.n_decoders = int(decoders) if decoders else max(1, min(8, cpus - self.replicas))
+        self.window = int(window) if window else max(3, 2 * (self.replicas + self.n_decoders))
+        if session.is_local:  # no autoscaler adds nodes: actors that cannot fit would wait forever
+            if self.gpus * self.replicas > res.get("GPU", 0):
+                raise ValueError(f"--gpus-per-model {gpus_per_model}: {self.replicas} model actor(s) need "
+                                 f"{self.gpus * self.replicas:g} GPU(s), this machine has {res.get('GPU', 0):g}")
+            if self.replicas + self.n_decoders > cpus:
+                raise ValueError(f"Ray: {self.replicas} model actor(s) and {self.n_decoders} decoder(s) need "
+                                 f"{self.replicas + self.n_decoders} CPUs, this machine has {cpus}")
+        self.decoders = None
+
+    def load_model(self, spec, modality):
+        ray = self.ray
+        threads = None
+        if self.session.is_local:  # the same torch thread count as a plain run on this machine
+            import torch
+
+            threads = torch.get_num_threads()
+        opts = {"device": self.device, "dtype": self.dtype, "trust_remote_code": self.trust,
+                "modality": modality, "prompt_template": self.prompt_template, "blocks": self.blocks,
+                "random_init": self.random_init, "named_layers": self.named_layers}
+        cls = _model_class(ray)
+        actors = [cls.options(num_cpus=1, num_gpus=self.gpus).remote(spec, opts, threads, os.environ.get(KILL_ENV))
+                  for _ in range(self.replicas)]
+        self._actors = actors
+        self._decoder_pool()  # the decoders start (imports, frame cache) while the model loads
+        described = ray.get([a.describe.remote() for a in actors])
+        for d in described:
+            if "error" in d:
+                from .models import ModelError
+
+                raise ModelError(d["error"])
+        return RemoteModel(actors, described[0])
+
+    def run_model(self, *args, **kwargs):
+        self._actors = []
+        try:
+            return super().run_model(*args, **kwargs)
+        finally:
+            # frees the model's memory (and GPU) and the decoders' CPUs before the next model
+            for a in self._actors + (self.decoders or []):
+                self.ray.kill(a)
+            self.decoders = None
+
+    def _decoder_pool(self):
+        if self.decoders is None:
+            cls = _decoder_class(self.ray)
+            self.decoders = [cls.remote(self.frames, self.variants) for _ in range(self.n_decoders)]
+        return self.decoders
+
+    def _submit(self, model: RemoteModel, p, b0: int, batch, t: int):
+        """Refs ``(vectors_and_notes, input_notes)`` of one batch."""
+        item_ids = [it.item_id for it in batch]
+        actor = model.actors[t % len(model.actors)]
+        if p.n_captions is not None:  # captions: strings, assembled here (no decoding to spread)
+            kind, raw, notes = self.batch_inputs(p, batch, None)
+            return actor.embed.remote(kind, raw, item_ids, self.image_mode), notes
+        decoders = self._decoder_pool()
+        decoder = decoders[(b0 // p.batch) % len(decoders)]
+        kind, raw, notes = decoder.decode.options(num_returns=3).remote(p, batch)
+        return actor.embed.remote(kind, raw, item_ids, self.image_mode), notes
+
+    def _execute(self, model, name, info, pending, items):
+        from tqdm.auto import tqdm
+
+        from .runner import _crash_point
+
+        ray = self.ray
+        total = sum(len(items) - p.state["n_done"] for p in pending)
+        bar = tqdm(total=total, desc=f"{name} (ray)", unit="item", disable=not self.progress, file=self.out,
+                   dynamic_ncols=True)
+        first = items[0].idx if items else 0
+        # the plain path's batches, in its order (see Precompute._execute)
+        tasks = [(p, b0, items[b0:b0 + p.batch]) for p in pending
+                 for b0 in range(p.state["n_done"], len(items), p.batch)]
+        notes = {p.run_id: {} for p in pending}
+        inflight: deque = deque()
+        nxt = 0
+        try:
+            for t, (p, b0, batch) in enumerate(tasks):
+                while nxt < len(tasks) and nxt - t < self.window:
+                    inflight.append(self._submit(model, *tasks[nxt], nxt))
+                    nxt += 1
+                if b0 == p.state["n_done"]:
+                    bar.set_postfix_str(self._label(p))
+                out_ref, notes_ref = inflight.popleft()
+                vectors, model_notes = ray.get(out_ref)
+                batch_notes = notes_ref if isinstance(notes_ref, dict) else ray.get(notes_ref)
+                for kind, entries in list(batch_notes.items()) + list(model_notes.items()):
+                    notes[p.run_id].setdefault(kind, {}).update(entries)
+                self._check_finite(vectors, name, p, batch)
+                self.w.write_batch(p.run_id, first + b0, vectors, n_done=b0 + len(batch),
+                                   n_items=len(items), notes=notes[p.run_id] or None)
+                self.summary.items_embedded += len(batch)
+                bar.update(len(batch))
+                _crash_point()
+                if b0 + len(batch) >= len(items):
+                    self._finished(name, p, notes[p.run_id], bar)
+        except Exception as exc:
+            raise _plain_error(ray, exc) from None
+        finally:
+            bar.close()
+
+
+class RayRunError(ValueError):
+    """Ray gave up on a worker (restarts and retries spent, node lost, ...): one line in the CLI."""
+
+
+def _plain_error(ray, exc):
+    """A Ray task error carrying one of our ValueErrors becomes that error; other Ray failures a
+    :class:`RayRunError` (the CLI prints both as one line)."""
+    cause = getattr(exc, "cause", None)
+    if isinstance(exc, ray.exceptions.RayTaskError) and isinstance(cause, ValueError):
+        return cause
+    if isinstance(exc, ray.exceptions.RayError):
+        first = (str(exc).strip().splitlines() or [""])[0]
+        return RayRunError(f"Ray: {type(exc).__name__}: {first} (finished batches are kept; rerun to resume)")
+    return exc
+
+
+def ray_job(session: RaySession, **ray_options):
+    """A ``job_cls`` for :func:`~precompute.runner.run_precompute` running on ``session``."""
+    def make(*args, **kwargs):
+        return RayPrecompute(*args, session=session, **ray_options, **kwargs)
+    return make
+
+
+# ---- analysis ------------------------------------------------------------------------------
+def _analysis_task(ray):
+    @ray.remote(num_cpus=1, max_retries=MAX_RESTARTS)
+    def score_chunk(store, clamp, kind, chunk):
+        """One chunk of analysis tasks on a read-only connection of its own, closed at the end (the
+        driver reopens the store for writing once every chunk is back)."""
+        from analysis.studies import parallel
+
+        parallel._init_worker(store, clamp)
+        try:
+            return parallel._worker(kind, chunk)
+        finally:
+            parallel._ENGINE.con.close()
+            parallel._ENGINE = None
+
+    return score_chunk
+
+
+@contextmanager
+def analysis_on_ray(session: RaySession):
+    """Within the block, ``analyze_store`` scores its pairs (grids, scaling fits, profiles) in Ray
+    tasks of 1 CPU each instead of local processes. Workers open the store read-only at the same
+    path: on a cluster it must be on storage every node sees."""
+    from analysis.studies import parallel
+
+    ray = session.ray
+    task = _analysis_task(ray)
+
+    def run(store, clamp, kind, chunks):
+        session.connect()
+        refs = {task.remote(str(store), clamp, kind, chunk): pos for pos, chunk in enumerate(chunks)}
+        pending = list(refs)
+        while pending:
+            ready, pending = ray.wait(pending, num_returns=1)
+            for ref in ready:
+                try:
+                    yield refs[ref], ray.get(ref)
+                except Exception as exc:
+                    raise _plain_error(ray, exc) from None
+
+    old, parallel.REMOTE_CHUNKS = parallel.REMOTE_CHUNKS, run
+    try:
+        yield
+    finally:
+        parallel.REMOTE_CHUNKS = old

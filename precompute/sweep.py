@@ -1,0 +1,495 @@
+"""Sweep files: a whole study (datasets × models × budgets × variants, then analysis) in one TOML.
+
+``layerscope sweep plan SWEEP.toml --store S`` validates the file and lists every run, done or
+not, with the size of what is left; ``layerscope sweep run SWEEP.toml --store S [--ray ...]``
+precomputes what is missing (a model whose runs are all done is not even loaded) and then
+analyses. Every problem in the file is reported as ``FILE:LINE: FIELD: what is wrong`` before
+anything runs. The format (every field optional unless marked)::
+
+    [precompute]                      # defaults of every model
+    frames = [1, 2, 4, 8, 16]         # n_f budgets (video, image and MLLM models)
+    captions = [1, 2, 4, 8, 10]       # n_c budgets (text and MLLM models)
+    variants = ["original"]           # and/or "reversed"
+    batch_size = 8
+    dtype = "float32"                 # float32 | bfloat16 | float16
+    device = "auto"
+    image_mode = "frames"             # frames | first
+    caption_order = "first"           # first | random
+    caption_seed = 0
+    prompt_template = "auto"          # auto | none
+    allow_fewer_captions = false
+
+    [[datasets]]
+    name = "msrvtt"                   # required: the dataset's name in the store
+    manifest = "data/msrvtt.jsonl"    # required; relative paths are relative to the sweep file
+
+    [[models]]
+    source = "MCG-NJU/videomae-base"  # required: hub id or local folder (relative to the sweep file)
+    name = "videomae-base"            # store name (default: the hub id or folder name)
+    modality = "video"                # override: video | image | text | mllm
+    dtype = "bfloat16"                # per-model overrides of [precompute]: dtype, batch_size, device
+    trust_remote_code = false
+
+    [analyze]
+    enabled = true                    # false: precompute only
+    k = 10
+    metrics = ["mutual_knn", "cka", "cknna"]
+    references = ["bert-base"]
+    bootstrap = 200
+    clamp = "off"                     # off | platonic | feature
+    reorder_k = 5
+    downstream_setting = "paper"      # paper | largest
+    jobs = 4                          # analysis processes (default: all cores)
+
+    [ray]                             # used with --ray (or when address is set here)
+    address = "auto"                  # local | auto | HOST:6379 | ray://HOST:10001 (--ray overrides)
+    gpus_per_model = 1                # GPUs per model actor (default: 1 where the cluster has GPUs)
+    replicas = 1                      # model actors per model (data parallel)
+    decoders = 4                      # video decoding actors (default: cluster CPUs less replicas)
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+import time
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import SimpleNamespace
+
+DTYPES = ("float32", "bfloat16", "float16")
+
+
+class SweepError(ValueError):
+    """A problem in a sweep file: ``FILE:LINE: FIELD: message``."""
+
+
+# ---- the file ------------------------------------------------------------------------------
+_HEADER = re.compile(r"^\s*(\[\[?)\s*([A-Za-z0-9_.\-\"' ]+?)\s*\]\]?\s*(#.*)?$")
+_KEY = re.compile(r"^\s*([A-Za-z0-9_\-]+|\"[^\"]*\")\s*=")
+
+
+def key_lines(text: str) -> dict:
+    """Line (1-based) of every table header and top-level ``key =`` in a TOML text.
+
+    Keys are tuples: ``("models", 2, "dtype")`` for the ``dtype`` of the third ``[[models]]``,
+    ``("models", 2)`` for that header, ``("analyze", "k")``, ``("k",)`` at the top. Enough to point
+    at a field the parser accepted but the schema does not (inline tables count as one key)."""
+    lines: dict = {}
+    counts: dict = {}
+    prefix: tuple = ()
+    for no, line in enumerate(text.splitlines(), 1):
+        h = _HEADER.match(line)
+        if h:
+            name = tuple(part.strip().strip("\"'") for part in h.group(2).split("."))
+            if h.group(1) == "[[":
+                counts[name] = counts.get(name, -1) + 1
+                prefix = (*name, counts[name])
+            else:
+                prefix = name
+            lines.setdefault(prefix, no)
+            continue
+        k = _KEY.match(line)
+        if k:
+            lines.setdefault((*prefix, k.group(1).strip('"')), no)
+    return lines
+
+
+@dataclass
+class ModelSpec:
+    source: str
+    name: str | None
+    modality: str | None
+    options: dict  # per-model precompute options (dtype, batch_size, device, trust_remote_code)
+    line: int
+
+
+@dataclass
+class DatasetSpec:
+    name: str
+    manifest: Path
+    line: int
+
+
+@dataclass
+class Sweep:
+    path: Path
+    datasets: list[DatasetSpec]
+    models: list[ModelSpec]
+    precompute: dict
+    analyze: dict
+    ray: dict
+    lines: dict = field(default_factory=dict, repr=False)
+
+    def model_options(self, m: ModelSpec) -> dict:
+        """The precompute options of model ``m``: ``[precompute]`` with its own overrides."""
+        return {**self.precompute, **m.options}
+
+
+# field -> (check, default); a check returns an error message or None
+def _ints(v, lo=1):
+    return None if isinstance(v, list) and v and all(type(x) is int and x >= lo for x in v) else \
+        f"expected a non-empty list of integers >= {lo}, got {v!r}"
+
+
+def _int(lo):
+    return lambda v: None if type(v) is int and v >= lo else f"expected an integer >= {lo}, got {v!r}"
+
+
+def _num(lo):
+    return lambda v: None if type(v) in (int, float) and v >= lo else f"expected a number >= {lo}, got {v!r}"
+
+
+def _one_of(*choices):
+    return lambda v: None if v in choices else f"expected one of {', '.join(map(repr, choices))}, got {v!r}"
+
+
+def _str(v):
+    return None if isinstance(v, str) and v.strip() else f"expected a non-empty string, got {v!r}"
+
+
+def _bool(v):
+    return None if isinstance(v, bool) else f"expected true or false, got {v!r}"
+
+
+def _strs(v):
+    return None if isinstance(v, list) and v and all(isinstance(x, str) and x for x in v) else \
+        f"expected a non-empty list of strings, got {v!r}"
+
+
+def _variants(v):
+    return None if isinstance(v, list) and v and set(v) <= {"original", "reversed"} and len(set(v)) == len(v) \
+        else f"expected a list of distinct \"original\" / \"reversed\", got {v!r}"
+
+
+PRECOMPUTE_FIELDS = {
+    "frames": (_ints, [1, 2, 4, 8, 16]), "captions": (_ints, [1, 2, 4, 8, 10]),
+    "variants": (_variants, ["original"]), "batch_size": (_int(1), 8), "dtype": (_one_of(*DTYPES), "float32"),
+    "device": (_str, "auto"), "image_mode": (_one_of("frames", "first"), "frames"),
+    "caption_order": (_one_of("first", "random"), "first"), "caption_seed": (_int(0), 0),
+    "prompt_template": (_one_of("auto", "none"), "auto"), "allow_fewer_captions": (_bool, False),
+    "trust_remote_code": (_bool, False),
+}
+MODEL_FIELDS = {"source": _str, "name": _str, "modality": _one_of("video", "image", "text", "mllm"),
+                "dtype": _one_of(*DTYPES), "batch_size": _int(1), "device": _str, "trust_remote_code": _bool}
+DATASET_FIELDS = {"name": _str, "manifest": _str}
+ANALYZE_FIELDS = {"enabled": _bool, "k": _int(1), "metrics": _strs, "references": _strs, "bootstrap": _int(0),
+                  "clamp": _one_of("off", "platonic", "feature"), "reorder_k": _int(1),
+                  "downstream_setting": _one_of("paper", "largest"), "jobs": _int(1)}
+RAY_FIELDS = {"address": _str, "gpus_per_model": _num(0), "replicas": _int(1), "decoders": _int(1)}
+TOP = {"precompute", "datasets", "models", "analyze", "ray"}
+
+
+def load_sweep(path) -> Sweep:
+    """Parse and validate a sweep file (see the module doc); raises :class:`SweepError`.
+
+    Checks: TOML syntax, known tables and fields, types and ranges, at least one dataset and
+    one model, unique dataset and model names, manifests and local model folders that exist."""
+    path = Path(path)
+    if not path.is_file():
+        raise SweepError(f"{path}: sweep file does not exist")
+    text = path.read_text(encoding="utf-8")
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        m = re.search(r"\(at line (\d+), column (\d+)\)", str(exc))
+        where = f"{path}:{m.group(1)}" if m else f"{path}"
+        raise SweepError(f"{where}: TOML syntax error: {str(exc).split(' (at line')[0]}") from None
+    lines = key_lines(text)
+
+    def fail(key: tuple, label: str, msg: str):
+        # the field's own line, else its table's, else the file
+        for k in (key, key[:-1], key[:-2], key[:1]):
+            if k in lines:
+                raise SweepError(f"{path}:{lines[k]}: {label}: {msg}")
+        raise SweepError(f"{path}: {label}: {msg}")
+
+    for k in data:
+        if k not in TOP:
+            fail((k,), k, f"unknown table or field; expected {', '.join(sorted(TOP))}")
+
+    def table(name: str, fields: dict, value, key: tuple, label: str) -> dict:
+        if not isinstance(value, dict):
+            fail(key, label, "expected a table")
+        for f, v in value.items():
+            check = fields.get(f)
+            if check is None:
+                fail((*key, f), f"{label}.{f}", f"unknown field; expected one of {', '.join(fields)}")
+            check = check[0] if isinstance(check, tuple) else check
+            err = check(v)
+            if err:
+                fail((*key, f), f"{label}.{f}", err)
+        return value
+
+    pre = table("precompute", PRECOMPUTE_FIELDS, data.get("precompute", {}), ("precompute",), "precompute")
+    precompute = {f: pre.get(f, default) for f, (_, default) in PRECOMPUTE_FIELDS.items()}
+    analyze = table("analyze", ANALYZE_FIELDS, data.get("analyze", {}), ("analyze",), "analyze")
+    ray = table("ray", RAY_FIELDS, data.get("ray", {}), ("ray",), "ray")
+
+    def array(name: str, fields: dict, required: tuple) -> list[tuple[dict, tuple, str]]:
+        value = data.get(name)
+        if value is None:
+            raise SweepError(f"{path}: {name}: at least one [[{name}]] table is required")
+        if not isinstance(value, list) or not all(isinstance(v, dict) for v in value):
+            fail((name,), name, f"expected [[{name}]] tables")
+        out = []
+        for i, v in enumerate(value):
+            key, label = (name, i), f"{name}[{i}]"
+            table(name, fields, v, key, label)
+            for f in required:
+                if f not in v:
+                    fail(key + ("",), label, f"missing required field {f!r}")
+            out.append((v, key, label))
+        return out
+
+    base = path.parent
+    datasets, seen = [], {}
+    for v, key, label in array("datasets", DATASET_FIELDS, ("name", "manifest")):
+        if v["name"] in seen:
+            fail((*key, "name"), f"{label}.name", f"dataset {v['name']!r} is already {seen[v['name']]}")
+        seen[v["name"]] = label
+        manifest = (base / v["manifest"]) if not Path(v["manifest"]).is_absolute() else Path(v["manifest"])
+        if not manifest.is_file():
+            fail((*key, "manifest"), f"{label}.manifest", f"{manifest} does not exist")
+        datasets.append(DatasetSpec(v["name"], manifest, lines.get(key, 0)))
+    models, seen = [], {}
+    from .models import default_name
+
+    for v, key, label in array("models", MODEL_FIELDS, ("source",)):
+        source = v["source"]
+        local = base / source
+        if not Path(source).is_absolute() and (source.startswith((".", "/")) or local.exists()):
+            source = str(local)  # a folder next to the sweep file; anything else is a hub id
+        if source.startswith((".", "/")) and not Path(source).exists():
+            fail((*key, "source"), f"{label}.source", f"model folder {source} does not exist")
+        name = v.get("name") or default_name(source)
+        if name in seen:
+            fail((*key, "name" if "name" in v else "source"), f"{label}.name",
+                 f"model name {name!r} is already {seen[name]}; give each model its own name")
+        seen[name] = label
+        options = {f: v[f] for f in ("dtype", "batch_size", "device", "trust_remote_code") if f in v}
+        models.append(ModelSpec(source, v.get("name"), v.get("modality"), options, lines.get(key, 0)))
+    return Sweep(path, datasets, models, precompute, dict(analyze), dict(ray), lines)
+
+
+# ---- planning --------------------------------------------------------------------------------
+#: identity fields the plan cannot know without loading the model (checked by the run itself)
+_LOADED_ONLY = ("native_frames", "prompt")
+
+
+@dataclass
+class PlannedRun:
+    dataset: str
+    model: str
+    label: str  # n_f=4 / n_c=2 negatives / ...
+    n_items: int
+    n_done: int
+    status: str  # done | partial | todo
+    bytes_left: int | None  # float32 vectors still to write (None: width unknown before loading)
+
+
+@dataclass
+class Plan:
+    runs: list[PlannedRun]
+    #: (dataset, model name) pairs whose runs are all done: `sweep run` does not load them
+    done_pairs: set
+    manifests: dict  # dataset -> Manifest
+    probes: dict  # model name -> config-only Adapter
+
+    def lines(self) -> list[str]:
+        """Human-readable table and totals."""
+        out = []
+        header = ("dataset", "model", "run", "status", "items", "to write")
+        rows = [(r.dataset, r.model, r.label, r.status, f"{r.n_done}/{r.n_items}",
+                 "-" if r.status == "done" else ("?" if r.bytes_left is None else _size(r.bytes_left)))
+                for r in self.runs]
+        widths = [max(len(str(x)) for x in col) for col in zip(header, *rows)]
+        for row in [header, *rows]:
+            out.append("  ".join(str(x).ljust(w) for x, w in zip(row, widths)).rstrip())
+        todo = [r for r in self.runs if r.status != "done"]
+        known = sum(r.bytes_left or 0 for r in todo)
+        unknown = sum(r.bytes_left is None for r in todo)
+        items = sum(r.n_items - r.n_done for r in todo)
+        out.append(f"\n{len(self.runs)} run(s): {len(self.runs) - len(todo)} done, {len(todo)} to run "
+                   f"({items} item embeddings, about {_size(known)} of vectors"
+                   + (f", plus {unknown} run(s) of a width known only once the model loads" if unknown else "")
+                   + ")")
+        return out
+
+
+def _size(n: int) -> str:
+    for unit in ("B", "KB", "MB", "GB", "TB"):
+        if n < 1024 or unit == "TB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+
+
+def _probe(sweep: Sweep, m: ModelSpec):
+    """The model's config-only adapter (no weights), errors pointing at the sweep file."""
+    from .models import Adapter
+
+    opts = sweep.model_options(m)
+    try:
+        return Adapter(m.source, device="cpu", dtype=opts["dtype"], trust_remote_code=opts["trust_remote_code"],
+                       modality=m.modality, prompt_template=opts["prompt_template"])
+    except ValueError as exc:
+        raise SweepError(f"{sweep.path}:{m.line}: models source {m.source!r}: {exc}") from None
+
+
+def _revision(probe) -> str:
+    from .models import local_revision
+
+    return local_revision(Path(probe.source)) if probe.is_local else (
+        getattr(probe.config, "_commit_hash", None) or "unknown")
+
+
+def _stored_runs(store) -> list[dict]:
+    from analysis.store import connect
+
+    if not Path(store).exists():
+        return []
+    con = connect(store, read_only=True)
+    try:
+        cur = con.execute("SELECT run_id, status, n_done, n_items, config FROM runs")
+        cols = [d[0] for d in cur.description]
+        rows = [dict(zip(cols, r)) for r in cur.fetchall()]
+    finally:
+        con.close()
+    for r in rows:
+        r["config"] = json.loads(r["config"]) if isinstance(r["config"], str) else (r["config"] or {})
+    return rows
+
+
+def plan_sweep(sweep: Sweep, store) -> Plan:
+    """Every run the sweep asks for and how much of it the store holds (no model is loaded).
+
+    A stored run matches a planned one when every identity field of the plan agrees (dataset,
+    manifest hash, model source and revision, dtype, budgets, variant, caption rules, ...) except
+    the few known only after loading (native frame count, MLLM prompt)."""
+    from .manifest import load_manifest
+    from .models import ModelInfo, default_name
+    from .runner import Precompute
+
+    manifests = {}
+    for d in sweep.datasets:
+        try:
+            manifests[d.name] = load_manifest(d.manifest)
+        except ValueError as exc:
+            raise SweepError(f"{sweep.path}:{d.line}: datasets {d.name!r}: {exc}") from None
+    probes = {(m.name or default_name(m.source)): (m, _probe(sweep, m)) for m in sweep.models}
+    stored = _stored_runs(store)
+    runs, done_pairs = [], set()
+    for d in sweep.datasets:
+        manifest = manifests[d.name]
+        for name, (m, probe) in probes.items():
+            opts = sweep.model_options(m)
+            job = Precompute(None, manifest, d.name, frames=opts["frames"], captions=opts["captions"],
+                             variants=opts["variants"], batch_size=opts["batch_size"], dtype=opts["dtype"],
+                             image_mode=opts["image_mode"], caption_order=opts["caption_order"],
+                             caption_seed=opts["caption_seed"], prompt_template=opts["prompt_template"],
+                             progress=False)
+            job.pool.shutdown()
+            if {"text", "mllm"} & {probe.modality} and opts["variants"] != ["reversed"] \
+                    and not opts["allow_fewer_captions"]:
+                try:
+                    job.check_captions()
+                except ValueError as exc:
+                    raise SweepError(f"{sweep.path}: datasets {d.name!r} with models {name!r}: {exc}") from None
+            info = SimpleNamespace(source=probe.source, revision=_revision(probe), modality=probe.modality,
+                                   pooling=probe.pooling, native_frames=None)
+            fake = SimpleNamespace(prompt_format=lambda side: None)
+            dims = probe._dims_from_config()
+            pair_done = True
+            for p in job.plan(fake, name, info):
+                want = {k: v for k, v in p.identity.items() if k not in _LOADED_ONLY}
+                match = [r for r in stored if all(r["config"].get(k) == v for k, v in want.items())]
+                best = max(match, key=lambda r: (r["status"] == "done", r["n_done"]), default=None)
+                n = len(manifest.items)
+                n_done = n if best and best["status"] == "done" else (best["n_done"] if best else 0)
+                status = "done" if n_done >= n and best else ("partial" if n_done else "todo")
+                pair_done &= status == "done"
+                left = None if dims is None else (n - n_done) * dims[0] * dims[1] * 4
+                runs.append(PlannedRun(d.name, name, Precompute._label(p), n, n_done, status, left))
+            if pair_done:
+                done_pairs.add((d.name, name))
+    return Plan(runs, done_pairs, manifests, probes)
+
+
+# ---- running -----------------------------------------------------------------------------
+def _groups(sweep: Sweep, todo: list) -> list:
+    """``[(dataset, [(model, name), ...])]``: the models of a dataset left to run, those with the same
+    options (modality override, dtype, batch size, ...) in one precompute job, so its frame cache
+    decodes each video once for all of them, as one ``layerscope precompute`` with several models."""
+    groups: dict = {}
+    for d, m, name in todo:
+        opts = sweep.model_options(m)
+        key = (d.name, m.modality, tuple(sorted((k, tuple(v) if isinstance(v, list) else v)
+                                               for k, v in opts.items())))
+        groups.setdefault(key, (d, []))[1].append((m, name))
+    return list(groups.values())
+
+
+def run_sweep(sweep: Sweep, store, *, ray: str | None = None, gpus_per_model: float | None = None,
+              progress: bool = True, log=None) -> dict:
+    """Precompute every missing run of the sweep, then analyse (unless ``[analyze] enabled = false``).
+
+    ``ray``: ``local`` / ``auto`` / an address (default: ``[ray] address`` of the file, else no Ray).
+    A (dataset, model) pair whose runs are all in the store is skipped without loading the model;
+    the rest go through :func:`~precompute.runner.run_precompute`, which resumes unfinished runs.
+    Returns ``{"runs_computed", "runs_done_before", "pairs_skipped", "items_embedded",
+    "analysis": analyze_store's dict or None, "seconds"}``."""
+    from contextlib import nullcontext
+
+    from .runner import run_precompute
+
+    log = log or (lambda msg: print(msg, file=sys.stderr, flush=True))
+    t0 = time.perf_counter()
+    plan = plan_sweep(sweep, store)  # validates manifests, models and captions before anything runs
+    address = ray or sweep.ray.get("address")
+    todo = [(d, m, name) for d in sweep.datasets for name, (m, _) in plan.probes.items()
+            if (d.name, name) not in plan.done_pairs]
+    out = {"runs_computed": 0, "runs_done_before": 0, "pairs_skipped": len(sweep.datasets) * len(sweep.models)
+           - len(todo), "items_embedded": 0, "analysis": None}
+    if out["pairs_skipped"]:
+        log(f"sweep: {out['pairs_skipped']} dataset×model pair(s) already complete, skipped")
+    a = sweep.analyze
+    session = None
+    if address and (todo or a.get("enabled", True)):
+        from .ray_backend import RaySession
+
+        session = RaySession(address)
+    with session or nullcontext():
+        for d, models in _groups(sweep, todo):
+            m = models[0][0]
+            kwargs = {}
+            if session is not None:
+                from .ray_backend import ray_job
+
+                kwargs["job_cls"] = ray_job(
+                    session, gpus_per_model=sweep.ray.get("gpus_per_model") if gpus_per_model is None
+                    else gpus_per_model, replicas=sweep.ray.get("replicas", 1), decoders=sweep.ray.get("decoders"))
+            log(f"sweep: {d.name} × {', '.join(name for _, name in models)}")
+            s = run_precompute(store=store, manifest=plan.manifests[d.name], dataset=d.name,
+                               models=[mm.source for mm, _ in models], names=[name for _, name in models],
+                               modality=m.modality, progress=progress, **sweep.model_options(m), **kwargs)
+            out["runs_computed"] += s.runs_computed
+            out["runs_done_before"] += s.runs_done_before
+            out["items_embedded"] += s.items_embedded
+        if a.get("enabled", True):
+            from analysis.studies import analyze_store, default_jobs
+
+            spread = nullcontext()
+            if session is not None:  # pairs scored in Ray tasks
+                from .ray_backend import analysis_on_ray
+
+                spread = analysis_on_ray(session)
+            with spread:
+                out["analysis"] = analyze_store(
+                    store, k=a.get("k"), metrics=a.get("metrics"), references=a.get("references"),
+                    n_boot=a.get("bootstrap"), datasets=[d.name for d in sweep.datasets], clamp=a.get("clamp"),
+                    reorder_k=a.get("reorder_k"), downstream_setting=a.get("downstream_setting"),
+                    jobs=a.get("jobs") or default_jobs(), progress=progress, log=log)
+    out["seconds"] = time.perf_counter() - t0
+    return out

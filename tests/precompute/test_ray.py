@@ -1,0 +1,221 @@
+"""``--ray local`` on a 2-CPU Ray instance: the plain path's vectors bitwise, worker and driver deaths."""
+
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import duckdb
+import pytest
+
+from analysis.schema import embedding_tables
+from analysis.store import list_runs
+from precompute import ray_backend
+from precompute.cli import main
+from tests.precompute.helpers import make_dataset
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def ray_local():
+    """One local Ray instance (2 CPUs) for the module; ``--ray local`` joins it instead of starting one."""
+    import ray
+
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False)
+    yield ray
+    ray.shutdown()
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory):
+    return make_dataset(tmp_path_factory.mktemp("raydata"), n=7, captions=3)
+
+
+def args(store, data, tiny, *extra):
+    return ["precompute", "--store", str(store), "--manifest", str(data), "--dataset", "toy", "--model", tiny["vit"],
+            "--model", tiny["bert"], "--frames", "1,3", "--captions", "1,3", "--batch-size", "3", "--variant",
+            "original", "--quiet", *extra]
+
+
+def contents(store):
+    """Every embedding row, bitwise (vectors as float lists compare exactly), and each run's progress."""
+    con = duckdb.connect(str(store), read_only=True)
+    try:
+        rows = sorted(row for t in embedding_tables(con).values()
+                      for row in con.execute(f"SELECT run_id, layer, idx, vec FROM {t}").fetchall())
+    finally:
+        con.close()
+    runs = sorted((r["run_id"], r["status"], r["n_done"], r["n_items"]) for r in list_runs(store))
+    return rows, runs
+
+
+@pytest.fixture(scope="module")
+def plain(tmp_path_factory, data, tiny):
+    store = tmp_path_factory.mktemp("plain") / "plain.duckdb"
+    assert main(args(store, data, tiny)) == 0
+    return contents(store)
+
+
+def test_ray_local_writes_exactly_the_plain_runs(tmp_path, ray_local, data, tiny, plain):
+    store = tmp_path / "ray.duckdb"
+    assert main(args(store, data, tiny, "--ray", "local")) == 0
+    rows, runs = contents(store)
+    assert runs == plain[1] and all(r[1] == "done" for r in runs) and len(runs) == 5
+    assert rows == plain[0]
+    # and a second --ray run finds everything done
+    assert main(args(store, data, tiny, "--ray", "local")) == 0
+    assert contents(store) == (rows, runs)
+
+
+def test_a_killed_model_worker_is_restarted_and_the_store_ends_complete(tmp_path, ray_local, data, tiny, plain,
+                                                                      monkeypatch):
+    marker = tmp_path / "killed"
+    # the first model actor to reach its 2nd forward SIGKILLs itself (once): Ray restarts it and
+    # re-runs the calls it had in flight
+    monkeypatch.setenv(ray_backend.KILL_ENV, f"{marker}:2")
+    store = tmp_path / "ray.duckdb"
+    assert main(args(store, data, tiny, "--ray", "local")) == 0
+    assert marker.exists()
+    assert contents(store) == plain
+
+
+def test_a_killed_driver_resumes_like_a_killed_local_run(tmp_path, ray_local, data, tiny, plain):
+    store = tmp_path / "ray.duckdb"
+    # a driver of its own (its own Ray instance), killed after 4 committed batches; its own
+    # process group, so the Ray helpers it leaves behind can be ended with it
+    proc = subprocess.Popen([sys.executable, "-m", "precompute.cli", *args(store, data, tiny, "--ray", "local")],
+                            cwd=REPO, env={**os.environ, "LAYERSCOPE_KILL_AFTER_BATCHES": "4"},
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
+    try:
+        _, err = proc.communicate(timeout=300)
+    finally:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    assert proc.returncode == -9, err.decode()[-2000:]
+    rows, runs = contents(store)
+    # 7 items in batches of 3: the first vision run done (3 batches) and one batch of the second
+    assert sorted((r[2], r[1]) for r in runs) == [(3, "running"), (7, "done")]
+    assert rows and set(rows) <= set(plain[0])
+    assert main(args(store, data, tiny, "--ray", "local")) == 0
+    assert contents(store) == plain
+
+
+def test_without_ray_the_flag_says_how_to_install_it(tmp_path, data, tiny, monkeypatch, capsys):
+    monkeypatch.setitem(sys.modules, "ray", None)  # import ray -> ImportError
+    store = tmp_path / "s.duckdb"
+    assert main(args(store, data, tiny, "--ray", "local")) == 2
+    err = capsys.readouterr().err
+    assert 'pip install -e ".[ray]"' in err and len(err.strip().splitlines()) == 1
+    assert not store.exists()
+    assert main(args(store, data, tiny, "--gpus-per-model", "1")) == 2
+    assert "--gpus-per-model only applies with --ray" in capsys.readouterr().err
+
+
+def test_sweep_run_on_ray_then_a_second_run_does_nothing(tmp_path, ray_local, data, tiny, plain, capsys):
+    sweep = tmp_path / "sweep.toml"
+    sweep.write_text(f"""
+[precompute]
+frames = [1, 3]
+captions = [1, 3]
+batch_size = 3
+
+[[datasets]]
+name = "toy"
+manifest = "{data}"
+
+[[models]]
+source = "{tiny['vit']}"
+
+[[models]]
+source = "{tiny['bert']}"
+
+[analyze]
+enabled = false
+""")
+    store = tmp_path / "s.duckdb"
+    assert main(["sweep", "run", str(sweep), "--store", str(store), "--ray", "local", "--quiet"]) == 0
+    assert "5 run(s) computed" in capsys.readouterr().out
+    assert contents(store) == plain
+    assert main(["sweep", "run", str(sweep), "--store", str(store), "--ray", "local", "--quiet"]) == 0
+    assert "0 run(s) computed, 0 already done, 2 dataset×model pair(s) complete" in capsys.readouterr().out
+
+
+def _same_nan(value):
+    """NaN as a marker, so results compare exactly (nan != nan)."""
+    if isinstance(value, float) and value != value:
+        return "NaN"
+    if isinstance(value, (list, tuple)):
+        return type(value)(_same_nan(v) for v in value)
+    return value
+
+
+def results(store):
+    """Every analysis result without its timestamp, in a fixed order."""
+    con = duckdb.connect(str(store), read_only=True)
+    try:
+        return {t: _same_nan(con.execute(f"SELECT * EXCLUDE (computed) FROM {t} ORDER BY result_id").fetchall())
+                for t in ("result_grids", "result_profiles", "result_studies")}
+    finally:
+        con.close()
+
+
+def test_sweep_analysis_scored_in_ray_tasks_equals_local_analysis(tmp_path, ray_local, data, tiny, monkeypatch):
+    import shutil
+
+    from analysis.studies import parallel
+
+    sweep = tmp_path / "sweep.toml"
+    sweep.write_text(f"""
+[precompute]
+frames = [1, 3]
+captions = [1, 3]
+batch_size = 3
+
+[[datasets]]
+name = "toy"
+manifest = "{data}"
+
+[[models]]
+source = "{tiny['vit']}"
+
+[[models]]
+source = "{tiny['bert']}"
+
+[analyze]
+k = 3
+bootstrap = 20
+jobs = 1
+""")
+    local, remote = tmp_path / "local.duckdb", tmp_path / "remote.duckdb"
+    assert main(["sweep", "run", str(sweep), "--store", str(local), "--quiet"]) == 0
+    shutil.copy(local, remote)
+    con = duckdb.connect(str(remote))
+    for t in ("result_grids", "result_profiles", "result_studies"):
+        con.execute(f"DELETE FROM {t}")
+    con.close()
+    chunks = []
+    run_remote = parallel._run_remote
+
+    def spy(ctx, kind, tasks, out, bar):
+        chunks.append((kind, len(tasks)))
+        return run_remote(ctx, kind, tasks, out, bar)
+
+    monkeypatch.setattr(parallel, "_run_remote", spy)
+    assert main(["sweep", "run", str(sweep), "--store", str(remote), "--ray", "local", "--quiet"]) == 0
+    assert {kind for kind, _ in chunks} >= {"grid"}  # pairs went to Ray tasks
+    want, got = results(local), results(remote)
+    assert all(want[t] for t in want) and got == want
+
+
+def test_asking_for_gpus_this_machine_lacks_is_an_error_before_anything_runs(tmp_path, ray_local, data, tiny,
+                                                                            capsys):
+    assert ray_local.cluster_resources().get("GPU", 0) == 0  # the test machines have none
+    store = tmp_path / "s.duckdb"
+    assert main(args(store, data, tiny, "--ray", "local", "--gpus-per-model", "1")) == 2
+    err = capsys.readouterr().err
+    assert "--gpus-per-model 1.0: 1 model actor(s) need 1 GPU(s), this machine has 0" in err
+    assert len(err.strip().splitlines()) == 1 and not store.exists()

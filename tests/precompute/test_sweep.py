@@ -1,0 +1,187 @@
+"""Sweep files: validation errors that point at file, line and field; plans; reruns that do nothing."""
+
+import textwrap
+
+import duckdb
+import pytest
+from transformers import AutoConfig
+
+from analysis.schema import embedding_tables
+from precompute.cli import main
+from precompute.sweep import SweepError, key_lines, load_sweep, plan_sweep, run_sweep
+from tests.precompute.helpers import make_dataset
+
+
+def write_sweep(root, tiny, extra="", *, models=None):
+    models = models if models is not None else f"""
+        [[models]]
+        source = "{tiny['vit']}"
+
+        [[models]]
+        source = "{tiny['bert']}"
+        name = "bert-tiny"
+    """
+    text = textwrap.dedent(f"""
+        [precompute]
+        frames = [1, 3]
+        captions = [1, 3]
+        batch_size = 3
+
+        [[datasets]]
+        name = "toy"
+        manifest = "data/manifest.jsonl"
+    """) + textwrap.dedent(models) + textwrap.dedent(extra)
+    path = root / "sweep.toml"
+    path.write_text(text)
+    return path
+
+
+def line_of(path, needle: str, nth: int = 0) -> int:
+    """1-based line of the nth line containing ``needle`` (found independently of the parser)."""
+    hits = [i + 1 for i, line in enumerate(path.read_text().splitlines()) if needle in line]
+    return hits[nth]
+
+
+def all_vectors(store) -> list:
+    con = duckdb.connect(str(store), read_only=True)
+    try:
+        return sorted(row for t in embedding_tables(con).values()
+                      for row in con.execute(f"SELECT run_id, layer, idx, vec FROM {t}").fetchall())
+    finally:
+        con.close()
+
+
+@pytest.fixture
+def root(tmp_path):
+    make_dataset(tmp_path / "data", n=7, captions=3)
+    return tmp_path
+
+
+def test_key_lines_index_tables_arrays_and_keys():
+    text = "top = 1\n[a]\nk = 2\n\n[[m]]\nx = 1\n[[m]]\n# c\nx = 2\n[b.c]\n\"q\" = 3\n"
+    lines = key_lines(text)
+    assert lines[("top",)] == 1 and lines[("a",)] == 2 and lines[("a", "k")] == 3
+    assert lines[("m", 0)] == 5 and lines[("m", 0, "x")] == 6 and lines[("m", 1)] == 7 and lines[("m", 1, "x")] == 9
+    assert lines[("b", "c", "q")] == 11
+
+
+@pytest.mark.parametrize("extra, needle, field, says", [
+    ('[analyze]\nk = 0\n', "k = 0", "analyze.k", "integer >= 1"),
+    ('[analyze]\nclamp = "sometimes"\n', "clamp =", "analyze.clamp", "'platonic'"),
+    ('[ray]\nreplicas = "two"\n', "replicas", "ray.replicas", "integer"),
+    ('[analyze]\nbootstrapp = 5\n', "bootstrapp", "analyze.bootstrapp", "unknown field"),
+    ('[[models]]\nsource = "x"\ndtype = "fp8"\n', "fp8", "models[2].dtype", "'bfloat16'"),
+    ('[[models]]\nname = "no-source"\n', "[[models]]", "models[2]", "missing required field 'source'"),
+    ('[[models]]\nsource = "elsewhere"\nname = "bert-tiny"\n', 'name = "bert-tiny"', "models[2].name",
+     "already models[1]"),
+    ('[[datasets]]\nname = "other"\nmanifest = "missing.jsonl"\n', "missing.jsonl", "datasets[1].manifest",
+     "does not exist"),
+    ('[precompute2]\n', "[precompute2]", "precompute2", "unknown table"),
+])
+def test_field_errors_name_file_line_and_field(root, tiny, extra, needle, field, says):
+    path = write_sweep(root, tiny, extra)
+    with pytest.raises(SweepError) as exc:
+        load_sweep(path)
+    msg = str(exc.value)
+    # the last line holding the needle: the appended text comes after the base sweep
+    want = line_of(path, needle, -1)
+    assert msg.startswith(f"{path}:{want}: {field}: "), msg
+    assert says in msg
+
+
+def test_syntax_error_names_its_line_and_nothing_is_created(root, tiny, capsys):
+    path = write_sweep(root, tiny, "[analyze]\nk = = 3\n")
+    store = root / "s.duckdb"
+    assert main(["sweep", "run", str(path), "--store", str(store), "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert f"{path}:{line_of(path, 'k = = 3')}: TOML syntax error" in err and len(err.strip().splitlines()) == 1
+    assert not store.exists()
+
+
+def test_bad_model_folder_and_short_captions_stop_before_anything_runs(root, tiny, capsys):
+    store = root / "s.duckdb"
+    path = write_sweep(root, tiny, models=f'[[models]]\nsource = "./nowhere"\n')
+    assert main(["sweep", "run", str(path), "--store", str(store)]) == 2
+    assert "models[0].source: model folder" in capsys.readouterr().err
+    # 3 captions per item, 5 asked: refused (in plan and run) before the vision model runs
+    path = write_sweep(root, tiny, models=f"""
+        [[models]]
+        source = "{tiny['vit']}"
+        [[models]]
+        source = "{tiny['bert']}"
+    """)
+    path.write_text(path.read_text().replace("captions = [1, 3]", "captions = [1, 5]"))
+    assert main(["sweep", "run", str(path), "--store", str(store)]) == 2
+    assert "have fewer" in capsys.readouterr().err
+    assert not store.exists()
+
+
+def test_plan_lists_runs_and_the_size_the_run_then_writes(root, tiny, capsys):
+    path = write_sweep(root, tiny, "[analyze]\nenabled = false\n")
+    store = root / "s.duckdb"
+    plan = plan_sweep(load_sweep(path), store)
+    labels = [(r.model, r.label, r.status) for r in plan.runs]
+    assert labels == [("vit", "n_f=1", "todo"), ("vit", "n_f=3", "todo"), ("bert-tiny", "n_c=1", "todo"),
+                      ("bert-tiny", "n_c=3", "todo"), ("bert-tiny", "n_c=1 negatives", "todo")]
+    # hidden states = layers + 1 (embeddings), each a float32 vector of the hidden size, per item
+    for name, n_runs in (("vit", 2), ("bert", 3)):
+        cfg = AutoConfig.from_pretrained(tiny[name])
+        per_run = 7 * (cfg.num_hidden_layers + 1) * cfg.hidden_size * 4
+        assert [r.bytes_left for r in plan.runs if r.model.startswith(name)] == [per_run] * n_runs
+    assert main(["sweep", "plan", str(path), "--store", str(store)]) == 0
+    assert "5 run(s): 0 done, 5 to run (35 item embeddings" in capsys.readouterr().out
+    run_sweep(load_sweep(path), store, progress=False, log=lambda m: None)
+    stored = all_vectors(store)
+    assert sum(len(v) * 4 for *_, v in stored) == sum(r.bytes_left for r in plan.runs)
+    after = plan_sweep(load_sweep(path), store)
+    assert {r.status for r in after.runs} == {"done"} and after.done_pairs == {("toy", "vit"), ("toy", "bert-tiny")}
+
+
+def test_sweep_run_equals_plain_precompute_and_a_second_run_does_nothing(root, tiny, monkeypatch, capsys):
+    path = write_sweep(root, tiny, "[analyze]\nk = 3\nbootstrap = 0\njobs = 1\n")
+    store, plain = root / "s.duckdb", root / "plain.duckdb"
+    assert main(["sweep", "run", str(path), "--store", str(store), "--quiet"]) == 0
+    first = capsys.readouterr().out
+    assert "5 run(s) computed" in first and "analyze: 0 result(s) computed" not in first
+    assert main(["precompute", "--store", str(plain), "--manifest", str(root / "data/manifest.jsonl"), "--dataset",
+                 "toy", "--model", tiny["vit"], "--frames", "1,3", "--batch-size", "3", "--quiet"]) == 0
+    assert main(["precompute", "--store", str(plain), "--manifest", str(root / "data/manifest.jsonl"), "--dataset",
+                 "toy", "--model", tiny["bert"], "--name", "bert-tiny", "--captions", "1,3", "--batch-size", "3",
+                 "--quiet"]) == 0
+    assert all_vectors(store) == all_vectors(plain)  # same run ids, same rows, bitwise
+
+    import precompute.runner
+
+    def no_load(*a, **k):
+        raise AssertionError("a complete sweep must not load a model")
+
+    monkeypatch.setattr(precompute.runner, "load_adapter", no_load)
+    assert main(["sweep", "run", str(path), "--store", str(store), "--quiet"]) == 0
+    second = capsys.readouterr().out
+    assert "0 run(s) computed" in second and "2 dataset×model pair(s) complete" in second
+    assert "analyze: 0 result(s) computed" in second
+
+
+def test_per_model_overrides_and_a_partial_run_in_the_plan(root, tiny):
+    path = write_sweep(root, tiny, "[analyze]\nenabled = false\n", models=f"""
+        [[models]]
+        source = "{tiny['vit']}"
+        batch_size = 2
+    """)
+    store = root / "s.duckdb"
+    sweep = load_sweep(path)
+    assert sweep.model_options(sweep.models[0])["batch_size"] == 2
+    # an interrupted plain run of the same settings: 4 of 7 items (2 batches of 2)
+    import os
+    import subprocess
+    import sys
+
+    r = subprocess.run([sys.executable, "-m", "precompute.cli", "precompute", "--store", str(store), "--manifest",
+                        str(root / "data/manifest.jsonl"), "--dataset", "toy", "--model", tiny["vit"], "--frames",
+                        "1", "--batch-size", "2", "--quiet"], env={**os.environ, "LAYERSCOPE_KILL_AFTER_BATCHES": "2"},
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == -9
+    plan = plan_sweep(sweep, store)
+    assert [(r.label, r.status, r.n_done) for r in plan.runs] == [("n_f=1", "partial", 4), ("n_f=3", "todo", 0)]
+    out = run_sweep(sweep, store, progress=False, log=lambda m: None)
+    assert out["runs_computed"] == 2 and out["items_embedded"] == 3 + 7  # the partial run resumed
