@@ -369,7 +369,7 @@ def plan_sweep(sweep: Sweep, store) -> Plan:
     manifest hash, model source and revision, dtype, budgets, variant, caption rules, ...) except
     the few known only after loading (native frame count, MLLM prompt)."""
     from .manifest import load_manifest
-    from .models import ModelInfo, default_name
+    from .models import default_name
     from .runner import Precompute
 
     manifests = {}
@@ -398,7 +398,7 @@ def plan_sweep(sweep: Sweep, store) -> Plan:
                 except ValueError as exc:
                     raise SweepError(f"{sweep.path}: datasets {d.name!r} with models {name!r}: {exc}") from None
             info = SimpleNamespace(source=probe.source, revision=_revision(probe), modality=probe.modality,
-                                   pooling=probe.pooling, native_frames=None)
+                                   pooling=probe.pooling, native_frames=None, config={})
             fake = SimpleNamespace(prompt_format=lambda side: None)
             dims = probe._dims_from_config()
             pair_done = True

@@ -21,7 +21,7 @@ def write_sweep(root, tiny, extra="", *, models=None):
         source = "{tiny['bert']}"
         name = "bert-tiny"
     """
-    text = textwrap.dedent(f"""
+    text = textwrap.dedent("""
         [precompute]
         frames = [1, 3]
         captions = [1, 3]
@@ -100,7 +100,7 @@ def test_syntax_error_names_its_line_and_nothing_is_created(root, tiny, capsys):
 
 def test_bad_model_folder_and_short_captions_stop_before_anything_runs(root, tiny, capsys):
     store = root / "s.duckdb"
-    path = write_sweep(root, tiny, models=f'[[models]]\nsource = "./nowhere"\n')
+    path = write_sweep(root, tiny, models='[[models]]\nsource = "./nowhere"\n')
     assert main(["sweep", "run", str(path), "--store", str(store)]) == 2
     assert "models[0].source: model folder" in capsys.readouterr().err
     # 3 captions per item, 5 asked: refused (in plan and run) before the vision model runs
