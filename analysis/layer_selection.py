@@ -65,6 +65,9 @@ def describe_pick(model: str, pick: dict, n_layers: int, what: str) -> str:
     short = pick["final_shortfall"]
     if not np.isfinite(short):
         change = "the pick scores 0"
+    elif abs(short) < 0.005:  # would print "0% lower": no layer is better, whatever the argmax says
+        return (f"layer {pick['layer']} of {last} of {model} and the last layer are within 0.5% by {what}: "
+                "no reason to move off the last layer")
     elif pick.get("higher_is_better", True):
         change = f"the last layer is {abs(short) * 100:.0f}% {'lower' if short > 0 else 'higher'}"
     else:

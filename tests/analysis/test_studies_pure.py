@@ -195,3 +195,11 @@ def test_layer_recommendation_ties_go_to_the_deepest_layer():
     rec = recommend_layers({"flat": (np.array([0.0, 0.5, 0.5, 0.5]), True), "low": (np.array([9.0, 1.0, 1.0, 2.0]), False)})
     assert rec["picks"]["flat"]["layer"] == 3 and rec["picks"]["flat"]["from_final"] == 0
     assert rec["picks"]["low"]["layer"] == 2
+
+
+def test_a_pick_within_half_a_percent_of_the_last_layer_is_not_sold_as_better():
+    pick = {"layer": 2, "final_shortfall": 0.004, "higher_is_better": True}
+    text = describe_pick("m", pick, 5, "RankMe")
+    assert "0%" not in text and "within 0.5%" in text and "no reason to move off the last layer" in text
+    far = describe_pick("m", {**pick, "final_shortfall": 0.05}, 5, "RankMe")
+    assert far.endswith("the last layer is 5% lower")
