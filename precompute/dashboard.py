@@ -16,6 +16,8 @@ def command(store, *, port: int = 8501, address: str = "127.0.0.1") -> list[str]
             "--server.port", str(port), "--server.headless", "true", "--browser.gatherUsageStats", "false",
             # no file watcher: it would watch the virtualenv too (inotify overflows) and users run, not edit
             "--server.fileWatcherType", "none",
+            # users view results: no developer menu items (Deploy, Rerun settings) in the toolbar
+            "--client.toolbarMode", "viewer",
             "--", "--store", str(Path(store).resolve())]
 
 

@@ -128,3 +128,11 @@ def test_overview_offers_the_report_for_download(small_demo, monkeypatch):
     assert not at.exception
     labels = [b.label for b in at.get("download_button")]
     assert {"Report (HTML)", "Numbers (JSON)", "Summary (Markdown)"} <= set(labels)
+
+
+def test_the_dashboard_starts_without_the_developer_toolbar(tmp_path):
+    from precompute.dashboard import command
+
+    cmd = command(tmp_path / "s.duckdb")
+    assert cmd[cmd.index("--client.toolbarMode") + 1] == "viewer"  # no Deploy button for users
+    assert cmd[cmd.index("--server.address") + 1] == "127.0.0.1"

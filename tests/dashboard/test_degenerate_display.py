@@ -86,3 +86,4 @@ def test_curve_notes_are_grouped_per_model_and_note():
                          "flagged": [True, True, False, True],
                          "note": ["LID on 4 distinct of 6 items", "LID on 4 distinct of 6 items", "", ""]})
     assert flag_lines(data) == ["a: LID on 4 distinct of 6 items (layers 0, 1)", "b: undefined (layer 0)"]
+
