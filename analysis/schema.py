@@ -13,7 +13,14 @@ import duckdb
 #: (run, layer, item) in a table per width (``layerscope migrate`` upgrades a version-2 store).
 #: 4: result tables gained ``flags`` (degenerate layers, why a grid has no best cell, notes per
 #: layer); ``layerscope migrate`` adds the columns to a version-3 store.
-SCHEMA_VERSION = 4
+#: 5: ``downstream_results`` gained ``setting``, ``layer`` and ``layer_name`` (per-layer results) and
+#: the primary key ``(model, task, metric, setting, layer)``; ``layerscope migrate`` rebuilds the
+#: table of a version-2/3/4 store, its rows becoming whole-model rows (``setting`` '', ``layer`` -1).
+SCHEMA_VERSION = 5
+
+#: ``downstream_results.layer`` of a result about the model as a whole (not one of its layers): a
+#: primary-key column cannot be NULL, and no layer index is negative
+MODEL_LEVEL = -1
 
 # (table, [(column, type, comment)], table constraints)
 TABLES: list[tuple[str, list[tuple[str, str, str]], str]] = [
@@ -77,11 +84,16 @@ TABLES: list[tuple[str, list[tuple[str, str, str]], str]] = [
         ("model", "VARCHAR", "models.model the result belongs to"),
         ("task", "VARCHAR", "downstream task, e.g. ssv2 or depth"),
         ("metric", "VARCHAR", "the task's metric, e.g. top1 or rmse"),
+        ("setting", "VARCHAR NOT NULL", "how the task was run (e.g. linear-probe, 16 frames); '' when not given"),
+        ("layer", "SMALLINT NOT NULL", "layer index the result was measured on (hidden_states numbering; "
+                                       "named layers resolved through the run config's layer_names); "
+                                       "-1: the model as a whole"),
+        ("layer_name", "VARCHAR", "default | joint when the CSV named the layer; NULL otherwise"),
         ("value", "DOUBLE", "the result"),
         ("higher_is_better", "BOOLEAN", "false for errors (rmse, ...): correlations flip the sign"),
         ("source", "VARCHAR", "CSV file it was imported from"),
         ("imported", "TIMESTAMP", "when it was imported"),
-    ], "PRIMARY KEY (model, task, metric)"),
+    ], "PRIMARY KEY (model, task, metric, setting, layer)"),
     ("result_grids", [
         ("result_id", "VARCHAR PRIMARY KEY", "hash of the inputs' run ids and the parameters"),
         ("dataset", "VARCHAR", "datasets.dataset"),
@@ -127,7 +139,7 @@ TABLES: list[tuple[str, list[tuple[str, str, str]], str]] = [
     ], ""),
     ("result_studies", [
         ("result_id", "VARCHAR PRIMARY KEY", "hash of the study, subject, inputs and parameters"),
-        ("study", "VARCHAR", "scaling | model_map | downstream | temporal | layer_choice"),
+        ("study", "VARCHAR", "scaling | model_map | downstream | temporal | layer_choice | predictors | ..."),
         ("dataset", "VARCHAR", "datasets.dataset"),
         ("subject", "VARCHAR", "what it is about, e.g. 'videomae|minilm|mutual_knn' or a model name"),
         ("params", "JSON", "parameters (k, metric, bootstrap resamples, seed)"),
@@ -189,7 +201,7 @@ def embedding_tables(con: duckdb.DuckDBPyConnection) -> dict[int, str]:
 
 
 #: Older schema versions ``layerscope migrate`` can upgrade (see precompute.migrate).
-MIGRATABLE = (2, 3)
+MIGRATABLE = (2, 3, 4)
 
 
 class SchemaError(ValueError):
@@ -254,6 +266,22 @@ def add_missing_columns(con: duckdb.DuckDBPyConnection) -> list[str]:
                 _comment(con, name, [(column, type_, comment)])
                 added.append(f"{name}.{column}")
     return added
+
+
+def table_columns(name: str) -> list[tuple[str, str, str]]:
+    """The ``(column, type, comment)`` list of table ``name`` in :data:`TABLES`."""
+    for table, columns, _ in TABLES:
+        if table == name:
+            return columns
+    raise KeyError(f"no table {name!r} in the schema; tables: {', '.join(TABLE_NAMES)}")
+
+
+def table_ddl(name: str, as_name: str | None = None) -> str:
+    """``CREATE TABLE`` of table ``name`` (under ``as_name`` when given, e.g. for a rebuild)."""
+    for table, columns, constraints in TABLES:
+        if table == name:
+            return _ddl(as_name or name, columns, constraints)
+    raise KeyError(f"no table {name!r} in the schema; tables: {', '.join(TABLE_NAMES)}")
 
 
 def create_all(con: duckdb.DuckDBPyConnection, path: str = "store") -> None:

@@ -304,7 +304,11 @@ def _register_analyze(sub):
     p.set_defaults(func=cmd_analyze)
     d = sub.add_parser("downstream", help="downstream results for correlation")
     dsub = d.add_subparsers(dest="action", required=True)
-    imp = dsub.add_parser("import", help="import a CSV: model, task, metric, value, higher_is_better")
+    imp = dsub.add_parser("import", help="import a CSV: model, task, metric, value, higher_is_better "
+                          "[, layer, setting]", description="Columns model, task, metric, value, higher_is_better; "
+                          "optional layer (an index, or default / joint as the model's runs name them; empty: the "
+                          "whole model) and setting (how the task was run; empty: none). Per-layer rows feed the "
+                          "predictor table of `layerscope analyze` (study 'predictors').")
     imp.add_argument("csv")
     imp.add_argument("--store", required=True)
     imp.set_defaults(func=cmd_downstream)

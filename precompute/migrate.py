@@ -2,16 +2,19 @@
 
 Version 2 kept embeddings as one float32 BLOB per (run, layer, batch) in a table ``embeddings``;
 version 3 keeps one ``FLOAT[dim]`` row per (run, layer, item) in ``embeddings_<dim>`` (see
-:mod:`analysis.schema`); version 4 adds ``flags`` columns to the result tables. The whole upgrade is one transaction: it completes, or the store is left
-exactly as it was. Result tables are kept: their numbers do not depend on the storage layout.
+:mod:`analysis.schema`); version 4 adds ``flags`` columns to the result tables; version 5 gives
+``downstream_results`` a ``setting`` and a ``layer`` (per-layer results) in its primary key, so the
+table is rebuilt and every older row becomes a whole-model row (setting '', layer -1). The whole
+upgrade is one transaction: it completes, or the store is left exactly as it was. Result tables
+are kept: their numbers do not depend on the storage layout.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from analysis.schema import (MIGRATABLE, SCHEMA_VERSION, SchemaError, add_missing_columns, create_all,
-                             embedding_writer_settings, ensure_embedding_table)
+from analysis.schema import (MIGRATABLE, MODEL_LEVEL, SCHEMA_VERSION, SchemaError, add_missing_columns,
+                             create_all, embedding_writer_settings, ensure_embedding_table, table_ddl)
 from analysis.store import connect, schema_version
 
 from .writer import embedding_rows, insert_arrow
@@ -49,6 +52,8 @@ def migrate_store(path, *, log=print) -> dict:
             if version == 2:
                 n_vectors = sum(_copy_run_v2(con, run_id, dim) for run_id, dim in runs)
                 con.execute("DROP TABLE embeddings")
+            if version <= 4:
+                _rebuild_downstream_v5(con)
             add_missing_columns(con)
             con.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'", [str(SCHEMA_VERSION)])
             create_all(con, str(path))  # tables new since that version, with their comments
@@ -82,3 +87,20 @@ def _copy_run_v2(con, run_id: str, dim: int) -> int:
                            np.concatenate(vecs).reshape(-1, dim))
     insert_arrow(con, target, table, "run_id, layer, idx, vec")
     return len(table)
+
+
+def _rebuild_downstream_v5(con) -> int:
+    """Version 5's ``downstream_results`` (new key columns ``setting``, ``layer``): a primary key
+    cannot be altered in place, so the table is copied into the new layout and swapped in, its
+    rows as whole-model results. Returns the rows copied."""
+    have = {r[0] for r in con.execute("SELECT table_name FROM information_schema.tables").fetchall()}
+    if "downstream_results" not in have:
+        return 0  # created whole by create_all
+    con.execute(table_ddl("downstream_results", "downstream_results_v5"))
+    con.execute("INSERT INTO downstream_results_v5 (model, task, metric, setting, layer, layer_name, value, "
+                "higher_is_better, source, imported) SELECT model, task, metric, '', ?, NULL, value, "
+                "higher_is_better, source, imported FROM downstream_results", [MODEL_LEVEL])
+    n = con.execute("SELECT count(*) FROM downstream_results_v5").fetchall()[0][0]
+    con.execute("DROP TABLE downstream_results")
+    con.execute("ALTER TABLE downstream_results_v5 RENAME TO downstream_results")
+    return int(n)

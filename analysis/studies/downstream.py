@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections import defaultdict
 
 from .. import results as R
+from ..schema import MODEL_LEVEL
 from ..downstream import correlate, depth_curve
 from .context import Context, DatasetRuns
 from .grids import stored_grid
@@ -13,7 +14,9 @@ from .grids import stored_grid
 
 def run(ctx: Context, d: DatasetRuns) -> None:
     s = ctx.settings
-    rows = R.rows(ctx.con, "SELECT * FROM downstream_results ORDER BY task, model")
+    # whole-model results only: per-layer ones feed the predictors study
+    rows = R.rows(ctx.con, "SELECT * FROM downstream_results WHERE layer = ? ORDER BY task, setting, model",
+                  [MODEL_LEVEL])
     if not rows:
         return
     if s.downstream_setting == "paper":
@@ -24,9 +27,10 @@ def run(ctx: Context, d: DatasetRuns) -> None:
     refs = list(s.references) or sorted({r["model"] for r in d.text})
     tasks = defaultdict(dict)
     hib = {}
-    for r in rows:
-        tasks[(r["task"], r["metric"])][r["model"]] = r["value"]
-        hib[(r["task"], r["metric"])] = r["higher_is_better"]
+    for r in rows:  # a task run in several settings is one task per setting: "task [setting]"
+        name = f"{r['task']} [{r['setting']}]" if r["setting"] else r["task"]
+        tasks[(name, r["metric"])][r["model"]] = r["value"]
+        hib[(name, r["metric"])] = r["higher_is_better"]
     rid = ctx.rid("downstream", d.name, refs, s.k, s.downstream_setting)
     ikey = R.key(rows, [(m, c["run_id"], str(c["finished"])) for m, c in sorted(chosen.items())], s.n_boot)
     if not ctx.fresh("downstream", "result_studies", rid, ikey):
