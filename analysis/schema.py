@@ -85,9 +85,9 @@ TABLES: list[tuple[str, list[tuple[str, str, str]], str]] = [
         ("task", "VARCHAR", "downstream task, e.g. ssv2 or depth"),
         ("metric", "VARCHAR", "the task's metric, e.g. top1 or rmse"),
         ("setting", "VARCHAR NOT NULL", "how the task was run (e.g. linear-probe, 16 frames); '' when not given"),
-        ("layer", "SMALLINT NOT NULL", "layer index the result was measured on (hidden_states numbering; "
-                                       "named layers resolved through the run config's layer_names); "
-                                       "-1: the model as a whole"),
+        ("layer", "SMALLINT NOT NULL", ("layer index the result was measured on (hidden_states numbering; "
+                                        "named layers resolved through the run config's layer_names); "
+                                        "-1: the model as a whole")),
         ("layer_name", "VARCHAR", "default | joint when the CSV named the layer; NULL otherwise"),
         ("value", "DOUBLE", "the result"),
         ("higher_is_better", "BOOLEAN", "false for errors (rmse, ...): correlations flip the sign"),

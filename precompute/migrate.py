@@ -13,8 +13,17 @@ from __future__ import annotations
 
 import numpy as np
 
-from analysis.schema import (MIGRATABLE, MODEL_LEVEL, SCHEMA_VERSION, SchemaError, add_missing_columns,
-                             create_all, embedding_writer_settings, ensure_embedding_table, table_ddl)
+from analysis.schema import (
+    MIGRATABLE,
+    MODEL_LEVEL,
+    SCHEMA_VERSION,
+    SchemaError,
+    add_missing_columns,
+    create_all,
+    embedding_writer_settings,
+    ensure_embedding_table,
+    table_ddl,
+)
 from analysis.store import connect, schema_version
 
 from .writer import embedding_rows, insert_arrow

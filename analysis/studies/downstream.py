@@ -6,8 +6,8 @@ from __future__ import annotations
 from collections import defaultdict
 
 from .. import results as R
-from ..schema import MODEL_LEVEL
 from ..downstream import correlate, depth_curve
+from ..schema import MODEL_LEVEL
 from .context import Context, DatasetRuns
 from .grids import stored_grid
 
