@@ -10,6 +10,9 @@ said otherwise):
   grid, the saturating law's fit, held-out errors, parameter intervals and the other forms.
 - :mod:`.model_map`: best-layer mutual k-NN between every two models, clustering, 2-D map.
 - :mod:`.downstream`: correlations between label-free scores and imported downstream results.
+- :mod:`.predictors`: per-layer downstream results against every per-layer label-free signal
+  (profiles, alignment row maxima, same-space values): Spearman ρ across layers and pooled, and the
+  layer each signal picks vs the truly best, the last and the ``default`` layer.
 - :mod:`.temporal`: Test of Time at k=1,2,3 with first-neighbour types, reorder negatives, arrow of
   time, chiral retrieval where models share a space.
 - :mod:`.layer_choice`: per model, the layer each label-free metric recommends and their agreement.
@@ -25,7 +28,7 @@ import json
 
 from ..schema import create_all
 from ..store import StoreError, connect, latest_per_setting
-from . import downstream, grids, layer_choice, model_map, profiles, scaling, temporal
+from . import downstream, grids, layer_choice, model_map, predictors, profiles, scaling, temporal
 from .context import ANALYSIS_VERSION, STORED, Context, DatasetRuns, Settings, group_runs
 from .parallel import default_jobs
 
@@ -116,6 +119,7 @@ def run_dataset(ctx: Context, d: DatasetRuns) -> None:
     scaling.run(ctx, d, pairs)
     model_map.run(ctx, d)
     downstream.run(ctx, d)
+    predictors.run(ctx, d)
     temporal.run(ctx, d)
     layer_choice.run(ctx, d)
 
