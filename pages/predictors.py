@@ -1,0 +1,85 @@
+import altair as alt
+import streamlit as st
+
+from analysis.views import md_escape, predictor_matrix
+from pages._shared import dataset_picker, download_data, pick, require_store, store_path, view
+
+st.title("Layer predictors")
+st.caption("Which label-free signal predicts which task, layer by layer: Spearman ρ between each per-layer "
+           "signal (RankMe, LID, uniformity, alignment with each reference text model, same-space metrics when "
+           "stored) and your per-layer downstream results, across the layers of each model (mean of the "
+           "per-model ρ) and pooled over models × layers, with bootstrap intervals over layers. ρ is signed as "
+           "computed: for a lower-is-better task a signal that goes with better results shows ρ < 0. "
+           "Degenerate layers and undefined values are left out and counted.")
+require_store()
+dataset = dataset_picker()
+
+data = view("predictors_tables", dataset)
+if data is None or not data["tasks"]:
+    st.info("No per-layer downstream results in this store yet. Import a CSV with a `layer` column (an index, or "
+            "`default` / `joint`) and, optionally, a `setting`, then analyse:")
+    st.code("model,task,metric,value,higher_is_better,layer,setting\n"
+            "videomae,ssv2,top1,0.41,true,6,linear-probe\n"
+            "videomae,ssv2,top1,0.44,true,default,linear-probe\n\n"
+            f"layerscope downstream import results.csv --store {store_path()}\n"
+            f"layerscope analyze --store {store_path()}", language="bash")
+    st.stop()
+
+if data["fabricated"]:
+    st.warning("FABRICATED numbers: the downstream results of " + ", ".join(md_escape(t) for t in data["fabricated"])
+               + " were made up by `layerscope demo` to exercise this page. They measure nothing; import your own "
+               "results to read this table.")
+
+table = data["table"]
+statistic = st.radio("Correlation", ["ρ across layers", "ρ pooled"], horizontal=True, key="pred_stat",
+                     help="across layers: within each model, then the mean over models; pooled: every "
+                          "(model, layer) point together")
+kinds = sorted(k for k in table["kind"].dropna().unique()) if len(table) else []
+chosen_kinds = st.multiselect("Signals", kinds, default=kinds, key="pred_kinds",
+                              help="profile: one run per layer; pairwise: best alignment of the layer with a "
+                                   "reference text model (row max of the grid); same_space: metrics where the video "
+                                   "and text sides share a space")
+shown = table[table["kind"].isin(chosen_kinds)] if len(table) else table
+
+st.subheader("Signal × task")
+st.dataframe(predictor_matrix(shown, statistic), hide_index=True, width="stretch")
+st.caption(f"Cells: {statistic} with its {int((data['level'] or 0.95) * 100)}% bootstrap interval "
+           f"({data['n_boot']} resamples of layers within each model); rows ordered by the best rank a signal "
+           f"reaches. Runs used: the `{md_escape(data['setting'])}` setting of `--downstream-setting`.")
+
+task = pick("Task", data["tasks"], param="task")
+rows = shown[shown["task"] == task].sort_values("rank") if len(shown) else shown
+st.subheader(f"Signals for {md_escape(task)}")
+st.dataframe(rows.drop(columns=["task"]), hide_index=True, width="stretch")
+download_data(table, "layer_predictors")
+
+st.subheader("Best layer per model")
+models = data["models"][data["models"]["task"] == task]
+st.dataframe(models.drop(columns=["task"]), hide_index=True, width="stretch")
+st.caption("Gaps are in the task's metric, positive when the first layer named is better. The last layer is the "
+           "last numbered one (hidden states); `default` is the model's own output when its runs store it.")
+curves = data["curves"][data["curves"]["task"] == task]
+if len(curves):
+    chart = alt.Chart(curves).mark_line(point=True).encode(
+        x=alt.X("layer:O", title="layer"), y=alt.Y("result:Q", title=task, scale=alt.Scale(zero=False)),
+        color="model:N", tooltip=["model", "layer", "result"])
+    st.altair_chart(chart.properties(height=300), width="stretch", key="pred_curves")
+
+signals = list(rows["signal"]) if len(rows) else []
+picks = data["picks"]
+if signals and len(picks):
+    signal = pick("Signal", signals, param="signal")
+    chosen = picks[(picks["task"] == task) & (picks["signal"] == signal)]
+    st.subheader(f"The layer {md_escape(signal)} picks")
+    if len(chosen):
+        st.dataframe(chosen.drop(columns=["task", "signal"]), hide_index=True, width="stretch")
+        found = int(chosen["found best"].sum())
+        st.markdown(f"Picks the truly best layer for **{found} of {len(chosen)}** model(s).")
+    else:
+        st.caption("This signal has no direction (e.g. LID): shown in the table, not used to pick a layer.")
+
+for note in data["notes"]:
+    st.caption(md_escape(note))
+cols = st.columns(2)
+cols[0].page_link("pages/curves.py", label="Layer curves: the signals per layer", icon="📈")
+cols[1].page_link("pages/downstream.py", label="Downstream: whole-model correlations", icon="🔗")

@@ -1,0 +1,60 @@
+"""The Layer predictors page, driven headlessly on a store whose answer is planted
+(tests/analysis/test_predictors.py): the table, the per-model comparison, the URL state, the
+fabricated-numbers warning, and the start-here message when there are no per-layer results."""
+
+import shutil
+
+import pytest
+
+from analysis.downstream_import import import_downstream
+from analysis.studies import analyze_store
+from tests.analysis.test_predictors import SHARE, _csv, _planted_store
+from tests.dashboard.test_app import app
+
+
+@pytest.fixture(scope="module")
+def stores(tmp_path_factory):
+    root = tmp_path_factory.mktemp("pred_page")
+    bare = root / "bare.duckdb"
+    _planted_store(bare)
+    analyze_store(bare, k=5, metrics=("mutual_knn",), n_boot=20, log=lambda m: None)
+    full = root / "full.duckdb"
+    shutil.copy(bare, full)
+    rows = []
+    for m, share in SHARE.items():
+        for layer, w in enumerate(share):
+            rows.append((m, "probe", "top1", round(0.2 + 0.6 * w, 4), "true", layer, "linear"))
+            rows.append((m, "made-up task (fabricated)", "err", round(1 - w, 4), "false", layer, "demo"))
+    import_downstream(full, _csv(root / "r.csv", rows))
+    analyze_store(full, log=lambda m: None)
+    return {"bare": bare, "full": full}
+
+
+def test_page_explains_how_to_import_per_layer_results(stores, monkeypatch):
+    at = app(stores["bare"], monkeypatch, "predictors")
+    assert "No per-layer downstream results" in at.info[0].value
+    assert any("layer,setting" in c.value for c in at.code)
+
+
+def test_page_shows_the_table_the_picks_and_the_fabricated_warning(stores, monkeypatch):
+    at = app(stores["full"], monkeypatch, "predictors", {"task": "probe · top1 [linear]"})
+    assert "FABRICATED" in at.warning[0].value and "made-up task" in at.warning[0].value
+    matrix = at.dataframe[0].value
+    assert list(matrix.columns)[0] == "signal"
+    assert matrix["signal"].iloc[0] == "alignment with txt (mutual_knn)"  # the planted signal, first
+    cell = matrix.set_index("signal").loc["alignment with txt (mutual_knn)", "probe · top1 [linear]"]
+    assert cell.startswith("+0.9") or cell.startswith("+1.0")
+    err = matrix.set_index("signal").loc["alignment with txt (mutual_knn)", "made-up task (fabricated) · err [demo]"]
+    assert err.startswith("-")  # lower-is-better task: the sign flips
+    signals = at.dataframe[1].value
+    assert signals["rank"].iloc[0] == 1 and signals["signal"].iloc[0] == "alignment with txt (mutual_knn)"
+    best = at.dataframe[2].value.set_index("model")
+    for m, share in SHARE.items():
+        assert best.loc[m, "truly best layer"] == max(range(len(share)), key=share.__getitem__)
+    assert at.query_params["task"] == "probe · top1 [linear]"
+    at.selectbox(key="pick_signal").set_value("alignment with txt (mutual_knn)").run()
+    picks = at.dataframe[3].value
+    assert set(picks["model"]) == set(SHARE) and (picks["shortfall vs best"] >= 0).all()
+    at.radio(key="pred_stat").set_value("ρ pooled").run()
+    assert not at.exception
+    assert len(at.get("vega_lite_chart")) >= 1
