@@ -22,7 +22,7 @@ from . import results as R
 from . import views
 from .layer_selection import describe_pick
 
-SECTIONS = ("summary", "heatmaps", "layer_curves", "scaling", "model_map", "downstream", "temporal")
+SECTIONS = ("summary", "heatmaps", "layer_curves", "scaling", "model_map", "downstream", "predictors", "temporal")
 
 
 def _largest(rows, key):
@@ -167,6 +167,15 @@ def _dataset_section(con, ds, chosen, references, labels, ov) -> dict:
     else:
         sec["omitted"]["downstream"] = ("no downstream results (import them with `layerscope downstream import "
                                         "results.csv`, then `layerscope analyze`)")
+
+    # ---- predictors: which per-layer signal predicts per-layer downstream results
+    pred = predictors_section(con, ds)
+    if pred:
+        sec["sections"]["predictors"] = pred
+        sec["charts"].append(("predictors", "Spearman ρ across layers: signal × task", _predictors_spec(pred)))
+    else:
+        sec["omitted"]["predictors"] = ("no per-layer downstream results (a `layer` column in the CSV of "
+                                        "`layerscope downstream import`, then `layerscope analyze`)")
 
     # ---- temporal
     tp = views.study(con, "temporal", ds)
@@ -321,6 +330,8 @@ def render_html(report: dict) -> str:
                 parts.append(_scaling_html(d["sections"]["scaling"]))
             if name == "downstream":
                 parts.append(_table_html(d["sections"]["downstream"]))
+            if name == "predictors":
+                parts.append(_predictors_html(d["sections"]["predictors"]))
             if name == "temporal":
                 parts.append(_temporal_html(d["sections"]["temporal"]))
             parts.append("<div class='charts'>")
@@ -425,8 +436,87 @@ def render_markdown(report: dict) -> str:
             for ref, a in m["alignment"].items():
                 lines.append(f"| {e(m['label'])} | {e(ref)} | {_fmt(a['value'])} | {_fmt(a['ci'][0])}–"
                              f"{_fmt(a['ci'][1])} | ({a['layer']}, {a['ref_layer']}) |")
+        lines += _predictors_md(d["sections"].get("predictors"))
         if d["omitted"]:
             lines += ["", "Omitted: " + "; ".join(f"{e(k)} ({e(v)})" for k, v in d["omitted"].items())]
         lines.append("")
     lines += ["Reproduce:", "", "    " + " ".join(str(report["command"]).splitlines()), ""]
     return "\n".join(lines)
+
+
+# ---------------------------------------------------------------- predictors section
+
+#: columns of the predictor table in the report (the page shows them all)
+PREDICTOR_COLUMNS = ("task", "rank", "signal", "kind", "ρ across layers", "interval (layers)", "models with ρ",
+                     "ρ pooled", "interval (pooled)", "layers used", "layers excluded", "higher signal goes with")
+
+
+def predictors_section(con, ds) -> dict | None:
+    """The predictor table of ``ds`` (every task × signal, ranked), the truly best layer per model vs
+    its last and ``default`` layer, and per (task, signal) how often its pick is the best layer;
+    None when the store has no per-layer downstream results."""
+    data = views.predictors_tables(con, ds)
+    if data is None or not data["tasks"]:
+        return None
+    table = data["table"]
+    picks = data["picks"]
+    pick_rows = []
+    if len(picks):
+        for (task, signal), g in picks.groupby(["task", "signal"], sort=False):
+            pick_rows.append({"task": task, "signal": signal, "models": len(g), "picks the best": int(g["found best"].sum()),
+                              "mean shortfall vs best": float(g["shortfall vs best"].mean()),
+                              "mean pick vs last": (float(g["pick vs last"].dropna().mean())
+                                                    if g["pick vs last"].notna().any() else None)})
+    return {"fabricated": data["fabricated"], "setting": data["setting"], "level": data["level"],
+            "n_boot": data["n_boot"], "notes": data["notes"],
+            "table": [{c: r.get(c) for c in PREDICTOR_COLUMNS} for r in table.to_dict(orient="records")],
+            "best_layers": data["models"].to_dict(orient="records"), "picks": pick_rows}
+
+
+def _predictors_spec(pred) -> dict:
+    df = pd.DataFrame(pred["table"])
+    chart = alt.Chart(df).mark_rect().encode(
+        x=alt.X("task:N"), y=alt.Y("signal:N", sort=None),
+        color=alt.Color("ρ across layers:Q", scale=alt.Scale(domain=[-1, 1], scheme="redblue")),
+        tooltip=["task", "signal", "ρ across layers", "interval (layers)", "ρ pooled"])
+    return _spec(chart.properties(width=60 * max(1, df["task"].nunique()), height=18 * max(1, df["signal"].nunique())))
+
+
+def _fabricated_text(pred) -> str:
+    return ("FABRICATED numbers: the downstream results of " + ", ".join(pred["fabricated"]) + " were made up by "
+            "`layerscope demo` to exercise this section; they measure nothing.") if pred["fabricated"] else ""
+
+
+def _predictors_html(pred) -> str:
+    out = []
+    if pred["fabricated"]:
+        out.append(f"<p class='note'><strong>{_e(_fabricated_text(pred))}</strong></p>")
+    out.append(f"<p class='muted'>Spearman ρ between each label-free per-layer signal and per-layer downstream "
+               f"results, signed as computed (a lower-is-better task shows ρ &lt; 0 for a signal that goes with "
+               f"better results); across layers = mean of each model's ρ, pooled = over models × layers; "
+               f"{int((pred['level'] or 0.95) * 100)}% bootstrap intervals ({_e(pred['n_boot'])} resamples of layers "
+               f"within each model); degenerate layers left out and counted.</p>")
+    out.append(_table_html(pred["table"]))
+    if pred["best_layers"]:
+        out.append("<p>Truly best layer per model vs its last numbered layer and its <code>default</code> "
+                   "(gaps in the task's metric, positive: the best layer is better):</p>")
+        out.append(_table_html(pred["best_layers"]))
+    if pred["picks"]:
+        out.append("<p>How good a layer each signal picks:</p>")
+        out.append(_table_html(pred["picks"]))
+    out += [f"<p class='note'>{_e(n)}</p>" for n in pred["notes"]]
+    return "".join(out)
+
+
+def _predictors_md(pred) -> list[str]:
+    if not pred:
+        return []
+    e = views.md_escape
+    lines = ["", "### Layer predictors", ""]
+    if pred["fabricated"]:
+        lines += [f"**{e(_fabricated_text(pred))}**", ""]
+    lines += ["| task | rank | signal | ρ across layers | interval | ρ pooled | interval |", "|---|---|---|---|---|---|---|"]
+    for r in pred["table"]:
+        lines.append(f"| {e(r['task'])} | {r['rank']} | {e(r['signal'])} | {_fmt(r['ρ across layers'])} | "
+                     f"{r['interval (layers)']} | {_fmt(r['ρ pooled'])} | {r['interval (pooled)']} |")
+    return lines

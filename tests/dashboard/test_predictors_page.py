@@ -40,10 +40,10 @@ def test_page_shows_the_table_the_picks_and_the_fabricated_warning(stores, monke
     at = app(stores["full"], monkeypatch, "predictors", {"task": "probe · top1 [linear]"})
     assert "FABRICATED" in at.warning[0].value and "made-up task" in at.warning[0].value
     matrix = at.dataframe[0].value
-    assert list(matrix.columns)[0] == "signal"
+    assert matrix.columns[0] == "signal"
     assert matrix["signal"].iloc[0] == "alignment with txt (mutual_knn)"  # the planted signal, first
     cell = matrix.set_index("signal").loc["alignment with txt (mutual_knn)", "probe · top1 [linear]"]
-    assert cell.startswith("+0.9") or cell.startswith("+1.0")
+    assert cell.startswith(("+0.9", "+1.0"))
     err = matrix.set_index("signal").loc["alignment with txt (mutual_knn)", "made-up task (fabricated) · err [demo]"]
     assert err.startswith("-")  # lower-is-better task: the sign flips
     signals = at.dataframe[1].value
