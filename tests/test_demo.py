@@ -44,7 +44,12 @@ def test_small_demo_end_to_end(tmp_path, capsys):
              for ds in ("test_of_time", "moving_shapes"))
     vv = 2 * len(SMALL.frames)  # videomae x vit at each shared n_f, per dataset
     assert n_grids == 3 * (vt + vv)  # mutual_knn, cka, cknna
-    assert studies == {"scaling": 2 * 2 * 2 * 3, "model_map": 2, "temporal": 2, "layer_choice": 8}
+    # predictors: one table per dataset, from the demo's FABRICATED per-layer downstream numbers
+    assert studies == {"scaling": 2 * 2 * 2 * 3, "model_map": 2, "temporal": 2, "layer_choice": 8, "predictors": 2}
+    con = duckdb.connect(str(store), read_only=True)
+    tasks = con.execute("SELECT DISTINCT task, setting FROM downstream_results").fetchall()
+    con.close()
+    assert tasks and all("fabricated" in t.lower() and "fabricated" in s.lower() for t, s in tasks)
     capsys.readouterr()
     assert main(args) == 0  # second run: everything reused
     assert f"0 run(s) computed, {len(runs)} reused" in capsys.readouterr().out

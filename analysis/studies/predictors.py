@@ -159,8 +159,9 @@ def run(ctx: Context, d: DatasetRuns) -> None:
         return
     signals = {m: signals_for(ctx, d, m, chosen[m], chosen, refs) for m in models}
     rid = ctx.rid("predictors", d.name, refs, s.k, s.downstream_setting, list(s.metrics))
+    # the numbers, not when they were imported: re-importing the same results reuses the table
     ikey = R.key([(r["model"], r["task"], r["metric"], r["setting"], r["layer"], r["value"], r["higher_is_better"],
-                   str(r["imported"])) for r in rows],
+                   r["source"]) for r in rows],
                  [(m, chosen[m]["run_id"], str(chosen[m]["finished"]),
                    sorted((n, sig["source"], np.asarray(sig["values"]).round(12).tolist())
                           for n, sig in signals[m].items())) for m in models], s.n_boot, s.seed)

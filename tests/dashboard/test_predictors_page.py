@@ -58,3 +58,10 @@ def test_page_shows_the_table_the_picks_and_the_fabricated_warning(stores, monke
     at.radio(key="pred_stat").set_value("ρ pooled").run()
     assert not at.exception
     assert len(at.get("vega_lite_chart")) >= 1
+
+
+def test_page_on_the_demo_store_labels_its_fabricated_numbers(small_demo, monkeypatch):
+    at = app(small_demo, monkeypatch, "predictors", {"dataset": "moving_shapes"})
+    assert "FABRICATED" in at.warning[0].value
+    assert all("(fabricated)" in t for t in at.dataframe[0].value.columns[1:])
+    assert len(at.dataframe[0].value) >= 4  # rankme, lid, uniformity, alignment with each text model
