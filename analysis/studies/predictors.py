@@ -104,10 +104,14 @@ def signals_for(ctx: Context, d: DatasetRuns, model: str, run: dict, chosen: dic
             out[f"alignment with {ref} ({metric})"] = {
                 "values": _row_max(grid, [int(i) for i in ref_bad]), "run_id": run["run_id"], "kind": "pairwise",
                 "higher_is_better": get_metric(metric).higher_is_better, "source": rid}
+    other_runs = set()
     for st in R.read_studies(ctx.con, study="same_space", dataset=d.name):
         a, _, b = st["subject"].partition("|")
         p = st["payload"]
-        if a != model or p.get("run_a") != run["run_id"]:
+        if a != model:
+            continue
+        if p.get("run_a") != run["run_id"]:
+            other_runs.add(str(p.get("run_a")))
             continue
         layers = [int(x) for x in p.get("layers_a") or []]
         for name, m in (p.get("metrics") or {}).items():
@@ -120,6 +124,10 @@ def signals_for(ctx: Context, d: DatasetRuns, model: str, run: dict, chosen: dic
             out[f"{name} with {b} ({p.get('space', 'layers')})"] = {
                 "values": values, "present": present, "run_id": p["run_a"], "kind": "same_space",
                 "higher_is_better": m.get("higher_is_better"), "source": st["result_id"]}
+    if other_runs and not any(sig["kind"] == "same_space" for sig in out.values()):
+        ctx.note(f"dataset {d.name!r}: same-space values of {model} exist only for run(s) "
+                 f"{', '.join(sorted(other_runs))}, not for the run the predictor table uses ({run['run_id']}, "
+                 f"--downstream-setting {ctx.settings.downstream_setting}); left out")
     return out
 
 
@@ -188,6 +196,8 @@ def run(ctx: Context, d: DatasetRuns) -> None:
     for (task, tmetric, setting), t in sorted(tasks.items()):
         hib = t["hib"]
         res = {m: v for m, v in t["results"].items() if m in chosen}
+        if not res:
+            continue  # its models have no run here: named in models_without_runs
         entry = {"task": task, "metric": tmetric, "setting": setting, "higher_is_better": hib,
                  "sources": sorted(t["sources"]),
                  "fabricated": any("fabricated" in x.lower() for x in (task, setting, *t["sources"])),

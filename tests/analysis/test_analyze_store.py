@@ -28,7 +28,8 @@ def quiet(_msg):
 def test_demo_store_holds_every_study(store):
     con = duckdb.connect(str(store), read_only=True)
     studies = {r[0] for r in con.execute("SELECT DISTINCT study FROM result_studies").fetchall()}
-    assert studies == {"scaling", "model_map", "temporal", "layer_choice"}  # downstream needs imported results
+    # downstream needs imported whole-model results; predictors reads the demo's fabricated per-layer ones
+    assert studies == {"scaling", "model_map", "temporal", "layer_choice", "predictors"}
     grids = R.read_grids(con, dataset="moving_shapes", model_a="videomae-tiny", model_b="all-MiniLM-L6-v2",
                          metric="mutual_knn", n_frames=4, n_captions=4)
     con.close()
@@ -100,6 +101,9 @@ def test_downstream_import_and_correlation(store, tmp_path, capsys):
 
 
 def test_downstream_csv_errors_import_nothing(store, tmp_path, capsys):
+    con = duckdb.connect(str(store), read_only=True)
+    before = con.execute("SELECT * FROM downstream_results ORDER BY ALL").fetchall()  # the demo's fabricated rows
+    con.close()
     bad = tmp_path / "bad.csv"
     bad.write_text("model,task,metric,value,higher_is_better\n"
                    "not-a-model,ssv2,top1,40,true\nvit-tiny,ssv2,top1,abc,true\nvit-tiny,,top1,1,maybe\n")
@@ -109,7 +113,7 @@ def test_downstream_csv_errors_import_nothing(store, tmp_path, capsys):
     assert "bad.csv:3: column 'value': 'abc' is not a finite number" in err
     assert "bad.csv:4: column 'task' is empty" in err and "'maybe' is not true/false" in err
     con = duckdb.connect(str(store), read_only=True)
-    assert con.execute("SELECT count(*) FROM downstream_results").fetchall()[0][0] == 0
+    assert con.execute("SELECT * FROM downstream_results ORDER BY ALL").fetchall() == before
     con.close()
     missing = tmp_path / "cols.csv"
     missing.write_text("model,value\nvit-tiny,1\n")

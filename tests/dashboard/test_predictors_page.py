@@ -65,3 +65,31 @@ def test_page_on_the_demo_store_labels_its_fabricated_numbers(small_demo, monkey
     assert "FABRICATED" in at.warning[0].value
     assert all("(fabricated)" in t for t in at.dataframe[0].value.columns[1:])
     assert len(at.dataframe[0].value) >= 4  # rankme, lid, uniformity, alignment with each text model
+
+
+def test_hostile_model_and_task_names_stay_text(tmp_path, monkeypatch):
+    import csv
+
+    from precompute.cli import main
+    from tests.stores import write_store
+    from tests.test_escaping import CAPTION, IMAGE, NAMES, SCRIPT, assert_inert, markdown_sources
+
+    store = tmp_path / "h.duckdb"
+    write_store(store, n=16, names=NAMES)  # vis is stored as SCRIPT (3 layers), txt as IMAGE
+    path = tmp_path / "r.csv"
+    with open(path, "w", newline="") as fh:
+        w = csv.writer(fh)
+        w.writerow(["model", "task", "metric", "value", "higher_is_better", "layer", "setting"])
+        w.writerows([[SCRIPT, CAPTION, IMAGE, v, "true", layer, SCRIPT] for layer, v in enumerate([0.1, 0.5, 0.3])])
+    import_downstream(store, path)
+    assert main(["analyze", "--store", str(store), "--k", "3", "--bootstrap", "0"]) == 0
+    for params in ({}, {"task": IMAGE, "signal": SCRIPT}):
+        at = app(store, monkeypatch, "predictors", params)
+        assert len(at.dataframe) >= 3  # the table is there
+        for md in markdown_sources(at):
+            assert_inert(md)
+    out = tmp_path / "r.html"
+    assert main(["report", "--store", str(store), "--out", str(out)]) == 0
+    md = out.with_suffix(".md").read_text()
+    assert "### Layer predictors" in md
+    assert_inert(md)
