@@ -74,6 +74,15 @@ def layer_names(run: dict) -> dict[int, str]:
     return {int(i): str(n) for i, n in (cfg.get("layer_names") or {}).items()}
 
 
+def layer_width(run: dict, layer: int) -> int:
+    """The true width of one layer: a named layer narrower than the run (a dual encoder's projected
+    ``joint`` output) is stored zero-padded, with its width in the config's ``layer_dims``."""
+    cfg = run.get("config") or {}
+    if isinstance(cfg, str):
+        cfg = json.loads(cfg)
+    return int((cfg.get("layer_dims") or {}).get(str(layer), run["dim"]))
+
+
 def last_numbered(run: dict) -> int:
     """The last layer before any named one (the encoder's own last block)."""
     names = layer_names(run)
@@ -159,7 +168,8 @@ def compute_map(ctx: Context, dataset: str, spec: MapSpec, runs_by_id: dict, *, 
     n = int(runs[0]["n_items"])
     items = sample_items(n, MAX_POINTS, ctx.settings.seed)
     names = tuple(f"{r['model']} {s} layer {la}" for r, s, la in zip(runs, spec.sides, spec.layers))
-    X = [ctx.engine.emb(r["run_id"])[la][items] for r, la in zip(runs, spec.layers)]
+    # zero padding of a narrow named layer is dropped, so two towers' joint outputs compare
+    X = [ctx.engine.emb(r["run_id"])[la][items][:, :layer_width(r, la)] for r, la in zip(runs, spec.layers)]
     payload = {"kind": "pair" if len(runs) == 2 else "single", "model": spec.model,
                "models": [r["model"] for r in runs], "run_ids": list(spec.run_ids), "layers": list(spec.layers),
                "layer_names": [layer_names(r).get(la) for r, la in zip(runs, spec.layers)],
@@ -178,6 +188,8 @@ def compute_map(ctx: Context, dataset: str, spec: MapSpec, runs_by_id: dict, *, 
                        n_distinct=m.n_distinct, n_duplicates=m.n_duplicates)
     except MapUndefined as exc:
         payload["reason"] = str(exc)
+    except ValueError as exc:  # two sides of different widths: no shared space after all
+        payload["reason"] = f"no shared space: {exc}"
     R.put_study(ctx.con, result_id=rid, study=STUDY, dataset=dataset, subject=spec.subject,
                 params={"run_ids": list(spec.run_ids), "layers": list(spec.layers), "sides": list(spec.sides),
                         "model": spec.model, "why": spec.why, "requested": requested, "seed": ctx.settings.seed},
@@ -254,9 +266,10 @@ def resolve_request(d: DatasetRuns, model: str, layer, *, side: str = "auto", te
     layers = [index(want[0], layer)]
     if len(want) == 2:
         layers.append(index(want[1], layer if text_layer is None else text_layer))
-        if int(want[0]["dim"]) != int(want[1]["dim"]):
-            raise ValueError(f"{model}'s video and text runs have widths {want[0]['dim']} and {want[1]['dim']}: "
-                             "no shared space to map")
+        widths = [layer_width(r, la) for r, la in zip(want, layers)]
+        if widths[0] != widths[1]:
+            raise ValueError(f"{model}'s video layer {layers[0]} and text layer {layers[1]} have widths "
+                             f"{widths[0]} and {widths[1]}: no shared space to map")
     return MapSpec(model, tuple(r["run_id"] for r in want), tuple(layers), tuple(_side(r) for r in want),
                    "requested")
 
