@@ -281,13 +281,14 @@ def request_map(store, *, dataset: str, model: str, layer, side: str = "auto", t
     ``{"subject", "computed", "reason"}`` (``reason``: why the layer has no map, else None)."""
     from ..schema import create_all
     from ..store import connect
-    from . import _plan, _resolve
+    from . import _drop_stale_results, _plan, _resolve
     from .context import Context
 
     con = connect(store, read_only=False)
     ctx = None
     try:
         create_all(con, str(store))
+        _drop_stale_results(con, log)  # as analyze would: a map kept beside results of another version is lost
         ctx = Context(store, con, _resolve(con, {}), log=log)
         plan = _plan(con, [dataset], ctx)
         d = plan[dataset]

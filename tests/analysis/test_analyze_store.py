@@ -28,7 +28,8 @@ def quiet(_msg):
 def test_demo_store_holds_every_study(store):
     con = duckdb.connect(str(store), read_only=True)
     studies = {r[0] for r in con.execute("SELECT DISTINCT study FROM result_studies").fetchall()}
-    assert studies == {"scaling", "model_map", "temporal", "layer_choice"}  # downstream needs imported results
+    # downstream needs imported results
+    assert studies == {"scaling", "model_map", "temporal", "layer_choice", "embedding_map"}
     grids = R.read_grids(con, dataset="moving_shapes", model_a="videomae-tiny", model_b="all-MiniLM-L6-v2",
                          metric="mutual_knn", n_frames=4, n_captions=4)
     con.close()
