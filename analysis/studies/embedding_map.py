@@ -288,7 +288,7 @@ def request_map(store, *, dataset: str, model: str, layer, side: str = "auto", t
     ctx = None
     try:
         create_all(con, str(store))
-        _drop_stale_results(con, log)  # as analyze would: a map kept beside results of another version is lost
+        _drop_stale_results(con, log)  # as analyze does: stamps the version, so a later analyze keeps this map
         ctx = Context(store, con, _resolve(con, {}), log=log)
         plan = _plan(con, [dataset], ctx)
         d = plan[dataset]
