@@ -13,20 +13,20 @@ from pages._shared import (
     view,
 )
 
-#: items that get a frame thumbnail on hover (one decode each; more are sampled)
-THUMB_CAP = 300
+#: items that get a frame thumbnail on hover (one first-frame decode each; more are sampled)
+THUMB_CAP = 200
 
 
 @st.cache_data(show_spinner="Reading one frame per item for the hover thumbnails…", max_entries=8)
 def thumbnails(videos: tuple) -> tuple[dict, str | None]:
-    """``{video: data URI}`` of each video's middle frame, and a note when some could not be read
+    """``{video: data URI}`` of each video's first frame, and a note when some could not be read
     (videos on another machine than the store: the map then shows captions only)."""
-    from precompute.video import read_video
+    from precompute.video import poster_frame
 
     out, failed, first_error = {}, 0, None
     for v in videos:
         try:
-            out[v] = frame_data_uri(read_video(v, lambda T: [T // 2]).frames[0])
+            out[v] = frame_data_uri(poster_frame(v))
         except Exception as exc:  # noqa: BLE001 - a missing or unreadable video only loses its thumbnail
             failed += 1
             first_error = first_error or str(exc)
