@@ -63,7 +63,9 @@ if mp["reason"]:
 else:
     pts = mp["points"]
     show_frames = st.sidebar.toggle("Frames on hover", value=True, key="map_frames")
-    tooltip = ["series:N", "item_id:N", "caption:N"]
+    colour = pick("Colour by", ["series"] + meta["colour_fields"], param="colour", container=st.sidebar,
+                  help="the model side and layer, or a field of the items' metadata")
+    tooltip = ["series:N", "item_id:N", "caption:N"] + ([f"{colour}:N"] if colour != "series" else [])
     if show_frames:
         videos = sorted(set(pts["video"]))
         keep = [videos[i] for i in sample_items(len(videos), THUMB_CAP, 0)]
@@ -75,9 +77,14 @@ else:
         if note:
             st.caption(md_escape(note))
     base = alt.Chart(pts)
-    points = base.mark_circle(size=50, opacity=0.75).encode(
+    points = base.mark_point(size=50, opacity=0.75, filled=True).encode(
         x=alt.X("x:Q", title=None, axis=None), y=alt.Y("y:Q", title=None, axis=None),
-        color=alt.Color("series:N", title=None, legend=alt.Legend(orient="bottom")), tooltip=tooltip)
+        color=alt.Color(f"{colour}:N", title=None if colour == "series" else colour,
+                        legend=alt.Legend(orient="bottom")),
+        # colour by metadata on a two-sided map: the side is the shape
+        **({"shape": alt.Shape("side:N", legend=alt.Legend(orient="bottom"))}
+           if colour != "series" and meta["kind"] == "pair" else {}),
+        tooltip=tooltip)
     layers = [points]
     if meta["kind"] == "pair" and st.sidebar.toggle("Connect each item's two points", value=False, key="map_links"):
         layers.insert(0, base.mark_line(opacity=0.15, color="gray").encode(x="x:Q", y="y:Q", detail="idx:N"))

@@ -10,6 +10,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from analysis.studies import analyze_store
+from analysis.views import categorical_metadata
 from precompute.synthetic_store import write_run
 
 APP = str(Path(__file__).resolve().parents[2] / "app.py")
@@ -58,6 +59,27 @@ def test_the_demo_store_shows_a_map_with_captions_and_frames_on_hover(small_demo
     assert "no frame on hover" not in texts(at.caption)  # the demo's videos are on this machine
     assert "points; UMAP n\\_neighbors=" in texts(at.caption)
     assert at.code[0].value.startswith("layerscope map --store ")
+
+
+def test_items_metadata_colours_the_map(small_demo, monkeypatch):
+    at = page(small_demo, monkeypatch, {"dataset": "moving_shapes", "colour": "scene_shape"})
+    (chart,) = at.get("vega_lite_chart")
+    spec = json.loads(chart.proto.spec)
+    mark = spec.get("layer", [spec])[-1]
+    assert mark["encoding"]["color"]["field"] == "scene_shape"
+    assert "scene_shape" in tooltip_fields(at)
+    assert "scene_colour" in at.selectbox(key="pick_colour").options
+
+
+def test_categorical_metadata_keeps_fields_with_a_few_values():
+    md = [{"scene": {"colour": c, "start": [0.1, 0.2], "n": 30}, "event": e, "_video_content": f"h{i}",
+           "item_id": f"i{i}"}
+          for i, (c, e) in enumerate([("red", "a"), ("blue", None), ("red", "b"), ("green", "a")])]
+    df = categorical_metadata(md, max_levels=3)
+    # scene_n has one value, item_id four (> 3), start is a list, _video_content is private
+    assert list(df.columns) == ["event", "scene_colour"]
+    assert df["event"].tolist() == ["a", "none", "b", "a"]
+    assert df["scene_colour"].tolist() == ["red", "blue", "red", "green"]
 
 
 def test_a_random_init_model_is_labelled(small_demo, monkeypatch):
