@@ -63,23 +63,32 @@ class EmbeddingMap:
         return int(len(self.coords) - self.n_distinct)
 
 
-def exact_knn(X: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+def exact_knn(X: np.ndarray, k: int, *, chunk: int = 1024) -> tuple[np.ndarray, np.ndarray]:
     """Exact k nearest neighbours by Euclidean distance, each point first in its own list.
 
     Args:
         X: ``(N, d)`` float rows, pairwise distinct.
         k: list length including the point itself, ``2 <= k <= N``.
+        chunk: rows scored at a time (memory ``chunk x N`` floats, never ``N x N``).
 
     Returns:
         ``(indices, distances)``, both ``(N, k)``; row ``i`` starts with ``i`` at distance 0, then
-        neighbours by increasing distance (ties by index: a stable sort).
+        neighbours by increasing distance (equal distances by index).
     """
     X = np.asarray(X, dtype=np.float64)
+    n = len(X)
     sq = np.sum(X * X, axis=1)
-    D2 = np.maximum(sq[:, None] + sq[None, :] - 2.0 * (X @ X.T), 0.0)
-    np.fill_diagonal(D2, -1.0)  # the point itself sorts first whatever the rounding
-    idx = np.argsort(D2, axis=1, kind="stable")[:, :k]
-    dist = np.sqrt(np.maximum(np.take_along_axis(D2, idx, axis=1), 0.0))
+    idx = np.empty((n, k), dtype=np.int64)
+    dist = np.empty((n, k))
+    for a in range(0, n, chunk):
+        b = min(n, a + chunk)
+        D2 = np.maximum(sq[a:b, None] + sq[None, :] - 2.0 * (X[a:b] @ X.T), 0.0)
+        D2[np.arange(b - a), np.arange(a, b)] = -1.0  # the point itself first whatever the rounding
+        part = np.argpartition(D2, k - 1, axis=1)[:, :k] if k < n else np.tile(np.arange(n), (b - a, 1))
+        d2 = np.take_along_axis(D2, part, axis=1)
+        order = np.lexsort((part, d2), axis=1)  # by distance, then by index
+        idx[a:b] = np.take_along_axis(part, order, axis=1)
+        dist[a:b] = np.sqrt(np.maximum(np.take_along_axis(d2, order, axis=1), 0.0))
     return idx, dist
 
 

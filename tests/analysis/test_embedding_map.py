@@ -39,11 +39,18 @@ def _map_neighbour_purity(Y, labels, k=5):
 
 def test_exact_knn_matches_sklearn_brute_force(rng):
     X = rng.normal(size=(50, 7))
-    idx, dist = exact_knn(X, 6)
+    idx, dist = exact_knn(X, 6, chunk=16)  # several row chunks, the last one short
     ref_d, ref_i = NearestNeighbors(n_neighbors=6, algorithm="brute").fit(X).kneighbors(X)
     assert (idx[:, 0] == np.arange(50)).all() and np.allclose(dist[:, 0], 0)
     np.testing.assert_array_equal(idx, ref_i)
     np.testing.assert_allclose(dist, ref_d, atol=1e-6)  # both use the Gram expansion: rounding ~1e-8
+
+
+def test_exact_knn_breaks_distance_ties_by_index_and_takes_k_equal_to_n():
+    X = np.array([[0.0, 0.0], [1, 0], [-1, 0], [0, 1], [0, -1]])
+    idx, dist = exact_knn(X, 5)
+    assert idx[0].tolist() == [0, 1, 2, 3, 4] and dist[0].tolist() == [0, 1, 1, 1, 1]
+    assert idx[1].tolist()[:2] == [1, 0] and sorted(idx[1].tolist()) == [0, 1, 2, 3, 4]
 
 
 def test_a_map_has_one_point_per_row_and_is_deterministic_for_a_seed():
