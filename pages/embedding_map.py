@@ -49,8 +49,9 @@ require_results("embedding maps", not maps.empty)
 labels = view("model_labels")
 subjects = list(maps["subject"])
 why = dict(zip(maps["subject"], maps["why"]))
+random_init = {s: any(labels.get(m, m) != m for m in models) for s, models in zip(maps["subject"], maps["models"])}
 subject = pick("Map", subjects, param="map", container=st.sidebar,
-               fmt=lambda s: f"{s} — {why.get(s, '')}")
+               fmt=lambda s: f"{s}{' (random init)' if random_init.get(s) else ''} — {why.get(s, '')}")
 row = maps[maps["subject"] == subject].iloc[0]
 mp = view("embedding_map_points", row["result_id"])
 meta = mp["meta"]

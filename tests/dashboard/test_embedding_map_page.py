@@ -85,6 +85,8 @@ def test_categorical_metadata_keeps_fields_with_a_few_values():
 def test_a_random_init_model_is_labelled(small_demo, monkeypatch):
     at = page(small_demo, monkeypatch, {"dataset": "moving_shapes", "map": "vit-tiny · image L4"})
     assert at.selectbox(key="pick_map").value == "vit-tiny · image L4"
+    assert any(o.startswith("vit-tiny · image L4 (random init) — ") for o in at.selectbox(key="pick_map").options)
+    assert any(o.startswith("all-MiniLM-L6-v2 · text L6 — ") for o in at.selectbox(key="pick_map").options)
     assert "random-init weights" in texts(at.info)
 
 
