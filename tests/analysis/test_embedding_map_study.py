@@ -157,3 +157,17 @@ def test_the_demo_store_has_maps(small_demo):
     assert {r["dataset"] for r in drawn} == {"moving_shapes", "test_of_time"}
     for r in drawn:
         assert len(r["payload"]["x"]) == r["payload"]["n_items"] * len(r["payload"]["run_ids"])
+
+
+def test_large_datasets_are_mapped_on_a_seeded_sample_of_items(tmp_path, monkeypatch):
+    path = tmp_path / "s.duckdb"
+    write_run(path, "a", _stack(1), model="a", modality="video", n_frames=1)
+    monkeypatch.setattr(EM, "MAX_POINTS", 12)
+    analyze_store(path, k=3, n_boot=0, log=quiet)
+    p = _maps(path)["a · video L2"]["payload"]
+    assert p["sampled"] is True and p["n_items"] == N and len(p["items"]) == len(p["x"]) == 12
+    assert p["items"] == sorted(set(p["items"])) and max(p["items"]) < N
+    con = duckdb.connect(str(path), read_only=True)
+    X = load_run(con, "a")[2][p["items"]]
+    con.close()
+    np.testing.assert_allclose(np.c_[p["x"], p["y"]], umap_coords(X, seed=0).coords, atol=1e-4)
