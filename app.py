@@ -20,6 +20,7 @@ PAGES = [
     st.Page(HERE / "pages" / "curves.py", title="Layer curves", icon="📈"),
     st.Page(HERE / "pages" / "scaling.py", title="Scaling", icon="📊"),
     st.Page(HERE / "pages" / "model_map.py", title="Model map", icon="🗺️"),
+    st.Page(HERE / "pages" / "embedding_map.py", title="Embedding map", icon="🌌"),
     st.Page(HERE / "pages" / "downstream.py", title="Downstream", icon="🔗"),
     st.Page(HERE / "pages" / "predictors.py", title="Layer predictors", icon="🎯"),
     st.Page(HERE / "pages" / "temporal.py", title="Temporal", icon="⏱️"),

@@ -503,6 +503,33 @@ def _register_sweep(sub):
     r.set_defaults(func=cmd_sweep_run)
 
 
+def cmd_map(args) -> int:
+    from analysis.studies.embedding_map import request_map
+
+    out = request_map(args.store, dataset=args.dataset, model=args.model, layer=args.layer, side=args.side,
+                      text_layer=args.text_layer, log=lambda m: print(m, file=sys.stderr, flush=True))
+    state = "computed" if out["computed"] else "already stored and current"
+    print(f"map: {out['subject']} {state}"
+          + (f"; no picture: {out['reason']}" if out["reason"] else "; refresh the dashboard's Embedding map page"))
+    return 0
+
+
+def _register_map(sub):
+    p = sub.add_parser("map", help="an embedding map (UMAP) of another layer, for the dashboard's Embedding map page",
+                       epilog="examples:\n  layerscope map --store data/demo.duckdb --dataset moving_shapes "
+                              "--model vit-tiny --layer 2\n  layerscope map --store S --dataset D --model clip "
+                              "--layer joint --side both",
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--store", required=True)
+    p.add_argument("--dataset", required=True)
+    p.add_argument("--model", required=True, help="model name as stored (its largest setting is mapped)")
+    p.add_argument("--layer", required=True, help="layer number, or a named layer (default, joint)")
+    p.add_argument("--side", default="auto", choices=("auto", "video", "text", "both"),
+                   help="which run of a model with both sides; both: one map of the two sides (shared space)")
+    p.add_argument("--text-layer", help="the text side's layer with --side both (default: --layer)")
+    p.set_defaults(func=cmd_map)
+
+
 #: functions adding further subcommands to the parser
 _REGISTRARS: list = [_register_precompute, _register_models, _register_demo, _register_analyze, _register_dashboard,
                      _register_report, _register_merge, _register_migrate]
@@ -547,6 +574,9 @@ def _is_store_failure(exc) -> bool:
 
 class UserError(Exception):
     """A problem with the user's input: printed as one clear line, no traceback."""
+
+
+_REGISTRARS.append(_register_map)
 
 
 if __name__ == "__main__":

@@ -221,3 +221,27 @@ def clip_indices(n_frames: int, native: int) -> np.ndarray:
 def reverse(frames: np.ndarray) -> np.ndarray:
     """The time-reversed video (arrow-of-time probe); a view, so a sweep does not copy every video."""
     return frames[::-1]
+
+
+def poster_frame(path) -> np.ndarray:
+    """The first frame of a video file, or the first image of a frame folder, ``(H, W, 3)`` uint8,
+    decoding nothing past it (a hover thumbnail must not cost a whole decode). Raises
+    :class:`VideoError` naming the file."""
+    path = Path(path)
+    if not path.exists():
+        raise VideoError(f"video {path} does not exist")
+    if path.is_dir():
+        return read_video(path, lambda T: [0]).frames[0]
+    try:
+        import av
+
+        with av.open(str(path)) as container:
+            if not container.streams.video:
+                raise VideoError(f"{path} has no video stream")
+            for frame in container.decode(container.streams.video[0]):
+                return frame.to_ndarray(format="rgb24")
+    except VideoError:
+        raise
+    except Exception as exc:  # PyAV raises many error types for corrupt files
+        raise VideoError(f"video {path} could not be decoded: {exc}") from None
+    raise VideoError(f"video {path} has no decodable frames")

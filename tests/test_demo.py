@@ -44,6 +44,8 @@ def test_small_demo_end_to_end(tmp_path, capsys):
              for ds in ("test_of_time", "moving_shapes"))
     vv = 2 * len(SMALL.frames)  # videomae x vit at each shared n_f, per dataset
     assert n_grids == 3 * (vt + vv)  # mutual_knn, cka, cknna
+    # embedding maps: each of the 4 models' last layer per dataset, plus its recommended layer where that differs
+    assert 8 <= studies.pop("embedding_map") <= 16
     # predictors: one table per dataset, from the demo's FABRICATED per-layer downstream numbers
     assert studies == {"scaling": 2 * 2 * 2 * 3, "model_map": 2, "temporal": 2, "layer_choice": 8, "predictors": 2}
     con = duckdb.connect(str(store), read_only=True)

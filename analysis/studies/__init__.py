@@ -28,7 +28,7 @@ import json
 
 from ..schema import create_all
 from ..store import StoreError, connect, latest_per_setting
-from . import downstream, grids, layer_choice, model_map, predictors, profiles, scaling, temporal
+from . import downstream, embedding_map, grids, layer_choice, model_map, predictors, profiles, scaling, temporal
 from .context import ANALYSIS_VERSION, STORED, Context, DatasetRuns, Settings, group_runs
 from .parallel import default_jobs
 
@@ -122,6 +122,7 @@ def run_dataset(ctx: Context, d: DatasetRuns) -> None:
     predictors.run(ctx, d)
     temporal.run(ctx, d)
     layer_choice.run(ctx, d)
+    embedding_map.run(ctx, d)
 
 
 def analyze_store(store, *, k=None, metrics=None, references=None, n_boot=None, datasets=None, seed=None,

@@ -29,7 +29,7 @@ def test_demo_store_holds_every_study(store):
     con = duckdb.connect(str(store), read_only=True)
     studies = {r[0] for r in con.execute("SELECT DISTINCT study FROM result_studies").fetchall()}
     # downstream needs imported whole-model results; predictors reads the demo's fabricated per-layer ones
-    assert studies == {"scaling", "model_map", "temporal", "layer_choice", "predictors"}
+    assert studies == {"scaling", "model_map", "temporal", "layer_choice", "predictors", "embedding_map"}
     grids = R.read_grids(con, dataset="moving_shapes", model_a="videomae-tiny", model_b="all-MiniLM-L6-v2",
                          metric="mutual_knn", n_frames=4, n_captions=4)
     con.close()
