@@ -38,7 +38,14 @@ from dataclasses import dataclass
 import numpy as np
 
 from .. import results as R
-from ..same_space import METRICS, PAIRED, RANKING, paired_resamples, percentile_interval, score_layer
+from ..same_space import (
+    METRICS,
+    PAIRED,
+    RANKING,
+    paired_resamples,
+    percentile_interval,
+    score_layer,
+)
 from .context import VISION, Context, DatasetRuns
 
 STUDY = "same_space"

@@ -9,7 +9,12 @@ from sklearn.metrics import average_precision_score
 from analysis.metrics import frechet, mean_ap, partner_ranks
 from analysis.metrics.retrieval import query_average_precision, query_ranks
 from analysis.same_space import METRICS, RANKING, paired_resamples, score_layer
-from analysis.temporal import chiral_accuracy, chiral_gallery_map, negated_query_recall, time_reversal_accuracy
+from analysis.temporal import (
+    chiral_accuracy,
+    chiral_gallery_map,
+    negated_query_recall,
+    time_reversal_accuracy,
+)
 
 
 def brute_ap(scores, relevant):
