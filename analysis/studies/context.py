@@ -21,7 +21,7 @@ from ..temporal import REORDER_K
 from .engine import Engine
 
 #: bump when a result payload changes shape; cached results of another version are cleared
-ANALYSIS_VERSION = 4
+ANALYSIS_VERSION = 5
 VISION = ("video", "image")
 DEFAULT_METRICS = ("mutual_knn", "cka", "cknna")
 #: ``paper``: one caption and each vision model's standard (native) frame count, as the alignment
