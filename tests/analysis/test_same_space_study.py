@@ -42,7 +42,8 @@ def _planted():
     clip_t = np.zeros((3, N, 8))
     clip_t[:2] = rng.normal(size=(2, N, 8))
     clip_t[2, :, :6] = joint_v + 0.3 * rng.normal(size=(N, 6))
-    return {k: v.astype(np.float32) for k, v in dict(V=V, T=T, neg=neg, back=back, clip_v=clip_v, clip_t=clip_t).items()}
+    out = {"V": V, "T": T, "neg": neg, "back": back, "clip_v": clip_v, "clip_t": clip_t}
+    return {k: v.astype(np.float32) for k, v in out.items()}
 
 
 @pytest.fixture(scope="module")
