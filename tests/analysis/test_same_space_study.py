@@ -46,10 +46,9 @@ def _planted():
     return {k: v.astype(np.float32) for k, v in out.items()}
 
 
-@pytest.fixture(scope="module")
-def planted_store(tmp_path_factory):
+def write_planted_store(path):
+    """The store described above, analysed (k=3, mutual k-NN grids, 20 resamples); returns the arrays."""
     P = _planted()
-    path = tmp_path_factory.mktemp("ss") / "s.duckdb"
     items = [Item(i, f"it{i}", f"/none/v{i}.mp4", [f"caption {i}"], [f"neg {i}"],
                   {"negatives_kind": "negated" if i in NEGATED else "temporal",
                    "chiral_group": f"g{i // 4}", "chiral_action": "up" if i % 4 < 2 else "down"})
@@ -75,6 +74,13 @@ def planted_store(tmp_path_factory):
     finally:
         w.close()
     analyze_store(path, k=3, metrics=("mutual_knn",), n_boot=20, log=lambda m: None)
+    return P
+
+
+@pytest.fixture(scope="module")
+def planted_store(tmp_path_factory):
+    path = tmp_path_factory.mktemp("ss") / "s.duckdb"
+    P = write_planted_store(path)
     con = connect(path, read_only=True)
     try:
         rows = {r["subject"]: r["payload"] for r in R.read_studies(con, study="same_space", dataset="nuance")}
