@@ -69,11 +69,13 @@ def _ranking(V, T, groups) -> dict[str, float]:
     return out
 
 
-def score_layer(V, T) -> tuple[dict[str, float], dict[str, str], np.ndarray]:
+def score_layer(V, T, *, status_v=None, status_t=None) -> tuple[dict[str, float], dict[str, str], np.ndarray]:
     """Every same-space number of one layer pair.
 
     Args:
         V: ``(N, d)`` video side; T: ``(N, d)`` text side, row i of each is item i.
+        status_v, status_t: the sides' :class:`analysis.degenerate.LayerStatus` when known (the
+            study engine memoises them per run; cutting zero padding does not change them).
     Returns:
         ``(values, reasons, groups)``: ``values`` has every name of :data:`METRICS` (NaN where
         undefined), ``reasons`` says why for each NaN and notes what a kept value needs said
@@ -87,7 +89,8 @@ def score_layer(V, T) -> tuple[dict[str, float], dict[str, str], np.ndarray]:
     V = np.asarray(V, dtype=np.float64)
     T = np.asarray(T, dtype=np.float64)
     reasons: dict[str, str] = {}
-    sv, st = layer_status(V), layer_status(T)
+    sv = status_v if status_v is not None else layer_status(V)
+    st = status_t if status_t is not None else layer_status(T)
     degenerate = [f"{side} side {s.reason}" for side, s in (("video", sv), ("text", st)) if s.degenerate]
     values = dict.fromkeys(METRICS, float("nan"))
     groups = np.arange(len(V))

@@ -134,14 +134,16 @@ def cut(E: np.ndarray, layers: list[int], width: int | None) -> list[np.ndarray]
     return [np.asarray(E[i][:, :width] if width else E[i], dtype=np.float64) for i in layers]
 
 
-def score_runs(V: list, T: list, *, n_boot: int, seed: int) -> tuple[dict, dict]:
-    """``(metrics, flags)`` of the payload for matched layers ``V[e]``, ``T[e]`` (entry by entry)."""
+def score_runs(V: list, T: list, *, n_boot: int, seed: int, status_v=None, status_t=None) -> tuple[dict, dict]:
+    """``(metrics, flags)`` of the payload for matched layers ``V[e]``, ``T[e]`` (entry by entry);
+    ``status_v`` / ``status_t``: their layer statuses when known (else computed)."""
     values = {m: [] for m in METRICS}
     cis = {m: [] for m in METRICS}
     reasons: dict = {}
     interval = set()
     for e, (X, Y) in enumerate(zip(V, T)):
-        vals, why, groups = score_layer(X, Y)
+        vals, why, groups = score_layer(X, Y, status_v=None if status_v is None else status_v[e],
+                                        status_t=None if status_t is None else status_t[e])
         for m in METRICS:
             values[m].append(vals[m])
             if m in why:
@@ -188,7 +190,9 @@ def run(ctx: Context, d: DatasetRuns) -> None:
                     ctx.note(str(exc))
                     continue
                 A, B = ctx.engine.emb(a["run_id"]), ctx.engine.emb(b["run_id"])
-                metrics, flags = score_runs(cut(A, la, width), cut(B, lb, width), n_boot=s.n_boot, seed=s.seed)
+                sa, sb = ctx.engine.status(a["run_id"]), ctx.engine.status(b["run_id"])
+                metrics, flags = score_runs(cut(A, la, width), cut(B, lb, width), n_boot=s.n_boot, seed=s.seed,
+                                            status_v=[sa[i] for i in la], status_t=[sb[i] for i in lb])
                 if width:
                     flags["width"] = {"joint": width}
                 payload = {"run_a": a["run_id"], "run_b": b["run_id"], "n_frames": a["n_frames"],
