@@ -17,7 +17,7 @@ from scipy.sparse.csgraph import connected_components
 from .degenerate import duplicate_labels, layer_status
 from .metrics.distribution import frechet, mmd
 from .metrics.retrieval import modality_gap, partner_ranks, query_average_precision
-from .neighbors import l2_normalize
+from .neighbors import l2_normalize, row_chunks
 
 RECALL_KS = (1, 5, 10)
 DIRECTIONS = ("v2t", "t2v")
@@ -142,10 +142,13 @@ def paired_resamples(V, T, W) -> dict[str, np.ndarray]:
     n = W.shape[1]
     out = {}
     for d, (Q, G) in zip(DIRECTIONS, ((V, T), (T, V))):
-        S = Q @ G.T
-        C = S >= np.diag(S)[:, None]
-        np.fill_diagonal(C, False)
-        R = W @ C.T.astype(np.float64)  # (B, N): r_a in each resample
+        R = np.empty_like(W)  # (B, N): r_a in each resample
+        for start, stop in row_chunks(n, max(n, len(W))):  # bounded memory: a block of queries at a time
+            S = Q[start:stop] @ G.T
+            rows = np.arange(stop - start)
+            C = S >= S[rows, rows + start][:, None]  # the partner's own score, as the full-sample ranks take it
+            C[rows, rows + start] = False  # the partner is not a competitor
+            R[:, start:stop] = W @ C.T.astype(np.float64)
         for k in RECALL_KS:
             out[f"recall@{k}_{d}"] = np.sum(W * (R < k), axis=1) / n
         ap = np.zeros_like(R)

@@ -171,3 +171,14 @@ def test_negated_query_recall(rng):
     Tq[:10] = rng.normal(size=(10, 8)) * 5
     got = negated_query_recall(Tq, V, queries=np.arange(10, 30))
     assert got["recall@1"] == 1.0
+
+
+def test_resamples_are_the_same_in_small_blocks(rng, monkeypatch):
+    import analysis.neighbors as nb
+
+    V, T = rng.normal(size=(30, 5)), rng.normal(size=(30, 5))
+    W = np.stack([np.bincount(r, minlength=30) for r in rng.integers(0, 30, (4, 30))]).astype(float)
+    whole = paired_resamples(V, T, W)
+    monkeypatch.setattr(nb, "CHUNK_ENTRIES", 64)  # blocks of 2 query rows
+    for name, values in paired_resamples(V, T, W).items():
+        np.testing.assert_array_equal(values, whole[name])
