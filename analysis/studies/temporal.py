@@ -22,7 +22,6 @@ import json
 import numpy as np
 
 from .. import results as R
-from ..degenerate import layer_status
 from ..grid import NoBestCell, best_cell
 from ..temporal import (
     arrow_of_time_report,
@@ -143,17 +142,19 @@ def run(ctx: Context, d: DatasetRuns) -> None:
                 params={"k": k, "reorder_k": ctx.settings.reorder_k}, payload=payload, input_key=ikey)
 
 
-def _degenerate(**sides) -> str | None:
-    """The reason a probe is undefined at a layer (a side collapsed or rank 1), or None."""
-    bad = [f"{name} {st.reason}" for name, X in sides.items() for st in [layer_status(X)] if st.degenerate]
+def _degenerate(**statuses) -> str | None:
+    """The reason a probe is undefined at a layer (a side collapsed or rank 1), or None; each
+    keyword is a side's :class:`analysis.degenerate.LayerStatus` (the engine's, memoised per run)."""
+    bad = [f"{name} {st.reason}" for name, st in statuses.items() if st.degenerate]
     return "; ".join(bad) if bad else None
 
 
-def _choices(A_layers, R_layers, W_layers, names) -> dict:
-    """Per-entry :func:`choice_report` with the reason for every undefined entry."""
+def _choices(A_layers, R_layers, W_layers, names, statuses) -> dict:
+    """Per-entry :func:`choice_report` with the reason for every undefined entry; ``statuses[e]``
+    the three sides' layer statuses at entry e."""
     values, ties, reasons = [], [], {}
     for e, (A, Rt, W) in enumerate(zip(A_layers, R_layers, W_layers)):
-        why = _degenerate(**dict(zip(names, (A, Rt, W))))
+        why = _degenerate(**dict(zip(names, statuses[e])))
         if why:
             values.append(float("nan"))
             ties.append(None)
@@ -174,6 +175,12 @@ def _largest(runs, key):
 def _shared_space_probes(ctx, d, md, payload, has_neg, negatives) -> None:
     """Chiral choice, time reversal, chiral galleries and negated queries for every shared space."""
     emb = ctx.engine.emb
+
+    def status(run, layers):
+        """The engine's layer statuses of a run's matched layers (cutting zero padding keeps them)."""
+        st = ctx.engine.status(run["run_id"])
+        return [st[i] for i in layers]
+
     spaces, _ = shared_spaces(ctx, d)
     kinds = np.array([str(m.get(NEGATIVES_KIND) or "temporal") for m in md])
     temporal_neg = np.flatnonzero(has_neg & (kinds != "negated"))
@@ -206,8 +213,10 @@ def _shared_space_probes(ctx, d, md, payload, has_neg, negatives) -> None:
         if neg_run is not None and len(temporal_neg):
             Nn = cut(emb(neg_run["run_id"]), lb, width)
             keep = temporal_neg
+            # statuses of the whole runs: a subset of a healthy layer's items is taken as healthy
             out = _choices([x[keep] for x in V], [x[keep] for x in T], [x[keep] for x in Nn],
-                           ("video side", "caption side", "opposite-caption side"))
+                           ("video side", "caption side", "opposite-caption side"),
+                           list(zip(status(rv, la), status(rt, lb), status(neg_run, lb))))
             payload["chiral"].append({"model": sp.model_a, **base, "n_items": len(keep), **out})
         back = [r for r in reversed_runs if r["model"] == sp.model_a and r["n_frames"] == rv["n_frames"]]
         if not back:
@@ -217,12 +226,13 @@ def _shared_space_probes(ctx, d, md, payload, has_neg, negatives) -> None:
             if fwd is not None:
                 Vf = cut(emb(fwd["run_id"]), la, width)
                 Vr = cut(emb(back[0]["run_id"]), la, width)
-                out = _choices(T, Vf, Vr, ("caption side", "video side", "reversed-video side"))
+                out = _choices(T, Vf, Vr, ("caption side", "video side", "reversed-video side"),
+                               list(zip(status(rt, lb), status(fwd, la), status(back[0], la))))
                 payload["time_reversal"].append({**base, "n_frames": fwd["n_frames"], "n_items": len(T[0]), **out})
         if has_gallery:
             entry = {**base, "map": {s: [] for s in GALLERY_SETTINGS}, "n_queries": None, "reasons": {}}
-            for e, (Ve, Te) in enumerate(zip(V, T)):
-                why = _degenerate(**{"video side": Ve, "caption side": Te})
+            for e, (Ve, Te, sv, st) in enumerate(zip(V, T, status(rv, la), status(rt, lb))):
+                why = _degenerate(**{"video side": sv, "caption side": st})
                 for s in GALLERY_SETTINGS:
                     if why:
                         entry["map"][s].append(float("nan"))
@@ -239,8 +249,9 @@ def _shared_space_probes(ctx, d, md, payload, has_neg, negatives) -> None:
             ks = (1, 5, 10)
             entry = {**base, "n_queries": len(negated), "recall": {f"{w}@{k}": [] for w in ("standard", "negated")
                                                                    for k in ks}, "reasons": {}}
-            for e, (Ve, Te, Ne) in enumerate(zip(V, T, Nn)):
-                why = _degenerate(**{"video side": Ve, "caption side": Te, "negated-caption side": Ne})
+            statuses = zip(status(rv, la), status(rt, lb), status(neg_run, lb))
+            for e, (Ve, Te, Ne, (sv, st, sn)) in enumerate(zip(V, T, Nn, statuses)):
+                why = _degenerate(**{"video side": sv, "caption side": st, "negated-caption side": sn})
                 std = negated_query_recall(Te, Ve, ks=ks, queries=negated)
                 neg = negated_query_recall(Ne, Ve, ks=ks, queries=negated)
                 for kk in ks:
