@@ -42,12 +42,13 @@ tv = temporal_view(payload)
 if len(tv["tot"]):
     st.subheader("Test of Time: alignment at k = 1, 2, 3")
     st.altair_chart(alt.Chart(tv["tot"]).mark_bar().encode(
-        x=alt.X("k:O"), y=alt.Y("alignment:Q"), color="pair:N", xOffset="pair:N",
+        x=alt.X("k:O", axis=alt.Axis(labelAngle=0)), y=alt.Y("alignment:Q"), color="pair:N", xOffset="pair:N",
         tooltip=["pair", "k", "alignment"]).properties(height=260), width="stretch", key="tot_chart")
     st.subheader("First neighbour types")
     st.altair_chart(alt.Chart(tv["types"]).mark_bar().encode(
         y=alt.Y("model:N", title=None), x=alt.X("share:Q", stack="normalize"), color="type:N",
-        row=alt.Row("pair:N", header=ROW_HEADER), tooltip=["model", "space", "type", "share"]).properties(height=80),
+        row=alt.Row("pair:N", header=ROW_HEADER), tooltip=["model", "space", "type", "share"]).properties(height=80)
+        .resolve_scale(y="independent"),  # each row lists its own two models, not every model of the page
         key="types_chart")
     download_data(tv["types"], "first_neighbour_types")
 if len(tv["reorder"]):

@@ -56,4 +56,5 @@ def test_facet_labels_do_not_overlap(small_demo, monkeypatch):
     for s in faceted:
         header = (s.get("facet") or s["encoding"])["row"]["header"]
         assert header["labelAngle"] == 0 and header["labelOrient"] == "top"  # above each row, horizontal
+        assert s["resolve"]["scale"]["y"] == "independent"  # each row names only its own models
     assert not any("column" in (s.get("facet") or {}) or "column" in (s.get("encoding") or {}) for s in specs)
