@@ -83,7 +83,9 @@ if same_rows:
                "(‖mean video − mean text‖ on the unit sphere), alignment, MMD and Fréchet distance. Bands: "
                "bootstrap intervals over items.")
     ss = same_space_long(same_rows)
-    pair = pick("Video × text pair", sorted(ss["pair"].unique()), param="ss_pair")
+    pairs = sorted(ss["pair"].unique())
+    per_layer = [p for p in pairs if (ss.loc[ss["pair"] == p, "space"] == "layers").all()]
+    pair = pick("Video × text pair", pairs, param="ss_pair", default=(per_layer or pairs)[0])  # a curve first
     metric = pick("Same-space metric", list(dict.fromkeys(ss["metric"])), param="ss_metric",
                   default="recall@1_t2v")
     sel = ss[(ss["pair"] == pair) & (ss["metric"] == metric)]

@@ -32,6 +32,7 @@ def test_shared_space_sections_render_with_their_numbers(nuance_store, monkeypat
     assert at.selectbox(key="pick_ss_metric").value == "recall@1_t2v"
     pairs = at.selectbox(key="pick_ss_pair").options
     assert any("mllm × mllm (layers" in p for p in pairs) and any("clip × clip (joint" in p for p in pairs)
+    assert at.selectbox(key="pick_ss_pair").value.startswith("mllm × mllm (layers")  # a per-layer curve first
     # the collapsed video layer and the reversal that changes nothing are said, not drawn
     captions = " ".join(c.value for c in at.caption)
     assert "collapsed" in captions and "cannot choose" in captions
