@@ -113,7 +113,7 @@ _SPECS = [
                "share of queries whose partner ranks in the top k", "",
                invariances=_ROT_SCALE, kernel=FunctionKernel(recall_at_k), chance=_chance_recall),
     MetricSpec("mean_ap", mean_ap, "same_space", True, (0.0, 1.0),
-               "mean average precision (one partner per query)", "",
+               "mean average precision (the partner, or every item of its group, is relevant)", "",
                invariances=_ROT_SCALE, kernel=FunctionKernel(mean_ap), chance=_chance_map),
     MetricSpec("median_rank", median_rank, "same_space", False, (1.0, None),
                "median 1-based rank of the true partner", "",
@@ -184,3 +184,33 @@ def get_metric(name: str) -> MetricSpec:
 
 def metrics_of_kind(*kinds: str) -> list[MetricSpec]:
     return [s for s in _SPECS if s.kind in kinds]
+
+
+#: where ``layerscope analyze`` computes each kind of metric, and where the results show
+DESTINATIONS = {
+    "pairwise": "layer x layer grids of every vision x text pair and every two vision models at one n_f "
+                "(result_grids; Heatmap and Curves pages, scaling, model map)",
+    "same_space": "every video run and text run that share one space: an MLLM's two sides at each layer, a dual "
+                  "encoder's joint layers (result_studies, study same_space; Temporal page)",
+    "unpaired": "between a model's video side and text side, per layer, wherever they share one space "
+                "(result_studies, study same_space; Temporal page)",
+    "single": "per-layer profiles of every run (result_profiles; Curves page, layer choice)",
+}
+
+
+def route_metrics(names) -> tuple[tuple[str, ...], list[str]]:
+    """Split ``analyze --metric`` names by kind: ``(pairwise names for the grids, notes)``.
+
+    Grids take the pairwise metrics asked for; every other kind is always computed where its data
+    exists, so a note says where (:data:`DESTINATIONS`). An unknown name raises with "did you mean".
+    """
+    pairwise, notes = [], []
+    for name in names or ():
+        spec = get_metric(name)
+        if spec.kind == "pairwise":
+            if name not in pairwise:
+                pairwise.append(name)
+        else:
+            notes.append(f"{name} is a {spec.kind} metric ({KINDS[spec.kind]}): analyze always computes it for "
+                         f"{DESTINATIONS[spec.kind]}")
+    return tuple(pairwise), notes

@@ -177,17 +177,10 @@ def _dataset_section(con, ds, chosen, references, labels, ov) -> dict:
         sec["omitted"]["predictors"] = ("no per-layer downstream results (a `layer` column in the CSV of "
                                         "`layerscope downstream import`, then `layerscope analyze`)")
 
-    # ---- temporal
-    tp = views.study(con, "temporal", ds)
-    if tp and (tp.get("test_of_time") or tp.get("arrow_of_time") or tp.get("reorder")):
-        sec["sections"]["temporal"] = {
-            "test_of_time": [{"vision": e["vision"], "text": e["text"],
-                              "alignment": {k: v["value"] for k, v in e["alignment"].items()},
-                              "first_neighbours": e["first_neighbours"],
-                              "notes": {k: v["reason"] for k, v in e["alignment"].items() if v.get("reason")}}
-                             for e in tp.get("test_of_time", [])],
-            "reorder": tp.get("reorder", []), "arrow_of_time": tp.get("arrow_of_time", []),
-            "notes": tp.get("notes", [])}
+    # ---- temporal, and the shared-space probes
+    temporal = temporal_section(con, ds)
+    if temporal:
+        sec["sections"]["temporal"] = temporal
     else:
         sec["omitted"]["temporal"] = "no temporal probes for this dataset"
 
@@ -399,11 +392,100 @@ def _scaling_html(fits) -> str:
     return _table_html(rows)
 
 
+def _pick(values, layers, higher_is_better=True) -> dict:
+    """The best entry of a per-layer curve (never on an undefined value; a flat curve has none) and
+    the last entry, as ``{"best_layer", "best", "last_layer", "last", "note"}``."""
+    from .grid import NoBestCell, best_cell
+
+    v = np.array([np.nan if x is None else x for x in values], dtype=float)
+    out = {"best_layer": None, "best": None, "last_layer": layers[-1] if layers else None,
+           "last": None if not len(v) or not np.isfinite(v[-1]) else float(v[-1]), "note": ""}
+    if len(v) == 1:
+        out.update(best_layer=layers[0], best=out["last"])
+        return out
+    try:
+        _, j, value = best_cell(v[None, :], higher_is_better=higher_is_better)
+        out.update(best_layer=layers[j], best=float(value))
+    except (NoBestCell, ValueError) as exc:
+        out["note"] = str(exc)
+    return out
+
+
+def temporal_section(con, ds) -> dict | None:
+    """The report's temporal section: Test of Time, reorder negatives, arrow of time, and where video
+    and text share a space, chiral choice (V2T), time reversal (T2V), chiral-gallery mAP, negated
+    queries and the same-space summary (best layer by text-to-video mAP, modality gap there). None
+    when the dataset has none of them."""
+    from .nuance_views import pair_label, same_space_studies
+
+    tp = views.study(con, "temporal", ds) or {}
+    same = same_space_studies(con, ds)
+    out = {
+        "test_of_time": [{"vision": e["vision"], "text": e["text"],
+                          "alignment": {k: v["value"] for k, v in e["alignment"].items()},
+                          "first_neighbours": e["first_neighbours"],
+                          "notes": {k: v["reason"] for k, v in e["alignment"].items() if v.get("reason")}}
+                         for e in tp.get("test_of_time", [])],
+        "reorder": tp.get("reorder", []), "arrow_of_time": tp.get("arrow_of_time", []),
+        "notes": tp.get("notes", [])}
+    for key in ("chiral", "time_reversal"):
+        out[key] = [{"video": e["video"], "text": e["text"], "space": e["space"], "n_items": e.get("n_items"),
+                     "per_layer": e["per_layer"], "layers": e["layers_a"], **_pick(e["per_layer"], e["layers_a"])}
+                    for e in tp.get(key, []) if "layers_a" in e]
+    out["chiral_gallery"] = [{"video": e["video"], "text": e["text"], "space": e["space"],
+                              "n_queries": e.get("n_queries"),
+                              "settings": {s: _pick(v, e["layers_a"]) for s, v in e["map"].items()}}
+                             for e in tp.get("chiral_gallery", [])]
+    out["negation"] = [{"video": e["video"], "text": e["text"], "space": e["space"], "n_queries": e.get("n_queries"),
+                        "recall": {k: _pick(v, e["layers_a"]) for k, v in e["recall"].items()}}
+                       for e in tp.get("negation", [])]
+    out["same_space"] = []
+    for r in same:
+        p = r["payload"]
+        m = p["metrics"]
+        pick = _pick(m["map_t2v"]["values"], p["layers_a"])
+        at = p["layers_a"].index(pick["best_layer"]) if pick["best_layer"] is not None else None
+        gap = m["modality_gap"]["values"]
+        out["same_space"].append({"pair": pair_label(r["subject"], p), "map_t2v": pick,
+                                  "recall@1_t2v_at_best": None if at is None else m["recall@1_t2v"]["values"][at],
+                                  "modality_gap_at_best": None if at is None else gap[at],
+                                  "modality_gap_last": gap[-1]})
+    if not any(out[k] for k in ("test_of_time", "reorder", "arrow_of_time", "chiral", "time_reversal",
+                                "chiral_gallery", "negation", "same_space")):
+        return None
+    return out
+
+
 def _temporal_html(t) -> str:
     rows = [{"vision": e["vision"], "text": e["text"], **{f"k={k}": v for k, v in e["alignment"].items()}}
             for e in t.get("test_of_time", [])]
-    notes = "".join(f"<p class='note'>{_e(n)}</p>" for n in t.get("notes", []))
-    return _table_html(rows) + notes
+    parts = [_table_html(rows)]
+
+    def curve_rows(entries, what):
+        return [{"pair": f"{e['video']} × {e['text']} ({e['space']})", "probe": what, "best layer": e["best_layer"],
+                 "best": e["best"], "last layer": e["last_layer"], "last": e["last"], "note": e["note"]}
+                for e in entries]
+
+    probes = curve_rows(t.get("chiral", []), "chiral choice, video → caption vs opposite (chance 0.5)")
+    probes += curve_rows(t.get("time_reversal", []), "time reversal, caption → video vs reversed (chance 0.5)")
+    for e in t.get("chiral_gallery", []):
+        probes += curve_rows([{**e, **p} for p in e["settings"].values()], "")
+        for row, s in zip(probes[-len(e["settings"]):], e["settings"]):
+            row["probe"] = f"chiral gallery mAP, {s} setting ({e['n_queries']} queries)"
+    for e in t.get("negation", []):
+        for key in ("standard@5", "negated@5"):
+            if key in e["recall"]:
+                probes += curve_rows([{**e, **e["recall"][key]}], f"negated queries: {key.replace('@', ' R@')}")
+    if probes:
+        parts.append("<h4>Nuanced retrieval in a shared space</h4>" + _table_html(probes))
+    same = [{"pair": s["pair"], "best layer (T→V mAP)": s["map_t2v"]["best_layer"], "T→V mAP": s["map_t2v"]["best"],
+             "T→V R@1 there": s["recall@1_t2v_at_best"], "modality gap there": s["modality_gap_at_best"],
+             "last layer T→V mAP": s["map_t2v"]["last"], "modality gap, last": s["modality_gap_last"],
+             "note": s["map_t2v"]["note"]} for s in t.get("same_space", [])]
+    if same:
+        parts.append("<h4>Shared video–text space</h4>" + _table_html(same))
+    parts += [f"<p class='note'>{_e(n)}</p>" for n in t.get("notes", [])]
+    return "".join(parts)
 
 
 def _provenance_html(p) -> str:
@@ -437,6 +519,12 @@ def render_markdown(report: dict) -> str:
                 lines.append(f"| {e(m['label'])} | {e(ref)} | {_fmt(a['value'])} | {_fmt(a['ci'][0])}–"
                              f"{_fmt(a['ci'][1])} | ({a['layer']}, {a['ref_layer']}) |")
         lines += _predictors_md(d["sections"].get("predictors"))
+        t = d["sections"].get("temporal") or {}
+        probes = (("chiral", "chiral choice (video → caption)"), ("time_reversal", "time reversal (caption → video)"))
+        for key, what in probes:
+            for c in t.get(key, []):
+                lines.append(f"- {what}, {e(c['video'])} × {e(c['text'])} ({c['space']}): best {_fmt(c['best'])} at "
+                             f"layer {c['best_layer']}, last layer {_fmt(c['last'])} (chance 0.5)")
         if d["omitted"]:
             lines += ["", "Omitted: " + "; ".join(f"{e(k)} ({e(v)})" for k, v in d["omitted"].items())]
         lines.append("")

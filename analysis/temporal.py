@@ -123,12 +123,122 @@ def arrow_of_time_report(V, V_reversed) -> tuple[float, str | None]:
     return float(self_d.mean() / between), None
 
 
+def choice_report(A, right, wrong) -> tuple[float, int, str | None]:
+    """Two-way choice in a shared space: share of anchors closer (cosine) to ``right`` than to ``wrong``.
+
+    Args:
+        A, right, wrong: ``(N, d)`` rows of one space; row i of each belongs to item i.
+    Returns:
+        ``(accuracy, n_ties, reason)``. A tie (the two cosines within ``REL_TOL``, e.g. a reversed
+        video whose embedding did not change) is a coin flip and counts 1/2, the expected accuracy
+        of any tie-break; 0.5 is chance. When every choice ties, the space cannot make the choice
+        at all: accuracy is NaN and ``reason`` says so (never a number that looks like chance).
+    """
+    from .degenerate import REL_TOL
+
+    A, R, W = as_matrix(A, "anchors"), as_matrix(right, "right"), as_matrix(wrong, "wrong")
+    check_paired(A, R, "anchors", "right")
+    check_paired(R, W, "right", "wrong")
+    if not A.shape[1] == R.shape[1] == W.shape[1]:
+        raise ValueError("a choice needs anchors and candidates in one shared space (same dimension): "
+                         f"got d={A.shape[1]}, {R.shape[1]} and {W.shape[1]}")
+    An = l2_normalize(A)
+    margin = np.sum(An * l2_normalize(R), 1) - np.sum(An * l2_normalize(W), 1)
+    tie = np.abs(margin) <= REL_TOL
+    n_ties = int(tie.sum())
+    if n_ties == len(A):
+        return float("nan"), n_ties, (f"all {n_ties} choices tie: the two candidates have one embedding "
+                                      "direction for every item, so the space cannot choose")
+    return float(np.mean(np.where(tie, 0.5, margin > 0))), n_ties, None
+
+
 def chiral_accuracy(V, T_pos, T_neg) -> float:
-    """Chiral retrieval in a shared space: share of videos closer to their caption than to its
-    temporal opposite (``cos(v, t) > cos(v, t_neg)``). 0.5 is chance."""
-    V, T_pos, T_neg = as_matrix(V, "V"), as_matrix(T_pos, "T_pos"), as_matrix(T_neg, "T_neg")
-    check_paired(V, T_pos, "V", "T_pos")
-    if V.shape[1] != T_pos.shape[1] or T_pos.shape[1] != T_neg.shape[1]:
-        raise ValueError("chiral retrieval needs videos and captions in one shared space (same dimension)")
-    Vn = l2_normalize(V)
-    return float(np.mean(np.sum(Vn * l2_normalize(T_pos), 1) > np.sum(Vn * l2_normalize(T_neg), 1)))
+    """Chiral retrieval in a shared space (video to text): share of videos closer to their caption
+    than to its temporal opposite (``cos(v, t) > cos(v, t_neg)``); ties count 1/2, 0.5 is chance,
+    NaN when every choice ties (:func:`choice_report`). Reference: Bagad & Zisserman, nuanced
+    video retrieval (RTime V2T; CiA chiral)."""
+    try:
+        return choice_report(V, T_pos, T_neg)[0]
+    except ValueError as exc:
+        if "shared space" in str(exc):
+            raise ValueError("chiral retrieval needs videos and captions in one shared space (same dimension)") from None
+        raise
+
+
+def time_reversal_accuracy(T, V, V_reversed) -> tuple[float, int, str | None]:
+    """Text to video time reversal (RTime T2V): each caption chooses between its video and that
+    video played backwards; the share that picks the forward video, ``(accuracy, n_ties, reason)``
+    as :func:`choice_report` (ties 1/2; NaN when reversal never changes a video's embedding).
+
+    Args:
+        T: ``(N, d)`` captions; V, V_reversed: ``(N, d)`` the videos and their time reversals,
+            all in one space.
+    """
+    return choice_report(T, V, V_reversed)
+
+
+def chiral_gallery_map(T, V, *, group, action, setting: str = "chiral") -> tuple[float, int, str | None]:
+    """Chirality-in-Action retrieval: text queries rank videos, mAP over the queries.
+
+    Each item i has a chiral ``group`` (a pair of temporally opposite actions, e.g. "door") and an
+    ``action`` ("opening" / "closing"); query ``t_i``'s relevant videos are every video with the
+    same action (several relevant items). Galleries (Bagad et al., CiA; the nuanced-retrieval paper,
+    Tab. 2): ``chiral``: the videos of the query's group only (its action and the opposite);
+    ``static``: its action's videos and every video outside the group; ``all``: every video.
+    Items with an empty group take no part.
+
+    Args:
+        T: ``(N, d)`` captions; V: ``(N, d)`` videos in the same space; group, action: ``(N,)``
+            labels (None or "" for items outside any chiral group).
+    Returns:
+        ``(mAP, n_queries, reason)``: NaN and the reason when no query has both a relevant and a
+        wrong video in its gallery (e.g. a group with one action only).
+    """
+    from .metrics.retrieval import query_average_precision
+
+    if setting not in ("chiral", "static", "all"):
+        raise ValueError(f"setting must be chiral, static or all, got {setting!r}")
+    T, V = as_matrix(T, "T"), as_matrix(V, "V")
+    check_paired(T, V, "T", "V")
+    group = np.array(["" if g is None else str(g) for g in group], dtype=object)
+    action = np.array(["" if a is None else str(a) for a in action], dtype=object)
+    if len(group) != len(T) or len(action) != len(T):
+        raise ValueError(f"group and action need one label per item ({len(T)})")
+    member = group != ""
+    key = np.array([f"{g}\x1f{a}" for g, a in zip(group, action)], dtype=object)
+    aps = []
+    for i in np.flatnonzero(member):
+        if setting == "chiral":
+            gallery = np.flatnonzero(group == group[i])
+        elif setting == "static":
+            gallery = np.flatnonzero((group != group[i]) | (key == key[i]))
+        else:
+            gallery = np.arange(len(V))
+        rel = key[gallery] == key[i]
+        if rel.all() or not rel.any():
+            continue  # nothing to rank against, or nothing to find
+        labels = np.where(rel, 1, 0)
+        aps.append(query_average_precision(T[i:i + 1], V[gallery], query_groups=np.array([1]),
+                                           gallery_groups=labels)[0])
+    if not aps:
+        return float("nan"), 0, (f"no query has both a video of its action and a wrong one in the {setting} "
+                                 "gallery (does every chiral group hold two actions?)")
+    return float(np.mean(aps)), len(aps), None
+
+
+def negated_query_recall(T_query, V, *, ks=(1, 5, 10), queries=None) -> dict[str, float]:
+    """Text to video Recall@k of chosen queries over the whole video gallery (NegBench R@k, R-Neg@k).
+
+    Args:
+        T_query: ``(N, d)`` query captions (row i describes video i); V: ``(N, d)`` videos.
+        queries: indices of the items whose row is a query (default: all).
+    Returns:
+        ``{"recall@k": share of queries whose own video ranks in the top k}`` (ties pessimistic).
+    """
+    from .metrics.retrieval import query_ranks
+
+    T_query, V = as_matrix(T_query, "T_query"), as_matrix(V, "V")
+    check_paired(T_query, V, "T_query", "V")
+    q = np.arange(len(T_query)) if queries is None else np.asarray(queries, dtype=int)
+    r = query_ranks(T_query[q], V, query_groups=q, gallery_groups=np.arange(len(V)))
+    return {f"recall@{k}": float(np.mean(r < k)) for k in ks}

@@ -15,6 +15,7 @@ import pandas as pd
 
 from . import results as R
 from .neighbors import l2_normalize
+from .nuance_views import same_space_studies  # noqa: F401  (pages read it through pages._shared.view)
 from .registry import REGISTRY
 from .scaling import FORMS, predict_from_params
 from .schema import TABLE_NAMES, stored_version

@@ -1,27 +1,54 @@
 import altair as alt
 import streamlit as st
 
+from analysis.nuance_views import nuance_view, same_space_long
 from analysis.views import md_escape, temporal_view
-from pages._shared import dataset_picker, download_data, require_results, require_store, view
+from pages._shared import (
+    dataset_picker,
+    download_data,
+    pick,
+    require_results,
+    require_store,
+    view,
+)
 
 st.title("Temporal probes")
 st.caption("Does a space encode the order of events? Test of Time alignment, what each space takes as its "
-           "first neighbour, reorder negatives, and how far time reversal moves a video.")
+           "first neighbour, reorder negatives, how far time reversal moves a video, and, where video and text "
+           "share one space, retrieval, the modality gap and the nuanced-retrieval probes.")
 require_store()
 dataset = dataset_picker()
 payload = view("study", "temporal", dataset)
-require_results("temporal probes for this dataset", payload is not None)
+same_rows = view("same_space_studies", dataset)
+require_results("temporal probes for this dataset", payload is not None or bool(same_rows))
+payload = payload or {}
+
+#: facet labels above each row, horizontal, never on top of each other
+ROW_HEADER = alt.Header(labelAngle=0, labelOrient="top", labelAnchor="start", labelAlign="left", labelLimit=600,
+                        title=None)
+CHANCE = alt.Chart().mark_rule(strokeDash=[4, 4], color="gray").encode(y=alt.datum(0.5))
+
+
+def notes_of(df, what):
+    """Undefined values are not drawn: say which and why."""
+    value_col = next(c for c in ("accuracy", "mAP", "recall", "value") if c in df)
+    missing = df[df[value_col].isna()]
+    if len(missing):
+        st.caption(f"{len(missing)} {what} value(s) undefined (not drawn): " + md_escape(
+            "; ".join(sorted({f"{r.pair} layer {r.layer}: {r.note or 'undefined'}" for r in missing.itertuples()}))))
+
 
 tv = temporal_view(payload)
 if len(tv["tot"]):
     st.subheader("Test of Time: alignment at k = 1, 2, 3")
     st.altair_chart(alt.Chart(tv["tot"]).mark_bar().encode(
-        x=alt.X("k:O"), y=alt.Y("alignment:Q"), color="pair:N", xOffset="pair:N",
+        x=alt.X("k:O", axis=alt.Axis(labelAngle=0)), y=alt.Y("alignment:Q"), color="pair:N", xOffset="pair:N",
         tooltip=["pair", "k", "alignment"]).properties(height=260), width="stretch", key="tot_chart")
     st.subheader("First neighbour types")
     st.altair_chart(alt.Chart(tv["types"]).mark_bar().encode(
         y=alt.Y("model:N", title=None), x=alt.X("share:Q", stack="normalize"), color="type:N",
-        row=alt.Row("pair:N", title=None), tooltip=["model", "space", "type", "share"]).properties(height=80),
+        row=alt.Row("pair:N", header=ROW_HEADER), tooltip=["model", "space", "type", "share"]).properties(height=80)
+        .resolve_scale(y="independent"),  # each row lists its own two models, not every model of the page
         key="types_chart")
     download_data(tv["types"], "first_neighbour_types")
 if len(tv["reorder"]):
@@ -29,10 +56,12 @@ if len(tv["reorder"]):
     st.caption("Both scored at one layer pair (the positive's best), with the probe's own k.")
     long = tv["reorder"].melt(id_vars=["pair", "layers", "k", "note"], value_vars=["positive", "negative"],
                               var_name="captions", value_name="alignment")
+    # grouped bars on one axis (no column facets, whose long labels ran into each other)
     st.altair_chart(alt.Chart(long).mark_bar().encode(
-        x=alt.X("captions:N", title=None), y="alignment:Q", color="captions:N", column=alt.Column("pair:N", title=None),
-        tooltip=["pair", "layers", "k", "captions", "alignment", "note"]).properties(height=240, width=120),
-        key="reorder_chart")
+        x=alt.X("pair:N", title=None, axis=alt.Axis(labelAngle=-25, labelLimit=260)), xOffset="captions:N",
+        y="alignment:Q", color="captions:N",
+        tooltip=["pair", "layers", "k", "captions", "alignment", "note"]).properties(height=280),
+        width="stretch", key="reorder_chart")
     st.dataframe(tv["reorder"], hide_index=True, width="stretch")
 if len(tv["arrow"]):
     st.subheader("Arrow of time: displacement under reversal / spread between videos")
@@ -45,5 +74,72 @@ if len(tv["arrow"]):
         st.caption(f"{len(undefined)} layer(s) have no arrow-of-time value (not drawn): " + md_escape(
             "; ".join(f"{r.model} layer {r.layer}: {r.note or 'undefined'}" for r in undefined.itertuples())))
     download_data(tv["arrow"], "arrow_of_time")
+
+# ---------------------------------------------------------------- one shared video–text space
+if same_rows:
+    st.header("Shared video–text space")
+    st.caption("Where a video side and a text side live in one space (an MLLM's two sides at every layer, a dual "
+               "encoder's joint layer): retrieval both ways (Recall@k, mAP, median rank), the modality gap "
+               "(‖mean video − mean text‖ on the unit sphere), alignment, MMD and Fréchet distance. Bands: "
+               "bootstrap intervals over items.")
+    ss = same_space_long(same_rows)
+    pairs = sorted(ss["pair"].unique())
+    per_layer = [p for p in pairs if (ss.loc[ss["pair"] == p, "space"] == "layers").all()]
+    pair = pick("Video × text pair", pairs, param="ss_pair", default=(per_layer or pairs)[0])  # a curve first
+    metric = pick("Same-space metric", list(dict.fromkeys(ss["metric"])), param="ss_metric",
+                  default="recall@1_t2v")
+    sel = ss[(ss["pair"] == pair) & (ss["metric"] == metric)]
+    better = sel["better"].iloc[0] if len(sel) else "higher"
+    x = alt.X("layer_a:O", title="layer") if (sel["space"] == "layers").all() else alt.X("layer:N", title=None)
+    base = alt.Chart(sel).encode(x=x)
+    band = base.mark_errorbar().encode(y=alt.Y("ci_low:Q", title=f"{metric} ({better} is better)"), y2="ci_high:Q")
+    line = base.mark_line(point=True).encode(y="value:Q", tooltip=["layer", "value", "ci_low", "ci_high", "note"])
+    st.altair_chart((band + line).properties(height=280), width="stretch", key="same_space_chart")
+    notes_of(sel, metric)
+    wide = ss[ss["pair"] == pair].pivot_table(index="layer_a", columns="metric", values="value", sort=False)
+    st.dataframe(wide.reset_index().rename(columns={"layer_a": "layer"}), hide_index=True, width="stretch")
+    download_data(ss, "same_space")
+
+nv = nuance_view(payload)
+for key, title, caption in (
+        ("chiral", "Chiral choice: video → its caption vs the temporal opposite",
+         ("Each video chooses between its caption and the caption of the opposite action (the manifest's "
+          "negatives); 0.5 is chance, ties count ½.")),
+        ("time_reversal", "Time reversal: caption → its video vs the reversed video",
+         ("Each caption chooses between its video and the video played backwards (RTime text-to-video); 0.5 "
+          "is chance, ties count ½."))):
+    df = nv[key]
+    if not len(df):
+        continue
+    st.subheader(title)
+    st.caption(caption)
+    chart = alt.Chart(df).mark_line(point=True).encode(
+        x=alt.X("depth:Q", title="relative depth"), y=alt.Y("accuracy:Q", scale=alt.Scale(domain=[0, 1])),
+        color="pair:N", tooltip=["pair", "layer", "accuracy", "ties", "n_items", "note"])
+    st.altair_chart(alt.layer(chart, CHANCE).properties(height=260), width="stretch", key=f"{key}_chart")
+    notes_of(df, key.replace("_", " "))
+    download_data(df, key)
+if len(nv["gallery"]):
+    st.subheader("Chiral galleries: caption queries, mAP over videos")
+    st.caption("Chirality in Action's settings: chiral = the query's action and its temporal opposite only; "
+               "static = its action among every unrelated action; all = every video. Several videos can be "
+               "right for one query (every video of its action).")
+    st.altair_chart(alt.Chart(nv["gallery"]).mark_line(point=True).encode(
+        x=alt.X("depth:Q", title="relative depth"), y=alt.Y("mAP:Q", scale=alt.Scale(domain=[0, 1])),
+        color="setting:N", strokeDash="pair:N", tooltip=["pair", "setting", "layer", "mAP", "queries", "note"])
+        .properties(height=260), width="stretch", key="gallery_chart")
+    notes_of(nv["gallery"], "chiral-gallery")
+    download_data(nv["gallery"], "chiral_gallery")
+if len(nv["negation"]):
+    st.subheader("Negated queries: Recall@k of the caption vs its negated form")
+    st.caption("NegBench-style: items whose manifest marks their negatives as negated captions; both query "
+               "forms retrieve from every video.")
+    st.altair_chart(alt.Chart(nv["negation"]).mark_line(point=True).encode(
+        x=alt.X("depth:Q", title="relative depth"), y=alt.Y("recall:Q", scale=alt.Scale(domain=[0, 1])),
+        color="queries:N", strokeDash="k:N", detail="pair:N",
+        tooltip=["pair", "queries", "k", "layer", "recall", "n_queries", "note"]).properties(height=260),
+        width="stretch", key="negation_chart")
+    notes_of(nv["negation"], "negated-query")
+    download_data(nv["negation"], "negated_queries")
 for note in tv["notes"]:
     st.caption(md_escape(note))

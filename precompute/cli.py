@@ -245,10 +245,14 @@ def _register_demo(sub):
 def cmd_analyze(args) -> int:
     import time
 
+    from analysis.registry import route_metrics
     from analysis.studies import analyze_store, default_jobs
 
     t0 = time.perf_counter()
-    out = analyze_store(args.store, k=args.k, metrics=args.metric, references=args.reference, n_boot=args.bootstrap,
+    grid_metrics, notes = route_metrics(args.metric)
+    for note in notes:
+        print(f"note: {note}", file=sys.stderr)
+    out = analyze_store(args.store, k=args.k, metrics=grid_metrics or None, references=args.reference, n_boot=args.bootstrap,
                         datasets=args.dataset, clamp=args.clamp, reorder_k=args.reorder_k,
                         downstream_setting=args.downstream_setting, jobs=default_jobs() if args.jobs is None else args.jobs, progress=not args.quiet,
                         log=lambda m: print(m, file=sys.stderr, flush=True))
@@ -285,8 +289,10 @@ def _register_analyze(sub):
     p.add_argument("--store", required=True)
     p.add_argument("--k", type=_count(1), help="neighbours for k-NN metrics (default: the store's last setting, "
                    "else 10)")
-    p.add_argument("--metric", action="append", help="pairwise metric for grids (repeatable; default: the store's "
-                   "last setting, else mutual_knn, cka, cknna)")
+    p.add_argument("--metric", action="append", help="any registry metric (repeatable; `layerscope metrics` lists "
+                   "them): pairwise ones choose the grids' metrics (default: the store's last setting, else "
+                   "mutual_knn, cka, cknna); single, same-space and unpaired ones are always computed where their "
+                   "data exists, and a note says where")
     p.add_argument("--reference", action="append", help="reference model(s) for downstream scores "
                    "(default: every text model)")
     p.add_argument("--bootstrap", type=_count(0), help="bootstrap resamples for intervals (0: none; default: the "

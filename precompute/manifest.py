@@ -14,6 +14,13 @@ from pathlib import Path
 from .video import VideoError, count_frames
 
 KNOWN_FIELDS = {"id", "video", "captions", "negatives"}
+#: Optional fields read by the nuanced-retrieval probes (kept, like any other field, in the item's
+#: metadata): ``negatives_kind`` says what the ``negatives`` are (``temporal``, the default: the
+#: events in another order or the temporally opposite action, a wrong caption; ``negated``: a right
+#: caption with a negation, NegBench-style); ``chiral_group`` names a set of temporally opposite
+#: actions (e.g. ``door``) and ``chiral_action`` the item's own (``opening``), for chiral galleries.
+NEGATIVES_KINDS = ("temporal", "negated")
+CHIRAL_FIELDS = ("chiral_group", "chiral_action")
 #: bytes read from each end of a video file for its content fingerprint
 FINGERPRINT_BYTES = 64 << 10
 
@@ -195,12 +202,33 @@ def _caption_list(value, where, name, problems, *, required):
     return out
 
 
+def _check_nuance_fields(metadata: dict, negatives: list, where: str, problems: list[str]) -> None:
+    """``negatives_kind`` one of :data:`NEGATIVES_KINDS` (and ``negated`` only with negatives);
+    ``chiral_group`` and ``chiral_action`` non-empty text, given together (an empty CSV cell: absent)."""
+    kind = metadata.get("negatives_kind")
+    if kind not in (None, ""):
+        if kind not in NEGATIVES_KINDS:
+            problems.append(f"{where}: field 'negatives_kind' must be one of {', '.join(NEGATIVES_KINDS)}, got {kind!r}")
+        elif kind == "negated" and not negatives:
+            problems.append(f"{where}: field 'negatives_kind' is 'negated' but the item has no negatives")
+    given = {f: metadata.get(f) for f in CHIRAL_FIELDS if metadata.get(f) not in (None, "")}
+    for f, v in given.items():
+        if not isinstance(v, (str, int)) or isinstance(v, bool) or not str(v).strip():
+            problems.append(f"{where}: field '{f}' must be a non-empty string, got {v!r}")
+    if len(given) == 1:
+        (have,) = given
+        other = next(f for f in CHIRAL_FIELDS if f != have)
+        problems.append(f"{where}: field '{have}' needs '{other}' too (a chiral gallery needs the group and the "
+                        "item's action)")
+
+
 def load_manifest(path, *, check_videos: bool = True) -> Manifest:
     """Read and validate a manifest. Raises ``ManifestError`` listing every problem found.
 
     Checks: parsable lines, ``id`` present and unique, ``video`` present, existing and decodable
     (when ``check_videos``), ``captions`` a non-empty list of non-empty strings, ``negatives`` the same
-    when given. Other fields are kept as metadata.
+    when given; the optional ``negatives_kind``, ``chiral_group`` and ``chiral_action`` fields well
+    formed. Other fields are kept as metadata (these three too).
     """
     path = Path(path)
     if not path.exists():
@@ -242,6 +270,7 @@ def load_manifest(path, *, check_videos: bool = True) -> Manifest:
         captions = _caption_list(row.get("captions"), where, "captions", problems, required=True)
         negatives = _caption_list(row.get("negatives"), where, "negatives", problems, required=False)
         metadata = {k: v for k, v in row.items() if k not in KNOWN_FIELDS}
+        _check_nuance_fields(metadata, negatives, where, problems)
         content = None
         if video_path is not None and video_path.exists():
             try:

@@ -36,14 +36,27 @@ def frechet(X, Y) -> float:
     """Fréchet distance between Gaussians fitted to X and Y (the FID formula), ``>= 0``; lower is closer.
 
     ``||μx - μy||² + tr(Σx + Σy - 2 (Σx Σy)^{1/2})``. Reference: Heusel et al. (2017).
+
+    Computed without a d x d matrix square root: with ``A = (X - μx)/sqrt(m-1)`` and
+    ``B = (Y - μy)/sqrt(n-1)``, ``Σx = AᵀA`` and ``Σy = BᵀB``, the non-zero eigenvalues of ``Σx Σy``
+    are those of ``(ABᵀ)(ABᵀ)ᵀ``, so ``tr (Σx Σy)^{1/2} = ||ABᵀ||_*`` (the sum of the singular values
+    of the ``(m, n)`` matrix ``ABᵀ``). When ``d`` is smaller than ``min(m, n)`` the same trace comes
+    from the symmetric ``Σx^{1/2} Σy Σx^{1/2}`` instead. Either way the cost is cubic in
+    ``min(d, m, n)``: a 4096-wide layer of 1024 items is a 1024-square problem, not a 4096-square
+    one, and both routes avoid ``sqrtm`` of a non-symmetric, near-singular product.
     """
     X = as_matrix(X, "X")
     Y = as_matrix(Y, "Y")
     check_same_space(X, Y)
     mx, my = X.mean(axis=0), Y.mean(axis=0)
-    cx = np.atleast_2d(np.cov(X, rowvar=False))
-    cy = np.atleast_2d(np.cov(Y, rowvar=False))
-    covmean = linalg.sqrtm(cx @ cy)
-    covmean = np.real(covmean)  # imaginary round-off from sqrtm of a near-singular product
-    value = float(np.sum((mx - my) ** 2) + np.trace(cx) + np.trace(cy) - 2.0 * np.trace(covmean))
+    A = (X - mx) / np.sqrt(len(X) - 1)
+    B = (Y - my) / np.sqrt(len(Y) - 1)
+    if X.shape[1] < min(len(X), len(Y)):
+        ev, vec = linalg.eigh(A.T @ A)
+        root = (vec * np.sqrt(np.clip(ev, 0.0, None))) @ vec.T  # Σx^{1/2}
+        inner = linalg.eigvalsh(root @ (B.T @ B) @ root)
+        cross = float(np.sum(np.sqrt(np.clip(inner, 0.0, None))))
+    else:
+        cross = float(np.sum(linalg.svdvals(A @ B.T)))
+    value = float(np.sum((mx - my) ** 2) + np.sum(A * A) + np.sum(B * B) - 2.0 * cross)
     return max(value, 0.0)

@@ -28,7 +28,9 @@ import json
 
 from ..schema import create_all
 from ..store import StoreError, connect, latest_per_setting
-from . import downstream, embedding_map, grids, layer_choice, model_map, predictors, profiles, scaling, temporal
+from . import (
+    downstream, embedding_map, grids, layer_choice, model_map, predictors, profiles, same_space, scaling, temporal,
+)
 from .context import ANALYSIS_VERSION, STORED, Context, DatasetRuns, Settings, group_runs
 from .parallel import default_jobs
 
@@ -119,6 +121,7 @@ def run_dataset(ctx: Context, d: DatasetRuns) -> None:
     scaling.run(ctx, d, pairs)
     model_map.run(ctx, d)
     downstream.run(ctx, d)
+    same_space.run(ctx, d)  # before predictors, which read its per-layer values
     predictors.run(ctx, d)
     temporal.run(ctx, d)
     layer_choice.run(ctx, d)

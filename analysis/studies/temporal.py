@@ -1,6 +1,19 @@
 """Temporal study (``result_studies``, study ``temporal``): Test of Time at k = 1, 2, 3 with
-first-neighbour types, reorder negatives, arrow of time, and chiral retrieval where a model embeds
-video and text in one space."""
+first-neighbour types, reorder negatives, arrow of time, and the nuanced-retrieval probes wherever a
+video side and a text side share one space (an MLLM's layers, a dual encoder's ``joint`` layer;
+:func:`analysis.studies.same_space.shared_spaces`):
+
+- ``chiral``: video to text, each video chooses between its caption and its temporal opposite
+  (the manifest's ``negatives``; RTime V2T);
+- ``time_reversal``: text to video, each caption chooses between its video and the reversed video
+  (needs a ``reversed`` run of the video side; RTime T2V);
+- ``chiral_gallery``: mAP of caption queries over chiral galleries (manifest fields
+  ``chiral_group`` / ``chiral_action``; CiA's chiral, static and all settings);
+- ``negation``: text to video Recall@k of each item's caption and of its negated caption (items
+  whose manifest ``negatives_kind`` is ``negated``; NegBench R@k and R-Neg@k).
+
+Each probe entry holds ``layers_a`` / ``layers_b`` (matched stored layers) and values per entry, NaN
+(``null``) with a reason in ``reasons`` where a layer is degenerate or every choice ties."""
 
 from __future__ import annotations
 
@@ -10,8 +23,21 @@ import numpy as np
 
 from .. import results as R
 from ..grid import NoBestCell, best_cell
-from ..temporal import arrow_of_time_report, chiral_accuracy, first_neighbour_types, reorder_at_best_pair
+from ..temporal import (
+    arrow_of_time_report,
+    chiral_gallery_map,
+    choice_report,
+    first_neighbour_types,
+    negated_query_recall,
+    reorder_at_best_pair,
+)
 from .context import Context, DatasetRuns
+from .same_space import cut, shared_spaces
+
+#: manifest field of an item's negatives: "temporal" (default: the events in another order or the
+#: temporally opposite action, a wrong caption) or "negated" (a right caption with a negation)
+NEGATIVES_KIND = "negatives_kind"
+GALLERY_SETTINGS = ("chiral", "static", "all")
 
 
 def _arrow(V, Vr) -> tuple[float, str | None]:
@@ -41,9 +67,10 @@ def run(ctx: Context, d: DatasetRuns) -> None:
     meta = R.rows(ctx.con, "SELECT idx, metadata, negatives FROM items WHERE dataset = ? ORDER BY idx", [d.name])
     md = [json.loads(m["metadata"]) if isinstance(m["metadata"], str) else (m["metadata"] or {}) for m in meta]
     has_tot = all({"event", "phrasing", "bow_key"} <= set(m) for m in md)
+    has_gallery = any(m.get("chiral_group") not in (None, "") for m in md)
     negatives = {r["model"]: r for r in d.runs if r["variant"] == "negative"}
     reversed_runs = {(r["model"], r["n_frames"]): r for r in d.runs if r["variant"] == "reversed"}
-    if not (has_tot or negatives or reversed_runs):
+    if not (has_tot or negatives or reversed_runs or has_gallery):
         return
     inputs = sorted((r["run_id"], str(r["finished"])) for r in d.runs)
     rid = ctx.rid("temporal", d.name, k, ctx.settings.reorder_k)
@@ -80,10 +107,12 @@ def run(ctx: Context, d: DatasetRuns) -> None:
                     entry["first_neighbours"] = {"reason": by_k["1"]["reason"]}
                 payload["test_of_time"].append(entry)
     has_neg = np.array([bool(m["negatives"]) for m in meta])
+    kinds = np.array([str(m.get(NEGATIVES_KIND) or "temporal") for m in md])
+    reorder_items = has_neg & (kinds != "negated")  # a negated caption is right for its video, not reordered
     for tm, neg_run in negatives.items():
         if tm not in t_one:
             continue
-        keep = np.flatnonzero(has_neg)
+        keep = np.flatnonzero(reorder_items)
         rk = ctx.settings.reorder_k
         if len(keep) <= rk:
             payload["notes"].append(f"{tm}: only {len(keep)} items have negatives, too few for the reorder "
@@ -92,7 +121,7 @@ def run(ctx: Context, d: DatasetRuns) -> None:
         P, Nn = emb(t_one[tm]["run_id"]), emb(neg_run["run_id"])
         for vm, vr in v_top.items():
             V = emb(vr["run_id"])
-            entry = {"vision": vm, "text": tm, "n_items": int(len(keep)), "k": rk}
+            entry = {"vision": vm, "text": tm, "n_items": len(keep), "k": rk}
             try:
                 r = reorder_at_best_pair(V[:, keep], P[:, keep], Nn[:, keep], k=rk)
                 entry.update(layers=[r["layer_v"], r["layer_t"]], positive=r["positive"], negative=r["negative"],
@@ -108,15 +137,126 @@ def run(ctx: Context, d: DatasetRuns) -> None:
         reports = [_arrow(V[layer], Vr[layer]) for layer in range(len(V))]
         payload["arrow_of_time"].append({"vision": vm, "n_frames": n_f, "per_layer": [v for v, _ in reports],
                                          "reasons": {i: why for i, (_, why) in enumerate(reports) if why}})
-    shared = sorted({r["model"] for r in d.vision} & set(negatives) & set(t_one))
-    if not shared:
-        payload["notes"].append("chiral retrieval needs a model that embeds video and text in one space "
-                                "(e.g. a CLIP-like model precomputed as both); none in this store")
-    for m in shared:
-        V = emb(v_top[m]["run_id"])
-        P, Nn = emb(t_one[m]["run_id"]), emb(negatives[m]["run_id"])
-        keep = np.flatnonzero(has_neg)
-        payload["chiral"].append({"model": m, "per_layer": [
-            chiral_accuracy(V[l][keep], P[l][keep], Nn[l][keep]) for l in range(min(len(V), len(P)))]})
+    _shared_space_probes(ctx, d, md, payload, has_neg, negatives)
     R.put_study(ctx.con, result_id=rid, study="temporal", dataset=d.name, subject="all",
                 params={"k": k, "reorder_k": ctx.settings.reorder_k}, payload=payload, input_key=ikey)
+
+
+def _degenerate(**statuses) -> str | None:
+    """The reason a probe is undefined at a layer (a side collapsed or rank 1), or None; each
+    keyword is a side's :class:`analysis.degenerate.LayerStatus` (the engine's, memoised per run)."""
+    bad = [f"{name} {st.reason}" for name, st in statuses.items() if st.degenerate]
+    return "; ".join(bad) if bad else None
+
+
+def _choices(A_layers, R_layers, W_layers, names, statuses) -> dict:
+    """Per-entry :func:`choice_report` with the reason for every undefined entry; ``statuses[e]``
+    the three sides' layer statuses at entry e."""
+    values, ties, reasons = [], [], {}
+    for e, (A, Rt, W) in enumerate(zip(A_layers, R_layers, W_layers)):
+        why = _degenerate(**dict(zip(names, statuses[e])))
+        if why:
+            values.append(float("nan"))
+            ties.append(None)
+            reasons[str(e)] = why
+            continue
+        v, t, why = choice_report(A, Rt, W)
+        values.append(v)
+        ties.append(t)
+        if why:
+            reasons[str(e)] = why
+    return {"per_layer": values, "ties": ties, "reasons": reasons}
+
+
+def _largest(runs, key):
+    return max(runs, key=lambda r: r[key]) if runs else None
+
+
+def _shared_space_probes(ctx, d, md, payload, has_neg, negatives) -> None:
+    """Chiral choice, time reversal, chiral galleries and negated queries for every shared space."""
+    emb = ctx.engine.emb
+
+    def status(run, layers):
+        """The engine's layer statuses of a run's matched layers (cutting zero padding keeps them)."""
+        st = ctx.engine.status(run["run_id"])
+        return [st[i] for i in layers]
+
+    spaces, _ = shared_spaces(ctx, d)
+    kinds = np.array([str(m.get(NEGATIVES_KIND) or "temporal") for m in md])
+    temporal_neg = np.flatnonzero(has_neg & (kinds != "negated"))
+    negated = np.flatnonzero(has_neg & (kinds == "negated"))
+    group = [m.get("chiral_group") for m in md]
+    action = [m.get("chiral_action") for m in md]
+    has_gallery = any(g not in (None, "") for g in group)
+    reversed_runs = [r for r in d.runs if r["variant"] == "reversed"]
+    for key in ("chiral", "time_reversal", "chiral_gallery", "negation"):
+        payload.setdefault(key, [])
+    if not spaces:
+        payload["notes"].append("chiral, time-reversal, chiral-gallery and negated-query probes need a video side "
+                                "and a text side in one space (an MLLM, or a dual encoder's joint layer on both "
+                                "towers); none in this store")
+        return
+    for sp in spaces:
+        rv = _largest([r for r in d.vision if r["model"] == sp.model_a], "n_frames")
+        rt = min((r for r in d.text if r["model"] == sp.model_b), key=lambda r: r["n_captions"], default=None)
+        if rv is None or rt is None:
+            continue
+        try:
+            la, lb, width = sp.layers(rv, rt)
+        except ValueError as exc:
+            payload["notes"].append(str(exc))
+            continue
+        V, T = cut(emb(rv["run_id"]), la, width), cut(emb(rt["run_id"]), lb, width)
+        base = {"video": sp.model_a, "text": sp.model_b, "space": sp.space, "n_frames": rv["n_frames"],
+                "n_captions": rt["n_captions"], "layers_a": la, "layers_b": lb}
+        neg_run = negatives.get(sp.model_b)
+        if neg_run is not None and len(temporal_neg):
+            Nn = cut(emb(neg_run["run_id"]), lb, width)
+            keep = temporal_neg
+            # statuses of the whole runs: a subset of a healthy layer's items is taken as healthy
+            out = _choices([x[keep] for x in V], [x[keep] for x in T], [x[keep] for x in Nn],
+                           ("video side", "caption side", "opposite-caption side"),
+                           list(zip(status(rv, la), status(rt, lb), status(neg_run, lb))))
+            payload["chiral"].append({"model": sp.model_a, **base, "n_items": len(keep), **out})
+        back = [r for r in reversed_runs if r["model"] == sp.model_a and r["n_frames"] == rv["n_frames"]]
+        if not back:
+            back = sorted((r for r in reversed_runs if r["model"] == sp.model_a), key=lambda r: -r["n_frames"])
+        if back:
+            fwd = next((r for r in d.vision if r["model"] == sp.model_a and r["n_frames"] == back[0]["n_frames"]), None)
+            if fwd is not None:
+                Vf = cut(emb(fwd["run_id"]), la, width)
+                Vr = cut(emb(back[0]["run_id"]), la, width)
+                out = _choices(T, Vf, Vr, ("caption side", "video side", "reversed-video side"),
+                               list(zip(status(rt, lb), status(fwd, la), status(back[0], la))))
+                payload["time_reversal"].append({**base, "n_frames": fwd["n_frames"], "n_items": len(T[0]), **out})
+        if has_gallery:
+            entry = {**base, "map": {s: [] for s in GALLERY_SETTINGS}, "n_queries": None, "reasons": {}}
+            for e, (Ve, Te, sv, st) in enumerate(zip(V, T, status(rv, la), status(rt, lb))):
+                why = _degenerate(**{"video side": sv, "caption side": st})
+                for s in GALLERY_SETTINGS:
+                    if why:
+                        entry["map"][s].append(float("nan"))
+                        entry["reasons"][f"{s} {e}"] = why
+                        continue
+                    m, nq, reason = chiral_gallery_map(Te, Ve, group=group, action=action, setting=s)
+                    entry["map"][s].append(m)
+                    entry["n_queries"] = nq
+                    if reason:
+                        entry["reasons"][f"{s} {e}"] = reason
+            payload["chiral_gallery"].append(entry)
+        if neg_run is not None and len(negated):
+            Nn = cut(emb(neg_run["run_id"]), lb, width)
+            ks = (1, 5, 10)
+            entry = {**base, "n_queries": len(negated), "recall": {f"{w}@{k}": [] for w in ("standard", "negated")
+                                                                   for k in ks}, "reasons": {}}
+            statuses = zip(status(rv, la), status(rt, lb), status(neg_run, lb))
+            for e, (Ve, Te, Ne, (sv, st, sn)) in enumerate(zip(V, T, Nn, statuses)):
+                why = _degenerate(**{"video side": sv, "caption side": st, "negated-caption side": sn})
+                std = negated_query_recall(Te, Ve, ks=ks, queries=negated)
+                neg = negated_query_recall(Ne, Ve, ks=ks, queries=negated)
+                for kk in ks:
+                    entry["recall"][f"standard@{kk}"].append(float("nan") if why else std[f"recall@{kk}"])
+                    entry["recall"][f"negated@{kk}"].append(float("nan") if why else neg[f"recall@{kk}"])
+                if why:
+                    entry["reasons"][str(e)] = why
+            payload["negation"].append(entry)
