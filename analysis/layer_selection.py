@@ -2,16 +2,32 @@
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 
 
-def recommend_layers(curves: dict[str, tuple[np.ndarray, bool]]) -> dict:
+def named_layers(config) -> dict[int, str]:
+    """The named layers of a run (``{13: "default", 14: "joint"}``) from its config (a dict or JSON
+    text) key ``layer_names``; empty when the run stored only numbered layers."""
+    if isinstance(config, str):
+        try:
+            config = json.loads(config)
+        except ValueError:
+            return {}
+    names = (config or {}).get("layer_names") or {}
+    return {int(k): str(v) for k, v in names.items()}
+
+
+def recommend_layers(curves: dict[str, tuple[np.ndarray, bool]], *, last_layer: int | None = None) -> dict:
     """Per metric, the layer it picks, and the agreement between metrics.
 
     Args:
         curves: metric name -> (per-layer values ``(L,)``, higher_is_better). Layer 0 is the
             embedding output and is never recommended (it is not a learned representation);
             ties go to the deepest layer.
+        last_layer: the last numbered layer (default: the last one); layers after it are named
+            layers (the model's ``default`` output, ``joint``): never picked, and "final" means this one.
     Returns:
         ``{"picks": {metric: {"layer", "value", "final_value", "from_final", "relative_depth",
         "gain_vs_final", "final_shortfall"}}, "agreement": {...}}``. ``gain_vs_final`` is the change
@@ -31,17 +47,20 @@ def recommend_layers(curves: dict[str, tuple[np.ndarray, bool]]) -> dict:
         n_layers = n_layers or len(v)
         if len(v) != n_layers:
             raise ValueError(f"curve {name!r} has {len(v)} layers, others have {n_layers}")
-        candidates = np.where(np.isfinite(v[1:]), v[1:], -np.inf if higher else np.inf)
+        last = len(v) - 1 if last_layer is None else int(last_layer)
+        if not 1 <= last < len(v):
+            raise ValueError(f"last_layer {last_layer} is outside 1..{len(v) - 1} for curve {name!r}")
+        candidates = np.where(np.isfinite(v[1:last + 1]), v[1:last + 1], -np.inf if higher else np.inf)
         # ties go to the deepest layer: a recommendation should move away from the default
         # (last) layer only when an earlier layer is strictly better
         rev = candidates[::-1]
-        layer = len(v) - 1 - int(np.argmax(rev) if higher else np.argmin(rev))
-        final = float(v[-1])
+        layer = last - int(np.argmax(rev) if higher else np.argmin(rev))
+        final = float(v[last])
         gain = (v[layer] - final) / abs(final) if final != 0 else float("nan")
         drop = (v[layer] - final) / abs(v[layer]) if v[layer] != 0 else float("nan")
         picks[name] = {
             "layer": layer, "value": float(v[layer]), "final_value": final,
-            "from_final": (len(v) - 1) - layer, "relative_depth": layer / (len(v) - 1),
+            "from_final": last - layer, "relative_depth": layer / last,
             "gain_vs_final": float(gain if higher else -gain),
             # how much worse the final layer is, relative to the pick ("the last layer is 18% lower")
             "final_shortfall": float(drop if higher else -drop),
@@ -54,7 +73,7 @@ def recommend_layers(curves: dict[str, tuple[np.ndarray, bool]]) -> dict:
         "modal_layer": int(values[np.argmax(counts)]), "share_agreeing": float(counts.max() / len(layers)),
         "depth_spread": float(max(depths) - min(depths)), "n_metrics": len(layers),
     }
-    return {"picks": picks, "agreement": agreement, "n_layers": n_layers}
+    return {"picks": picks, "agreement": agreement, "n_layers": n_layers, "last_layer": last}
 
 
 def describe_pick(model: str, pick: dict, n_layers: int, what: str) -> str:

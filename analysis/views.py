@@ -160,6 +160,39 @@ def overview(con, store_path: str = "STORE") -> dict:
     return {"empty": len(runs) == 0, "datasets": datasets, "models": models, "runs": runs, "missing": missing}
 
 
+def untrained_banner(models: list[str], n_models: int) -> str | None:
+    """The warning every page shows when models of the store have random (untrained) weights."""
+    if not models:
+        return None
+    which = "All models" if len(models) == n_models else f"{len(models)} of {n_models} models"
+    return (f"{which} in this store have random, untrained weights ({', '.join(models[:6])}"
+            f"{', …' if len(models) > 6 else ''}): it is a demo or test store, and their scores say nothing "
+            "about the trained models.")
+
+
+def display_table(df: pd.DataFrame) -> pd.DataFrame:
+    """A copy of ``df`` for people: missing values as empty cells (not ``None``/``nan``), floats as
+    :func:`fmt_number` text, whole-number floats (a column with gaps) as integers."""
+    out = df.copy()
+    for col in out.columns:
+        s = out[col]
+        if pd.api.types.is_bool_dtype(s):
+            continue
+        if pd.api.types.is_float_dtype(s) or s.dtype == object:
+            def cell(x):
+                if x is None or (isinstance(x, float) and not np.isfinite(x)) or x is pd.NaT:
+                    return ""
+                if isinstance(x, (float, np.floating)):
+                    return str(int(x)) if float(x).is_integer() and abs(x) < 1e15 else fmt_number(x)
+                if isinstance(x, (np.integer,)):
+                    return str(int(x))
+                return x
+            out[col] = s.map(cell)
+        elif pd.api.types.is_datetime64_any_dtype(s):
+            out[col] = s.map(lambda x: "" if pd.isna(x) else str(x)[:19])
+    return out
+
+
 def model_labels(con) -> dict[str, str]:
     rows = con.execute("SELECT model, random_init FROM models").fetchall()
     return {m: f"{m} (random init)" if ri else m for m, ri in rows}
@@ -282,6 +315,80 @@ def layer_choices(con, dataset) -> dict:
     if not has_table(con, "result_studies"):
         return {}
     return {s["subject"]: s["payload"] for s in R.read_studies(con, study="layer_choice", dataset=dataset)}
+
+
+def _row_best(grid, layer: int, model_is_a: bool) -> int:
+    """The other model's layer that aligns best with ``layer`` (NaN cells skipped; 0 when none is finite)."""
+    line = np.asarray(grid, dtype=float)[layer] if model_is_a else np.asarray(grid, dtype=float)[:, layer]
+    return int(np.nanargmax(line)) if np.isfinite(line).any() else 0
+
+
+def verdicts(con, dataset) -> list[dict]:
+    """Per model of ``dataset``, the layer to use (:func:`analysis.layer_selection.layer_verdict` on
+    the stored layer-choice curves), with the stored 95% interval of each alignment pick (the
+    mutual k-NN grid's best-cell bootstrap CI), the model's ``default`` output when the run stored
+    it, a sentence, and the query parameters of the heatmap and curves views that show the evidence.
+
+    Returns ``[{"model", "label", "verdict", "sentence", "n_boot", "heatmap": {param: value} | None,
+    "curves": {param: value}}]`` sorted by model."""
+    from .layer_selection import layer_verdict, named_layers, verdict_sentence
+
+    choices = layer_choices(con, dataset)
+    if not choices:
+        return []
+    labels = model_labels(con)
+    grids = R.read_grids(con, dataset=dataset, metric="mutual_knn") if has_table(con, "result_grids") else []
+    by_id = {g["result_id"]: g for g in grids}
+    out = []
+    for model, p in sorted(choices.items()):
+        run_id = (p.get("setting") or {}).get("run_id")
+        names = {int(k): n for k, n in (p.get("layer_names") or {}).items()}
+        if not names and run_id and "layer_names" not in p:  # payloads written before layer names were kept
+            row = con.execute("SELECT config FROM runs WHERE run_id = ?", [run_id]).fetchall()
+            names = named_layers(row[0][0]) if row else {}
+        curves = {k: np.asarray(v, dtype=float) for k, v in (p.get("curves") or {}).items()}
+        hib = p.get("higher_is_better") or {}
+        base = model.removesuffix(" [text]")
+        label = labels.get(base, base) + model[len(base):]
+        if not curves:
+            continue
+        found = {}  # alignment metric -> (grid, model is A)
+        for metric in curves:
+            if not metric.startswith("alignment with "):
+                continue
+            ref = metric.removeprefix("alignment with ")
+            g = by_id.get((p.get("sources") or {}).get(metric))
+            if g is None:  # older payloads: the grid of this run against the reference's largest setting
+                cands = [g for g in grids if (g["run_a"] == run_id and g["model_b"] == ref)
+                         or (g["run_b"] == run_id and g["model_a"] == ref)]
+                g = max(cands, key=lambda g: ((g["n_frames"] or 0), (g["n_captions"] or 0)), default=None)
+            if g is not None:
+                found[metric] = (g, g["run_a"] == run_id)
+        intervals = {m: ((g["best_a"] if is_a else g["best_b"]), g["ci_low"], g["ci_high"])
+                     for m, (g, is_a) in found.items() if g.get("best_a") is not None and g.get("ci_low") is not None}
+        deg = [int(i) for i in (p.get("degenerate_layers") or {})]
+        n_layers = len(next(iter(curves.values())))
+        last = min(names) - 1 if names and 1 <= min(names) - 1 < n_layers else None
+        default = next((i for i, n in names.items() if n == "default"), None)
+        v = layer_verdict(curves, {m: hib.get(m, True) for m in curves}, last_layer=last, default_layer=default,
+                          degenerate=deg, intervals=intervals)
+        lead = v["lead"] if v["lead"] in found else next((m for m in v["agreeing"] if m in found),
+                                                          next(iter(sorted(found)), None))
+        heat = None
+        if lead is not None:
+            g, is_a = found[lead]
+            layer = v["layer"] if v["layer"] is not None else (g["best_a"] if is_a else g["best_b"]) or 0
+            other = _row_best(g["grid"], layer, is_a)
+            heat = {"dataset": dataset, "a": g["model_a"], "b": g["model_b"], "metric": "mutual_knn",
+                    "nf": str(int(g["n_frames"])) if g["n_frames"] is not None else None,
+                    "nc": str(int(g["n_captions"])) if g["n_captions"] is not None else None,
+                    "la": str(layer if is_a else other), "lb": str(other if is_a else layer)}
+            heat = {k: x for k, x in heat.items() if x is not None}
+        n_boot = found[v["lead"]][0].get("n_boot") if v["lead"] in found and v["interval"] else None
+        out.append({"model": model, "label": label, "verdict": v, "n_boot": n_boot,
+                    "sentence": verdict_sentence(label, v, n_boot=n_boot), "heatmap": heat,
+                    "curves": {"dataset": dataset, "metric": v["lead"] or next(iter(sorted(curves))), "models": base}})
+    return out
 
 
 def alignment_curves_long(choices: dict) -> pd.DataFrame:
@@ -479,6 +586,37 @@ def provenance(con, run_ids=()) -> dict:
 def metric_direction(metric: str) -> str:
     hib = REGISTRY[metric].higher_is_better
     return {True: "higher is better", False: "lower is better", None: "no preferred direction"}[hib]
+
+
+def chance_level(metric: str, n_items: int | None, params: dict | None = None) -> float | None:
+    """The metric's expected value on unrelated spaces (registry ``chance``, e.g. mutual k-NN's
+    k/(N−1)) for ``n_items`` items and the stored parameters; None where none is defined."""
+    spec = REGISTRY.get(metric)
+    if spec is None or spec.chance is None or not n_items or n_items < 2:
+        return None
+    known = spec.params
+    return float(spec.chance(int(n_items), **spec.resolve(**{k: v for k, v in (params or {}).items() if k in known})))
+
+
+def metric_help(metric: str, n_items: int | None = None, params: dict | None = None) -> str:
+    """One paragraph on a registered metric, from the registry: what it measures, its range, its
+    direction and its chance level (at ``n_items`` and ``params`` when given), and its reference."""
+    spec = REGISTRY.get(metric)
+    if spec is None:
+        return ""
+    lo, hi = spec.bounds
+    rng = f"{'(−∞' if lo is None else f'[{lo:g}'}, {'∞)' if hi is None else f'{hi:g}]'}"
+    text = (f"{metric}: {spec.summary}. Range {rng}; "
+            f"{metric_direction(metric)}.")
+    if spec.chance is not None:
+        formula = {"mutual_knn": "k/(N−1)", "recall_at_k": "k/N", "mean_ap": "H_N/N", "median_rank": "(N+1)/2"}
+        c = chance_level(metric, n_items, params)
+        at = ", ".join(f"{k}={v}" for k, v in (params or {}).items() if k in spec.params)
+        text += (f" Chance (unrelated spaces): {formula.get(metric, 'defined')}"
+                 + (f" = {fmt_number(c)} at N={n_items}{', ' + at if at else ''}." if c is not None else "."))
+    if spec.reference:
+        text += f" Reference: {spec.reference}."
+    return text
 
 
 def report_data(con, store_path: str) -> dict:

@@ -155,6 +155,23 @@ def dataset_picker():
     return pick("Dataset", list(ov["datasets"]["dataset"]), param="dataset", container=st.sidebar)
 
 
+def untrained_banner():
+    """A banner on every page when models of the store have random (untrained) weights."""
+    path = store_path()
+    if not os.path.exists(path):
+        return
+    try:  # a busy, damaged or older store is explained by the page itself
+        ov = cached("overview", path, store_stamp(path), path, _wait=_wait(path))
+    except Exception:
+        return
+    if ov.get("empty") or "models" not in ov:
+        return
+    models = list(ov["models"].loc[ov["models"]["random_init"].astype(bool), "model"])
+    text = views.untrained_banner(models, len(ov["models"]))
+    if text:
+        st.warning(md_escape(text), icon="🧪")
+
+
 def render_sidebar(path: str):
     st.sidebar.markdown("### LayerScope")
     st.sidebar.caption(f"Store: {md_escape(path)}")

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import results as R
-from ..layer_selection import recommend_layers
+from ..layer_selection import named_layers, recommend_layers
 from ..registry import get_metric
 from .context import Context, DatasetRuns
 
@@ -54,11 +54,18 @@ def run(ctx: Context, d: DatasetRuns) -> None:
                      f"({', '.join(undefined)}) — its layers are degenerate")
             continue
         rid = ctx.rid("layer_choice", d.name, m)
+        # named layers (the model's own ``default`` output, ``joint``) follow the numbered ones: they are
+        # compared against, never picked, and "the last layer" is the last numbered one
+        names = named_layers(run.get("config"))
+        last = min(names) - 1 if names else None
         ikey = R.key(run["run_id"], str(run["finished"]), sorted(sources.values()),
-                     {k: np.asarray(v[0]).round(12).tolist() for k, v in curves.items()})
+                     {k: np.asarray(v[0]).round(12).tolist() for k, v in curves.items()},
+                     {str(i): n for i, n in sorted(names.items())})
         if not ctx.fresh("layer_choice", "result_studies", rid, ikey):
             continue
-        rec = recommend_layers(curves)
+        rec = recommend_layers(curves, last_layer=last)
+        rec["layer_names"] = {str(i): n for i, n in sorted(names.items())}
+        rec["sources"] = sources
         rec["undefined_curves"] = undefined
         rec["degenerate_layers"] = {str(i): why for i, why in ctx.engine.degenerate_layers(run["run_id"]).items()}
         rec["curves"] = {k: np.asarray(v[0]).tolist() for k, v in curves.items()}
