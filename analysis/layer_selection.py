@@ -223,7 +223,7 @@ def verdict_sentence(model: str, v: dict, *, n_boot: int | None = None) -> str:
     if v["status"] == "last":
         return f"{model}: use the last layer ({last}) — {agree}"
     if v["status"] == "tie":
-        return (f"{model}: tie between layer {v['layer']} and the last layer ({last}) — {v['reason']}: "
+        return (f"{model}: tie between layer {v['layer']} ({agree}) and the last layer ({last}) — {v['reason']}: "
                 "no reason to move off the last layer")
     lead = f"{v['lead']} {v['value']:.3g}"
     if v.get("interval"):
