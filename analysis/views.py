@@ -323,6 +323,58 @@ def _row_best(grid, layer: int, model_is_a: bool) -> int:
     return int(np.nanargmax(line)) if np.isfinite(line).any() else 0
 
 
+def _alignment_sources(p: dict, curves, grids: list, by_id: dict) -> dict:
+    """``{"alignment with REF": (grid, model is A)}``: the mutual k-NN grid behind each alignment
+    curve of one layer-choice payload (its stored source, else the grid of the payload's run against
+    the reference's largest setting, for payloads written before sources were kept)."""
+    run_id = (p.get("setting") or {}).get("run_id")
+    found = {}
+    for metric in curves:
+        if not metric.startswith("alignment with "):
+            continue
+        ref = metric.removeprefix("alignment with ")
+        g = by_id.get((p.get("sources") or {}).get(metric))
+        if g is None:
+            cands = [g for g in grids if (g["run_a"] == run_id and g["model_b"] == ref)
+                     or (g["run_b"] == run_id and g["model_a"] == ref)]
+            g = max(cands, key=lambda g: ((g["n_frames"] or 0), (g["n_captions"] or 0)), default=None)
+        if g is not None:
+            found[metric] = (g, g["run_a"] == run_id)
+    return found
+
+
+def curve_intervals(con, dataset) -> pd.DataFrame:
+    """The intervals that exist for the layer curves: per model and alignment curve, the 95%
+    bootstrap CI of the mutual k-NN grid's best cell, at that model's best layer (the curve is the
+    row maximum, so its value there is the best cell's). Columns: model, metric, layer, depth, low,
+    high, n_boot. Per-layer profiles have no stored intervals."""
+    choices = layer_choices(con, dataset)
+    grids = R.read_grids(con, dataset=dataset, metric="mutual_knn") if has_table(con, "result_grids") else []
+    by_id = {g["result_id"]: g for g in grids}
+    rows = []
+    for model, p in choices.items():
+        curves = p.get("curves") or {}
+        n = len(next(iter(curves.values()))) if curves else 1
+        last = p.get("last_layer", n - 1)
+        for metric, (g, is_a) in _alignment_sources(p, curves, grids, by_id).items():
+            if g.get("best_a") is None or g.get("ci_low") is None:
+                continue
+            layer = int(g["best_a"] if is_a else g["best_b"])
+            rows.append({"model": model, "metric": metric, "layer": layer, "depth": layer / max(1, last),
+                         "low": float(g["ci_low"]), "high": float(g["ci_high"]), "n_boot": int(g["n_boot"] or 0)})
+    return pd.DataFrame(rows, columns=["model", "metric", "layer", "depth", "low", "high", "n_boot"])
+
+
+def dataset_context(con, dataset) -> dict:
+    """What a chart needs to place baselines: ``n_items`` of the dataset and the analysis ``k``
+    (from its mutual k-NN grids; None when there are none)."""
+    row = con.execute("SELECT n_items FROM datasets WHERE dataset = ?", [dataset]).fetchall()
+    k = None
+    for g in (R.read_grids(con, dataset=dataset, metric="mutual_knn") if has_table(con, "result_grids") else [])[:1]:
+        k = (g.get("params") or {}).get("k")
+    return {"n_items": int(row[0][0]) if row else None, "k": k}
+
+
 def verdicts(con, dataset) -> list[dict]:
     """Per model of ``dataset``, the layer to use (:func:`analysis.layer_selection.layer_verdict` on
     the stored layer-choice curves), with the stored 95% interval of each alignment pick (the
@@ -352,18 +404,7 @@ def verdicts(con, dataset) -> list[dict]:
         label = labels.get(base, base) + model[len(base):]
         if not curves:
             continue
-        found = {}  # alignment metric -> (grid, model is A)
-        for metric in curves:
-            if not metric.startswith("alignment with "):
-                continue
-            ref = metric.removeprefix("alignment with ")
-            g = by_id.get((p.get("sources") or {}).get(metric))
-            if g is None:  # older payloads: the grid of this run against the reference's largest setting
-                cands = [g for g in grids if (g["run_a"] == run_id and g["model_b"] == ref)
-                         or (g["run_b"] == run_id and g["model_a"] == ref)]
-                g = max(cands, key=lambda g: ((g["n_frames"] or 0), (g["n_captions"] or 0)), default=None)
-            if g is not None:
-                found[metric] = (g, g["run_a"] == run_id)
+        found = _alignment_sources(p, curves, grids, by_id)
         intervals = {m: ((g["best_a"] if is_a else g["best_b"]), g["ci_low"], g["ci_high"])
                      for m, (g, is_a) in found.items() if g.get("best_a") is not None and g.get("ci_low") is not None}
         deg = [int(i) for i in (p.get("degenerate_layers") or {})]
@@ -397,20 +438,20 @@ def alignment_curves_long(choices: dict) -> pd.DataFrame:
         for metric, values in p.get("curves", {}).items():
             if not metric.startswith("alignment with"):
                 continue
-            n = len(values)
+            last = p.get("last_layer", len(values) - 1)  # named layers after it fall outside [0, 1]
             for layer, v in enumerate(values):
-                out.append({"model": model, "metric": metric, "layer": layer, "depth": layer / max(1, n - 1),
-                            "value": v})
+                out.append({"model": model, "metric": metric, "layer": layer, "depth": layer / max(1, last),
+                            "value": v if v is not None and np.isfinite(v) else None})
     return pd.DataFrame(out)
 
 
 def recommended_marks(choices: dict) -> pd.DataFrame:
     out = []
     for model, p in choices.items():
-        n = p.get("n_layers", 1)
+        last = p.get("last_layer", p.get("n_layers", 1) - 1)
         for metric, pick in p.get("picks", {}).items():
             out.append({"model": model, "metric": metric, "layer": pick["layer"],
-                        "depth": pick["layer"] / max(1, n - 1), "value": pick["value"]})
+                        "depth": pick["layer"] / max(1, last), "value": pick["value"]})
     return pd.DataFrame(out)
 
 
@@ -636,3 +677,118 @@ def render_report_files(report: dict) -> dict[str, str]:
 def report_files(con, store_path: str) -> dict[str, str]:
     """The layer-selection report for the whole store: ``{"html", "json", "md"}`` texts."""
     return render_report_files(report_data(con, store_path))
+
+
+# ---------------------------------------------------------------- charts (Altair specs; pages render them)
+
+
+def _alt():
+    import altair as alt  # only pages and reports draw
+
+    return alt
+
+
+def chart_title(text: str, *, dataset: str | None = None, details=(), labels: dict | None = None,
+                models=()) -> dict:
+    """A self-describing chart title: the text, then the dataset, budgets and other details, and
+    "(random init)" on models with random weights, so an exported PNG/SVG says what it shows."""
+    sub = [f"dataset {dataset}"] if dataset else []
+    sub += [d for d in details if d]
+    untrained = [m for m in models if (labels or {}).get(m, m).endswith("(random init)")]
+    if untrained:
+        sub.append(f"random init (untrained weights): {', '.join(untrained)}")
+    return {"text": text, "subtitle": " · ".join(sub), "anchor": "start"}
+
+
+def baselines(metric: str, values, *, n_items=None, params=None, chance_label: str | None = None) -> list:
+    """Reference levels worth drawing for ``metric`` next to ``values``: its chance level (registry
+    ``chance``) and the bounds of its range that lie near the data (within a quarter of the data's
+    span), as ``[(level, label)]``. A bound far off the data is said in the caption, not drawn."""
+    v = np.asarray([x for x in values if x is not None and np.isfinite(x)], dtype=float)
+    out = []
+    c = chance_level(metric, n_items, params)
+    if c is not None:
+        out.append((c, chance_label or f"chance {fmt_number(c)}"))
+    spec = REGISTRY.get(metric)
+    if spec is not None and len(v):
+        span = max(float(np.ptp(v)), 1e-12)
+        for b, name in zip(spec.bounds, ("lower bound", "upper bound")):
+            if b is not None and v.min() - span / 4 <= b <= v.max() + span / 4:
+                out.append((float(b), f"{name} {b:g}"))
+    return out
+
+
+def curves_chart(data: pd.DataFrame, metric: str, *, labels: dict, marks: pd.DataFrame | None = None,
+                 intervals: pd.DataFrame | None = None, rules=(), title: dict | None = None, height: int = 380):
+    """Per-layer curves on relative depth: one line per model (legend by model label, "(random
+    init)" included), the recommended layers as diamonds, flagged values ringed, stored intervals
+    as error bars, and reference rules (chance, bounds) dashed."""
+    alt = _alt()
+    d = data.assign(model=data["model"].map(lambda m: labels.get(m, m)))
+    tips = ["model", "layer", alt.Tooltip("value:Q", format=".4g")] + (["note"] if "note" in d else [])
+    x = alt.X("depth:Q", title="relative depth (0 = embeddings, 1 = last layer)", scale=alt.Scale(domain=[0, 1]))
+    y = alt.Y("value:Q", title=metric, scale=alt.Scale(zero=False))
+    color = alt.Color("model:N", title="model")
+    layers = [alt.Chart(d).mark_line().encode(x=x, y=y, color=color, tooltip=tips),
+              alt.Chart(d).mark_point(filled=True, size=40).encode(x=x, y=y, color="model:N",
+                                                                     tooltip=tips)]
+    if intervals is not None and len(intervals):
+        iv = intervals.assign(model=intervals["model"].map(lambda m: labels.get(m, m)))
+        layers.append(alt.Chart(iv).mark_rule(strokeWidth=2).encode(
+            x="depth:Q", y="low:Q", y2="high:Q", color="model:N",
+            tooltip=["model", "layer", alt.Tooltip("low:Q", format=".4g", title="95% CI low"),
+                     alt.Tooltip("high:Q", format=".4g", title="95% CI high"), alt.Tooltip("n_boot:Q", title="resamples")]))
+    if marks is not None and len(marks):
+        mk = marks.assign(model=marks["model"].map(lambda m: labels.get(m, m)))
+        layers.append(alt.Chart(mk).mark_point(size=180, shape="diamond", filled=True).encode(
+            x="depth:Q", y="value:Q", color="model:N", tooltip=["model", "layer", "metric"]))
+    if "flagged" in d:
+        flagged = d[d["flagged"] & d["value"].notna()]
+        if len(flagged):  # a value that needs a note (collapsed layer, duplicates merged) is ringed
+            layers.append(alt.Chart(flagged).mark_point(size=260, shape="circle", color="#d62728", filled=False)
+                          .encode(x="depth:Q", y="value:Q", tooltip=["model", "layer", "value", "note"]))
+    if rules:
+        df = pd.DataFrame([{"value": float(v), "baseline": name} for v, name in rules])
+        layers.append(alt.Chart(df).mark_rule(strokeDash=[5, 4], color="#6e7781").encode(
+            y="value:Q", tooltip=["baseline", alt.Tooltip("value:Q", format=".4g")]))
+        layers.append(alt.Chart(df).mark_text(align="left", dx=4, dy=-6, color="#57606a", fontSize=11).encode(
+            y="value:Q", x=alt.value(0), text="baseline:N"))
+    chart = alt.layer(*layers).properties(height=height)
+    return chart.properties(title=title) if title else chart
+
+
+def budget_text(data: pd.DataFrame, choices: dict, models) -> str:
+    """The test-time budgets behind a curve chart, e.g. "each model at its largest budget: n_f 4, n_c 4"."""
+    nf, nc = set(), set()
+    if "n_frames" in data:
+        nf |= {int(x) for x in data["n_frames"].dropna()}
+        nc |= {int(x) for x in data["n_captions"].dropna()}
+    else:
+        for m in models:
+            st = (choices.get(m) or {}).get("setting") or {}
+            nf |= {int(st["n_frames"])} if st.get("n_frames") is not None else set()
+            nc |= {int(st["n_captions"])} if st.get("n_captions") is not None else set()
+    parts = ([f"n_f {', '.join(map(str, sorted(nf)))}"] if nf else []) + (
+        [f"n_c {', '.join(map(str, sorted(nc)))}"] if nc else [])
+    return f"each model at its largest budget: {'; '.join(parts)}" if parts else ""
+
+
+def uncertainty_text(intervals: pd.DataFrame, is_alignment: bool, n_items) -> str:
+    """What the curve chart shows of uncertainty, and what was not computed."""
+    on = f" on all {n_items} items" if n_items else ""
+    if is_alignment and len(intervals):
+        boots = sorted({int(b) for b in intervals["n_boot"]})
+        return (f"Error bars: the 95% bootstrap interval of the grid's best cell ({', '.join(map(str, boots))} item "
+                "resamples), at each model's best layer. Other layers' values are point estimates"
+                f"{on}: no per-layer interval was computed.")
+    if is_alignment:
+        return (f"No interval is drawn: the best cells' bootstrap was off (`--bootstrap 0`) or undefined; values are "
+                f"point estimates{on}.")
+    return f"Values are point estimates{on}: per-layer profiles have no stored intervals, so none is drawn."
+
+
+def export_name(kind: str, dataset: str, *parts) -> str:
+    """A file name stem for downloads that says what they hold: ``curves_DATASET_METRIC`` (unsafe
+    characters replaced)."""
+    stem = "_".join(str(x) for x in (kind, dataset, *parts) if x not in (None, ""))
+    return re.sub(r"[^A-Za-z0-9._=-]+", "-", stem).strip("-")[:150]
