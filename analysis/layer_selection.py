@@ -179,7 +179,7 @@ def layer_verdict(curves: dict[str, np.ndarray], higher_is_better: dict[str, boo
     iv = {m: (lo, hi) for m, (il, lo, hi) in (intervals or {}).items()
           if m in agreeing and int(il) == layer and lo is not None and hi is not None}
     if iv:
-        lead = sorted(iv)[0]
+        lead = min(iv)
     else:  # the smallest gain (undefined gains last), so the headline never overstates
         lead = min(agreeing, key=lambda m: (gains[m] is None, gains[m] if gains[m] is not None else 0.0, m))
     v, higher = arrays[lead], bool(higher_is_better[lead])

@@ -160,9 +160,9 @@ def untrained_banner():
     path = store_path()
     if not os.path.exists(path):
         return
-    try:  # a busy, damaged or older store is explained by the page itself
+    try:
         ov = cached("overview", path, store_stamp(path), path, _wait=_wait(path))
-    except Exception:
+    except Exception:  # noqa: BLE001 - a busy, damaged or older store is explained by the page itself
         return
     if ov.get("empty") or "models" not in ov:
         return
