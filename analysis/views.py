@@ -472,13 +472,27 @@ def scaling_view(con, dataset, subject) -> dict:
     n = len(p["scores"])
     points = pd.DataFrame({"n_frames": p["n_frames"], "n_captions": p["n_captions"], "score": p["scores"],
                            "degenerate": p.get("degenerate", [False] * n)})
+    points["score"] = points["score"].where(np.isfinite(points["score"]), None)
+    # each point is a grid's best cell: its stored bootstrap interval is the point's error bar
+    model_a, model_b, metric = subject.split("|")
+    cis = {}
+    for g in R.read_grids(con, dataset=dataset, metric=metric) if has_table(con, "result_grids") else []:
+        if (g["model_a"], g["model_b"]) == (model_a, model_b) and g.get("ci_low") is not None:
+            cis[(float(g["n_frames"] or 0), float(g["n_captions"] or 0))] = (g["ci_low"], g["ci_high"], g["n_boot"])
+    got = [cis.get((float(f), float(c)), (None, None, None)) for f, c in zip(points["n_frames"], points["n_captions"])]
+    points["ci_low"], points["ci_high"] = [x[0] for x in got], [x[1] for x in got]
+    points["n_boot"] = [x[2] for x in got]
+    row = con.execute("SELECT n_items FROM datasets WHERE dataset = ?", [dataset]).fetchall()
+    n_items = int(row[0][0]) if row else None
     hib = p.get("higher_is_better") is not False
     forms = {f["form"]: f for f in p.get("forms", [])}
     drawn = p.get("drawn") or ("saturating" if p.get("fit") else None)
     out = {"points": points, "error": p.get("error"), "fit": p.get("fit"), "forms": p.get("forms", []),
            "intervals": p.get("intervals"), "params": s["params"], "drawn": drawn, "notes": p.get("notes", []),
            "status": (p.get("fit") or {}).get("status"), "reason": (p.get("fit") or {}).get("reason"),
-           "intervals_detail": p.get("intervals_detail")}
+           "intervals_detail": p.get("intervals_detail"), "metric": metric, "n_items": n_items,
+           "intervals_n_boot": p.get("intervals_n_boot"),
+           "chance": chance_level(metric, n_items, {k: v for k, v in s["params"].items() if k != "n_boot"})}
     draw = forms.get(drawn, {}) if drawn != "saturating" else {"params": (p.get("fit") or {}).get("params")}
     if p.get("fit") and draw.get("params"):
         good = points[~points["degenerate"]]
@@ -792,3 +806,83 @@ def export_name(kind: str, dataset: str, *parts) -> str:
     characters replaced)."""
     stem = "_".join(str(x) for x in (kind, dataset, *parts) if x not in (None, ""))
     return re.sub(r"[^A-Za-z0-9._=-]+", "-", stem).strip("-")[:150]
+
+
+def scaling_panels(sv: dict, *, title: dict | None = None):
+    """The two scaling panels of :func:`scaling_view` — score against n_f (one colour per n_c) and
+    against n_c (one colour per n_f) — as separate charts, so each has its own colour scale and
+    legend and each fits its column. Points carry their best cell's stored 95% bootstrap interval as
+    an error bar; the drawn law's curves, the chance level, the fitted ceiling S∞ (when the fit is
+    trusted) and bounds near the data are drawn. Returns ``(panel_frames, panel_captions, export)``,
+    ``export`` being both stacked with independent colours and the title, for PNG/SVG."""
+    alt = _alt()
+    pts = sv["points"][sv["points"]["score"].notna()]
+    fit = sv.get("fit") or {}
+    rules = []
+    if sv.get("chance") is not None:
+        rules.append((sv["chance"], "chance"))
+    s_inf = (fit.get("params") or {}).get("s_inf")
+    if s_inf is not None and sv.get("status") in (None, "ok"):
+        rules.append((s_inf, f"fitted ceiling S∞ {fmt_number(s_inf)}"))
+    rules += [r for r in baselines(sv.get("metric", ""), pts["score"]) if "bound" in r[1]]
+    panels = []
+    for x, other, x_title, other_title, curve in (
+            ("n_frames", "n_captions", "frames n_f", "n_c", sv.get("curve_vs_frames")),
+            ("n_captions", "n_frames", "captions n_c", "n_f", sv.get("curve_vs_captions"))):
+        color = alt.Color(f"{other}:O", title=other_title, scale=alt.Scale(scheme="tableau10"),
+                          legend=alt.Legend(orient="bottom", direction="horizontal"))
+        # the data's own range (a "nice" log axis would run on to the next power of ten)
+        xs = alt.X(f"{x}:Q", title=x_title, axis=alt.Axis(values=sorted(float(v) for v in pts[x].unique())),
+                   scale=alt.Scale(type="log", nice=False, padding=14,
+                                   domain=[float(pts[x].min()), float(pts[x].max())]))
+        tips = [alt.Tooltip("n_frames:Q", title="n_f"), alt.Tooltip("n_captions:Q", title="n_c"),
+                alt.Tooltip("score:Q", format=".4g"), alt.Tooltip("ci_low:Q", format=".4g", title="95% CI low"),
+                alt.Tooltip("ci_high:Q", format=".4g", title="95% CI high"), alt.Tooltip("n_boot:Q", title="resamples")]
+        layers = [alt.Chart(pts).mark_point(filled=True, size=70).encode(
+            x=xs, y=alt.Y("score:Q", title=sv.get("metric") or "score", scale=alt.Scale(zero=False)), color=color,
+            tooltip=tips)]
+        bars = pts[pts["ci_low"].notna()]
+        if len(bars):
+            layers.append(alt.Chart(bars).mark_rule().encode(x=f"{x}:Q", y="ci_low:Q", y2="ci_high:Q", color=color))
+        if curve is not None and len(curve):
+            layers.append(alt.Chart(curve).mark_line().encode(
+                x=f"{x}:Q", y="score:Q", color=color,
+                tooltip=[alt.Tooltip("n_frames:Q", format=".3g", title="n_f"),
+                         alt.Tooltip("n_captions:Q", format=".3g", title="n_c"),
+                         alt.Tooltip("score:Q", format=".4g", title="law")]))
+        if rules:
+            df = pd.DataFrame([{"score": float(v), "baseline": n} for v, n in rules])
+            layers.append(alt.Chart(df).mark_rule(strokeDash=[5, 4], color="#6e7781").encode(
+                y="score:Q", tooltip=["baseline", alt.Tooltip("score:Q", format=".4g")]))
+            layers.append(alt.Chart(df).mark_text(align="left", dx=4, dy=-6, color="#57606a", fontSize=11).encode(
+                y="score:Q", x=alt.value(0), text="baseline:N"))
+        panels.append(alt.layer(*layers).properties(height=240))
+    export = alt.vconcat(*(p.properties(width=520) for p in panels)).resolve_scale(color="independent")
+    return panels[0], panels[1], (export.properties(title=title) if title else export)
+
+
+def scaling_uncertainty_text(sv: dict) -> str:
+    """What the scaling panels show of uncertainty and baselines, and what was not computed."""
+    pts = sv["points"]
+    with_ci = pts["ci_low"].notna().sum() if "ci_low" in pts else 0
+    boots = sorted({int(b) for b in pts.get("n_boot", pd.Series(dtype=float)).dropna()})
+    parts = []
+    if with_ci:
+        parts.append(f"Error bars: each point's 95% bootstrap interval (its grid's best cell, {', '.join(map(str, boots))} "
+                     f"item resamples; {with_ci} of {len(pts)} points).")
+    else:
+        parts.append("No error bars: the grids' bootstrap was off or undefined.")
+    if sv.get("intervals"):
+        parts.append(f"The parameter intervals in the table come from {sv.get('intervals_n_boot') or 'the'} refits on "
+                     "item resamples; no band is drawn around the curve (per-parameter intervals do not make one).")
+    if sv.get("chance") is not None:
+        parts.append(f"Chance (unrelated spaces) = {fmt_number(sv['chance'])} at N = {sv['n_items']}.")
+    if (sv.get("fit") or {}).get("params") and sv.get("status") not in (None, "ok"):
+        parts.append("S∞ is not drawn: the fit cannot determine it here.")
+    return " ".join(parts)
+
+
+def budget_lists(points: pd.DataFrame) -> list[str]:
+    """``["n_f 1, 2, 4", "n_c 1, 2"]``: the budgets a scaling chart spans."""
+    return [f"{name} {', '.join(str(int(x)) for x in sorted(points[col].dropna().unique()))}"
+            for col, name in (("n_frames", "n_f"), ("n_captions", "n_c")) if col in points]
