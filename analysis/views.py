@@ -711,7 +711,7 @@ def chart_title(text: str, *, dataset: str | None = None, details=(), labels: di
     untrained = [m for m in models if (labels or {}).get(m, m).endswith("(random init)")]
     if untrained:
         sub.append(f"random init (untrained weights): {', '.join(untrained)}")
-    return {"text": text, "subtitle": " · ".join(sub), "anchor": "start"}
+    return {"text": text, "subtitle": sub, "anchor": "start"}  # one subtitle line each: exports stay narrow
 
 
 def baselines(metric: str, values, *, n_items=None, params=None, chance_label: str | None = None) -> list:
@@ -886,3 +886,41 @@ def budget_lists(points: pd.DataFrame) -> list[str]:
     """``["n_f 1, 2, 4", "n_c 1, 2"]``: the budgets a scaling chart spans."""
     return [f"{name} {', '.join(str(int(x)) for x in sorted(points[col].dropna().unique()))}"
             for col, name in (("n_frames", "n_f"), ("n_captions", "n_c")) if col in points]
+
+
+def model_map_charts(mv: dict, *, labels: dict, title: dict | None = None):
+    """The model map's two charts: the similarity matrix (values written in the cells while the
+    matrix is small enough to read) and the 2-D map with one shape per modality, one colour per
+    cluster, and equal scales on both axes (a distance on the map means the same either way).
+    Model names carry "(random init)". Returns ``(matrix, map)``."""
+    alt = _alt()
+    cells = mv["cells"].assign(model_a=mv["cells"]["model_a"].map(lambda m: labels.get(m, m)),
+                               model_b=mv["cells"]["model_b"].map(lambda m: labels.get(m, m)))
+    order = [labels.get(m, m) for m in mv["order"]]
+    base = alt.Chart(cells).encode(x=alt.X("model_b:N", sort=order, title=None),
+                                   y=alt.Y("model_a:N", sort=order, title=None))
+    heat = base.mark_rect().encode(color=alt.Color("similarity:Q", scale=alt.Scale(scheme="viridis"),
+                                                   title="mutual k-NN"),
+                                   tooltip=["model_a", "model_b", alt.Tooltip("similarity:Q", format=".3f")])
+    if len(order) <= 10:
+        heat = heat + base.mark_text(fontSize=11).encode(
+            text=alt.Text("similarity:Q", format=".2f"),
+            color=alt.condition(alt.datum.similarity > 0.5 * float(cells["similarity"].max() or 1),
+                                alt.value("black"), alt.value("white")))
+    coords = mv["coords"].assign(model=mv["coords"]["model"].map(lambda m: labels.get(m, m)))
+    half = max(float(np.ptp(coords["x"])), float(np.ptp(coords["y"])), 1e-9) / 2 * 1.25
+    cx, cy = float(coords["x"].mean()) if len(coords) else 0.0, float(coords["y"].mean()) if len(coords) else 0.0
+    sx = alt.Scale(domain=[cx - half, cx + half], nice=False, zero=False)
+    sy = alt.Scale(domain=[cy - half, cy + half], nice=False, zero=False)
+    points = alt.Chart(coords).mark_point(filled=True, size=220, opacity=0.9).encode(
+        x=alt.X("x:Q", title="MDS 1", scale=sx), y=alt.Y("y:Q", title="MDS 2", scale=sy),
+        color=alt.Color("cluster:N", title="cluster"), shape=alt.Shape("modality:N", title="modality"),
+        tooltip=["model", "modality", "cluster"])
+    names = points.mark_text(dy=-16, fontSize=11).encode(text="model:N", shape=alt.value("circle"))
+    side = 380
+    matrix = heat.properties(width=side, height=side)
+    mapped = (points + names).properties(width=side, height=side)  # square, same domain span: equal scales
+    if title:
+        matrix = matrix.properties(title=title)
+        mapped = mapped.properties(title={**title, "text": "2-D map (classical MDS of 1 − similarity)"})
+    return matrix, mapped

@@ -33,7 +33,7 @@ for col, subject in zip(columns, [left] + ([compare] if compare != "(none)" else
                                   dataset=dataset, details=views.budget_lists(sv["points"]), labels=labels,
                                   models=[a, b])
         by_frames, by_captions, chart = views.scaling_panels(sv, title=title)
-        st.caption(md_escape(f"{title['subtitle']}"))
+        st.caption(md_escape(" · ".join(title["subtitle"])))
         st.altair_chart(by_frames, width="stretch", key=f"scaling_{subject}")
         st.altair_chart(by_captions, width="stretch", key=f"scaling_c_{subject}")
         st.caption(md_escape(views.scaling_uncertainty_text(sv)))
