@@ -70,7 +70,9 @@ def choose(requested, options, name: str, default=None) -> Choice:
         if str(opt) == str(requested):
             return Choice(opt)
     shown = str(requested)[:60]
-    return Choice(fallback, f"unknown {name} {shown!r} in the link; showing {fallback!r} instead. "
+    # numpy scalars print as np.int64(1) through repr: show the value as the URL would carry it
+    plain = fallback.item() if isinstance(fallback, np.generic) else fallback
+    return Choice(fallback, f"unknown {name} {shown!r} in the link; showing {plain!r} instead. "
                             f"Available: {', '.join(map(str, options[:12]))}{' ...' if len(options) > 12 else ''}")
 
 
