@@ -171,7 +171,7 @@ def layer_verdict(curves: dict[str, np.ndarray], higher_is_better: dict[str, boo
            "gain_vs_default": None, "gains_vs_last": {}}
     if not picks:
         why = "degenerate or undefined at every layer" if bad else "undefined at every layer"
-        return {**out, "status": "none", "reason": f"every curve is {why} ({', '.join(sorted(undefined))})"}
+        return no_verdict(f"every curve is {why} ({', '.join(sorted(undefined))})", last, undefined)
     layers, counts = np.unique(list(picks.values()), return_counts=True)
     layer = int(layers[counts == counts.max()].max())  # most votes; the deeper of equals
     agreeing = sorted(m for m, p in picks.items() if p == layer)
@@ -206,6 +206,14 @@ def layer_verdict(curves: dict[str, np.ndarray], higher_is_better: dict[str, boo
                   else "the last layer scores 0: no relative gain")
         return {**out, "status": "recommend", "reason": reason}
     return {**out, "status": "recommend", "reason": f"{g:+.0%} over the last layer by {lead}"}
+
+
+def no_verdict(reason: str, last_layer: int | None, undefined=()) -> dict:
+    """The verdict (as :func:`layer_verdict` shapes it) of a model no layer of which can be recommended."""
+    return {"status": "none", "reason": reason, "last_layer": last_layer, "default_layer": None, "picks": {},
+            "undefined": sorted(undefined), "n_metrics": 0, "layer": None, "n_agree": 0, "agreeing": [],
+            "lead": None, "value": None, "last_value": None, "default_value": None, "interval": None,
+            "gain_vs_last": None, "gain_vs_default": None, "gains_vs_last": {}}
 
 
 def _pct(g) -> str:

@@ -385,7 +385,7 @@ def verdicts(con, dataset) -> list[dict]:
 
     Returns ``[{"model", "label", "verdict", "sentence", "n_boot", "heatmap": {param: value} | None,
     "curves": {param: value}}]`` sorted by model."""
-    from .layer_selection import layer_verdict, named_layers, verdict_sentence
+    from .layer_selection import layer_verdict, named_layers, no_verdict, verdict_sentence
 
     choices = layer_choices(con, dataset)
     if not choices:
@@ -404,7 +404,12 @@ def verdicts(con, dataset) -> list[dict]:
         hib = p.get("higher_is_better") or {}
         base = model.removesuffix(" [text]")
         label = labels.get(base, base) + model[len(base):]
-        if not curves:
+        if not curves:  # stored without curves: every one is undefined (degenerate layers)
+            v = no_verdict(p.get("reason") or "no per-layer curve is defined", p.get("last_layer"),
+                           p.get("undefined_curves") or [])
+            out.append({"model": model, "label": label, "verdict": v, "n_boot": None,
+                        "sentence": verdict_sentence(label, v), "heatmap": None,
+                        "curves": {"dataset": dataset, "models": base}})
             continue
         found = _alignment_sources(p, curves, grids, by_id)
         intervals = {m: ((g["best_a"] if is_a else g["best_b"]), g["ci_low"], g["ci_high"])
@@ -474,7 +479,8 @@ def scaling_view(con, dataset, subject) -> dict:
     n = len(p["scores"])
     points = pd.DataFrame({"n_frames": p["n_frames"], "n_captions": p["n_captions"], "score": p["scores"],
                            "degenerate": p.get("degenerate", [False] * n)})
-    points["score"] = points["score"].where(np.isfinite(points["score"]), None)
+    score = pd.to_numeric(points["score"], errors="coerce").astype(float)  # stored NaN comes back as null
+    points["score"] = score.where(np.isfinite(score), None)
     # each point is a grid's best cell: its stored bootstrap interval is the point's error bar
     model_a, model_b, metric = subject.split("|")
     cis = {}
@@ -834,9 +840,10 @@ def scaling_panels(sv: dict, *, title: dict | None = None):
         color = alt.Color(f"{other}:O", title=other_title, scale=alt.Scale(scheme="tableau10"),
                           legend=alt.Legend(orient="bottom", direction="horizontal"))
         # the data's own range (a "nice" log axis would run on to the next power of ten)
-        xs = alt.X(f"{x}:Q", title=x_title, axis=alt.Axis(values=sorted(float(v) for v in pts[x].unique())),
+        budgets = sorted(float(v) for v in pts[x].unique())
+        xs = alt.X(f"{x}:Q", title=x_title, axis=alt.Axis(values=budgets) if budgets else alt.Undefined,
                    scale=alt.Scale(type="log", nice=False, padding=14,
-                                   domain=[float(pts[x].min()), float(pts[x].max())]))
+                                   domain=[budgets[0], budgets[-1]] if budgets else alt.Undefined))
         tips = [alt.Tooltip("n_frames:Q", title="n_f"), alt.Tooltip("n_captions:Q", title="n_c"),
                 alt.Tooltip("score:Q", format=".4g"), alt.Tooltip("ci_low:Q", format=".4g", title="95% CI low"),
                 alt.Tooltip("ci_high:Q", format=".4g", title="95% CI high"), alt.Tooltip("n_boot:Q", title="resamples")]
