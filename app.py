@@ -8,7 +8,7 @@ from pathlib import Path
 
 import streamlit as st
 
-from pages._shared import render_sidebar, store_path, untrained_banner
+from pages._shared import render_sidebar, store_path
 
 HERE = Path(__file__).resolve().parent  # absolute page paths: the entry script may live elsewhere
 
@@ -27,5 +27,4 @@ PAGES = [
 
 nav = st.navigation(PAGES)
 render_sidebar(store_path())
-untrained_banner()  # every page: a store of random-weight models says so before any number
 nav.run()

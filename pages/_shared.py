@@ -138,6 +138,7 @@ def require_store():
                 "--model MCG-NJU/videomae-base\nlayerscope analyze --store data/my.duckdb\n"
                 "layerscope dashboard --store data/my.duckdb", language="bash")
         st.stop()
+    untrained_banner()  # every page starts here: a store of random-weight models says so before any number
     return path
 
 
