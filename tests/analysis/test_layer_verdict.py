@@ -109,3 +109,14 @@ def test_bad_input_names_the_curve():
         layer_verdict({"z": np.zeros(4)}, UP)
     with pytest.raises(ValueError, match="last_layer 7"):
         layer_verdict({"a": np.zeros(4)}, UP, last_layer=7)
+
+
+def test_recommend_layers_never_picks_a_named_layer_and_measures_from_the_last_numbered_one():
+    from analysis.layer_selection import named_layers, recommend_layers
+
+    rec = recommend_layers({"a": ([0, .2, .5, .3, .9], True)}, last_layer=3)
+    p = rec["picks"]["a"]
+    assert (p["layer"], p["final_value"], p["from_final"]) == (2, .3, 1)
+    assert p["relative_depth"] == pytest.approx(2 / 3) and rec["last_layer"] == 3
+    assert named_layers('{"layer_names": {"13": "default", "14": "joint"}}') == {13: "default", 14: "joint"}
+    assert named_layers({}) == {} and named_layers(None) == {} and named_layers("not json") == {}
