@@ -202,8 +202,10 @@ def _dataset_section(con, ds, chosen, references, labels, ov) -> dict:
     prov = views.provenance(con, tuple(used)) if used else {}
     examples = views.items(con, ds).head(3)
     sec["provenance"] = {
-        "runs": prov["runs"].astype(str).to_dict(orient="records") if "runs" in prov else [],
-        "models": ov["models"][ov["models"]["model"].isin(chosen)][["model", "revision", "source", "random_init"]]
+        # display_table: a text run's n_frames is empty, not "None"
+        "runs": views.display_table(prov["runs"]).astype(str).to_dict(orient="records") if "runs" in prov else [],
+        "models": views.display_table(ov["models"][ov["models"]["model"].isin(chosen)][["model", "revision", "source",
+                                                                                         "random_init"]])
         .astype(str).to_dict(orient="records"),
         "settings": {"n_frames": sorted(int(x) for x in runs["n_frames"].dropna().unique()),
                      "n_captions": sorted(int(x) for x in runs["n_captions"].dropna().unique())},
