@@ -180,7 +180,7 @@ def display_table(df: pd.DataFrame) -> pd.DataFrame:
         s = out[col]
         if pd.api.types.is_bool_dtype(s):
             continue
-        if pd.api.types.is_float_dtype(s) or s.dtype == object:
+        if pd.api.types.is_float_dtype(s) or s.dtype == object or pd.api.types.is_string_dtype(s):
             def cell(x):
                 if x is None or (isinstance(x, float) and not np.isfinite(x)) or x is pd.NaT:
                     return ""
@@ -189,7 +189,7 @@ def display_table(df: pd.DataFrame) -> pd.DataFrame:
                 if isinstance(x, (np.integer,)):
                     return str(int(x))
                 return x
-            out[col] = s.map(cell)
+            out[col] = s.astype(object).map(cell)
         elif pd.api.types.is_datetime64_any_dtype(s):
             out[col] = s.map(lambda x: "" if pd.isna(x) else str(x)[:19])
     return out

@@ -57,7 +57,7 @@ def _lines(at):
 
 def test_overview_answers_first_with_a_recommendation_a_tie_and_a_reason(verdict_store, monkeypatch):
     at = app(verdict_store, monkeypatch)
-    assert [s.value for s in at.subheader][0] == "Which layer to use"
+    assert next(s.value for s in at.subheader) == "Which layer to use"
     lines = _lines(at)
     clear = lines["clear (random init)"]
     assert "use layer 2 of 3 — 2 of 2 metrics agree" in clear
@@ -173,3 +173,33 @@ def test_tables_have_no_none_cells(small_demo, monkeypatch):
     at = app(small_demo, monkeypatch)
     for df in at.dataframe:
         assert not df.value.astype(str).isin(["None", "nan", "NaN", "<NA>"]).any().any()
+
+
+# ---------------------------------------------------------------- the pure helpers behind them
+
+
+def test_metric_help_and_chance_come_from_the_registry():
+    from analysis.views import baselines, chance_level, metric_help
+
+    assert chance_level("mutual_knn", 101, {"k": 10}) == pytest.approx(10 / 100)  # k/(N-1)
+    assert chance_level("recall_at_k", 50, {"k": 5}) == pytest.approx(5 / 50)  # k/N
+    assert chance_level("cka", 50, {}) is None and chance_level("mutual_knn", None) is None
+    text = metric_help("mutual_knn", 101, {"k": 10})
+    assert REGISTRY["mutual_knn"].summary in text and "Range [0, 1]" in text and "higher is better" in text
+    assert "k/(N−1) = 0.100 at N=101, k=10" in text
+    assert "Range (−∞, 0]" in metric_help("uniformity") and "lower is better" in metric_help("uniformity")
+    # the upper bound 1 is drawn next to values near it, left to the caption when far off
+    assert (1.0, "upper bound 1") in baselines("mutual_knn", [0.6, 0.95])  # 1 is within a quarter span
+    assert not any("bound" in name for _, name in baselines("mutual_knn", [0.1, 0.2]))
+
+
+def test_tables_for_people_and_plain_numbers_in_url_notes():
+    import pandas as pd
+
+    from analysis.views import choose, display_table
+
+    df = pd.DataFrame({"n_frames": [4.0, None], "score": [0.12345, float("nan")], "name": ["a", None]})
+    out = display_table(df)
+    assert out.to_dict(orient="list") == {"n_frames": ["4", ""], "score": ["0.123", ""], "name": ["a", ""]}
+    msg = choose("banana", [np.int64(1), np.int64(2)], "frames n_f").message
+    assert "showing 1 instead" in msg and "np.int64" not in msg
