@@ -55,9 +55,23 @@ def build_report(con, *, store: str, models=None, references=None, datasets=None
     return report
 
 
+def _verdicts(con, ds, chosen) -> list[dict]:
+    """The report's opening: the same per-model verdicts as the dashboard's Overview
+    (:func:`views.verdicts`), for the chosen models, with the dashboard query of their evidence."""
+    out = []
+    for v in views.verdicts(con, ds):
+        if v["model"].removesuffix(" [text]") not in chosen:
+            continue
+        keep = ("status", "layer", "last_layer", "default_layer", "n_agree", "n_metrics", "agreeing", "lead",
+                "value", "last_value", "default_value", "interval", "gain_vs_last", "gain_vs_default", "reason")
+        out.append({"model": v["model"], "label": v["label"], "sentence": v["sentence"], "n_boot": v["n_boot"],
+                    **{k: v["verdict"][k] for k in keep}, "heatmap_query": v["heatmap"], "curves_query": v["curves"]})
+    return out
+
+
 def _dataset_section(con, ds, chosen, references, labels, ov) -> dict:
     sec = {"dataset": ds, "n_items": int(ov["datasets"].set_index("dataset").loc[ds, "n_items"]),
-           "sections": {}, "omitted": {}, "charts": []}
+           "verdicts": _verdicts(con, ds, chosen), "sections": {}, "omitted": {}, "charts": []}
     runs = ov["runs"][(ov["runs"]["dataset"] == ds) & (ov["runs"]["status"] == "done")]
     text_models = sorted(runs[runs["modality"] == "text"]["model"].unique())
     refs = [r for r in (references or text_models) if r in set(runs["model"])]
@@ -94,9 +108,10 @@ def _dataset_section(con, ds, chosen, references, labels, ov) -> dict:
                 "note": (g.get("flags") or {}).get("best") or ""}
             if c and f"alignment with {ref}" in c["picks"]:
                 sentences.append(describe_pick(labels.get(m, m), c["picks"][f"alignment with {ref}"],
-                                               c["n_layers"], f"alignment with {ref}"))
+                                               c.get("last_layer", c["n_layers"] - 1) + 1, f"alignment with {ref}"))
         if c and "rankme" in c["picks"]:
-            sentences.append(describe_pick(labels.get(m, m), c["picks"]["rankme"], c["n_layers"], "RankMe"))
+            sentences.append(describe_pick(labels.get(m, m), c["picks"]["rankme"], c.get("last_layer", c["n_layers"] - 1) + 1,
+                                           "RankMe"))
         rows.append(entry)
     sec["sections"]["summary"] = {"models": rows, "sentences": sentences}
 
@@ -189,8 +204,10 @@ def _dataset_section(con, ds, chosen, references, labels, ov) -> dict:
     prov = views.provenance(con, tuple(used)) if used else {}
     examples = views.items(con, ds).head(3)
     sec["provenance"] = {
-        "runs": prov["runs"].astype(str).to_dict(orient="records") if "runs" in prov else [],
-        "models": ov["models"][ov["models"]["model"].isin(chosen)][["model", "revision", "source", "random_init"]]
+        # display_table: a text run's n_frames is empty, not "None"
+        "runs": views.display_table(prov["runs"]).astype(str).to_dict(orient="records") if "runs" in prov else [],
+        "models": views.display_table(ov["models"][ov["models"]["model"].isin(chosen)][["model", "revision", "source",
+                                                                                         "random_init"]])
         .astype(str).to_dict(orient="records"),
         "settings": {"n_frames": sorted(int(x) for x in runs["n_frames"].dropna().unique()),
                      "n_captions": sorted(int(x) for x in runs["n_captions"].dropna().unique())},
@@ -305,7 +322,7 @@ def render_html(report: dict) -> str:
              f"<script>{vlc.javascript_bundle()}</script></head><body>",
              f"<h1>{_e(report['title'])}</h1>",
              f"<p class='muted'>Store <code>{_e(report['store'])}</code> · generated {_e(report['generated'])} · "
-             f"LayerScope {_e(report['code_version'])}</p>"]
+             f"LayerScope {_e(report['code_version'])}</p>", _verdicts_html(report)]
     specs = []
     for d in report["datasets"]:
         parts.append(f"<h2>Dataset {_e(d['dataset'])} <span class='muted'>({d['n_items']} items)</span></h2>")
@@ -344,10 +361,30 @@ def render_html(report: dict) -> str:
     return "".join(parts)
 
 
+_MARK = {"recommend": "✅", "last": "✅", "tie": "🟰", "none": "⚠️"}
+
+
+def _verdicts_html(report) -> str:
+    """The opening: which layer to use, per dataset and model (the dashboard Overview's lines)."""
+    out = ["<h2 id='verdicts'>Which layer to use</h2>"]
+    for d in report["datasets"]:
+        if len(report["datasets"]) > 1:
+            out.append(f"<h3>{_e(d['dataset'])}</h3>")
+        if not d.get("verdicts"):
+            out.append("<p class='note'>No layer choice: no per-layer results for this dataset.</p>")
+            continue
+        out.append("<ul>" + "".join(f"<li>{_MARK[v['status']]} {_e(v['sentence'])}</li>" for v in d["verdicts"])
+                   + "</ul>")
+    out.append("<p class='muted'>The layer most label-free metrics pick (layer 0, degenerate and named layers never "
+               "count); under 0.5% from the last layer, or the last layer inside the pick's 95% interval, is a tie. "
+               "The per-metric picks follow in each dataset's summary.</p>")
+    return "".join(out)
+
+
 def _summary_html(summary) -> str:
     if not summary.get("models"):
         return "<p class='note'>No model of the selection has runs on this dataset.</p>"
-    out = ["<h3>Which layer to use</h3><ul>"]
+    out = ["<h3>Per-metric picks</h3><ul>"]
     out += [f"<li>{_e(s)}</li>" for s in summary["sentences"]]
     out.append("</ul><table><tr><th>model</th><th>metric</th><th>recommended layer</th><th>value</th>"
                "<th>final layer value</th><th>layers from final</th></tr>")
@@ -509,6 +546,14 @@ def render_markdown(report: dict) -> str:
     e = views.md_escape
     lines = [f"# {e(report['title'])}", "", f"Store {e(report['store'])}, generated {e(report['generated'])}, "
              f"LayerScope {e(report['code_version'])}.", ""]
+    lines += ["## Which layer to use", ""]
+    for d in report["datasets"]:
+        prefix = f"{e(d['dataset'])}: " if len(report["datasets"]) > 1 else ""
+        for v in d.get("verdicts", []):
+            lines.append(f"- {prefix}{e(v['sentence'])}")
+        if not d.get("verdicts"):
+            lines.append(f"- {prefix}no layer choice (no per-layer results)")
+    lines.append("")
     for d in report["datasets"]:
         lines += [f"## {e(d['dataset'])} ({d['n_items']} items)", ""]
         for s in d["sections"].get("summary", {}).get("sentences", []):

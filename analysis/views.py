@@ -71,7 +71,9 @@ def choose(requested, options, name: str, default=None) -> Choice:
         if str(opt) == str(requested):
             return Choice(opt)
     shown = str(requested)[:60]
-    return Choice(fallback, f"unknown {name} {shown!r} in the link; showing {fallback!r} instead. "
+    # numpy scalars print as np.int64(1) through repr: show the value as the URL would carry it
+    plain = fallback.item() if isinstance(fallback, np.generic) else fallback
+    return Choice(fallback, f"unknown {name} {shown!r} in the link; showing {plain!r} instead. "
                             f"Available: {', '.join(map(str, options[:12]))}{' ...' if len(options) > 12 else ''}")
 
 
@@ -159,6 +161,39 @@ def overview(con, store_path: str = "STORE") -> dict:
                             "command": f"layerscope downstream import results.csv --store {store_path} && "
                                        f"layerscope analyze --store {store_path}"})
     return {"empty": len(runs) == 0, "datasets": datasets, "models": models, "runs": runs, "missing": missing}
+
+
+def untrained_banner(models: list[str], n_models: int) -> str | None:
+    """The warning every page shows when models of the store have random (untrained) weights."""
+    if not models:
+        return None
+    which = "All models" if len(models) == n_models else f"{len(models)} of {n_models} models"
+    return (f"{which} in this store have random, untrained weights ({', '.join(models[:6])}"
+            f"{', …' if len(models) > 6 else ''}): it is a demo or test store, and their scores say nothing "
+            "about the trained models.")
+
+
+def display_table(df: pd.DataFrame) -> pd.DataFrame:
+    """A copy of ``df`` for people: missing values as empty cells (not ``None``/``nan``), floats as
+    :func:`fmt_number` text, whole-number floats (a column with gaps) as integers."""
+    out = df.copy()
+    for col in out.columns:
+        s = out[col]
+        if pd.api.types.is_bool_dtype(s):
+            continue
+        if pd.api.types.is_float_dtype(s) or s.dtype == object or pd.api.types.is_string_dtype(s):
+            def cell(x):
+                if x is None or (isinstance(x, float) and not np.isfinite(x)) or x is pd.NaT:
+                    return ""
+                if isinstance(x, (float, np.floating)):
+                    return str(int(x)) if float(x).is_integer() and abs(x) < 1e15 else fmt_number(x)
+                if isinstance(x, (np.integer,)):
+                    return str(int(x))
+                return x
+            out[col] = s.astype(object).map(cell)
+        elif pd.api.types.is_datetime64_any_dtype(s):
+            out[col] = s.map(lambda x: "" if pd.isna(x) else str(x)[:19])
+    return out
 
 
 def model_labels(con) -> dict[str, str]:
@@ -285,26 +320,146 @@ def layer_choices(con, dataset) -> dict:
     return {s["subject"]: s["payload"] for s in R.read_studies(con, study="layer_choice", dataset=dataset)}
 
 
+def _row_best(grid, layer: int, model_is_a: bool) -> int:
+    """The other model's layer that aligns best with ``layer`` (NaN cells skipped; 0 when none is finite)."""
+    line = np.asarray(grid, dtype=float)[layer] if model_is_a else np.asarray(grid, dtype=float)[:, layer]
+    return int(np.nanargmax(line)) if np.isfinite(line).any() else 0
+
+
+def _alignment_sources(p: dict, curves, grids: list, by_id: dict) -> dict:
+    """``{"alignment with REF": (grid, model is A)}``: the mutual k-NN grid behind each alignment
+    curve of one layer-choice payload (its stored source, else the grid of the payload's run against
+    the reference's largest setting, for payloads written before sources were kept)."""
+    run_id = (p.get("setting") or {}).get("run_id")
+    found = {}
+    for metric in curves:
+        if not metric.startswith("alignment with "):
+            continue
+        ref = metric.removeprefix("alignment with ")
+        g = by_id.get((p.get("sources") or {}).get(metric))
+        if g is None:
+            cands = [g for g in grids if (g["run_a"] == run_id and g["model_b"] == ref)
+                     or (g["run_b"] == run_id and g["model_a"] == ref)]
+            g = max(cands, key=lambda g: ((g["n_frames"] or 0), (g["n_captions"] or 0)), default=None)
+        if g is not None:
+            found[metric] = (g, g["run_a"] == run_id)
+    return found
+
+
+def curve_intervals(con, dataset) -> pd.DataFrame:
+    """The intervals that exist for the layer curves: per model and alignment curve, the 95%
+    bootstrap CI of the mutual k-NN grid's best cell, at that model's best layer (the curve is the
+    row maximum, so its value there is the best cell's). Columns: model, metric, layer, depth, low,
+    high, n_boot. Per-layer profiles have no stored intervals."""
+    choices = layer_choices(con, dataset)
+    grids = R.read_grids(con, dataset=dataset, metric="mutual_knn") if has_table(con, "result_grids") else []
+    by_id = {g["result_id"]: g for g in grids}
+    rows = []
+    for model, p in choices.items():
+        curves = p.get("curves") or {}
+        n = len(next(iter(curves.values()))) if curves else 1
+        last = p.get("last_layer", n - 1)
+        for metric, (g, is_a) in _alignment_sources(p, curves, grids, by_id).items():
+            if g.get("best_a") is None or g.get("ci_low") is None:
+                continue
+            layer = int(g["best_a"] if is_a else g["best_b"])
+            rows.append({"model": model, "metric": metric, "layer": layer, "depth": layer / max(1, last),
+                         "low": float(g["ci_low"]), "high": float(g["ci_high"]), "n_boot": int(g["n_boot"] or 0)})
+    return pd.DataFrame(rows, columns=["model", "metric", "layer", "depth", "low", "high", "n_boot"])
+
+
+def dataset_context(con, dataset) -> dict:
+    """What a chart needs to place baselines: ``n_items`` of the dataset and the analysis ``k``
+    (from its mutual k-NN grids; None when there are none)."""
+    row = con.execute("SELECT n_items FROM datasets WHERE dataset = ?", [dataset]).fetchall()
+    k = None
+    for g in (R.read_grids(con, dataset=dataset, metric="mutual_knn") if has_table(con, "result_grids") else [])[:1]:
+        k = (g.get("params") or {}).get("k")
+    return {"n_items": int(row[0][0]) if row else None, "k": k}
+
+
+def verdicts(con, dataset) -> list[dict]:
+    """Per model of ``dataset``, the layer to use (:func:`analysis.layer_selection.layer_verdict` on
+    the stored layer-choice curves), with the stored 95% interval of each alignment pick (the
+    mutual k-NN grid's best-cell bootstrap CI), the model's ``default`` output when the run stored
+    it, a sentence, and the query parameters of the heatmap and curves views that show the evidence.
+
+    Returns ``[{"model", "label", "verdict", "sentence", "n_boot", "heatmap": {param: value} | None,
+    "curves": {param: value}}]`` sorted by model."""
+    from .layer_selection import layer_verdict, named_layers, no_verdict, verdict_sentence
+
+    choices = layer_choices(con, dataset)
+    if not choices:
+        return []
+    labels = model_labels(con)
+    grids = R.read_grids(con, dataset=dataset, metric="mutual_knn") if has_table(con, "result_grids") else []
+    by_id = {g["result_id"]: g for g in grids}
+    out = []
+    for model, p in sorted(choices.items()):
+        run_id = (p.get("setting") or {}).get("run_id")
+        names = {int(k): n for k, n in (p.get("layer_names") or {}).items()}
+        if not names and run_id and "layer_names" not in p:  # payloads written before layer names were kept
+            row = con.execute("SELECT config FROM runs WHERE run_id = ?", [run_id]).fetchall()
+            names = named_layers(row[0][0]) if row else {}
+        curves = {k: np.asarray(v, dtype=float) for k, v in (p.get("curves") or {}).items()}
+        hib = p.get("higher_is_better") or {}
+        base = model.removesuffix(" [text]")
+        label = labels.get(base, base) + model[len(base):]
+        if not curves:  # stored without curves: every one is undefined (degenerate layers)
+            v = no_verdict(p.get("reason") or "no per-layer curve is defined", p.get("last_layer"),
+                           p.get("undefined_curves") or [])
+            out.append({"model": model, "label": label, "verdict": v, "n_boot": None,
+                        "sentence": verdict_sentence(label, v), "heatmap": None,
+                        "curves": {"dataset": dataset, "models": base}})
+            continue
+        found = _alignment_sources(p, curves, grids, by_id)
+        intervals = {m: ((g["best_a"] if is_a else g["best_b"]), g["ci_low"], g["ci_high"])
+                     for m, (g, is_a) in found.items() if g.get("best_a") is not None and g.get("ci_low") is not None}
+        deg = [int(i) for i in (p.get("degenerate_layers") or {})]
+        n_layers = len(next(iter(curves.values())))
+        last = min(names) - 1 if names and 1 <= min(names) - 1 < n_layers else None
+        default = next((i for i, n in names.items() if n == "default"), None)
+        v = layer_verdict(curves, {m: hib.get(m, True) for m in curves}, last_layer=last, default_layer=default,
+                          degenerate=deg, intervals=intervals)
+        lead = v["lead"] if v["lead"] in found else next((m for m in v["agreeing"] if m in found),
+                                                          next(iter(sorted(found)), None))
+        heat = None
+        if lead is not None:
+            g, is_a = found[lead]
+            layer = v["layer"] if v["layer"] is not None else (g["best_a"] if is_a else g["best_b"]) or 0
+            other = _row_best(g["grid"], layer, is_a)
+            heat = {"dataset": dataset, "a": g["model_a"], "b": g["model_b"], "metric": "mutual_knn",
+                    "nf": str(int(g["n_frames"])) if g["n_frames"] is not None else None,
+                    "nc": str(int(g["n_captions"])) if g["n_captions"] is not None else None,
+                    "la": str(layer if is_a else other), "lb": str(other if is_a else layer)}
+            heat = {k: x for k, x in heat.items() if x is not None}
+        n_boot = found[v["lead"]][0].get("n_boot") if v["lead"] in found and v["interval"] else None
+        out.append({"model": model, "label": label, "verdict": v, "n_boot": n_boot,
+                    "sentence": verdict_sentence(label, v, n_boot=n_boot), "heatmap": heat,
+                    "curves": {"dataset": dataset, "metric": v["lead"] or next(iter(sorted(curves))), "models": base}})
+    return out
+
+
 def alignment_curves_long(choices: dict) -> pd.DataFrame:
     out = []
     for model, p in choices.items():
         for metric, values in p.get("curves", {}).items():
             if not metric.startswith("alignment with"):
                 continue
-            n = len(values)
+            last = p.get("last_layer", len(values) - 1)  # named layers after it fall outside [0, 1]
             for layer, v in enumerate(values):
-                out.append({"model": model, "metric": metric, "layer": layer, "depth": layer / max(1, n - 1),
-                            "value": v})
+                out.append({"model": model, "metric": metric, "layer": layer, "depth": layer / max(1, last),
+                            "value": v if v is not None and np.isfinite(v) else None})
     return pd.DataFrame(out)
 
 
 def recommended_marks(choices: dict) -> pd.DataFrame:
     out = []
     for model, p in choices.items():
-        n = p.get("n_layers", 1)
+        last = p.get("last_layer", p.get("n_layers", 1) - 1)
         for metric, pick in p.get("picks", {}).items():
             out.append({"model": model, "metric": metric, "layer": pick["layer"],
-                        "depth": pick["layer"] / max(1, n - 1), "value": pick["value"]})
+                        "depth": pick["layer"] / max(1, last), "value": pick["value"]})
     return pd.DataFrame(out)
 
 
@@ -325,13 +480,28 @@ def scaling_view(con, dataset, subject) -> dict:
     n = len(p["scores"])
     points = pd.DataFrame({"n_frames": p["n_frames"], "n_captions": p["n_captions"], "score": p["scores"],
                            "degenerate": p.get("degenerate", [False] * n)})
+    score = pd.to_numeric(points["score"], errors="coerce").astype(float)  # stored NaN comes back as null
+    points["score"] = score.where(np.isfinite(score), None)
+    # each point is a grid's best cell: its stored bootstrap interval is the point's error bar
+    model_a, model_b, metric = subject.split("|")
+    cis = {}
+    for g in R.read_grids(con, dataset=dataset, metric=metric) if has_table(con, "result_grids") else []:
+        if (g["model_a"], g["model_b"]) == (model_a, model_b) and g.get("ci_low") is not None:
+            cis[(float(g["n_frames"] or 0), float(g["n_captions"] or 0))] = (g["ci_low"], g["ci_high"], g["n_boot"])
+    got = [cis.get((float(f), float(c)), (None, None, None)) for f, c in zip(points["n_frames"], points["n_captions"])]
+    points["ci_low"], points["ci_high"] = [x[0] for x in got], [x[1] for x in got]
+    points["n_boot"] = [x[2] for x in got]
+    row = con.execute("SELECT n_items FROM datasets WHERE dataset = ?", [dataset]).fetchall()
+    n_items = int(row[0][0]) if row else None
     hib = p.get("higher_is_better") is not False
     forms = {f["form"]: f for f in p.get("forms", [])}
     drawn = p.get("drawn") or ("saturating" if p.get("fit") else None)
     out = {"points": points, "error": p.get("error"), "fit": p.get("fit"), "forms": p.get("forms", []),
            "intervals": p.get("intervals"), "params": s["params"], "drawn": drawn, "notes": p.get("notes", []),
            "status": (p.get("fit") or {}).get("status"), "reason": (p.get("fit") or {}).get("reason"),
-           "intervals_detail": p.get("intervals_detail")}
+           "intervals_detail": p.get("intervals_detail"), "metric": metric, "n_items": n_items,
+           "intervals_n_boot": p.get("intervals_n_boot"),
+           "chance": chance_level(metric, n_items, {k: v for k, v in s["params"].items() if k != "n_boot"})}
     draw = forms.get(drawn, {}) if drawn != "saturating" else {"params": (p.get("fit") or {}).get("params")}
     if p.get("fit") and draw.get("params"):
         good = points[~points["degenerate"]]
@@ -480,6 +650,37 @@ def provenance(con, run_ids=()) -> dict:
 def metric_direction(metric: str) -> str:
     hib = REGISTRY[metric].higher_is_better
     return {True: "higher is better", False: "lower is better", None: "no preferred direction"}[hib]
+
+
+def chance_level(metric: str, n_items: int | None, params: dict | None = None) -> float | None:
+    """The metric's expected value on unrelated spaces (registry ``chance``, e.g. mutual k-NN's
+    k/(N−1)) for ``n_items`` items and the stored parameters; None where none is defined."""
+    spec = REGISTRY.get(metric)
+    if spec is None or spec.chance is None or not n_items or n_items < 2:
+        return None
+    known = spec.params
+    return float(spec.chance(int(n_items), **spec.resolve(**{k: v for k, v in (params or {}).items() if k in known})))
+
+
+def metric_help(metric: str, n_items: int | None = None, params: dict | None = None) -> str:
+    """One paragraph on a registered metric, from the registry: what it measures, its range, its
+    direction and its chance level (at ``n_items`` and ``params`` when given), and its reference."""
+    spec = REGISTRY.get(metric)
+    if spec is None:
+        return ""
+    lo, hi = spec.bounds
+    rng = f"{'(−∞' if lo is None else f'[{lo:g}'}, {'∞)' if hi is None else f'{hi:g}]'}"
+    text = (f"{metric}: {spec.summary}. Range {rng}; "
+            f"{metric_direction(metric)}.")
+    if spec.chance is not None:
+        formula = {"mutual_knn": "k/(N−1)", "recall_at_k": "k/N", "mean_ap": "H_N/N", "median_rank": "(N+1)/2"}
+        c = chance_level(metric, n_items, params)
+        at = ", ".join(f"{k}={v}" for k, v in (params or {}).items() if k in spec.params)
+        text += (f" Chance (unrelated spaces): {formula.get(metric, 'defined')}"
+                 + (f" = {fmt_number(c)} at N={n_items}{', ' + at if at else ''}." if c is not None else "."))
+    if spec.reference:
+        text += f" Reference: {spec.reference}."
+    return text
 
 
 def report_data(con, store_path: str) -> dict:
@@ -693,3 +894,237 @@ def map_command(store_path: str, dataset: str, model: str, layer, side: str = "a
     if side != "auto":
         parts += ["--side", side]
     return " ".join(shlex.quote(str(x)) for x in parts)
+
+
+# ---------------------------------------------------------------- charts (Altair specs; pages render them)
+
+
+def _alt():
+    import altair as alt  # only pages and reports draw
+
+    return alt
+
+
+def chart_title(text: str, *, dataset: str | None = None, details=(), labels: dict | None = None,
+                models=()) -> dict:
+    """A self-describing chart title: the text, then the dataset, budgets and other details, and
+    "(random init)" on models with random weights, so an exported PNG/SVG says what it shows."""
+    sub = [f"dataset {dataset}"] if dataset else []
+    sub += [d for d in details if d]
+    untrained = [m for m in models if (labels or {}).get(m, m).endswith("(random init)")]
+    if untrained:
+        sub.append(f"random init (untrained weights): {', '.join(untrained)}")
+    return {"text": text, "subtitle": sub, "anchor": "start"}  # one subtitle line each: exports stay narrow
+
+
+def baselines(metric: str, values, *, n_items=None, params=None, chance_label: str | None = None) -> list:
+    """Reference levels worth drawing for ``metric`` next to ``values``: its chance level (registry
+    ``chance``) and the bounds of its range that lie near the data (within a quarter of the data's
+    span), as ``[(level, label)]``. A bound far off the data is said in the caption, not drawn."""
+    v = np.asarray([x for x in values if x is not None and np.isfinite(x)], dtype=float)
+    out = []
+    c = chance_level(metric, n_items, params)
+    if c is not None:
+        out.append((c, chance_label or f"chance {fmt_number(c)}"))
+    spec = REGISTRY.get(metric)
+    if spec is not None and len(v):
+        span = max(float(np.ptp(v)), 1e-12)
+        for b, name in zip(spec.bounds, ("lower bound", "upper bound")):
+            if b is not None and v.min() - span / 4 <= b <= v.max() + span / 4:
+                out.append((float(b), f"{name} {b:g}"))
+    return out
+
+
+def curves_chart(data: pd.DataFrame, metric: str, *, labels: dict, marks: pd.DataFrame | None = None,
+                 intervals: pd.DataFrame | None = None, rules=(), title: dict | None = None, height: int = 380):
+    """Per-layer curves on relative depth: one line per model (legend by model label, "(random
+    init)" included), the recommended layers as diamonds, flagged values ringed, stored intervals
+    as error bars, and reference rules (chance, bounds) dashed."""
+    alt = _alt()
+    d = data.assign(model=data["model"].map(lambda m: labels.get(m, m)))
+    tips = ["model", "layer", alt.Tooltip("value:Q", format=".4g")] + (["note"] if "note" in d else [])
+    x = alt.X("depth:Q", title="relative depth (0 = embeddings, 1 = last layer)", scale=alt.Scale(domain=[0, 1]))
+    y = alt.Y("value:Q", title=metric, scale=alt.Scale(zero=False))
+    color = alt.Color("model:N", title="model")
+    layers = [alt.Chart(d).mark_line().encode(x=x, y=y, color=color, tooltip=tips),
+              alt.Chart(d).mark_point(filled=True, size=40).encode(x=x, y=y, color="model:N",
+                                                                     tooltip=tips)]
+    if intervals is not None and len(intervals):
+        iv = intervals.assign(model=intervals["model"].map(lambda m: labels.get(m, m)))
+        layers.append(alt.Chart(iv).mark_rule(strokeWidth=2).encode(
+            x="depth:Q", y="low:Q", y2="high:Q", color="model:N",
+            tooltip=["model", "layer", alt.Tooltip("low:Q", format=".4g", title="95% CI low"),
+                     alt.Tooltip("high:Q", format=".4g", title="95% CI high"), alt.Tooltip("n_boot:Q", title="resamples")]))
+    if marks is not None and len(marks):
+        mk = marks.assign(model=marks["model"].map(lambda m: labels.get(m, m)))
+        layers.append(alt.Chart(mk).mark_point(size=180, shape="diamond", filled=True).encode(
+            x="depth:Q", y="value:Q", color="model:N", tooltip=["model", "layer", "metric"]))
+    if "flagged" in d:
+        flagged = d[d["flagged"] & d["value"].notna()]
+        if len(flagged):  # a value that needs a note (collapsed layer, duplicates merged) is ringed
+            layers.append(alt.Chart(flagged).mark_point(size=260, shape="circle", color="#d62728", filled=False)
+                          .encode(x="depth:Q", y="value:Q", tooltip=["model", "layer", "value", "note"]))
+    if rules:
+        df = pd.DataFrame([{"value": float(v), "baseline": name} for v, name in rules])
+        layers.append(alt.Chart(df).mark_rule(strokeDash=[5, 4], color="#6e7781").encode(
+            y="value:Q", tooltip=["baseline", alt.Tooltip("value:Q", format=".4g")]))
+        layers.append(alt.Chart(df).mark_text(align="left", dx=4, dy=-6, color="#57606a", fontSize=11).encode(
+            y="value:Q", x=alt.value(0), text="baseline:N"))
+    chart = alt.layer(*layers).properties(height=height)
+    return chart.properties(title=title) if title else chart
+
+
+def budget_text(data: pd.DataFrame, choices: dict, models) -> str:
+    """The test-time budgets behind a curve chart, e.g. "each model at its largest budget: n_f 4, n_c 4"."""
+    nf, nc = set(), set()
+    if "n_frames" in data:
+        nf |= {int(x) for x in data["n_frames"].dropna()}
+        nc |= {int(x) for x in data["n_captions"].dropna()}
+    else:
+        for m in models:
+            st = (choices.get(m) or {}).get("setting") or {}
+            nf |= {int(st["n_frames"])} if st.get("n_frames") is not None else set()
+            nc |= {int(st["n_captions"])} if st.get("n_captions") is not None else set()
+    parts = ([f"n_f {', '.join(map(str, sorted(nf)))}"] if nf else []) + (
+        [f"n_c {', '.join(map(str, sorted(nc)))}"] if nc else [])
+    return f"each model at its largest budget: {'; '.join(parts)}" if parts else ""
+
+
+def uncertainty_text(intervals: pd.DataFrame, is_alignment: bool, n_items) -> str:
+    """What the curve chart shows of uncertainty, and what was not computed."""
+    on = f" on all {n_items} items" if n_items else ""
+    if is_alignment and len(intervals):
+        boots = sorted({int(b) for b in intervals["n_boot"]})
+        return (f"Error bars: the 95% bootstrap interval of the grid's best cell ({', '.join(map(str, boots))} item "
+                "resamples), at each model's best layer. Other layers' values are point estimates"
+                f"{on}: no per-layer interval was computed.")
+    if is_alignment:
+        return (f"No interval is drawn: the best cells' bootstrap was off (`--bootstrap 0`) or undefined; values are "
+                f"point estimates{on}.")
+    return f"Values are point estimates{on}: per-layer profiles have no stored intervals, so none is drawn."
+
+
+def export_name(kind: str, dataset: str, *parts) -> str:
+    """A file name stem for downloads that says what they hold: ``curves_DATASET_METRIC`` (unsafe
+    characters replaced)."""
+    stem = "_".join(str(x) for x in (kind, dataset, *parts) if x not in (None, ""))
+    return re.sub(r"[^A-Za-z0-9._=-]+", "-", stem).strip("-")[:150]
+
+
+def scaling_panels(sv: dict, *, title: dict | None = None):
+    """The two scaling panels of :func:`scaling_view` — score against n_f (one colour per n_c) and
+    against n_c (one colour per n_f) — as separate charts, so each has its own colour scale and
+    legend and each fits its column. Points carry their best cell's stored 95% bootstrap interval as
+    an error bar; the drawn law's curves, the chance level, the fitted ceiling S∞ (when the fit is
+    trusted) and bounds near the data are drawn. Returns ``(panel_frames, panel_captions, export)``,
+    ``export`` being both stacked with independent colours and the title, for PNG/SVG."""
+    alt = _alt()
+    pts = sv["points"][sv["points"]["score"].notna()]
+    fit = sv.get("fit") or {}
+    rules = []
+    if sv.get("chance") is not None:
+        rules.append((sv["chance"], "chance"))
+    s_inf = (fit.get("params") or {}).get("s_inf")
+    if s_inf is not None and sv.get("status") in (None, "ok"):
+        rules.append((s_inf, f"fitted ceiling S∞ {fmt_number(s_inf)}"))
+    rules += [r for r in baselines(sv.get("metric", ""), pts["score"]) if "bound" in r[1]]
+    panels = []
+    for x, other, x_title, other_title, curve in (
+            ("n_frames", "n_captions", "frames n_f", "n_c", sv.get("curve_vs_frames")),
+            ("n_captions", "n_frames", "captions n_c", "n_f", sv.get("curve_vs_captions"))):
+        color = alt.Color(f"{other}:O", title=other_title, scale=alt.Scale(scheme="tableau10"),
+                          legend=alt.Legend(orient="bottom", direction="horizontal"))
+        # the data's own range (a "nice" log axis would run on to the next power of ten)
+        budgets = sorted(float(v) for v in pts[x].unique())
+        xs = alt.X(f"{x}:Q", title=x_title, axis=alt.Axis(values=budgets) if budgets else alt.Undefined,
+                   scale=alt.Scale(type="log", nice=False, padding=14,
+                                   domain=[budgets[0], budgets[-1]] if budgets else alt.Undefined))
+        tips = [alt.Tooltip("n_frames:Q", title="n_f"), alt.Tooltip("n_captions:Q", title="n_c"),
+                alt.Tooltip("score:Q", format=".4g"), alt.Tooltip("ci_low:Q", format=".4g", title="95% CI low"),
+                alt.Tooltip("ci_high:Q", format=".4g", title="95% CI high"), alt.Tooltip("n_boot:Q", title="resamples")]
+        layers = [alt.Chart(pts).mark_point(filled=True, size=70).encode(
+            x=xs, y=alt.Y("score:Q", title=sv.get("metric") or "score", scale=alt.Scale(zero=False)), color=color,
+            tooltip=tips)]
+        bars = pts[pts["ci_low"].notna()]
+        if len(bars):
+            layers.append(alt.Chart(bars).mark_rule().encode(x=f"{x}:Q", y="ci_low:Q", y2="ci_high:Q", color=color))
+        if curve is not None and len(curve):
+            layers.append(alt.Chart(curve).mark_line().encode(
+                x=f"{x}:Q", y="score:Q", color=color,
+                tooltip=[alt.Tooltip("n_frames:Q", format=".3g", title="n_f"),
+                         alt.Tooltip("n_captions:Q", format=".3g", title="n_c"),
+                         alt.Tooltip("score:Q", format=".4g", title="law")]))
+        if rules:
+            df = pd.DataFrame([{"score": float(v), "baseline": n} for v, n in rules])
+            layers.append(alt.Chart(df).mark_rule(strokeDash=[5, 4], color="#6e7781").encode(
+                y="score:Q", tooltip=["baseline", alt.Tooltip("score:Q", format=".4g")]))
+            layers.append(alt.Chart(df).mark_text(align="left", dx=4, dy=-6, color="#57606a", fontSize=11).encode(
+                y="score:Q", x=alt.value(0), text="baseline:N"))
+        panels.append(alt.layer(*layers).properties(height=240))
+    export = alt.vconcat(*(p.properties(width=520) for p in panels)).resolve_scale(color="independent")
+    return panels[0], panels[1], (export.properties(title=title) if title else export)
+
+
+def scaling_uncertainty_text(sv: dict) -> str:
+    """What the scaling panels show of uncertainty and baselines, and what was not computed."""
+    pts = sv["points"]
+    with_ci = pts["ci_low"].notna().sum() if "ci_low" in pts else 0
+    boots = sorted({int(b) for b in pts.get("n_boot", pd.Series(dtype=float)).dropna()})
+    parts = []
+    if with_ci:
+        parts.append(f"Error bars: each point's 95% bootstrap interval (its grid's best cell, {', '.join(map(str, boots))} "
+                     f"item resamples; {with_ci} of {len(pts)} points).")
+    else:
+        parts.append("No error bars: the grids' bootstrap was off or undefined.")
+    if sv.get("intervals"):
+        parts.append(f"The parameter intervals in the table come from {sv.get('intervals_n_boot') or 'the'} refits on "
+                     "item resamples; no band is drawn around the curve (per-parameter intervals do not make one).")
+    if sv.get("chance") is not None:
+        parts.append(f"Chance (unrelated spaces) = {fmt_number(sv['chance'])} at N = {sv['n_items']}.")
+    if (sv.get("fit") or {}).get("params") and sv.get("status") not in (None, "ok"):
+        parts.append("S∞ is not drawn: the fit cannot determine it here.")
+    return " ".join(parts)
+
+
+def budget_lists(points: pd.DataFrame) -> list[str]:
+    """``["n_f 1, 2, 4", "n_c 1, 2"]``: the budgets a scaling chart spans."""
+    return [f"{name} {', '.join(str(int(x)) for x in sorted(points[col].dropna().unique()))}"
+            for col, name in (("n_frames", "n_f"), ("n_captions", "n_c")) if col in points]
+
+
+def model_map_charts(mv: dict, *, labels: dict, title: dict | None = None):
+    """The model map's two charts: the similarity matrix (values written in the cells while the
+    matrix is small enough to read) and the 2-D map with one shape per modality, one colour per
+    cluster, and equal scales on both axes (a distance on the map means the same either way).
+    Model names carry "(random init)". Returns ``(matrix, map)``."""
+    alt = _alt()
+    cells = mv["cells"].assign(model_a=mv["cells"]["model_a"].map(lambda m: labels.get(m, m)),
+                               model_b=mv["cells"]["model_b"].map(lambda m: labels.get(m, m)))
+    order = [labels.get(m, m) for m in mv["order"]]
+    base = alt.Chart(cells).encode(x=alt.X("model_b:N", sort=order, title=None),
+                                   y=alt.Y("model_a:N", sort=order, title=None))
+    heat = base.mark_rect().encode(color=alt.Color("similarity:Q", scale=alt.Scale(scheme="viridis"),
+                                                   title="mutual k-NN"),
+                                   tooltip=["model_a", "model_b", alt.Tooltip("similarity:Q", format=".3f")])
+    if len(order) <= 10:
+        heat = heat + base.mark_text(fontSize=11).encode(
+            text=alt.Text("similarity:Q", format=".2f"),
+            color=alt.condition(alt.datum.similarity > 0.5 * float(cells["similarity"].max() or 1),
+                                alt.value("black"), alt.value("white")))
+    coords = mv["coords"].assign(model=mv["coords"]["model"].map(lambda m: labels.get(m, m)))
+    half = max(float(np.ptp(coords["x"])), float(np.ptp(coords["y"])), 1e-9) / 2 * 1.25
+    cx, cy = float(coords["x"].mean()) if len(coords) else 0.0, float(coords["y"].mean()) if len(coords) else 0.0
+    sx = alt.Scale(domain=[cx - half, cx + half], nice=False, zero=False)
+    sy = alt.Scale(domain=[cy - half, cy + half], nice=False, zero=False)
+    points = alt.Chart(coords).mark_point(filled=True, size=220, opacity=0.9).encode(
+        x=alt.X("x:Q", title="MDS 1", scale=sx), y=alt.Y("y:Q", title="MDS 2", scale=sy),
+        color=alt.Color("cluster:N", title="cluster"), shape=alt.Shape("modality:N", title="modality"),
+        tooltip=["model", "modality", "cluster"])
+    names = points.mark_text(dy=-16, fontSize=11).encode(text="model:N", shape=alt.value("circle"))
+    side = 380
+    matrix = heat.properties(width=side, height=side)
+    mapped = (points + names).properties(width=side, height=side)  # square, same domain span: equal scales
+    if title:
+        matrix = matrix.properties(title=title)
+        mapped = mapped.properties(title={**title, "text": "2-D map (classical MDS of 1 − similarity)"})
+    return matrix, mapped

@@ -110,19 +110,26 @@ def download_data(df, name: str, label: str = "Download data (CSV)"):
                        key=f"dl_{name}")
 
 
+@st.cache_data(show_spinner=False, max_entries=64)
+def _chart_files(spec: str) -> tuple[bytes, bytes]:
+    """SVG and PNG of a Vega-Lite spec, rendered once per spec (not on every rerun of the page)."""
+    import vl_convert as vlc
+
+    return vlc.vegalite_to_svg(spec).encode(), vlc.vegalite_to_png(spec, scale=2)
+
+
 def download_chart(chart, name: str):
     """PNG and SVG of a chart when vl-convert is installed (it renders offline)."""
     try:
-        import vl_convert as vlc
+        import vl_convert  # noqa: F401 - exports only where it is installed
     except ImportError:
         return
     spec = chart.to_json()
     cols = st.columns(2)
     try:
-        cols[0].download_button("Chart (SVG)", vlc.vegalite_to_svg(spec).encode(), file_name=f"{name}.svg",
-                                mime="image/svg+xml", key=f"svg_{name}")
-        cols[1].download_button("Chart (PNG)", vlc.vegalite_to_png(spec, scale=2), file_name=f"{name}.png",
-                                mime="image/png", key=f"png_{name}")
+        svg, png = _chart_files(spec)
+        cols[0].download_button("Chart (SVG)", svg, file_name=f"{name}.svg", mime="image/svg+xml", key=f"svg_{name}")
+        cols[1].download_button("Chart (PNG)", png, file_name=f"{name}.png", mime="image/png", key=f"png_{name}")
     except Exception as exc:  # a chart vl-convert cannot render still shows in the page
         st.caption(md_escape(f"chart export unavailable: {exc}"))
 
@@ -138,6 +145,7 @@ def require_store():
                 "--model MCG-NJU/videomae-base\nlayerscope analyze --store data/my.duckdb\n"
                 "layerscope dashboard --store data/my.duckdb", language="bash")
         st.stop()
+    untrained_banner()  # every page starts here: a store of random-weight models says so before any number
     return path
 
 
@@ -153,6 +161,23 @@ def dataset_picker():
     if ov.get("empty"):
         require_results("runs", False)
     return pick("Dataset", list(ov["datasets"]["dataset"]), param="dataset", container=st.sidebar)
+
+
+def untrained_banner():
+    """A banner on every page when models of the store have random (untrained) weights."""
+    path = store_path()
+    if not os.path.exists(path):
+        return
+    try:
+        ov = cached("overview", path, store_stamp(path), path, _wait=_wait(path))
+    except Exception:  # noqa: BLE001 - a busy, damaged or older store is explained by the page itself
+        return
+    if ov.get("empty") or "models" not in ov:
+        return
+    models = list(ov["models"].loc[ov["models"]["random_init"].astype(bool), "model"])
+    text = views.untrained_banner(models, len(ov["models"]))
+    if text:
+        st.warning(md_escape(text), icon="🧪")
 
 
 def render_sidebar(path: str):

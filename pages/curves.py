@@ -1,4 +1,3 @@
-import altair as alt
 import streamlit as st
 
 from analysis import views
@@ -6,8 +5,8 @@ from analysis.views import md_escape
 from pages._shared import dataset_picker, download_chart, download_data, require_results, require_store, view
 
 st.title("Layer curves")
-st.caption("Per-layer metrics on relative depth (0 = embeddings, 1 = last layer); dots mark the layer each "
-           "metric recommends.")
+st.caption("Per-layer metrics on relative depth (0 = embeddings, 1 = last layer); diamonds mark the layer each "
+           "metric recommends, dashed rules the chance level and bounds near the data.")
 require_store()
 dataset = dataset_picker()
 prof = view("profiles_long", dataset)
@@ -29,45 +28,48 @@ data = curves[curves["metric"] == metric] if metric in set(curves["metric"]) els
 if data.empty:
     st.info("No model has this curve.")
     st.stop()
-line = alt.Chart(data).mark_line(point=True).encode(
-    x=alt.X("depth:Q", title="relative depth", scale=alt.Scale(domain=[0, 1])), y=alt.Y("value:Q", title=metric),
-    color=alt.Color("model:N"), tooltip=["model", "layer", alt.Tooltip("value:Q", format=".4f")]
-    + (["note"] if "note" in data else []))
-layers = [line]
-if len(marks):
-    m = marks[marks["metric"] == metric]
-    if len(m):
-        layers.append(alt.Chart(m).mark_point(size=180, shape="diamond", filled=True).encode(
-            x="depth:Q", y="value:Q", color="model:N", tooltip=["model", "layer", "metric"]))
-if "flagged" in data:
-    flagged = data[data["flagged"] & data["value"].notna()]
-    if len(flagged):  # a value that needs a note (collapsed layer, duplicates merged) is ringed
-        layers.append(alt.Chart(flagged).mark_point(size=260, shape="circle", color="#d62728", filled=False).encode(
-            x="depth:Q", y="value:Q", tooltip=["model", "layer", "value", "note"]))
-chart = alt.layer(*layers).properties(height=380)
+ctx = view("dataset_context", dataset)
+is_alignment = metric.startswith("alignment with ")
+base_metric = "mutual_knn" if is_alignment else metric  # an alignment curve is a mutual k-NN row maximum
+params = {"k": ctx["k"]} if ctx["k"] else None
+rules = views.baselines(base_metric, data["value"], n_items=ctx["n_items"], params=params,
+                        chance_label="chance k/(N−1)" if base_metric == "mutual_knn" else None)
+intervals = view("curve_intervals", dataset)
+intervals = intervals[intervals["model"].isin(chosen) & (intervals["metric"] == metric)]
+shown = sorted(data["model"].unique())
+budgets = views.budget_text(data, choices, shown)
+title = views.chart_title(f"{metric} per layer", dataset=dataset, details=[budgets], labels=labels, models=shown)
+m = marks[marks["metric"] == metric] if len(marks) else marks
+chart = views.curves_chart(data, metric, labels=labels, marks=m, intervals=intervals, rules=rules, title=title)
 st.altair_chart(chart, width="stretch", key="curves_chart")
 for line in views.flag_lines(data):  # ringed points and missing values, each note said once
     st.caption(md_escape(line))
-st.caption(md_escape(views.metric_direction(metric)) if metric in views.REGISTRY else "higher is better (row maximum of the "
-           "mutual k-NN grid: each layer's best alignment with the reference)")
-download_data(data, f"curves_{metric}")
-download_chart(chart, f"curves_{metric}")
-st.subheader("Recommended layers")
+help_text = views.metric_help(base_metric, ctx["n_items"], params)
+if is_alignment:
+    help_text = (f"{metric}: each layer's best mutual k-NN with any layer of the reference (the row maximum of the "
+                 f"grid; diamonds mark each model's pick). {help_text} A maximum over many layers sits a little "
+                 "above chance even for unrelated spaces.")
+st.caption(md_escape(help_text))
+st.caption(md_escape(views.uncertainty_text(intervals, is_alignment, ctx["n_items"])))
+stem = views.export_name("curves", dataset, metric)
+download_data(data.assign(model=data["model"].map(lambda x: labels.get(x, x))), stem)
+download_chart(chart, stem)
+st.subheader("Which layer to use")
+for v in view("verdicts", dataset):
+    if v["model"] in chosen:
+        st.markdown(md_escape(v["sentence"]))
+st.subheader("Each metric's pick")
 rows = []
 for model, p in choices.items():
     if model not in chosen:
         continue
+    last = p.get("last_layer", p["n_layers"] - 1)
     for metric_name, pick_ in p["picks"].items():
         rows.append({"model": labels.get(model, model), "metric": metric_name, "layer": pick_["layer"],
-                     "of": p["n_layers"] - 1, "from final": pick_["from_final"],
-                     "final layer shortfall": pick_.get("final_shortfall")})
+                     "last layer": last, "layers before the last": pick_["from_final"],
+                     "last layer shortfall": f"{round(pick_['final_shortfall'], 4) + 0.0:.1%}"
+                     if pick_.get("final_shortfall") is not None else ""})
 if rows:
     import pandas as pd
 
-    st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch")
-    for model, p in choices.items():
-        a = p["agreement"]
-        if model in chosen:
-            st.markdown(f"- **{md_escape(labels.get(model, model))}**: layer {a['modal_layer']} is picked by "
-                        f"{a['share_agreeing']:.0%} of {a['n_metrics']} metrics; picks spread over "
-                        f"{a['depth_spread']:.2f} of the depth.")
+    st.dataframe(views.display_table(pd.DataFrame(rows)), hide_index=True, width="stretch")

@@ -65,7 +65,9 @@ if ok:
                f"better results; here it goes with {'better' if row.get('better') else 'worse'} results.")
 if len(dv["curves"]):
     st.subheader("Which layer's score predicts each task")
-    curve = alt.Chart(dv["curves"]).mark_line(point=True).encode(
+    curve = alt.Chart(dv["curves"]).encode(
         x=alt.X("depth:Q", title="relative depth"), y=alt.Y("r:Q", title="Pearson R"), color="task:N",
-        strokeDash="curve:N", tooltip=["task", "curve", "depth", "r"])
+        tooltip=["task", "curve", "depth", "r"])
+    # dashes on the line layer only: a line with point=True draws its legend as dots, hiding the dash style
+    curve = curve.mark_line().encode(strokeDash="curve:N") + curve.mark_point(filled=True, size=30)
     st.altair_chart(curve.properties(height=300), width="stretch", key="downstream_curve")

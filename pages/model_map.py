@@ -1,6 +1,6 @@
-import altair as alt
 import streamlit as st
 
+from analysis import views
 from analysis.views import md_escape, model_map_view
 from pages._shared import dataset_picker, download_chart, download_data, require_results, require_store, view
 
@@ -13,20 +13,23 @@ payload = view("study", "model_map", dataset)
 require_results("model map", payload is not None)
 
 mv = model_map_view(payload)
-heat = alt.Chart(mv["cells"]).mark_rect().encode(
-    x=alt.X("model_b:N", sort=mv["order"], title=None), y=alt.Y("model_a:N", sort=mv["order"], title=None),
-    color=alt.Color("similarity:Q", scale=alt.Scale(scheme="viridis")),
-    tooltip=["model_a", "model_b", alt.Tooltip("similarity:Q", format=".3f")]).properties(height=380)
-scatter = alt.Chart(mv["coords"]).mark_circle(size=220).encode(
-    x=alt.X("x:Q", title=None), y=alt.Y("y:Q", title=None), color="cluster:N", shape="modality:N",
-    tooltip=["model", "modality", "cluster"])
-labels = scatter.mark_text(dy=-14).encode(text="model:N")
+labels = view("model_labels")
+budgets = sorted({f"n_f {v['n_frames']}" for v in payload["settings"].values() if v.get("n_frames")}
+                 | {f"n_c {v['n_captions']}" for v in payload["settings"].values() if v.get("n_captions")})
+title = views.chart_title("Best-layer mutual k-NN between models", dataset=dataset,
+                          details=["each model at its largest budget: " + ", ".join(budgets)] if budgets else [],
+                          labels=labels, models=payload["models"])
+heat, scatter = views.model_map_charts(mv, labels=labels, title=title)
 c1, c2 = st.columns(2)
-c1.altair_chart(heat, width="stretch", key="map_heat")
-c2.altair_chart((scatter + labels).properties(height=380), width="stretch", key="map_scatter")
+c1.altair_chart(heat, width="content", key="map_heat")
+c2.altair_chart(scatter, width="content", key="map_scatter")
+st.caption("Shapes: modality; colours: clusters. Both map axes share one scale, so distances read the same in any "
+           "direction. No intervals: each similarity is the best layer pair's value on all items.")
 if payload.get("undefined_pairs"):
     st.warning("No layer pair of these models could be scored (degenerate layers); they are placed as unrelated "
                "(similarity 0) on the map: " + md_escape("; ".join(
                    f"{' × '.join(p['models'])}: {p['reason']}" for p in payload["undefined_pairs"])))
-download_data(mv["cells"], "model_similarity")
-download_chart(heat, "model_map")
+stem = views.export_name("model_map", dataset, "mutual_knn")
+download_data(mv["cells"].assign(model_a=mv["cells"]["model_a"].map(lambda m: labels.get(m, m)),
+                                 model_b=mv["cells"]["model_b"].map(lambda m: labels.get(m, m))), stem)
+download_chart(heat, stem)

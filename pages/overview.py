@@ -1,6 +1,6 @@
 import streamlit as st
 
-from analysis.views import md_escape
+from analysis.views import display_table, md_escape
 from pages._shared import download_data, report_files, require_store, store_path, view
 
 st.title("LayerScope")
@@ -12,6 +12,32 @@ if ov.get("empty"):
             "or try `layerscope demo`.")
     st.stop()
 
+# the answer first: per dataset and model, the layer to use (or a tie, or why none), each with the
+# views that show the evidence
+_ICON = {"recommend": "✅", "last": "✅", "tie": "🟰", "none": "⚠️"}
+st.subheader("Which layer to use")
+st.caption("Per model: the layer most label-free metrics pick (layer 0, degenerate layers and named layers never "
+           "count), how many agree, its 95% interval where one was computed, and its gain over the last layer "
+           "and over the model's own default output when stored. Under 0.5% apart, or the last layer inside the "
+           "pick's interval, is a tie.")
+for ds in list(ov["datasets"]["dataset"]):
+    found = view("verdicts", ds)
+    if len(ov["datasets"]) > 1:
+        st.markdown(f"**{md_escape(ds)}**")
+    if not found:
+        st.caption(md_escape(f"{ds}: no layer choice yet (needs per-layer results: `layerscope analyze`)."))
+        continue
+    for i, v in enumerate(found):
+        line, links = st.columns([5, 2], vertical_alignment="center")
+        line.markdown(f"{_ICON[v['verdict']['status']]} {md_escape(v['sentence'])}")
+        with links:
+            c_heat, c_curve = st.columns(2)
+            if v["heatmap"]:
+                c_heat.page_link("pages/heatmap.py", label="heatmap", icon="🟩", query_params=v["heatmap"],
+                                 help="the mutual k-NN grid with this layer selected")
+            c_curve.page_link("pages/curves.py", label="curves", icon="📈", query_params=v["curves"],
+                              help=md_escape(f"the curve of {v['verdict']['lead'] or 'this model'} per layer"))
+
 c1, c2, c3 = st.columns(3)
 c1.metric("Datasets", len(ov["datasets"]))
 c2.metric("Models", len(ov["models"]))
@@ -19,14 +45,14 @@ done = (ov["runs"]["status"] == "done").sum()
 c3.metric("Runs done", f"{done} / {len(ov['runs'])}")
 
 st.subheader("Datasets")
-st.dataframe(ov["datasets"], hide_index=True, width="stretch")
+st.dataframe(display_table(ov["datasets"]), hide_index=True, width="stretch")
 st.subheader("Models")
 st.caption("Models marked *random init* have untrained weights (demo fixtures): their scores say nothing "
            "about real models.")
-st.dataframe(ov["models"][["label", "modality", "model_type", "n_layers", "dim", "params", "revision"]]
-             .rename(columns={"label": "model"}), hide_index=True, width="stretch")
+st.dataframe(display_table(ov["models"][["label", "modality", "model_type", "n_layers", "dim", "params", "revision"]]
+             .rename(columns={"label": "model"})), hide_index=True, width="stretch")
 st.subheader("Runs")
-st.dataframe(ov["runs"], hide_index=True, width="stretch")
+st.dataframe(display_table(ov["runs"]), hide_index=True, width="stretch")
 download_data(ov["runs"], "runs")
 st.subheader("What is missing")
 if ov["missing"]:

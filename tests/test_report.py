@@ -121,3 +121,32 @@ def test_hostile_report_is_inert_in_chromium(hostile_store, tmp_path):
         assert "<script>window.__pwned=1</script>" in driver.find_element("tag name", "body").text
     finally:
         driver.quit()
+
+
+def test_the_report_opens_with_one_verdict_per_model(small_demo, tmp_path):
+    """The first section is the verdicts, the Overview's lines; each verdict's layer is the one most
+    stored per-metric picks name (the deeper on equal votes) and its agreement counts them."""
+    from collections import Counter
+
+    out, data, page = make_report(small_demo, tmp_path)
+    md = out.with_suffix(".md").read_text()
+    assert page.index("Which layer to use") < page.index("Dataset moving_shapes")
+    assert md.index("## Which layer to use") < md.index("## moving")
+    con = duckdb.connect(str(small_demo), read_only=True)
+    for d in data["datasets"]:
+        assert {v["model"] for v in d["verdicts"]} == {m["model"] for m in d["sections"]["summary"]["models"]}
+        for v in d["verdicts"]:
+            assert v["sentence"] in page.replace("&#x27;", "'")
+            (choice,) = R.read_studies(con, study="layer_choice", dataset=d["dataset"], subject=v["model"])
+            votes = Counter(p["layer"] for p in choice["payload"]["picks"].values())
+            top = max(votes.values())
+            assert v["layer"] == max(layer for layer, n in votes.items() if n == top)
+            assert (v["n_agree"], v["n_metrics"]) == (top, sum(votes.values()))
+            if v["status"] == "last":
+                assert v["layer"] == v["last_layer"]
+            if v["status"] == "tie":
+                assert "no reason to move off the last layer" in v["sentence"]
+            if v["heatmap_query"]:
+                q = v["heatmap_query"]
+                assert v["model"] in (q["a"], q["b"]) and q["dataset"] == d["dataset"]
+    con.close()

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import results as R
-from ..layer_selection import recommend_layers
+from ..layer_selection import named_layers, recommend_layers
 from ..registry import get_metric
 from .context import Context, DatasetRuns
 
@@ -49,16 +49,27 @@ def run(ctx: Context, d: DatasetRuns) -> None:
         # a curve with no finite value past layer 0 cannot pick a layer: listed, not used
         undefined = sorted(name for name, (v, _) in curves.items() if not np.isfinite(np.asarray(v)[1:]).any())
         curves = {name: c for name, c in curves.items() if name not in undefined}
-        if not curves:
-            ctx.note(f"dataset {d.name!r}: no layer of {m} can be recommended: every curve is undefined "
-                     f"({', '.join(undefined)}) — its layers are degenerate")
-            continue
         rid = ctx.rid("layer_choice", d.name, m)
+        # named layers (the model's own ``default`` output, ``joint``) follow the numbered ones: they are
+        # compared against, never picked, and "the last layer" is the last numbered one
+        names = named_layers(run.get("config"))
+        last = min(names) - 1 if names else None
         ikey = R.key(run["run_id"], str(run["finished"]), sorted(sources.values()),
-                     {k: np.asarray(v[0]).round(12).tolist() for k, v in curves.items()})
+                     {k: np.asarray(v[0]).round(12).tolist() for k, v in curves.items()},
+                     {str(i): n for i, n in sorted(names.items())}, undefined)
         if not ctx.fresh("layer_choice", "result_studies", rid, ikey):
             continue
-        rec = recommend_layers(curves)
+        if curves:
+            rec = recommend_layers(curves, last_layer=last)
+        else:  # stored all the same, so every page can say why this model has no recommendation
+            reason = (f"every curve is undefined ({', '.join(undefined)}): its layers are "
+                      f"{'degenerate' if bad else 'not finite'}")
+            ctx.note(f"dataset {d.name!r}: no layer of {m} can be recommended: {reason}")
+            n = int(run.get("n_layers") or 0)
+            rec = {"picks": {}, "agreement": None, "n_layers": n, "last_layer": last if last is not None else n - 1,
+                   "reason": reason}
+        rec["layer_names"] = {str(i): n for i, n in sorted(names.items())}
+        rec["sources"] = sources
         rec["undefined_curves"] = undefined
         rec["degenerate_layers"] = {str(i): why for i, why in ctx.engine.degenerate_layers(run["run_id"]).items()}
         rec["curves"] = {k: np.asarray(v[0]).tolist() for k, v in curves.items()}

@@ -73,8 +73,12 @@ def test_an_all_collapsed_run_has_no_best_cell_and_says_why(tmp_path, latent):
     con = duckdb.connect(str(path), read_only=True)
     choice = R.read_studies(con, study="layer_choice", subject="vid")
     con.close()
-    # rankme / uniformity values exist on collapsed layers, but none is a measurement: no recommendation
-    assert choice == [] and any("no layer of vid can be recommended" in n for n in out["notes"])
+    # rankme / uniformity values exist on collapsed layers, but none is a measurement: no recommendation,
+    # and the reason is stored so every page and the report can say it
+    (c,) = choice
+    assert c["payload"]["picks"] == {} and c["payload"]["curves"] == {}
+    assert "degenerate" in c["payload"]["reason"] and "rankme" in c["payload"]["undefined_curves"]
+    assert any("no layer of vid can be recommended" in n for n in out["notes"])
 
 
 def test_lid_uses_distinct_items_and_says_how_many(tmp_path, latent):
