@@ -123,10 +123,11 @@ def test_plan_lists_runs_and_the_size_the_run_then_writes(root, tiny, capsys):
     labels = [(r.model, r.label, r.status) for r in plan.runs]
     assert labels == [("vit", "n_f=1", "todo"), ("vit", "n_f=3", "todo"), ("bert-tiny", "n_c=1", "todo"),
                       ("bert-tiny", "n_c=3", "todo"), ("bert-tiny", "n_c=1 negatives", "todo")]
-    # hidden states = layers + 1 (embeddings), each a float32 vector of the hidden size, per item
+    # hidden states = layers + 1 (embeddings), then the named `default` layer, each a float32
+    # vector of the hidden size, per item
     for name, n_runs in (("vit", 2), ("bert", 3)):
         cfg = AutoConfig.from_pretrained(tiny[name])
-        per_run = 7 * (cfg.num_hidden_layers + 1) * cfg.hidden_size * 4
+        per_run = 7 * (cfg.num_hidden_layers + 1 + 1) * cfg.hidden_size * 4
         assert [r.bytes_left for r in plan.runs if r.model.startswith(name)] == [per_run] * n_runs
     assert main(["sweep", "plan", str(path), "--store", str(store)]) == 0
     assert "5 run(s): 0 done, 5 to run (35 item embeddings" in capsys.readouterr().out
