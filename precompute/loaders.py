@@ -137,7 +137,8 @@ class HookRun:
         return inputs
 
     def run_config(self) -> dict:
-        cfg = {"extraction": "hooks", "blocks": self.blocks_path}
+        # "extraction" is the identity's extraction version: the path has a key of its own
+        cfg = {"extraction_path": "hooks", "blocks": self.blocks_path}
         if self.layer_names:
             cfg["layer_names"] = dict(self.layer_names)
         if self.layer_dims:

@@ -319,8 +319,8 @@ class Precompute:
                 n_captions=p.n_captions, variant=p.variant,
                 image_mode=self.image_mode if info.modality == "image" else None, pooling=info.pooling,
                 dtype=self.dtype, device=str(adapter.device), n_items=len(items), n_layers=info.n_layers,
-                dim=info.dim, config={**p.identity, "batch_size": self.batch_size, "code_version": __version__,
-                                      "device": str(adapter.device), **adapter.run_config()},
+                dim=info.dim, config={**adapter.run_config(), **p.identity, "batch_size": self.batch_size,
+                                      "code_version": __version__, "device": str(adapter.device)},
             )
             # resume with the batch size the run started with, so batch boundaries (and with them
             # every float) match an uninterrupted run

@@ -51,14 +51,15 @@ def test_store_holds_every_layer_in_manifest_order(tmp_path, dataset, tiny, caps
     runs = list_runs(store)
     assert len(runs) == 5 and all(r["status"] == "done" and r["n_done"] == 7 for r in runs)
     manifest = load_manifest(dataset)
-    vit = load_adapter(tiny["vit"])
+    # named layers are on by default: the adapters that match the CLI's runs store them too
+    vit = load_adapter(tiny["vit"], named_layers=True)
     stored = load_embeddings(store, model="vit", dataset="toy", n_frames=3)
-    assert stored.shape == (4, 7, 32) and stored.dtype == np.float32
+    assert stored.shape == (4 + 1, 7, 32) and stored.dtype == np.float32  # 4 hidden states, then `default`
     for i in (0, 6):
         frames = read_frames(manifest.items[i].video)
         direct = vit.embed_videos([frames[sample_indices(len(frames), 3)]])[:, 0]
         np.testing.assert_allclose(stored[:, i], direct, rtol=1e-5, atol=1e-6)
-    bert = load_adapter(tiny["bert"])
+    bert = load_adapter(tiny["bert"], named_layers=True)
     text = load_embeddings(store, model="bert", dataset="toy", n_captions=3)
     direct = bert.embed_texts([caption_text(manifest.items[4].captions, 3)])[:, 0]
     np.testing.assert_allclose(text[:, 4], direct, rtol=1e-5, atol=1e-6)
@@ -370,10 +371,11 @@ def test_video_families_through_the_cli_match_the_adapter(tmp_path, dataset, tin
     assert cli("precompute", "--store", store, "--manifest", dataset, "--dataset", "toy", "--model", tiny[name],
                "--frames", "2,6", "--batch-size", "3", "--variant", "reversed", "--quiet") == 0
     manifest = load_manifest(dataset)
-    a = load_adapter(tiny[name])
+    a = load_adapter(tiny[name], named_layers=True)  # as the CLI stores them by default
     for n_f in (2, 6):
         stored = load_embeddings(store, model=name, dataset="toy", n_frames=n_f, variant="reversed")
-        assert stored.shape == (3, 7, 32)
+        # 3 hidden states, then `default`, and X-CLIP's `joint` (its projection, 16 wide, zero-padded)
+        assert stored.shape == (3 + (2 if name == "xclip" else 1), 7, 32)
         frames = read_frames(manifest.items[5].video)[::-1]
         direct = a.embed_videos([frames[sample_indices(len(frames), n_f)]])[:, 0]
         np.testing.assert_allclose(stored[:, 5], direct, rtol=1e-5, atol=1e-6)
