@@ -52,8 +52,10 @@ def merge_stores(target, sources, *, log=print) -> dict:
                 for run in rows(s, "SELECT * FROM runs WHERE status = 'done'"):
                     ident = json.loads(run["config"])
                     shard = ident.get("shard")
-                    base = {k: v for k, v in ident.items()
-                            if k not in ("batch_size", "code_version", "device", "notes")}
+                    # the identity: without the extras the config names (older stores: the fixed ones)
+                    extras = set(ident.get("not_identity", ())) | {"batch_size", "code_version", "device", "notes",
+                                                                   "not_identity"}
+                    base = {k: v for k, v in ident.items() if k not in extras}
                     base["shard"] = None
                     full_id = run_id_for(base)
                     if shard is None:

@@ -319,8 +319,9 @@ class Precompute:
                 n_captions=p.n_captions, variant=p.variant,
                 image_mode=self.image_mode if info.modality == "image" else None, pooling=info.pooling,
                 dtype=self.dtype, device=str(adapter.device), n_items=len(items), n_layers=info.n_layers,
-                dim=info.dim, config={**adapter.run_config(), **p.identity, "batch_size": self.batch_size,
-                                      "code_version": __version__, "device": str(adapter.device)},
+                dim=info.dim, config=run_config(p.identity, {**adapter.run_config(), "batch_size": self.batch_size,
+                                                             "code_version": __version__,
+                                                             "device": str(adapter.device)}),
             )
             # resume with the batch size the run started with, so batch boundaries (and with them
             # every float) match an uninterrupted run
@@ -476,6 +477,14 @@ class Precompute:
             f"({Precompute._label(p)}); earlier batches are kept, this run stays unfinished. "
             "Try --dtype float32 if you used half precision."
         )
+
+
+def run_config(identity: dict, extras: dict) -> dict:
+    """A run's config JSON: its identity (what its run id hashes) with extras beside it (batch size,
+    code version, device, the adapter's layer widths and block path), the identity winning where a
+    key is in both; ``not_identity`` lists the extras, so ``layerscope merge`` recovers the identity
+    (and with it the unsharded run id) exactly."""
+    return {**extras, **identity, "not_identity": sorted(k for k in extras if k not in identity)}
 
 
 def model_inputs(adapter: Adapter, kind: str, raw: list, item_ids: list[str], image_mode: str):

@@ -265,26 +265,33 @@ def test_mllm_runs_both_sides_in_one_space(tmp_path, dataset, tiny):
 
 
 def test_shard_stores_merge_into_exactly_the_unsharded_run(tmp_path, dataset, tiny, capsys):
-    args = ["--manifest", dataset, "--dataset", "toy", "--model", tiny["vit"], "--model", tiny["bert"],
-            "--frames", "2", "--captions", "1", "--batch-size", "2", "--quiet"]
+    common = ["--manifest", dataset, "--dataset", "toy", "--frames", "2", "--captions", "1", "--batch-size", "2",
+              "--quiet"]
+    # X-CLIP's narrower joint layer and a hook-path timm model put extras (layer widths, the block
+    # path found) in the run config beside the identity: merge must still find the unsharded run id
+    commands = [["--model", tiny["vit"], "--model", tiny["bert"], "--model", tiny["xclip"]],
+                ["--model", "timm:vit_tiny_patch16_224?img_size=32&depth=2", "--random-init"]]
     whole = tmp_path / "whole.duckdb"
-    assert cli("precompute", "--store", whole, *args) == 0
+    for c in commands:
+        assert cli("precompute", "--store", whole, *common, *c) == 0
     shards = []
     for i in range(3):
         shards.append(tmp_path / f"shard{i}.duckdb")
-        assert cli("precompute", "--store", shards[-1], *args, "--shard", f"{i}/3") == 0
+        for c in commands:
+            assert cli("precompute", "--store", shards[-1], *common, *c, "--shard", f"{i}/3") == 0
     merged = tmp_path / "merged.duckdb"
     assert cli("merge", "--store", merged, *map(str, shards[:2])) == 0  # one shard missing
     assert "0 sharded run(s) merged" in capsys.readouterr().out
     assert cli("merge", "--store", merged, *map(str, shards)) == 0
-    assert "3 sharded run(s) merged" in capsys.readouterr().out
+    assert "5 sharded run(s) merged" in capsys.readouterr().out
     assert {r["run_id"] for r in list_runs(merged)} == {r["run_id"] for r in list_runs(whole)}
     for kw in ({"model": "vit", "n_frames": 2}, {"model": "bert", "n_captions": 1},
-               {"model": "bert", "n_captions": 1, "variant": "negative"}):
+               {"model": "bert", "n_captions": 1, "variant": "negative"}, {"model": "xclip", "n_frames": 2},
+               {"model": "timm:vit_tiny_patch16_224?img_size=32&depth=2-random-init", "n_frames": 2}):
         np.testing.assert_array_equal(load_embeddings(merged, dataset="toy", **kw),
                                       load_embeddings(whole, dataset="toy", **kw))
     assert cli("merge", "--store", merged, *map(str, shards)) == 0  # again: nothing new
-    assert "3 already in" in capsys.readouterr().out
+    assert "5 already in" in capsys.readouterr().out
 
 
 def test_interrupted_shard_resumes_at_its_own_first_missing_item(tmp_path, tiny):
