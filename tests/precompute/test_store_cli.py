@@ -292,6 +292,11 @@ def test_shard_stores_merge_into_exactly_the_unsharded_run(tmp_path, dataset, ti
                                       load_embeddings(whole, dataset="toy", **kw))
     assert cli("merge", "--store", merged, *map(str, shards)) == 0  # again: nothing new
     assert "5 already in" in capsys.readouterr().out
+    # the merged run keeps the extras: X-CLIP's 16-wide joint layer in a 32-wide run
+    con = duckdb.connect(str(merged), read_only=True)
+    cfg = json.loads(con.execute("SELECT config FROM runs WHERE model = 'xclip'").fetchone()[0])
+    con.close()
+    assert cfg["layer_names"] == {"3": "default", "4": "joint"} and cfg["layer_dims"] == {"4": 16}
 
 
 def test_interrupted_shard_resumes_at_its_own_first_missing_item(tmp_path, tiny):
