@@ -267,9 +267,13 @@ def test_mllm_runs_both_sides_in_one_space(tmp_path, dataset, tiny):
 def test_shard_stores_merge_into_exactly_the_unsharded_run(tmp_path, dataset, tiny, capsys):
     common = ["--manifest", dataset, "--dataset", "toy", "--frames", "2", "--captions", "1", "--batch-size", "2",
               "--quiet"]
-    # X-CLIP's narrower joint layer and a hook-path timm model put extras (layer widths, the block
-    # path found) in the run config beside the identity: merge must still find the unsharded run id
-    commands = [["--model", tiny["vit"], "--model", tiny["bert"], "--model", tiny["xclip"]],
+    # CLIP's narrower joint layer (16 wide in a 32-wide run) and a hook-path timm model put extras
+    # (layer widths, the block path found) in the run config beside the identity: merge must still
+    # find the unsharded run id
+    from precompute.tiny_models import build_clip
+
+    clip = str(build_clip(tmp_path / "tinyclip"))
+    commands = [["--model", tiny["vit"], "--model", tiny["bert"], "--model", clip],
                 ["--model", "timm:vit_tiny_patch16_224?img_size=32&depth=2", "--random-init"]]
     whole = tmp_path / "whole.duckdb"
     for c in commands:
@@ -286,15 +290,15 @@ def test_shard_stores_merge_into_exactly_the_unsharded_run(tmp_path, dataset, ti
     assert "5 sharded run(s) merged" in capsys.readouterr().out
     assert {r["run_id"] for r in list_runs(merged)} == {r["run_id"] for r in list_runs(whole)}
     for kw in ({"model": "vit", "n_frames": 2}, {"model": "bert", "n_captions": 1},
-               {"model": "bert", "n_captions": 1, "variant": "negative"}, {"model": "xclip", "n_frames": 2},
+               {"model": "bert", "n_captions": 1, "variant": "negative"}, {"model": "tinyclip", "n_frames": 2},
                {"model": "timm:vit_tiny_patch16_224?img_size=32&depth=2-random-init", "n_frames": 2}):
         np.testing.assert_array_equal(load_embeddings(merged, dataset="toy", **kw),
                                       load_embeddings(whole, dataset="toy", **kw))
     assert cli("merge", "--store", merged, *map(str, shards)) == 0  # again: nothing new
     assert "5 already in" in capsys.readouterr().out
-    # the merged run keeps the extras: X-CLIP's 16-wide joint layer in a 32-wide run
+    # the merged run keeps the extras: CLIP's 16-wide joint layer in a 32-wide run
     con = duckdb.connect(str(merged), read_only=True)
-    cfg = json.loads(con.execute("SELECT config FROM runs WHERE model = 'xclip'").fetchone()[0])
+    cfg = json.loads(con.execute("SELECT config FROM runs WHERE model = 'tinyclip'").fetchone()[0])
     con.close()
     assert cfg["layer_names"] == {"3": "default", "4": "joint"} and cfg["layer_dims"] == {"4": 16}
 
@@ -386,7 +390,7 @@ def test_video_families_through_the_cli_match_the_adapter(tmp_path, dataset, tin
     a = load_adapter(tiny[name], named_layers=True)  # as the CLI stores them by default
     for n_f in (2, 6):
         stored = load_embeddings(store, model=name, dataset="toy", n_frames=n_f, variant="reversed")
-        # 3 hidden states, then `default`, and X-CLIP's `joint` (its projection, 16 wide, zero-padded)
+        # 3 hidden states, then `default`, and X-CLIP's `joint` (its projection through its mit)
         assert stored.shape == (3 + (2 if name == "xclip" else 1), 7, 32)
         frames = read_frames(manifest.items[5].video)[::-1]
         direct = a.embed_videos([frames[sample_indices(len(frames), n_f)]])[:, 0]
