@@ -55,7 +55,9 @@ def main(argv=None):
     from precompute.ray_backend import RaySession
     from precompute.sweep import load_sweep, run_sweep
 
-    quiet = lambda msg: None  # noqa: E731
+    def quiet(msg):
+        return None
+
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
         model = build_model(tmp / "model", PRESETS[args.preset])

@@ -187,9 +187,11 @@ def _register_precompute(sub):
                    "remote-code, timm and open_clip models)")
     p.add_argument("--random-init", action="store_true", help="build each model with seeded random weights "
                    "(the standard control; labelled random_init in the store, '-random-init' in the default name)")
-    p.add_argument("--named-layers", action="store_true", help="transformers models: also store the model's "
-                   "default output (`default`) and, for CLIP/SigLIP/X-CLIP, the projected joint embedding "
-                   "(`joint`) after the numbered layers (remote-code, --blocks, timm and open_clip models always do)")
+    p.add_argument("--named-layers", action=argparse.BooleanOptionalAction, default=True,
+                   help="transformers models: also store the model's default output (`default`) and, for "
+                   "CLIP/SigLIP/X-CLIP, the projected joint embedding (`joint`) after the numbered layers (on by "
+                   "default; --no-named-layers stores the hidden states only, the run ids of stores made before "
+                   "named layers; remote-code, --blocks, timm and open_clip models always store them)")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
     _add_ray_flags(p)
     p.set_defaults(func=cmd_precompute)

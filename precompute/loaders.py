@@ -137,7 +137,8 @@ class HookRun:
         return inputs
 
     def run_config(self) -> dict:
-        cfg = {"extraction": "hooks", "blocks": self.blocks_path}
+        # "extraction" is the identity's extraction version: the path has a key of its own
+        cfg = {"extraction_path": "hooks", "blocks": self.blocks_path}
         if self.layer_names:
             cfg["layer_names"] = dict(self.layer_names)
         if self.layer_dims:
@@ -167,6 +168,7 @@ class _Standalone(HookRun, Adapter):
     """Common set-up of adapters that do not start from a transformers config."""
 
     loader = "?"
+    extraction = "hooks"
 
     def __init__(self, spec: str, *, device="cpu", dtype="float32", modality=None, blocks=None,
                  random_init=False, trust_remote_code=False, prompt_template="auto", **_):
@@ -440,7 +442,7 @@ class HFHookVisionAdapter(HookRun, VisionAdapter):
     def _finish_load(self, model):
         if self.frame_tower:
             raise ModelError(f"{self.spec}: --blocks does not apply to X-CLIP's frame tower (frames of a clip "
-                             "exchange messages inside it); drop --blocks, and add --named-layers for default and joint")
+                             "exchange messages inside it); drop --blocks (default and joint are stored without it)")
         self.model = model.to(self.device).eval()
         self.blocks_path, self.blocks = find_blocks(self.model, self.blocks_arg)
         if self.pooling is None:
@@ -528,8 +530,8 @@ def catalog() -> list[dict]:
     def pools(table):
         return ", ".join(f"{k}: {v}" for k, v in sorted(table.items()))
 
-    hs = ("0 = embedding output, i = hidden_states[i]; with --named-layers then default "
-          "(and joint for " + "/".join(sorted(DUAL_TOWER_TYPES)) + ")")
+    hs = ("0 = embedding output, i = hidden_states[i]; then default (and joint for "
+          + "/".join(sorted(DUAL_TOWER_TYPES)) + ") unless --no-named-layers")
     hooks = "0 = first block's input, i = block i's output; then default (and joint for dual encoders)"
     return [
         {"loader": "transformers video", "form": "--model HUB_ID|FOLDER", "families": ", ".join(sorted(VIDEO_TYPES)),

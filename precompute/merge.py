@@ -52,8 +52,10 @@ def merge_stores(target, sources, *, log=print) -> dict:
                 for run in rows(s, "SELECT * FROM runs WHERE status = 'done'"):
                     ident = json.loads(run["config"])
                     shard = ident.get("shard")
-                    base = {k: v for k, v in ident.items()
-                            if k not in ("batch_size", "code_version", "device", "notes")}
+                    # the identity: without the extras the config names (older stores: the fixed ones)
+                    extras = set(ident.get("not_identity", ())) | {"batch_size", "code_version", "device", "notes",
+                                                                   "not_identity"}
+                    base = {k: v for k, v in ident.items() if k not in extras}
                     base["shard"] = None
                     full_id = run_id_for(base)
                     if shard is None:
@@ -145,7 +147,12 @@ def _write_full_run(con, full_id, parts):
     same id in the target (an interrupted precompute) is replaced, as it would compute the same rows."""
     first_run = parts[0][1]
     n_items = sum(p[1]["n_items"] for p in parts)
-    config = dict(parts[0][3], merged_from=[f"{p[0]}:{p[1]['run_id']}" for p in parts])
+    # the first shard's extras (layer widths, block path, batch size, ...) kept beside the identity
+    first_cfg = json.loads(first_run["config"])
+    extras = {k: first_cfg[k] for k in first_cfg.get("not_identity", ()) if k in first_cfg}
+    config = dict({**extras, **parts[0][3]}, merged_from=[f"{p[0]}:{p[1]['run_id']}" for p in parts])
+    if extras:
+        config["not_identity"] = sorted([*extras, "merged_from"])
     notes = merged_notes(json.loads(p[1]["config"]) for p in parts)
     if notes:
         config["notes"] = notes

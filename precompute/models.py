@@ -142,6 +142,12 @@ def default_name(spec: str) -> str:
     return p.resolve().name if p.exists() else spec
 
 
+def store_name(spec: str, name: str | None = None, random_init: bool = False) -> str:
+    """The model's name in the store: ``name`` when given, else :func:`default_name` with
+    ``-random-init`` appended for a ``--random-init`` build (never confused with the trained weights)."""
+    return name or default_name(spec) + ("-random-init" if random_init else "")
+
+
 def _classify(config, modality_override: str | None) -> tuple[str, str]:
     mt = config.model_type
     if modality_override:
@@ -315,12 +321,38 @@ class Adapter:
     def load(self):
         raise NotImplementedError
 
-    def info(self) -> ModelInfo:
-        revision = local_revision(Path(self.source)) if self.is_local else (
-            getattr(self.config, "_commit_hash", None) or "unknown")
-        if self.random_init:  # random weights from the config alone: the config is the identity
-            revision = f"random-init-seed{RANDOM_SEED}-" + hashlib.sha256(
+    def config_revision(self) -> str:
+        """The weights' revision, known without loading them: the folder's fingerprint, the hub
+        commit, or for ``--random-init`` the seed and the config's hash (the config is the identity)."""
+        if self.random_init:
+            return f"random-init-seed{RANDOM_SEED}-" + hashlib.sha256(
                 self.config.to_json_string(use_diff=False).encode()).hexdigest()[:16]
+        return local_revision(Path(self.source)) if self.is_local else (
+            getattr(self.config, "_commit_hash", None) or "unknown")
+
+    def planned_layers(self):
+        """``(n_layers, dim, layer_names)`` a load will give, from the config alone (what ``sweep plan``
+        matches stored runs on and sizes them by), or None when only a load can tell (the hook path,
+        a width per stage). Mirrors :meth:`_plan_named_layers`: ``default`` unless an MLLM, ``joint``
+        for dual encoders (CLIP/X-CLIP ``projection_dim`` wide, SigLIP the hidden width)."""
+        if self.extraction != "hidden_states":
+            return None
+        dims = (MllmAdapter._dims_from_config(self) if self.modality == "mllm" else
+                Adapter._dims_from_config(self))
+        if dims is None:
+            return None
+        n_hidden, hidden = dims
+        widths = {}
+        if self.named_layers and self.modality != "mllm":
+            widths["default"] = hidden
+            if self.config.model_type in DUAL_TOWER_TYPES:
+                proj = getattr(self.config, "projection_dim", None) if self.config.model_type != "siglip" else None
+                widths["joint"] = int(proj or hidden)
+        names = {str(n_hidden + j): n for j, n in enumerate(widths)}
+        return n_hidden + len(widths), max([hidden, *widths.values()]), names
+
+    def info(self) -> ModelInfo:
+        revision = self.config_revision()
         try:
             cfg = self.config.to_dict()
             json.dumps(cfg)
@@ -445,6 +477,29 @@ class Adapter:
     def prompt_format(self, side: str) -> str | None:
         """The prompt a model wraps its input in (``{media}`` / ``{text}`` placeholders); None: no prompt."""
         return None
+
+    #: attributes holding weights (left out of :meth:`preprocessor`)
+    WEIGHT_ATTRS = ("model", "joint_head", "blocks", "tower", "_clip_joint")
+
+    def preprocessor(self) -> "Adapter":
+        """A copy of this loaded adapter that prepares inputs exactly as it does (processor,
+        tokenizer, transform, clip protocol: :meth:`prepare_videos`, :meth:`prepare_texts`,
+        :meth:`text_overflow`) but holds no weights: small enough to ship to CPU workers (Ray)."""
+        import copy
+
+        self._input_keys()  # what prepare_texts reads of the model, cached before the model is left out
+        clone = copy.copy(self)
+        for attr in self.WEIGHT_ATTRS:
+            clone.__dict__.pop(attr, None)
+        return clone
+
+    def _input_keys(self):
+        """Names the model's ``forward`` accepts (cached: a :meth:`preprocessor` has no model)."""
+        if "_forward_params" not in self.__dict__:
+            model = self.__dict__.get("model")
+            self._forward_params = (frozenset(inspect.signature(model.forward).parameters)
+                                    if model is not None else None)
+        return self._forward_params
 
     def run(self, prepared: "Prepared") -> np.ndarray:
         """``(L, B, d)`` float32 from inputs made by :meth:`prepare_videos` / :meth:`prepare_texts`."""
@@ -690,7 +745,7 @@ class TextAdapter(Adapter):
         """Tokens for ``B`` strings; :meth:`run` takes the mean over real tokens (attention mask) of every layer."""
         enc = self.tokenizer(texts, padding=True, truncation=True, max_length=self.max_length,
                              return_tensors="pt")
-        params = inspect.signature(self.model.forward).parameters
+        params = self._input_keys()
         keep = {"input_ids", "attention_mask", "token_type_ids"}
         return Prepared({k: v for k, v in enc.items() if k in keep and k in params}, len(texts), masked=True)
 

@@ -1,23 +1,31 @@
-"""Precompute on a Ray cluster: decoding on CPU actors, forwards on model actors, one writer.
+"""Precompute on a Ray cluster: decoding and preprocessing on CPU actors, forwards on model actors, one writer.
 
 The driver plans exactly as a local run (:class:`~precompute.runner.Precompute`: same run ids,
 same batches, same resume point) and writes every batch itself, in order, through the one
-:class:`~precompute.writer.StoreWriter`; only the work between "batch planned" and "vectors
-back" moves to Ray:
+:class:`~precompute.writer.StoreWriter` (:meth:`Precompute._commit`, shared with the local path);
+only the work between "batch planned" and "vectors back" moves to Ray:
 
-- ``Decoder`` actors (1 CPU each) decode videos and sample frames (:meth:`Precompute.batch_inputs`),
-  keeping a :class:`~precompute.runner.FrameCache` so a video is decoded once for all budgets, as
-  locally; batch ``b`` of every run goes to decoder ``b mod n`` so the cache hits.
-- ``ModelActor`` actors load the model once (``--gpus-per-model`` GPUs each), apply its processor
-  (:func:`~precompute.runner.model_inputs`) and run the forward; with several replicas batches go
-  round robin. Both kinds restart when their process dies (``max_restarts``) and Ray re-runs the
-  calls that were in flight (``max_task_retries``).
+- ``Decoder`` actors (1 CPU each) decode videos, sample frames and assemble captions
+  (:meth:`Precompute.batch_inputs`), then apply the model's preprocessing
+  (:func:`~precompute.runner.model_inputs` on :meth:`Adapter.preprocessor`, the loaded adapter
+  without its weights, fetched once per decoder and model). Each keeps a
+  :class:`~precompute.runner.FrameCache` for the whole job, so a video is decoded once for all
+  budgets and models, as locally; batch ``b`` of every run goes to decoder ``b mod n`` so it hits.
+- ``ModelActor`` actors load the model once (``--gpus-per-model`` GPUs each) and run forwards on
+  the prepared tensors; with several replicas batches go round robin. Both kinds restart when their
+  process dies (``max_restarts``) and Ray re-runs the calls that were in flight (``max_task_retries``).
 - A killed driver leaves the store as a killed local run does (batches commit one transaction
   each, in order); rerunning the command resumes from the first missing item.
 
+Why Ray Core actors and not Ray Data ``map_batches``: the writer must receive batches in the
+plain path's order and composition (resume points, bitwise vectors), and a decoder's frame cache
+must live across runs (budgets) and models; a Dataset pipeline re-batches and streams without
+either guarantee, and would decode every video once per budget.
+
 Batches keep the plain path's composition, so on the same hardware and thread count a Ray run
 writes bitwise the same vectors (a local ``--ray local`` run gives the model actor the driver's
-torch thread count for that reason).
+torch thread count for that reason). A model whose preprocessing does not pickle is preprocessed
+on its model actor instead (said in a note).
 """
 
 from __future__ import annotations
@@ -97,26 +105,42 @@ class RaySession:
 def _decoder_class(ray):
     @ray.remote(num_cpus=1, max_restarts=MAX_RESTARTS, max_task_retries=MAX_RESTARTS)
     class Decoder:
-        """Decodes and samples the videos of batches (CPU); one frame cache per actor."""
+        """CPU worker: decodes and samples a batch's videos (or assembles its captions) and applies
+        the model's preprocessing (processor / tokenizer / transform); one frame cache per actor,
+        kept across budgets and models, so a video is decoded once as in a local run."""
 
-        def __init__(self, frames, variants):
+        def __init__(self, frames, variants, caption_rules: dict):
             from functools import partial
 
             self.cache = FrameCache(partial(frames_wanted, frames=list(frames), variants=list(variants)))
-            self.rules = SimpleNamespace()  # batch_inputs reads caption rules only for text runs
+            self.rules = SimpleNamespace(**caption_rules)  # what batch_inputs reads for caption runs
+            self.preprocessors = {}
 
-        def decode(self, p, batch):
-            return Precompute.batch_inputs(self.rules, p, batch, self.cache.get)
+        def prepare(self, p, batch, image_mode, key, boxed):
+            """``(inputs, notes)``: a :class:`~precompute.models.Prepared` for the model actor, or
+            ``(kind, raw, item_ids)`` when the model's preprocessing could not be shipped (``boxed``
+            is ``[None]``; the actor then applies it). ``boxed = [ref]`` keeps Ray from fetching the
+            preprocessor on every call: it is fetched once per actor and model."""
+            kind, raw, notes = Precompute.batch_inputs(self.rules, p, batch, self.cache.get)
+            item_ids = [it.item_id for it in batch]
+            if boxed[0] is None:
+                return (kind, raw, item_ids), notes
+            if key not in self.preprocessors:
+                self.preprocessors = {key: ray.get(boxed[0])}  # one model at a time
+            prepared, more = model_inputs(self.preprocessors[key], kind, raw, item_ids, image_mode)
+            for k, entries in more.items():
+                notes.setdefault(k, {}).update(entries)
+            return prepared, notes
 
     return Decoder
 
 
 def _model_class(ray):
-    # two calls at a time: one applies the processor to batch i+1 while the other runs the
-    # forward of batch i (the local path's prefetch thread); forwards take turns (one lock)
+    # two calls at a time: Ray receives batch i+1's inputs while the forward of batch i runs;
+    # forwards take turns (one lock)
     @ray.remote(max_restarts=MAX_RESTARTS, max_task_retries=MAX_RESTARTS, max_concurrency=2)
     class ModelActor:
-        """Holds one model; applies its processor and runs forwards (``embed``)."""
+        """Holds one model and runs its forwards (``embed``)."""
 
         def __init__(self, spec, load_options: dict, threads: int | None, kill: str | None):
             import threading
@@ -146,10 +170,18 @@ def _model_class(ray):
                     prompts[side] = None
             return {"info": a.info(), "prompts": prompts, "device": str(a.device), "run_config": a.run_config()}
 
-        def embed(self, kind, raw, item_ids, image_mode):
-            prepared, notes = model_inputs(self.adapter, kind, raw, item_ids, image_mode)
+        def preprocessor(self):
+            """The adapter without its weights (:meth:`~precompute.models.Adapter.preprocessor`)."""
+            return self.adapter.preprocessor()
+
+        def embed(self, inputs, image_mode):
+            """``(vectors, notes)`` of one batch: a Prepared from a decoder, or ``(kind, raw,
+            item_ids)`` to preprocess here (a model whose preprocessing does not pickle)."""
+            notes = {}
+            if isinstance(inputs, tuple):
+                inputs, notes = model_inputs(self.adapter, *inputs, image_mode)
             with self.forward:
-                vectors = self.adapter.run(prepared)
+                vectors = self.adapter.run(inputs)
                 self.calls += 1
             if self.kill:
                 marker, after = self.kill.rsplit(":", 1)
@@ -162,14 +194,18 @@ def _model_class(ray):
 
 
 class RemoteModel:
-    """What :meth:`Precompute.run_model` needs of an adapter, answered by model actors."""
+    """What :meth:`Precompute.run_model` needs of an adapter, answered by model actors;
+    ``preprocessor``: a boxed object ref of the weightless adapter for the decoders (``[None]``
+    when it could not be shipped)."""
 
-    def __init__(self, actors, described: dict):
+    def __init__(self, actors, described: dict, preprocessor: list, key: int):
         self.actors = actors
         self._info = described["info"]
         self._prompts = described["prompts"]
         self._run_config = described["run_config"]
         self.device = described["device"]
+        self.preprocessor = preprocessor
+        self.key = key
 
     def info(self):
         return self._info
@@ -230,57 +266,60 @@ class RayPrecompute(Precompute):
         actors = [cls.options(num_cpus=1, num_gpus=self.gpus).remote(spec, opts, threads, os.environ.get(KILL_ENV))
                   for _ in range(self.replicas)]
         self._actors = actors
-        self._decoder_pool()  # the decoders start (imports, frame cache) while the model loads
+        self._decoder_pool()  # the decoders start (imports) while the model loads
         described = ray.get([a.describe.remote() for a in actors])
         for d in described:
             if "error" in d:
                 from .models import ModelError
 
                 raise ModelError(d["error"])
-        return RemoteModel(actors, described[0])
+        try:  # the weightless adapter, fetched by the decoders once each
+            boxed = [ray.put(ray.get(actors[0].preprocessor.remote()))]
+        except Exception as exc:  # a processor that does not pickle: the model actors preprocess
+            first = (str(exc).strip().splitlines() or [""])[0]
+            print(f"note: {spec}: its preprocessing cannot be shipped to CPU workers ({first}); "
+                  "the model actor applies it", file=self.out)
+            boxed = [None]
+        self._models_loaded = getattr(self, "_models_loaded", 0) + 1
+        return RemoteModel(actors, described[0], boxed, self._models_loaded)
 
     def run_model(self, *args, **kwargs):
         self._actors = []
         try:
             return super().run_model(*args, **kwargs)
         finally:
-            # frees the model's memory (and GPU) and the decoders' CPUs before the next model
-            for a in self._actors + (self.decoders or []):
+            # frees the model's memory (and GPU) before the next model; the decoders (and their
+            # frame caches) serve every model of the invocation and go with the job
+            for a in self._actors:
                 self.ray.kill(a)
-            self.decoders = None
+
+    def close(self):
+        super().close()
+        for a in self.decoders or []:
+            self.ray.kill(a)
+        self.decoders = None
 
     def _decoder_pool(self):
         if self.decoders is None:
             cls = _decoder_class(self.ray)
-            self.decoders = [cls.remote(self.frames, self.variants) for _ in range(self.n_decoders)]
+            rules = {"caption_order": self.caption_order, "caption_seed": self.caption_seed}
+            self.decoders = [cls.remote(self.frames, self.variants, rules) for _ in range(self.n_decoders)]
         return self.decoders
 
     def _submit(self, model: RemoteModel, p, b0: int, batch, t: int):
-        """Refs ``(vectors_and_notes, input_notes)`` of one batch."""
-        item_ids = [it.item_id for it in batch]
-        actor = model.actors[t % len(model.actors)]
-        if p.n_captions is not None:  # captions: strings, assembled here (no decoding to spread)
-            kind, raw, notes = self.batch_inputs(p, batch, None)
-            return actor.embed.remote(kind, raw, item_ids, self.image_mode), notes
+        """Refs ``(vectors_and_notes, input_notes)`` of one batch: decoded and preprocessed by a
+        decoder (batch ``b`` of every run on decoder ``b mod n``, so its frame cache hits across
+        budgets), embedded by a model actor (round robin)."""
         decoders = self._decoder_pool()
         decoder = decoders[(b0 // p.batch) % len(decoders)]
-        kind, raw, notes = decoder.decode.options(num_returns=3).remote(p, batch)
-        return actor.embed.remote(kind, raw, item_ids, self.image_mode), notes
+        inputs, notes = decoder.prepare.options(num_returns=2).remote(p, batch, self.image_mode, model.key,
+                                                                      model.preprocessor)
+        actor = model.actors[t % len(model.actors)]
+        return actor.embed.remote(inputs, self.image_mode), notes
 
     def _execute(self, model, name, info, pending, items):
-        from tqdm.auto import tqdm
-
-        from .runner import _crash_point
-
         ray = self.ray
-        total = sum(len(items) - p.state["n_done"] for p in pending)
-        bar = tqdm(total=total, desc=f"{name} (ray)", unit="item", disable=not self.progress, file=self.out,
-                   dynamic_ncols=True)
-        first = items[0].idx if items else 0
-        # the plain path's batches, in its order (see Precompute._execute)
-        tasks = [(p, b0, items[b0:b0 + p.batch]) for p in pending
-                 for b0 in range(p.state["n_done"], len(items), p.batch)]
-        notes = {p.run_id: {} for p in pending}
+        tasks, notes, bar = self._batches(name, pending, items, " (ray)")
         inflight: deque = deque()
         nxt = 0
         try:
@@ -292,17 +331,7 @@ class RayPrecompute(Precompute):
                     bar.set_postfix_str(self._label(p))
                 out_ref, notes_ref = inflight.popleft()
                 vectors, model_notes = ray.get(out_ref)
-                batch_notes = notes_ref if isinstance(notes_ref, dict) else ray.get(notes_ref)
-                for kind, entries in list(batch_notes.items()) + list(model_notes.items()):
-                    notes[p.run_id].setdefault(kind, {}).update(entries)
-                self._check_finite(vectors, name, p, batch)
-                self.w.write_batch(p.run_id, first + b0, vectors, n_done=b0 + len(batch),
-                                   n_items=len(items), notes=notes[p.run_id] or None)
-                self.summary.items_embedded += len(batch)
-                bar.update(len(batch))
-                _crash_point()
-                if b0 + len(batch) >= len(items):
-                    self._finished(name, p, notes[p.run_id], bar)
+                self._commit(name, p, b0, batch, items, vectors, notes, bar, ray.get(notes_ref), model_notes)
         except Exception as exc:
             raise _plain_error(ray, exc) from None
         finally:

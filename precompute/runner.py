@@ -16,7 +16,7 @@ import numpy as np
 
 from . import __version__
 from .manifest import Manifest
-from .models import Adapter, ModelError, default_name, load_adapter, probe_model
+from .models import Adapter, ModelError, default_name, load_adapter, probe_model, store_name
 from .video import DecodedVideo, read_video, sample_indices
 from .writer import StoreWriter, run_id_for
 
@@ -159,7 +159,7 @@ class Precompute:
                  variants=("original",), batch_size=8, device="auto", dtype="float32", image_mode="frames",
                  shard=None, allow_fewer_captions=False, trust_remote_code=False, progress=True, out=None,
                  caption_order="first", caption_seed=0, prompt_template="auto", blocks=None, random_init=False,
-                 named_layers=False):
+                 named_layers=True):
         self.w = writer
         self.manifest = manifest
         self.dataset = dataset
@@ -179,7 +179,9 @@ class Precompute:
         self.prompt_template = prompt_template
         self.blocks = blocks  # --blocks: hook path on this block list (issue #15)
         self.random_init = bool(random_init)
-        self.named_layers = bool(named_layers)  # transformers models: also store default / joint
+        # transformers models also store default / joint (issue #15); part of each run's identity,
+        # so named_layers=False reproduces the run ids of stores made before they were stored
+        self.named_layers = bool(named_layers)
         self.out = out or sys.stderr  # resolved at call time, so redirected stderr is honoured
         self.summary = Summary()
         self.frames_cache = FrameCache(self._wanted_frames)
@@ -195,6 +197,10 @@ class Precompute:
         if prompt_template not in ("auto", "none"):
             raise ValueError(f"--prompt-template must be auto or none, got {prompt_template!r}")
         self.shard_i, self.shard_n, self.items_range = parse_shard(shard, len(manifest.items), self.batch_size)
+
+    def close(self) -> None:
+        """Stop the prefetch worker (and a backend's workers); the job cannot run after this."""
+        self.pool.shutdown(wait=True, cancel_futures=True)
 
     def _wanted_frames(self, n_total: int) -> np.ndarray:
         return frames_wanted(n_total, self.frames, self.variants)
@@ -292,12 +298,13 @@ class Precompute:
             first = [self.manifest.items[i].video for i in self.items_range[:self.batch_size]]
             self.pool.submit(lambda: [self.frames_cache.get(v) for v in first])
         adapter = self.load_model(spec, modality)
-        name = name or default_name(spec) + ("-random-init" if self.random_init else "")
+        name = store_name(spec, name, self.random_init)
         info = adapter.info()
         self.w.put_model(name, info)
         plans = self.plan(adapter, name, info)
         items = [self.manifest.items[i] for i in self.items_range]
         pending = []
+        self._note_runs_without_names(name, plans)
         for p in plans:
             existing = self.w.get_run(p.run_id)
             if existing and existing["status"] == "done":
@@ -312,8 +319,9 @@ class Precompute:
                 n_captions=p.n_captions, variant=p.variant,
                 image_mode=self.image_mode if info.modality == "image" else None, pooling=info.pooling,
                 dtype=self.dtype, device=str(adapter.device), n_items=len(items), n_layers=info.n_layers,
-                dim=info.dim, config={**p.identity, "batch_size": self.batch_size, "code_version": __version__,
-                                      "device": str(adapter.device), **adapter.run_config()},
+                dim=info.dim, config=run_config(p.identity, {**adapter.run_config(), "batch_size": self.batch_size,
+                                                             "code_version": __version__,
+                                                             "device": str(adapter.device)}),
             )
             # resume with the batch size the run started with, so batch boundaries (and with them
             # every float) match an uninterrupted run
@@ -333,18 +341,54 @@ class Precompute:
             return
         self._execute(adapter, name, info, pending, items)
 
-    def _execute(self, adapter, name, info, pending, items):
+    def _batches(self, name, pending, items, suffix=""):
+        """``(tasks, notes, bar)`` of an execution: every batch ``(plan, b0, items)`` of every pending
+        run, in order (the order and composition every backend keeps, so the vectors are the same
+        bitwise), each run's notes so far, and the progress bar. idx values are manifest positions
+        (a shard starts at its first item); ``n_done`` counts the run's own items."""
         from tqdm.auto import tqdm
 
         total = sum(len(items) - p.state["n_done"] for p in pending)
-        bar = tqdm(total=total, desc=f"{name}", unit="item", disable=not self.progress, file=self.out,
+        bar = tqdm(total=total, desc=f"{name}{suffix}", unit="item", disable=not self.progress, file=self.out,
                    dynamic_ncols=True)
-        first = items[0].idx if items else 0
-        # every batch of every pending run, in order; idx values are manifest positions (a shard
-        # starts at its first item), n_done counts the run's own items
         tasks = [(p, b0, items[b0:b0 + p.batch]) for p in pending
                  for b0 in range(p.state["n_done"], len(items), p.batch)]
-        notes = {p.run_id: {} for p in pending}
+        return tasks, {p.run_id: {} for p in pending}, bar
+
+    def _commit(self, name, p, b0, batch, items, vectors, notes, bar, *batch_notes) -> None:
+        """Write one batch's vectors (one transaction: a killed job keeps every earlier batch),
+        after merging its notes into the run's and checking the numbers; close the run at its end."""
+        run_notes = notes[p.run_id]
+        for more in batch_notes:
+            for kind, entries in more.items():
+                run_notes.setdefault(kind, {}).update(entries)
+        self._check_finite(vectors, name, p, batch)
+        self.w.write_batch(p.run_id, items[0].idx + b0, vectors, n_done=b0 + len(batch), n_items=len(items),
+                           notes=run_notes or None)
+        self.summary.items_embedded += len(batch)
+        bar.update(len(batch))
+        _crash_point()
+        if b0 + len(batch) >= len(items):
+            self._finished(name, p, run_notes, bar)
+
+    def _note_runs_without_names(self, name, plans) -> None:
+        """Say so when the store holds a run of the same setting without named layers (made before
+        they were stored by default, or with --no-named-layers): it is left as it is, and this
+        setting's run with them is another run (analysis uses the newest done run of a setting)."""
+        legacy = []
+        for p in plans:
+            if "layer_names" not in p.identity:
+                continue
+            old = self.w.get_run(run_id_for({k: v for k, v in p.identity.items() if k != "layer_names"}))
+            if old is not None and self.w.get_run(p.run_id) is None:
+                legacy.append(self._label(p))
+        if legacy:
+            print(f"note: {name}: the store holds {len(legacy)} run(s) of these settings without the named layers "
+                  f"(default/joint): {', '.join(legacy)}; they are kept, and the runs with them are computed "
+                  "(--no-named-layers would reuse or resume the old ones instead)", file=self.out)
+
+    def _execute(self, adapter, name, info, pending, items):
+        tasks, notes, bar = self._batches(name, pending, items)
         # a worker decodes, samples and preprocesses batch i+1 while the model runs batch i (on a
         # GPU box the forward is fast and the CPU work would otherwise sit between batches); one
         # batch ahead, so memory stays at two batches of inputs
@@ -357,17 +401,7 @@ class Precompute:
                 prepared, batch_notes = ahead.result()
                 ahead = (pool.submit(self._prepare, adapter, tasks[t + 1][0], tasks[t + 1][2])
                          if t + 1 < len(tasks) else None)
-                for kind, entries in batch_notes.items():
-                    notes[p.run_id].setdefault(kind, {}).update(entries)
-                vectors = adapter.run(prepared)
-                self._check_finite(vectors, name, p, batch)
-                self.w.write_batch(p.run_id, first + b0, vectors, n_done=b0 + len(batch),
-                                   n_items=len(items), notes=notes[p.run_id] or None)
-                self.summary.items_embedded += len(batch)
-                bar.update(len(batch))
-                _crash_point()
-                if b0 + len(batch) >= len(items):
-                    self._finished(name, p, notes[p.run_id], bar)
+                self._commit(name, p, b0, batch, items, adapter.run(prepared), notes, bar, batch_notes)
         finally:
             if ahead is not None:
                 ahead.cancel()
@@ -445,6 +479,14 @@ class Precompute:
         )
 
 
+def run_config(identity: dict, extras: dict) -> dict:
+    """A run's config JSON: its identity (what its run id hashes) with extras beside it (batch size,
+    code version, device, the adapter's layer widths and block path), the identity winning where a
+    key is in both; ``not_identity`` lists the extras, so ``layerscope merge`` recovers the identity
+    (and with it the unsharded run id) exactly."""
+    return {**extras, **identity, "not_identity": sorted(k for k in extras if k not in identity)}
+
+
 def model_inputs(adapter: Adapter, kind: str, raw: list, item_ids: list[str], image_mode: str):
     """``(Prepared, notes)``: the model's processor/tokenizer applied to a batch's raw inputs from
     :meth:`Precompute.batch_inputs` (notes: captions cut to the model's token limit). Shared by the
@@ -488,7 +530,7 @@ def run_precompute(*, store, manifest, dataset, models, names=None, modality=Non
             for i, spec in enumerate(models):
                 job.run_model(spec, names[i] if names else None, modality, spec_modality=modalities[i])
         finally:
-            job.pool.shutdown(wait=True, cancel_futures=True)
+            job.close()
     finally:
         writer.close()
     job.summary.seconds = time.perf_counter() - t0

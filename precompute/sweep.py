@@ -18,6 +18,8 @@ anything runs. The format (every field optional unless marked)::
     caption_seed = 0
     prompt_template = "auto"          # auto | none
     allow_fewer_captions = false
+    named_layers = true               # also store default / joint (transformers models; --no-named-layers)
+    random_init = false               # seeded random weights (the control; "-random-init" in the name)
 
     [[datasets]]
     name = "msrvtt"                   # required: the dataset's name in the store
@@ -27,8 +29,9 @@ anything runs. The format (every field optional unless marked)::
     source = "MCG-NJU/videomae-base"  # required: hub id or local folder (relative to the sweep file)
     name = "videomae-base"            # store name (default: the hub id or folder name)
     modality = "video"                # override: video | image | text | mllm
-    dtype = "bfloat16"                # per-model overrides of [precompute]: dtype, batch_size, device
-    trust_remote_code = false
+    dtype = "bfloat16"                # per-model overrides of [precompute]: dtype, batch_size, device,
+    trust_remote_code = false         # trust_remote_code, named_layers, random_init
+    blocks = "encoder.layer"          # extract through hooks on this block list (--blocks)
 
     [analyze]
     enabled = true                    # false: precompute only
@@ -102,8 +105,9 @@ class ModelSpec:
     source: str
     name: str | None
     modality: str | None
-    options: dict  # per-model precompute options (dtype, batch_size, device, trust_remote_code)
+    options: dict  # per-model precompute options (dtype, batch_size, device, trust_remote_code, ...)
     line: int
+    store_name: str = ""  # the model's name in the store (name, else the source's, -random-init added)
 
 
 @dataclass
@@ -170,10 +174,14 @@ PRECOMPUTE_FIELDS = {
     "device": (_str, "auto"), "image_mode": (_one_of("frames", "first"), "frames"),
     "caption_order": (_one_of("first", "random"), "first"), "caption_seed": (_int(0), 0),
     "prompt_template": (_one_of("auto", "none"), "auto"), "allow_fewer_captions": (_bool, False),
-    "trust_remote_code": (_bool, False),
+    "trust_remote_code": (_bool, False), "named_layers": (_bool, True), "random_init": (_bool, False),
+    "blocks": (_str, None),
 }
+#: fields of a [[models]] table that override [precompute] for that model
+MODEL_OPTIONS = ("dtype", "batch_size", "device", "trust_remote_code", "named_layers", "random_init", "blocks")
 MODEL_FIELDS = {"source": _str, "name": _str, "modality": _one_of("video", "image", "text", "mllm"),
-                "dtype": _one_of(*DTYPES), "batch_size": _int(1), "device": _str, "trust_remote_code": _bool}
+                "dtype": _one_of(*DTYPES), "batch_size": _int(1), "device": _str, "trust_remote_code": _bool,
+                "named_layers": _bool, "random_init": _bool, "blocks": _str}
 DATASET_FIELDS = {"name": _str, "manifest": _str}
 ANALYZE_FIELDS = {"enabled": _bool, "k": _int(1), "metrics": _strs, "references": _strs, "bootstrap": _int(0),
                   "clamp": _one_of("off", "platonic", "feature"), "reorder_k": _int(1),
@@ -255,7 +263,7 @@ def load_sweep(path) -> Sweep:
             fail((*key, "manifest"), f"{label}.manifest", f"{manifest} does not exist")
         datasets.append(DatasetSpec(v["name"], manifest, lines.get(key, 0)))
     models, seen = [], {}
-    from .models import default_name
+    from .models import store_name
 
     for v, key, label in array("models", MODEL_FIELDS, ("source",)):
         source = v["source"]
@@ -264,18 +272,19 @@ def load_sweep(path) -> Sweep:
             source = str(local)  # a folder next to the sweep file; anything else is a hub id
         if source.startswith((".", "/")) and not Path(source).exists():
             fail((*key, "source"), f"{label}.source", f"model folder {source} does not exist")
-        name = v.get("name") or default_name(source)
+        options = {f: v[f] for f in MODEL_OPTIONS if f in v}
+        name = store_name(source, v.get("name"), options.get("random_init", precompute["random_init"]))
         if name in seen:
             fail((*key, "name" if "name" in v else "source"), f"{label}.name",
                  f"model name {name!r} is already {seen[name]}; give each model its own name")
         seen[name] = label
-        options = {f: v[f] for f in ("dtype", "batch_size", "device", "trust_remote_code") if f in v}
-        models.append(ModelSpec(source, v.get("name"), v.get("modality"), options, lines.get(key, 0)))
+        models.append(ModelSpec(source, v.get("name"), v.get("modality"), options, lines.get(key, 0), name))
     return Sweep(path, datasets, models, precompute, dict(analyze), dict(ray), lines)
 
 
 # ---- planning --------------------------------------------------------------------------------
-#: identity fields the plan cannot know without loading the model (checked by the run itself)
+#: identity fields the plan cannot know without loading the model (checked by the run itself); a
+#: hook-path model (timm, open_clip, remote code, blocks) adds those only its probe forward tells
 _LOADED_ONLY = ("native_frames", "prompt")
 
 
@@ -328,21 +337,33 @@ def _size(n: int) -> str:
 
 def _probe(sweep: Sweep, m: ModelSpec):
     """The model's config-only adapter (no weights), errors pointing at the sweep file."""
-    from .models import Adapter
+    from .models import probe_model
 
     opts = sweep.model_options(m)
     try:
-        return Adapter(m.source, device="cpu", dtype=opts["dtype"], trust_remote_code=opts["trust_remote_code"],
-                       modality=m.modality, prompt_template=opts["prompt_template"])
+        return probe_model(m.source, device="cpu", dtype=opts["dtype"], trust_remote_code=opts["trust_remote_code"],
+                           modality=m.modality, prompt_template=opts["prompt_template"], blocks=opts["blocks"],
+                           random_init=opts["random_init"], named_layers=opts["named_layers"])
     except ValueError as exc:
         raise SweepError(f"{sweep.path}:{m.line}: models source {m.source!r}: {exc}") from None
 
 
-def _revision(probe) -> str:
-    from .models import local_revision
-
-    return local_revision(Path(probe.source)) if probe.is_local else (
-        getattr(probe.config, "_commit_hash", None) or "unknown")
+def _known_identity(probe) -> tuple[SimpleNamespace, dict, tuple, tuple | None]:
+    """``(info, fixed, unknown, dims)`` of a config-only adapter: the ``info`` fields the run plan
+    reads, identity fields pinned beyond the plan's (``layer_names``: None for a run without
+    them), identity fields only a load can tell, and ``(n_layers, dim)`` when the config states them."""
+    planned = probe.planned_layers()
+    hf = hasattr(probe, "config")  # timm / open_clip: revision and pooling come with the weights
+    info = SimpleNamespace(source=probe.source, revision=probe.config_revision() if hf else None,
+                           modality=probe.modality, pooling=getattr(probe, "pooling", None), native_frames=None,
+                           config={})
+    unknown = _LOADED_ONLY + (() if hf else ("revision",)) + (() if info.pooling else ("pooling",))
+    if planned is None:  # the hook path: its layers (and their names) are known after its probe forward
+        return info, {}, unknown + ("layer_names",), None
+    n_layers, dim, names = planned
+    if names:
+        info.config = {"layerscope": {"layer_names": names}}
+    return info, {"layer_names": names or None}, unknown, (n_layers, dim)
 
 
 def _stored_runs(store) -> list[dict]:
@@ -369,7 +390,6 @@ def plan_sweep(sweep: Sweep, store) -> Plan:
     manifest hash, model source and revision, dtype, budgets, variant, caption rules, ...) except
     the few known only after loading (native frame count, MLLM prompt)."""
     from .manifest import load_manifest
-    from .models import default_name
     from .runner import Precompute
 
     manifests = {}
@@ -378,32 +398,26 @@ def plan_sweep(sweep: Sweep, store) -> Plan:
             manifests[d.name] = load_manifest(d.manifest)
         except ValueError as exc:
             raise SweepError(f"{sweep.path}:{d.line}: datasets {d.name!r}: {exc}") from None
-    probes = {(m.name or default_name(m.source)): (m, _probe(sweep, m)) for m in sweep.models}
+    probes = {m.store_name: (m, _probe(sweep, m)) for m in sweep.models}
     stored = _stored_runs(store)
     runs, done_pairs = [], set()
     for d in sweep.datasets:
         manifest = manifests[d.name]
         for name, (m, probe) in probes.items():
             opts = sweep.model_options(m)
-            job = Precompute(None, manifest, d.name, frames=opts["frames"], captions=opts["captions"],
-                             variants=opts["variants"], batch_size=opts["batch_size"], dtype=opts["dtype"],
-                             image_mode=opts["image_mode"], caption_order=opts["caption_order"],
-                             caption_seed=opts["caption_seed"], prompt_template=opts["prompt_template"],
-                             progress=False)
-            job.pool.shutdown()
+            job = Precompute(None, manifest, d.name, progress=False, **opts)
+            job.close()
             if {"text", "mllm"} & {probe.modality} and opts["variants"] != ["reversed"] \
                     and not opts["allow_fewer_captions"]:
                 try:
                     job.check_captions()
                 except ValueError as exc:
                     raise SweepError(f"{sweep.path}: datasets {d.name!r} with models {name!r}: {exc}") from None
-            info = SimpleNamespace(source=probe.source, revision=_revision(probe), modality=probe.modality,
-                                   pooling=probe.pooling, native_frames=None, config={})
+            info, fixed, unknown, dims = _known_identity(probe)
             fake = SimpleNamespace(prompt_format=lambda side: None)
-            dims = probe._dims_from_config()
             pair_done = True
             for p in job.plan(fake, name, info):
-                want = {k: v for k, v in p.identity.items() if k not in _LOADED_ONLY}
+                want = {**{k: v for k, v in p.identity.items() if k not in unknown}, **fixed}
                 match = [r for r in stored if all(r["config"].get(k) == v for k, v in want.items())]
                 best = max(match, key=lambda r: (r["status"] == "done", r["n_done"]), default=None)
                 n = len(manifest.items)

@@ -36,3 +36,44 @@ def make_index_dataset(root, lengths, *, size=32):
     path = root / "index.jsonl"
     path.write_text("\n".join(json.dumps(l) for l in lines) + "\n")
     return path
+
+
+def stored_rows(store) -> list:
+    """Every embedding row ``(run_id, layer, idx, vec)`` of a store, sorted; vectors as float lists,
+    so two stores compare bitwise with ``==``."""
+    import duckdb
+
+    from analysis.schema import embedding_tables
+
+    con = duckdb.connect(str(store), read_only=True)
+    try:
+        return sorted(row for t in embedding_tables(con).values()
+                      for row in con.execute(f"SELECT run_id, layer, idx, vec FROM {t}").fetchall())
+    finally:
+        con.close()
+
+
+def stored_contents(store) -> tuple[list, list]:
+    """``(rows, runs)``: :func:`stored_rows` and each run's ``(run_id, status, n_done, n_items)``."""
+    from analysis.store import list_runs
+
+    runs = sorted((r["run_id"], r["status"], r["n_done"], r["n_items"]) for r in list_runs(store))
+    return stored_rows(store), runs
+
+
+def write_sweep(path, *, manifest, models, precompute="frames = [1, 3]\ncaptions = [1, 3]\nbatch_size = 3",
+                extra="") -> Path:
+    """A sweep file at ``path``: ``[precompute]`` lines, one dataset ``toy`` at ``manifest``, one
+    ``[[models]]`` table per entry of ``models`` (a source, or a dict of the table's fields), then ``extra``."""
+    def value(v):
+        return json.dumps(v) if not isinstance(v, bool) else str(v).lower()
+
+    tables = []
+    for m in models:
+        fields = m if isinstance(m, dict) else {"source": m}
+        tables.append("[[models]]\n" + "".join(f"{k} = {value(v)}\n" for k, v in fields.items()))
+    text = (f"[precompute]\n{precompute}\n\n[[datasets]]\nname = \"toy\"\nmanifest = {json.dumps(str(manifest))}\n\n"
+            + "\n".join(tables) + "\n" + extra)
+    path = Path(path)
+    path.write_text(text)
+    return path

@@ -128,11 +128,14 @@ def test_blocks_flag_through_the_cli_is_another_run(tmp_path, tiny, capsys):
     assert main([str(x) for x in base + ["--name", "vit-hooks", "--blocks", path]]) == 0
     plain = load_embeddings(store, model="vit", dataset="toy", n_frames=2)
     hooked = load_embeddings(store, model="vit-hooks", dataset="toy", n_frames=2)
-    np.testing.assert_allclose(hooked[:-1], plain, rtol=1e-5, atol=1e-6)
+    # both store the named `default` layer (on by default on the hidden_states path): every layer agrees
+    np.testing.assert_allclose(hooked, plain, rtol=1e-5, atol=1e-6)
     con = duckdb.connect(str(store), read_only=True)
     cfg = json.loads(con.execute("SELECT config FROM runs WHERE model = 'vit-hooks'").fetchone()[0])
+    plain_cfg = json.loads(con.execute("SELECT config FROM runs WHERE model = 'vit'").fetchone()[0])
     con.close()
-    assert cfg["blocks"] == path and cfg["layer_names"] == {str(plain.shape[0]): "default"}
+    assert cfg["blocks"] == path and cfg["layer_names"] == {str(plain.shape[0] - 1): "default"}
+    assert plain_cfg["layer_names"] == cfg["layer_names"] and "blocks" not in plain_cfg
     assert len({r["run_id"] for r in list_runs(store)}) == 2
     capsys.readouterr()
     assert main([str(x) for x in base + ["--name", "vit-bad", "--blocks", "encoder.nope"]]) == 2

@@ -1,5 +1,5 @@
-"""Issue #15 on transformers models (``--named-layers``): the model's default output and a dual
-encoder's joint embedding after the hidden states, against the library's own feature functions."""
+"""Issue #15 on transformers models (named layers, on by default): the model's default output and a
+dual encoder's joint embedding after the hidden states, against the library's own feature functions."""
 
 import json
 
@@ -75,22 +75,51 @@ def test_xclip_joint_is_its_video_features_per_clip(tiny):
     np.testing.assert_allclose(got[3], frames.reshape(2, 4, -1).mean(1).numpy(), rtol=1e-5, atol=1e-6)
 
 
-def test_named_layers_flag_through_the_cli_records_names_and_is_its_own_run(tmp_path, clip):
+def _run_vectors(store, run_id):
+    from analysis.store import connect, load_run
+
+    con = connect(store, read_only=True)
+    try:
+        return load_run(con, run_id)
+    finally:
+        con.close()
+
+
+def test_named_layers_are_on_by_default_and_a_store_made_without_them_is_kept(tmp_path, clip, capsys):
+    from transformers import AutoConfig
+
     data = make_dataset(tmp_path / "d", n=2, frames=4)
     store = tmp_path / "s.duckdb"
     base = ["precompute", "--store", store, "--manifest", data, "--dataset", "toy", "--model", clip,
             "--frames", "1", "--quiet"]
-    assert main([str(x) for x in base]) == 0
-    assert main([str(x) for x in base + ["--named-layers"]]) == 0
+    # a store as made before named layers were stored: hidden states only, no names in the config
+    assert main([str(x) for x in base + ["--no-named-layers"]]) == 0
     con = duckdb.connect(str(store), read_only=True)
-    rows = con.execute("SELECT n_layers, dim, config FROM runs ORDER BY n_layers").fetchall()
+    (old_id, n_old, old_cfg), = con.execute("SELECT run_id, n_layers, config FROM runs").fetchall()
     con.close()
-    assert [(r[0], r[1]) for r in rows] == [(3, 32), (5, 32)]
-    assert "layer_names" not in json.loads(rows[0][2])
-    cfg = json.loads(rows[1][2])
-    assert cfg["layer_names"] == {"3": "default", "4": "joint"} and cfg["layer_dims"] == {"4": 16}
+    before = _run_vectors(store, old_id)
+    hidden = AutoConfig.from_pretrained(clip).vision_config.num_hidden_layers + 1
+    assert n_old == hidden and "layer_names" not in json.loads(old_cfg) and "layer_dims" not in json.loads(old_cfg)
+    capsys.readouterr()
+    # the same command today: the run with default and joint is another run; the old one is named and kept
+    assert main([str(x) for x in base]) == 0
+    err = capsys.readouterr().err
+    assert "without the named layers (default/joint): n_f=1; they are kept" in err
+    con = duckdb.connect(str(store), read_only=True)
+    rows = con.execute("SELECT run_id, n_layers, dim, status, config FROM runs ORDER BY n_layers").fetchall()
+    con.close()
+    assert [(r[0] == old_id, r[1], r[2], r[3]) for r in rows] == [(True, hidden, 32, "done"), (False, hidden + 2, 32, "done")]
+    cfg = json.loads(rows[1][4])
+    assert cfg["layer_names"] == {str(hidden): "default", str(hidden + 1): "joint"} and cfg["layer_dims"] == {
+        str(hidden + 1): 16}
     stored = load_embeddings(store, model="tinyclip", dataset="toy", n_frames=1)  # the newest run of the setting
-    assert stored.shape == (5, 2, 32) and not stored[4, :, 16:].any()
+    assert stored.shape == (hidden + 2, 2, 32) and not stored[hidden + 1, :, 16:].any()
+    # the old run's vectors are untouched and equal the new run's numbered layers
+    np.testing.assert_array_equal(_run_vectors(store, old_id), before)
+    np.testing.assert_array_equal(before, _run_vectors(store, rows[1][0])[:hidden])
+    # and --no-named-layers finds its old run done: nothing computed
+    assert main([str(x) for x in base + ["--no-named-layers"]]) == 0
+    assert "0 run(s) computed, 1 already done" in capsys.readouterr().out
 
 
 @pytest.mark.parametrize("name", ["vit", "t5", "videomae"])

@@ -9,11 +9,9 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from analysis.schema import embedding_tables
-from analysis.store import list_runs
 from precompute import ray_backend
 from precompute.cli import main
-from tests.precompute.helpers import make_dataset
+from tests.precompute.helpers import make_dataset, stored_contents, write_sweep
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -39,34 +37,22 @@ def args(store, data, tiny, *extra):
             "original", "--quiet", *extra]
 
 
-def contents(store):
-    """Every embedding row, bitwise (vectors as float lists compare exactly), and each run's progress."""
-    con = duckdb.connect(str(store), read_only=True)
-    try:
-        rows = sorted(row for t in embedding_tables(con).values()
-                      for row in con.execute(f"SELECT run_id, layer, idx, vec FROM {t}").fetchall())
-    finally:
-        con.close()
-    runs = sorted((r["run_id"], r["status"], r["n_done"], r["n_items"]) for r in list_runs(store))
-    return rows, runs
-
-
 @pytest.fixture(scope="module")
 def plain(tmp_path_factory, data, tiny):
     store = tmp_path_factory.mktemp("plain") / "plain.duckdb"
     assert main(args(store, data, tiny)) == 0
-    return contents(store)
+    return stored_contents(store)
 
 
 def test_ray_local_writes_exactly_the_plain_runs(tmp_path, ray_local, data, tiny, plain):
     store = tmp_path / "ray.duckdb"
     assert main(args(store, data, tiny, "--ray", "local")) == 0
-    rows, runs = contents(store)
+    rows, runs = stored_contents(store)
     assert runs == plain[1] and all(r[1] == "done" for r in runs) and len(runs) == 5
     assert rows == plain[0]
     # and a second --ray run finds everything done
     assert main(args(store, data, tiny, "--ray", "local")) == 0
-    assert contents(store) == (rows, runs)
+    assert stored_contents(store) == (rows, runs)
 
 
 def test_a_killed_model_worker_is_restarted_and_the_store_ends_complete(tmp_path, ray_local, data, tiny, plain,
@@ -78,7 +64,7 @@ def test_a_killed_model_worker_is_restarted_and_the_store_ends_complete(tmp_path
     store = tmp_path / "ray.duckdb"
     assert main(args(store, data, tiny, "--ray", "local")) == 0
     assert marker.exists()
-    assert contents(store) == plain
+    assert stored_contents(store) == plain
 
 
 def test_a_killed_driver_resumes_like_a_killed_local_run(tmp_path, ray_local, data, tiny, plain):
@@ -96,12 +82,12 @@ def test_a_killed_driver_resumes_like_a_killed_local_run(tmp_path, ray_local, da
         except ProcessLookupError:
             pass
     assert proc.returncode == -9, err.decode()[-2000:]
-    rows, runs = contents(store)
+    rows, runs = stored_contents(store)
     # 7 items in batches of 3: the first vision run done (3 batches) and one batch of the second
     assert sorted((r[2], r[1]) for r in runs) == [(3, "running"), (7, "done")]
     assert rows and set(rows) <= set(plain[0])
     assert main(args(store, data, tiny, "--ray", "local")) == 0
-    assert contents(store) == plain
+    assert stored_contents(store) == plain
 
 
 def test_without_ray_the_flag_says_how_to_install_it(tmp_path, data, tiny, monkeypatch, capsys):
@@ -116,30 +102,12 @@ def test_without_ray_the_flag_says_how_to_install_it(tmp_path, data, tiny, monke
 
 
 def test_sweep_run_on_ray_then_a_second_run_does_nothing(tmp_path, ray_local, data, tiny, plain, capsys):
-    sweep = tmp_path / "sweep.toml"
-    sweep.write_text(f"""
-[precompute]
-frames = [1, 3]
-captions = [1, 3]
-batch_size = 3
-
-[[datasets]]
-name = "toy"
-manifest = "{data}"
-
-[[models]]
-source = "{tiny['vit']}"
-
-[[models]]
-source = "{tiny['bert']}"
-
-[analyze]
-enabled = false
-""")
+    sweep = write_sweep(tmp_path / "sweep.toml", manifest=data, models=[tiny["vit"], tiny["bert"]],
+                        extra="[analyze]\nenabled = false\n")
     store = tmp_path / "s.duckdb"
     assert main(["sweep", "run", str(sweep), "--store", str(store), "--ray", "local", "--quiet"]) == 0
     assert "5 run(s) computed" in capsys.readouterr().out
-    assert contents(store) == plain
+    assert stored_contents(store) == plain
     assert main(["sweep", "run", str(sweep), "--store", str(store), "--ray", "local", "--quiet"]) == 0
     assert "0 run(s) computed, 0 already done, 2 dataset×model pair(s) complete" in capsys.readouterr().out
 
@@ -168,28 +136,8 @@ def test_sweep_analysis_scored_in_ray_tasks_equals_local_analysis(tmp_path, ray_
 
     from analysis.studies import parallel
 
-    sweep = tmp_path / "sweep.toml"
-    sweep.write_text(f"""
-[precompute]
-frames = [1, 3]
-captions = [1, 3]
-batch_size = 3
-
-[[datasets]]
-name = "toy"
-manifest = "{data}"
-
-[[models]]
-source = "{tiny['vit']}"
-
-[[models]]
-source = "{tiny['bert']}"
-
-[analyze]
-k = 3
-bootstrap = 20
-jobs = 1
-""")
+    sweep = write_sweep(tmp_path / "sweep.toml", manifest=data, models=[tiny["vit"], tiny["bert"]],
+                        extra="[analyze]\nk = 3\nbootstrap = 20\njobs = 1\n")
     local, remote = tmp_path / "local.duckdb", tmp_path / "remote.duckdb"
     assert main(["sweep", "run", str(sweep), "--store", str(local), "--quiet"]) == 0
     shutil.copy(local, remote)
@@ -219,3 +167,30 @@ def test_asking_for_gpus_this_machine_lacks_is_an_error_before_anything_runs(tmp
     err = capsys.readouterr().err
     assert "--gpus-per-model 1.0: 1 model actor(s) need 1 GPU(s), this machine has 0" in err
     assert len(err.strip().splitlines()) == 1 and not store.exists()
+
+
+def test_decoders_decode_and_preprocess_on_cpu_workers(ray_local, data, tiny):
+    """The CPU actor returns the model's inputs (a Prepared, not raw frames or strings), equal to
+    what the local path prepares, from the weightless adapter the driver ships to it."""
+    import torch
+
+    from precompute.manifest import load_manifest
+    from precompute.models import Prepared, load_adapter
+    from precompute.runner import FrameCache, Precompute, RunPlan, model_inputs
+
+    items = load_manifest(data).items[:3]
+    for spec, plan in ((tiny["videomae"], RunPlan("r", 3, None, "original", {})),
+                       (tiny["bert"], RunPlan("r", None, 3, "original", {}))):
+        adapter = load_adapter(spec)
+        boxed = [ray_local.put(adapter.preprocessor())]
+        decoder = ray_backend._decoder_class(ray_local).remote([3], ["original"], {"caption_order": "first",
+                                                                                    "caption_seed": 0})
+        got, notes = ray_local.get(decoder.prepare.options(num_returns=2).remote(plan, items, "frames", 1, boxed))
+        local = Precompute(None, load_manifest(data), "toy", frames=[3], captions=[3], progress=False)
+        kind, raw, _ = local.batch_inputs(plan, items, FrameCache(local._wanted_frames).get)
+        local.close()
+        want, _ = model_inputs(adapter, kind, raw, [it.item_id for it in items], "frames")
+        assert isinstance(got, Prepared) and set(got.inputs) == set(want.inputs)
+        assert all(torch.equal(got.inputs[k], want.inputs[k]) for k in want.inputs)
+        assert (got.owner is None) == (want.owner is None) and got.masked == want.masked
+        ray_local.kill(decoder)

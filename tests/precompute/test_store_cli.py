@@ -51,14 +51,15 @@ def test_store_holds_every_layer_in_manifest_order(tmp_path, dataset, tiny, caps
     runs = list_runs(store)
     assert len(runs) == 5 and all(r["status"] == "done" and r["n_done"] == 7 for r in runs)
     manifest = load_manifest(dataset)
-    vit = load_adapter(tiny["vit"])
+    # named layers are on by default: the adapters that match the CLI's runs store them too
+    vit = load_adapter(tiny["vit"], named_layers=True)
     stored = load_embeddings(store, model="vit", dataset="toy", n_frames=3)
-    assert stored.shape == (4, 7, 32) and stored.dtype == np.float32
+    assert stored.shape == (4 + 1, 7, 32) and stored.dtype == np.float32  # 4 hidden states, then `default`
     for i in (0, 6):
         frames = read_frames(manifest.items[i].video)
         direct = vit.embed_videos([frames[sample_indices(len(frames), 3)]])[:, 0]
         np.testing.assert_allclose(stored[:, i], direct, rtol=1e-5, atol=1e-6)
-    bert = load_adapter(tiny["bert"])
+    bert = load_adapter(tiny["bert"], named_layers=True)
     text = load_embeddings(store, model="bert", dataset="toy", n_captions=3)
     direct = bert.embed_texts([caption_text(manifest.items[4].captions, 3)])[:, 0]
     np.testing.assert_allclose(text[:, 4], direct, rtol=1e-5, atol=1e-6)
@@ -264,26 +265,42 @@ def test_mllm_runs_both_sides_in_one_space(tmp_path, dataset, tiny):
 
 
 def test_shard_stores_merge_into_exactly_the_unsharded_run(tmp_path, dataset, tiny, capsys):
-    args = ["--manifest", dataset, "--dataset", "toy", "--model", tiny["vit"], "--model", tiny["bert"],
-            "--frames", "2", "--captions", "1", "--batch-size", "2", "--quiet"]
+    common = ["--manifest", dataset, "--dataset", "toy", "--frames", "2", "--captions", "1", "--batch-size", "2",
+              "--quiet"]
+    # CLIP's narrower joint layer (16 wide in a 32-wide run) and a hook-path timm model put extras
+    # (layer widths, the block path found) in the run config beside the identity: merge must still
+    # find the unsharded run id
+    from precompute.tiny_models import build_clip
+
+    clip = str(build_clip(tmp_path / "tinyclip"))
+    commands = [["--model", tiny["vit"], "--model", tiny["bert"], "--model", clip],
+                ["--model", "timm:vit_tiny_patch16_224?img_size=32&depth=2", "--random-init"]]
     whole = tmp_path / "whole.duckdb"
-    assert cli("precompute", "--store", whole, *args) == 0
+    for c in commands:
+        assert cli("precompute", "--store", whole, *common, *c) == 0
     shards = []
     for i in range(3):
         shards.append(tmp_path / f"shard{i}.duckdb")
-        assert cli("precompute", "--store", shards[-1], *args, "--shard", f"{i}/3") == 0
+        for c in commands:
+            assert cli("precompute", "--store", shards[-1], *common, *c, "--shard", f"{i}/3") == 0
     merged = tmp_path / "merged.duckdb"
     assert cli("merge", "--store", merged, *map(str, shards[:2])) == 0  # one shard missing
     assert "0 sharded run(s) merged" in capsys.readouterr().out
     assert cli("merge", "--store", merged, *map(str, shards)) == 0
-    assert "3 sharded run(s) merged" in capsys.readouterr().out
+    assert "5 sharded run(s) merged" in capsys.readouterr().out
     assert {r["run_id"] for r in list_runs(merged)} == {r["run_id"] for r in list_runs(whole)}
     for kw in ({"model": "vit", "n_frames": 2}, {"model": "bert", "n_captions": 1},
-               {"model": "bert", "n_captions": 1, "variant": "negative"}):
+               {"model": "bert", "n_captions": 1, "variant": "negative"}, {"model": "tinyclip", "n_frames": 2},
+               {"model": "timm:vit_tiny_patch16_224?img_size=32&depth=2-random-init", "n_frames": 2}):
         np.testing.assert_array_equal(load_embeddings(merged, dataset="toy", **kw),
                                       load_embeddings(whole, dataset="toy", **kw))
     assert cli("merge", "--store", merged, *map(str, shards)) == 0  # again: nothing new
-    assert "3 already in" in capsys.readouterr().out
+    assert "5 already in" in capsys.readouterr().out
+    # the merged run keeps the extras: CLIP's 16-wide joint layer in a 32-wide run
+    con = duckdb.connect(str(merged), read_only=True)
+    cfg = json.loads(con.execute("SELECT config FROM runs WHERE model = 'tinyclip'").fetchone()[0])
+    con.close()
+    assert cfg["layer_names"] == {"3": "default", "4": "joint"} and cfg["layer_dims"] == {"4": 16}
 
 
 def test_interrupted_shard_resumes_at_its_own_first_missing_item(tmp_path, tiny):
@@ -370,10 +387,11 @@ def test_video_families_through_the_cli_match_the_adapter(tmp_path, dataset, tin
     assert cli("precompute", "--store", store, "--manifest", dataset, "--dataset", "toy", "--model", tiny[name],
                "--frames", "2,6", "--batch-size", "3", "--variant", "reversed", "--quiet") == 0
     manifest = load_manifest(dataset)
-    a = load_adapter(tiny[name])
+    a = load_adapter(tiny[name], named_layers=True)  # as the CLI stores them by default
     for n_f in (2, 6):
         stored = load_embeddings(store, model=name, dataset="toy", n_frames=n_f, variant="reversed")
-        assert stored.shape == (3, 7, 32)
+        # 3 hidden states, then `default`, and X-CLIP's `joint` (its projection through its mit)
+        assert stored.shape == (3 + (2 if name == "xclip" else 1), 7, 32)
         frames = read_frames(manifest.items[5].video)[::-1]
         direct = a.embed_videos([frames[sample_indices(len(frames), n_f)]])[:, 0]
         np.testing.assert_allclose(stored[:, 5], direct, rtol=1e-5, atol=1e-6)

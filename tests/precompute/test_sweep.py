@@ -2,17 +2,18 @@
 
 import textwrap
 
-import duckdb
 import pytest
 from transformers import AutoConfig
 
-from analysis.schema import embedding_tables
 from precompute.cli import main
 from precompute.sweep import SweepError, key_lines, load_sweep, plan_sweep, run_sweep
-from tests.precompute.helpers import make_dataset
+from tests.precompute.helpers import make_dataset, stored_rows
+from tests.precompute.helpers import write_sweep as sweep_file
 
 
 def write_sweep(root, tiny, extra="", *, models=None):
+    """The test sweep: the vit and bert-tiny (named) models on ``data/manifest.jsonl``, then ``extra``;
+    ``models`` replaces the models' tables (TOML text)."""
     models = models if models is not None else f"""
         [[models]]
         source = "{tiny['vit']}"
@@ -21,18 +22,8 @@ def write_sweep(root, tiny, extra="", *, models=None):
         source = "{tiny['bert']}"
         name = "bert-tiny"
     """
-    text = textwrap.dedent("""
-        [precompute]
-        frames = [1, 3]
-        captions = [1, 3]
-        batch_size = 3
-
-        [[datasets]]
-        name = "toy"
-        manifest = "data/manifest.jsonl"
-    """) + textwrap.dedent(models) + textwrap.dedent(extra)
-    path = root / "sweep.toml"
-    path.write_text(text)
+    path = sweep_file(root / "sweep.toml", manifest="data/manifest.jsonl", models=[])
+    path.write_text(path.read_text() + textwrap.dedent(models) + textwrap.dedent(extra))
     return path
 
 
@@ -40,15 +31,6 @@ def line_of(path, needle: str, nth: int = 0) -> int:
     """1-based line of the nth line containing ``needle`` (found independently of the parser)."""
     hits = [i + 1 for i, line in enumerate(path.read_text().splitlines()) if needle in line]
     return hits[nth]
-
-
-def all_vectors(store) -> list:
-    con = duckdb.connect(str(store), read_only=True)
-    try:
-        return sorted(row for t in embedding_tables(con).values()
-                      for row in con.execute(f"SELECT run_id, layer, idx, vec FROM {t}").fetchall())
-    finally:
-        con.close()
 
 
 @pytest.fixture
@@ -77,6 +59,9 @@ def test_key_lines_index_tables_arrays_and_keys():
     ('[[datasets]]\nname = "other"\nmanifest = "missing.jsonl"\n', "missing.jsonl", "datasets[1].manifest",
      "does not exist"),
     ('[precompute2]\n', "[precompute2]", "precompute2", "unknown table"),
+    ('[[models]]\nsource = "x"\nnamed_layers = "yes"\n', "named_layers", "models[2].named_layers", "true or false"),
+    ('[[models]]\nsource = "x"\nrandom_init = 1\n', "random_init", "models[2].random_init", "true or false"),
+    ('[[models]]\nsource = "x"\nblocks = 3\n', "blocks = 3", "models[2].blocks", "non-empty string"),
 ])
 def test_field_errors_name_file_line_and_field(root, tiny, extra, needle, field, says):
     path = write_sweep(root, tiny, extra)
@@ -123,15 +108,16 @@ def test_plan_lists_runs_and_the_size_the_run_then_writes(root, tiny, capsys):
     labels = [(r.model, r.label, r.status) for r in plan.runs]
     assert labels == [("vit", "n_f=1", "todo"), ("vit", "n_f=3", "todo"), ("bert-tiny", "n_c=1", "todo"),
                       ("bert-tiny", "n_c=3", "todo"), ("bert-tiny", "n_c=1 negatives", "todo")]
-    # hidden states = layers + 1 (embeddings), each a float32 vector of the hidden size, per item
+    # hidden states = layers + 1 (embeddings), then the named `default` layer, each a float32
+    # vector of the hidden size, per item
     for name, n_runs in (("vit", 2), ("bert", 3)):
         cfg = AutoConfig.from_pretrained(tiny[name])
-        per_run = 7 * (cfg.num_hidden_layers + 1) * cfg.hidden_size * 4
+        per_run = 7 * (cfg.num_hidden_layers + 1 + 1) * cfg.hidden_size * 4
         assert [r.bytes_left for r in plan.runs if r.model.startswith(name)] == [per_run] * n_runs
     assert main(["sweep", "plan", str(path), "--store", str(store)]) == 0
     assert "5 run(s): 0 done, 5 to run (35 item embeddings" in capsys.readouterr().out
     run_sweep(load_sweep(path), store, progress=False, log=lambda m: None)
-    stored = all_vectors(store)
+    stored = stored_rows(store)
     assert sum(len(v) * 4 for *_, v in stored) == sum(r.bytes_left for r in plan.runs)
     after = plan_sweep(load_sweep(path), store)
     assert {r.status for r in after.runs} == {"done"} and after.done_pairs == {("toy", "vit"), ("toy", "bert-tiny")}
@@ -148,7 +134,7 @@ def test_sweep_run_equals_plain_precompute_and_a_second_run_does_nothing(root, t
     assert main(["precompute", "--store", str(plain), "--manifest", str(root / "data/manifest.jsonl"), "--dataset",
                  "toy", "--model", tiny["bert"], "--name", "bert-tiny", "--captions", "1,3", "--batch-size", "3",
                  "--quiet"]) == 0
-    assert all_vectors(store) == all_vectors(plain)  # same run ids, same rows, bitwise
+    assert stored_rows(store) == stored_rows(plain)  # same run ids, same rows, bitwise
 
     import precompute.runner
 
@@ -185,3 +171,44 @@ def test_per_model_overrides_and_a_partial_run_in_the_plan(root, tiny):
     assert [(r.label, r.status, r.n_done) for r in plan.runs] == [("n_f=1", "partial", 4), ("n_f=3", "todo", 0)]
     out = run_sweep(sweep, store, progress=False, log=lambda m: None)
     assert out["runs_computed"] == 2 and out["items_embedded"] == 3 + 7  # the partial run resumed
+
+
+def test_blocks_random_init_and_named_layers_in_a_sweep_are_the_cli_flags(root, tiny):
+    """A sweep's ``blocks``, ``random_init`` and ``named_layers`` give the runs (ids and rows) of the
+    same ``layerscope precompute`` flags, and the plan tells runs with named layers from runs without."""
+    from precompute.hooks import find_blocks
+    from precompute.models import load_adapter
+
+    blocks = find_blocks(load_adapter(tiny["vit"]).model)[0]
+    manifest = root / "data/manifest.jsonl"
+    common = ["--manifest", str(manifest), "--dataset", "toy", "--batch-size", "3", "--quiet"]
+    bert_named = ["--model", tiny["bert"], "--random-init", "--captions", "1,3"]
+    store, plain = root / "s.duckdb", root / "plain.duckdb"
+    for s in (store, plain):  # a run of random-init bert with named layers (the default) is in both stores
+        assert main(["precompute", "--store", str(s), *common, *bert_named]) == 0
+    path = write_sweep(root, tiny, "[analyze]\nenabled = false\n", models=f"""
+        [[models]]
+        source = "{tiny['vit']}"
+        name = "vit-hooks"
+        blocks = "{blocks}"
+
+        [[models]]
+        source = "{tiny['bert']}"
+        random_init = true
+        named_layers = false
+    """)
+    sweep = load_sweep(path)
+    plan = plan_sweep(sweep, store)
+    # the stored bert runs have named layers: the sweep's (without) are still to do
+    assert [(r.model, r.label, r.status) for r in plan.runs] == [
+        ("vit-hooks", "n_f=1", "todo"), ("vit-hooks", "n_f=3", "todo"), ("bert-random-init", "n_c=1", "todo"),
+        ("bert-random-init", "n_c=3", "todo"), ("bert-random-init", "n_c=1 negatives", "todo")]
+    out = run_sweep(sweep, store, progress=False, log=lambda m: None)
+    assert out["runs_computed"] == 5
+    assert main(["precompute", "--store", str(plain), *common, "--model", tiny["vit"], "--name", "vit-hooks",
+                 "--blocks", blocks, "--frames", "1,3"]) == 0
+    assert main(["precompute", "--store", str(plain), *common, *bert_named, "--no-named-layers"]) == 0
+    assert stored_rows(store) == stored_rows(plain)  # same run ids, same rows, bitwise
+    after = plan_sweep(load_sweep(path), store)
+    assert [(r.model, r.status) for r in after.runs] == [(r.model, "done") for r in after.runs]
+    assert after.done_pairs == {("toy", "vit-hooks"), ("toy", "bert-random-init")}
