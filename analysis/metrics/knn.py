@@ -21,7 +21,7 @@ from functools import cached_property
 import numpy as np
 from scipy import sparse
 
-from ..neighbors import dot64, knn_search
+from ..neighbors import ann_search, check_knn_method, dot64, knn_search
 from ..validation import as_matrix, check_k, check_paired
 from .base import PairKernel
 
@@ -36,12 +36,15 @@ class KnnState:
     """
 
     def __init__(self, idx: np.ndarray, X: np.ndarray, norms: np.ndarray, *, collapsed: bool = False,
-                 resolved: tuple = ()):
+                 resolved: tuple = (), method: str = "exact", recall: float | None = None, recall_rows: int = 0):
         self.idx = idx
         self.X = X
         self.norms = norms
         self.collapsed = collapsed
         self.resolved = resolved  # rows settled per stage of knn_search (float32, re-rank..., full)
+        self.method = method  # "exact" or "ann" (approximate neighbours)
+        self.recall = recall  # ann: share of exact neighbours found on a sample of rows
+        self.recall_rows = recall_rows
 
     @property
     def n(self) -> int:
@@ -108,14 +111,20 @@ def masked_hsic_unbiased(n: int, rows, cols, kv, lv, trace: float) -> float:
 class KnnKernel(PairKernel):
     """Shared preparation: cosine top-k per layer (and the CKNNA self term, which is cheap)."""
 
-    def prepare(self, X, *, k=10, groups=None, **_):
-        """Neighbour lists of one layer ``X`` ``(N, d)``, float32 or float64 (kept as given)."""
+    def prepare(self, X, *, k=10, groups=None, knn="exact", **_):
+        """Neighbour lists of one layer ``X`` ``(N, d)``, float32 or float64 (kept as given).
+
+        ``knn="exact"``: proven exact search (``knn_search``); ``"ann"``: faiss HNSW
+        (``ann_search``), its recall on a sample kept on the state (see ``knn_summary``).
+        """
         # X was validated by the caller (the public function or layer_grid)
         check_k(X.shape[0] if groups is None else len(np.unique(groups)), k)
-        res = knn_search(X, k, groups)
+        search = knn_search if check_knn_method(knn) == "exact" else ann_search
+        res = search(X, k, groups)
         # rows of idx come ordered by neighbour index: pair intersections then come out already
         # sorted by (row, column), which masked_hsic_unbiased exploits instead of sorting per pair
-        return KnnState(res.idx, X, res.norms, collapsed=res.collapsed, resolved=res.resolved)
+        return KnnState(res.idx, X, res.norms, collapsed=res.collapsed, resolved=res.resolved,
+                        method=res.method, recall=res.recall, recall_rows=res.recall_rows)
 
     @staticmethod
     def _check_pair(sa: KnnState, sb: KnnState):
@@ -190,25 +199,45 @@ class Cknna(KnnKernel):
         return float(cross / np.sqrt(denom))
 
 
+def knn_summary(states) -> dict:
+    """What a result computed from these k-NN states should carry about its neighbour search.
+
+    ``{"knn": "exact"}`` when every list is exact; otherwise ``{"knn": "ann", "knn_recall": [per
+    state, None for a collapsed layer], "knn_recall_min": lowest, "knn_recall_rows": rows checked
+    per layer}`` (recall = share of the exact k neighbours the approximate lists hold, measured on
+    a seeded sample of rows; see ``analysis.neighbors.ann_search``).
+    """
+    states = list(states)
+    if all(s.method == "exact" for s in states):
+        return {"knn": "exact"}
+    rec = [None if s.recall is None else float(s.recall) for s in states]
+    seen = [r for r in rec if r is not None]
+    return {"knn": "ann", "knn_recall": rec, "knn_recall_min": min(seen) if seen else None,
+            "knn_recall_rows": max((s.recall_rows for s in states), default=0)}
+
+
 _MUTUAL = MutualKnn()
 _CYCLE = CycleKnn()
 _CKNNA = Cknna()
 
 
 def _pair_inputs(X, Y, k):
-    X = as_matrix(X, "X")
-    Y = as_matrix(Y, "Y")
+    # float32 stays float32 (the search widens what it needs; the same answer as a float64 copy)
+    X = as_matrix(X, "X", dtype=None)
+    Y = as_matrix(Y, "Y", dtype=None)
     check_paired(X, Y)
     check_k(X.shape[0], k)
     return X, Y
 
 
-def mutual_knn(X, Y, *, k: int = 10) -> float:
+def mutual_knn(X, Y, *, k: int = 10, knn: str = "exact") -> float:
     """Mutual k-nearest-neighbour alignment between two spaces.
 
     Args:
         X: ``(N, p)`` embeddings; Y: ``(N, q)`` embeddings of the same N items.
         k: neighbours per item (the item itself excluded); ``k < N``.
+        knn: ``"exact"`` (default; proven equal to an all-float64 search) or ``"ann"`` (faiss
+            HNSW, for very large N; recall reported by ``layer_grid(..., info=...)``).
     Returns:
         ``1/(kN) sum_i |NN_k^X(i) ∩ NN_k^Y(i)|`` in ``[0, 1]``; higher means more aligned.
         Chance level is about ``k/(N-1)``. Invariant to rotation and scaling of either space.
@@ -219,10 +248,10 @@ def mutual_knn(X, Y, *, k: int = 10) -> float:
     1.0
     """
     X, Y = _pair_inputs(X, Y, k)
-    return _MUTUAL.one_pair(X, Y, k=k)
+    return _MUTUAL.one_pair(X, Y, k=k, knn=knn)
 
 
-def cycle_knn(X, Y, *, k: int = 10) -> float:
+def cycle_knn(X, Y, *, k: int = 10, knn: str = "exact") -> float:
     """Cycle k-NN: share of items that return to themselves via Y-neighbours then X-neighbours.
 
     Returns a value in ``[0, 1]`` (higher is better): item i counts when i is among the k
@@ -230,10 +259,10 @@ def cycle_knn(X, Y, *, k: int = 10) -> float:
     Reference: Huh et al. (2024), platonic-rep ``cycle_knn``.
     """
     X, Y = _pair_inputs(X, Y, k)
-    return _CYCLE.one_pair(X, Y, k=k)
+    return _CYCLE.one_pair(X, Y, k=k, knn=knn)
 
 
-def cknna(X, Y, *, k: int = 10) -> float:
+def cknna(X, Y, *, k: int = 10, knn: str = "exact") -> float:
     """Centred kernel nearest-neighbour alignment (CKNNA).
 
     Kernels are cosine similarities of L2-normalised rows; both are masked to the pairs
@@ -242,9 +271,9 @@ def cknna(X, Y, *, k: int = 10) -> float:
         CKNNA = HSIC_u(M∘K, M∘L) / sqrt(HSIC_u(M_K∘K, M_K∘K) HSIC_u(M_L∘L, M_L∘L))
 
     Usually in ``[0, 1]`` (not bounded in theory; NaN when a self term is not positive).
-    Needs N > 3. Reference: Huh et al. (2024).
+    Needs N > 3. ``knn``: ``"exact"`` or ``"ann"``, as in ``mutual_knn``. Reference: Huh et al. (2024).
     """
     X, Y = _pair_inputs(X, Y, k)
     if X.shape[0] <= 3:
         raise ValueError(f"cknna needs N > 3 items for the unbiased HSIC, got N={X.shape[0]}")
-    return _CKNNA.one_pair(X, Y, k=k)
+    return _CKNNA.one_pair(X, Y, k=k, knn=knn)
