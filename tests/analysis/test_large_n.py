@@ -92,3 +92,18 @@ def test_packed_and_block_forms_agree(monkeypatch, kernel, debiased):
     assert cka(X, Y, kernel=kernel, debiased=debiased) == pytest.approx(packed, rel=1e-12)
     if kernel == "linear":
         assert packed == pytest.approx(gram_cka(X, Y, debiased), rel=1e-10)
+
+
+def test_cknna_block_scoring_is_the_same_in_any_grouping(monkeypatch):
+    from analysis.metrics import cknna
+    from analysis.metrics import knn as knn_mod
+
+    rng = np.random.default_rng(4)
+    X, Y = planted(90, dx=10, dy=8, seed=4)
+    A = np.stack([X + l * rng.normal(size=X.shape) for l in range(3)])
+    B = np.stack([Y + l * rng.normal(size=Y.shape) for l in range(4)])
+    whole = layer_grid(A, B, metric="cknna", k=5)
+    monkeypatch.setattr(knn_mod, "CKNNA_BLOCK_ENTRIES", 1)  # one B layer per step
+    np.testing.assert_array_equal(layer_grid(A, B, metric="cknna", k=5), whole)
+    assert cknna(X, X, k=5) == 1.0  # self terms run the same routine as cross terms
+    np.testing.assert_array_equal(np.diag(layer_grid(A, metric="cknna", k=5)), 1.0)
