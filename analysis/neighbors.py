@@ -368,18 +368,25 @@ def knn_search(X: np.ndarray, k: int, groups: np.ndarray | None = None, *, devic
 
 
 # ---------------------------------------------------------------------------------------------
-# Approximate search (faiss HNSW) with its recall measured against the exact search
+# Approximate search (faiss IVF-Flat) with its recall measured against the exact search
 # ---------------------------------------------------------------------------------------------
 
 #: ``knn=`` choices of the k-NN metrics
 KNN_METHODS = ("exact", "ann")
 #: rows per approximate search whose neighbours are compared with the exact answer (recall)
 RECALL_SAMPLE = 256
-#: HNSW graph: links per node, build and search breadth (faiss defaults are 32, 40, 16; a wider
-#: search keeps recall >= 0.9 on 768-dim model embeddings at 64k items in the bench)
-HNSW_M = 32
-HNSW_EF_CONSTRUCTION = 80
-HNSW_EF_SEARCH = 128
+#: faiss IVF-Flat index: about ``IVF_LISTS_PER_SQRT_N · sqrt(N)`` cells (faiss's guideline is
+#: 4-16 sqrt(N)), each query scanning the ``IVF_NPROBE`` nearest cells, i.e. about
+#: ``IVF_NPROBE / (4 sqrt(N))`` of the exact search's work (1/32 at N = 64k). An HNSW graph was
+#: tried first: built on one thread (for a reproducible graph) it took 4x the exact search at
+#: N = 16k, d = 768 on this project's 2-core machine.
+IVF_LISTS_PER_SQRT_N = 4
+IVF_NPROBE = 32
+#: k-means training points per cell (faiss subsamples, seeded): training costs about
+#: ``64·nlist^2·d·20`` flops, ~16% of the exact search at N = 64k instead of ~60% with all rows
+IVF_TRAIN_PER_LIST = 64
+#: seed of the k-means that places the cells (the index, hence the answer, is reproducible)
+IVF_SEED = 1234
 #: rows per faiss query batch (bounds the candidate arrays)
 ANN_QUERY_ROWS = 1 << 14
 
@@ -402,18 +409,19 @@ def _faiss():
 
 def ann_search(X: np.ndarray, k: int, groups: np.ndarray | None = None, *, sample: int = RECALL_SAMPLE,
                seed: int = 0) -> KnnSearch:
-    """Approximate cosine k-NN (faiss HNSW on float32 unit rows), recall measured on a sample.
+    """Approximate cosine k-NN (faiss IVF-Flat on float32 unit rows), recall measured on a sample.
 
-    The HNSW graph (Malkov & Yashunin, 2018; faiss ``IndexHNSWFlat`` with inner product) proposes
-    ``k + extra`` candidates per row; their float64 cosines (``dot64``) pick the k, ties by lower
-    index, so where the graph finds the true neighbours the answer equals ``knn_search`` exactly.
-    Rows left with fewer than k valid candidates are searched exactly. The graph is built on one
-    thread so the same data give the same graph (faiss's parallel insertion order varies).
+    An inverted-file index (Jégou et al., 2011; faiss ``IndexIVFFlat``, inner product, cells placed
+    by a seeded spherical k-means) proposes ``k + extra`` candidates per row from the
+    ``IVF_NPROBE`` cells nearest to it; their float64 cosines (``dot64``) pick the k, ties by lower
+    index, so where the index finds the true neighbours the answer equals ``knn_search`` exactly.
+    Rows left with fewer than k valid candidates are searched exactly. Small N (one cell) is exact.
 
     Recall: ``sample`` rows (seeded choice) are also searched exactly; ``recall`` is the mean share
     of their exact k neighbours that the approximate lists hold (1.0 = no neighbour missed), on
     ``recall_rows`` rows. Cost of the check: ``sample·N·d`` float32 flops.
     Args and returns as ``knn_search`` (``method="ann"``). Needs faiss (``INSTALL_FAISS``).
+    Memory: the float32 unit rows twice (ours and the index's copy) plus ``N`` ids.
     """
     faiss = _faiss()
     n, d = X.shape
@@ -426,15 +434,16 @@ def ann_search(X: np.ndarray, k: int, groups: np.ndarray | None = None, *, sampl
     # the row itself and its own group come back from the index too: ask for that many more
     extra = 1 if groups is None else int(np.unique(groups, return_counts=True)[1].max())
     c = min(n, k + extra + 8)
-    index = faiss.IndexHNSWFlat(d, HNSW_M, faiss.METRIC_INNER_PRODUCT)
-    index.hnsw.efConstruction = HNSW_EF_CONSTRUCTION
-    threads = faiss.omp_get_max_threads()
-    faiss.omp_set_num_threads(1)
-    try:
-        index.add(sims.A)
-    finally:
-        faiss.omp_set_num_threads(threads)
-    index.hnsw.efSearch = max(HNSW_EF_SEARCH, c)
+    # at least 39 training points per cell (faiss's rule of thumb for a stable k-means)
+    nlist = int(max(1, min(IVF_LISTS_PER_SQRT_N * np.sqrt(n), n // 39)))
+    index = faiss.IndexIVFFlat(faiss.IndexFlatIP(d), d, nlist, faiss.METRIC_INNER_PRODUCT)
+    index.cp.seed = IVF_SEED
+    index.cp.spherical = True  # unit rows: centroids on the sphere too
+    index.cp.max_points_per_centroid = IVF_TRAIN_PER_LIST
+    index.cp.min_points_per_centroid = 1  # small N: fewer points per cell is expected, not a warning
+    index.train(sims.A)
+    index.add(sims.A)
+    index.nprobe = min(nlist, IVF_NPROBE)
     idx = np.empty((n, k), dtype=np.int64)
     short = []
     for start, stop in row_chunks(n, c, ANN_QUERY_ROWS * c):

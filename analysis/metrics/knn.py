@@ -103,7 +103,7 @@ class KnnKernel(PairKernel):
     def prepare(self, X, *, k=10, groups=None, knn="exact", **_):
         """Neighbour lists of one layer ``X`` ``(N, d)``, float32 or float64 (kept as given).
 
-        ``knn="exact"``: proven exact search (``knn_search``); ``"ann"``: faiss HNSW
+        ``knn="exact"``: proven exact search (``knn_search``); ``"ann"``: faiss IVF
         (``ann_search``), its recall on a sample kept on the state (see ``knn_summary``).
         """
         # X was validated by the caller (the public function or layer_grid)
@@ -290,7 +290,7 @@ def mutual_knn(X, Y, *, k: int = 10, knn: str = "exact") -> float:
         X: ``(N, p)`` embeddings; Y: ``(N, q)`` embeddings of the same N items.
         k: neighbours per item (the item itself excluded); ``k < N``.
         knn: ``"exact"`` (default; proven equal to an all-float64 search) or ``"ann"`` (faiss
-            HNSW, for very large N; recall reported by ``layer_grid(..., info=...)``).
+            inverted file, for very large N; recall reported by ``layer_grid(..., info=...)``).
     Returns:
         ``1/(kN) sum_i |NN_k^X(i) ∩ NN_k^Y(i)|`` in ``[0, 1]``; higher means more aligned.
         Chance level is about ``k/(N-1)``. Invariant to rotation and scaling of either space.
