@@ -6,6 +6,9 @@ platonic-representation code (Huh et al., 2024, "The Platonic Representation Hyp
 Precision: neighbours are searched in float32 and proven (or recomputed) in float64, so they equal
 an all-float64 search exactly (``analysis.neighbors.knn_search``); CKNNA's kernel values are
 float64 cosines. Ties are broken by the lower item index.
+With ``knn="ann"`` the lists come from a faiss inverted-file index instead (approximate; its
+recall against the exact search is measured on a sample and kept on each state, see
+``knn_summary``).
 
 Collapsed layers: when every row of a layer is the same point after normalisation (or all rows
 are zero), all cosines are equal and "the k nearest" is decided by tie-breaking alone; the old
