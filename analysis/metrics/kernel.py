@@ -278,6 +278,12 @@ class CkaKernel(PairKernel):
         mode = states_a[0].mode
         if mode == "packed":
             cross = _packed_inner(states_a, states_b)
+            # self terms of every new state in one tiled call (a 1x1 call pads to a full tile):
+            # a cell of the tiled product does not depend on its place in the tile (see tiled_inner)
+            todo = list({id(s): s for s in list(states_a) + list(states_b) if s.self_inner is None}.values())
+            if todo:
+                for s, v in zip(todo, np.diag(_packed_inner(todo, todo))):
+                    s.self_inner = float(v)
             self_a = np.array([s.inner_self() for s in states_a])
             self_b = np.array([s.inner_self() for s in states_b])
         elif mode == "feature":
