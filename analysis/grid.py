@@ -25,7 +25,7 @@ def prepare_layers(spec, stack, params, clamp_quantile=None) -> list:
 
 
 def layer_grid(A, B=None, *, metric: str = "mutual_knn", k: int = 10, clamp_quantile: float | None = None,
-               **params) -> np.ndarray:
+               info: dict | None = None, **params) -> np.ndarray:
     """Score every layer of ``A`` against every layer of ``B``.
 
     Args:
@@ -34,12 +34,18 @@ def layer_grid(A, B=None, *, metric: str = "mutual_knn", k: int = 10, clamp_quan
         metric: a registry name of kind pairwise, same_space or unpaired.
         k: neighbours for metrics that take ``k`` (ignored by the others).
         clamp_quantile: clamp each feature at this quantile of |x| before scoring (off by default).
-        **params: further metric parameters (see ``layerscope metrics``).
+        info: optional dict, filled with what the result should carry about how it was computed:
+            for k-NN metrics ``analysis.metrics.knn.knn_summary`` of both sides (``knn``, and with
+            ``knn="ann"`` the measured neighbour recall per layer of A then B, and its minimum).
+        **params: further metric parameters (see ``layerscope metrics``), e.g. ``knn="ann"`` for
+            approximate neighbours (faiss) on the k-NN metrics.
     Returns:
         ``(La, Lb)`` float64 array; ``out[a, b] = metric(A[a], B[b])``. k-NN cells are NaN when
         either layer is collapsed (every row the same point: neighbours undefined).
     Memory: float32 stacks are not copied; k-NN metrics hold per layer an ``(N, k)`` list and a
-    float32 unit-row copy while it is searched; CKA holds a float64 copy of every layer.
+    float32 unit-row copy while it is searched; CKA holds per layer half its N x N kernel for
+    N <= 1024, a float64 copy of the layer up to N = 8192 and nothing but column means above (see
+    ``analysis.metrics.kernel``).
     """
     spec = get_metric(metric)
     if spec.kind == "single":
@@ -62,6 +68,10 @@ def layer_grid(A, B=None, *, metric: str = "mutual_knn", k: int = 10, clamp_quan
         check_k(A.shape[1], params["k"])
     states_a = prepare_layers(spec, A, params, clamp_quantile)
     states_b = states_a if self_grid else prepare_layers(spec, B, params, clamp_quantile)
+    if info is not None and "knn" in params:
+        from .metrics.knn import knn_summary
+
+        info.update(knn_summary(states_a if self_grid else list(states_a) + list(states_b)))
     return spec.kernel.score_block(states_a, states_b, **params)
 
 

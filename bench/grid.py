@@ -12,14 +12,18 @@ Prints, measured in one run on the same float32 data (default N=1024, d=768, 24Ã
 Times are the best of two runs (the naive loop: one), all in one process on the same arrays.
 Numbers on a shared machine are noisy.
 
-``--scaling 1024,4096,16384[,65536]`` adds a table: for each N, in a fresh subprocess, the time of
-a mutual_knn self-grid of ``--scaling-layers`` layers, its peak of numpy allocations (tracemalloc,
-beyond the stack), the process's peak resident memory (VmHWM), and exactness checked on 64
-sampled rows per layer against their full float64 rows. (No approximate index is wired in:
-that column says so.)
+``--scaling 1024,4096,16384[,65536]`` adds a table: for each N and method, in a fresh subprocess,
+the time of a self-grid of ``--scaling-layers`` layers, its peak of numpy allocations (tracemalloc,
+beyond the stack), and the process's peak resident memory (VmHWM, the stack included; the only
+measure that sees faiss's own allocations). Methods: ``exact`` mutual_knn (exactness checked on 64
+sampled rows per layer against their full float64 rows), ``ann`` mutual_knn (``knn="ann"``, faiss
+IVF; the recall it reports, and its grid's largest difference from the exact grid) and linear
+``cka`` (packed Gram at N <= 1024, row blocks to 8192, feature space above). ``--scaling-methods``
+picks some (default: all, ``ann`` only when faiss is installed). The 64k row takes ~10 min per
+method on 2 cores; leave it out for a quick run.
 
 Usage: python bench/grid.py [--n 1024] [--d 768] [--layers 24] [--k 10] [--no-naive]
-       [--scaling 1024,4096,16384] [--scaling-layers 2] [--only-scaling]
+       [--scaling 1024,4096,16384] [--scaling-layers 2] [--scaling-methods exact,ann,cka] [--only-scaling]
 """
 
 from __future__ import annotations
@@ -123,35 +127,67 @@ def vm_hwm() -> int:
     return 0
 
 
-def scaling_point(n, d, layers, k):
-    """Run in a subprocess: one N of the scaling table, printed as JSON."""
+def scaling_point(n, d, layers, k, method):
+    """Run in a subprocess: one (N, method) cell of the scaling table, printed as JSON."""
     import tracemalloc
 
+    from analysis.grid import prepare_layers
+    from analysis.registry import get_metric
+
     A = make_stack(n, d, layers, seed=1)
+    metric = "cka" if method == "cka" else "mutual_knn"
+    spec = get_metric(metric)
+    params = spec.resolve(**({} if method == "cka" else {"k": k, "knn": method}))
     tracemalloc.start()  # numpy reports its array allocations here: the grid's own peak
     t0 = time.perf_counter()
-    layer_grid(A, metric="mutual_knn", k=k)
+    # what layer_grid(A, metric=..., **params) runs, kept open so the check reuses the lists
+    states = prepare_layers(spec, A, params)
+    grid = spec.kernel.score_block(states, states, **params)
     seconds = time.perf_counter() - t0
     traced = tracemalloc.get_traced_memory()[1]
     tracemalloc.stop()
     peak = vm_hwm()
-    exact = all(exact_on_sample(layer, knn_search(layer, k).idx, k) for layer in A)
-    print(json.dumps({"n": n, "seconds": seconds, "peak_bytes": peak, "grid_bytes": traced,
-                      "data_bytes": A.nbytes, "exact": exact}))
+    out = {"n": n, "method": method, "seconds": seconds, "peak_bytes": peak, "grid_bytes": traced,
+           "data_bytes": A.nbytes}
+    if method == "exact":
+        out["exact"] = all(exact_on_sample(layer, s.idx, k) for layer, s in zip(A, states))
+    elif method == "ann":
+        from analysis.metrics.knn import knn_summary
+
+        out["recall"] = knn_summary(states)["knn_recall_min"]
+        # the exact grid for comparison costs the exact search again: only where that is quick
+        out["max_diff"] = (float(np.max(np.abs(grid - layer_grid(A, metric="mutual_knn", k=k))))
+                           if n <= 16384 else None)
+    print(json.dumps(out))
 
 
-def scaling_table(sizes, d, layers, k):
-    print(f"\nscaling: mutual_knn self-grid, {layers} layers, d={d}, k={k}, float32 data, one subprocess per N")
-    print(f"{'N':>7} {'time s':>9} {'grid peak MiB':>14} {'peak RSS MiB':>13} {'data MiB':>9} "
-          f"{'exact (64 rows/layer)':>22} {'approximate':>12}")
+def scaling_table(sizes, d, layers, k, methods):
+    print(f"\nscaling: self-grids of {layers} layers, d={d}, k={k}, float32 data, one subprocess per cell")
+    print(f"{'N':>7} {'method':>7} {'time s':>9} {'grid peak MiB':>14} {'peak RSS MiB':>13} {'data MiB':>9}  check")
     for n in sizes:
-        cmd = [sys.executable, __file__, "--scaling-point", str(n), "--d", str(d), "--scaling-layers", str(layers),
-               "--k", str(k)]
-        out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout.strip().splitlines()[-1]
-        r = json.loads(out)
-        print(f"{r['n']:>7} {r['seconds']:>9.2f} {r['grid_bytes'] / 2**20:>14.0f} {r['peak_bytes'] / 2**20:>13.0f} "
-              f"{r['data_bytes'] / 2**20:>9.0f} "
-              f"{str(r['exact']):>22} {'not built':>12}", flush=True)
+        for method in methods:
+            cmd = [sys.executable, __file__, "--scaling-point", str(n), "--d", str(d), "--scaling-layers",
+                   str(layers), "--k", str(k), "--scaling-methods", method]
+            out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout.strip().splitlines()[-1]
+            r = json.loads(out)
+            if method == "exact":
+                check = f"exact on 64 rows/layer: {r['exact']}"
+            elif method == "ann":
+                diff = "not computed above 16k" if r["max_diff"] is None else f"<= {r['max_diff']:.4f}"
+                check = f"recall (min over layers, 256 rows) {r['recall']:.4f}; |ann - exact grid| {diff}"
+            else:
+                check = "linear CKA"
+            print(f"{r['n']:>7} {method:>7} {r['seconds']:>9.2f} {r['grid_bytes'] / 2**20:>14.0f} "
+                  f"{r['peak_bytes'] / 2**20:>13.0f} {r['data_bytes'] / 2**20:>9.0f}  {check}", flush=True)
+
+
+def default_methods():
+    try:
+        import faiss  # noqa: F401
+    except ImportError:
+        print("(faiss not installed: no ann rows; pip install 'layerscope[ann]')")
+        return ["exact", "cka"]
+    return ["exact", "ann", "cka"]
 
 
 def main(argv=None):
@@ -163,16 +199,18 @@ def main(argv=None):
     p.add_argument("--no-naive", action="store_true", help="skip the slow per-pair loop")
     p.add_argument("--scaling", default="", help="comma-separated N for the scaling table, e.g. 1024,4096,16384")
     p.add_argument("--scaling-layers", type=int, default=2)
+    p.add_argument("--scaling-methods", default="", help="comma-separated: exact, ann, cka (default: all)")
     p.add_argument("--only-scaling", action="store_true", help="skip the grid-vs-floor part")
     p.add_argument("--scaling-point", type=int, help=argparse.SUPPRESS)
     args = p.parse_args(argv)
+    methods = [m for m in args.scaling_methods.split(",") if m]
     if args.scaling_point:
-        return scaling_point(args.scaling_point, args.d, args.scaling_layers, args.k)
+        return scaling_point(args.scaling_point, args.d, args.scaling_layers, args.k, methods[0])
     sizes = [int(s) for s in args.scaling.split(",") if s]
     if not args.only_scaling:
         grid_vs_floor(args)
     if sizes:
-        scaling_table(sizes, args.d, args.scaling_layers, args.k)
+        scaling_table(sizes, args.d, args.scaling_layers, args.k, methods or default_methods())
 
 
 def grid_vs_floor(args):
@@ -186,7 +224,7 @@ def grid_vs_floor(args):
           f"cka float64 Gram {t_gram:6.2f} s")
     rows = []
     for metric in ("mutual_knn", "cka", "cknna"):
-        t, grid = timed(lambda: layer_grid(A, B, metric=metric, k=args.k))
+        t, grid = timed(lambda metric=metric: layer_grid(A, B, metric=metric, k=args.k))
         rows.append((metric, t, grid))
         if metric == "cka":
             print(f"{metric:>10}: grid {t:7.2f} s   grid/Gram floor {t / t_gram:5.2f}x (target <= 1.5x)")

@@ -7,7 +7,8 @@ stages on one layer each, so a grid cell equals the one-pair value exactly.
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
@@ -53,38 +54,47 @@ class FunctionKernel(PairKernel):
 #: Layers per gemm tile. Every contraction runs on tiles of this fixed shape.
 TILE = 8
 
-
-def _tiles(G: np.ndarray):
-    """Split rows of ``G`` into zero-padded ``(TILE, K)`` tiles."""
-    for start in range(0, G.shape[0], TILE):
-        part = G[start : start + TILE]
-        if part.shape[0] < TILE:
-            part = np.vstack([part, np.zeros((TILE - part.shape[0], G.shape[1]), dtype=G.dtype)])
-        yield start, part
-
-
 #: Columns per contraction step; fixed, so partial sums always add up in the same order.
 K_CHUNK = 1 << 13
 
 
-def gram_inner(Ga: np.ndarray, Gb: np.ndarray) -> np.ndarray:
-    """``Ga @ Gb.T`` for flattened per-layer blocks, computed on fixed-shape tiles.
+def tiled_inner(vecs_a: Sequence[np.ndarray], vecs_b: Sequence[np.ndarray]) -> np.ndarray:
+    """``(len(vecs_a), len(vecs_b))`` inner products ``<a, b>`` of equal-length 1-D float64 vectors.
 
     BLAS picks its kernel and summation order from the operand shapes (a 1-row operand goes to
     dot/gemv, small products to a "small matrix" kernel), so the same cell can differ in the last
-    bits between a 1x1 and a 24x24 call. Running every product on zero-padded ``(TILE, K_CHUNK)``
-    tiles, accumulated chunk by chunk in a fixed order, makes a cell depend only on its two rows,
-    so one-pair calls and grid cells agree exactly; the column chunks keep tiles in cache.
+    bits between a 1x1 and a 24x24 call. Every product here runs on zero-padded ``(TILE, K_CHUNK)``
+    tiles, accumulated chunk by chunk in a fixed order, so a cell depends only on its two vectors
+    and one-pair calls and grid cells agree exactly.
+
+    Speed: each column chunk of every vector is copied once per call into small reused tile
+    buffers that stay in cache (no stacked or padded copy of the whole vectors); a self-product
+    (``vecs_b is vecs_a``) reuses the same buffers. Cost ``2·ceil(La/8)·ceil(Lb/8)·64·M`` flops and
+    one read of every vector: 9×9 layers of N = 512 packed Gram vectors take ~0.07 s.
     """
-    la, lb = Ga.shape[0], Gb.shape[0]
-    tiles_a, tiles_b = list(_tiles(Ga)), list(_tiles(Gb))
-    acc = np.zeros((len(tiles_a) * TILE, len(tiles_b) * TILE), dtype=np.result_type(Ga, Gb))
-    for c in range(0, Ga.shape[1], K_CHUNK):
-        for i, ta in tiles_a:
-            part = ta[:, c : c + K_CHUNK]
-            for j, tb in tiles_b:
-                acc[i : i + TILE, j : j + TILE] += part @ tb[:, c : c + K_CHUNK].T
+    la, lb = len(vecs_a), len(vecs_b)
+    m = len(vecs_a[0]) if la else 0
+    ta, tb = -(-la // TILE), -(-lb // TILE)
+    acc = np.zeros((ta * TILE, tb * TILE))
+    same = vecs_b is vecs_a
+    buf_a = np.zeros((ta, TILE, K_CHUNK))
+    buf_b = buf_a if same else np.zeros((tb, TILE, K_CHUNK))
+    for c in range(0, m, K_CHUNK):
+        w = min(K_CHUNK, m - c)
+        for buf, vecs in ((buf_a, vecs_a),) if same else ((buf_a, vecs_a), (buf_b, vecs_b)):
+            for r, v in enumerate(vecs):
+                buf[r // TILE, r % TILE, :w] = v[c : c + w]
+        for i in range(ta):
+            part = buf_a[i, :, :w]
+            for j in range(tb):
+                acc[i * TILE : (i + 1) * TILE, j * TILE : (j + 1) * TILE] += part @ buf_b[j, :, :w].T
     return acc[:la, :lb]
+
+
+def gram_inner(Ga: np.ndarray, Gb: np.ndarray) -> np.ndarray:
+    """``Ga @ Gb.T`` for flattened per-layer blocks (rows), computed by :func:`tiled_inner`."""
+    rows_a = list(Ga)
+    return tiled_inner(rows_a, rows_a if Gb is Ga else list(Gb))
 
 
 def gram_self(G: np.ndarray) -> np.ndarray:

@@ -1,38 +1,83 @@
 """Centred kernel alignment (CKA), linear or RBF, with biased or unbiased HSIC.
 
-Grids never hold N x N per pair: each layer's (centred or diagonal-free) Gram matrix is produced
-in row blocks, flattened, and all layer pairs are contracted at once with one gemm per block.
+Three ways to the same number, chosen by N alone (so a grid cell and the one-pair function take
+the same way and agree bit for bit):
 
-Precision (why CKA stays float64 while k-NN runs in float32): CKA is a ratio of traces
+- **packed** (``N <= GRAM_CACHE_MAX_N``, the papers' N = 512-1024): ``prepare`` builds the layer's
+  HSIC kernel once (centred ``H K H`` or zero-diagonal ``K~``) and keeps its diagonal and upper
+  triangle as two float64 vectors. ``<K, L>_F = 2 <triu K, triu L> + <diag K, diag L>``, so a pair
+  costs one read of half the Gram of each side; all pairs of a block are contracted on fixed
+  ``(8, 8192)`` gemm tiles (:func:`analysis.metrics.base.tiled_inner`), about 6x faster than
+  copying full N x N Grams into per-call buffers as before. Self terms are cached on the state.
+- **feature** (linear kernels, ``N > FEATURE_CKA_MIN_N``): no N x N object at all.
+  ``<Xc Xc^T, Yc Yc^T>_F = ||Xc^T Yc||_F^2`` (Kornblith et al. 2019, eq. 4), accumulated over row
+  chunks of ``FEATURE_CHUNK_ROWS`` rows, each centred in float64 from the layer as stored
+  (float32 stays float32 in memory): O(N·p·q) per pair, memory ``p·q`` plus one chunk. Debiased
+  HSIC uses the same cross-covariance: with ``k_i = ||x_i||^2`` (centred rows: unbiased HSIC of a
+  linear kernel does not change when a constant is added to every row, since each of its terms
+  is a sum of ``k_ij + k_qr - k_iq - k_jr``), ``tr(K~L~) = ||Xc^T Yc||^2 - k·l``,
+  ``K~1 = Xc (Xc^T 1) - k``.
+- **blocks** (everything else): row blocks of the kernel rebuilt per call into one reused buffer
+  per side (``GRAM_BLOCK_ENTRIES`` per layer), never N x N per layer.
+
+Precision (why float64 throughout while k-NN runs in float32): CKA is a ratio of traces
 ``<K~, L~>_F = sum_ij K~_ij L~_ij`` over all N^2 entries. In float32 each Gram entry carries a
 relative error up to ``γ_d ≈ d·u32`` (768·6e-8 ≈ 4.6e-5, worse after centring a large mean: the
 error scales with ``||x||^2`` while the centred entry scales with the spread), and the N^2-term sum
 adds up to ``γ_{N^2}`` more (pairwise BLAS sums grow like ``log N`` in practice, but the
 rigorous bound for N = 1e4 is already > 1). Unlike a neighbour list, a trace has no discrete
 answer a cheap float64 pass could certify, so the only way to an answer good to ~1e-12 is to
-form the Gram blocks in float64 (``γ_d(u64) ≈ 8.5e-14``). Memory: one float64 copy of each layer
-(``L·N·d·8`` bytes) plus ``GRAM_BLOCK_ENTRIES`` per layer of block buffer.
+form the Gram blocks in float64 (``γ_d(u64) ≈ 8.5e-14``).
+
+Feature form against the Gram form (both float64; Higham 2002, §3.1): each entry of
+``C = Xc^T Yc`` is a length-N dot, ``|Ĉ_ab - C_ab| <= γ_N ||xc_a|| ||yc_b||`` (column norms), so
+``||Ĉ - C||_F <= γ_N ||Xc||_F ||Yc||_F``; with ``||C||_F <= ||Xc||_F ||Yc||_F`` and
+``||Xc^T Xc||_F >= ||Xc||_F^2 / sqrt(p)`` the linear CKA moves by at most about
+``γ_N (2 sqrt(p q) + sqrt(p) + sqrt(q))`` (absolute; first order). Centring in float64 adds
+``u64·|mean|/spread`` relative per entry, the same for both forms. For N = 1e5, p = q = 768:
+≤ 3.5e-8 rigorous, ~1e-12 in practice (rounding errors of a dot grow like sqrt(N), not N); the
+Gram form's own error is of the same order. In float32 the same bound is > 1 and the typical error
+~1e-2, hence float64 chunks. Tests hold the two forms to ``rel=1e-9``.
+
+Memory: packed: ``N^2/2`` float64 per layer (4 MiB at N = 1024), no copy of the layer; feature:
+the layer as stored (by reference) plus O(N + d); blocks: one float64 copy of each layer plus
+``GRAM_BLOCK_ENTRIES`` per layer of block buffer.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import lru_cache
 
 import numpy as np
 
 from .. import neighbors
 from ..validation import as_matrix, check_paired, check_positive
-from .base import PairKernel, gram_inner, gram_self
+from .base import PairKernel, gram_inner, gram_self, tiled_inner
 
 KERNELS = ("linear", "rbf")
 
 
-#: Largest N whose whole kernel a prepared layer keeps (8 MB per layer at N = 1024, the papers' N).
+#: Largest N whose kernel a prepared layer keeps, packed (4 MiB per layer at N = 1024, the papers' N).
 GRAM_CACHE_MAX_N = 1024
+
+#: Above this N, linear CKA runs in feature space (``||Xc^T Yc||_F^2``, no N x N object): for a
+#: 24x24 grid at d = 768 the Gram form's ``2·L·N^2·d + L^2·N^2`` flops and the feature form's
+#: ``L^2·N·d^2`` cross near N ≈ 9000, and only the feature form stays O(N) in memory and time.
+FEATURE_CKA_MIN_N = 8192
+
+#: Rows per float64 chunk of the feature form (25 MiB at d = 768); fixed, so sums add up in one order.
+FEATURE_CHUNK_ROWS = 4096
 
 #: Entries of one layer's Gram row block (8 MB): small enough that the per-layer blocks of a
 #: whole model stay in a reused buffer instead of N x N per layer.
 GRAM_BLOCK_ENTRIES = 1 << 20
+
+
+@lru_cache(maxsize=2)
+def _triu(n: int) -> tuple[np.ndarray, np.ndarray]:
+    """Row and column indices of the strict upper triangle of an ``n x n`` matrix (row-major)."""
+    return np.triu_indices(n, k=1)
 
 
 def gram_row_step(n: int) -> int:
@@ -56,24 +101,31 @@ def median_distance(X: np.ndarray, *, max_points: int = 2000) -> float:
 
 @dataclass
 class GramState:
-    """Per-layer pieces from which any row block of the layer's kernel matrix is rebuilt."""
+    """Per-layer pieces from which the layer's HSIC kernel, or its feature-space form, is used.
 
-    X: np.ndarray  # (N, d): centred for linear-biased (exact H K H = Xc Xc^T), raw otherwise
+    ``mode`` is ``"packed"`` (diagonal and upper triangle of the kernel kept), ``"feature"``
+    (linear, large N: the layer as stored plus its column means) or ``"blocks"`` (row blocks
+    rebuilt per call from ``X``); see the module docstring.
+    """
+
+    n: int
     kernel: str
     debiased: bool
+    mode: str = "blocks"
+    #: blocks: float64 rows (centred for linear-biased: exact H K H = Xc Xc^T), raw otherwise;
+    #: feature: the layer as stored (float32 is not copied); packed: None (not needed any more)
+    X: np.ndarray | None = field(default=None, repr=False)
     gamma: float = 0.0  # RBF: exp(-gamma * ||x - y||^2)
     sq_norms: np.ndarray | None = None
     row_mean: np.ndarray | None = None  # biased centring: K 1 / N
     grand_mean: float = 0.0  # biased centring: mean of all entries of K
     total: float = 0.0  # debiased: sum of all entries of K~
     row_sum: np.ndarray | None = None  # debiased: K~ 1
-    # the whole HSIC kernel (N, N), kept after its first use when N <= GRAM_CACHE_MAX_N, so a
-    # layer scored against many partners (the study engine's grids) builds its Gram matrix once
-    cached: np.ndarray | None = field(default=None, repr=False)
-
-    @property
-    def n(self) -> int:
-        return self.X.shape[0]
+    mean: np.ndarray | None = None  # feature: float64 column means
+    diag_k: np.ndarray | None = None  # feature, debiased: k_i = ||x_i - mean||^2
+    diag: np.ndarray | None = field(default=None, repr=False)  # packed: diagonal (None: all zero)
+    upper: np.ndarray | None = field(default=None, repr=False)  # packed: strict upper triangle
+    self_inner: float | None = None  # <K, K>_F (debiased: tr(K~ K~)), computed on first use
 
     def raw_block(self, start: int, stop: int) -> np.ndarray:
         if self.kernel == "linear":
@@ -84,22 +136,7 @@ class GramState:
         return np.exp(-self.gamma * np.maximum(d, 0.0))
 
     def block_into(self, start: int, stop: int, out: np.ndarray) -> None:
-        """Write rows ``start:stop`` of the HSIC kernel into ``out`` ``(stop-start, N)``.
-
-        Small layers (N <= :data:`GRAM_CACHE_MAX_N`) build the whole kernel once, block by block
-        with the very same row steps, and copy from it afterwards: the same numbers, built once."""
-        if self.n <= GRAM_CACHE_MAX_N:
-            if self.cached is None:
-                full = np.empty((self.n, self.n))
-                step = gram_row_step(self.n)
-                for b0 in range(0, self.n, step):
-                    self._compute_into(b0, min(self.n, b0 + step), full[b0:min(self.n, b0 + step)])
-                self.cached = full
-            out[...] = self.cached[start:stop]
-            return
-        self._compute_into(start, stop, out)
-
-    def _compute_into(self, start: int, stop: int, out: np.ndarray) -> None:
+        """Write rows ``start:stop`` of the HSIC kernel into ``out`` ``(stop-start, N)``."""
         if self.kernel == "linear" and not self.debiased:
             # X is centred already, so these are rows of H K H with no cancellation
             np.matmul(self.X[start:stop], self.X.T, out=out)
@@ -116,42 +153,120 @@ class GramState:
             B = B - self.row_mean[start:stop, None] - self.row_mean[None, :] + self.grand_mean
         return B
 
+    def pack(self) -> None:
+        """Keep the kernel as diagonal + strict upper triangle (built with the blocks' row steps)."""
+        n = self.n
+        full = np.empty((n, n))
+        step = gram_row_step(n)
+        for b0 in range(0, n, step):
+            self.block_into(b0, min(n, b0 + step), full[b0:min(n, b0 + step)])
+        self.diag = None if self.debiased else full.diagonal().copy()
+        self.upper = full[_triu(n)]
+        self.mode, self.X = "packed", None
+
+    def centred(self, start: int, stop: int) -> np.ndarray:
+        """Feature mode: float64 rows ``start:stop`` minus the column means."""
+        return self.X[start:stop].astype(np.float64) - self.mean
+
+    def inner_self(self) -> float:
+        """``<K, K>_F`` (debiased: ``tr(K~ K~)``) by the same routine as a cross term; cached."""
+        if self.self_inner is None:
+            if self.mode == "packed":
+                self.self_inner = float(_packed_inner([self], [self])[0, 0])
+            else:
+                self.self_inner = _feature_cross(self, self)
+        return self.self_inner
+
+
+def _packed_inner(states_a, states_b) -> np.ndarray:
+    """``<K_a, K_b>_F = 2 <triu K_a, triu K_b> + <diag K_a, diag K_b>`` for packed states."""
+    ua = [s.upper for s in states_a]
+    ub = ua if states_b is states_a else [s.upper for s in states_b]
+    out = 2.0 * tiled_inner(ua, ub)  # exact doubling
+    if states_a[0].diag is not None:
+        da = [s.diag for s in states_a]
+        out += tiled_inner(da, da if states_b is states_a else [s.diag for s in states_b])
+    return out
+
+
+def _feature_cross(sa: GramState, sb: GramState) -> float:
+    """``||Xc_a^T Xc_b||_F^2`` (debiased: minus ``k_a · k_b``), summed over fixed row chunks."""
+    C = np.zeros((sa.X.shape[1], sb.X.shape[1]))
+    for start in range(0, sa.n, FEATURE_CHUNK_ROWS):
+        stop = min(sa.n, start + FEATURE_CHUNK_ROWS)
+        # two separate centred copies even when sa is sb, so self and cross terms run one gemm kind
+        C += sa.centred(start, stop).T @ sb.centred(start, stop)
+    out = float(np.sum(C * C))
+    if sa.debiased:
+        out -= float(np.dot(sa.diag_k, sb.diag_k))
+    return out
+
 
 class CkaKernel(PairKernel):
     def prepare(self, X, *, kernel="linear", debiased=False, sigma=1.0, **_):
-        """Per-layer state of one layer ``X`` ``(N, d)``; always float64 (see the module docstring)."""
-        # X was validated by the caller (the public function or layer_grid); float32 layers of a
-        # grid are widened here, one layer at a time
-        X = np.asarray(X, dtype=np.float64)
+        """Per-layer state of one layer ``X`` ``(N, d)``, float32 or float64 (see the module docstring)."""
+        # X was validated by the caller (the public function or layer_grid)
         if kernel not in KERNELS:
             raise ValueError(f"cka kernel must be one of {KERNELS}, got {kernel!r}")
         n = X.shape[0]
         if debiased and n <= 3:
             raise ValueError(f"debiased CKA needs N > 3 items, got N={n}")
+        if kernel == "rbf":
+            check_positive(sigma, "sigma")
+        if kernel == "linear" and n > FEATURE_CKA_MIN_N:
+            return self._prepare_feature(X, debiased)
+        # float32 layers of a grid are widened here, one layer at a time
+        X = np.asarray(X, dtype=np.float64)
         if kernel == "linear" and not debiased:
             # H K H = Xc Xc^T: centring features is exact and avoids float cancellation when the
             # mean is large against the spread (common in LLM hidden states)
-            return GramState(X=X - X.mean(axis=0), kernel=kernel, debiased=False)
-        state = GramState(X=X, kernel=kernel, debiased=debiased)
-        if kernel == "rbf":
-            check_positive(sigma, "sigma")
-            bandwidth = sigma * median_distance(X)
-            state.gamma = 1.0 / (2.0 * bandwidth**2)
-            state.sq_norms = np.sum(X * X, axis=1)
-        if kernel == "linear":  # debiased only here: K~ 1 = X (X^T 1) - diag(K)
-            sums = X @ X.sum(axis=0) - np.einsum("ij,ij->i", X, X)
+            state = GramState(n=n, X=X - X.mean(axis=0), kernel=kernel, debiased=False)
         else:
-            step = gram_row_step(n)
+            state = GramState(n=n, X=X, kernel=kernel, debiased=debiased)
+            if kernel == "rbf":
+                bandwidth = sigma * median_distance(X)
+                state.gamma = 1.0 / (2.0 * bandwidth**2)
+                state.sq_norms = np.sum(X * X, axis=1)
+            if kernel == "linear":  # debiased only here: K~ 1 = X (X^T 1) - diag(K)
+                sums = X @ X.sum(axis=0) - np.einsum("ij,ij->i", X, X)
+            else:
+                step = gram_row_step(n)
+                sums = np.empty(n)
+                for start in range(0, n, step):
+                    stop = min(n, start + step)
+                    sums[start:stop] = state.raw_block(start, stop).sum(axis=1)
+            if debiased and kernel == "rbf":
+                sums = sums - 1.0  # exp(0) on the diagonal
+            state.row_sum = sums  # K 1 (RBF biased) or K~ 1 (debiased)
+            state.total = float(sums.sum())
+            state.row_mean = sums / n
+            state.grand_mean = state.total / n**2
+        if n <= GRAM_CACHE_MAX_N:
+            state.pack()
+        return state
+
+    @staticmethod
+    def _prepare_feature(X, debiased) -> GramState:
+        """Feature mode: column means (and for debiased HSIC ``k_i`` and ``K~1``), chunked float64."""
+        n, d = X.shape
+        state = GramState(n=n, X=X, kernel="linear", debiased=debiased, mode="feature")
+        total = np.zeros(d)
+        for start in range(0, n, FEATURE_CHUNK_ROWS):
+            total += X[start:start + FEATURE_CHUNK_ROWS].astype(np.float64).sum(axis=0)
+        state.mean = total / n
+        if debiased:
+            k = np.empty(n)
+            col = np.zeros(d)  # Xc^T 1: zero up to rounding, kept so the identity is exact
+            for start in range(0, n, FEATURE_CHUNK_ROWS):
+                stop = min(n, start + FEATURE_CHUNK_ROWS)
+                C = state.centred(start, stop)
+                k[start:stop] = np.einsum("ij,ij->i", C, C)
+                col += C.sum(axis=0)
             sums = np.empty(n)
-            for start in range(0, n, step):
-                stop = min(n, start + step)
-                sums[start:stop] = state.raw_block(start, stop).sum(axis=1)
-        if debiased and kernel == "rbf":
-            sums = sums - 1.0  # exp(0) on the diagonal
-        state.row_sum = sums  # K 1 (RBF biased) or K~ 1 (debiased)
-        state.total = float(sums.sum())
-        state.row_mean = sums / n
-        state.grand_mean = state.total / n**2
+            for start in range(0, n, FEATURE_CHUNK_ROWS):
+                stop = min(n, start + FEATURE_CHUNK_ROWS)
+                sums[start:stop] = state.centred(start, stop) @ col - k[start:stop]
+            state.diag_k, state.row_sum, state.total = k, sums, float(sums.sum())
         return state
 
     def score_block(self, states_a, states_b, **_):
@@ -160,6 +275,45 @@ class CkaKernel(PairKernel):
             if s.n != n:
                 raise ValueError(f"X and Y must have the same number of rows (items): got {n} and {s.n}")
         debiased = states_a[0].debiased
+        mode = states_a[0].mode
+        if mode == "packed":
+            cross = _packed_inner(states_a, states_b)
+            # self terms of every new state in one tiled call (a 1x1 call pads to a full tile):
+            # a cell of the tiled product does not depend on its place in the tile (see tiled_inner)
+            todo = list({id(s): s for s in list(states_a) + list(states_b) if s.self_inner is None}.values())
+            if todo:
+                for s, v in zip(todo, np.diag(_packed_inner(todo, todo))):
+                    s.self_inner = float(v)
+            self_a = np.array([s.inner_self() for s in states_a])
+            self_b = np.array([s.inner_self() for s in states_b])
+        elif mode == "feature":
+            cross = np.array([[_feature_cross(a, b) for b in states_b] for a in states_a])
+            self_a = np.array([s.inner_self() for s in states_a])
+            self_b = np.array([s.inner_self() for s in states_b])
+        else:
+            cross, self_a, self_b = self._blocks(states_a, states_b)
+        if debiased:
+            ta = np.array([s.total for s in states_a])
+            tb = np.array([s.total for s in states_b])
+            ra = np.stack([s.row_sum for s in states_a])
+            rb = np.stack([s.row_sum for s in states_b])
+
+            def hsic_u(trace, sa, sb, dot):
+                return (trace + sa * sb / ((n - 1) * (n - 2)) - 2.0 * dot / (n - 2)) / (n * (n - 3))
+
+            cross = hsic_u(cross, ta[:, None], tb[None, :], gram_inner(ra, rb))
+            self_a = hsic_u(self_a, ta, ta, gram_self(ra))
+            self_b = hsic_u(self_b, tb, tb, gram_self(rb))
+        denom = np.sqrt(np.outer(self_a, self_b))
+        with np.errstate(invalid="ignore", divide="ignore"):
+            out = cross / denom
+        # a constant representation has zero self-HSIC: CKA is undefined there, report 0
+        return np.where(denom > 0, out, 0.0)
+
+    @staticmethod
+    def _blocks(states_a, states_b):
+        """Cross and self inner products from row blocks rebuilt into one reused buffer per side."""
+        n = states_a[0].n
         la, lb = len(states_a), len(states_b)
         cross = np.zeros((la, lb))
         self_a = np.zeros(la)
@@ -179,27 +333,11 @@ class CkaKernel(PairKernel):
             if buf_b is not buf_a:
                 for i, s in enumerate(states_b):
                     s.block_into(start, stop, Gb[i].reshape(stop - start, n))
-            cross += gram_inner(Ga, Gb)
+            cross += gram_inner(Ga, Gb if buf_b is not buf_a else Ga)
             sa = gram_self(Ga)
             self_a += sa
             self_b += sa if buf_b is buf_a else gram_self(Gb)
-        if debiased:
-            ta = np.array([s.total for s in states_a])
-            tb = np.array([s.total for s in states_b])
-            ra = np.stack([s.row_sum for s in states_a])
-            rb = np.stack([s.row_sum for s in states_b])
-
-            def hsic_u(trace, sa, sb, dot):
-                return (trace + sa * sb / ((n - 1) * (n - 2)) - 2.0 * dot / (n - 2)) / (n * (n - 3))
-
-            cross = hsic_u(cross, ta[:, None], tb[None, :], gram_inner(ra, rb))
-            self_a = hsic_u(self_a, ta, ta, gram_self(ra))
-            self_b = hsic_u(self_b, tb, tb, gram_self(rb))
-        denom = np.sqrt(np.outer(self_a, self_b))
-        with np.errstate(invalid="ignore", divide="ignore"):
-            out = cross / denom
-        # a constant representation has zero self-HSIC: CKA is undefined there, report 0
-        return np.where(denom > 0, out, 0.0)
+        return cross, self_a, self_b
 
 
 _CKA = CkaKernel()
@@ -220,7 +358,8 @@ def cka(X, Y, *, kernel: str = "linear", debiased: bool = False, sigma: float = 
         and isotropic scaling of either space.
     Reference: Kornblith et al. (2019), Similarity of Neural Network Representations Revisited.
     """
-    X = as_matrix(X, "X")
-    Y = as_matrix(Y, "Y")
+    # float32 stays float32: each form widens what it needs (no N x d float64 copy at large N)
+    X = as_matrix(X, "X", dtype=None)
+    Y = as_matrix(Y, "Y", dtype=None)
     check_paired(X, Y)
     return _CKA.one_pair(X, Y, kernel=kernel, debiased=debiased, sigma=sigma)

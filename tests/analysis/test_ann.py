@@ -1,0 +1,95 @@
+"""Issue #18: the approximate k-NN option (faiss IVF) and its reported neighbour recall.
+
+The recall the code reports is checked against neighbours from a full stable sort of float64
+cosines computed here; "easy" data are well-separated clusters where any sane index is exact.
+"""
+
+import sys
+
+import numpy as np
+import pytest
+
+from analysis import neighbors
+from analysis.grid import layer_grid
+from analysis.metrics import cknna, mutual_knn
+
+pytest.importorskip("faiss")  # the `ann` extra, part of `dev`
+
+
+def reference_knn(X, k):
+    U = X / np.linalg.norm(X, axis=1, keepdims=True)
+    S = U @ U.T
+    np.fill_diagonal(S, -np.inf)
+    return np.sort(np.argsort(-S, axis=1, kind="stable")[:, :k], axis=1)
+
+
+def clusters(n=200, d=16, groups=20, seed=0, spread=0.01):
+    """``groups`` tight clusters of ``n/groups`` points around random directions: k < cluster size."""
+    rng = np.random.default_rng(seed)
+    centres = rng.normal(size=(groups, d))
+    return np.repeat(centres, n // groups, axis=0) + spread * rng.normal(size=(n, d))
+
+
+def test_ann_equals_exact_on_easy_data_and_reports_full_recall():
+    rng = np.random.default_rng(1)
+    X = clusters()
+    A = np.stack([X, X @ rng.normal(size=(16, 16)), clusters(seed=2)]).astype(np.float32)
+    info_exact, info_ann = {}, {}
+    for metric in ("mutual_knn", "cycle_knn", "cknna"):
+        exact = layer_grid(A, metric=metric, k=5, info=info_exact)
+        ann = layer_grid(A, metric=metric, k=5, knn="ann", info=info_ann)
+        np.testing.assert_array_equal(ann, exact)
+    assert info_exact == {"knn": "exact"}
+    assert info_ann["knn"] == "ann" and info_ann["knn_recall"] == [1.0, 1.0, 1.0]
+    assert info_ann["knn_recall_min"] == 1.0 and info_ann["knn_recall_rows"] == 200
+    assert mutual_knn(A[0], A[1], k=5, knn="ann") == mutual_knn(A[0], A[1], k=5)
+    assert cknna(A[0], A[1], k=5, knn="ann") == cknna(A[0], A[1], k=5)
+
+
+def test_reported_recall_is_the_measured_share_of_true_neighbours(monkeypatch):
+    # a deliberately poor index on hard data (uniform directions in 64 dims): 6 cells, 1 probed
+    monkeypatch.setattr(neighbors, "IVF_NPROBE", 1)
+    X = np.random.default_rng(3).normal(size=(240, 64))
+    k = 10
+    res = neighbors.ann_search(X, k)  # sample 256 >= N: every row is checked
+    ref = reference_knn(X, k)
+    true_recall = np.mean([len(set(a) & set(b)) / k for a, b in zip(res.idx, ref)])
+    assert res.recall_rows == 240 and res.method == "ann"
+    assert res.recall == pytest.approx(true_recall, abs=1e-12)
+    assert res.recall < 1.0  # the poor graph really missed some: the number is informative
+    # answers are still valid neighbour lists: k distinct other rows, sorted
+    assert (np.diff(res.idx, axis=1) > 0).all() and not (res.idx == np.arange(240)[:, None]).any()
+
+
+def test_recall_on_a_sample_of_rows(monkeypatch):
+    monkeypatch.setattr(neighbors, "RECALL_SAMPLE", 50)
+    X = clusters(n=300, groups=30)
+    res = neighbors.ann_search(X, 4, sample=50)
+    assert res.recall_rows == 50 and res.recall == 1.0
+    np.testing.assert_array_equal(res.idx, reference_knn(X, 4))
+
+
+def test_groups_are_excluded_in_the_approximate_search():
+    X = clusters(n=120, groups=12)
+    groups = np.arange(120) // 2  # pairs share a label (a resampled item and its copy)
+    res = neighbors.ann_search(X, 3, groups)
+    assert not (groups[res.idx] == groups[:, None]).any()
+    np.testing.assert_array_equal(res.idx, neighbors.knn_search(X, 3, groups).idx)
+
+
+def test_bad_choice_and_missing_faiss_say_what_to_do(monkeypatch):
+    X = clusters(n=60, groups=6)
+    with pytest.raises(ValueError, match="knn must be one of"):
+        mutual_knn(X, X, k=3, knn="fast")
+    with pytest.raises(ValueError, match="does not take knn"):
+        layer_grid(X[None], metric="cka", knn="ann")
+    monkeypatch.setitem(sys.modules, "faiss", None)  # import faiss now fails
+    with pytest.raises(ImportError, match=r"pip install 'layerscope\[ann\]'"):
+        mutual_knn(X, X, k=3, knn="ann")
+
+
+def test_the_index_is_reproducible():
+    X = np.random.default_rng(5).normal(size=(2000, 32)).astype(np.float32)
+    a, b = neighbors.ann_search(X, 5), neighbors.ann_search(X.copy(), 5)
+    np.testing.assert_array_equal(a.idx, b.idx)
+    assert a.recall == b.recall
