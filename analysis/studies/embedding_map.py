@@ -98,7 +98,8 @@ def recommended_layer(ctx: Context, dataset: str, subject: str) -> int | None:
     rows = R.read_studies(ctx.con, study="layer_choice", dataset=dataset, subject=subject)
     if not rows:
         return None
-    return rows[0]["payload"].get("agreement", {}).get("modal_layer")
+    # a model whose curves are all undefined has a layer-choice row with no agreement
+    return (rows[0]["payload"].get("agreement") or {}).get("modal_layer")
 
 
 def default_maps(d: DatasetRuns, recommended: dict) -> tuple[list[MapSpec], list[str]]:
