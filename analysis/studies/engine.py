@@ -24,6 +24,7 @@ import numpy as np
 from ..degenerate import stack_status
 from ..grid import layer_profile, prepare_layers
 from ..metrics.kernel import GRAM_CACHE_MAX_N
+from ..metrics.single import rankme_fast
 from ..preprocess import clamp as clamp_stack
 from ..registry import get_metric
 from ..store import StoreError, load_run
@@ -180,13 +181,25 @@ class Engine:
         return g
 
     def profile(self, run_id: str, metric: str, **params) -> np.ndarray:
-        """``(L,)`` values of a single-space metric per layer (memoised)."""
+        """``(L,)`` values of a single-space metric per layer (memoised). RankMe comes from the
+        smaller Gram's eigenvalues (:func:`analysis.metrics.single.rankme_fast`: the SVD's value
+        within ``RANKME_RTOL``, the SVD itself where that cannot be guaranteed)."""
         key = (run_id, metric, _key_params(params))
         if key not in self._profiles:
             with np.errstate(divide="ignore", invalid="ignore"):
-                self._profiles[key] = layer_profile(self.emb(run_id), metric=metric, **params)
+                if metric == "rankme" and not params:
+                    values = np.array([rankme_fast(layer) for layer in self.emb(run_id)], dtype=np.float64)
+                else:
+                    values = layer_profile(self.emb(run_id), metric=metric, **params)
+            self._profiles[key] = values
             self.counters.profiles += 1
         return self._profiles[key]
+
+    def distinct_rows(self, run_id: str, layer: int) -> np.ndarray | None:
+        """Rows of one layer that are not duplicates of earlier ones: ``arange(N)`` when the layer
+        status found none (so nothing is searched again), else None (the caller merges them)."""
+        st = self.status(run_id)[layer]
+        return np.arange(st.n_items) if st.n_distinct == st.n_items and not st.collapsed else None
 
     def blocks(self, runs: list[dict]) -> list[list[dict]]:
         """Split runs (rows of the ``runs`` table) into blocks whose prepared states fit half the

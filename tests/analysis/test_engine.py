@@ -145,3 +145,22 @@ def test_text_runs_beyond_the_memory_budget_are_walked_in_blocks(sweep):
     assert {b for _, b in order[:8]} == first and not {b for _, b in order[8:]} & first
     assert sorted(order) == sorted((a["run_id"], b["run_id"]) for a in d.vision for b in d.text)
     con.close()
+
+
+def test_stored_profiles_equal_the_reference_definitions(sweep):
+    """RankMe (Gram eigenvalues) and LID (exact k-NN MLE) in result_profiles equal the SVD's RankMe
+    and scikit-dimension's MLE on every layer of every run."""
+    import skdim
+
+    from analysis.metrics.single import RANKME_RTOL, rankme
+
+    analyze_store(sweep, metrics=("mutual_knn",), n_boot=0, log=quiet)
+    con = duckdb.connect(str(sweep), read_only=True)
+    rows = {(p["run_id"], p["metric"]): p["layer_values"] for p in R.read_profiles(con)}
+    con.close()
+    for model, kw in (("v1", {"n_frames": 2}), ("t2", {"n_captions": 1})):
+        A = load_embeddings(sweep, model=model, dataset="synthetic", **kw)
+        run = f"{model}-{2 if model == 'v1' else 1}"
+        np.testing.assert_allclose(rows[(run, "rankme")], [rankme(a) for a in A], rtol=RANKME_RTOL)
+        ref = [skdim.id.MLE().fit(np.asarray(a, np.float64), n_neighbors=20).dimension_ for a in A]
+        np.testing.assert_allclose(rows[(run, "lid")], ref, rtol=1e-10)
