@@ -14,9 +14,8 @@ carries a ``status`` saying whether its parameters mean anything (see :data:`STA
 from __future__ import annotations
 
 import itertools
-
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 import numpy as np
 
@@ -618,7 +617,7 @@ def bootstrap_params(score_samples: np.ndarray, n_frames, n_captions, *, scores=
         y = samples.mean(axis=0)
     full = fit_scaling_law(n_frames, n_captions, y, **kw)
     init = full.theta
-    kw_refit = dict(form=form, bounds=bounds, higher_is_better=higher_is_better)
+    kw_refit = {"form": form, "bounds": bounds, "higher_is_better": higher_is_better}
     fits, ok = [], 0
     if len(samples):  # every resample refitted from the estimate, the searches batched
         for f in refit_many(n_frames, n_captions, samples, init=init, **kw_refit):
@@ -643,7 +642,7 @@ def bootstrap_params(score_samples: np.ndarray, n_frames, n_captions, *, scores=
         notes.append(f"estimate outside its {level:.0%} interval for {', '.join(outside)}: the refits are "
                      "skewed or multi-modal there; treat those intervals as unreliable")
     return ParamIntervals(intervals, estimate=full.params, contains_estimate=contains, level=float(level),
-                          n_boot=int(len(score_samples)), n_fitted=len(fits), share_ok=float(share_ok),
+                          n_boot=len(score_samples), n_fitted=len(fits), share_ok=float(share_ok),
                           status=full.status, recentred=recentred, notes=notes)
 
 

@@ -50,7 +50,7 @@ def test_box_lstsq_equals_scipy_lsq_linear(bounds):
 @pytest.mark.parametrize("hib", [True, False])
 def test_batched_leave_one_out_equals_the_loop_of_refits(form, hib):
     y = _law() if hib else -_law() + 1
-    kw = dict(form=form, bounds=(0.0, 1.0), higher_is_better=hib)
+    kw = {"form": form, "bounds": (0.0, 1.0), "higher_is_better": hib}
     full = fit_scaling_law(NF, NC, y, **kw)
     errs = []
     for i in range(len(y)):
