@@ -69,42 +69,42 @@ def rankme_fast(X) -> float:
     return rankme(X)
 
 
+#: relative accuracy of the squared distances :func:`knn_distances` takes from one matrix product;
+#: rows where it cannot be guaranteed are measured from differences
+KNN_D2_RTOL = 1e-12
+
+
 def knn_distances(X, k: int) -> np.ndarray:
     """``(N, k)`` Euclidean distances of each row of ``X`` ``(N, d)`` to its ``k`` nearest other
-    rows, ascending. Exact to float64 rounding of ``||x_i − x_j||`` computed from differences.
+    rows, ascending; each within ``KNN_D2_RTOL / 2`` (relative) of ``||x_i − x_j||``.
 
-    Candidates come from ``||x_i||² + ||x_j||² − 2 x_i·x_j`` (one matrix product per row block),
-    whose error is at most ``e_i = 2 γ_{d+2} (||x_i||² + max_j ||x_j||²)``; the ``k + 8`` best are
-    then measured from differences. A row whose k-th exact distance² is not below the next
-    candidate's approximate one minus ``e_i`` (a near tie at the edge) is measured against every
-    row, so the answer never depends on the approximation.
+    Rows are centred on their mean ``c_i = x_i − μ`` (distances do not change; the rounding of
+    ``μ`` is common to all rows and cancels) and ``D²_ij = ||c_i||² + ||c_j||² − 2 c_i·c_j`` comes
+    from one matrix product per row block, within ``e_i = (2 γ_{d+2} + 4u)(||c_i||² + max_j ||c_j||²)``
+    of the exact value (Higham 2002 §3.1; ``u = 2⁻⁵³``). The k smallest of a row's values are within
+    ``e_i`` of the k smallest exact ones whatever the order of near ties (order statistics are
+    1-Lipschitz), so they are used when ``e_i <= KNN_D2_RTOL · D²_(1)``; otherwise (a row with a
+    very close neighbour against the spread) the row is measured from differences.
     """
     X = np.asarray(as_matrix(X), dtype=np.float64)
     n, d = X.shape
     check_k(n, k)
-    sq = np.einsum("ij,ij->i", X, X)
+    C = X - X.mean(axis=0)
+    sq = np.einsum("ij,ij->i", C, C)
     g = (d + 2) * _U64 / (1 - (d + 2) * _U64)
-    c = min(k + 8, n - 1)
     out = np.empty((n, k))
     for start, stop in row_chunks(n, n):
         rows = np.arange(start, stop)
-        D2 = sq[rows, None] + sq[None, :] - 2.0 * (X[rows] @ X.T)
+        D2 = sq[rows, None] + sq[None, :] - 2.0 * (C[rows] @ C.T)
         D2[rows - start, rows] = np.inf  # a row is not its own neighbour
-        part = np.argpartition(D2, c, axis=1)  # c smallest first, then the (c+1)-th
-        cand = part[:, :c]
-        exact = np.empty(cand.shape)
-        for j in range(c):
-            exact[:, j] = np.linalg.norm(X[rows] - X[cand[:, j]], axis=1)
-        exact.sort(axis=1)
-        if c < n - 1:
-            nxt = D2[np.arange(len(rows)), part[:, c]]  # the smallest approximate value left out
-            err = 2 * g * (sq[rows] + sq.max())
-            for i in np.flatnonzero(exact[:, k - 1] ** 2 > nxt - err):
-                r = rows[i]
-                full = np.linalg.norm(X - X[r], axis=1)
-                full[r] = np.inf
-                exact[i, :k] = np.sort(full)[:k]
-        out[rows] = exact[:, :k]
+        top = np.sort(np.partition(D2, k - 1, axis=1)[:, :k], axis=1)
+        err = (2 * g + 4 * _U64) * (sq[rows] + sq.max())
+        for i in np.flatnonzero(~(err <= KNN_D2_RTOL * top[:, 0])):
+            r = rows[i]
+            full = np.linalg.norm(X - X[r], axis=1)
+            full[r] = np.inf
+            top[i] = np.sort(full)[:k] ** 2
+        out[rows] = np.sqrt(np.maximum(top, 0.0))
     return out
 
 
@@ -222,15 +222,20 @@ def lid_pointwise(X, *, method: str = "mle", k: int = 20) -> np.ndarray:
 
 
 def uniformity(X, *, t: float = 2.0) -> float:
-    """Wang & Isola (2020) uniformity ``log mean_{i≠j} exp(-t ||x̂_i - x̂_j||²)``, in ``[-4t, 0]``; lower is better."""
+    """Wang & Isola (2020) uniformity ``log mean_{i≠j} exp(-t ||x̂_i - x̂_j||²)``, in ``[-4t, 0]``; lower is better.
+
+    The potential is symmetric, so only pairs ``i < j`` are evaluated (each row block against the
+    rows from its own start on) and counted twice: half the exponentials of the full matrix.
+    """
     X = as_matrix(X)
     check_positive(t, "t")
     Xn = l2_normalize(X)
     n = Xn.shape[0]
     total = 0.0
     for start, stop in row_chunks(n, n):
-        sq = np.maximum(2.0 - 2.0 * (Xn[start:stop] @ Xn.T), 0.0)
+        sq = np.maximum(2.0 - 2.0 * (Xn[start:stop] @ Xn[start:].T), 0.0)
         E = np.exp(-t * sq)
-        E[np.arange(stop - start), np.arange(start, stop)] = 0.0
+        head = E[:, : stop - start]  # the block's own rows: keep j > i only
+        head[np.tril_indices(stop - start)] = 0.0
         total += E.sum()
-    return float(np.log(total / (n * (n - 1))))
+    return float(np.log(2.0 * total / (n * (n - 1))))

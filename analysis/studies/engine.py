@@ -76,7 +76,7 @@ class _LRU:
 class Counters:
     """What the engine did: preparations per (run, metric) and pair scores, for reports and tests."""
 
-    preparations: int = 0  # layer stacks prepared (one per run × metric × parameters while cached)
+    preparations: int = 0  # layer stacks prepared (one per run × preparation × parameters while cached)
     layer_preparations: int = 0  # individual layers prepared
     grids_scored: int = 0
     profiles: int = 0
@@ -86,6 +86,16 @@ class Counters:
         """Add a worker's counts (a dict of the same fields)."""
         for name, value in other.items():
             setattr(self, name, getattr(self, name) + value)
+
+
+def _prepared_by(spec, metric: str) -> str:
+    """What a prepared state depends on besides the run and parameters. Every k-NN metric
+    (mutual k-NN, cycle k-NN, CKNNA) prepares a layer with the same ``KnnKernel.prepare`` (exact
+    neighbour lists; CKNNA's cosines are computed lazily on the state), so they share one state per
+    run and ``k`` instead of searching the same neighbours once per metric."""
+    from ..metrics.knn import KnnKernel
+
+    return "knn" if isinstance(spec.kernel, KnnKernel) else metric
 
 
 def _key_params(params: dict) -> tuple:
@@ -149,7 +159,7 @@ class Engine:
         """The per-layer prepared states of ``run_id`` for ``metric`` (prepared once while cached)."""
         spec = get_metric(metric)
         params = self.resolve(metric, **params)
-        key = (run_id, metric, _key_params(params))
+        key = (run_id, _prepared_by(spec, metric), _key_params(params))
         st = self._states.get(key)
         if st is None:
             E = self.emb(run_id)

@@ -107,3 +107,15 @@ def test_fast_lid_keeps_the_duplicate_handling():
     assert np.isnan(flat.value) and flat.n_distinct == 1
     # the caller's distinct rows are used as given (the engine passes arange(N) when there are none)
     assert lid_report(X, k=10, keep=np.arange(150), fast=True).value == pytest.approx(ref, rel=1e-10)
+
+
+@pytest.mark.parametrize("n,dtype", [(2, np.float64), (37, np.float32), (300, np.float64)])
+def test_uniformity_over_pairs_i_lt_j_equals_the_double_loop(n, dtype, monkeypatch):
+    from analysis import neighbors
+    from analysis.metrics.single import uniformity
+
+    monkeypatch.setattr(neighbors, "CHUNK_ENTRIES", 64 * max(n, 1))  # several row blocks
+    X = RNG.normal(size=(n, 5)).astype(dtype)
+    xn = X.astype(np.float64) / np.linalg.norm(X.astype(np.float64), axis=1, keepdims=True)
+    pot = [np.exp(-2.0 * np.sum((xn[i] - xn[j]) ** 2)) for i in range(n) for j in range(n) if i != j]
+    assert uniformity(X) == pytest.approx(np.log(np.mean(pot)), rel=1e-12)
