@@ -217,7 +217,8 @@ def _box_lstsq(X: np.ndarray, z: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> 
     Exact for every design at once: a convex quadratic's box-constrained minimum has each parameter
     free, or at one of its bounds; every such assignment (3^m, m <= 3) is solved by least squares on
     the free parameters, infeasible ones are dropped, and the cheapest feasible one is the optimum
-    (the first in assignment order among equal costs). All assignments are solved in one batched
+    (the first in assignment order among equal costs). Designs whose unconstrained optimum is
+    feasible stop there (it is the optimum); the others solve all assignments in one batched
     ``solve``: a fixed parameter's normal equation is replaced by ``b_j = value``, which leaves the
     free parameters' equations ``A_FF b_F = (X'z)_F - A_F,fixed b_fixed``.
     Returns ``(b (G, m), cost (G,))``."""
@@ -233,6 +234,19 @@ def _box_lstsq(X: np.ndarray, z: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> 
     # a relative ridge of 1e-12 on the free parameters: collinear columns (an exponent of 0 makes
     # its column constant, like S∞'s) get some split of an equally good fit
     ridge = 1e-12 * np.trace(A, axis1=1, axis2=2) + 1e-300
+    # the unconstrained optimum, where it is feasible, is the box optimum (a strictly convex
+    # quadratic): only the other designs need the assignments below
+    b0 = np.linalg.solve(A + ridge[:, None, None] * np.eye(m), Xz[..., None])[..., 0]
+    ok0 = np.all((b0 >= lo - 1e-12) & (b0 <= hi + 1e-12), axis=1)
+    if ok0.all():
+        cost0 = zz - 2 * np.einsum("gi,gi->g", b0, Xz) + np.einsum("gi,gij,gj->g", b0, A, b0)
+        return b0, np.maximum(cost0, 0.0)
+    if ok0.any():
+        rest = np.flatnonzero(~ok0)
+        b_rest, c_rest = _box_lstsq(X[rest], z if z.ndim == 1 else z[rest], lo, hi)
+        cost0 = zz - 2 * np.einsum("gi,gi->g", b0, Xz) + np.einsum("gi,gij,gj->g", b0, A, b0)
+        b0[rest], cost0[rest] = b_rest, c_rest
+        return b0, np.maximum(cost0, 0.0)
     fixed, values = _box_choices(lo, hi)
     free = ~fixed
     eye = np.eye(m)
