@@ -48,6 +48,20 @@ def _nbytes(obj) -> int:
     return 0
 
 
+def _lazy_nbytes(state) -> int:
+    """Bytes a prepared layer adds on first use, counted up front so the budget holds: CKA's
+    ``(N, N)`` kernel (kept when N <= GRAM_CACHE_MAX_N), CKNNA's ``(N, k)`` cosines and
+    reciprocal slots on a k-NN state."""
+    from ..metrics.kernel import GramState
+    from ..metrics.knn import KnnState
+
+    if isinstance(state, GramState) and state.cached is None and state.n <= GRAM_CACHE_MAX_N:
+        return state.n * state.n * 8
+    if isinstance(state, KnnState):
+        return 2 * state.idx.size * 8
+    return 0
+
+
 class _LRU:
     """Least-recently-used cache bounded by bytes (one item may exceed the budget on its own)."""
 
@@ -166,7 +180,7 @@ class Engine:
             if "k" in params:
                 check_k(E.shape[1], params["k"])
             st = prepare_layers(spec, E, params)
-            self._states.put(key, st, _nbytes(st))
+            self._states.put(key, st, _nbytes(st) + sum(_lazy_nbytes(s) for s in st))
             self.counters.preparations += 1
             self.counters.layer_preparations += len(st)
             self.counters.prepared_keys.append(key)

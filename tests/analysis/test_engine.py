@@ -179,3 +179,21 @@ def test_stored_profiles_equal_the_reference_definitions(sweep):
         np.testing.assert_allclose(rows[(run, "rankme")], [rankme(a) for a in A], rtol=RANKME_RTOL)
         ref = [skdim.id.MLE().fit(np.asarray(a, np.float64), n_neighbors=20).dimension_ for a in A]
         np.testing.assert_allclose(rows[(run, "lid")], ref, rtol=1e-10)
+
+
+def test_state_budget_counts_what_states_build_on_first_use(sweep):
+    """A CKA layer keeps its N x N kernel after first use and a k-NN layer gains CKNNA's (N, k)
+    cosines and reciprocal slots: the LRU counts them when the state is stored."""
+    from analysis.store import connect
+    from analysis.studies.engine import Engine
+
+    con = connect(sweep, read_only=True)
+    eng = Engine(con)
+    L, N, d, k = SHAPE["n_layers"], SHAPE["n_items"], SHAPE["dim"], 10
+    eng.states("v1-1", "cka")
+    eng.states("v1-1", "cknna", k=k)
+    sizes = sorted(eng._states.sizes.values())
+    con.close()
+    cka = L * (N * d * 8 + N * N * 8)  # float64 centred copy + the kernel
+    knn = L * (N * k * 8 + N * d * 4 + N * 8 + 2 * N * k * 8)  # idx, float32 rows, norms, sim + recip
+    assert sorted([cka, knn]) == sizes
