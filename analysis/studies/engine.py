@@ -204,6 +204,44 @@ class Engine:
         self.counters.grids_scored += 1
         return g
 
+    #: layers of partner runs scored in one CKA call (each holds one Gram row block: <= 8 MB)
+    PREFETCH_LAYERS = 32
+
+    def prefetch_grids(self, run_a: str, runs_b: list[str], metric: str, **params) -> None:
+        """Score ``run_a`` against several partners in one kernel call and memoise each grid, so
+        the per-layer work on ``run_a``'s side (CKA: building its Gram row blocks and their
+        self-HSIC) is done once per group of partners instead of once per pair. Only for CKA,
+        whose block contraction makes a cell depend on its two rows alone (``gram_inner``'s fixed
+        tiles), so every grid equals :meth:`grid`'s bit for bit (tests compare). No-op otherwise."""
+        from ..metrics.kernel import CkaKernel
+
+        spec = get_metric(metric)
+        if not isinstance(spec.kernel, CkaKernel):
+            return
+        params = self.resolve(metric, **params)
+        todo = [b for b in dict.fromkeys(runs_b)
+                if b != run_a and (run_a, b, metric, _key_params(params)) not in self._grids]
+        if len(todo) < 2:
+            return
+        sa = self.states(run_a, metric, **params)
+        na = self.emb(run_a).shape[1]
+        group: list = []
+        for b in todo + [None]:
+            if b is not None:
+                nb = self.emb(b).shape[1]
+                if nb != na:
+                    raise StoreError(f"runs {run_a} and {b} hold different item counts ({na} and {nb})")
+                group.append((b, self.states(b, metric, **params)))
+            layers = sum(len(st) for _, st in group)
+            if group and (b is None or layers >= self.PREFETCH_LAYERS):
+                g = spec.kernel.score_block(sa, [s for _, st in group for s in st], **params)
+                col = 0
+                for rb, st in group:
+                    self._grids[(run_a, rb, metric, _key_params(params))] = g[:, col:col + len(st)].copy()
+                    self.counters.grids_scored += 1
+                    col += len(st)
+                group = []
+
     def profile(self, run_id: str, metric: str, **params) -> np.ndarray:
         """``(L,)`` values of a single-space metric per layer (memoised). RankMe comes from the
         smaller Gram's eigenvalues (:func:`analysis.metrics.single.rankme_fast`: the SVD's value

@@ -197,3 +197,21 @@ def test_state_budget_counts_what_states_build_on_first_use(sweep):
     cka = L * (N * d * 8 + N * N * 8)  # float64 centred copy + the kernel
     knn = L * (N * k * 8 + N * d * 4 + N * 8 + 2 * N * k * 8)  # idx, float32 rows, norms, sim + recip
     assert sorted([cka, knn]) == sizes
+
+
+def test_prefetched_cka_grids_equal_one_pair_grids(sweep):
+    """Scoring a run against several partners in one CKA call gives each grid bit for bit."""
+    from analysis.store import connect
+    from analysis.studies.engine import Engine
+
+    con = connect(sweep, read_only=True)
+    eng = Engine(con)
+    eng.PREFETCH_LAYERS = 6  # groups of 2 partner runs (4 layers each): several calls
+    partners = ["t1-1", "t1-2", "t2-1", "t2-2", "v2-1"]
+    eng.prefetch_grids("v1-1", partners, "cka")
+    assert eng.counters.grids_scored == len(partners)
+    ref = Engine(con)
+    for b in partners:
+        np.testing.assert_array_equal(eng.grid("v1-1", b, "cka"), ref.grid("v1-1", b, "cka"))
+    assert eng.counters.grids_scored == len(partners)  # every grid came from the prefetch
+    con.close()
