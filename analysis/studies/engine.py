@@ -2,12 +2,15 @@
 
 Cost model. A layer×layer grid costs one *preparation* per layer (normalising, neighbour lists,
 centred Gram pieces; the expensive part) plus one cheap *score* per layer pair. Preparing inside
-every pair loop makes a study's cost grow with the number of pairs; here each (run, metric,
-parameters) is prepared at most once while its states are held, so the cost grows with runs.
+every pair loop makes a study's cost grow with the number of pairs; here each (run, preparation,
+parameters) is prepared at most once while its states are held (the k-NN metrics share one
+preparation), so the cost grows with runs. CKA scores a run against groups of partners in one
+call (:meth:`Engine.prefetch_grids`), so its side's per-layer scoring work is not redone per pair.
 
 Memory stays bounded: embeddings and prepared states live in byte-budgeted LRU caches
 (``state_budget``, ``emb_budget``), and the grid study walks pairs in blocks that fit the budget
-(:meth:`Engine.blocks`), so a store of any size is analysed with at most the budget held.
+(:meth:`Engine.blocks`), so a store of any size is analysed with at most the budget held (a
+state's size counts what it builds on first use: CKA's N×N kernel, CKNNA's cosines).
 
 The engine never writes; studies ask it for grids, profiles and embeddings and write result rows.
 A cell from :meth:`Engine.grid` is bitwise the value :func:`analysis.grid.layer_grid` gives for the
