@@ -81,6 +81,41 @@ def _mutual_knn_resample(cx: _Cosine, cy: _Cosine, ix: np.ndarray, k: int) -> fl
     return float(np.sum(m * per_item) / (k * len(ix)))
 
 
+#: largest N for which linear CKA's resamples are scored from the N x N Grams computed once
+CKA_GRAM_MAX_N = 2048
+
+
+def _cka_linear_resamples(X: np.ndarray, Y: np.ndarray, IX: np.ndarray) -> np.ndarray:
+    """Biased linear CKA on every resample ``IX`` ``(B, N)`` at once, ``(B,)``.
+
+    A resample that draws item a ``w_a`` times (``n = Σ w_a``) has ``HSIC = tr(K_r H L_r H)`` over
+    its n positions, which sums over items with weights:
+    ``Σ_ab w_a w_b K_ab L_ab − (2/n) Σ_a w_a (Kw)_a (Lw)_a + (wᵀKw)(wᵀLw)/n²``, with ``K``, ``L`` the
+    Grams of the items (any common shift of the rows leaves HSIC unchanged, so the rows are centred
+    on the full-sample mean first, which keeps the correction terms small). So the Grams and their
+    products are formed once and every resample costs matrix–vector work, batched over resamples.
+    ``CKA = HSIC(K, L) / sqrt(HSIC(K, K) HSIC(L, L))``, 0 where a side is constant (as :func:`cka`).
+    """
+    n = X.shape[0]
+    Xc, Yc = X - X.mean(axis=0), Y - Y.mean(axis=0)
+    K, L = Xc @ Xc.T, Yc @ Yc.T
+    W = np.zeros((len(IX), n))
+    np.add.at(W, (np.repeat(np.arange(len(IX)), IX.shape[1]), IX.ravel()), 1.0)
+    m = float(IX.shape[1])
+    Kw, Lw = W @ K, W @ L
+    wKw, wLw = np.einsum("bn,bn->b", W, Kw), np.einsum("bn,bn->b", W, Lw)
+
+    def hsic(P, Pw, Qw, wPw, wQw):
+        return np.einsum("bn,bn->b", W @ P, W) - (2.0 / m) * np.einsum("bn,bn,bn->b", W, Pw, Qw) + wPw * wQw / m**2
+
+    cross = hsic(K * L, Kw, Lw, wKw, wLw)
+    sxx = hsic(K * K, Kw, Kw, wKw, wKw)
+    syy = hsic(L * L, Lw, Lw, wLw, wLw)
+    denom = np.sqrt(np.maximum(sxx, 0.0) * np.maximum(syy, 0.0))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(denom > 0, cross / denom, 0.0)
+
+
 def _kernel_resample(spec, X, Y, ix, params) -> float:
     """The metric on rows ``ix`` through its two-stage kernel, copies grouped by source item."""
     from .metrics.knn import KnnKernel
@@ -109,6 +144,9 @@ def score_resamples(metric: str, X, Y=None, IX=None, IY=None, **params) -> np.nd
           that agree on items agree on positions (``|NN_X ∩ NN_Y| = Σ_j min(c_X(j), c_Y(j))``).
           It uses cosines computed once per space and gathered per resample. Cycle k-NN and
           CKNNA go through their kernels with the copies grouped.
+        - linear (biased) CKA is scored on all resamples at once from the Grams of the items,
+          weighted by how often each is drawn (:func:`_cka_linear_resamples`; equal to CKA on the
+          resampled rows up to rounding).
         - a resample with fewer distinct items than the metric needs (k + 1 for k-NN metrics and
           LID) scores NaN instead of raising.
         - other metrics see the resampled rows as they are.
@@ -125,6 +163,13 @@ def score_resamples(metric: str, X, Y=None, IX=None, IY=None, **params) -> np.nd
             if min(len(np.unique(ix)), len(np.unique(iy))) >= need:
                 out[b] = spec(X[ix], Y[iy], **params)
         return out
+    if spec.name == "cka" and len(X) <= CKA_GRAM_MAX_N:
+        p = spec.resolve(**params)
+        if p.get("kernel") == "linear" and not p.get("debiased"):
+            out = _cka_linear_resamples(X, Y, IX)
+            few = np.array([len(np.unique(ix)) < need for ix in IX])
+            out[few] = np.nan
+            return out
     if spec.name == "mutual_knn":
         k = spec.resolve(**params)["k"]
         cx, cy = _Cosine(X), _Cosine(Y)

@@ -14,9 +14,8 @@ carries a ``status`` saying whether its parameters mean anything (see :data:`STA
 from __future__ import annotations
 
 import itertools
-
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 import numpy as np
 
@@ -34,22 +33,29 @@ class LawForm:
     exponents: tuple = ()  # indices of the exponents, whose box bounds mean "no power law here"
     needs: tuple = ()  # what must vary: "nf", "nc" (each needs 3 distinct values), "product"
     # basis(E, nf, nc) -> (G, P, m): the columns multiplying the linear parameters (every parameter
-    # that is not an exponent, in order) for G exponent settings E (G, n_exponents)
+    # that is not an exponent, in order) for G exponent settings E (G, n_exponents); nf, nc are
+    # (P,) for one grid or (G, P) for one grid per setting (batched refits)
     basis: Callable | None = None
 
 
+def _per_setting(v, G):
+    """``v`` ``(P,)`` shared by G exponent settings, or ``(G, P)`` one row per setting, as ``(G, P)``."""
+    return np.broadcast_to(v, (G, v.shape[-1]))
+
+
 def _basis_saturating(E, nf, nc):
-    one = np.ones((len(E), len(nf)))
-    return np.stack([one, -nf[None, :] ** -E[:, :1], -nc[None, :] ** -E[:, 1:2]], axis=2)
+    nf, nc = _per_setting(nf, len(E)), _per_setting(nc, len(E))
+    return np.stack([np.ones(nf.shape), -nf ** -E[:, :1], -nc ** -E[:, 1:2]], axis=2)
 
 
 def _basis_loglinear(E, nf, nc):
-    return np.broadcast_to(np.stack([np.ones_like(nf), np.log(nf), np.log(nc)], axis=1), (len(E), len(nf), 3))
+    nf, nc = _per_setting(nf, len(E)), _per_setting(nc, len(E))
+    return np.stack([np.ones(nf.shape), np.log(nf), np.log(nc)], axis=2)
 
 
 def _basis_joint_power(E, nf, nc):
-    one = np.ones((len(E), len(nf)))
-    return np.stack([one, -(nf * nc)[None, :] ** -E[:, :1]], axis=2)
+    nf, nc = _per_setting(nf, len(E)), _per_setting(nc, len(E))
+    return np.stack([np.ones(nf.shape), -(nf * nc) ** -E[:, :1]], axis=2)
 
 
 def _saturating(theta, nf, nc):
@@ -194,48 +200,75 @@ EXPONENT_GRID = 21
 INIT_LEVELS = 5
 
 
+def _box_choices(lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Every assignment of "free, at lo, at hi" to the parameters (finite bounds only), in the
+    order of ``itertools.product`` with "free" first: ``fixed`` ``(C, m)`` and ``values`` ``(C, m)``."""
+    choices = [[(False, 0.0)] + [(True, v) for v in (lo[j], hi[j]) if np.isfinite(v)] for j in range(len(lo))]
+    combos = list(itertools.product(*choices))
+    fixed = np.array([[f for f, _ in c] for c in combos], dtype=bool).reshape(len(combos), len(lo))
+    values = np.array([[v for _, v in c] for c in combos], dtype=float).reshape(len(combos), len(lo))
+    return fixed, values
+
+
 def _box_lstsq(X: np.ndarray, z: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """``min ||X b - z||² s.t. lo <= b <= hi`` for a stack of small designs ``X`` ``(G, P, m)``.
+    """``min ||X b - z||² s.t. lo <= b <= hi`` for a stack of small designs ``X`` ``(G, P, m)``;
+    ``z`` ``(P,)`` shared by all, or ``(G, P)`` one per design.
 
     Exact for every design at once: a convex quadratic's box-constrained minimum has each parameter
     free, or at one of its bounds; every such assignment (3^m, m <= 3) is solved by least squares on
-    the free parameters, infeasible ones are dropped, and the cheapest feasible one is the optimum.
+    the free parameters, infeasible ones are dropped, and the cheapest feasible one is the optimum
+    (the first in assignment order among equal costs). Designs whose unconstrained optimum is
+    feasible stop there (it is the optimum); the others solve all assignments in one batched
+    ``solve``: a fixed parameter's normal equation is replaced by ``b_j = value``, which leaves the
+    free parameters' equations ``A_FF b_F = (X'z)_F - A_F,fixed b_fixed``.
     Returns ``(b (G, m), cost (G,))``."""
     G, _, m = X.shape
     # everything below works on m×m Gram pieces: ||X b - z||² = z'z - 2 b'X'z + b'X'X b
     A = np.einsum("gpi,gpj->gij", X, X)
-    Xz = np.einsum("gpi,p->gi", X, z)
-    zz = float(z @ z)
+    if z.ndim == 1:
+        Xz = np.einsum("gpi,p->gi", X, z)
+        zz = np.full(G, float(z @ z))
+    else:
+        Xz = np.einsum("gpi,gp->gi", X, z)
+        zz = np.einsum("gp,gp->g", z, z)
+    # a relative ridge of 1e-12 on the free parameters: collinear columns (an exponent of 0 makes
+    # its column constant, like S∞'s) get some split of an equally good fit
     ridge = 1e-12 * np.trace(A, axis1=1, axis2=2) + 1e-300
-    best_b = np.full((G, m), np.nan)
-    best_c = np.full(G, np.inf)
+    # the unconstrained optimum, where it is feasible, is the box optimum (a strictly convex
+    # quadratic): only the other designs need the assignments below
+    b0 = np.linalg.solve(A + ridge[:, None, None] * np.eye(m), Xz[..., None])[..., 0]
+    ok0 = np.all((b0 >= lo - 1e-12) & (b0 <= hi + 1e-12), axis=1)
+    if ok0.all():
+        cost0 = zz - 2 * np.einsum("gi,gi->g", b0, Xz) + np.einsum("gi,gij,gj->g", b0, A, b0)
+        return b0, np.maximum(cost0, 0.0)
+    if ok0.any():
+        rest = np.flatnonzero(~ok0)
+        b_rest, c_rest = _box_lstsq(X[rest], z if z.ndim == 1 else z[rest], lo, hi)
+        cost0 = zz - 2 * np.einsum("gi,gi->g", b0, Xz) + np.einsum("gi,gij,gj->g", b0, A, b0)
+        b0[rest], cost0[rest] = b_rest, c_rest
+        return b0, np.maximum(cost0, 0.0)
+    fixed, values = _box_choices(lo, hi)
+    free = ~fixed
+    eye = np.eye(m)
+    M = np.where(fixed[:, None, :, None], eye[None, None], A[None])  # (C, G, m, m)
+    M = M + (ridge[None, :, None, None] * (free[:, None, :, None] * eye))
+    rhs = np.where(fixed[:, None, :], values[:, None, :], Xz[None])  # (C, G, m)
+    b = np.linalg.solve(M, rhs[..., None])[..., 0]
+    b = np.where(fixed[:, None, :], values[:, None, :], b)  # exactly on the bound, whatever the rounding
     tol = 1e-12
-    choices = [[("free", 0.0)] + [(side, v) for side, v in (("lo", lo[j]), ("hi", hi[j])) if np.isfinite(v)]
-               for j in range(m)]
-    for combo in itertools.product(*choices):
-        free = [j for j, (kind, _) in enumerate(combo) if kind == "free"]
-        fixed = [j for j, (kind, _) in enumerate(combo) if kind != "free"]
-        b = np.zeros((G, m))
-        for j in fixed:
-            b[:, j] = combo[j][1]
-        ok = np.ones(G, dtype=bool)
-        if free:
-            # normal equations of the free parameters, with a relative ridge of 1e-12: collinear
-            # columns (an exponent of 0 makes its column constant, like S∞'s) get some split of an
-            # equally good fit
-            rhs = Xz[:, free] - np.einsum("gij,gj->gi", A[:, free][:, :, fixed], b[:, fixed])
-            Aff = A[:, free][:, :, free] + ridge[:, None, None] * np.eye(len(free))
-            bf = np.linalg.solve(Aff, rhs[..., None])[..., 0]
-            b[:, free] = bf
-            ok = np.all((bf >= lo[free] - tol) & (bf <= hi[free] + tol), axis=1)
-        cost = zz - 2 * np.einsum("gi,gi->g", b, Xz) + np.einsum("gi,gij,gj->g", b, A, b)
-        better = ok & (cost < best_c)
-        best_b[better], best_c[better] = b[better], cost[better]
+    ok = np.all(~free[:, None, :] | ((b >= lo - tol) & (b <= hi + tol)), axis=2)  # (C, G)
+    cost = zz - 2 * np.einsum("cgi,gi->cg", b, Xz) + np.einsum("cgi,gij,cgj->cg", b, A, b)
+    cost = np.where(ok, cost, np.inf)
+    pick = np.argmin(cost, axis=0)
+    g = np.arange(G)
+    best_b, best_c = b[pick, g], cost[pick, g]
+    best_b[~np.isfinite(best_c)] = np.nan
     return best_b, np.maximum(best_c, 0.0)
 
 
 def _solve_on(law: LawForm, E: np.ndarray, nf, nc, z, lower, upper) -> tuple[np.ndarray, np.ndarray]:
-    """Full parameter vectors ``(G, n_params)`` and costs ``(G,)`` for exponent settings ``E``."""
+    """Full parameter vectors ``(G, n_params)`` and costs ``(G,)`` for exponent settings ``E``
+    (``nf``, ``nc``, ``z``: ``(P,)`` shared, or ``(G, P)`` one grid per setting)."""
     exps = list(law.exponents)
     lin = [i for i in range(len(law.params)) if i not in exps]
     b, cost = _box_lstsq(law.basis(E, nf, nc), z, lower[lin], upper[lin])
@@ -392,14 +425,83 @@ def fit_scaling_law(n_frames, n_captions, scores, *, form: str = "saturating", s
         return ScalingFit(form, params, float("nan"), rmse, len(y), theta, "flat",
                           f"all {len(y)} scores equal {float(y[0]):.6g}: no trend to fit", sign, box)
     theta = _varpro_fit(law, nf, nc, z, lower, upper, init=init)
+    return _finish(law, theta, nf, nc, y, sign, lower, upper, box)
+
+
+def _finish(law: LawForm, theta, nf, nc, y, sign, lower, upper, box) -> ScalingFit:
+    """A fitted (non-flat) law's :class:`ScalingFit`: in-sample R² and RMSE, status, reported params."""
+    z = sign * y
     pred = law.fn(theta, nf, nc)
     ss_res = float(np.sum((z - pred) ** 2))
     ss_tot = float(np.sum((z - z.mean()) ** 2))
     r2 = 1.0 - ss_res / ss_tot if ss_tot > 0 else float("nan")
     why = _identifiability(law, nf, nc)
     status, reason = ("not_identifiable", why) if why else _status(law, theta, lower, upper, nf, nc)
-    return ScalingFit(form, _report_params(law, theta, sign), r2, float(np.sqrt(ss_res / len(y))), len(y),
+    return ScalingFit(law.name, _report_params(law, theta, sign), r2, float(np.sqrt(ss_res / len(y))), len(y),
                       theta, status, reason, sign, box)
+
+
+def _varpro_refits(law: LawForm, NF, NC, Z, lower, upper, init) -> np.ndarray:
+    """:func:`_varpro_fit` started from ``init`` for B problems at once, ``(B, n_params)``.
+
+    ``NF``, ``NC``, ``Z``: ``(B, P)``, one grid and rising-law target per problem (leave-one-out
+    subsets, or item resamples of one grid). The same search as ``_varpro_fit(init=...)`` (the
+    zoom from ``init``'s exponents, :data:`INIT_LEVELS` levels), each level one batched solve."""
+    B = len(Z)
+    exps = list(law.exponents)
+    if not exps:
+        theta, _ = _solve_on(law, np.zeros((B, 0)), NF, NC, Z, lower, upper)
+        return theta
+    e = len(exps)
+    lo, hi = lower[exps], upper[exps]
+    centers = np.broadcast_to(np.asarray(init, float)[exps], (B, e)).copy()
+    best_theta, best = _solve_on(law, centers, NF, NC, Z, lower, upper)
+    step = (hi - lo) / (EXPONENT_GRID - 1)
+    offsets = np.stack(np.meshgrid(*[np.linspace(-1, 1, 11)] * e, indexing="ij"), axis=-1).reshape(-1, e)
+    O = len(offsets)
+    NFr, NCr, Zr = (np.repeat(a, O, axis=0) for a in (NF, NC, Z))
+    r = np.arange(B)
+    for _ in range(INIT_LEVELS):
+        Ez = np.clip(centers[:, None, :] + offsets[None] * step, lo, hi)  # (B, O, e)
+        tz, cz = _solve_on(law, Ez.reshape(-1, e), NFr, NCr, Zr, lower, upper)
+        tz, cz = tz.reshape(B, O, -1), cz.reshape(B, O)
+        j = np.argmin(cz, axis=1)
+        better = cz[r, j] <= best
+        centers[better] = Ez[r, j][better]
+        best[better] = cz[r, j][better]
+        best_theta[better] = tz[r, j][better]
+        step = step / 5
+    return best_theta
+
+
+def refit_many(NF, NC, Y, *, init, form: str = "saturating", bounds=None, higher_is_better=True,
+               flat_atol: float = 1e-9) -> list[ScalingFit]:
+    """``[fit_scaling_law(NF[b], NC[b], Y[b], init=init, ...) for b]``, the searches batched.
+
+    ``NF``, ``NC``, ``Y``: ``(B, P)`` (or ``(P,)`` grids shared by every row of ``Y``). Every refit
+    is checked and reported as :func:`fit_scaling_law` does (:class:`TooFewPoints` for a grid with
+    too few distinct points; a flat row is not fitted). Values equal the one-at-a-time fits up to
+    rounding of the batched solves (tests compare them)."""
+    law = FORMS[form]
+    Y = np.atleast_2d(np.asarray(Y, float))
+    NF = np.broadcast_to(np.asarray(NF, float), Y.shape)
+    NC = np.broadcast_to(np.asarray(NC, float), Y.shape)
+    for nf, nc, y in zip(NF, NC, Y):
+        _check(nf, nc, y, len(law.params), form)
+    sign, lower, upper, box = _sign_and_box(law, bounds, higher_is_better)
+    from .degenerate import flat_grid
+
+    flat = np.array([flat_grid(y, atol=flat_atol) for y in Y], dtype=bool)
+    out: list = [None] * len(Y)
+    for b in np.flatnonzero(flat):
+        out[b] = fit_scaling_law(NF[b], NC[b], Y[b], form=form, init=init, bounds=bounds,
+                                 higher_is_better=higher_is_better, flat_atol=flat_atol)
+    todo = np.flatnonzero(~flat)
+    if len(todo):
+        theta = _varpro_refits(law, NF[todo], NC[todo], sign * Y[todo], lower, upper, init)
+        for b, t in zip(todo, theta):
+            out[b] = _finish(law, t, NF[b], NC[b], Y[b], sign, lower, upper, box)
+    return out
 
 
 def leave_one_out_rmse(n_frames, n_captions, scores, *, form: str = "saturating", seed: int = 0,
@@ -410,11 +512,12 @@ def leave_one_out_rmse(n_frames, n_captions, scores, *, form: str = "saturating"
     _check(nf[1:], nc[1:], y[1:], len(FORMS[form].params), form)
     kw = dict(form=form, seed=seed, bounds=bounds, higher_is_better=higher_is_better)
     full = full or fit_scaling_law(nf, nc, y, **kw)
-    errs = []
-    for i in range(len(y)):
-        keep = np.arange(len(y)) != i
-        fit = fit_scaling_law(nf[keep], nc[keep], y[keep], init=full.theta, **kw)
-        errs.append(float(fit.predict(nf[i], nc[i])) - y[i])
+    keep = ~np.eye(len(y), dtype=bool)  # row i: every point but i
+    P = len(y) - 1
+    fits = refit_many(nf[None].repeat(len(y), 0)[keep].reshape(-1, P), nc[None].repeat(len(y), 0)[keep].reshape(-1, P),
+                      y[None].repeat(len(y), 0)[keep].reshape(-1, P), init=full.theta, form=form, bounds=bounds,
+                      higher_is_better=higher_is_better)
+    errs = [float(fit.predict(nf[i], nc[i])) - y[i] for i, fit in enumerate(fits)]
     return float(np.sqrt(np.mean(np.square(errs))))
 
 
@@ -528,14 +631,12 @@ def bootstrap_params(score_samples: np.ndarray, n_frames, n_captions, *, scores=
         y = samples.mean(axis=0)
     full = fit_scaling_law(n_frames, n_captions, y, **kw)
     init = full.theta
+    kw_refit = {"form": form, "bounds": bounds, "higher_is_better": higher_is_better}
     fits, ok = [], 0
-    for row in samples:
-        try:
-            f = fit_scaling_law(n_frames, n_captions, row, init=init, **kw)
-        except ValueError:
-            continue
-        fits.append([f.params[p] for p in FORMS[form].params])
-        ok += f.status == "ok"
+    if len(samples):  # every resample refitted from the estimate, the searches batched
+        for f in refit_many(n_frames, n_captions, samples, init=init, **kw_refit):
+            fits.append([f.params[p] for p in FORMS[form].params])
+            ok += f.status == "ok"
     if len(fits) < 2:
         raise ValueError(f"bootstrap: fewer than 2 of {len(score_samples)} resamples could be fitted")
     fits = np.array(fits)
@@ -555,7 +656,7 @@ def bootstrap_params(score_samples: np.ndarray, n_frames, n_captions, *, scores=
         notes.append(f"estimate outside its {level:.0%} interval for {', '.join(outside)}: the refits are "
                      "skewed or multi-modal there; treat those intervals as unreliable")
     return ParamIntervals(intervals, estimate=full.params, contains_estimate=contains, level=float(level),
-                          n_boot=int(len(score_samples)), n_fitted=len(fits), share_ok=float(share_ok),
+                          n_boot=len(score_samples), n_fitted=len(fits), share_ok=float(share_ok),
                           status=full.status, recentred=recentred, notes=notes)
 
 

@@ -27,6 +27,103 @@ def rankme(X) -> float:
     return float(np.exp(-np.sum(p * np.log(p))))
 
 
+#: relative accuracy :func:`rankme_fast` guarantees against :func:`rankme`; where its error bound
+#: is larger (rank-deficient or collapsed layers) it computes the SVD instead
+RANKME_RTOL = 1e-6
+_U64 = 2.0**-53
+#: ``|log p + 1|`` for every ``p = σ/||σ||₁ + 1e-7`` in ``[1e-7, 1 + 1e-7]``
+_LOG_P_MAX = 1.0 - np.log(1e-7)
+
+
+def _rankme_from(s: np.ndarray) -> float:
+    p = s / np.sum(np.abs(s)) + 1e-7
+    return float(np.exp(-np.sum(p * np.log(p))))
+
+
+def rankme_fast(X) -> float:
+    """:func:`rankme` from the eigenvalues of the smaller Gram matrix, within :data:`RANKME_RTOL`.
+
+    ``X`` ``(N, d)``. The Gram ``G`` (``XᵀX`` or ``XXᵀ``, ``m = min(N, d)`` square) costs one
+    matrix product and an ``m × m`` symmetric eigensolve, several times cheaper than the SVD;
+    ``σ_i = sqrt(max(λ_i, 0))``. Its error is bounded: forming and diagonalising ``G`` moves every
+    eigenvalue by at most ``δ = (max(N, d) + m) · u · trace(G)`` (``u = 2⁻⁵³``; the float64 Gram's
+    rounding, Higham 2002 §3.5, plus a backward-stable eigensolver), so each ``σ_i`` lies in
+    ``[sqrt(λ_i − δ), sqrt(λ_i + δ)]``. RankMe's entropy moves by at most
+    ``2 · max|log p + 1| · Σ width_i / Σ σ_lo`` (first order; ``p >= 1e-7`` bounds the log), which
+    is its relative error. When that bound exceeds :data:`RANKME_RTOL` (singular values near 0,
+    where the square root loses half the digits: rank-deficient or collapsed layers) the value is
+    :func:`rankme`'s own SVD. Range and direction as :func:`rankme`.
+    """
+    X = np.asarray(as_matrix(X), dtype=np.float64)
+    n, d = X.shape
+    G = X @ X.T if n <= d else X.T @ X
+    lam = np.linalg.eigvalsh(G)[::-1]
+    delta = (max(n, d) + min(n, d)) * _U64 * float(np.trace(G))
+    lo = np.sqrt(np.maximum(lam - delta, 0.0))
+    hi = np.sqrt(np.maximum(lam, 0.0) + delta)
+    s = np.sqrt(np.maximum(lam, 0.0))
+    if s.sum() == 0:
+        raise ValueError("rankme: X is all zeros")
+    if lo.sum() > 0 and 2 * _LOG_P_MAX * float(np.sum(hi - lo)) / float(lo.sum()) <= RANKME_RTOL:
+        return _rankme_from(s)
+    return rankme(X)
+
+
+#: relative accuracy of the squared distances :func:`knn_distances` takes from one matrix product;
+#: rows where it cannot be guaranteed are measured from differences
+KNN_D2_RTOL = 1e-12
+
+
+def knn_distances(X, k: int) -> np.ndarray:
+    """``(N, k)`` Euclidean distances of each row of ``X`` ``(N, d)`` to its ``k`` nearest other
+    rows, ascending; each within ``KNN_D2_RTOL / 2`` (relative) of ``||x_i − x_j||``.
+
+    Rows are centred on their mean ``c_i = x_i − μ`` (distances do not change; the rounding of
+    ``μ`` is common to all rows and cancels) and ``D²_ij = ||c_i||² + ||c_j||² − 2 c_i·c_j`` comes
+    from one matrix product per row block, within ``e_i = (2 γ_{d+2} + 4u)(||c_i||² + max_j ||c_j||²)``
+    of the exact value (Higham 2002 §3.1; ``u = 2⁻⁵³``). The k smallest of a row's values are within
+    ``e_i`` of the k smallest exact ones whatever the order of near ties (order statistics are
+    1-Lipschitz), so they are used when ``e_i <= KNN_D2_RTOL · D²_(1)``; otherwise (a row with a
+    very close neighbour against the spread) the row is measured from differences.
+    """
+    X = np.asarray(as_matrix(X), dtype=np.float64)
+    n, d = X.shape
+    check_k(n, k)
+    C = X - X.mean(axis=0)
+    sq = np.einsum("ij,ij->i", C, C)
+    g = (d + 2) * _U64 / (1 - (d + 2) * _U64)
+    out = np.empty((n, k))
+    for start, stop in row_chunks(n, n):
+        rows = np.arange(start, stop)
+        D2 = sq[rows, None] + sq[None, :] - 2.0 * (C[rows] @ C.T)
+        D2[rows - start, rows] = np.inf  # a row is not its own neighbour
+        top = np.sort(np.partition(D2, k - 1, axis=1)[:, :k], axis=1)
+        err = (2 * g + 4 * _U64) * (sq[rows] + sq.max())
+        for i in np.flatnonzero(~(err <= KNN_D2_RTOL * top[:, 0])):
+            r = rows[i]
+            full = np.linalg.norm(X - X[r], axis=1)
+            full[r] = np.inf
+            top[i] = np.sort(full)[:k] ** 2
+        out[rows] = np.sqrt(np.maximum(top, 0.0))
+    return out
+
+
+def lid_mle_from_distances(R: np.ndarray) -> float:
+    """Levina–Bickel MLE of intrinsic dimension from ``R`` ``(N, k)`` ascending neighbour distances.
+
+    Per point ``d_i = (k − 1) / Σ_j log(R_ik / R_ij)``, combined as ``1 / mean(1 / d_i)``, i.e.
+    ``(k − 1) N / Σ_i Σ_j log(R_ik / R_ij)``: scikit-dimension's ``MLE().fit(X, n_neighbors=k)``
+    (Haro approximation, no noise, ``comb="mle"``). ``> 0``; inf when every neighbourhood is a
+    sphere (all k distances equal). Reference: Levina & Bickel (2005); MacKay & Ghahramani's
+    combination.
+    """
+    R = np.asarray(R, dtype=np.float64)
+    k = R.shape[1]
+    with np.errstate(divide="ignore"):
+        total = float(np.sum(np.log(R[:, -1:] / R)))
+        return (k - 1) * R.shape[0] / total if total > 0 else float("inf")
+
+
 def _lid_estimator(method: str):
     import skdim  # imported lazily: it pulls scikit-learn and numba-free extras
 
@@ -61,13 +158,20 @@ def distinct_rows(X) -> np.ndarray:
     return np.sort(first)
 
 
-def lid_report(X, *, method: str = "mle", k: int = 20) -> LidReport:
+def lid_report(X, *, method: str = "mle", k: int = 20, keep: np.ndarray | None = None,
+               fast: bool = False) -> LidReport:
     """:func:`lid` on the distinct rows of ``X`` ``(N, d)``, with the number of rows it used.
 
     Duplicated items put zero distances into the estimators (``log(r_k / r_j)`` with ``r_j = 0``),
     which turns whole layers into LID 0 or inf; so duplicates are merged first. The value is NaN
     with a reason when fewer than ``k + 1`` distinct rows remain (MLE needs ``k`` neighbours) or
-    fewer than 3 (TwoNN needs 2), e.g. on a collapsed layer.
+    fewer than 3 (TwoNN needs 2), e.g. on a collapsed layer. ``keep``: the distinct rows when the
+    caller already knows them (:func:`distinct_rows`; the engine's layer status says when all are).
+
+    ``fast=True`` (MLE only; what ``analyze`` uses) computes the estimator from exact k-NN
+    distances (:func:`knn_distances`, :func:`lid_mle_from_distances`) instead of through
+    scikit-dimension, whose per-point Python loop dominates its cost; the two agree to float64
+    rounding of the distances (tests compare them). Otherwise scikit-dimension computes it.
     """
     X = as_matrix(X)
     if method not in LID_METHODS:
@@ -77,12 +181,14 @@ def lid_report(X, *, method: str = "mle", k: int = 20) -> LidReport:
         check_k(X.shape[0], k)
     else:
         check_k(X.shape[0], 2, name="N for TwoNN (needs 2 neighbours)")
-    keep = distinct_rows(X)
+    keep = distinct_rows(X) if keep is None else np.asarray(keep)
     n, nd = X.shape[0], len(keep)
     if nd < need:
         return LidReport(float("nan"), nd, n, f"only {nd} distinct rows of {n}: {method} LID needs at least "
                                               f"{need}" + (f" (k={k} neighbours)" if method == "mle" else ""))
     Xd = X[keep]
+    if method == "mle" and fast:
+        return LidReport(lid_mle_from_distances(knn_distances(Xd, k)), nd, n, None)
     if method == "mle":
         est = _lid_estimator(method).fit(Xd, n_neighbors=k)
     else:
@@ -116,15 +222,20 @@ def lid_pointwise(X, *, method: str = "mle", k: int = 20) -> np.ndarray:
 
 
 def uniformity(X, *, t: float = 2.0) -> float:
-    """Wang & Isola (2020) uniformity ``log mean_{i≠j} exp(-t ||x̂_i - x̂_j||²)``, in ``[-4t, 0]``; lower is better."""
+    """Wang & Isola (2020) uniformity ``log mean_{i≠j} exp(-t ||x̂_i - x̂_j||²)``, in ``[-4t, 0]``; lower is better.
+
+    The potential is symmetric, so only pairs ``i < j`` are evaluated (each row block against the
+    rows from its own start on) and counted twice: half the exponentials of the full matrix.
+    """
     X = as_matrix(X)
     check_positive(t, "t")
     Xn = l2_normalize(X)
     n = Xn.shape[0]
     total = 0.0
     for start, stop in row_chunks(n, n):
-        sq = np.maximum(2.0 - 2.0 * (Xn[start:stop] @ Xn.T), 0.0)
+        sq = np.maximum(2.0 - 2.0 * (Xn[start:stop] @ Xn[start:].T), 0.0)
         E = np.exp(-t * sq)
-        E[np.arange(stop - start), np.arange(start, stop)] = 0.0
+        head = E[:, : stop - start]  # the block's own rows: keep j > i only
+        head[np.tril_indices(stop - start)] = 0.0
         total += E.sum()
-    return float(np.log(total / (n * (n - 1))))
+    return float(np.log(2.0 * total / (n * (n - 1))))

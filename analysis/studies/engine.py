@@ -2,12 +2,15 @@
 
 Cost model. A layer×layer grid costs one *preparation* per layer (normalising, neighbour lists,
 centred Gram pieces; the expensive part) plus one cheap *score* per layer pair. Preparing inside
-every pair loop makes a study's cost grow with the number of pairs; here each (run, metric,
-parameters) is prepared at most once while its states are held, so the cost grows with runs.
+every pair loop makes a study's cost grow with the number of pairs; here each (run, preparation,
+parameters) is prepared at most once while its states are held (the k-NN metrics share one
+preparation), so the cost grows with runs. CKA scores a run against groups of partners in one
+call (:meth:`Engine.prefetch_grids`), so its side's per-layer scoring work is not redone per pair.
 
 Memory stays bounded: embeddings and prepared states live in byte-budgeted LRU caches
 (``state_budget``, ``emb_budget``), and the grid study walks pairs in blocks that fit the budget
-(:meth:`Engine.blocks`), so a store of any size is analysed with at most the budget held.
+(:meth:`Engine.blocks`), so a store of any size is analysed with at most the budget held (a
+state's size counts what it builds on first use: CKA's N×N kernel, CKNNA's cosines).
 
 The engine never writes; studies ask it for grids, profiles and embeddings and write result rows.
 A cell from :meth:`Engine.grid` is bitwise the value :func:`analysis.grid.layer_grid` gives for the
@@ -24,6 +27,7 @@ import numpy as np
 from ..degenerate import stack_status
 from ..grid import layer_profile, prepare_layers
 from ..metrics.kernel import GRAM_CACHE_MAX_N
+from ..metrics.single import rankme_fast
 from ..preprocess import clamp as clamp_stack
 from ..registry import get_metric
 from ..store import StoreError, load_run
@@ -44,6 +48,20 @@ def _nbytes(obj) -> int:
         return sum(_nbytes(v) for v in vars(obj).values())
     if hasattr(obj, "data") and hasattr(obj, "indices"):  # scipy sparse
         return obj.data.nbytes + obj.indices.nbytes
+    return 0
+
+
+def _lazy_nbytes(state) -> int:
+    """Bytes a prepared layer adds on first use, counted up front so the budget holds: CKA's
+    ``(N, N)`` kernel (kept when N <= GRAM_CACHE_MAX_N), CKNNA's ``(N, k)`` cosines and
+    reciprocal slots on a k-NN state."""
+    from ..metrics.kernel import GramState
+    from ..metrics.knn import KnnState
+
+    if isinstance(state, GramState) and state.cached is None and state.n <= GRAM_CACHE_MAX_N:
+        return state.n * state.n * 8
+    if isinstance(state, KnnState):
+        return 2 * state.idx.size * 8
     return 0
 
 
@@ -75,7 +93,7 @@ class _LRU:
 class Counters:
     """What the engine did: preparations per (run, metric) and pair scores, for reports and tests."""
 
-    preparations: int = 0  # layer stacks prepared (one per run × metric × parameters while cached)
+    preparations: int = 0  # layer stacks prepared (one per run × preparation × parameters while cached)
     layer_preparations: int = 0  # individual layers prepared
     grids_scored: int = 0
     profiles: int = 0
@@ -85,6 +103,16 @@ class Counters:
         """Add a worker's counts (a dict of the same fields)."""
         for name, value in other.items():
             setattr(self, name, getattr(self, name) + value)
+
+
+def _prepared_by(spec, metric: str) -> str:
+    """What a prepared state depends on besides the run and parameters. Every k-NN metric
+    (mutual k-NN, cycle k-NN, CKNNA) prepares a layer with the same ``KnnKernel.prepare`` (exact
+    neighbour lists; CKNNA's cosines are computed lazily on the state), so they share one state per
+    run and ``k`` instead of searching the same neighbours once per metric."""
+    from ..metrics.knn import KnnKernel
+
+    return "knn" if isinstance(spec.kernel, KnnKernel) else metric
 
 
 def _key_params(params: dict) -> tuple:
@@ -148,14 +176,14 @@ class Engine:
         """The per-layer prepared states of ``run_id`` for ``metric`` (prepared once while cached)."""
         spec = get_metric(metric)
         params = self.resolve(metric, **params)
-        key = (run_id, metric, _key_params(params))
+        key = (run_id, _prepared_by(spec, metric), _key_params(params))
         st = self._states.get(key)
         if st is None:
             E = self.emb(run_id)
             if "k" in params:
                 check_k(E.shape[1], params["k"])
             st = prepare_layers(spec, E, params)
-            self._states.put(key, st, _nbytes(st))
+            self._states.put(key, st, _nbytes(st) + sum(_lazy_nbytes(s) for s in st))
             self.counters.preparations += 1
             self.counters.layer_preparations += len(st)
             self.counters.prepared_keys.append(key)
@@ -179,14 +207,64 @@ class Engine:
         self.counters.grids_scored += 1
         return g
 
+    #: layers of partner runs scored in one CKA call (each holds one Gram row block: <= 8 MB)
+    PREFETCH_LAYERS = 32
+
+    def prefetch_grids(self, run_a: str, runs_b: list[str], metric: str, **params) -> None:
+        """Score ``run_a`` against several partners in one kernel call and memoise each grid, so
+        the per-layer work on ``run_a``'s side (CKA: building its Gram row blocks and their
+        self-HSIC) is done once per group of partners instead of once per pair. Only for CKA,
+        whose block contraction makes a cell depend on its two rows alone (``gram_inner``'s fixed
+        tiles), so every grid equals :meth:`grid`'s bit for bit (tests compare). No-op otherwise."""
+        from ..metrics.kernel import CkaKernel
+
+        spec = get_metric(metric)
+        if not isinstance(spec.kernel, CkaKernel):
+            return
+        params = self.resolve(metric, **params)
+        todo = [b for b in dict.fromkeys(runs_b)
+                if b != run_a and (run_a, b, metric, _key_params(params)) not in self._grids]
+        if len(todo) < 2:
+            return
+        sa = self.states(run_a, metric, **params)
+        na = self.emb(run_a).shape[1]
+        group: list = []
+        for b in todo + [None]:
+            if b is not None:
+                nb = self.emb(b).shape[1]
+                if nb != na:
+                    raise StoreError(f"runs {run_a} and {b} hold different item counts ({na} and {nb})")
+                group.append((b, self.states(b, metric, **params)))
+            layers = sum(len(st) for _, st in group)
+            if group and (b is None or layers >= self.PREFETCH_LAYERS):
+                g = spec.kernel.score_block(sa, [s for _, st in group for s in st], **params)
+                col = 0
+                for rb, st in group:
+                    self._grids[(run_a, rb, metric, _key_params(params))] = g[:, col:col + len(st)].copy()
+                    self.counters.grids_scored += 1
+                    col += len(st)
+                group = []
+
     def profile(self, run_id: str, metric: str, **params) -> np.ndarray:
-        """``(L,)`` values of a single-space metric per layer (memoised)."""
+        """``(L,)`` values of a single-space metric per layer (memoised). RankMe comes from the
+        smaller Gram's eigenvalues (:func:`analysis.metrics.single.rankme_fast`: the SVD's value
+        within ``RANKME_RTOL``, the SVD itself where that cannot be guaranteed)."""
         key = (run_id, metric, _key_params(params))
         if key not in self._profiles:
             with np.errstate(divide="ignore", invalid="ignore"):
-                self._profiles[key] = layer_profile(self.emb(run_id), metric=metric, **params)
+                if metric == "rankme" and not params:
+                    values = np.array([rankme_fast(layer) for layer in self.emb(run_id)], dtype=np.float64)
+                else:
+                    values = layer_profile(self.emb(run_id), metric=metric, **params)
+            self._profiles[key] = values
             self.counters.profiles += 1
         return self._profiles[key]
+
+    def distinct_rows(self, run_id: str, layer: int) -> np.ndarray | None:
+        """Rows of one layer that are not duplicates of earlier ones: ``arange(N)`` when the layer
+        status found none (so nothing is searched again), else None (the caller merges them)."""
+        st = self.status(run_id)[layer]
+        return np.arange(st.n_items) if st.n_distinct == st.n_items and not st.collapsed else None
 
     def blocks(self, runs: list[dict]) -> list[list[dict]]:
         """Split runs (rows of the ``runs`` table) into blocks whose prepared states fit half the

@@ -23,6 +23,20 @@ def default_jobs() -> int:
     return max(1, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1))
 
 
+def _prefetch(engine, kind: str, tasks: list[tuple], i: int) -> None:
+    """Before the first of a run of grid tasks with one (run_a, metric), let the engine score
+    run_a against all their partners at once (:meth:`Engine.prefetch_grids`)."""
+    if kind != "grid" or (i and tasks[i - 1][0] == tasks[i][0] and tasks[i - 1][2] == tasks[i][2]):
+        return
+    a, metric, params = tasks[i][0], tasks[i][2], tasks[i][3]
+    partners = []
+    for t in tasks[i:]:
+        if t[0] != a or t[2] != metric:
+            break
+        partners.append(t[1])
+    engine.prefetch_grids(a, partners, metric, **params)
+
+
 def _unit(engine, kind: str, task: tuple):
     if kind == "grid":
         from .grids import score_pair
@@ -54,7 +68,10 @@ def _worker(kind: str, chunk: list[tuple]) -> tuple[list, dict]:
     """Results of a chunk, and what the worker's engine did for it (added to the parent's counters)."""
     c = _ENGINE.counters
     before = (c.preparations, c.layer_preparations, c.grids_scored, c.profiles, len(c.prepared_keys))
-    out = [_unit(_ENGINE, kind, t) for t in chunk]
+    out = []
+    for i, t in enumerate(chunk):
+        _prefetch(_ENGINE, kind, chunk, i)
+        out.append(_unit(_ENGINE, kind, t))
     done = {"preparations": c.preparations - before[0], "layer_preparations": c.layer_preparations - before[1],
             "grids_scored": c.grids_scored - before[2], "profiles": c.profiles - before[3],
             "prepared_keys": c.prepared_keys[before[4]:]}
@@ -103,6 +120,7 @@ def run_tasks(ctx, kind: str, tasks: list[tuple], *, label: str = "") -> list:
         if jobs <= 1:
             for i, t in enumerate(tasks):
                 bar.set_postfix_str(_describe(kind, t), refresh=False)
+                _prefetch(ctx.engine, kind, tasks, i)
                 out[i] = _unit(ctx.engine, kind, t)
                 bar.update()
             return out

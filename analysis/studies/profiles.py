@@ -38,13 +38,15 @@ def run(ctx: Context, d: DatasetRuns) -> None:
 def profile(engine, run_id: str, metric: str, params: dict) -> tuple[np.ndarray, dict]:
     """``(L,)`` values and ``{layer: note}``: a collapsed layer's value is kept (RankMe 1 and
     uniformity 0 are what such a layer measures) but noted; LID runs on distinct rows and says
-    how many it used, NaN with the reason when too few remain."""
+    how many it used, NaN with the reason when too few remain. LID (MLE) is computed from exact
+    k-NN distances once per layer (``lid_report(fast=True)``, equal to scikit-dimension's), reusing
+    the engine's layer status to skip the duplicate search where there are none."""
     flags = {layer: reason for layer, reason in engine.degenerate_layers(run_id).items()}
     if metric != "lid":
         return engine.profile(run_id, metric, **params), flags
     values = []
     for layer, X in enumerate(engine.emb(run_id)):
-        rep = lid_report(X, **params)
+        rep = lid_report(X, **params, keep=engine.distinct_rows(run_id, layer), fast=True)
         values.append(rep.value)
         if rep.reason:
             flags[layer] = rep.reason

@@ -74,8 +74,9 @@ def test_worker_processes_give_the_same_numbers(sweep, tmp_path):
     analyze_store(sweep, metrics=("mutual_knn", "cknna"), n_boot=4, jobs=1, log=quiet)
     out = analyze_store(other, metrics=("mutual_knn", "cknna"), n_boot=4, jobs=2, log=quiet)
     assert out["computed"] > 0
-    # the workers' preparations are counted: each of the 2 workers prepares a run at most once per metric
-    assert 8 * 2 <= out["preparations"] <= 2 * 8 * 2
+    # the workers' preparations are counted: mutual k-NN and CKNNA share one neighbour-list state per
+    # run, which each of the 2 workers prepares at most once
+    assert 8 <= out["preparations"] <= 2 * 8
     assert _tables(sweep) == _tables(other)
 
 
@@ -144,4 +145,73 @@ def test_text_runs_beyond_the_memory_budget_are_walked_in_blocks(sweep):
     first = {r["run_id"] for r in blocks[0]}
     assert {b for _, b in order[:8]} == first and not {b for _, b in order[8:]} & first
     assert sorted(order) == sorted((a["run_id"], b["run_id"]) for a in d.vision for b in d.text)
+    con.close()
+
+
+def test_knn_metrics_share_one_prepared_state_per_run(sweep):
+    """mutual k-NN and CKNNA prepare the same neighbour lists: once per run, not once per metric,
+    and the grids still equal layer_grid's for each metric."""
+    out = analyze_store(sweep, metrics=("mutual_knn", "cknna"), n_boot=0, log=quiet)
+    assert out["preparations"] == 8  # 8 runs, one shared k-NN state each
+    con = duckdb.connect(str(sweep), read_only=True)
+    V = load_embeddings(sweep, model="v2", dataset="synthetic", n_frames=1)
+    T = load_embeddings(sweep, model="t1", dataset="synthetic", n_captions=2)
+    for metric in ("mutual_knn", "cknna"):
+        (g,) = R.read_grids(con, run_a="v2-1", run_b="t1-2", metric=metric)
+        np.testing.assert_array_equal(g["grid"], layer_grid(V, T, metric=metric))
+    con.close()
+
+
+def test_stored_profiles_equal_the_reference_definitions(sweep):
+    """RankMe (Gram eigenvalues) and LID (exact k-NN MLE) in result_profiles equal the SVD's RankMe
+    and scikit-dimension's MLE on every layer of every run."""
+    import skdim
+
+    from analysis.metrics.single import RANKME_RTOL, rankme
+
+    analyze_store(sweep, metrics=("mutual_knn",), n_boot=0, log=quiet)
+    con = duckdb.connect(str(sweep), read_only=True)
+    rows = {(p["run_id"], p["metric"]): p["layer_values"] for p in R.read_profiles(con)}
+    con.close()
+    for model, kw in (("v1", {"n_frames": 2}), ("t2", {"n_captions": 1})):
+        A = load_embeddings(sweep, model=model, dataset="synthetic", **kw)
+        run = f"{model}-{2 if model == 'v1' else 1}"
+        np.testing.assert_allclose(rows[(run, "rankme")], [rankme(a) for a in A], rtol=RANKME_RTOL)
+        ref = [skdim.id.MLE().fit(np.asarray(a, np.float64), n_neighbors=20).dimension_ for a in A]
+        np.testing.assert_allclose(rows[(run, "lid")], ref, rtol=1e-10)
+
+
+def test_state_budget_counts_what_states_build_on_first_use(sweep):
+    """A CKA layer keeps its N x N kernel after first use and a k-NN layer gains CKNNA's (N, k)
+    cosines and reciprocal slots: the LRU counts them when the state is stored."""
+    from analysis.store import connect
+    from analysis.studies.engine import Engine
+
+    con = connect(sweep, read_only=True)
+    eng = Engine(con)
+    L, N, d, k = SHAPE["n_layers"], SHAPE["n_items"], SHAPE["dim"], 10
+    eng.states("v1-1", "cka")
+    eng.states("v1-1", "cknna", k=k)
+    sizes = sorted(eng._states.sizes.values())
+    con.close()
+    cka = L * (N * d * 8 + N * N * 8)  # float64 centred copy + the kernel
+    knn = L * (N * k * 8 + N * d * 4 + N * 8 + 2 * N * k * 8)  # idx, float32 rows, norms, sim + recip
+    assert sorted([cka, knn]) == sizes
+
+
+def test_prefetched_cka_grids_equal_one_pair_grids(sweep):
+    """Scoring a run against several partners in one CKA call gives each grid bit for bit."""
+    from analysis.store import connect
+    from analysis.studies.engine import Engine
+
+    con = connect(sweep, read_only=True)
+    eng = Engine(con)
+    eng.PREFETCH_LAYERS = 6  # groups of 2 partner runs (4 layers each): several calls
+    partners = ["t1-1", "t1-2", "t2-1", "t2-2", "v2-1"]
+    eng.prefetch_grids("v1-1", partners, "cka")
+    assert eng.counters.grids_scored == len(partners)
+    ref = Engine(con)
+    for b in partners:
+        np.testing.assert_array_equal(eng.grid("v1-1", b, "cka"), ref.grid("v1-1", b, "cka"))
+    assert eng.counters.grids_scored == len(partners)  # every grid came from the prefetch
     con.close()
