@@ -52,14 +52,12 @@ def _nbytes(obj) -> int:
 
 
 def _lazy_nbytes(state) -> int:
-    """Bytes a prepared layer adds on first use, counted up front so the budget holds: CKA's
-    ``(N, N)`` kernel (kept when N <= GRAM_CACHE_MAX_N), CKNNA's ``(N, k)`` cosines and
-    reciprocal slots on a k-NN state."""
-    from ..metrics.kernel import GramState
+    """Bytes a prepared layer adds on first use, counted up front so the budget holds: CKNNA's
+    ``(N, k)`` cosines and reciprocal slots on a k-NN state."""
     from ..metrics.knn import KnnState
 
-    if isinstance(state, GramState) and state.cached is None and state.n <= GRAM_CACHE_MAX_N:
-        return state.n * state.n * 8
+    # CKA states build everything they hold at preparation (packed triangle, or feature form), so
+    # their arrays are counted as they stand
     if isinstance(state, KnnState):
         return 2 * state.idx.size * 8
     return 0

@@ -182,8 +182,9 @@ def test_stored_profiles_equal_the_reference_definitions(sweep):
 
 
 def test_state_budget_counts_what_states_build_on_first_use(sweep):
-    """A CKA layer keeps its N x N kernel after first use and a k-NN layer gains CKNNA's (N, k)
-    cosines and reciprocal slots: the LRU counts them when the state is stored."""
+    """A CKA layer (N <= 1024) holds its kernel's diagonal and strict upper triangle, built at
+    preparation, and a k-NN layer gains CKNNA's (N, k) cosines and reciprocal slots on first use:
+    the LRU counts them when the state is stored."""
     from analysis.store import connect
     from analysis.studies.engine import Engine
 
@@ -194,7 +195,7 @@ def test_state_budget_counts_what_states_build_on_first_use(sweep):
     eng.states("v1-1", "cknna", k=k)
     sizes = sorted(eng._states.sizes.values())
     con.close()
-    cka = L * (N * d * 8 + N * N * 8)  # float64 centred copy + the kernel
+    cka = L * (N * 8 + N * (N - 1) // 2 * 8)  # packed kernel: float64 diagonal + strict upper triangle
     knn = L * (N * k * 8 + N * d * 4 + N * 8 + 2 * N * k * 8)  # idx, float32 rows, norms, sim + recip
     assert sorted([cka, knn]) == sizes
 
