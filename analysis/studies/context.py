@@ -28,7 +28,11 @@ DEFAULT_METRICS = ("mutual_knn", "cka", "cknna")
 #: paper correlates; ``largest``: each model's largest budgets
 DOWNSTREAM_SETTINGS = ("paper", "largest")
 #: settings that change numbers, stored in the store and part of every result's key
-STORED = ("k", "metrics", "references", "n_boot", "seed", "clamp", "reorder_k", "downstream_setting")
+STORED = ("k", "metrics", "references", "n_boot", "seed", "clamp", "reorder_k", "downstream_setting", "maps")
+#: embedding maps ``analyze`` computes on its own per dataset (``--maps``; maps asked for with
+#: ``layerscope map`` come on top): each costs about a second, the first of a process 10-40 s of
+#: umap-learn's compilation
+DEFAULT_MAPS = 24
 
 
 @dataclass
@@ -43,6 +47,7 @@ class Settings:
     clamp: str = "off"  # outlier clamp before every metric: off | platonic | feature
     reorder_k: int = REORDER_K  # the reorder (VideoComp) probe's own k (the paper: 5 at N = 512)
     downstream_setting: str = "paper"  # which runs downstream correlation uses: paper | largest
+    maps: int = DEFAULT_MAPS  # default embedding maps per dataset (0: none)
     jobs: int = 1
 
     def check(self) -> None:
@@ -57,6 +62,8 @@ class Settings:
         if self.downstream_setting not in DOWNSTREAM_SETTINGS:
             raise ValueError(f"--downstream-setting must be one of {', '.join(DOWNSTREAM_SETTINGS)}, "
                              f"got {self.downstream_setting!r}")
+        if self.maps < 0:
+            raise ValueError(f"--maps must be 0 (none) or a positive count, got {self.maps}")
         if self.jobs < 1:
             raise ValueError(f"--jobs must be at least 1, got {self.jobs}")
         for m in self.metrics:

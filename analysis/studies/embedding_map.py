@@ -11,7 +11,7 @@ setting (:meth:`DatasetRuns.largest_settings`):
 - per run: the **last numbered layer**, the **layer-choice recommendation** (the layer most label-free
   curves pick, :mod:`.layer_choice`, which runs before), and every **named layer** of the run's
   ``layer_names`` (``default``, ``joint``);
-- at most :data:`MAX_DEFAULT_MAPS` per dataset (a note lists what was left out), each over at most
+- at most ``--maps`` (:data:`~.context.DEFAULT_MAPS`) per dataset (a note lists what was left out), each over at most
   :data:`MAX_POINTS` items (a seeded sample beyond, the same for every map of the dataset);
 - plus every map a user asked for before (:func:`request_map`, ``layerscope map``), kept current.
 
@@ -42,8 +42,6 @@ from ..embedding_map import (
 from .context import VISION, Context, DatasetRuns
 
 STUDY = "embedding_map"
-#: maps ``analyze`` computes on its own per dataset (requested maps come on top)
-MAX_DEFAULT_MAPS = 24
 #: items per map; beyond, a seeded sample (the exact k-NN graph is O(N^2) and a picture of more
 #: points than pixels shows no more)
 MAX_POINTS = 3000
@@ -215,12 +213,13 @@ def run(ctx: Context, d: DatasetRuns) -> None:
     specs, notes = default_maps(d, recommended)
     for note in notes:
         ctx.note(f"dataset {d.name!r}: {note}")
-    if len(specs) > MAX_DEFAULT_MAPS:
-        left = specs[MAX_DEFAULT_MAPS:]
-        ctx.note(f"dataset {d.name!r}: {len(left)} embedding map(s) left out past the cap of {MAX_DEFAULT_MAPS} "
+    cap = ctx.settings.maps
+    if len(specs) > cap:
+        left = specs[cap:]
+        ctx.note(f"dataset {d.name!r}: {len(left)} embedding map(s) left out past the cap of {cap} "
                  f"({', '.join(s.subject for s in left[:4])}{' ...' if len(left) > 4 else ''}); "
-                 "ask for one with `layerscope map`")
-        specs = specs[:MAX_DEFAULT_MAPS]
+                 "ask for one with `layerscope map`, or raise `analyze --maps`")
+        specs = specs[:cap]
     by_id = {r["run_id"]: r for r in d.runs}
     done = {(s.run_ids, s.layers) for s in specs}
     for spec in specs:

@@ -111,14 +111,19 @@ def test_a_collapsed_layer_is_stored_with_the_reason_not_a_picture(store):
     assert "collapsed" in p["reason"] and "vid video layer 2" in p["reason"]
 
 
-def test_default_maps_are_capped_with_a_note(tmp_path, monkeypatch):
+def test_default_maps_are_capped_with_a_note(tmp_path):
     path = tmp_path / "s.duckdb"
     write_run(path, "a", _stack(1), model="a", modality="video", n_frames=1)
     write_run(path, "b", _stack(2), model="b", modality="text", n_captions=1)
-    monkeypatch.setattr(EM, "MAX_DEFAULT_MAPS", 1)
-    out = analyze_store(path, k=3, n_boot=0, log=quiet)
+    out = analyze_store(path, k=3, n_boot=0, maps=1, log=quiet)
     assert out["computed_by_study"]["embedding_map"] == 1
     assert any("left out past the cap of 1" in n and "layerscope map" in n for n in out["notes"])
+    # the cap is a stored setting: the next analyze keeps it; --maps 0 computes no default map
+    assert analyze_store(path, log=quiet)["settings"]["maps"] == 1
+    path0 = tmp_path / "none.duckdb"
+    write_run(path0, "a", _stack(1), model="a", modality="video", n_frames=1)
+    out = analyze_store(path0, k=3, n_boot=0, maps=0, log=quiet)
+    assert out["computed_by_study"].get("embedding_map", 0) == 0
 
 
 def test_layerscope_map_adds_a_layer_and_analyze_keeps_it(store, tmp_path, capsys):
