@@ -9,6 +9,8 @@ written straight through the store writer. Printed, each measured in this one ru
   do. Target ≤ 3×.
 - where analyze's time goes, per study (profiles, grids, scaling, ...).
 
+Embedding maps are off (``maps=0``): they are per-model UMAP pictures, not the grid work this
+measures (``layerscope analyze --maps`` sets how many a dataset gets; about a second each).
 A tiny analysis runs first, untimed, so imports and lazy initialisation are paid by neither side.
 - the same sweep with twice the text models: analyze time grows by a factor ≤ the growth in runs
   (not the growth in pairs). Target: time ratio ≤ runs ratio.
@@ -91,14 +93,14 @@ def warm_up(tmp) -> None:
     path = Path(tmp) / "warm.duckdb"
     write_sweep(path, video=["v0", "v1"], text=["t0"], frames=(1, 2, 4), captions=(1, 2, 4), n_items=40,
                 n_layers=2, dim=8)
-    analyze_store(path, metrics=METRICS, n_boot=0, jobs=1, log=lambda m: None)
+    analyze_store(path, metrics=METRICS, n_boot=0, maps=0, jobs=1, log=lambda m: None)
 
 
 def analyze(path, jobs) -> tuple[float, dict]:
     from analysis.studies import analyze_store
 
     t0 = time.perf_counter()
-    out = analyze_store(path, metrics=METRICS, n_boot=0, jobs=jobs, log=lambda m: None)
+    out = analyze_store(path, metrics=METRICS, n_boot=0, maps=0, jobs=jobs, log=lambda m: None)
     return time.perf_counter() - t0, out
 
 
