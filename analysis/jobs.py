@@ -201,8 +201,11 @@ def run(job_dir) -> int:
         log(st["message"])
         return 0
     except BaseException as exc:  # noqa: BLE001 - every failure must reach the page as one line
-        st.update(state="error", finished=time.time(), message=one_line(exc))
-        log(f"error: {st['message']}")
+        message = one_line(exc)
+        if spec.get("csv"):  # the upload's temporary path says nothing to the person who uploaded it
+            message = message.replace(spec["csv"], "the uploaded CSV")
+        log(f"error: {message}")
+        st.update(state="error", finished=time.time(), message=message)
         return 1
     finally:
         _write_json(job_dir / "status.json", st)

@@ -262,10 +262,11 @@ def background_job(kind: str, label: str, *, csv: bytes | None = None, help=None
     running = job is not None and job["state"] == "running"
     if st.button(label, key=f"job_{kind}", disabled=running or (kind == "import" and not csv), help=help):
         try:
-            job = jobs.start(path, kind, csv=csv)
+            jobs.start(path, kind, csv=csv)
         except (ValueError, OSError) as exc:
             st.error(md_escape(f"Could not start the job: {jobs.one_line(exc)}"))
             return job
+        st.rerun()  # drawn again with the job running: the button is disabled until it ends
     if job is None:
         return None
     if job["state"] == "running":
