@@ -20,7 +20,8 @@ def _shown(values, limit: int = 12) -> str:
 
 
 def choose_many(requested: list[str] | None, options, name: str, default=()) -> Choice:
-    """The requested values that are among ``options`` (in the order of ``options``; compared as text).
+    """The requested values that are among ``options``, in the link's order (the order can mean
+    something: the Neighbours page lays models out left to right); compared as text.
 
     ``requested`` is ``None`` when the URL does not name the parameter (→ ``default``), ``[""]`` or ``[]``
     when the link chose nothing (→ ``[]``). Unknown values are dropped with a message; when all are
@@ -36,8 +37,8 @@ def choose_many(requested: list[str] | None, options, name: str, default=()) -> 
     known = [by_text[w] for w in dict.fromkeys(wanted) if w in by_text]
     unknown = [w[:60] for w in dict.fromkeys(wanted) if w not in by_text]
     if not unknown:
-        return Choice(sorted(known, key=options.index))
-    value = sorted(known, key=options.index) if known else fallback
+        return Choice(known)
+    value = known or fallback
     return Choice(value, f"unknown {name} {', '.join(map(repr, unknown))} in the link; showing "
                          f"{', '.join(map(str, value)) or 'none'} instead. Available: {_shown(options)}")
 

@@ -17,6 +17,9 @@ require_results("per-layer profiles", len(prof) > 0)
 labels = view("model_labels")
 models = sorted(prof["model"].unique())
 chosen = pick_many("Models", models, param="models", default=models, fmt=lambda m: labels.get(m, m), container=st.sidebar)
+if not chosen:
+    st.info("Pick at least one model in the sidebar.")
+    st.stop()
 curves = prof[prof["model"].isin(chosen)]
 align = views.alignment_curves_long(choices)
 if len(align):

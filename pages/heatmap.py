@@ -67,6 +67,8 @@ def title_of(r) -> str:
 def heat_chart(frame, grid, title, color_title, b_name, *, select=False, domain=None, diverging=False):
     """One heatmap: viridis values (or red–blue around 0 for a difference), undefined cells grey,
     degenerate ones crossed out, the best cell outlined, values written in the cells of small grids."""
+    labelled = grid_compare.cell_labels(frame, grid["n_rows"], grid["n_cols"], diverging=diverging)
+    frame = labelled if len(labelled) else frame  # one dataset for every layer of the chart
     base = alt.Chart(frame).encode(
         x=alt.X("layer_b:O", title=f"{b_name} layer"), y=alt.Y("layer_a:O", title=f"{model_a} layer",
                                                                      sort="descending"))
@@ -83,11 +85,10 @@ def heat_chart(frame, grid, title, color_title, b_name, *, select=False, domain=
         tooltip=tips)
     best = base.transform_filter(alt.datum.best).mark_rect(fill=None, stroke="#ff4b4b", strokeWidth=3)
     layers = [heat, undefined, crossed, best]
-    text = grid_compare.cell_labels(frame, grid["n_rows"], grid["n_cols"], diverging=diverging)
-    if len(text):
-        layers.append(alt.Chart(text[~text["degenerate"]]).mark_text(fontSize=10).encode(
-            x="layer_b:O", y=alt.Y("layer_a:O", sort="descending"), text="label:N",
-            color=alt.condition(alt.datum.dark, alt.value("white"), alt.value("black")), tooltip=tips))
+    if len(labelled):  # degenerate cells keep their cross, not a number
+        layers.append(base.transform_filter("datum.label != '' && !datum.degenerate").mark_text(fontSize=10).encode(
+            text="label:N", color=alt.condition(alt.datum.dark, alt.value("white"), alt.value("black")),
+            tooltip=tips))
     return alt.layer(*layers).properties(height=420, title=title)
 
 

@@ -7,9 +7,9 @@ from analysis.url_state import choose_flag, choose_int, choose_many, largest, la
 MODELS = ["a-model", "b-model", "c-model"]
 
 
-def test_choose_many_keeps_known_values_in_option_order():
-    c = choose_many(["c-model", "a-model"], MODELS, "models", ["a-model"])
-    assert c.value == ["a-model", "c-model"] and c.message is None
+def test_choose_many_keeps_known_values_in_the_links_order_once_each():
+    c = choose_many(["c-model", "a-model", "c-model"], MODELS, "models", ["a-model"])
+    assert c.value == ["c-model", "a-model"] and c.message is None
 
 
 def test_choose_many_absent_parameter_gives_the_default_and_empty_means_none():
