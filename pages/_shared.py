@@ -155,6 +155,15 @@ def url_list(param: str) -> list[str] | None:
     return st.query_params.get_all(param) if param in st.query_params else None
 
 
+def open_page(name: str, params: dict):
+    """Go to ``pages/<name>.py`` with these URL parameters (lists repeat the parameter). The path is
+    absolute: ``layerscope dashboard`` runs an entry script that lives outside the repository, and a
+    relative page path would be looked up next to it."""
+    from pathlib import Path
+
+    st.switch_page(Path(__file__).resolve().parent / f"{name}.py", query_params=params)
+
+
 def drop_params(*params: str):
     """Remove URL parameters of controls the page no longer shows (a link then names only what is on screen)."""
     for param in params:

@@ -2,8 +2,8 @@ import altair as alt
 import streamlit as st
 
 from analysis import grid_compare, url_state, views
-from pages._shared import (dataset_picker, download_chart, download_data, drop_params, pick, reproducibility,
-                           require_results, require_store, view)
+from pages._shared import (dataset_picker, download_chart, download_data, drop_params, open_page, pick,
+                           reproducibility, require_results, require_store, view)
 
 st.title("Layer × layer heatmap")
 require_store()
@@ -139,14 +139,18 @@ clicked = views.selection_to_layers(event, *shape, None)
 if clicked is not None:
     st.session_state["sel_la"], st.session_state["sel_lb"] = clicked
 c1, c2, c3 = st.columns([2, 2, 3], vertical_alignment="bottom")
-la = c1.selectbox("Selected layer of A", list(range(shape[0])), index=start[0], key="sel_la")
-lb = c2.selectbox("Selected layer of B", list(range(shape[1])), index=start[1], key="sel_lb")
+# the start goes through session state (not index=): a widget whose state a click also sets takes no default
+for key, first, n in (("sel_la", start[0], shape[0]), ("sel_lb", start[1], shape[1])):
+    if st.session_state.get(key) not in range(n):  # first visit, or another grid of fewer layers
+        st.session_state[key] = first
+la = c1.selectbox("Selected layer of A", list(range(shape[0])), key="sel_la")
+lb = c2.selectbox("Selected layer of B", list(range(shape[1])), key="sel_lb")
 st.query_params["la"], st.query_params["lb"] = str(la), str(lb)
 st.session_state["selected_layers"] = {"model_a": model_a, "model_b": model_b, "layer_a": la, "layer_b": lb}
 # the selected cell's two spaces, side by side on the Neighbours page (same runs, same layers)
 if c3.button(f"Neighbours at layers ({la}, {lb}) →", key="to_neighbours",
              help="Open the Neighbours page on these two models, their runs (budgets) and these layers"):
-    st.switch_page("pages/neighbours.py", query_params={
+    open_page("neighbours", {
         "dataset": dataset, "models": [model_a, model_b], "layers": [str(la), str(lb)],
         "runs": [str(g["run_a"]), str(g["run_b"])]})
 st.metric(f"{views.md_escape(metric)} at layers ({la}, {lb})", views.fmt_number(g["grid"][la, lb], 4))

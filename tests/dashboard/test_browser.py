@@ -91,17 +91,23 @@ def shoot(browser, name: str) -> Path:
     return path
 
 
-def wait_page(browser, title: str, timeout=90):
-    """Until the page shows its title and Streamlit has finished running the script."""
+def wait_page(browser, title: str, timeout=90, charts=False):
+    """Until the page shows its title, Streamlit has finished running the script (no skeleton, no Stop
+    button) and, with ``charts``, a chart is drawn."""
+    from selenium.common.exceptions import StaleElementReferenceException
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support.ui import WebDriverWait
 
     def ready(b):
         heads = [h.text for h in b.find_elements(By.CSS_SELECTOR, "h1")]
-        running = b.find_elements(By.CSS_SELECTOR, "[data-testid='stStatusWidget']")
-        return any(title in h for h in heads) and not any(r.is_displayed() and "Running" in r.text for r in running)
+        status = " ".join(r.text for r in b.find_elements(By.CSS_SELECTOR, "[data-testid='stStatusWidget']"))
+        loading = b.find_elements(By.CSS_SELECTOR, "[data-testid='stSkeleton']")
+        drawn = not charts or b.find_elements(By.CSS_SELECTOR, ".vega-embed canvas, .vega-embed svg")
+        return (any(title in h for h in heads) and not loading and "Stop" not in status and "Running" not in status
+                and drawn)
 
-    WebDriverWait(browser, timeout).until(ready)
+    # a rerun replaces elements while they are read: a stale one is read again on the next poll
+    WebDriverWait(browser, timeout, ignored_exceptions=[StaleElementReferenceException]).until(ready)
     time.sleep(1.0)  # charts paint after the script ends
     errors = browser.find_elements(By.CSS_SELECTOR, "[data-testid='stException']")
     assert not errors, errors[0].text
@@ -111,16 +117,19 @@ def url_params(browser) -> dict:
     return urllib.parse.parse_qs(urllib.parse.urlparse(browser.current_url).query)
 
 
-PAGES = [("", "LayerScope", ""), ("heatmap", "Layer × layer heatmap", "?dataset=moving_shapes"),
-         ("curves", "Layer curves", "?dataset=moving_shapes"), ("scaling", "Test-time scaling", "?dataset=moving_shapes"),
-         ("model_map", "Model map", "?dataset=moving_shapes"), ("downstream", "Downstream correlation", ""),
-         ("temporal", "Temporal probes", "?dataset=test_of_time"), ("neighbours", "Neighbours", "?dataset=moving_shapes")]
+# (URL path, title, query, whether the demo store gives the page a chart)
+PAGES = [("", "LayerScope", "", False), ("heatmap", "Layer × layer heatmap", "?dataset=moving_shapes", True),
+         ("curves", "Layer curves", "?dataset=moving_shapes", True),
+         ("scaling", "Test-time scaling", "?dataset=moving_shapes", True),
+         ("model_map", "Model map", "?dataset=moving_shapes", True), ("downstream", "Downstream correlation", "", False),
+         ("temporal", "Temporal probes", "?dataset=test_of_time", True),
+         ("neighbours", "Neighbours", "?dataset=moving_shapes", False)]
 
 
-@pytest.mark.parametrize("page,title,query", PAGES, ids=[p[0] or "overview" for p in PAGES])
-def test_screenshot_of_every_page(server, browser, page, title, query):
+@pytest.mark.parametrize("page,title,query,charts", PAGES, ids=[p[0] or "overview" for p in PAGES])
+def test_screenshot_of_every_page(server, browser, page, title, query, charts):
     browser.get(f"{server}/{page}{query}")
-    wait_page(browser, title)
+    wait_page(browser, title, charts=charts)
     path = shoot(browser, f"page-{page or 'overview'}")
     assert path.stat().st_size > 10_000  # a drawn page, not a blank one
 
@@ -133,14 +142,14 @@ def test_clicking_a_heatmap_cell_then_neighbours_opens_the_same_layers(server, b
 
     # start away from the centre cell: layers (0, 0)
     browser.get(f"{server}/heatmap?dataset=moving_shapes&a=vit-tiny&b=llama-tiny&metric=mutual_knn&la=0&lb=0")
-    wait_page(browser, "Layer × layer heatmap")
+    wait_page(browser, "Layer × layer heatmap", charts=True)
     chart = WebDriverWait(browser, 90).until(
         EC.presence_of_element_located((By.CSS_SELECTOR, ".vega-embed canvas, .vega-embed svg")))
     time.sleep(1.0)
     ActionChains(browser).move_to_element(chart).click().perform()  # the middle of the grid, a real click
     WebDriverWait(browser, 60).until(lambda b: url_params(b).get("la", ["0"]) + url_params(b).get("lb", ["0"])
                                      != ["0", "0"])
-    wait_page(browser, "Layer × layer heatmap")
+    wait_page(browser, "Layer × layer heatmap", charts=True)
     la, lb = url_params(browser)["la"][0], url_params(browser)["lb"][0]
     assert f"mutual_knn at layers ({la}, {lb})" in browser.find_element(By.TAG_NAME, "body").text
     shoot(browser, "heatmap-cell-clicked")
