@@ -177,20 +177,24 @@ def download_data(df, name: str, label: str = "Download data (CSV)"):
 
 
 def download_chart(chart, name: str):
-    """PNG and SVG of a chart when vl-convert is installed (it renders offline)."""
+    """PNG and SVG of a chart when vl-convert is installed (it renders offline).
+
+    Rendered when the button is clicked, not on every rerun: converting a chart takes about a second,
+    which would otherwise be paid by every render of the page (``bench/dashboard.py``)."""
     try:
         import vl_convert as vlc
     except ImportError:
         return
-    spec = chart.to_json()
+
+    def svg():
+        return vlc.vegalite_to_svg(chart.to_json()).encode()
+
+    def png():
+        return vlc.vegalite_to_png(chart.to_json(), scale=2)
+
     cols = st.columns(2)
-    try:
-        cols[0].download_button("Chart (SVG)", vlc.vegalite_to_svg(spec).encode(), file_name=f"{name}.svg",
-                                mime="image/svg+xml", key=f"svg_{name}")
-        cols[1].download_button("Chart (PNG)", vlc.vegalite_to_png(spec, scale=2), file_name=f"{name}.png",
-                                mime="image/png", key=f"png_{name}")
-    except Exception as exc:  # a chart vl-convert cannot render still shows in the page
-        st.caption(md_escape(f"chart export unavailable: {exc}"))
+    cols[0].download_button("Chart (SVG)", svg, file_name=f"{name}.svg", mime="image/svg+xml", key=f"svg_{name}")
+    cols[1].download_button("Chart (PNG)", png, file_name=f"{name}.png", mime="image/png", key=f"png_{name}")
 
 
 def require_store():
