@@ -154,9 +154,9 @@ def test_difference_view_draws_this_grid_minus_the_other_with_values_in_cells(sm
     params = {**MS, "a": "vit-tiny", "b": "llama-tiny", "metric": "mutual_knn", "nf": "4", "nc": "4",
               "view": "difference", "vs": "budgets", "with_budgets": "n_f=1, n_c=1"}
     at = app(small_demo, monkeypatch, "heatmap", params)
-    (main, diff) = at.get("vega_lite_chart")  # this grid, then the difference beside it
+    (_, diff) = at.get("vega_lite_chart")  # this grid, then the difference beside it
     spec, rows = chart_rows(diff)
-    base = dict(dataset="moving_shapes", model_a="vit-tiny", model_b="llama-tiny", metric="mutual_knn")
+    base = {"dataset": "moving_shapes", "model_a": "vit-tiny", "model_b": "llama-tiny", "metric": "mutual_knn"}
     want = stored_grid(small_demo, **base, n_frames=4, n_captions=4) - stored_grid(small_demo, **base, n_frames=1,
                                                                                  n_captions=1)
     got = np.full(want.shape, np.nan)
