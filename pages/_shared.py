@@ -21,7 +21,7 @@ import time
 
 import streamlit as st
 
-from analysis import views
+from analysis import jobs, url_state, views
 from analysis.store import StoreBusy, read_store, store_stamp
 from analysis.views import md_escape
 
@@ -91,8 +91,17 @@ def report_files() -> dict[str, str]:
     return _read(("report_files", path), lambda: _report_files(path, store_stamp(path)))
 
 
-def pick(label: str, options, *, param: str, default=None, fmt=None, container=st, help=None):
-    """A selectbox whose value lives in the URL (``?param=value``); unknown values get a friendly note."""
+def _url_notice(message: str | None):
+    """A refused URL value: one small line, never an error (the page shows the fallback)."""
+    if message:
+        st.warning(md_escape(message))
+
+
+def pick(label: str, options, *, param: str, default=None, fmt=None, container=st, help=None, widget="selectbox"):
+    """A single choice whose value lives in the URL (``?param=value``): a selectbox (or ``widget="radio"``).
+
+    The URL's value wins when it is one of ``options``; anything else falls back to ``default`` (else
+    the first option) with a one-line note. Returns ``None`` when there are no options."""
     options = list(options)
     choice = views.choose(st.query_params.get(param), options, label.lower(), default)
     if choice.message:
@@ -100,9 +109,66 @@ def pick(label: str, options, *, param: str, default=None, fmt=None, container=s
     if choice.value is None:
         return None
     index = options.index(choice.value)
-    value = container.selectbox(label, options, index=index, format_func=fmt or str, key=f"pick_{param}", help=help)
+    make = container.radio if widget == "radio" else container.selectbox
+    value = make(label, options, index=index, format_func=fmt or str, key=f"pick_{param}", help=help)
     st.query_params[param] = str(value)
     return value
+
+
+def pick_many(label: str, options, *, param: str, default=(), fmt=None, container=st, help=None) -> list:
+    """A multiselect whose values live in the URL as a repeated parameter (``?m=a&m=b``; ``?m=`` for
+    none). Unknown values in the link are dropped with a one-line note."""
+    options = list(options)
+    choice = url_state.choose_many(url_list(param), options, label.lower(), list(default))
+    _url_notice(choice.message)
+    value = container.multiselect(label, options, default=choice.value, format_func=fmt or str,
+                                  key=f"pick_{param}", help=help)
+    st.query_params[param] = [str(v) for v in value] if value else ""
+    return value
+
+
+def pick_int(label: str, lo: int, hi: int, *, param: str, default: int, container=st, help=None) -> int:
+    """An integer slider in ``[lo, hi]`` whose value lives in the URL; a value that is not an integer in
+    range falls back to ``default`` with a one-line note."""
+    choice = url_state.choose_int(st.query_params.get(param), lo, hi, label.lower(), default)
+    _url_notice(choice.message)
+    if hi <= lo:  # a slider needs a range: a single possible value is shown as text
+        container.caption(f"{md_escape(label)}: {lo}")
+        value = lo
+    else:
+        value = container.slider(label, lo, hi, choice.value, key=f"pick_{param}", help=help)
+    st.query_params[param] = str(value)
+    return int(value)
+
+
+def pick_flag(label: str, *, param: str, default: bool = False, container=st, help=None) -> bool:
+    """A toggle whose state lives in the URL as ``1``/``0``."""
+    choice = url_state.choose_flag(st.query_params.get(param), label.lower(), default)
+    _url_notice(choice.message)
+    value = container.toggle(label, value=choice.value, key=f"pick_{param}", help=help)
+    st.query_params[param] = "1" if value else "0"
+    return bool(value)
+
+
+def url_list(param: str) -> list[str] | None:
+    """Every value of a repeated URL parameter (``?m=a&m=b`` → ``["a", "b"]``); ``None`` when absent."""
+    return st.query_params.get_all(param) if param in st.query_params else None
+
+
+def open_page(name: str, params: dict):
+    """Go to ``pages/<name>.py`` with these URL parameters (lists repeat the parameter). The path is
+    absolute: ``layerscope dashboard`` runs an entry script that lives outside the repository, and a
+    relative page path would be looked up next to it."""
+    from pathlib import Path
+
+    st.switch_page(Path(__file__).resolve().parent / f"{name}.py", query_params=params)
+
+
+def drop_params(*params: str):
+    """Remove URL parameters of controls the page no longer shows (a link then names only what is on screen)."""
+    for param in params:
+        if param in st.query_params:
+            del st.query_params[param]
 
 
 def download_data(df, name: str, label: str = "Download data (CSV)"):
@@ -110,28 +176,25 @@ def download_data(df, name: str, label: str = "Download data (CSV)"):
                        key=f"dl_{name}")
 
 
-@st.cache_data(show_spinner=False, max_entries=64)
-def _chart_files(spec: str) -> tuple[bytes, bytes]:
-    """SVG and PNG of a Vega-Lite spec, rendered once per spec (not on every rerun of the page)."""
-    import vl_convert as vlc
-
-    return vlc.vegalite_to_svg(spec).encode(), vlc.vegalite_to_png(spec, scale=2)
-
-
 def download_chart(chart, name: str):
-    """PNG and SVG of a chart when vl-convert is installed (it renders offline)."""
+    """PNG and SVG of a chart when vl-convert is installed (it renders offline).
+
+    Rendered when the button is clicked, not on every rerun: converting a chart takes about a second,
+    which would otherwise be paid by every render of the page (``bench/dashboard.py``)."""
     try:
-        import vl_convert  # noqa: F401 - exports only where it is installed
+        import vl_convert as vlc
     except ImportError:
         return
-    spec = chart.to_json()
+
+    def svg():
+        return vlc.vegalite_to_svg(chart.to_json()).encode()
+
+    def png():
+        return vlc.vegalite_to_png(chart.to_json(), scale=2)
+
     cols = st.columns(2)
-    try:
-        svg, png = _chart_files(spec)
-        cols[0].download_button("Chart (SVG)", svg, file_name=f"{name}.svg", mime="image/svg+xml", key=f"svg_{name}")
-        cols[1].download_button("Chart (PNG)", png, file_name=f"{name}.png", mime="image/png", key=f"png_{name}")
-    except Exception as exc:  # a chart vl-convert cannot render still shows in the page
-        st.caption(md_escape(f"chart export unavailable: {exc}"))
+    cols[0].download_button("Chart (SVG)", svg, file_name=f"{name}.svg", mime="image/svg+xml", key=f"svg_{name}")
+    cols[1].download_button("Chart (PNG)", png, file_name=f"{name}.png", mime="image/png", key=f"png_{name}")
 
 
 def require_store():
@@ -195,3 +258,50 @@ def reproducibility(run_ids, params: dict | None = None):
             st.dataframe(prov["runs"], hide_index=True, width="stretch")
         if params:
             st.json(params)
+
+
+def _job_line(job: dict):
+    """One line on a background job: what it does now, or its result, or its one-line error."""
+    what = "import and analysis" if job.get("kind") == "import" else "analysis"
+    end = job.get("finished") or time.time()
+    took = f"{end - float(job.get('started') or end):.0f} s"
+    if job["state"] == "running":
+        st.info(md_escape(f"Background {what} running ({took}, {job.get('lines', 0)} log lines): {job.get('step')}"
+                          + (f" — {job['message']}" if job.get("message") and job["message"] != job.get("step") else "")
+                          + ". The pages stay usable; results appear when it is done."))
+    elif job["state"] == "done":
+        st.success(md_escape(f"Background {what} done in {took}: {job.get('message')}"))
+    else:
+        st.error(md_escape(f"Background {what} failed: {job.get('message')}"))
+
+
+@st.fragment(run_every=2.0)
+def _live_job(path: str, job_id: str):
+    """Redrawn every 2 s while the job runs; when it ends, the whole page reruns to read the new results."""
+    job = jobs.latest(path)
+    if job is None or job.get("id") != job_id or job["state"] != "running":
+        st.rerun(scope="app")
+    _job_line(job)
+
+
+def background_job(kind: str, label: str, *, csv: bytes | None = None, help=None) -> dict | None:
+    """A button that starts ``kind`` (``"analyze"`` or ``"import"`` of ``csv``) as a background job on the
+    store (:mod:`analysis.jobs`: a subprocess with the store's own analysis settings), and the store's
+    latest job: live progress while it runs, then its result or its error in one line."""
+    path = store_path()
+    job = jobs.latest(path)
+    running = job is not None and job["state"] == "running"
+    if st.button(label, key=f"job_{kind}", disabled=running or (kind == "import" and not csv), help=help):
+        try:
+            jobs.start(path, kind, csv=csv)
+        except (ValueError, OSError) as exc:
+            st.error(md_escape(f"Could not start the job: {jobs.one_line(exc)}"))
+            return job
+        st.rerun()  # drawn again with the job running: the button is disabled until it ends
+    if job is None:
+        return None
+    if job["state"] == "running":
+        _live_job(path, job["id"])
+    else:
+        _job_line(job)
+    return job

@@ -1,8 +1,9 @@
 import streamlit as st
 
-from analysis import views
+from analysis import url_state, views
 from analysis.views import md_escape
-from pages._shared import dataset_picker, download_chart, download_data, require_results, require_store, view
+from pages._shared import (dataset_picker, download_chart, download_data, pick, pick_many, require_results,
+                           require_store, view)
 
 st.title("Layer curves")
 st.caption("Per-layer metrics on relative depth (0 = embeddings, 1 = last layer); diamonds mark the layer each "
@@ -14,7 +15,10 @@ choices = view("layer_choices", dataset)
 require_results("per-layer profiles", len(prof) > 0)
 labels = view("model_labels")
 models = sorted(prof["model"].unique())
-chosen = st.sidebar.multiselect("Models", models, default=models, format_func=lambda m: labels.get(m, m))
+chosen = pick_many("Models", models, param="models", default=models, fmt=lambda m: labels.get(m, m), container=st.sidebar)
+if not chosen:
+    st.info("Pick at least one model in the sidebar.")
+    st.stop()
 curves = prof[prof["model"].isin(chosen)]
 align = views.alignment_curves_long(choices)
 if len(align):
@@ -23,7 +27,9 @@ marks = views.recommended_marks(choices)
 if len(marks):
     marks = marks[marks["model"].isin(chosen)]
 metrics = sorted(curves["metric"].unique()) + (sorted(align["metric"].unique()) if len(align) else [])
-metric = st.sidebar.selectbox("Metric", metrics, index=0)
+# default: an alignment curve (what the layer choice rests on), not the alphabetically first metric
+metric = pick("Metric", metrics, param="metric", default=url_state.preferred(metrics, ["alignment with", "rankme"]),
+              container=st.sidebar)
 data = curves[curves["metric"] == metric] if metric in set(curves["metric"]) else align[align["metric"] == metric]
 if data.empty:
     st.info("No model has this curve.")

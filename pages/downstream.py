@@ -2,7 +2,7 @@ import altair as alt
 import streamlit as st
 
 from analysis.views import downstream_view, md_escape, scatter_frame
-from pages._shared import (dataset_picker, download_data, require_store, store_path, view)
+from pages._shared import background_job, dataset_picker, download_data, pick, require_store, store_path, view
 
 st.title("Downstream correlation")
 st.caption("Does a label-free score predict your downstream results? Pearson R (with p and a bootstrap "
@@ -13,25 +13,9 @@ dataset = dataset_picker()
 
 with st.expander("Import downstream results (CSV: model, task, metric, value, higher_is_better)"):
     upload = st.file_uploader("results.csv", type=["csv"], key="downstream_csv")
-    if upload is not None and st.button("Import and analyse", key="import_btn"):
-        import tempfile
-
-        from analysis.downstream_import import import_downstream
-        from analysis.studies import analyze_store
-
-        with tempfile.NamedTemporaryFile(suffix=".csv", delete=False) as fh:
-            fh.write(upload.getvalue())
-        st.cache_data.clear()  # no connection is held between reads: the import can write now
-        with st.status("Importing and correlating...", expanded=True) as status:
-            try:
-                n = import_downstream(store_path(), fh.name)
-                st.text(f"{n} results imported")
-                analyze_store(store_path(), log=st.text)  # the store's own settings; log lines name models: plain text
-                status.update(label="Done", state="complete")
-            except ValueError as exc:
-                status.update(label="Import refused", state="error")
-                st.error(md_escape(exc))
-        st.rerun()
+# imported and correlated in a background job with the store's own analysis settings; its progress
+# stays in view on every rerun and refresh
+background_job("import", "Import and analyse", csv=None if upload is None else upload.getvalue())
 
 payload = view("study", "downstream", dataset)
 if payload is None:
@@ -47,7 +31,7 @@ download_data(dv["table"], "downstream_correlations")
 ok = [r for r in dv["rows"] if "error" not in r]
 if ok:
     labels = [f"{r['score']} → {r['task']} ({r['task_metric']})" for r in ok]
-    i = st.selectbox("Scatter", range(len(ok)), format_func=lambda j: labels[j], key="scatter_pick")
+    i = pick("Scatter", range(len(ok)), param="scatter", fmt=lambda j: labels[j])
     row = ok[i]
     pts, line = scatter_frame(row)
     chart = alt.Chart(pts).mark_circle(size=120).encode(x=alt.X("score:Q", title=row["score"]),

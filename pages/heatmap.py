@@ -1,9 +1,9 @@
 import altair as alt
 import streamlit as st
 
-from analysis import views
-from pages._shared import (dataset_picker, download_chart, download_data, pick, reproducibility, require_results,
-                           require_store, view)
+from analysis import grid_compare, url_state, views
+from pages._shared import (dataset_picker, download_chart, download_data, drop_params, open_page, pick,
+                           reproducibility, require_results, require_store, view)
 
 st.title("Layer × layer heatmap")
 require_store()
@@ -13,44 +13,124 @@ index = index[index["dataset"] == dataset]
 require_results("layer grids", len(index) > 0)
 labels = view("model_labels")
 
+
+def name(model) -> str:
+    return labels.get(model, model)  # "(random init)" travels with the model's name
+
+
+
 side = st.sidebar
-model_a = pick("Model A (rows)", sorted(index["model_a"].unique()), param="a", fmt=lambda m: labels.get(m, m),
-               container=side)
+model_a = pick("Model A (rows)", sorted(index["model_a"].unique()), param="a", fmt=name, container=side)
 sub = index[index["model_a"] == model_a]
-model_b = pick("Model B (columns)", sorted(sub["model_b"].unique()), param="b", fmt=lambda m: labels.get(m, m),
-               container=side)
+model_b = pick("Model B (columns)", sorted(sub["model_b"].unique()), param="b", fmt=name, container=side)
 sub = sub[sub["model_b"] == model_b]
-metric = pick("Metric", sorted(sub["metric"].unique()), param="metric", container=side,
+# defaults: mutual k-NN (the alignment the project is about) at the largest budgets, where it is steadiest
+metric = pick("Metric", sorted(sub["metric"].unique()), param="metric", container=side, default="mutual_knn",
               help="see `layerscope metrics`")
 sub = sub[sub["metric"] == metric]
-n_f = pick("Frames n_f", sorted(sub["n_frames"].unique()), param="nf", container=side)
+n_f = pick("Frames n_f", sorted(sub["n_frames"].unique()), param="nf", container=side,
+           default=url_state.largest(sub["n_frames"].unique()))
 sub = sub[sub["n_frames"] == n_f]
 if sub["pair_kind"].iloc[0] == "vision_text":
-    n_c = pick("Captions n_c", sorted(sub["n_captions"].dropna().astype(int).unique()), param="nc", container=side)
+    caps = sorted(sub["n_captions"].dropna().astype(int).unique())
+    n_c = pick("Captions n_c", caps, param="nc", container=side, default=url_state.largest(caps))
     sub = sub[sub["n_captions"] == n_c]
-g = view("grid_by_id", sub["result_id"].iloc[0])
+elif sub["n_frames_b"].notna().any():
+    fb = sorted(sub["n_frames_b"].dropna().astype(int).unique())
+    n_fb = pick("Frames n_f of B", fb, param="nfb", container=side, default=url_state.largest(fb))
+    sub = sub[sub["n_frames_b"] == n_fb]
+row = sub.iloc[0]
+g = view("grid_by_id", row["result_id"])
 df = views.grid_long(g)
+setting = grid_compare.budget_text(row)
 
+mode = pick("View", ["one grid", "side by side", "difference"], param="view", container=side, widget="radio",
+            help="Compare this grid with another that differs in one thing: the budgets, model B or the metric.")
+second = None
+if mode == "one grid":
+    drop_params("vs", *(f"with_{k}" for k in grid_compare.VARY_PARAM.values()))
+else:
+    vary = pick("Compare with another", list(grid_compare.VARY), param="vs", container=side)
+    others = grid_compare.alternatives(index, row, vary)
+    if others.empty:
+        st.info(views.md_escape(f"No other grid differs from this one only in its {vary}; showing one grid."))
+    else:  # one URL parameter per kind of comparison: switching kinds never meets a stale value
+        other = pick("Second grid", list(others["label"]), param=f"with_{grid_compare.VARY_PARAM[vary]}",
+                     container=side)
+        second = others[others["label"] == other].iloc[0]
+        g2 = view("grid_by_id", second["result_id"])
+
+def title_of(r) -> str:
+    return f"{name(r['model_a'])} × {name(r['model_b'])} · {r['metric']} · {grid_compare.budget_text(r)}"
+
+
+def heat_chart(frame, grid, title, color_title, b_name, *, select=False, domain=None, diverging=False):
+    """One heatmap: viridis values (or red–blue around 0 for a difference), undefined cells grey,
+    degenerate ones crossed out, the best cell outlined, values written in the cells of small grids."""
+    labelled = grid_compare.cell_labels(frame, grid["n_rows"], grid["n_cols"], diverging=diverging)
+    frame = labelled if len(labelled) else frame  # one dataset for every layer of the chart
+    base = alt.Chart(frame).encode(
+        x=alt.X("layer_b:O", title=f"{b_name} layer"), y=alt.Y("layer_a:O", title=f"{model_a} layer",
+                                                                     sort="descending"))
+    tips = ["layer_a", "layer_b", alt.Tooltip("value:Q", format=".4f"), "interval", "note"]
+    scale = (alt.Scale(scheme="redblue", domainMid=0, reverse=True) if diverging else
+             alt.Scale(scheme="viridis", **({"domain": domain} if domain else {})))
+    heat = base.transform_filter("isValid(datum.value)").mark_rect().encode(
+        color=alt.Color("value:Q", title=color_title, scale=scale), tooltip=tips)
+    if select:
+        heat = heat.encode(opacity=alt.condition(cell, alt.value(1.0), alt.value(0.55))).add_params(cell)
+    # undefined cells stay visible (grey) and degenerate ones are crossed out: marked, never dropped
+    undefined = base.transform_filter("!isValid(datum.value)").mark_rect(color="#c8c8c8").encode(tooltip=tips)
+    crossed = base.transform_filter(alt.datum.degenerate).mark_text(text="×", color="#d62728", fontSize=14).encode(
+        tooltip=tips)
+    best = base.transform_filter(alt.datum.best).mark_rect(fill=None, stroke="#ff4b4b", strokeWidth=3)
+    layers = [heat, undefined, crossed, best]
+    if len(labelled):  # degenerate cells keep their cross, not a number
+        layers.append(base.transform_filter("datum.label != '' && !datum.degenerate").mark_text(fontSize=10).encode(
+            text="label:N", color=alt.condition(alt.datum.dark, alt.value("white"), alt.value("black")),
+            tooltip=tips))
+    return alt.layer(*layers).properties(height=420, title=title)
+
+
+cell = alt.selection_point(name="cell", fields=["layer_a", "layer_b"], on="click")
 st.caption(f"{views.metric_direction(metric)} · {views.md_escape(views.best_cell_text(g, model_a, model_b))}")
 if g.get("best_a") is None:
     st.warning("No layer pair can be called best here: "
                f"{views.md_escape((g.get('flags') or {}).get('best', 'no cell was scored'))}. "
                "The cells are shown as computed; degenerate ones are crossed out, undefined ones grey.")
-cell = alt.selection_point(name="cell", fields=["layer_a", "layer_b"], on="click")
-base = alt.Chart(df).encode(
-    x=alt.X("layer_b:O", title=f"{model_b} layer"), y=alt.Y("layer_a:O", title=f"{model_a} layer", sort="descending"))
-tips = ["layer_a", "layer_b", alt.Tooltip("value:Q", format=".4f"), "interval", "note"]
-heat = base.transform_filter("isValid(datum.value)").mark_rect().encode(
-    color=alt.Color("value:Q", title=metric, scale=alt.Scale(scheme="viridis")),
-    opacity=alt.condition(cell, alt.value(1.0), alt.value(0.55)), tooltip=tips,
-).add_params(cell)
-# undefined cells stay visible (grey) and degenerate ones are crossed out: marked, never dropped
-undefined = base.transform_filter("!isValid(datum.value)").mark_rect(color="#c8c8c8").encode(tooltip=tips)
-crossed = base.transform_filter(alt.datum.degenerate).mark_text(text="×", color="#d62728", fontSize=14).encode(
-    tooltip=tips)
-best = base.transform_filter(alt.datum.best).mark_rect(fill=None, stroke="#ff4b4b", strokeWidth=3)
-chart = (heat + undefined + crossed + best).properties(height=420)
-event = st.altair_chart(chart, width="stretch", on_select="rerun", key="heatmap_chart")
+chart = heat_chart(df, g, title_of(row), metric, model_b, select=True)
+if second is not None and mode == "difference":
+    try:
+        dg = grid_compare.difference(g, g2)
+    except ValueError as exc:
+        st.warning(views.md_escape(f"{exc}; showing them side by side."))
+        mode = "side by side"
+if second is not None and mode == "side by side":
+    same_metric = second["metric"] == metric  # one colour scale when both grids hold the same metric
+    domain = grid_compare.shared_domain(g, g2) if same_metric else None
+    chart = heat_chart(df, g, title_of(row), metric, model_b, select=True, domain=domain)
+    chart2 = heat_chart(views.grid_long(g2), g2, title_of(second), second["metric"], second["model_b"], domain=domain)
+    c1, c2 = st.columns(2)
+    with c1:
+        event = st.altair_chart(chart, width="stretch", on_select="rerun", key="heatmap_chart")
+    c2.altair_chart(chart2, width="stretch", key="heatmap_chart_2")
+    st.caption(views.md_escape(f"Left: {title_of(row)}. Right: {title_of(second)}. "
+                               + ("One colour scale for both." if same_metric else "Each has its own colour scale.")))
+elif second is not None and mode == "difference":
+    ddf = views.grid_long(dg)
+    chart2 = heat_chart(ddf, dg, f"{title_of(row)} minus {second['label']}", "difference", model_b,
+                        diverging=True)
+    c1, c2 = st.columns(2)
+    with c1:
+        event = st.altair_chart(chart, width="stretch", on_select="rerun", key="heatmap_chart")
+    c2.altair_chart(chart2, width="stretch", key="heatmap_diff")
+    st.caption(views.md_escape(f"Right: this grid minus the grid at {second['label']} (red: higher here, blue: "
+                               "lower). A cell undefined in either grid is grey; a degenerate layer in either is "
+                               "crossed out."))
+    download_data(ddf, f"grid_difference_{model_a}_{model_b}_{metric}")
+else:
+    event = st.altair_chart(chart, width="stretch", on_select="rerun", key="heatmap_chart")
+
 shape = (g["n_rows"], g["n_cols"])
 best_pair = (g["best_a"], g["best_b"]) if g["best_a"] is not None else (shape[0] - 1, shape[1] - 1)
 # the URL's layers (validated), then a click on the chart, then the boxes below, in that order
@@ -58,15 +138,25 @@ start = views.layers_from_params(st.query_params.get("la"), st.query_params.get(
 clicked = views.selection_to_layers(event, *shape, None)
 if clicked is not None:
     st.session_state["sel_la"], st.session_state["sel_lb"] = clicked
-c1, c2 = st.columns(2)
-la = c1.selectbox("Selected layer of A", list(range(shape[0])), index=start[0], key="sel_la")
-lb = c2.selectbox("Selected layer of B", list(range(shape[1])), index=start[1], key="sel_lb")
+c1, c2, c3 = st.columns([2, 2, 3], vertical_alignment="bottom")
+# the start goes through session state (not index=): a widget whose state a click also sets takes no default
+for key, first, n in (("sel_la", start[0], shape[0]), ("sel_lb", start[1], shape[1])):
+    if st.session_state.get(key) not in range(n):  # first visit, or another grid of fewer layers
+        st.session_state[key] = first
+la = c1.selectbox("Selected layer of A", list(range(shape[0])), key="sel_la")
+lb = c2.selectbox("Selected layer of B", list(range(shape[1])), key="sel_lb")
 st.query_params["la"], st.query_params["lb"] = str(la), str(lb)
 st.session_state["selected_layers"] = {"model_a": model_a, "model_b": model_b, "layer_a": la, "layer_b": lb}
+# the selected cell's two spaces, side by side on the Neighbours page (same runs, same layers)
+if c3.button(f"Neighbours at layers ({la}, {lb}) →", key="to_neighbours",
+             help="Open the Neighbours page on these two models, their runs (budgets) and these layers"):
+    open_page("neighbours", {
+        "dataset": dataset, "models": [model_a, model_b], "layers": [str(la), str(lb)],
+        "runs": [str(g["run_a"]), str(g["run_b"])]})
 st.metric(f"{views.md_escape(metric)} at layers ({la}, {lb})", views.fmt_number(g["grid"][la, lb], 4))
 note = df[(df["layer_a"] == la) & (df["layer_b"] == lb)]["note"].iloc[0]
 if note:
     st.caption(f"This cell: {views.md_escape(note)}")
 download_data(df, f"grid_{model_a}_{model_b}_{metric}")
 download_chart(chart, f"heatmap_{metric}")
-reproducibility([g["run_a"], g["run_b"]], {"metric": metric, **g["params"], "n_boot": g["n_boot"]})
+reproducibility([g["run_a"], g["run_b"]], {"metric": metric, "setting": setting, **g["params"], "n_boot": g["n_boot"]})

@@ -1,7 +1,9 @@
 import streamlit as st
 
-from analysis.views import md_escape
-from pages._shared import dataset_picker, pick, require_store, view
+from analysis import url_state
+from analysis.grid_compare import budget_text
+from analysis.views import choose, md_escape
+from pages._shared import dataset_picker, pick, pick_int, pick_many, require_store, url_list, view
 
 st.title("Neighbours")
 st.caption("An item's nearest items in each model's space at a chosen layer, and which neighbours the spaces share.")
@@ -14,7 +16,7 @@ if runs.empty:
     st.stop()
 item = pick("Item", list(items["item_id"]), param="item", container=st.sidebar)
 idx = int(items.loc[items["item_id"] == item, "idx"].iloc[0])
-k = st.sidebar.slider("k", 1, 10, 5, key="nn_k")
+k = pick_int("k", 1, min(20, max(1, len(items) - 1)), param="k", default=5, container=st.sidebar)
 row = items[items["idx"] == idx].iloc[0]
 st.markdown(f"**{md_escape(item)}** — " + " · ".join(md_escape(c) for c in row["captions"][:3]))
 try:
@@ -29,18 +31,38 @@ except Exception as exc:  # the video may live on another machine than the store
 
 labels = view("model_labels")
 models = sorted(runs["model"].unique())
-chosen = st.sidebar.multiselect("Models", models, default=models[:3], format_func=lambda m: labels.get(m, m))
-sets = {}
+# a link names models, their runs (budgets) and layers as three aligned lists (?models=a&runs=r1&layers=3&...),
+# read before the model picker rewrites the list
+url_runs = url_state.layers_for_models(url_list("models"), url_list("runs"))
+url_layers = url_state.layers_for_models(url_list("models"), url_list("layers"))
+chosen = pick_many("Models", models, param="models", default=models[:3], fmt=lambda m: labels.get(m, m),
+                   container=st.sidebar)
+sets, chosen_runs, chosen_layers = {}, [], []
 cols = st.columns(max(1, len(chosen)))
 for col, model in zip(cols, chosen):
-    r = runs[runs["model"] == model].iloc[-1]
-    layer = col.slider(f"{md_escape(model)} layer", 0, int(r["n_layers"]) - 1, int(r["n_layers"]) - 1, key=f"layer_{model}")
+    mruns = runs[runs["model"] == model].reset_index(drop=True)
+    ids = list(mruns["run_id"])
+    run = choose(url_runs.get(model), ids, f"run of {model}", ids[-1])  # default: the largest budget
+    layer = url_state.choose_int(url_layers.get(model), 0, int(mruns["n_layers"].max()) - 1, f"layer of {model}",
+                                 int(mruns["n_layers"].max()) - 1)
+    for message in (run.message, layer.message):
+        if message:
+            st.warning(md_escape(message))
+    run_id = col.selectbox("Setting", ids, index=ids.index(run.value), key=f"nn_run_{model}",
+                           format_func=lambda r, m=mruns: budget_text(m[m["run_id"] == r].iloc[0]))
+    r = mruns[mruns["run_id"] == run_id].iloc[0]
+    top = int(r["n_layers"]) - 1
+    layer = col.slider(f"{md_escape(model)} layer", 0, top, min(layer.value, top), key=f"nn_layer_{model}")
+    chosen_runs.append(run_id)
+    chosen_layers.append(str(layer))
     nn = view("neighbours", r["run_id"], layer, idx, k)
     nn = nn.merge(items[["idx", "item_id", "captions"]], on="idx")
     nn["caption"] = nn["captions"].map(lambda c: c[0])
     sets[model] = set(nn["item_id"])
-    col.markdown(f"**{md_escape(labels.get(model, model))}** (layer {layer})")
+    col.markdown(f"**{md_escape(labels.get(model, model))}** (layer {layer}, {md_escape(budget_text(r))})")
     col.dataframe(nn[["rank", "item_id", "cosine", "caption"]], hide_index=True, width="stretch")
+st.query_params["runs"] = chosen_runs or ""
+st.query_params["layers"] = chosen_layers or ""
 if len(sets) >= 2:
     shared = set.intersection(*sets.values())
     st.markdown(f"Shared by all {len(sets)} spaces: {md_escape(', '.join(sorted(shared)) or 'none')}")

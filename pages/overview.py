@@ -1,7 +1,7 @@
 import streamlit as st
 
 from analysis.views import display_table, md_escape
-from pages._shared import download_data, report_files, require_store, store_path, view
+from pages._shared import background_job, download_data, report_files, require_store, store_path, view
 
 st.title("LayerScope")
 st.caption("How every layer of your encoders represents the same data — without labels.")
@@ -59,6 +59,7 @@ if ov["missing"]:
     for m in ov["missing"]:
         st.markdown(f"- {md_escape(m['what'])}")
         st.code(m["command"], language="bash")
+    background_job("analyze", "Run the analysis now, in the background (the store's own settings)")
 else:
     st.success("Every run is done and analysed.")
 

@@ -20,9 +20,10 @@ def fmt(subject):
     return f"{labels.get(a, a)} × {labels.get(b, b)} ({m})"
 
 
-left = pick("Model pair", subjects, param="pair", fmt=fmt, container=st.sidebar)
-compare = st.sidebar.selectbox("Compare with", ["(none)"] + [s for s in subjects if s != left], format_func=lambda s:
-                               s if s == "(none)" else fmt(s), key="compare_pair")
+left = pick("Model pair", subjects, param="pair", fmt=fmt, container=st.sidebar,
+            default=next((s for s in subjects if s.endswith("|mutual_knn")), None))
+compare = pick("Compare with", ["(none)"] + [s for s in subjects if s != left], param="compare",
+               fmt=lambda s: s if s == "(none)" else fmt(s), container=st.sidebar)
 columns = st.columns(2) if compare != "(none)" else [st.container()]
 for col, subject in zip(columns, [left] + ([compare] if compare != "(none)" else [])):
     with col:

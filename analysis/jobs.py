@@ -1,0 +1,224 @@
+"""Background jobs: long store work (downstream import, re-analysis) in a subprocess, off the request path.
+
+The dashboard must not run ``layerscope analyze`` inside a page request: on a real store it takes
+minutes, and the page would hang. :func:`start` launches ``python -m analysis.jobs run JOB_DIR`` as a
+detached subprocess and returns at once; the child does the work and writes its progress to
+``JOB_DIR/status.json`` (atomically, so a reader never sees half a file) and every log line to
+``JOB_DIR/log.txt``. Any page can then show :func:`latest` on each rerun or refresh.
+
+Jobs live next to the store in ``<store>.jobs/<job id>/``. One job at a time per store: DuckDB lets
+one process write, so a second job would only wait for the first's lock; :func:`start` returns the
+running job instead. The analysis reuses the store's own settings (``stored_settings``: k, metrics,
+bootstrap, seed, clamp...) exactly as ``layerscope analyze --store STORE`` without flags does, so the
+dashboard never recomputes everything with different settings.
+
+Status (``status.json``)::
+
+    {"id": str, "kind": "analyze" | "import", "state": "running" | "done" | "error",
+     "step": str,            # what the job is doing now, e.g. "analysing (the store's settings: k=10, ...)"
+     "message": str,         # the last log line, or the result when done, or the one-line error
+     "lines": int,           # log lines so far
+     "pid": int, "started": float, "finished": float | None (Unix seconds)}
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+KINDS = ("analyze", "import")
+REPO = Path(__file__).resolve().parents[1]
+#: seconds a started child may take to write its first status before the job counts as failed
+STARTUP_S = 60.0
+
+#: handles of the children this process started: ``poll()`` reaps them, so a finished child is not
+#: mistaken for a live one (a zombie still answers ``os.kill(pid, 0)``)
+_CHILDREN: dict[int, subprocess.Popen] = {}
+
+
+def jobs_dir(store) -> Path:
+    """``<store>.jobs/``: where the store's jobs keep their status and logs."""
+    store = Path(store)
+    return store.with_name(store.name + ".jobs")
+
+
+def _write_json(path: Path, data: dict) -> None:
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(data))
+    os.replace(tmp, path)  # atomic: a page reading the status never sees half a file
+
+
+def _read_json(path: Path) -> dict | None:
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def _alive(pid: int | None, started: float) -> bool:
+    if pid is None:  # the child has not written its own status yet: give it a minute to start
+        return time.time() - started < STARTUP_S
+    child = _CHILDREN.get(pid)
+    if child is not None:
+        return child.poll() is None
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # someone else's process holds the number: not our job
+        return False
+    return True
+
+
+def one_line(exc: BaseException) -> str:
+    """An error as one line: its type when the message alone would not say what failed."""
+    text = " ".join(str(exc).split()) or type(exc).__name__
+    if not isinstance(exc, (ValueError, OSError)) and type(exc).__name__ not in text:
+        text = f"{type(exc).__name__}: {text}"
+    return text[:400]
+
+
+def status(job_dir) -> dict | None:
+    """A job's status, with ``state`` set to ``"error"`` when its process ended without saying so
+    (killed, out of memory): such a job would otherwise look "running" forever."""
+    job_dir = Path(job_dir)
+    st = _read_json(job_dir / "status.json")
+    if st is None:
+        return None
+    if st.get("state") == "running" and not _alive(st.get("pid"), st.get("started") or 0):
+        st = _read_json(job_dir / "status.json") or st  # it may have finished between the two reads
+        if st.get("state") == "running":
+            st.update(state="error", finished=time.time(),
+                      message=f"the job's process ({st.get('pid')}) stopped without finishing; see "
+                              f"{job_dir / 'log.txt'}")
+    return st
+
+
+def latest(store) -> dict | None:
+    """The status of the store's most recent job (``None`` when it has had none)."""
+    root = jobs_dir(store)
+    if not root.is_dir():
+        return None
+    dirs = sorted((d for d in root.iterdir() if (d / "status.json").exists()), key=lambda d: d.name)
+    return status(dirs[-1]) if dirs else None
+
+
+def start(store, kind: str, *, csv: bytes | None = None, jobs: int | None = None) -> dict:
+    """Start a background job on ``store`` and return its first status at once.
+
+    ``kind``: ``"analyze"`` (what ``layerscope analyze --store STORE`` does, with the store's settings)
+    or ``"import"`` (``layerscope downstream import`` of the ``csv`` bytes, then analyze). ``jobs``: worker
+    processes for the analysis (default 1: the dashboard's machine stays responsive). When a job is
+    already running on this store, that job's status is returned and nothing new starts.
+    """
+    if kind not in KINDS:
+        raise ValueError(f"unknown job kind {kind!r}; expected one of {', '.join(KINDS)}")
+    if kind == "import" and not csv:
+        raise ValueError("an import job needs the CSV's bytes")
+    running = latest(store)
+    if running is not None and running.get("state") == "running":
+        return running
+    root = jobs_dir(store)
+    root.mkdir(parents=True, exist_ok=True)
+    job_id = time.strftime("%Y%m%d-%H%M%S") + f"-{time.time_ns() % 10**9:09d}-{kind}"
+    job_dir = root / job_id
+    job_dir.mkdir()
+    spec = {"id": job_id, "kind": kind, "store": str(Path(store).resolve()), "jobs": int(jobs or 1)}
+    if csv:
+        (job_dir / "upload.csv").write_bytes(csv)
+        spec["csv"] = str(job_dir / "upload.csv")
+    _write_json(job_dir / "spec.json", spec)
+    # the status exists before the child does: a page never finds a job directory without one
+    _write_json(job_dir / "status.json", {"id": job_id, "kind": kind, "state": "running", "step": "starting",
+                                          "message": "", "lines": 0, "pid": None, "started": time.time(),
+                                          "finished": None})
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO)] + [p for p in [os.environ.get("PYTHONPATH")] if p])}
+    with open(job_dir / "output.txt", "wb") as out:
+        child = subprocess.Popen([sys.executable, "-m", "analysis.jobs", "run", str(job_dir)], cwd=str(REPO), env=env,
+                                 stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
+                                 start_new_session=True)  # its own session: a page rerun does not stop it
+    _CHILDREN[child.pid] = child
+    return status(job_dir)
+
+
+def settings_text(settings: dict) -> str:
+    """The store's analysis settings in one line (``{}``: never analysed, so the defaults)."""
+    if not settings:
+        return "the defaults (the store was never analysed)"
+    keys = ("k", "metrics", "n_boot", "seed", "clamp", "reorder_k", "downstream_setting")
+    parts = []
+    for k in keys:
+        if k in settings:
+            v = settings[k]
+            parts.append(f"{k}={','.join(map(str, v)) if isinstance(v, (list, tuple)) else v}")
+    return ", ".join(parts)
+
+
+def run(job_dir) -> int:
+    """The child's side: do the job in ``job_dir`` and keep ``status.json`` current. Returns 0 or 1."""
+    job_dir = Path(job_dir)
+    spec = _read_json(job_dir / "spec.json")
+    if spec is None:
+        print(f"no job spec in {job_dir}", file=sys.stderr)
+        return 1
+    st = {"id": spec["id"], "kind": spec["kind"], "state": "running", "step": "starting", "message": "",
+          "lines": 0, "pid": os.getpid(), "started": time.time(), "finished": None}
+    _write_json(job_dir / "status.json", st)
+    log_file = open(job_dir / "log.txt", "a", encoding="utf-8")  # noqa: SIM115 - closed in the finally below
+
+    def log(message) -> None:
+        line = " ".join(str(message).split())
+        log_file.write(line + "\n")
+        log_file.flush()
+        st.update(message=line[:300], lines=st["lines"] + 1)
+        _write_json(job_dir / "status.json", st)
+
+    def step(text: str) -> None:
+        st["step"] = text
+        log(text)
+
+    try:
+        from analysis.store import read_store
+        from analysis.studies import analyze_store, stored_settings
+
+        store = spec["store"]
+        if spec["kind"] == "import":
+            from analysis.downstream_import import import_downstream
+
+            step("importing the downstream results")
+            n = import_downstream(store, spec["csv"])
+            log(f"{n} downstream result(s) imported")
+        settings = read_store(store, stored_settings, wait=30.0)
+        step(f"analysing with the store's settings ({settings_text(settings)})")
+        out = analyze_store(store, jobs=int(spec.get("jobs") or 1), log=log)  # None settings: the store's own
+        st.update(state="done", step="done", finished=time.time(),
+                  message=f"{out['computed']} result(s) computed, {out['skipped']} unchanged and reused, "
+                          f"{len(out['notes'])} note(s)")
+        log(st["message"])
+        return 0
+    except BaseException as exc:  # noqa: BLE001 - every failure must reach the page as one line
+        message = one_line(exc)
+        if spec.get("csv"):  # the upload's temporary path says nothing to the person who uploaded it
+            message = message.replace(spec["csv"], "the uploaded CSV")
+        log(f"error: {message}")
+        st.update(state="error", finished=time.time(), message=message)
+        return 1
+    finally:
+        _write_json(job_dir / "status.json", st)
+        log_file.close()
+
+
+def main(argv=None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if len(argv) != 2 or argv[0] != "run":
+        print("usage: python -m analysis.jobs run JOB_DIR", file=sys.stderr)
+        return 2
+    return run(argv[1])
+
+
+if __name__ == "__main__":
+    sys.exit(main())
