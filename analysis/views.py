@@ -219,9 +219,10 @@ def grid_by_id(con, result_id) -> dict:
 
 
 def grid_long(g: dict) -> pd.DataFrame:
-    """Long table of a grid for a heatmap: layer_a, layer_b, value, best flag, interval text, and
+    """Long table of a grid for a heatmap: layer_a, layer_b, value, best flag, interval text,
     ``degenerate`` (the cell sits on a degenerate layer of either model: marked, never best) with
-    ``note`` saying why (the reason travels from analyze in ``flags``)."""
+    ``note`` saying why (the reason travels from analyze in ``flags``), and ``near_best``
+    (:func:`near_best_cells`)."""
     G = g["grid"]
     flags = g.get("flags") or {}
     deg_a = {int(k): v for k, v in (flags.get("degenerate_a") or {}).items()}
@@ -238,7 +239,30 @@ def grid_long(g: dict) -> pd.DataFrame:
     df["interval"] = ""
     if g.get("ci_low") is not None and g["best_a"] is not None:
         df.loc[df["best"], "interval"] = f"[{g['ci_low']:.3f}, {g['ci_high']:.3f}] ({g['n_boot']} resamples)"
+    near = near_best_cells(g)
+    df["near_best"] = near.ravel() & ~df["degenerate"].to_numpy()
+    df.loc[df["near_best"], "note"] = "within the best cell's 95% interval: not distinguishable from it by that interval"
     return df
+
+
+def near_best_cells(g: dict) -> np.ndarray:
+    """``(n_rows, n_cols)`` bool: cells other than the best whose value lies inside the best cell's
+    bootstrap interval, on the metric's better side of its bound (``value >= ci_low`` when higher is
+    better, ``value <= ci_high`` when lower is better). Only the best cell's interval is computed
+    (per-cell intervals would cost a bootstrap per cell), so this is the overlap test the stored data
+    allow: such a cell cannot be told apart from the best by that interval. All False when the grid
+    has no best cell or no interval; NaN cells are never near-best."""
+    G = np.asarray(g["grid"], dtype=np.float64)
+    out = np.zeros(G.shape, dtype=bool)
+    if g.get("best_a") is None or g.get("ci_low") is None or g.get("ci_high") is None:
+        return out
+    spec = REGISTRY.get(g.get("metric"))
+    lower_better = spec is not None and spec.higher_is_better is False
+    with np.errstate(invalid="ignore"):
+        out = (G <= float(g["ci_high"])) if lower_better else (G >= float(g["ci_low"]))
+    out &= np.isfinite(G)
+    out[int(g["best_a"]), int(g["best_b"])] = False
+    return out
 
 
 def best_cell_text(g: dict, model_a: str, model_b: str) -> str:

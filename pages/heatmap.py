@@ -26,7 +26,7 @@ model_b = pick("Model B (columns)", sorted(sub["model_b"].unique()), param="b", 
 sub = sub[sub["model_b"] == model_b]
 # defaults: mutual k-NN (the alignment the project is about) at the largest budgets, where it is steadiest
 metric = pick("Metric", sorted(sub["metric"].unique()), param="metric", container=side, default="mutual_knn",
-              help="see `layerscope metrics`")
+              help="What each metric measures, its range, direction and chance level: under the chart.")
 sub = sub[sub["metric"] == metric]
 n_f = pick("Frames n_f", sorted(sub["n_frames"].unique()), param="nf", container=side,
            default=url_state.largest(sub["n_frames"].unique()))
@@ -85,6 +85,9 @@ def heat_chart(frame, grid, title, color_title, b_name, *, select=False, domain=
         tooltip=tips)
     best = base.transform_filter(alt.datum.best).mark_rect(fill=None, stroke="#ff4b4b", strokeWidth=3)
     layers = [heat, undefined, crossed, best]
+    if "near_best" in frame and frame["near_best"].any():  # inside the best cell's interval: a dashed outline
+        layers.append(base.transform_filter(alt.datum.near_best).mark_rect(
+            fill=None, stroke="#ff4b4b", strokeWidth=1.5, strokeDash=[3, 2]).encode(tooltip=tips))
     if len(labelled):  # degenerate cells keep their cross, not a number
         layers.append(base.transform_filter("datum.label != '' && !datum.degenerate").mark_text(fontSize=10).encode(
             text="label:N", color=alt.condition(alt.datum.dark, alt.value("white"), alt.value("black")),
@@ -153,6 +156,13 @@ if c3.button(f"Neighbours at layers ({la}, {lb}) →", key="to_neighbours",
     open_page("neighbours", {
         "dataset": dataset, "models": [model_a, model_b], "layers": [str(la), str(lb)],
         "runs": [str(g["run_a"]), str(g["run_b"])]})
+n_near = int(df["near_best"].sum()) if "near_best" in df else 0
+if n_near:
+    st.caption(f"Dashed outline: {n_near} other cell(s) whose value lies inside the best cell's 95% interval "
+               f"({g['n_boot']} resamples): the data do not tell them apart from the best. Only the best cell's "
+               "interval is computed, so this compares values with that one interval.")
+st.caption(views.md_escape(views.metric_help(metric, view("dataset_context", dataset)["n_items"],
+                                             {k: v for k, v in (g.get("params") or {}).items() if k != "n_boot"})))
 st.metric(f"{views.md_escape(metric)} at layers ({la}, {lb})", views.fmt_number(g["grid"][la, lb], 4))
 note = df[(df["layer_a"] == la) & (df["layer_b"] == lb)]["note"].iloc[0]
 if note:

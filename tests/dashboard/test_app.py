@@ -136,3 +136,12 @@ def test_the_dashboard_starts_without_the_developer_toolbar(tmp_path):
     cmd = command(tmp_path / "s.duckdb")
     assert cmd[cmd.index("--client.toolbarMode") + 1] == "viewer"  # no Deploy button for users
     assert cmd[cmd.index("--server.address") + 1] == "127.0.0.1"
+
+
+def test_heatmap_explains_its_metric_from_the_registry(small_demo, monkeypatch):
+    from analysis.registry import REGISTRY
+
+    at = app(small_demo, monkeypatch, "heatmap", {"dataset": "moving_shapes", "metric": "mutual_knn"})
+    captions = " ".join(c.value for c in at.caption)
+    assert REGISTRY["mutual_knn"].summary in captions and "Chance" in captions and "k/(N−1)" in captions
+    assert "layerscope metrics" not in " ".join(str(s.help) for s in at.selectbox)
