@@ -256,7 +256,7 @@ def cmd_analyze(args) -> int:
         print(f"note: {note}", file=sys.stderr)
     out = analyze_store(args.store, k=args.k, metrics=grid_metrics or None, references=args.reference, n_boot=args.bootstrap,
                         datasets=args.dataset, clamp=args.clamp, reorder_k=args.reorder_k,
-                        downstream_setting=args.downstream_setting, maps=args.maps, jobs=default_jobs() if args.jobs is None else args.jobs, progress=not args.quiet,
+                        downstream_setting=args.downstream_setting, maps=args.maps, knn=args.knn, jobs=default_jobs() if args.jobs is None else args.jobs, progress=not args.quiet,
                         log=lambda m: print(m, file=sys.stderr, flush=True))
     print(summary_lines(out, args.store, time.perf_counter() - t0))
     return 0
@@ -274,7 +274,7 @@ def summary_lines(out: dict, store, seconds: float) -> str:
     lines.append(f"analyze: {out['computed']} result(s) computed, {out['skipped']} unchanged and skipped, "
                  f"{len(out['notes'])} note(s), {seconds:.1f} s -> {store}  "
                  f"[k={s['k']}, metrics={','.join(s['metrics'])}, bootstrap={s['n_boot']}, seed={s['seed']}, "
-                 f"clamp={s['clamp']}, reorder k={s['reorder_k']}, downstream={s['downstream_setting']}, maps={s.get('maps')}]")
+                 f"clamp={s['clamp']}, reorder k={s['reorder_k']}, downstream={s['downstream_setting']}, maps={s.get('maps')}, knn={s.get('knn')}]")
     return "\n".join(lines)
 
 
@@ -306,6 +306,9 @@ def _register_analyze(sub):
     p.add_argument("--downstream-setting", choices=("paper", "largest"), help="runs correlated with downstream "
                    "results: paper = one caption and each model's standard frame count (default); largest = "
                    "the largest budgets")
+    p.add_argument("--knn", choices=("exact", "ann"), help="neighbour search of the k-NN metrics: exact (default) "
+                   "or ann (faiss, `pip install 'layerscope[ann]'`, for very large N; each grid records its "
+                   "measured neighbour recall)")
     p.add_argument("--maps", type=_count(0), help="embedding maps (UMAP) computed per dataset without being asked "
                    "for (0: none; default: the store's last setting, else 24); `layerscope map` adds others")
     p.add_argument("--jobs", type=_count(1), default=None, help="worker processes (default: all cores)")

@@ -129,7 +129,7 @@ def run_dataset(ctx: Context, d: DatasetRuns) -> None:
 
 
 def analyze_store(store, *, k=None, metrics=None, references=None, n_boot=None, datasets=None, seed=None,
-                  clamp=None, reorder_k=None, downstream_setting=None, maps=None, jobs: int = 1, progress: bool = False,
+                  clamp=None, reorder_k=None, downstream_setting=None, maps=None, knn=None, jobs: int = 1, progress: bool = False,
                   log=print) -> dict:
     """Compute every study the store supports; idempotent (unchanged inputs are reused).
 
@@ -147,7 +147,7 @@ def analyze_store(store, *, k=None, metrics=None, references=None, n_boot=None, 
         create_all(con, str(store))
         s = _resolve(con, {"k": k, "metrics": metrics, "references": references, "n_boot": n_boot, "seed": seed,
                            "clamp": clamp, "reorder_k": reorder_k, "downstream_setting": downstream_setting,
-                           "maps": maps})
+                           "maps": maps, "knn": knn})
         s.jobs = int(jobs)
         s.check()
         known = {r[0] for r in con.execute("SELECT model FROM models").fetchall()}

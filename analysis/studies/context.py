@@ -28,7 +28,11 @@ DEFAULT_METRICS = ("mutual_knn", "cka", "cknna")
 #: paper correlates; ``largest``: each model's largest budgets
 DOWNSTREAM_SETTINGS = ("paper", "largest")
 #: settings that change numbers, stored in the store and part of every result's key
-STORED = ("k", "metrics", "references", "n_boot", "seed", "clamp", "reorder_k", "downstream_setting", "maps")
+STORED = ("k", "metrics", "references", "n_boot", "seed", "clamp", "reorder_k", "downstream_setting", "maps",
+          "knn")
+#: neighbour search of the k-NN metrics: exact (float32 candidates, float64 re-rank) or ann (faiss;
+#: its measured recall goes into each grid's flags)
+KNN_SEARCH = ("exact", "ann")
 #: embedding maps ``analyze`` computes on its own per dataset (``--maps``; maps asked for with
 #: ``layerscope map`` come on top): each costs about a second, the first of a process 10-40 s of
 #: umap-learn's compilation
@@ -48,6 +52,7 @@ class Settings:
     reorder_k: int = REORDER_K  # the reorder (VideoComp) probe's own k (the paper: 5 at N = 512)
     downstream_setting: str = "paper"  # which runs downstream correlation uses: paper | largest
     maps: int = DEFAULT_MAPS  # default embedding maps per dataset (0: none)
+    knn: str = "exact"  # neighbour search of the k-NN metrics: exact | ann
     jobs: int = 1
 
     def check(self) -> None:
@@ -62,6 +67,8 @@ class Settings:
         if self.downstream_setting not in DOWNSTREAM_SETTINGS:
             raise ValueError(f"--downstream-setting must be one of {', '.join(DOWNSTREAM_SETTINGS)}, "
                              f"got {self.downstream_setting!r}")
+        if self.knn not in KNN_SEARCH:
+            raise ValueError(f"--knn must be one of {', '.join(KNN_SEARCH)}, got {self.knn!r}")
         if self.maps < 0:
             raise ValueError(f"--maps must be 0 (none) or a positive count, got {self.maps}")
         if self.jobs < 1:
@@ -71,7 +78,13 @@ class Settings:
                 raise ValueError(f"analyze grids take pairwise metrics; {m!r} is {get_metric(m).kind}")
 
     def params_for(self, metric: str) -> dict:
-        return {"k": self.k} if "k" in get_metric(metric).params else {}
+        """The metric's parameters from the settings. ``knn`` appears only when approximate, so
+        exact results keep the keys (and cached rows) they always had."""
+        known = get_metric(metric).params
+        out = {"k": self.k} if "k" in known else {}
+        if self.knn != "exact" and "knn" in known:
+            out["knn"] = self.knn
+        return out
 
     def stored(self) -> dict:
         """The settings saved in the store (tuples as lists)."""

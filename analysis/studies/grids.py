@@ -72,6 +72,11 @@ def score_pair(engine, run_a: str, run_b: str, metric: str, params: dict, n_boot
     invalid = np.zeros(grid.shape, dtype=bool)
     invalid[list(deg_a), :] = True
     invalid[:, list(deg_b)] = True
+    if params.get("knn", "exact") != "exact":  # approximate lists: their measured recall travels with the grid
+        from ..metrics.knn import knn_summary
+
+        flags["knn"] = knn_summary(list(engine.states(run_a, metric, **params))
+                                   + list(engine.states(run_b, metric, **params)))
     out = {"grid": grid, "best_a": None, "best_b": None, "best_value": None, "ci_low": None, "ci_high": None}
     try:
         la, lb, value = best_cell(grid, higher_is_better=spec.higher_is_better is not False, invalid=invalid)

@@ -1,0 +1,57 @@
+"""`analyze --knn ann`: approximate neighbour lists for the k-NN metrics, their measured recall kept
+on every grid; exact results keep their keys."""
+
+import duckdb
+import numpy as np
+import pytest
+
+from analysis import results as R
+from analysis.studies import analyze_store
+from precompute.synthetic_store import write_sweep
+
+SHAPE = dict(frames=(1, 2), captions=(1,), n_items=40, n_layers=3, dim=12)
+
+
+def quiet(_msg):
+    pass
+
+
+def _grids(path):
+    con = duckdb.connect(str(path), read_only=True)
+    rows = R.read_grids(con)
+    con.close()
+    return {(g["run_a"], g["run_b"], g["metric"]): g for g in rows}
+
+
+def test_ann_grids_carry_their_recall_and_equal_exact_where_recall_is_one(tmp_path):
+    exact, ann = tmp_path / "exact.duckdb", tmp_path / "ann.duckdb"
+    for p in (exact, ann):
+        write_sweep(p, video=["v1"], text=["t1"], **SHAPE)
+    analyze_store(exact, metrics=("mutual_knn", "cka"), n_boot=0, maps=0, log=quiet)
+    out = analyze_store(ann, metrics=("mutual_knn", "cka"), n_boot=0, maps=0, knn="ann", log=quiet)
+    assert out["settings"]["knn"] == "ann"
+    ge, ga = _grids(exact), _grids(ann)
+    assert ge.keys() == ga.keys()
+    compared = 0
+    for key, g in ga.items():
+        if key[2] == "cka":  # not a k-NN metric: same parameters, no neighbour flags
+            assert g["params"] == ge[key]["params"] and "knn" not in g["flags"]
+            continue
+        assert g["params"] == {**ge[key]["params"], "knn": "ann"} and "knn" not in ge[key]["params"]
+        info = g["flags"]["knn"]
+        assert info["knn"] == "ann" and 0.0 <= info["knn_recall_min"] <= 1.0
+        assert len(info["knn_recall"]) == g["n_rows"] + g["n_cols"]
+        if info["knn_recall_min"] == 1.0:  # every sampled list exact: the same counts as the exact search
+            np.testing.assert_array_equal(g["grid"], ge[key]["grid"])
+            compared += 1
+    assert compared  # 40 items: faiss probes every cell, so the lists are exact
+
+
+def test_the_search_is_a_stored_setting_and_a_bad_one_is_named(tmp_path):
+    path = tmp_path / "s.duckdb"
+    write_sweep(path, video=["v1"], text=["t1"], **SHAPE)
+    analyze_store(path, metrics=("mutual_knn",), n_boot=0, maps=0, knn="ann", log=quiet)
+    again = analyze_store(path, log=quiet)
+    assert again["settings"]["knn"] == "ann" and again["computed_by_study"].get("grids", 0) == 0
+    with pytest.raises(ValueError, match="--knn must be one of exact, ann"):
+        analyze_store(path, knn="hnsw", log=quiet)
