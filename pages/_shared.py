@@ -155,13 +155,18 @@ def url_list(param: str) -> list[str] | None:
     return st.query_params.get_all(param) if param in st.query_params else None
 
 
-def open_page(name: str, params: dict):
-    """Go to ``pages/<name>.py`` with these URL parameters (lists repeat the parameter). The path is
-    absolute: ``layerscope dashboard`` runs an entry script that lives outside the repository, and a
-    relative page path would be looked up next to it."""
+def page_path(name: str):
+    """Absolute path of ``pages/<name>.py`` for ``st.page_link`` / ``st.switch_page``:
+    ``layerscope dashboard`` runs an entry script that lives outside the repository
+    (precompute/dashboard_entry.py), and Streamlit looks a relative page path up next to it."""
     from pathlib import Path
 
-    st.switch_page(Path(__file__).resolve().parent / f"{name}.py", query_params=params)
+    return Path(__file__).resolve().parent / f"{name}.py"
+
+
+def open_page(name: str, params: dict):
+    """Go to ``pages/<name>.py`` with these URL parameters (lists repeat the parameter)."""
+    st.switch_page(page_path(name), query_params=params)
 
 
 def drop_params(*params: str):

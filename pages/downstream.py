@@ -2,7 +2,16 @@ import altair as alt
 import streamlit as st
 
 from analysis.views import downstream_view, md_escape, scatter_frame
-from pages._shared import background_job, dataset_picker, download_data, pick, require_store, store_path, view
+from pages._shared import (
+    background_job,
+    dataset_picker,
+    download_data,
+    page_path,
+    pick,
+    require_store,
+    store_path,
+    view,
+)
 
 st.title("Downstream correlation")
 st.caption("Does a label-free score predict your downstream results? Pearson R (with p and a bootstrap "
@@ -19,8 +28,12 @@ background_job("import", "Import and analyse", csv=None if upload is None else u
 
 payload = view("study", "downstream", dataset)
 if payload is None:
-    st.info("No downstream results in this store yet. Import a CSV above, or run `layerscope downstream import` "
-            "and `layerscope analyze`:")
+    if view("study", "predictors", dataset) is not None:  # per-layer results only: they feed the predictor table
+        st.info("This dataset's downstream results are per layer: they are correlated layer by layer on the "
+                "Layer predictors page. This page correlates whole-model results (rows without a `layer`).")
+        st.page_link(page_path("predictors"), label="Layer predictors →")
+    st.info("No whole-model downstream results in this store yet. Import a CSV above, or run "
+            "`layerscope downstream import` and `layerscope analyze`:")
     st.code(f"layerscope downstream import results.csv --store {store_path()}\n"
             f"layerscope analyze --store {store_path()}", language="bash")
     st.stop()

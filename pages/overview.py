@@ -1,7 +1,15 @@
 import streamlit as st
 
 from analysis.views import display_table, md_escape
-from pages._shared import background_job, download_data, report_files, require_store, store_path, view
+from pages._shared import (
+    background_job,
+    download_data,
+    page_path,
+    report_files,
+    require_store,
+    store_path,
+    view,
+)
 
 st.title("LayerScope")
 st.caption("How every layer of your encoders represents the same data — without labels.")
@@ -33,9 +41,9 @@ for ds in list(ov["datasets"]["dataset"]):
         with links:
             c_heat, c_curve = st.columns(2)
             if v["heatmap"]:
-                c_heat.page_link("pages/heatmap.py", label="heatmap", icon="🟩", query_params=v["heatmap"],
+                c_heat.page_link(page_path("heatmap"), label="heatmap", icon="🟩", query_params=v["heatmap"],
                                  help="the mutual k-NN grid with this layer selected")
-            c_curve.page_link("pages/curves.py", label="curves", icon="📈", query_params=v["curves"],
+            c_curve.page_link(page_path("curves"), label="curves", icon="📈", query_params=v["curves"],
                               help=md_escape(f"the curve of {v['verdict']['lead'] or 'this model'} per layer"))
 
 c1, c2, c3 = st.columns(3)

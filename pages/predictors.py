@@ -2,7 +2,15 @@ import altair as alt
 import streamlit as st
 
 from analysis.views import md_escape, predictor_matrix
-from pages._shared import dataset_picker, download_data, pick, require_store, store_path, view
+from pages._shared import (
+    dataset_picker,
+    download_data,
+    page_path,
+    pick,
+    require_store,
+    store_path,
+    view,
+)
 
 st.title("Layer predictors")
 st.caption("Which label-free signal predicts which task, layer by layer: Spearman ρ between each per-layer "
@@ -81,5 +89,5 @@ if signals and len(picks):
 for note in data["notes"]:
     st.caption(md_escape(note))
 cols = st.columns(2)
-cols[0].page_link("pages/curves.py", label="Layer curves: the signals per layer", icon="📈")
-cols[1].page_link("pages/downstream.py", label="Downstream: whole-model correlations", icon="🔗")
+cols[0].page_link(page_path("curves"), label="Layer curves: the signals per layer", icon="📈")
+cols[1].page_link(page_path("downstream"), label="Downstream: whole-model correlations", icon="🔗")
