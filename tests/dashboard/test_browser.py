@@ -123,7 +123,9 @@ PAGES = [("", "LayerScope", "", False), ("heatmap", "Layer × layer heatmap", "?
          ("scaling", "Test-time scaling", "?dataset=moving_shapes", True),
          ("model_map", "Model map", "?dataset=moving_shapes", True), ("downstream", "Downstream correlation", "", False),
          ("temporal", "Temporal probes", "?dataset=test_of_time", True),
-         ("neighbours", "Neighbours", "?dataset=moving_shapes", False)]
+         ("neighbours", "Neighbours", "?dataset=moving_shapes", False),
+         ("predictors", "Layer predictors", "?dataset=moving_shapes", True),
+         ("embedding_map", "Embedding map", "?dataset=moving_shapes", True)]
 
 
 @pytest.mark.parametrize("page,title,query,charts", PAGES, ids=[p[0] or "overview" for p in PAGES])
