@@ -61,7 +61,7 @@ def browser(tmp_path_factory):
 @pytest.mark.parametrize("page,query,text", [
     ("heatmap", "?dataset=moving_shapes&a=vit-tiny&b=llama-tiny&metric=cknna&nf=2&nc=4&la=1&lb=3",
      "cknna at layers (1, 3)"),
-    ("curves", "?dataset=moving_shapes", "Recommended layers"),
+    ("curves", "?dataset=moving_shapes", "Each metric's pick"),
 ])
 def test_page_draws_its_vega_lite_charts(server, browser, page, query, text):
     from selenium.webdriver.common.by import By
