@@ -14,6 +14,10 @@ import numpy as np
 from .neighbors import l2_normalize
 from .registry import get_metric
 
+#: ranking metrics taking ``groups=`` (items sharing a label are right answers for each other):
+#: a resample passes its item indices as the groups, so the copies of an item retrieve each other
+RANKING_METRICS = frozenset({"recall_at_k", "mean_ap", "median_rank"})
+
 #: largest N for which the N x N cosine matrix of a space is computed once and gathered per resample
 FULL_SIM_MAX_N = 4096
 
@@ -149,6 +153,9 @@ def score_resamples(metric: str, X, Y=None, IX=None, IY=None, **params) -> np.nd
           resampled rows up to rounding).
         - a resample with fewer distinct items than the metric needs (k + 1 for k-NN metrics and
           LID) scores NaN instead of raising.
+        - ranking metrics (recall@k, mAP, median rank) get the resample's item indices as
+          ``groups``: copies of one item are relevant to each other (a duplicate of the partner
+          is a right answer, not a wrong one). ``groups`` given by the caller are resampled alike.
         - other metrics see the resampled rows as they are.
     """
     spec = get_metric(metric)
@@ -174,10 +181,17 @@ def score_resamples(metric: str, X, Y=None, IX=None, IY=None, **params) -> np.nd
         k = spec.resolve(**params)["k"]
         cx, cy = _Cosine(X), _Cosine(Y)
         return np.array([_mutual_knn_resample(cx, cy, ix, k) for ix in IX])
+    ranking = spec.name in RANKING_METRICS
+    given = params.pop("groups", None) if ranking else None
     for b, ix in enumerate(IX):
         if len(np.unique(ix)) < need:
             continue
-        out[b] = spec(X[ix], **params) if Y is None else _kernel_resample(spec, X, Y, ix, params)
+        if ranking:
+            # an item's copies are relevant to each other: they are one item, not wrong answers
+            groups = ix if given is None else np.asarray(given)[ix]
+            out[b] = spec(X[ix], Y[ix], groups=groups, **params)
+        else:
+            out[b] = spec(X[ix], **params) if Y is None else _kernel_resample(spec, X, Y, ix, params)
     return out
 
 

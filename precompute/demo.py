@@ -36,6 +36,13 @@ RANDOM_MODELS = {
     "llama-tiny": lambda out: tiny_models.build_llama(
         out, corpus=tiny_models.DEFAULT_CORPUS + _demo_corpus(), hidden=64, layers=4),
 }
+#: store name -> builder of a randomly initialised dual encoder, precomputed on both towers (image
+#: side with frames, text side with captions) with named layers, so its towers meet at ``joint``
+#: and the same-space study, the shared-space temporal probes and two-sided embedding maps have data
+DUAL_ENCODERS = {
+    "clip-tiny": lambda out: tiny_models.build_clip(
+        out, corpus=tiny_models.DEFAULT_CORPUS + _demo_corpus(), hidden=64, projection=32, layers=4),
+}
 REAL_TEXT_MODEL = "all-MiniLM-L6-v2"
 DEMO_BOOTSTRAP = 20
 
@@ -74,7 +81,7 @@ def _generate(root: Path, size: DemoSize, seed: int, log) -> dict[str, Path]:
 
 def _models(root: Path, log) -> dict[str, str]:
     paths = {}
-    for name, build in RANDOM_MODELS.items():
+    for name, build in {**RANDOM_MODELS, **DUAL_ENCODERS}.items():
         out = root / name
         if not (out / "config.json").exists():
             log(f"models: building {name} (random init) in {out}")
@@ -98,19 +105,24 @@ def run_demo(*, store="data/demo.duckdb", small=False, dashboard=True, data_dir=
     manifests = _generate(data_dir / ("generated-small" if small else "generated"), size, seed, log)
     models = _models(data_dir / "models", log)
     summary = {"runs_computed": 0, "runs_reused": 0, "store": str(store)}
-    names = list(models)
+    single = [n for n in models if n not in DUAL_ENCODERS]
     for dataset, manifest_path in manifests.items():
-        log(f"precompute: {dataset} with {', '.join(names)}")
+        manifest = load_manifest(manifest_path)
         captions = size.captions if dataset == "moving_shapes" else tuple(c for c in size.captions if c <= 2)
-        s = run_precompute(
-            store=store, manifest=load_manifest(manifest_path), dataset=dataset, models=list(models.values()),
-            names=names, frames=size.frames, captions=captions, variants=["original", "reversed"],
-            batch_size=16, device="auto", dtype="float32", progress=progress, out=out,
-            # numbered layers only: the studies do not yet tell named layers (default/joint) from depths
-            named_layers=False,
-        )
-        summary["runs_computed"] += s.runs_computed
-        summary["runs_reused"] += s.runs_done_before
+        common = {"store": store, "manifest": manifest, "dataset": dataset, "frames": size.frames,
+                  "captions": captions, "variants": ["original", "reversed"], "batch_size": 16, "device": "auto",
+                  "dtype": "float32", "progress": progress, "out": out}
+        log(f"precompute: {dataset} with {', '.join(single)}")
+        # numbered layers only for single-tower models: their named layers would add nothing the demo shows
+        jobs = [{"models": [models[n] for n in single], "names": single, "named_layers": False}]
+        for name in DUAL_ENCODERS:  # both towers, named layers (``joint``) so the towers can be compared
+            log(f"precompute: {dataset} with {name} (image and text towers, named layers)")
+            jobs += [{"models": [models[name]], "names": [name], "named_layers": True, "modality": side}
+                     for side in (None, "text")]
+        for job in jobs:
+            s = run_precompute(**common, **job)
+            summary["runs_computed"] += s.runs_computed
+            summary["runs_reused"] += s.runs_done_before
     summary["fabricated_downstream"] = _fabricated_downstream(store, data_dir, seed, log)
     summary.update(_analyze(store, log))
     log(f"done: {summary['runs_computed']} run(s) computed, {summary['runs_reused']} reused -> {store}")

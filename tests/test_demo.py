@@ -5,7 +5,7 @@ import pytest
 
 from analysis.store import list_runs, load_embeddings
 from precompute.cli import main
-from precompute.demo import SMALL
+from precompute.demo import DUAL_ENCODERS, RANDOM_MODELS, SMALL
 
 
 @pytest.mark.slow
@@ -14,10 +14,12 @@ def test_small_demo_end_to_end(tmp_path, capsys):
     args = ["demo", "--small", "--no-dashboard", "--quiet", "--store", str(store), "--data-dir", str(tmp_path / "d")]
     assert main(args) == 0
     runs = list_runs(store)
-    vision_models, text_models = 2, 2
+    # single-tower models, plus each dual encoder on both sides (its image tower and its text tower)
+    vision_models, text_models, duals = 2 + len(DUAL_ENCODERS), 2 + len(DUAL_ENCODERS), len(DUAL_ENCODERS)
+    tot_captions = [c for c in SMALL.captions if c <= 2]
     per_dataset_vision = vision_models * len(SMALL.frames) * 2  # original + reversed
     # + one run of each text model on the negative captions (both datasets have negatives)
-    tot_text = text_models * (len([c for c in SMALL.captions if c <= 2]) + 1)
+    tot_text = text_models * (len(tot_captions) + 1)
     shapes_text = text_models * (len(SMALL.captions) + 1)
     assert len(runs) == 2 * per_dataset_vision + tot_text + shapes_text
     assert all(r["status"] == "done" for r in runs)
@@ -26,7 +28,8 @@ def test_small_demo_end_to_end(tmp_path, capsys):
     models = dict(con.execute("SELECT model, random_init FROM models").fetchall())
     con.close()
     assert items == {"test_of_time": SMALL.tot_items, "moving_shapes": SMALL.shape_items}
-    assert models == {"videomae-tiny": True, "vit-tiny": True, "llama-tiny": True, "all-MiniLM-L6-v2": False}
+    assert models == {**dict.fromkeys(RANDOM_MODELS, True), **dict.fromkeys(DUAL_ENCODERS, True),
+                      "all-MiniLM-L6-v2": False}
     V = load_embeddings(store, model="videomae-tiny", dataset="moving_shapes", n_frames=4)
     R = load_embeddings(store, model="videomae-tiny", dataset="moving_shapes", n_frames=4, variant="reversed")
     assert V.shape == R.shape == (5, SMALL.shape_items, 64)
@@ -42,12 +45,19 @@ def test_small_demo_end_to_end(tmp_path, capsys):
                   r["dataset"] == ds and r["modality"] == "image"]) *
              len([r for r in originals if r["dataset"] == ds and r["modality"] == "text"])
              for ds in ("test_of_time", "moving_shapes"))
-    vv = 2 * len(SMALL.frames)  # videomae x vit at each shared n_f, per dataset
+    vv = vision_models * (vision_models - 1) // 2 * len(SMALL.frames) * 2  # vision pairs at each shared n_f, per dataset
     assert n_grids == 3 * (vt + vv)  # mutual_knn, cka, cknna
-    # embedding maps: each of the 4 models' last layer per dataset, plus its recommended layer where that differs
-    assert 8 <= studies.pop("embedding_map") <= 16
+    # embedding maps, per dataset: every model side at its last numbered layer, each dual encoder side's
+    # named layers (default, joint), one two-sided map per dual encoder, plus each side's recommended
+    # layer where that differs from those
+    sides = vision_models + text_models
+    fixed = 2 * (sides + duals * 2 * 2 + duals)
+    assert fixed <= studies.pop("embedding_map") <= fixed + 2 * sides
+    # same space: each dual encoder's image run x text run at every (n_f, n_c), per dataset
+    assert studies.pop("same_space") == duals * len(SMALL.frames) * (len(SMALL.captions) + len(tot_captions))
     # predictors: one table per dataset, from the demo's FABRICATED per-layer downstream numbers
-    assert studies == {"scaling": 2 * 2 * 2 * 3, "model_map": 2, "temporal": 2, "layer_choice": 8, "predictors": 2}
+    assert studies == {"scaling": 2 * vision_models * text_models * 3, "model_map": 2, "temporal": 2,
+                       "layer_choice": 2 * sides, "predictors": 2}
     con = duckdb.connect(str(store), read_only=True)
     tasks = con.execute("SELECT DISTINCT task, setting FROM downstream_results").fetchall()
     con.close()

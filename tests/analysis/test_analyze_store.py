@@ -29,7 +29,8 @@ def test_demo_store_holds_every_study(store):
     con = duckdb.connect(str(store), read_only=True)
     studies = {r[0] for r in con.execute("SELECT DISTINCT study FROM result_studies").fetchall()}
     # downstream needs imported whole-model results; predictors reads the demo's fabricated per-layer ones
-    assert studies == {"scaling", "model_map", "temporal", "layer_choice", "predictors", "embedding_map"}
+    assert studies == {"scaling", "model_map", "temporal", "layer_choice", "predictors", "embedding_map",
+                       "same_space"}
     grids = R.read_grids(con, dataset="moving_shapes", model_a="videomae-tiny", model_b="all-MiniLM-L6-v2",
                          metric="mutual_knn", n_frames=4, n_captions=4)
     con.close()
@@ -39,6 +40,48 @@ def test_demo_store_holds_every_study(store):
     np.testing.assert_array_equal(g["grid"], layer_grid(V, T, metric="mutual_knn", k=10))
     assert g["grid"][g["best_a"], g["best_b"]] == g["best_value"] == g["grid"].max()
     assert g["ci_low"] <= g["best_value"] <= g["ci_high"]
+
+
+def test_demo_dual_encoder_fills_the_shared_space_studies(store):
+    """The demo's dual encoder (both towers, named layers) gives a same-space row at ``joint``, the
+    temporal page's shared-space probes, and a two-sided embedding map."""
+    from analysis.metrics import recall_at_k
+    from precompute.demo import DUAL_ENCODERS
+
+    (clip,) = DUAL_ENCODERS
+    con = duckdb.connect(str(store), read_only=True)
+    rows = R.read_studies(con, study="same_space", dataset="moving_shapes")
+    (temporal,) = R.read_studies(con, study="temporal", dataset="moving_shapes")
+    maps = [r["payload"] for r in R.read_studies(con, study="embedding_map", dataset="moving_shapes")]
+    con.close()
+    row = next(r for r in rows if r["payload"]["n_frames"] == 4 and r["payload"]["n_captions"] == 1)
+    p = row["payload"]
+    assert row["subject"] == f"{clip}|{clip}" and p["space"] == "joint"
+    (joint,), width = p["layers_a"], p["flags"]["width"]["joint"]
+    V = load_embeddings(store, model=clip, dataset="moving_shapes", n_frames=4)[joint][:, :width].astype(float)
+    T = load_embeddings(store, model=clip, dataset="moving_shapes", n_captions=1)[joint][:, :width].astype(float)
+    # by brute force: items whose video rows or caption rows are equal are right answers for each other
+    label = list(range(len(V)))
+
+    def root(i):
+        while label[i] != i:
+            i = label[i]
+        return i
+
+    for i in range(len(V)):
+        for j in range(i):
+            if (V[i] == V[j]).all() or (T[i] == T[j]).all():
+                label[root(i)] = root(j)
+    groups = [root(i) for i in range(len(V))]
+    assert p["metrics"]["recall@1_v2t"]["values"] == [pytest.approx(recall_at_k(V, T, k=1, groups=groups))]
+    # chiral choice and time reversal on the shared space (an image tower averages frames, so the
+    # reversal can tie; the entry then says why instead of scoring)
+    for probe in ("chiral", "time_reversal"):
+        (entry,) = [e for e in temporal["payload"][probe] if e["video"] == clip]
+        assert (entry["text"], entry["space"], entry["layers_a"]) == (clip, "joint", [joint])
+        assert entry["per_layer"][0] is not None or entry["reasons"]
+    two_sided = [m for m in maps if len(m["sides"]) == 2]
+    assert two_sided and two_sided[0]["models"] == [clip, clip] and two_sided[0]["layer_names"] == ["joint", "joint"]
 
 
 def test_second_analyze_computes_nothing_and_changed_inputs_are_recomputed(store):
@@ -122,8 +165,8 @@ def test_downstream_csv_errors_import_nothing(store, tmp_path, capsys):
 
 
 def test_bad_analyze_inputs(tmp_path, store, capsys):
-    from tests.precompute.helpers import make_dataset
     from precompute import tiny_models
+    from tests.precompute.helpers import make_dataset
 
     one = tmp_path / "one.duckdb"
     m = make_dataset(tmp_path / "d", n=6, captions=1)

@@ -80,3 +80,17 @@ def test_bootstrap_never_raises_on_small_datasets(n):
         assert np.isnan(ci.low) and np.isnan(ci.high) and ci.reason.startswith("no interval")
     lid_ci = bootstrap_ci("lid", X, n_boot=10, k=min(20, n - 1))  # the profile's k on a small dataset
     assert lid_ci.n_valid <= 10
+
+
+def test_a_duplicated_item_is_not_a_wrong_answer_for_ranking_metrics():
+    # a perfect retrieval: y_i = x_i, four orthogonal items; the resample draws item 0 twice
+    X = np.eye(4)
+    ix = np.array([0, 0, 1, 2])
+    # by hand: each query's partner (or its copy, cosine 1 as well) ranks first -> R@1 = 1, mAP = 1,
+    # median rank 1; without groups, the copy of item 0 would tie its partner and be counted wrong
+    assert score_resample("recall_at_k", X, X, ix, k=1) == 1.0
+    assert score_resample("mean_ap", X, X, ix) == 1.0
+    assert score_resample("median_rank", X, X, ix) == 1.0
+    # caller's groups travel with the resample: items 1 and 2 share a label, so they are right answers too
+    Y = np.array([[1.0, 0, 0, 0], [0, 1, 0, 0], [0, 1, 0, 0.01], [0, 0, 0, 1]])
+    assert score_resample("recall_at_k", Y, Y, np.array([1, 2, 3, 3]), k=1, groups=[0, 1, 1, 2]) == 1.0

@@ -37,7 +37,10 @@ def test_every_page_renders_on_the_demo_store(small_demo, monkeypatch, page):
     expected_charts = {"heatmap": 1, "curves": 1, "scaling": 1, "model_map": 2, "temporal": 4}
     assert len(charts(at)) >= expected_charts.get(page, 0)
     if page == "overview":
-        assert len(at.dataframe) == 3 and at.metric[1].value == "4"  # four demo models
+        from precompute.demo import DUAL_ENCODERS, RANDOM_MODELS
+
+        n_models = len(RANDOM_MODELS) + len(DUAL_ENCODERS) + 1  # + the real MiniLM text model
+        assert len(at.dataframe) == 3 and at.metric[1].value == str(n_models)
         assert any("random init" in str(df.value.to_dict()) for df in at.dataframe)
     if page == "downstream":
         assert "No downstream results" in at.info[0].value  # the demo imports none
