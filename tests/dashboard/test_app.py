@@ -9,7 +9,8 @@ from streamlit.testing.v1 import AppTest
 from analysis.views import choose, layers_from_params, selection_to_layers
 
 APP = str(Path(__file__).resolve().parents[2] / "app.py")
-PAGES = ["overview", "heatmap", "curves", "scaling", "model_map", "downstream", "temporal", "neighbours"]
+PAGES = ["overview", "heatmap", "curves", "scaling", "model_map", "downstream", "temporal", "neighbours", "predictors",
+         "embedding_map"]
 
 
 def app(store, monkeypatch, page="overview", params=None):
@@ -43,7 +44,10 @@ def test_every_page_renders_on_the_demo_store(small_demo, monkeypatch, page):
         assert len(at.dataframe) == 3 and at.metric[1].value == str(n_models)
         assert any("random init" in str(df.value.to_dict()) for df in at.dataframe)
     if page == "downstream":
-        assert "No downstream results" in at.info[0].value  # the demo imports none
+        # the demo imports no whole-model results, only fabricated per-layer ones: the page points to them
+        infos = [i.value for i in at.info]
+        assert any("No whole-model downstream results" in i for i in infos)
+        assert any("Layer predictors page" in i for i in infos)
 
 
 def test_heatmap_state_lives_in_the_url_and_selections_change_the_view(small_demo, monkeypatch):
