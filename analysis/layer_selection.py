@@ -19,6 +19,21 @@ def named_layers(config) -> dict[int, str]:
     return {int(k): str(v) for k, v in names.items()}
 
 
+def _as_curves(curves: dict) -> tuple[dict, int]:
+    """Each curve as a float ``(L,)`` array, all of one length ``L >= 2``; returns ``(arrays, L)``.
+    Raises ValueError naming the curve that is not."""
+    arrays, n_layers = {}, None
+    for name, values in curves.items():
+        v = np.asarray(values, dtype=float)
+        if v.ndim != 1 or len(v) < 2:
+            raise ValueError(f"curve {name!r} needs at least 2 layers, got shape {v.shape}")
+        n_layers = n_layers or len(v)
+        if len(v) != n_layers:
+            raise ValueError(f"curve {name!r} has {len(v)} layers, others have {n_layers}")
+        arrays[name] = v
+    return arrays, n_layers
+
+
 def recommend_layers(curves: dict[str, tuple[np.ndarray, bool]], *, last_layer: int | None = None) -> dict:
     """Per metric, the layer it picks, and the agreement between metrics.
 
@@ -39,14 +54,9 @@ def recommend_layers(curves: dict[str, tuple[np.ndarray, bool]], *, last_layer: 
     if not curves:
         raise ValueError("no per-layer curves to choose from")
     picks = {}
-    n_layers = None
-    for name, (values, higher) in curves.items():
-        v = np.asarray(values, dtype=float)
-        if v.ndim != 1 or len(v) < 2:
-            raise ValueError(f"curve {name!r} needs at least 2 layers, got shape {v.shape}")
-        n_layers = n_layers or len(v)
-        if len(v) != n_layers:
-            raise ValueError(f"curve {name!r} has {len(v)} layers, others have {n_layers}")
+    arrays, n_layers = _as_curves({name: values for name, (values, _) in curves.items()})
+    for name, (_, higher) in curves.items():
+        v = arrays[name]
         last = len(v) - 1 if last_layer is None else int(last_layer)
         if not 1 <= last < len(v):
             raise ValueError(f"last_layer {last_layer} is outside 1..{len(v) - 1} for curve {name!r}")
@@ -139,19 +149,12 @@ def layer_verdict(curves: dict[str, np.ndarray], higher_is_better: dict[str, boo
     """
     if not curves:
         raise ValueError("no per-layer curves to choose from")
-    picks, undefined, arrays = {}, [], {}
+    picks, undefined = {}, []
     bad = {int(i) for i in degenerate}
-    n_layers = None
-    for name, values in curves.items():
+    for name in curves:
         if name not in higher_is_better:
             raise ValueError(f"curve {name!r} has no direction in higher_is_better")
-        v = np.asarray(values, dtype=float)
-        if v.ndim != 1 or len(v) < 2:
-            raise ValueError(f"curve {name!r} needs at least 2 layers, got shape {v.shape}")
-        n_layers = n_layers or len(v)
-        if len(v) != n_layers:
-            raise ValueError(f"curve {name!r} has {len(v)} layers, others have {n_layers}")
-        arrays[name] = v
+    arrays, n_layers = _as_curves(curves)
     last = n_layers - 1 if last_layer is None else int(last_layer)
     if not 1 <= last < n_layers:
         raise ValueError(f"last_layer {last_layer} is outside 1..{n_layers - 1}")

@@ -122,6 +122,14 @@ class DatasetRuns:
         return chosen
 
 
+    def downstream_settings(self, con, setting: str) -> dict:
+        """Each model's run correlated with downstream results (``--downstream-setting``): ``paper``
+        (:meth:`paper_settings`, with the models' native frame counts from the store) or
+        ``largest`` (:meth:`largest_settings`)."""
+        if setting == "paper":
+            return self.paper_settings(dict(con.execute("SELECT model, native_frames FROM models").fetchall()))
+        return self.largest_settings()
+
     def paper_settings(self, native_frames: dict) -> dict:
         """Each model's run at the alignment paper's downstream protocol: one caption (the run with
         the n_c closest to 1) and the vision model's standard frame count (its native clip length;

@@ -19,11 +19,7 @@ def run(ctx: Context, d: DatasetRuns) -> None:
                   [MODEL_LEVEL])
     if not rows:
         return
-    if s.downstream_setting == "paper":
-        native = dict(ctx.con.execute("SELECT model, native_frames FROM models").fetchall())
-        chosen = d.paper_settings(native)
-    else:
-        chosen = d.largest_settings()
+    chosen = d.downstream_settings(ctx.con, s.downstream_setting)
     refs = list(s.references) or sorted({r["model"] for r in d.text})
     tasks = defaultdict(dict)
     hib = {}
