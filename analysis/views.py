@@ -959,6 +959,21 @@ def baselines(metric: str, values, *, n_items=None, params=None, chance_label: s
     return out
 
 
+
+def baseline_rules(rules, field: str) -> list:
+    """Dashed horizontal rules with a label for baselines (chance, bounds, a fitted ceiling):
+    ``rules`` is ``[(value, name)]``, ``field`` the y field of the chart they join. Empty for none."""
+    if not rules:
+        return []
+    import altair as alt
+
+    df = pd.DataFrame([{field: float(v), "baseline": name} for v, name in rules])
+    return [alt.Chart(df).mark_rule(strokeDash=[5, 4], color="#6e7781").encode(
+                y=f"{field}:Q", tooltip=["baseline", alt.Tooltip(f"{field}:Q", format=".4g")]),
+            alt.Chart(df).mark_text(align="left", dx=4, dy=-6, color="#57606a", fontSize=11).encode(
+                y=f"{field}:Q", x=alt.value(0), text="baseline:N")]
+
+
 def curves_chart(data: pd.DataFrame, metric: str, *, labels: dict, marks: pd.DataFrame | None = None,
                  intervals: pd.DataFrame | None = None, rules=(), title: dict | None = None, height: int = 380):
     """Per-layer curves on relative depth: one line per model (legend by model label, "(random
@@ -988,12 +1003,7 @@ def curves_chart(data: pd.DataFrame, metric: str, *, labels: dict, marks: pd.Dat
         if len(flagged):  # a value that needs a note (collapsed layer, duplicates merged) is ringed
             layers.append(alt.Chart(flagged).mark_point(size=260, shape="circle", color="#d62728", filled=False)
                           .encode(x="depth:Q", y="value:Q", tooltip=["model", "layer", "value", "note"]))
-    if rules:
-        df = pd.DataFrame([{"value": float(v), "baseline": name} for v, name in rules])
-        layers.append(alt.Chart(df).mark_rule(strokeDash=[5, 4], color="#6e7781").encode(
-            y="value:Q", tooltip=["baseline", alt.Tooltip("value:Q", format=".4g")]))
-        layers.append(alt.Chart(df).mark_text(align="left", dx=4, dy=-6, color="#57606a", fontSize=11).encode(
-            y="value:Q", x=alt.value(0), text="baseline:N"))
+    layers += baseline_rules(rules, "value")
     chart = alt.layer(*layers).properties(height=height)
     return chart.properties(title=title) if title else chart
 
@@ -1078,12 +1088,7 @@ def scaling_panels(sv: dict, *, title: dict | None = None):
                 tooltip=[alt.Tooltip("n_frames:Q", format=".3g", title="n_f"),
                          alt.Tooltip("n_captions:Q", format=".3g", title="n_c"),
                          alt.Tooltip("score:Q", format=".4g", title="law")]))
-        if rules:
-            df = pd.DataFrame([{"score": float(v), "baseline": n} for v, n in rules])
-            layers.append(alt.Chart(df).mark_rule(strokeDash=[5, 4], color="#6e7781").encode(
-                y="score:Q", tooltip=["baseline", alt.Tooltip("score:Q", format=".4g")]))
-            layers.append(alt.Chart(df).mark_text(align="left", dx=4, dy=-6, color="#57606a", fontSize=11).encode(
-                y="score:Q", x=alt.value(0), text="baseline:N"))
+        layers += baseline_rules(rules, "score")
         panels.append(alt.layer(*layers).properties(height=240))
     export = alt.vconcat(*(p.properties(width=520) for p in panels)).resolve_scale(color="independent")
     return panels[0], panels[1], (export.properties(title=title) if title else export)
