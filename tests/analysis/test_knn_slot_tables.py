@@ -1,0 +1,89 @@
+"""Issue #13/#18: mutual k-NN and CKNNA matched through slot tables (one lookup per neighbour pair)
+give the same grids as the row-by-row comparison and the sparse product, bit for bit, in any
+grouping, and equal the literal references on data with ties, duplicates and a collapsed layer."""
+
+import numpy as np
+import pytest
+
+from analysis.grid import layer_grid
+from analysis.metrics import knn as knn_mod
+from tests.analysis.test_metrics_reference import ref_cknna, ref_mutual_knn
+
+
+def stack(n, layers, d, seed, *, degenerate=False):
+    rng = np.random.default_rng(seed)
+    Z = rng.normal(size=(n, 6))
+    E = np.stack([Z @ rng.normal(size=(6, d)) + 0.4 * rng.normal(size=(n, d)) for _ in range(layers)])
+    if degenerate:
+        E[:, 3] = E[:, 8]  # a duplicated item in every layer: exact cosine ties
+        E[:, :, :] = np.round(E, 1)  # coarse values: many near and exact ties
+        E[1] = E[1][0]  # a collapsed layer
+    return E.astype(np.float32)
+
+
+def grids(A, B, metric, k):
+    return layer_grid(A, B, metric=metric, k=k)
+
+
+@pytest.mark.parametrize("metric", ["mutual_knn", "cknna"])
+@pytest.mark.parametrize("degenerate", [False, True])
+def test_table_row_comparison_and_sparse_paths_agree_bitwise(monkeypatch, metric, degenerate):
+    A, B = stack(120, 3, 9, 1, degenerate=degenerate), stack(120, 4, 7, 2)
+    tables = grids(A, B, metric, 6)
+    monkeypatch.setattr(knn_mod, "SLOT_TABLE_MAX_N", 0)  # row-by-row comparison / sparse product
+    np.testing.assert_array_equal(grids(A, B, metric, 6), tables)
+    if degenerate:
+        assert np.isnan(tables[1]).all() and np.isfinite(np.delete(tables, 1, axis=0)).all()
+
+
+@pytest.mark.parametrize("metric", ["mutual_knn", "cknna"])
+def test_small_table_groups_and_chunks_change_nothing(monkeypatch, metric):
+    A, B = stack(100, 4, 8, 3), stack(100, 5, 6, 4)
+    whole = grids(A, B, metric, 5)
+    monkeypatch.setattr(knn_mod, "SLOT_TABLE_BYTES", 1)  # one B layer per table group
+    monkeypatch.setattr(knn_mod, "CKNNA_BLOCK_ENTRIES", 1)  # one A layer per lookup
+    np.testing.assert_array_equal(grids(A, B, metric, 5), whole)
+    # each cell equals the pair scored alone
+    for i in range(len(A)):
+        for j in range(len(B)):
+            assert grids(A[i:i + 1], B[j:j + 1], metric, 5)[0, 0] == whole[i, j]
+
+
+def test_mutual_knn_table_path_forced_for_many_layers(monkeypatch):
+    A, B = stack(80, 3, 8, 5), stack(80, 3, 8, 6)
+    sparse_path = grids(A, B, "mutual_knn", 4)
+    monkeypatch.setattr(knn_mod, "MUTUAL_TABLE_BYTES", 0)
+    np.testing.assert_array_equal(grids(A, B, "mutual_knn", 4), sparse_path)
+
+
+@pytest.mark.parametrize("degenerate", [False, True])
+def test_table_paths_equal_the_literal_references(degenerate):
+    A, B = stack(60, 3, 6, 7, degenerate=degenerate), stack(60, 2, 5, 8)
+    k = 5
+    mk, ck = grids(A, B, "mutual_knn", k), grids(A, B, "cknna", k)
+    for i in range(len(A)):
+        if degenerate and i == 1:
+            continue  # collapsed: NaN (checked above)
+        for j in range(len(B)):
+            X, Y = A[i].astype(np.float64), B[j].astype(np.float64)
+            if not degenerate:  # with exact ties the reference's tie order is its own
+                assert mk[i, j] == pytest.approx(ref_mutual_knn(X, Y, k), abs=1e-12)
+                assert ck[i, j] == pytest.approx(ref_cknna(X, Y, k), rel=1e-9, abs=1e-12)
+            else:
+                assert 0.0 <= mk[i, j] <= 1.0 and np.isfinite(ck[i, j])
+
+
+def test_slot_table_marks_every_neighbour_once():
+    idx = np.array([[1, 2], [0, 2], [0, 1]])
+
+    class S:
+        pass
+
+    st = S()
+    st.idx, st.k = idx, 2
+    (_, _, table), = knn_mod._slot_table_groups([st], 3)
+    expected = np.full(9, -1)
+    for i in range(3):
+        for s, j in enumerate(idx[i]):
+            expected[i * 3 + j] = s
+    np.testing.assert_array_equal(table[0], expected)
