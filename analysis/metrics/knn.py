@@ -24,7 +24,7 @@ from functools import cached_property
 import numpy as np
 from scipy import sparse
 
-from ..neighbors import ann_search, check_knn_method, dot64, knn_search
+from ..neighbors import ann_search, check_knn_method, cosines64, knn_search
 from ..validation import as_matrix, check_k, check_paired
 from .base import PairKernel
 
@@ -61,7 +61,7 @@ class KnnState:
     @cached_property
     def sim(self) -> np.ndarray:
         """``(N, k)`` float64 cosine to each neighbour in ``idx``."""
-        return dot64(self.X, self.norms, np.arange(self.n), self.idx)
+        return cosines64(self.X, self.norms, self.idx)
 
     @cached_property
     def recip(self) -> np.ndarray:
@@ -357,7 +357,7 @@ def _masked_cross(sa: KnnState, groups: int, idx_b, sims, recips) -> np.ndarray:
 
     ``M`` is the joint mask (j among i's neighbours in both spaces). With the shared entries
     ``(i, j)`` and their values ``kv = K_a[i, j]``, ``lv = K_b[i, j]``: ``tr(K~ L~) = sum K~_ij L~_ji``
-    runs over entries whose reverse ``(j, i)`` is shared too, where ``L~_ji = L_ij`` (``dot64`` is
+    runs over entries whose reverse ``(j, i)`` is shared too, where ``L~_ji = L_ij`` (``cosines64`` is
     symmetric bit for bit); the rest is :func:`masked_hsic_unbiased`'s formula, per layer.
     """
     n, k = sa.n, sa.k

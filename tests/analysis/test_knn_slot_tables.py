@@ -87,3 +87,24 @@ def test_slot_table_marks_every_neighbour_once():
         for s, j in enumerate(idx[i]):
             expected[i * 3 + j] = s
     np.testing.assert_array_equal(table[0], expected)
+
+
+@pytest.mark.parametrize("d", [7, 129])
+def test_cosines64_symmetric_chunk_free_and_exact(monkeypatch, d):
+    from analysis import neighbors as nb
+
+    rng = np.random.default_rng(d)
+    X = rng.normal(size=(70, d)).astype(np.float32)
+    norms = nb.row_norms(X)
+    idx = nb.knn_search(X, 6).idx
+    whole = nb.cosines64(X, norms, idx)
+    monkeypatch.setattr(nb, "COS_CHUNK_ENTRIES", 1)  # one row per step
+    np.testing.assert_array_equal(nb.cosines64(X, norms, idx), whole)
+    X64 = X.astype(np.float64)
+    U = X64 / np.linalg.norm(X64, axis=1, keepdims=True)
+    ref = np.array([[U[i] @ U[j] for j in idx[i]] for i in range(len(X))])
+    np.testing.assert_allclose(whole, ref, rtol=0, atol=1e-15)
+    slot = {(i, j): s for i in range(len(X)) for s, j in enumerate(idx[i])}
+    for (i, j), s in slot.items():
+        if (j, i) in slot:
+            assert whole[i, s] == whole[j, slot[(j, i)]]
