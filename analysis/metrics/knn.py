@@ -145,6 +145,12 @@ class MutualKnn(KnnKernel):
                     counts[a0:a1, b0:b1] = np.count_nonzero(hits, axis=2).T
         else:
             counts = self._sparse_counts(states_a, states_b, n, k)
+        return self.from_counts(counts, states_a, states_b)
+
+    @staticmethod
+    def from_counts(counts: np.ndarray, states_a, states_b) -> np.ndarray:
+        """The grid from shared-neighbour counts ``(La, Lb)`` (NaN on collapsed layers)."""
+        n, k = states_a[0].n, states_a[0].k
         out = counts / (k * n)
         out[[s.collapsed for s in states_a], :] = np.nan
         out[:, [s.collapsed for s in states_b]] = np.nan
@@ -197,6 +203,12 @@ class Cknna(KnnKernel):
         return float(self.score_block([sa], [sb])[0, 0])
 
     def score_block(self, states_a, states_b, **_):
+        return self.score_block_counts(states_a, states_b)[0]
+
+    def score_block_counts(self, states_a, states_b) -> tuple[np.ndarray, np.ndarray]:
+        """The CKNNA grid and the shared-neighbour counts ``(La, Lb)`` its masks were built from:
+        exactly mutual k-NN's counts (``MutualKnn.from_counts`` turns them into its grid), so an
+        engine scoring both metrics matches the lists once."""
         for sb in list(states_a) + list(states_b):
             self._check_pair(states_a[0], sb)
         n, k = states_a[0].n, states_a[0].k
@@ -205,24 +217,27 @@ class Cknna(KnnKernel):
         self_a = np.array([self._self(s) for s in states_a])
         self_b = np.array([self._self(s) for s in states_b])
         cross = np.empty((len(states_a), len(states_b)))
+        counts = np.empty((len(states_a), len(states_b)), dtype=np.int64)
         if n <= SLOT_TABLE_MAX_N:
             for b0, b1, table in _slot_table_groups(states_b, n):
                 _, sims, recips = _concat_lists(states_b[b0:b1], n, idx=False)
                 for a0, a1 in _a_chunks(len(states_a), b1 - b0, n, k):
-                    cross[a0:a1, b0:b1] = _masked_cross_table(states_a[a0:a1], table, sims, recips)
+                    cross[a0:a1, b0:b1], counts[a0:a1, b0:b1] = _masked_cross_table(
+                        states_a[a0:a1], table, sims, recips, counts=True)
         else:
             group = max(1, CKNNA_BLOCK_ENTRIES // (n * k * k))
             for g0 in range(0, len(states_b), group):
                 block = states_b[g0:g0 + group]
                 idx_b, sims, recips = _concat_lists(block, n)
                 for i, sa in enumerate(states_a):
-                    cross[i, g0:g0 + len(block)] = _masked_cross(sa, len(block), idx_b, sims, recips)
+                    cross[i, g0:g0 + len(block)], counts[i, g0:g0 + len(block)] = _masked_cross(
+                        sa, len(block), idx_b, sims, recips, counts=True)
         denom = np.outer(self_a, self_b)
         with np.errstate(invalid="ignore"):
             out = np.where(denom > 0, cross / np.sqrt(np.where(denom > 0, denom, 1.0)), np.nan)
         out[[s.collapsed for s in states_a], :] = np.nan
         out[:, [s.collapsed for s in states_b]] = np.nan
-        return out
+        return out, counts
 
     @staticmethod
     def _self(state: KnnState) -> float:
@@ -309,7 +324,7 @@ def _lookup(table: np.ndarray, states_a, n) -> np.ndarray:
     return table[:, _keys_of(states_a, n)].reshape(table.shape[0], len(states_a), n * k)
 
 
-def _masked_cross_table(states_a, table, sims, recips) -> np.ndarray:
+def _masked_cross_table(states_a, table, sims, recips, *, counts: bool = False):
     """``(La, G)`` unbiased HSIC of ``M∘K_a`` and ``M∘K_b``, as :func:`_masked_cross` for every A
     layer of ``states_a`` against the B layers of ``table`` at once.
 
@@ -349,10 +364,12 @@ def _masked_cross_table(states_a, table, sims, recips) -> np.ndarray:
     rowsum_l = np.bincount(b * n + rows, weights=lv, minlength=bins * n).reshape(bins, n)
     dot = (colsum_k * rowsum_l).sum(axis=1)
     out = (trace + s_k * s_l / ((n - 1) * (n - 2)) - 2.0 * dot / (n - 2)) / (n * (n - 3))
+    if counts:  # shared entries per cell: mutual k-NN's counts
+        return out.reshape(g, la).T, np.bincount(b, minlength=bins).reshape(g, la).T
     return out.reshape(g, la).T
 
 
-def _masked_cross(sa: KnnState, groups: int, idx_b, sims, recips) -> np.ndarray:
+def _masked_cross(sa: KnnState, groups: int, idx_b, sims, recips, *, counts: bool = False):
     """``(groups,)`` unbiased HSIC of ``M∘K_a`` and ``M∘K_b`` for each B layer of ``idx_b`` ``(G, N, k)``.
 
     ``M`` is the joint mask (j among i's neighbours in both spaces). With the shared entries
@@ -380,7 +397,8 @@ def _masked_cross(sa: KnnState, groups: int, idx_b, sims, recips) -> np.ndarray:
     colsum_k = np.bincount(t * n + cols, weights=kv, minlength=groups * n).reshape(groups, n)
     rowsum_l = np.bincount(t * n + rows, weights=lv, minlength=groups * n).reshape(groups, n)
     dot = (colsum_k * rowsum_l).sum(axis=1)
-    return (trace + s_k * s_l / ((n - 1) * (n - 2)) - 2.0 * dot / (n - 2)) / (n * (n - 3))
+    out = (trace + s_k * s_l / ((n - 1) * (n - 2)) - 2.0 * dot / (n - 2)) / (n * (n - 3))
+    return (out, np.bincount(t, minlength=groups)) if counts else out
 
 
 def knn_summary(states) -> dict:

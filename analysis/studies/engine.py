@@ -200,7 +200,18 @@ class Engine:
             na, nb = self.emb(run_a).shape[1], self.emb(run_b).shape[1]
             if na != nb:
                 raise StoreError(f"runs {run_a} and {run_b} hold different item counts ({na} and {nb})")
-        g = spec.kernel.score_block(sa, sb, **params)
+        from ..metrics.knn import Cknna, MutualKnn
+
+        if isinstance(spec.kernel, Cknna):
+            # CKNNA's masks are the shared neighbours mutual k-NN counts: keep that grid too, so a
+            # study scoring both metrics matches each pair's lists once (cell for cell the
+            # MutualKnn.score_block value: the same integer counts over k N)
+            g, counts = spec.kernel.score_block_counts(sa, sb)
+            mkey = (run_a, run_b, "mutual_knn", _key_params(self.resolve("mutual_knn", **params)))
+            if mkey not in self._grids:
+                self._grids[mkey] = MutualKnn.from_counts(counts, sa, sb)
+        else:
+            g = spec.kernel.score_block(sa, sb, **params)
         self._grids[key] = g
         self.counters.grids_scored += 1
         return g

@@ -30,7 +30,8 @@ def pair_list(d: DatasetRuns, metrics, blocks=None) -> list[tuple]:
     None)."""
     out = []
     groups = blocks(d.text) if blocks else [d.text]
-    for metric in metrics:
+    # CKNNA first: scoring it leaves mutual k-NN's grid of the same pair in the engine's memo
+    for metric in sorted(metrics, key=lambda m: m != "cknna"):
         for group in groups:
             for a in d.vision:
                 for b in group:

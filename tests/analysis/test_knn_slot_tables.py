@@ -108,3 +108,41 @@ def test_cosines64_symmetric_chunk_free_and_exact(monkeypatch, d):
     for (i, j), s in slot.items():
         if (j, i) in slot:
             assert whole[i, s] == whole[j, slot[(j, i)]]
+
+
+@pytest.mark.parametrize("tables", [True, False])
+def test_cknna_counts_are_mutual_knn_counts(monkeypatch, tables):
+    from analysis.grid import prepare_layers
+    from analysis.registry import get_metric
+
+    if not tables:
+        monkeypatch.setattr(knn_mod, "SLOT_TABLE_MAX_N", 0)
+    A, B = stack(90, 3, 8, 9, degenerate=True), stack(90, 2, 6, 10)
+    spec = get_metric("cknna")
+    sa, sb = prepare_layers(spec, A, {"k": 5}), prepare_layers(spec, B, {"k": 5})
+    grid, counts = knn_mod.Cknna().score_block_counts(sa, sb)
+    np.testing.assert_array_equal(grid, knn_mod.Cknna().score_block(sa, sb))
+    # counts from literal set intersections of the neighbour lists
+    expected = [[sum(len(set(a.idx[i]) & set(b.idx[i])) for i in range(90)) for b in sb] for a in sa]
+    np.testing.assert_array_equal(counts, expected)
+    np.testing.assert_array_equal(knn_mod.MutualKnn.from_counts(counts, sa, sb),
+                                  knn_mod.MutualKnn().score_block(sa, sb))
+
+
+def test_engine_keeps_mutual_knn_from_cknna(tmp_path):
+    from analysis.store import connect
+    from analysis.studies.engine import Engine
+    from precompute.synthetic_store import write_sweep
+
+    path = tmp_path / "s.duckdb"
+    write_sweep(path, video=["v0"], text=["t0"], frames=(1,), captions=(1,), n_items=60, n_layers=3, dim=8)
+    con = connect(path, read_only=True)
+    runs = [r[0] for r in con.execute("SELECT run_id FROM runs ORDER BY run_id").fetchall()]
+    eng = Engine(con)
+    eng.grid(runs[0], runs[1], "cknna", k=5)
+    scored = eng.counters.grids_scored
+    via_cknna = eng.grid(runs[0], runs[1], "mutual_knn", k=5)
+    assert eng.counters.grids_scored == scored  # from the memo, not scored again
+    fresh = Engine(con).grid(runs[0], runs[1], "mutual_knn", k=5)
+    np.testing.assert_array_equal(via_cknna, fresh)
+    con.close()
