@@ -139,22 +139,26 @@ COS_CHUNK_ENTRIES = 1 << 18
 
 
 def cosines64(X: np.ndarray, norms: np.ndarray, idx: np.ndarray) -> np.ndarray:
-    """``(N, c)`` float64 cosines ``s(i, idx[i, j])`` of every row with its listed neighbours.
+    """``(N, c)`` float64 cosines ``s(i, idx[i, j]) = (x_i · x_j) / (||x_i|| ||x_j||)`` of every row
+    with its listed neighbours.
 
-    Each value is one ``einsum`` dot product of the two float64 unit rows over their d entries,
-    the same fixed loop for every pair, so ``s(i, j)`` is the same bits as ``s(j, i)``, whatever
-    the chunking (tests check both); within a few ulps of :func:`dot64` (another summation order).
-    Used for CKNNA's kernel values, 1.1-1.5x faster than :func:`dot64` (one pass fewer over the
-    gathered rows). Memory: ``COS_CHUNK_ENTRIES`` float64 per step.
+    The dot product runs on the rows as stored, accumulated in float64 by one ``einsum`` per chunk
+    (``dtype=float64``): products of float32 entries are exact in float64, so the sum is within
+    ``d · u`` (``u = 2⁻⁵³``) of the exact dot, as a float64 dot of the unit rows would be; the
+    division by ``norms[i] * norms[j]`` (float64 norms, the same multiply either way round) adds two
+    roundings. The same fixed loop runs for every pair, so ``s(i, j)`` is the same bits as
+    ``s(j, i)`` whatever the chunking (tests check both). No float64 copy of the gathered rows: about
+    2x faster than :func:`dot64`. Used for CKNNA's kernel values. Memory: ``COS_CHUNK_ENTRIES``
+    gathered entries per step.
     """
     r, c = idx.shape
     d = X.shape[1]
     out = np.empty((r, c))
     step = max(1, COS_CHUNK_ENTRIES // max(1, c * d))
-    rows = np.arange(r)
     for r0 in range(0, r, step):
         r1 = min(r, r0 + step)
-        out[r0:r1] = np.einsum("rcd,rd->rc", unit_rows(X, norms, idx[r0:r1]), unit_rows(X, norms, rows[r0:r1]))
+        out[r0:r1] = np.einsum("rcd,rd->rc", X[idx[r0:r1]], X[r0:r1], dtype=np.float64)
+    out /= norms[:r, None] * norms[idx]
     return out
 
 
