@@ -75,11 +75,6 @@ GRAM_BLOCK_ENTRIES = 1 << 20
 
 
 @lru_cache(maxsize=2)
-def _triu(n: int) -> tuple[np.ndarray, np.ndarray]:
-    """Row and column indices of the strict upper triangle of an ``n x n`` matrix (row-major)."""
-    return np.triu_indices(n, k=1)
-
-
 def gram_row_step(n: int) -> int:
     """Rows per Gram block; depends on N only, so grid and one-pair sum in the same order."""
     return max(1, min(neighbors.CHUNK_ENTRIES, GRAM_BLOCK_ENTRIES) // n)
@@ -156,12 +151,22 @@ class GramState:
     def pack(self) -> None:
         """Keep the kernel as diagonal + strict upper triangle (built with the blocks' row steps)."""
         n = self.n
-        full = np.empty((n, n))
         step = gram_row_step(n)
+        buf = np.empty((min(step, n), n))  # one reused row block (no N x N array)
+        upper = np.empty(n * (n - 1) // 2)
+        diag = np.empty(n)
+        off = 0
         for b0 in range(0, n, step):
-            self.block_into(b0, min(n, b0 + step), full[b0:min(n, b0 + step)])
-        self.diag = None if self.debiased else full.diagonal().copy()
-        self.upper = full[_triu(n)]
+            b1 = min(n, b0 + step)
+            block = buf[: b1 - b0]
+            self.block_into(b0, b1, block)
+            for i in range(b0, b1):  # row i's entries right of the diagonal, row-major order
+                row = block[i - b0]
+                diag[i] = row[i]
+                upper[off:off + n - 1 - i] = row[i + 1:]
+                off += n - 1 - i
+        self.diag = None if self.debiased else diag
+        self.upper = upper
         self.mode, self.X = "packed", None
 
     def centred(self, start: int, stop: int) -> np.ndarray:
