@@ -72,17 +72,19 @@ def replace_rows(con, batch: dict[str, list[dict]]) -> None:
         unknown = set().union(*rows) - COLUMNS[table]
         if unknown:
             raise ValueError(f"{table} has no column(s) {sorted(unknown)}")
+    stamp = now()
+    # converted before the transaction: a value of the wrong type fails here, before any write
+    data = {t: _arrow_table(t, [r if "computed" in r else {**r, "computed": stamp} for r in rows])
+            for t, rows in batch.items()}
     if not batch:
         return
-    stamp = now()
     con.execute("BEGIN")
     try:
         for table, rows in batch.items():
-            data = _arrow_table(table, [r if "computed" in r else {**r, "computed": stamp} for r in rows])
             con.execute(f"DELETE FROM {table} WHERE result_id IN (SELECT unnest(?::VARCHAR[]))",
                         [[r["result_id"] for r in rows]])
             name = f"_pending_{table}"
-            con.register(name, data)
+            con.register(name, data[table])
             try:
                 cols = ", ".join(c for c, _ in _ORDERED[table])
                 con.execute(f"INSERT INTO {table} ({cols}) SELECT {cols} FROM {name}")
