@@ -162,6 +162,7 @@ def analyze_store(store, *, k=None, metrics=None, references=None, n_boot=None, 
         _put_meta(ctx.con, SETTINGS_KEY, json.dumps(saved))
         for d in plan.values():
             run_dataset(ctx, d)
+        ctx.flush()  # (each study flushes at its end; nothing may stay pending past the close below)
         out = ctx.summary()
         out["settings"] = saved
         return out

@@ -266,7 +266,7 @@ class Context:
     def result_rows(self, table: str, dataset: str, **where) -> list[dict]:
         """The dataset's decoded rows of ``result_grids`` / ``result_profiles`` whose columns equal
         ``where``, in the readers' order (:func:`analysis.results.read_grids`)."""
-        unknown = set(where) - R.COLUMNS[table] - {"grid"}
+        unknown = set(where) - R.COLUMNS[table]
         if unknown:
             raise ValueError(f"{table} has no column(s) {sorted(unknown)}")
         self._load(table, dataset)

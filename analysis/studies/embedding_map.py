@@ -93,7 +93,10 @@ def _side(run: dict) -> str:
 
 def recommended_layer(ctx: Context, dataset: str, subject: str) -> int | None:
     """The layer most label-free curves pick for ``subject`` (layer-choice study), or None."""
-    rows = ctx.read_studies(study="layer_choice", dataset=dataset, subject=subject)
+    return _modal_layer(ctx.read_studies(study="layer_choice", dataset=dataset, subject=subject))
+
+
+def _modal_layer(rows: list[dict]) -> int | None:
     if not rows:
         return None
     # a model whose curves are all undefined has a layer-choice row with no agreement
@@ -209,7 +212,10 @@ def _requested(ctx: Context, d: DatasetRuns) -> list[MapSpec]:
 
 def run(ctx: Context, d: DatasetRuns) -> None:
     chosen = d.largest_settings()
-    recommended = {k: recommended_layer(ctx, d.name, k) for k in chosen}
+    by_subject: dict = {}
+    for row in ctx.read_studies(study="layer_choice", dataset=d.name):  # one query, not one per model
+        by_subject.setdefault(row["subject"], []).append(row)
+    recommended = {k: _modal_layer(by_subject.get(k, [])) for k in chosen}
     specs, notes = default_maps(d, recommended)
     for note in notes:
         ctx.note(f"dataset {d.name!r}: {note}")
