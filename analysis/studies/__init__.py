@@ -116,16 +116,17 @@ def run_dataset(ctx: Context, d: DatasetRuns) -> None:
                  "pass a smaller --k; skipped")
         return
     ctx.log(f"analyze {d.name}: {len(d.runs)} run(s)")
+    # each study's rows are written in batches, the last at its end (ctx.flush): a crash loses at
+    # most the current study's unwritten rows, never leaves part of one
     profiles.run(ctx, d)
+    ctx.flush()
     pairs = grids.run(ctx, d)
+    ctx.flush()
     scaling.run(ctx, d, pairs)
-    model_map.run(ctx, d)
-    downstream.run(ctx, d)
-    same_space.run(ctx, d)  # before predictors, which read its per-layer values
-    predictors.run(ctx, d)
-    temporal.run(ctx, d)
-    layer_choice.run(ctx, d)
-    embedding_map.run(ctx, d)
+    ctx.flush()
+    for study in (model_map, downstream, same_space, predictors, temporal, layer_choice, embedding_map):
+        study.run(ctx, d)  # same_space before predictors, which read its per-layer values
+        ctx.flush()
 
 
 def analyze_store(store, *, k=None, metrics=None, references=None, n_boot=None, datasets=None, seed=None,
@@ -161,6 +162,7 @@ def analyze_store(store, *, k=None, metrics=None, references=None, n_boot=None, 
         _put_meta(ctx.con, SETTINGS_KEY, json.dumps(saved))
         for d in plan.values():
             run_dataset(ctx, d)
+        ctx.flush()  # (each study flushes at its end; nothing may stay pending past the close below)
         out = ctx.summary()
         out["settings"] = saved
         return out

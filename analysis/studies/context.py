@@ -2,12 +2,22 @@
 
 A study is a function ``run(ctx, ds)`` over one dataset's :class:`DatasetRuns`. It asks
 ``ctx.engine`` for grids, profiles and embeddings (never loading or preparing a run itself), checks
-``ctx.fresh(...)`` before computing a result, and writes result rows through :mod:`analysis.results`.
+``ctx.fresh(...)`` before computing a result, and writes result rows with ``ctx.put_grid`` /
+``put_profile`` / ``put_study``, which batch them (:meth:`Context.flush`).
+
+Store I/O is per table, not per row: freshness is one query per result table (``result_id →
+input_key``, kept current by the writes); rows are held and written in one transaction per batch
+(:meth:`Context.flush`: at each study's end, before the write connection is released to worker
+processes, before any read of result studies, and when a batch reaches ``FLUSH_ROWS`` rows or
+``FLUSH_SECONDS`` of age); grids and profiles this process wrote are read back from memory, and
+those of an earlier analyze in one query per dataset. A crash loses at most the unflushed batch
+(recomputed next time); the store never holds part of a batch.
 """
 
 from __future__ import annotations
 
 import contextlib
+import time
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 
@@ -153,7 +163,15 @@ class DatasetRuns:
 
 
 class Context:
-    """Settings + connection + engine + the record of what was computed and reused, per study."""
+    """Settings + connection + engine + the record of what was computed and reused, per study,
+    and the result rows written or read this analysis (batched writes, in-memory read-backs)."""
+
+    #: a batch of result rows is written when it holds this many rows or its first is this old, so a
+    #: crash loses a bounded amount of work while a commit is paid per batch, not per row
+    FLUSH_ROWS = 500
+    FLUSH_SECONDS = 2.0
+    #: tables whose rows are kept decoded in memory for later studies' read-backs
+    CACHED = ("result_grids", "result_profiles")
 
     def __init__(self, store: str, con, settings: Settings, *, log=print, progress: bool = False):
         self.store = str(store)
@@ -165,6 +183,11 @@ class Context:
         self.notes: list[str] = []
         self.computed: Counter = Counter()
         self.reused: Counter = Counter()
+        self._pending: dict = {t: {} for t in R.RESULT_TABLES}  # table -> {result_id: row as stored}
+        self._pending_since: float | None = None
+        self._keys: dict = {}  # table -> {result_id: input_key}: the store's, plus what is pending
+        self._rows: dict = {t: {} for t in self.CACHED}  # table -> {result_id: decoded row}
+        self._loaded: set = set()  # (table, dataset) whose stored rows are in ``_rows``
 
     def note(self, msg: str) -> None:
         self.notes.append(msg)
@@ -174,17 +197,96 @@ class Context:
         """A result id: what it is, plus the analysis version and the settings every number depends on."""
         return R.key(*parts, ANALYSIS_VERSION, self.settings.clamp)
 
+    def input_keys(self, table: str) -> dict:
+        """``{result_id: input_key}`` of a result table: read once (one query), then kept current
+        by this context's writes."""
+        if table not in self._keys:
+            self._keys[table] = R.input_keys(self.con, table)
+        return self._keys[table]
+
     def fresh(self, study: str, table: str, result_id: str, input_key: str) -> bool:
         """Whether a result must be (re)computed; counts it as computed or reused under ``study``."""
-        if R.is_current(self.con, table, result_id, input_key):
+        if self.input_keys(table).get(result_id) == input_key:
             self.reused[study] += 1
             return False
         self.computed[study] += 1
         return True
 
-    def stored_profile(self, run_id: str, metric: str) -> np.ndarray:
-        """A run's per-layer profile from the result table (the profiles study runs first)."""
-        rows = R.read_profiles(self.con, run_id=run_id, metric=metric)
+    # ------------------------------------------------------------------ batched writes
+    def put_grid(self, **row) -> None:
+        self._put("result_grids", R.grid_row(**row))
+
+    def put_profile(self, **row) -> None:
+        self._put("result_profiles", R.profile_row(**row))
+
+    def put_study(self, **row) -> None:
+        self._put("result_studies", R.study_row(**row))
+
+    def _put(self, table: str, row: dict) -> None:
+        row.setdefault("computed", R.now())
+        self.input_keys(table)[row["result_id"]] = row["input_key"]
+        self._pending[table][row["result_id"]] = row
+        if table in self._rows:
+            self._rows[table][row["result_id"]] = _frozen(R.decode(table, row))
+        if self._pending_since is None:
+            self._pending_since = time.monotonic()
+        if (sum(map(len, self._pending.values())) >= self.FLUSH_ROWS
+                or time.monotonic() - self._pending_since >= self.FLUSH_SECONDS):
+            self.flush()
+
+    def flush(self) -> None:
+        """Write the pending rows: every table's in one transaction (all or nothing)."""
+        if any(self._pending.values()):
+            R.replace_rows(self.con, {t: list(rows.values()) for t, rows in self._pending.items()})
+        for rows in self._pending.values():
+            rows.clear()
+        self._pending_since = None
+
+    # ------------------------------------------------------------------ read-backs
+    def _load(self, table: str, dataset: str) -> None:
+        """The dataset's stored rows of a cached table, in one query (rows written by this context
+        stay as written)."""
+        if (table, dataset) in self._loaded:
+            return
+        cache = self._rows[table]
+        for r in R.rows(self.con, f"SELECT * FROM {table} WHERE dataset = ?", [dataset]):
+            if r["result_id"] not in cache:
+                cache[r["result_id"]] = _frozen(R.decode(table, r))
+        self._loaded.add((table, dataset))
+
+    def result_row(self, table: str, dataset: str, result_id: str) -> dict | None:
+        """One decoded row of ``result_grids`` / ``result_profiles`` (as :func:`analysis.results.read_grids`
+        gives it; arrays read-only, shared), or None: from memory when this context wrote it or
+        loaded its dataset, else from the dataset's rows read once."""
+        cache = self._rows[table]
+        if result_id not in cache:
+            self._load(table, dataset)
+        return cache.get(result_id)
+
+    def result_rows(self, table: str, dataset: str, **where) -> list[dict]:
+        """The dataset's decoded rows of ``result_grids`` / ``result_profiles`` whose columns equal
+        ``where``, in the readers' order (:func:`analysis.results.read_grids`)."""
+        unknown = set(where) - R.COLUMNS[table]
+        if unknown:
+            raise ValueError(f"{table} has no column(s) {sorted(unknown)}")
+        self._load(table, dataset)
+        out = [r for r in self._rows[table].values()
+               if r["dataset"] == dataset and all(r[c] == v for c, v in where.items())]
+        return sorted(out, key=lambda r: R.order_key(table, r))
+
+    def read_studies(self, **where) -> list[dict]:
+        """:func:`analysis.results.read_studies` after writing what is pending."""
+        self.flush()
+        return R.read_studies(self.con, **where)
+
+    def stored_profile(self, run_id: str, metric: str, dataset: str | None = None) -> np.ndarray:
+        """A run's per-layer profile from the result table (the profiles study runs first), else
+        computed. With ``dataset``, from memory / one read of the dataset's profiles."""
+        if dataset is not None:
+            rows = self.result_rows("result_profiles", dataset, run_id=run_id, metric=metric)
+        else:
+            self.flush()
+            rows = R.read_profiles(self.con, run_id=run_id, metric=metric)
         if rows:
             return rows[0]["layer_values"]
         return self.engine.profile(run_id, metric)
@@ -192,7 +294,9 @@ class Context:
     @contextlib.contextmanager
     def released(self):
         """Close the write connection while worker processes open the store read-only (DuckDB
-        lets one process write or many read, not both), then reopen it for writing."""
+        lets one process write or many read, not both), then reopen it for writing. Pending rows are
+        written first: nothing is left uncommitted across the release."""
+        self.flush()
         self.con.close()
         try:
             yield
@@ -207,6 +311,14 @@ class Context:
                 "reused_by_study": dict(self.reused),
                 "preparations": c.preparations, "layer_preparations": c.layer_preparations,
                 "grids_scored": c.grids_scored}
+
+
+def _frozen(row: dict) -> dict:
+    """A cached row's arrays made read-only: every reader shares them."""
+    for v in row.values():
+        if isinstance(v, np.ndarray):
+            v.flags.writeable = False
+    return row
 
 
 def group_runs(rows: list[dict]) -> dict[str, list[dict]]:

@@ -41,7 +41,7 @@ def run(ctx: Context, d: DatasetRuns) -> None:
             g = stored_grid(ctx, run, chosen[ref], "mutual_knn", k=s.k)
             scores[f"alignment with {ref}"][m] = float(g.max())
             curves[f"alignment with {ref}"][m] = g.max(axis=1)
-        rk = ctx.stored_profile(run["run_id"], "rankme")
+        rk = ctx.stored_profile(run["run_id"], "rankme", dataset=d.name)
         scores["rankme at last layer"][m] = float(rk[-1])
         curves["rankme"][m] = rk
     table = []
@@ -65,7 +65,7 @@ def run(ctx: Context, d: DatasetRuns) -> None:
             except ValueError as exc:
                 table.append({"task": task, "task_metric": tmetric, "curve": curve_name, "error": str(exc)})
     unknown = sorted({r["model"] for r in rows} - set(chosen))
-    R.put_study(ctx.con, result_id=rid, study="downstream", dataset=d.name, subject="all",
+    ctx.put_study(result_id=rid, study="downstream", dataset=d.name, subject="all",
                 params={"k": s.k, "references": refs, "n_boot": s.n_boot, "setting": s.downstream_setting},
                 payload={"rows": table, "models_without_runs": unknown, "setting": s.downstream_setting,
                          "settings": {m: {"run_id": c["run_id"], "n_frames": c["n_frames"],

@@ -93,7 +93,10 @@ def _side(run: dict) -> str:
 
 def recommended_layer(ctx: Context, dataset: str, subject: str) -> int | None:
     """The layer most label-free curves pick for ``subject`` (layer-choice study), or None."""
-    rows = R.read_studies(ctx.con, study="layer_choice", dataset=dataset, subject=subject)
+    return _modal_layer(ctx.read_studies(study="layer_choice", dataset=dataset, subject=subject))
+
+
+def _modal_layer(rows: list[dict]) -> int | None:
     if not rows:
         return None
     # a model whose curves are all undefined has a layer-choice row with no agreement
@@ -189,7 +192,7 @@ def compute_map(ctx: Context, dataset: str, spec: MapSpec, runs_by_id: dict, *, 
         payload["reason"] = str(exc)
     except ValueError as exc:  # two sides of different widths: no shared space after all
         payload["reason"] = f"no shared space: {exc}"
-    R.put_study(ctx.con, result_id=rid, study=STUDY, dataset=dataset, subject=spec.subject,
+    ctx.put_study(result_id=rid, study=STUDY, dataset=dataset, subject=spec.subject,
                 params={"run_ids": list(spec.run_ids), "layers": list(spec.layers), "sides": list(spec.sides),
                         "model": spec.model, "why": spec.why, "requested": requested, "seed": ctx.settings.seed},
                 payload=payload, input_key=ikey)
@@ -200,7 +203,7 @@ def _requested(ctx: Context, d: DatasetRuns) -> list[MapSpec]:
     """Maps asked for with ``layerscope map`` whose runs are still current."""
     have = {r["run_id"] for r in d.runs}
     out = []
-    for row in R.read_studies(ctx.con, study=STUDY, dataset=d.name):
+    for row in ctx.read_studies(study=STUDY, dataset=d.name):
         p = row["params"]
         if p.get("requested") and set(p["run_ids"]) <= have:
             out.append(MapSpec(p["model"], tuple(p["run_ids"]), tuple(p["layers"]), tuple(p["sides"]), p["why"]))
@@ -209,7 +212,10 @@ def _requested(ctx: Context, d: DatasetRuns) -> list[MapSpec]:
 
 def run(ctx: Context, d: DatasetRuns) -> None:
     chosen = d.largest_settings()
-    recommended = {k: recommended_layer(ctx, d.name, k) for k in chosen}
+    by_subject: dict = {}
+    for row in ctx.read_studies(study="layer_choice", dataset=d.name):  # one query, not one per model
+        by_subject.setdefault(row["subject"], []).append(row)
+    recommended = {k: _modal_layer(by_subject.get(k, [])) for k in chosen}
     specs, notes = default_maps(d, recommended)
     for note in notes:
         ctx.note(f"dataset {d.name!r}: {note}")
@@ -294,7 +300,7 @@ def request_map(store, *, dataset: str, model: str, layer, side: str = "auto", t
         d = plan[dataset]
         spec = resolve_request(d, model, layer, side=side, text_layer=text_layer)
         computed = compute_map(ctx, dataset, spec, {r["run_id"]: r for r in d.runs}, requested=True)
-        (row,) = R.read_studies(ctx.con, study=STUDY, result_id=_result_id(ctx, dataset, spec))
+        (row,) = ctx.read_studies(study=STUDY, result_id=_result_id(ctx, dataset, spec))  # flushes the map
         return {"subject": spec.subject, "computed": computed, "reason": row["payload"]["reason"]}
     finally:
         (ctx.con if ctx is not None else con).close()

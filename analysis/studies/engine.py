@@ -291,3 +291,8 @@ class Engine:
             block.append(r)
             used += size
         return out + ([block] if block else [])
+
+    def memoised_grid(self, run_a: str, run_b: str, metric: str, **params) -> np.ndarray | None:
+        """The ``(La, Lb)`` grid :meth:`grid` or :meth:`prefetch_grids` already scored in this
+        engine, else None; never computes (studies use it before reading the result table)."""
+        return self._grids.get((run_a, run_b, metric, _key_params(self.resolve(metric, **params))))

@@ -113,7 +113,7 @@ def run(ctx: Context, d: DatasetRuns) -> list[tuple]:
     if tasks:
         ctx.log(f"grids {d.name}: {len(tasks)} of {len(pairs)} to compute")
     for (kind, a, b, metric, rid, ikey), res in zip(stale, run_tasks(ctx, "grid", tasks, label=f"grids {d.name}")):
-        R.put_grid(ctx.con, result_id=rid, dataset=d.name, pair_kind=kind, model_a=a["model"], model_b=b["model"],
+        ctx.put_grid(result_id=rid, dataset=d.name, pair_kind=kind, model_a=a["model"], model_b=b["model"],
                    run_a=a["run_id"], run_b=b["run_id"], n_frames=a["n_frames"],
                    n_captions=b["n_captions"] if kind == "vision_text" else None,
                    n_frames_b=b["n_frames"] if kind == "vision_vision" else None, metric=metric,
@@ -124,16 +124,21 @@ def run(ctx: Context, d: DatasetRuns) -> list[tuple]:
 
 
 def stored_grid(ctx: Context, a: dict, b: dict, metric: str, **params) -> np.ndarray:
-    """The grid of runs ``a`` × ``b``: from the engine's memo, else the result table, else computed.
+    """The grid of runs ``a`` × ``b``: from the engine's memo, else the result table (rows this
+    analysis wrote from memory, the others read once per dataset), else computed.
 
     A stored grid of ``b`` × ``a`` serves transposed for mutual k-NN, whose cells are integer
-    neighbour counts over ``k·N`` and so exactly symmetric."""
+    neighbour counts over ``k·N`` and so exactly symmetric. The array may be shared (read-only)."""
     params = params or ctx.settings.params_for(metric)
+    g = ctx.engine.memoised_grid(a["run_id"], b["run_id"], metric, **params)
+    if g is not None:
+        return g
     for x, y, flip in ((a, b, False), (b, a, True)):
         if flip and metric != "mutual_knn":
             break
-        rows = R.read_grids(ctx.con, result_id=ctx.rid("grid", x["run_id"], y["run_id"], metric, params))
-        if rows:
-            g = rows[0]["grid"]
+        row = ctx.result_row("result_grids", x["dataset"],
+                             ctx.rid("grid", x["run_id"], y["run_id"], metric, params))
+        if row is not None:
+            g = row["grid"]
             return g.T.copy() if flip else g
     return ctx.engine.grid(a["run_id"], b["run_id"], metric, **params)

@@ -28,12 +28,12 @@ def run(ctx: Context, d: DatasetRuns) -> None:
     chosen = d.largest_settings()
     for m, run in chosen.items():
         curves, sources = {}, {}
-        for prof in R.read_profiles(ctx.con, run_id=run["run_id"]):
+        for prof in ctx.result_rows("result_profiles", d.name, run_id=run["run_id"]):
             hib = get_metric(prof["metric"]).higher_is_better
             if hib is None:
                 continue  # LID has no direction: shown, not used to pick
             curves[prof["metric"]] = (prof["layer_values"], hib)
-        for g in R.read_grids(ctx.con, dataset=d.name, metric="mutual_knn", pair_kind="vision_text"):
+        for g in ctx.result_rows("result_grids", d.name, metric="mutual_knn", pair_kind="vision_text"):
             if g["run_a"] == run["run_id"] and g["run_b"] == chosen.get(g["model_b"], {}).get("run_id"):
                 curves[f"alignment with {g['model_b']}"] = (_row_max(g["grid"], axis=1), True)
                 sources[f"alignment with {g['model_b']}"] = g["result_id"]
@@ -76,5 +76,5 @@ def run(ctx: Context, d: DatasetRuns) -> None:
         rec["higher_is_better"] = {k: v[1] for k, v in curves.items()}
         rec["setting"] = {"run_id": run["run_id"], "modality": run["modality"], "n_frames": run["n_frames"],
                           "n_captions": run["n_captions"]}
-        R.put_study(ctx.con, result_id=rid, study="layer_choice", dataset=d.name, subject=m,
+        ctx.put_study(result_id=rid, study="layer_choice", dataset=d.name, subject=m,
                     params={"k": ctx.settings.k}, payload=rec, input_key=ikey)

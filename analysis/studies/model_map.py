@@ -50,5 +50,5 @@ def run(ctx: Context, d: DatasetRuns) -> None:
                                 "n_frames": chosen[m]["n_frames"], "n_captions": chosen[m]["n_captions"]}
                             for m in names},
                "metric": "mutual_knn", "undefined_pairs": undefined}
-    R.put_study(ctx.con, result_id=rid, study="model_map", dataset=d.name, subject="all",
+    ctx.put_study(result_id=rid, study="model_map", dataset=d.name, subject="all",
                 params={"k": k, "metric": "mutual_knn"}, payload=payload, input_key=ikey)

@@ -75,9 +75,8 @@ def _stored_grid(ctx: Context, a: dict, b: dict, metric: str):
     for x, y, flip in ((a, b, False), (b, a, True)):
         if flip and metric != "mutual_knn":  # only mutual k-NN cells are exactly symmetric
             break
-        rows = R.read_grids(ctx.con, result_id=ctx.rid("grid", x["run_id"], y["run_id"], metric, params))
-        if rows:
-            g = rows[0]
+        g = ctx.result_row("result_grids", x["dataset"], ctx.rid("grid", x["run_id"], y["run_id"], metric, params))
+        if g is not None:
             flags = g.get("flags") or {}
             if flip:
                 return g["grid"].T, flags.get("degenerate_a") or {}, g["result_id"]
@@ -89,7 +88,7 @@ def signals_for(ctx: Context, d: DatasetRuns, model: str, run: dict, chosen: dic
     """``{signal name: {"values" (L,), "run_id", "kind", "higher_is_better", "source"}}`` of one
     model's run, from stored results only."""
     out = {}
-    for prof in R.read_profiles(ctx.con, run_id=run["run_id"]):
+    for prof in ctx.result_rows("result_profiles", d.name, run_id=run["run_id"]):
         out[prof["metric"]] = {"values": prof["layer_values"], "run_id": run["run_id"], "kind": "profile",
                                "higher_is_better": get_metric(prof["metric"]).higher_is_better,
                                "source": prof["result_id"]}
@@ -105,7 +104,7 @@ def signals_for(ctx: Context, d: DatasetRuns, model: str, run: dict, chosen: dic
                 "values": _row_max(grid, [int(i) for i in ref_bad]), "run_id": run["run_id"], "kind": "pairwise",
                 "higher_is_better": get_metric(metric).higher_is_better, "source": rid}
     other_runs = set()
-    for st in R.read_studies(ctx.con, study="same_space", dataset=d.name):
+    for st in ctx.read_studies(study="same_space", dataset=d.name):
         a, _, b = st["subject"].partition("|")
         p = st["payload"]
         if a != model:
@@ -239,7 +238,7 @@ def run(ctx: Context, d: DatasetRuns) -> None:
     unknown = sorted({r["model"] for r in rows} - set(chosen))
     if unknown:
         notes.append(f"per-layer results of {', '.join(unknown)} have no done run on dataset {d.name!r}: left out")
-    R.put_study(ctx.con, result_id=rid, study="predictors", dataset=d.name, subject="all",
+    ctx.put_study(result_id=rid, study="predictors", dataset=d.name, subject="all",
                 params={"k": s.k, "references": refs, "metrics": list(s.metrics), "n_boot": s.n_boot,
                         "seed": s.seed, "setting": s.downstream_setting},
                 payload={"tasks": out_tasks, "models": layout, "models_without_runs": unknown, "notes": notes,

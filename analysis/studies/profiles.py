@@ -29,7 +29,7 @@ def run(ctx: Context, d: DatasetRuns) -> None:
     tasks = [(r["run_id"], metric, params_for(metric, r["n_items"])) for r, metric, _, _ in stale]
     for (r, metric, rid, ikey), (values, flags) in zip(stale, run_tasks(ctx, "profile", tasks,
                                                                         label=f"profiles {d.name}")):
-        R.put_profile(ctx.con, result_id=rid, dataset=d.name, model=r["model"], run_id=r["run_id"],
+        ctx.put_profile(result_id=rid, dataset=d.name, model=r["model"], run_id=r["run_id"],
                       modality=r["modality"], n_frames=r["n_frames"], n_captions=r["n_captions"],
                       metric=metric, params=params_for(metric, r["n_items"]), layer_values=values, flags=flags,
                       input_key=ikey)

@@ -198,6 +198,6 @@ def run(ctx: Context, d: DatasetRuns) -> None:
                 payload = {"run_a": a["run_id"], "run_b": b["run_id"], "n_frames": a["n_frames"],
                            "n_captions": b["n_captions"], "space": sp.space, "layers_a": la, "layers_b": lb,
                            "metrics": metrics, "flags": flags}
-                R.put_study(ctx.con, result_id=rid, study=STUDY, dataset=d.name, subject=sp.subject,
+                ctx.put_study(result_id=rid, study=STUDY, dataset=d.name, subject=sp.subject,
                             params={"n_boot": s.n_boot, "seed": s.seed, "space": sp.space}, payload=payload,
                             input_key=ikey)

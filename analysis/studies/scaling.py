@@ -35,7 +35,9 @@ def run(ctx: Context, d: DatasetRuns, pairs: list[tuple]) -> None:
             continue
         points = []
         for a, b in runs:
-            g = R.read_grids(ctx.con, result_id=result_keys(ctx, a, b, metric)[0])[0]
+            # the grids study wrote this row or found it fresh: from memory, or the dataset's rows
+            # of an earlier analyze read once
+            g = ctx.result_row("result_grids", d.name, result_keys(ctx, a, b, metric)[0])
             points.append((a["n_frames"], b["n_captions"], g["best_value"], g["best_a"], g["best_b"],
                            a["run_id"], b["run_id"]))
         stale.append((f"{va}|{tb}|{metric}", rid, ikey, metric, params, points))
@@ -43,7 +45,7 @@ def run(ctx: Context, d: DatasetRuns, pairs: list[tuple]) -> None:
              for _, _, _, metric, params, points in stale]
     for (subject, rid, ikey, metric, params, _), payload in zip(stale, run_tasks(ctx, "scaling", tasks,
                                                                                  label=f"scaling {d.name}")):
-        R.put_study(ctx.con, result_id=rid, study="scaling", dataset=d.name, subject=subject,
+        ctx.put_study(result_id=rid, study="scaling", dataset=d.name, subject=subject,
                     params={"metric": metric, **params, "n_boot": s.n_boot}, payload=payload, input_key=ikey)
 
 

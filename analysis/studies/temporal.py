@@ -138,7 +138,7 @@ def run(ctx: Context, d: DatasetRuns) -> None:
         payload["arrow_of_time"].append({"vision": vm, "n_frames": n_f, "per_layer": [v for v, _ in reports],
                                          "reasons": {i: why for i, (_, why) in enumerate(reports) if why}})
     _shared_space_probes(ctx, d, md, payload, has_neg, negatives)
-    R.put_study(ctx.con, result_id=rid, study="temporal", dataset=d.name, subject="all",
+    ctx.put_study(result_id=rid, study="temporal", dataset=d.name, subject="all",
                 params={"k": k, "reorder_k": ctx.settings.reorder_k}, payload=payload, input_key=ikey)
 
 
