@@ -279,16 +279,27 @@ class Context:
         self.flush()
         return R.read_studies(self.con, **where)
 
+    def profile_rid(self, run_id: str, metric: str) -> str:
+        """The result id of a run's profile under these settings (the profiles study's key)."""
+        return self.rid("profile", run_id, metric)
+
+    def current_profiles(self, dataset: str, run_id: str, metrics) -> list[dict]:
+        """The run's stored profile rows of ``metrics`` computed with these settings (a store
+        analysed before with another ``--clamp`` holds rows of that clamp too: never mixed in)."""
+        rows = (self.result_row("result_profiles", dataset, self.profile_rid(run_id, m)) for m in sorted(metrics))
+        return [r for r in rows if r is not None]
+
     def stored_profile(self, run_id: str, metric: str, dataset: str | None = None) -> np.ndarray:
-        """A run's per-layer profile from the result table (the profiles study runs first), else
-        computed. With ``dataset``, from memory / one read of the dataset's profiles."""
+        """A run's per-layer profile under these settings from the result table (the profiles study
+        runs first), else computed. With ``dataset``, from memory / one read of the dataset's rows."""
+        rid = self.profile_rid(run_id, metric)
         if dataset is not None:
-            rows = self.result_rows("result_profiles", dataset, run_id=run_id, metric=metric)
+            row = self.result_row("result_profiles", dataset, rid)
         else:
             self.flush()
-            rows = R.read_profiles(self.con, run_id=run_id, metric=metric)
-        if rows:
-            return rows[0]["layer_values"]
+            row = next(iter(R.read_profiles(self.con, result_id=rid)), None)
+        if row is not None:
+            return row["layer_values"]
         return self.engine.profile(run_id, metric)
 
     @contextlib.contextmanager

@@ -9,6 +9,7 @@ from .. import results as R
 from ..layer_selection import named_layers, recommend_layers
 from ..registry import get_metric
 from .context import Context, DatasetRuns
+from .profiles import PROFILE_METRICS
 
 
 def _row_max(grid, axis) -> np.ndarray:
@@ -26,14 +27,17 @@ def _masked(values, layers) -> np.ndarray:
 
 def run(ctx: Context, d: DatasetRuns) -> None:
     chosen = d.largest_settings()
+    params = ctx.settings.params_for("mutual_knn")
     for m, run in chosen.items():
         curves, sources = {}, {}
-        for prof in ctx.result_rows("result_profiles", d.name, run_id=run["run_id"]):
+        for prof in ctx.current_profiles(d.name, run["run_id"], PROFILE_METRICS):
             hib = get_metric(prof["metric"]).higher_is_better
             if hib is None:
                 continue  # LID has no direction: shown, not used to pick
             curves[prof["metric"]] = (prof["layer_values"], hib)
         for g in ctx.result_rows("result_grids", d.name, metric="mutual_knn", pair_kind="vision_text"):
+            if g["result_id"] != ctx.rid("grid", g["run_a"], g["run_b"], "mutual_knn", params):
+                continue  # computed with other settings (k, --clamp): not this analysis's grid
             if g["run_a"] == run["run_id"] and g["run_b"] == chosen.get(g["model_b"], {}).get("run_id"):
                 curves[f"alignment with {g['model_b']}"] = (_row_max(g["grid"], axis=1), True)
                 sources[f"alignment with {g['model_b']}"] = g["result_id"]

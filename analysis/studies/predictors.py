@@ -43,6 +43,7 @@ from ..predictors import Series, layer_comparison, predictor_correlation, rank_r
 from ..registry import get_metric
 from ..schema import MODEL_LEVEL
 from .context import Context, DatasetRuns
+from .profiles import PROFILE_METRICS
 
 LEVEL = 0.95
 
@@ -88,7 +89,7 @@ def signals_for(ctx: Context, d: DatasetRuns, model: str, run: dict, chosen: dic
     """``{signal name: {"values" (L,), "run_id", "kind", "higher_is_better", "source"}}`` of one
     model's run, from stored results only."""
     out = {}
-    for prof in ctx.result_rows("result_profiles", d.name, run_id=run["run_id"]):
+    for prof in ctx.current_profiles(d.name, run["run_id"], PROFILE_METRICS):
         out[prof["metric"]] = {"values": prof["layer_values"], "run_id": run["run_id"], "kind": "profile",
                                "higher_is_better": get_metric(prof["metric"]).higher_is_better,
                                "source": prof["result_id"]}

@@ -232,3 +232,34 @@ def test_second_analyze_reuses_everything_the_first_computed(sweep):
     second = analyze_store(sweep, log=quiet)
     assert second["computed"] == 0 and second["computed_by_study"] == {}
     assert second["reused_by_study"] == first["computed_by_study"]
+
+
+def test_a_store_analysed_under_two_clamps_never_mixes_their_rows(sweep, tmp_path):
+    """Rows of an earlier ``--clamp`` stay in the tables (results are keyed by settings); the layer
+    choice and the predictors read this analysis's own profiles and grids: the ``feature`` rows of
+    a store analysed first with ``off`` equal those of a store analysed only with ``feature``."""
+    import shutil
+
+    fresh = tmp_path / "fresh.duckdb"
+    shutil.copy(sweep, fresh)
+    analyze_store(sweep, metrics=("mutual_knn",), n_boot=0, maps=0, clamp="off", log=quiet)
+    analyze_store(sweep, metrics=("mutual_knn",), n_boot=0, maps=0, clamp="feature", log=quiet)
+    analyze_store(fresh, metrics=("mutual_knn",), n_boot=0, maps=0, clamp="feature", log=quiet)
+
+    def rows(path):
+        con = duckdb.connect(str(path), read_only=True)
+        try:
+            studies = {r["result_id"]: r["payload"] for r in R.read_studies(con, study="layer_choice")}
+            profiles = {r["result_id"]: r["layer_values"].tolist() for r in R.read_profiles(con)}
+        finally:
+            con.close()
+        return studies, profiles
+
+    mixed, mixed_profiles = rows(sweep)
+    clean, clean_profiles = rows(fresh)
+    assert clean and len(mixed) == 2 * len(clean)  # both clamps' choices are stored side by side
+    assert len(mixed_profiles) == 2 * len(clean_profiles)
+    # the clamp changes the profiles, so reading the other clamp's rows would change the choice
+    assert sorted(map(str, mixed_profiles.values())) != sorted(map(str, clean_profiles.values())) * 2
+    for rid, payload in clean.items():
+        assert mixed[rid] == payload
