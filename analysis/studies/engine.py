@@ -246,12 +246,15 @@ class Engine:
     def profile(self, run_id: str, metric: str, **params) -> np.ndarray:
         """``(L,)`` values of a single-space metric per layer (memoised). RankMe comes from the
         smaller Gram's eigenvalues (:func:`analysis.metrics.single.rankme_fast`: the SVD's value
-        within ``RANKME_RTOL``, the SVD itself where that cannot be guaranteed)."""
+        within ``RANKME_RTOL``, the SVD itself where that cannot be guaranteed), taken from the
+        layer status, which diagonalised the same Gram of the same float64 layer for its rank-1
+        check (:func:`analysis.degenerate.gram_spectrum`)."""
         key = (run_id, metric, _key_params(params))
         if key not in self._profiles:
             with np.errstate(divide="ignore", invalid="ignore"):
                 if metric == "rankme" and not params:
-                    values = np.array([rankme_fast(layer) for layer in self.emb(run_id)], dtype=np.float64)
+                    values = np.array([rankme_fast(layer, spectrum=st.spectrum)
+                                       for layer, st in zip(self.emb(run_id), self.status(run_id))], dtype=np.float64)
                 else:
                     values = layer_profile(self.emb(run_id), metric=metric, **params)
             self._profiles[key] = values
