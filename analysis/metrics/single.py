@@ -109,7 +109,8 @@ def knn_distances(X, k: int) -> np.ndarray:
         D2 -= P
         del P
         D2[rows - start, rows] = np.inf  # a row is not its own neighbour
-        top = np.sort(np.partition(D2, k - 1, axis=1)[:, :k], axis=1)
+        D2.partition(k - 1, axis=1)  # in place: the block is not needed afterwards
+        top = np.sort(D2[:, :k], axis=1)
         err = (2 * g + 4 * _U64) * (sq[rows] + sq.max())
         for i in np.flatnonzero(~(err <= KNN_D2_RTOL * top[:, 0])):
             r = rows[i]
@@ -198,7 +199,7 @@ def lid_report(X, *, method: str = "mle", k: int = 20, keep: np.ndarray | None =
     if nd < need:
         return LidReport(float("nan"), nd, n, f"only {nd} distinct rows of {n}: {method} LID needs at least "
                                               f"{need}" + (f" (k={k} neighbours)" if method == "mle" else ""))
-    Xd = X[keep]
+    Xd = X if nd == n else X[keep]  # all rows distinct: LID does not depend on their order
     if method == "mle" and fast:
         return LidReport(lid_mle_from_distances(knn_distances(Xd, k)), nd, n, None)
     if method == "mle":
