@@ -101,13 +101,14 @@ def knn_distances(X, k: int) -> np.ndarray:
     out = np.empty((n, k))
     for start, stop in row_chunks(n, n):
         rows = np.arange(start, stop)
-        # (||c_i||² + ||c_j||²) − 2 c_i·c_j, built in place (×2 is exact, so the rounding is that of
-        # the expression written out; no N x N temporaries beyond the product and the sum)
-        P = C[start:stop] @ C.T
-        P *= 2.0
-        D2 = np.add.outer(sq[start:stop], sq)
-        D2 -= P
-        del P
+        # (||c_i||² + ||c_j||²) − 2 c_i·c_j in the product's own buffer (×(−2) is exact and a + (−b)
+        # rounds as a − b, so the values are those of the expression written out), adding the norms
+        # a few rows at a time: a second block-sized temporary costs more than the product here
+        D2 = C[start:stop] @ C.T
+        D2 *= -2.0
+        for s0 in range(0, stop - start, 64):
+            s1 = min(stop - start, s0 + 64)
+            D2[s0:s1] += sq[start + s0:start + s1, None] + sq[None, :]
         D2[rows - start, rows] = np.inf  # a row is not its own neighbour
         D2.partition(k - 1, axis=1)  # in place: the block is not needed afterwards
         top = np.sort(D2[:, :k], axis=1)
