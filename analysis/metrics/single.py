@@ -249,11 +249,12 @@ def uniformity(X, *, t: float = 2.0) -> float:
     from the block's start on, the block's own square keeping its strict upper triangle
     (``np.triu(·, 1)``), about half the exponentials of the full matrix.
 
-    Rounding: each exponential is the same float64 operation sequence whatever the blocking; the
-    ``M = N(N-1)/2`` positive terms are summed per row, then over rows, so the total's relative
-    error is at most ``γ_N + γ_N ≈ 2N·u`` in any summation order (``u = 2⁻⁵³``; Higham 2002 §4.2;
-    numpy's pairwise sums make it about ``2 log₂N · u``), which is the value's absolute error after
-    the log: below ``3e-13`` for ``N = 1000``.
+    Rounding: the terms are ``exp(-t · max(2 - 2 ŝ_ij, 0))`` of float64 cosines ``ŝ_ij`` from a
+    matrix product (``|ŝ - s| <= γ_d``, ``γ_n = n u / (1 - n u)``, ``u = 2⁻⁵³``, whatever the
+    blocking); the ``N(N-1)/2`` positive terms are summed per row, then over rows, so the sum's
+    relative error is at most ``γ_N + γ_N ≈ 2N·u`` in any order of summation (Higham 2002 §4.2;
+    numpy's pairwise sums make it about ``2 log₂N · u``), which is the absolute error it adds to the
+    value after the log: below ``3e-13`` for ``N = 1000``. Reference: Wang & Isola, ICML 2020.
     """
     X = as_matrix(X)
     check_positive(t, "t")
@@ -266,8 +267,8 @@ def uniformity(X, *, t: float = 2.0) -> float:
             s1 = min(stop, s0 + step)
             w = s1 - s0
             E = Xn[s0:s1] @ Xn[s0:].T
-            # in place, the same operations as exp(-t * max(2 - 2 E, 0)): -2E and (-t)·sq are exact
-            # sign/scale steps and 2 + (-2E) rounds as 2 - 2E does
+            # in place and bit for bit exp(-t * max(2 - 2 E, 0)): ×(−2) is exact and 2 + (−2E)
+            # rounds as 2 − 2E does; no block-sized temporaries
             E *= -2.0
             E += 2.0
             np.maximum(E, 0.0, out=E)
