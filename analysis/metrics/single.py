@@ -56,8 +56,8 @@ def rankme_fast(X, *, spectrum: tuple[np.ndarray, float] | None = None) -> float
     :func:`rankme`'s own SVD. Range and direction as :func:`rankme`.
 
     ``spectrum``: :func:`analysis.degenerate.gram_spectrum` of this same ``X`` when the caller has it
-    (the engine's layer status computed it for the rank-1 check): the same eigenvalues bit for bit,
-    so the value is identical and the Gram is not formed and diagonalised twice.
+    (the engine's layer status computed it for the rank-1 check): the same function on the same
+    float64 matrix, so the same value, without forming and diagonalising the Gram twice.
     """
     X = as_matrix(X, dtype=None)  # validated; widened to float64 by gram_spectrum (and rankme)
     n, d = X.shape

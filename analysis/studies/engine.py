@@ -154,9 +154,15 @@ class Engine:
         return E
 
     def status(self, run_id: str) -> list:
-        """Per-layer :class:`analysis.degenerate.LayerStatus` of a run (memoised)."""
+        """Per-layer :class:`analysis.degenerate.LayerStatus` of a run (memoised), each holding the
+        Gram eigenvalues RankMe reuses. One BLAS thread: small per-layer eigensolves, where a second
+        thread mostly waits (see :func:`analysis.studies.profiles.profile`)."""
         if run_id not in self._status:
-            self._status[run_id] = stack_status(self.emb(run_id))
+            from threadpoolctl import threadpool_limits
+
+            E = self.emb(run_id)
+            with threadpool_limits(1):
+                self._status[run_id] = stack_status(E)
         return self._status[run_id]
 
     def degenerate_layers(self, run_id: str) -> dict[int, str]:
