@@ -158,10 +158,10 @@ class Engine:
         Gram eigenvalues RankMe reuses. One BLAS thread: small per-layer eigensolves, where a second
         thread mostly waits (see :func:`analysis.studies.profiles.profile`)."""
         if run_id not in self._status:
-            from threadpoolctl import threadpool_limits
+            from .profiles import one_blas_thread
 
             E = self.emb(run_id)
-            with threadpool_limits(1):
+            with one_blas_thread():
                 self._status[run_id] = stack_status(E)
         return self._status[run_id]
 

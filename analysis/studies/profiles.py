@@ -45,10 +45,22 @@ def profile(engine, run_id: str, metric: str, params: dict) -> tuple[np.ndarray,
     Runs with one BLAS thread, as the worker processes of ``--jobs N`` do: a profile is many small
     per-layer products and eigensolves, where a second BLAS thread mostly waits on the first (on the
     shared 2-core machine the study took 2-3x longer with two threads than with one)."""
-    from threadpoolctl import threadpool_limits
-
-    with threadpool_limits(1):
+    with one_blas_thread():
         return _profile(engine, run_id, metric, params)
+
+
+_BLAS = None
+
+
+def one_blas_thread():
+    """A context limiting the BLAS (and OpenMP) pools of the loaded libraries to one thread. The
+    controller is made once: finding the libraries costs milliseconds, limiting them microseconds."""
+    global _BLAS
+    if _BLAS is None:
+        from threadpoolctl import ThreadpoolController
+
+        _BLAS = ThreadpoolController()
+    return _BLAS.limit(limits=1)
 
 
 def _profile(engine, run_id: str, metric: str, params: dict) -> tuple[np.ndarray, dict]:
