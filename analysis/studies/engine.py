@@ -259,8 +259,13 @@ class Engine:
         if key not in self._profiles:
             with np.errstate(divide="ignore", invalid="ignore"):
                 if metric == "rankme" and not params:
+                    import dataclasses
+
+                    sts = self.status(run_id)
                     values = np.array([rankme_fast(layer, spectrum=st.spectrum)
-                                       for layer, st in zip(self.emb(run_id), self.status(run_id))], dtype=np.float64)
+                                       for layer, st in zip(self.emb(run_id), sts)], dtype=np.float64)
+                    # used: the memoised statuses need not hold min(N, d) eigenvalues per layer any more
+                    self._status[run_id] = [dataclasses.replace(st, spectrum=None) for st in sts]
                 else:
                     values = layer_profile(self.emb(run_id), metric=metric, **params)
             self._profiles[key] = values

@@ -246,6 +246,8 @@ def test_profiles_on_degenerate_layers_equal_the_references(tmp_path):
     con = connect(path, read_only=True)
     eng = Engine(con)
     out = {m: profile(eng, "deg", m, params_for(m, n)) for m in ("rankme", "lid", "uniformity")}
+    # RankMe used the statuses' Gram eigenvalues; the memoised statuses no longer hold them
+    assert [st.spectrum for st in eng.status("deg")] == [None] * 5
     con.close()
     X = A.astype(np.float64)
     rk, _ = out["rankme"]
