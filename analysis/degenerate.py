@@ -23,7 +23,7 @@ only rows whose projections lie within the tolerance.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 from scipy import sparse
@@ -39,6 +39,9 @@ class LayerStatus:
 
     ``spread``: RMS distance of the rows to their mean; ``scale``: RMS row norm;
     ``n_distinct``: rows left after merging duplicates; ``reason``: a sentence, or None when healthy.
+    ``spectrum``: the :func:`gram_spectrum` the rank-1 check used (None for an all-zero layer), kept
+    so that RankMe on the same layer need not diagonalise the same Gram again
+    (:func:`analysis.metrics.single.rankme_fast`); not part of equality.
     """
 
     collapsed: bool
@@ -48,6 +51,7 @@ class LayerStatus:
     spread: float
     scale: float
     reason: str | None
+    spectrum: tuple[np.ndarray, float] | None = field(default=None, repr=False, compare=False)
 
     @property
     def degenerate(self) -> bool:
@@ -60,11 +64,21 @@ def negligible(value: float, scale: float = 1.0, *, rtol: float = REL_TOL) -> bo
     return bool(abs(float(value)) <= rtol * abs(float(scale)))
 
 
-def singular_values(X: np.ndarray) -> np.ndarray:
-    """Singular values of ``X`` ``(N, d)`` (not centred), descending, from the Gram of the smaller side."""
+def gram_spectrum(X: np.ndarray) -> tuple[np.ndarray, float]:
+    """``(λ, trace G)``: eigenvalues ``(m,)``, descending, of the Gram ``G`` of the smaller side of
+    ``X`` ``(N, d)`` in float64 (``XXᵀ`` when ``N <= d``, else ``XᵀX``; not centred; ``m = min(N, d)``),
+    and ``G``'s trace. ``λ_i = σ_i²`` up to rounding (may come out slightly negative for σ near 0).
+    One function so that every user of these eigenvalues (:func:`singular_values`, the layer status,
+    :func:`analysis.metrics.single.rankme_fast`) gets the same numbers bit for bit."""
     X = np.asarray(X, dtype=np.float64)
     G = X @ X.T if X.shape[0] <= X.shape[1] else X.T @ X
-    ev = np.linalg.eigvalsh(G)[::-1]
+    return np.linalg.eigvalsh(G)[::-1], float(np.trace(G))
+
+
+def singular_values(X: np.ndarray, *, spectrum: tuple[np.ndarray, float] | None = None) -> np.ndarray:
+    """Singular values of ``X`` ``(N, d)`` (not centred), descending, from the Gram of the smaller
+    side (:func:`gram_spectrum`, or ``spectrum`` when the caller already computed it for this X)."""
+    ev = (spectrum or gram_spectrum(X))[0]
     return np.sqrt(np.maximum(ev, 0.0))
 
 
@@ -91,9 +105,10 @@ def duplicate_labels(X: np.ndarray, *, rtol: float = REL_TOL, seed: int = 0) -> 
             break  # sorted: if no pair s apart is close, no pair further apart is
         i, j = order[cand], order[cand + s]
         close = np.linalg.norm(X[i] - X[j], axis=1) <= tol
-        rows.append(i[close])
-        cols.append(j[close])
-    if not rows:
+        if close.any():
+            rows.append(i[close])
+            cols.append(j[close])
+    if not rows:  # no duplicates: every row its own component, as connected_components would label them
         return np.arange(n)
     i, j = np.concatenate(rows), np.concatenate(cols)
     graph = sparse.coo_matrix((np.ones(len(i)), (i, j)), shape=(n, n))
@@ -111,7 +126,8 @@ def layer_status(X, *, rtol: float = REL_TOL) -> LayerStatus:
     if scale == 0.0:
         return LayerStatus(True, True, 1, n, spread, scale, f"all {n} rows are zero")
     collapsed = spread <= rtol * scale
-    sv = singular_values(X)
+    spectrum = gram_spectrum(X)
+    sv = singular_values(X, spectrum=spectrum)
     rank1 = len(sv) < 2 or sv[1] <= rtol * sv[0]
     n_distinct = 1 if collapsed else int(duplicate_labels(X, rtol=rtol).max()) + 1
     reason = None
@@ -121,7 +137,7 @@ def layer_status(X, *, rtol: float = REL_TOL) -> LayerStatus:
         reason = f"rank 1: all {n} rows lie on one line through 0 (second singular value {sv[1]:.3g} of {sv[0]:.3g})"
     elif n_distinct < n:
         reason = f"{n - n_distinct} of {n} rows duplicate others ({n_distinct} distinct)"
-    return LayerStatus(bool(collapsed), bool(rank1), n_distinct, n, spread, scale, reason)
+    return LayerStatus(bool(collapsed), bool(rank1), n_distinct, n, spread, scale, reason, spectrum)
 
 
 def stack_status(A, *, rtol: float = REL_TOL) -> list[LayerStatus]:

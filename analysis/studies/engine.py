@@ -154,9 +154,15 @@ class Engine:
         return E
 
     def status(self, run_id: str) -> list:
-        """Per-layer :class:`analysis.degenerate.LayerStatus` of a run (memoised)."""
+        """Per-layer :class:`analysis.degenerate.LayerStatus` of a run (memoised), each holding the
+        Gram eigenvalues RankMe reuses. One BLAS thread: small per-layer eigensolves, where a second
+        thread mostly waits (see :func:`analysis.studies.profiles.profile`)."""
         if run_id not in self._status:
-            self._status[run_id] = stack_status(self.emb(run_id))
+            from .profiles import one_blas_thread
+
+            E = self.emb(run_id)
+            with one_blas_thread():
+                self._status[run_id] = stack_status(E)
         return self._status[run_id]
 
     def degenerate_layers(self, run_id: str) -> dict[int, str]:
@@ -257,12 +263,20 @@ class Engine:
     def profile(self, run_id: str, metric: str, **params) -> np.ndarray:
         """``(L,)`` values of a single-space metric per layer (memoised). RankMe comes from the
         smaller Gram's eigenvalues (:func:`analysis.metrics.single.rankme_fast`: the SVD's value
-        within ``RANKME_RTOL``, the SVD itself where that cannot be guaranteed)."""
+        within ``RANKME_RTOL``, the SVD itself where that cannot be guaranteed), taken from the
+        layer status, which diagonalised the same Gram of the same float64 layer for its rank-1
+        check (:func:`analysis.degenerate.gram_spectrum`)."""
         key = (run_id, metric, _key_params(params))
         if key not in self._profiles:
             with np.errstate(divide="ignore", invalid="ignore"):
                 if metric == "rankme" and not params:
-                    values = np.array([rankme_fast(layer) for layer in self.emb(run_id)], dtype=np.float64)
+                    import dataclasses
+
+                    sts = self.status(run_id)
+                    values = np.array([rankme_fast(layer, spectrum=st.spectrum)
+                                       for layer, st in zip(self.emb(run_id), sts)], dtype=np.float64)
+                    # used: the memoised statuses need not hold min(N, d) eigenvalues per layer any more
+                    self._status[run_id] = [dataclasses.replace(st, spectrum=None) for st in sts]
                 else:
                     values = layer_profile(self.emb(run_id), metric=metric, **params)
             self._profiles[key] = values

@@ -40,7 +40,30 @@ def profile(engine, run_id: str, metric: str, params: dict) -> tuple[np.ndarray,
     uniformity 0 are what such a layer measures) but noted; LID runs on distinct rows and says
     how many it used, NaN with the reason when too few remain. LID (MLE) is computed from exact
     k-NN distances once per layer (``lid_report(fast=True)``, equal to scikit-dimension's), reusing
-    the engine's layer status to skip the duplicate search where there are none."""
+    the engine's layer status to skip the duplicate search where there are none.
+
+    Runs with one BLAS thread, as the worker processes of ``--jobs N`` do: a profile is many small
+    per-layer products and eigensolves, where a second BLAS thread mostly waits on the first (on the
+    shared 2-core machine the study took 2-3x longer with two threads than with one)."""
+    with one_blas_thread():
+        return _profile(engine, run_id, metric, params)
+
+
+_BLAS = None
+
+
+def one_blas_thread():
+    """A context limiting the BLAS (and OpenMP) pools of the loaded libraries to one thread. The
+    controller is made once: finding the libraries costs milliseconds, limiting them microseconds."""
+    global _BLAS
+    if _BLAS is None:
+        from threadpoolctl import ThreadpoolController
+
+        _BLAS = ThreadpoolController()
+    return _BLAS.limit(limits=1)
+
+
+def _profile(engine, run_id: str, metric: str, params: dict) -> tuple[np.ndarray, dict]:
     flags = {layer: reason for layer, reason in engine.degenerate_layers(run_id).items()}
     if metric != "lid":
         return engine.profile(run_id, metric, **params), flags

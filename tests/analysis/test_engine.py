@@ -217,3 +217,55 @@ def test_prefetched_cka_grids_equal_one_pair_grids(sweep):
         np.testing.assert_array_equal(eng.grid("v1-1", b, "cka"), ref.grid("v1-1", b, "cka"))
     assert eng.counters.grids_scored == len(partners)  # every grid came from the prefetch
     con.close()
+
+
+def test_profiles_on_degenerate_layers_equal_the_references(tmp_path):
+    """The profiles study's per-layer values on a healthy layer, duplicated rows (LID on the distinct
+    rows, or NaN with the reason when fewer than k + 1 remain: N close to k), a collapsed and a rank-1
+    layer: RankMe the SVD's (and bitwise rankme_fast's own, though it reuses the status's Gram
+    eigenvalues), uniformity a naive double loop's, LID scikit-dimension's."""
+    import skdim
+
+    from analysis.metrics.single import RANKME_RTOL, rankme, rankme_fast
+    from analysis.store import connect
+    from analysis.studies.engine import Engine
+    from analysis.studies.profiles import params_for, profile
+    from precompute.synthetic_store import write_run
+
+    rng = np.random.default_rng(5)
+    n, d = 24, 6
+    healthy = rng.normal(size=(n, d))
+    dup2, dup4 = healthy.copy(), healthy.copy()
+    dup2[[20, 21]] = healthy[[0, 1]]  # 22 distinct rows: LID on them
+    dup4[20:] = healthy[:4]  # 20 distinct: fewer than k + 1 = 21
+    collapsed = np.tile(rng.normal(size=d), (n, 1))
+    rank1 = np.outer(rng.uniform(0.5, 3, n), rng.normal(size=d))
+    A = np.stack([healthy, dup2, dup4, collapsed, rank1]).astype(np.float32)
+    path = tmp_path / "deg.duckdb"
+    write_run(path, "deg", A, model="deg", modality="video", n_frames=1)
+    con = connect(path, read_only=True)
+    eng = Engine(con)
+    out = {m: profile(eng, "deg", m, params_for(m, n)) for m in ("rankme", "lid", "uniformity")}
+    # RankMe used the statuses' Gram eigenvalues; the memoised statuses no longer hold them
+    assert [st.spectrum for st in eng.status("deg")] == [None] * 5
+    con.close()
+    X = A.astype(np.float64)
+    rk, _ = out["rankme"]
+    np.testing.assert_allclose(rk, [rankme(x) for x in X], rtol=RANKME_RTOL)
+    np.testing.assert_array_equal(rk, [rankme_fast(x) for x in X])
+    un, flags = out["uniformity"]
+    for value, x in zip(un, X):
+        xn = x / np.linalg.norm(x, axis=1, keepdims=True)
+        ref = np.log(np.mean([np.exp(-2 * np.sum((xn[i] - xn[j]) ** 2)) for i in range(n) for j in range(n) if i != j]))
+        assert value == pytest.approx(ref, rel=1e-12, abs=1e-13)
+    assert "collapsed" in flags[3] and "rank 1" in flags[4] and 0 not in flags
+    lid, lflags = out["lid"]
+    k = params_for("lid", n)["k"]
+    assert k == 20
+    assert lid[0] == pytest.approx(skdim.id.MLE().fit(X[0], n_neighbors=k).dimension_, rel=1e-10)
+    distinct = np.delete(X[1], [20, 21], axis=0)
+    assert lid[1] == pytest.approx(skdim.id.MLE().fit(distinct, n_neighbors=k).dimension_, rel=1e-10)
+    assert "LID on 22 distinct of 24" in lflags[1]
+    assert np.isnan(lid[2]) and "only 20 distinct rows of 24" in lflags[2]
+    assert np.isnan(lid[3]) and "only 1 distinct rows of 24" in lflags[3]
+    assert lid[4] == pytest.approx(skdim.id.MLE().fit(X[4], n_neighbors=k).dimension_, rel=1e-10)

@@ -119,3 +119,94 @@ def test_uniformity_over_pairs_i_lt_j_equals_the_double_loop(n, dtype, monkeypat
     xn = X.astype(np.float64) / np.linalg.norm(X.astype(np.float64), axis=1, keepdims=True)
     pot = [np.exp(-2.0 * np.sum((xn[i] - xn[j]) ** 2)) for i in range(n) for j in range(n) if i != j]
     assert uniformity(X) == pytest.approx(np.log(np.mean(pot)), rel=1e-12)
+
+
+def _degenerate_cases():
+    rng = np.random.default_rng(11)
+    X = rng.normal(size=(60, 9))
+    v = rng.normal(size=9)
+    return {
+        "gauss": X,
+        "duplicated_rows": np.vstack([X, X[:25], X[:5]]),
+        "collapsed": np.tile(v, (40, 1)),
+        "rank1_both_signs": np.outer(rng.uniform(-3, 3, 40), v),  # cosines ±1
+        "two_rows": X[:2],
+        "wide_float32": rng.normal(size=(23, 70)).astype(np.float32),
+    }
+
+
+def _double_loop_uniformity(X, t=2.0):
+    X = np.asarray(X, np.float64)
+    xn = X / np.linalg.norm(X, axis=1, keepdims=True)
+    n = len(xn)
+    pot = [np.exp(-t * np.sum((xn[i] - xn[j]) ** 2)) for i in range(n) for j in range(n) if i != j]
+    return float(np.log(np.mean(pot)))
+
+
+@pytest.mark.parametrize("case", list(_degenerate_cases()))
+@pytest.mark.parametrize("block,chunk", [(128, None), (7, None), (1, None), (5, 3)])
+def test_uniformity_blocks_equal_the_double_loop_on_degenerate_inputs(case, block, chunk, monkeypatch):
+    """Any row blocking (several blocks, a ragged last block, one row per block, the memory cap
+    splitting rows first) sums the same pairs i < j as a naive double loop over all i != j.
+    Collapsed layers measure 0 (every pair at distance 0), up to the rounding the docstring bounds."""
+    from analysis import neighbors
+    from analysis.metrics import single
+    from analysis.metrics.single import uniformity
+
+    X = _degenerate_cases()[case]
+    monkeypatch.setattr(single, "UNIFORMITY_BLOCK_ROWS", block)
+    if chunk:
+        monkeypatch.setattr(neighbors, "CHUNK_ENTRIES", chunk * X.shape[0])
+    ref = _double_loop_uniformity(X)
+    assert uniformity(X) == pytest.approx(ref, rel=1e-12, abs=1e-13)
+    assert uniformity(X, t=0.5) == pytest.approx(_double_loop_uniformity(X, t=0.5), rel=1e-12, abs=1e-13)
+    if case == "collapsed":
+        assert abs(uniformity(X)) <= 1e-13
+
+
+@pytest.mark.parametrize("n,d,k,chunk", [(50, 6, 10, 7), (21, 4, 20, 4), (64, 40, 5, 1)])
+def test_knn_distances_across_row_blocks_with_duplicates(n, d, k, chunk, monkeypatch):
+    """Row blocks (the memory cap) give the brute-force distances, with exact zeros for duplicated
+    rows (measured from differences) and N close to k (k = N - 1: every other row)."""
+    from analysis import neighbors
+
+    monkeypatch.setattr(neighbors, "CHUNK_ENTRIES", chunk * n)
+    X = RNG.normal(size=(n, d)) + 3.0
+    X[n // 2] = X[1]  # a duplicated row: its nearest distance is exactly 0
+    got = knn_distances(X, k)
+    np.testing.assert_allclose(got, _brute_knn(X, k), rtol=1e-12, atol=0)
+    assert got[1, 0] == 0.0 and got[n // 2, 0] == 0.0
+
+
+@pytest.mark.parametrize("case", ["gauss", "duplicated_rows", "collapsed", "rank1_both_signs", "two_rows",
+                                  "wide_float32"])
+def test_rankme_fast_from_the_layer_status_spectrum(case):
+    """The layer status keeps the Gram eigenvalues of its rank-1 check; RankMe given them is the
+    value it computes on its own, bit for bit, and the SVD's within RANKME_RTOL. The eigenvalues
+    are the squared singular values (numpy's SVD) within the bound rankme_fast's docstring states."""
+    from analysis.degenerate import gram_spectrum, layer_status
+
+    X = _degenerate_cases()[case]
+    st = layer_status(X)
+    lam, trace = st.spectrum
+    ref_lam, ref_trace = gram_spectrum(X)
+    np.testing.assert_array_equal(lam, ref_lam)
+    assert trace == ref_trace
+    assert rankme_fast(X, spectrum=st.spectrum) == rankme_fast(X)
+    assert rankme_fast(X, spectrum=st.spectrum) == pytest.approx(_svd_rankme(X), rel=RANKME_RTOL)
+    s = np.linalg.svd(np.asarray(X, np.float64), compute_uv=False)
+    n, d = X.shape
+    delta = (max(n, d) + min(n, d)) * 2.0**-53 * np.sum(np.asarray(X, np.float64) ** 2)
+    assert len(lam) == min(n, d) and np.all(np.abs(lam - s**2) <= delta * (1 + 1e-6))
+
+
+def test_rankme_fast_rejects_a_spectrum_of_another_shape_and_zero_layers():
+    from analysis.degenerate import gram_spectrum, layer_status
+
+    X = RNG.normal(size=(30, 6))
+    with pytest.raises(ValueError, match="spectrum has 5 eigenvalues"):
+        rankme_fast(X, spectrum=gram_spectrum(X[:, :5]))
+    zero = np.zeros((8, 3))
+    assert layer_status(zero).spectrum is None  # all rows zero: no rank-1 check was needed
+    with pytest.raises(ValueError, match="all zeros"):
+        rankme_fast(zero, spectrum=layer_status(zero).spectrum)
