@@ -33,11 +33,12 @@ class LawForm:
     limit: int | None = None  # index of S∞ (the value as n -> inf), bounded by the metric's range
     exponents: tuple = ()  # indices of the exponents, whose box bounds mean "no power law here"
     needs: tuple = ()  # what must vary: "nf", "nc" (each needs 3 distinct values), "product"
-    # columns(E, grid, rows) -> (cols, signs): the columns multiplying the linear parameters (every
-    # parameter that is not an exponent, in order) for G exponent settings E (G, n_exponents), on
-    # a _Grid of P points (rows: None for one grid, or (G,) the grid row of each setting). The
-    # first linear parameter multiplies a column of ones (implied); each other column is
-    # signs[j] * cols[j], cols[j] (P, G)
+    # columns(axes, grid, rows, out) -> sign: the columns multiplying the linear parameters (every
+    # parameter that is not an exponent, in order) for G exponent settings, on a _Grid of P points
+    # (rows: None for one grid, or (G,) the grid row of each setting); axes[d] = (values, index)
+    # gives exponent d of setting g as values[index[g]]. The first linear parameter multiplies a
+    # column of ones (implied); the j-th other one multiplies sign * out[:, j], written into out
+    # (P, k, G)
     columns: Callable | None = None
     # searches may solve each distinct exponent setting once (_varpro_fit). Off for the 2-parameter
     # laws: numpy's einsum sums a 2×2 quadratic form in another order when it holds one or two rows
@@ -49,14 +50,16 @@ class _Grid:
     """The (n_f, n_c) points of one grid, ``(P,)``, or of B grids of P points each, ``(B, P)``
     (leave-one-out subsets, resamples), with each distinct n_f, n_c and n_f·n_c found once.
 
-    A law's columns raise only the distinct values to a setting's exponents and gather: the same
-    numbers, bit for bit, as raising every point (``pow`` is elementwise), with 3 ``pow`` calls per
-    setting instead of P on a 3×3 grid."""
+    A law's columns raise each distinct n to each distinct exponent value once and gather: the same
+    numbers, bit for bit, as raising every point to every setting's exponent (``pow`` is
+    elementwise). A zoom level of 11×11 settings takes 11 values per exponent, so on a 3×3 grid
+    that is 3·11 ``pow`` calls per exponent instead of 9·121."""
 
     def __init__(self, nf, nc):
         self.nf, self.nc = np.asarray(nf, float), np.asarray(nc, float)
         self.P = self.nf.shape[-1]
         self._distinct = {}
+        self._gather = {}  # (key, id(rows)) -> (rows, inverse indices (P, G) of rows' points)
 
     def _values(self, key):
         if key not in self._distinct:
@@ -65,33 +68,50 @@ class _Grid:
             self._distinct[key] = (u, inv.reshape(n.shape))
         return self._distinct[key]
 
-    def power(self, key, e, rows):
-        """``(P, G)``: ``n ** -e[g]`` for n = ``key`` ("nf", "nc" or "nfnc") at the points of
-        setting g's grid (grid row ``rows[g]``; ``rows`` None: the one grid)."""
+    def power(self, key, values, index, rows, out):
+        """``out`` ``(P, G)`` = ``n ** -values[index[g]]`` for n = ``key`` ("nf", "nc" or "nfnc") at
+        the points of setting g's grid (grid row ``rows[g]``; ``rows`` None: the one grid)."""
         u, inv = self._values(key)
-        pw = u[:, None] ** -e[None, :]  # (distinct n, G)
-        return pw[inv] if rows is None else pw[inv[rows].T, np.arange(len(e))]
+        pw = u[:, None] ** -values[None, :]  # (distinct n, distinct exponent values)
+        at = (inv[:, None] if rows is None else self._rows_inverse(key, inv, rows)) * len(values) + index
+        np.take(pw.ravel(), at, out=out, mode="clip")
 
-    def log(self, key, rows, G):
-        """``(P, G)``: ``log n`` for n = ``key`` at the points of each of G settings' grids."""
+    def _rows_inverse(self, key, inv, rows):
+        """``inv[rows].T`` ``(P, G)``, kept per ``rows`` array (a batched search reuses one for
+        every zoom level)."""
+        hit = self._gather.get((key, id(rows)))
+        if hit is None or hit[0] is not rows:
+            hit = (rows, inv[rows].T)
+            self._gather[(key, id(rows))] = hit
+        return hit[1]
+
+    def log(self, key, rows, out):
+        """``out`` ``(P, G)`` = ``log n`` for n = ``key`` at the points of each setting's grid."""
         u, inv = self._values(key)
         lg = np.log(u)
-        return np.broadcast_to(lg[inv][:, None], (self.P, G)) if rows is None else lg[inv[rows].T]
+        out[...] = lg[inv][:, None] if rows is None else lg[inv[rows].T]
 
 
-_MINUS = (np.array([-1.0]), np.array([-1.0, -1.0]))
+def _columns_saturating(axes, grid, rows, out):
+    grid.power("nf", *axes[0], rows, out[:, 0])
+    grid.power("nc", *axes[1], rows, out[:, 1])
+    return -1.0
 
 
-def _columns_saturating(E, grid, rows):
-    return (grid.power("nf", E[:, 0], rows), grid.power("nc", E[:, 1], rows)), _MINUS[1]
+def _columns_loglinear(axes, grid, rows, out):
+    grid.log("nf", rows, out[:, 0])
+    grid.log("nc", rows, out[:, 1])
+    return 1.0
 
 
-def _columns_loglinear(E, grid, rows):
-    return (grid.log("nf", rows, len(E)), grid.log("nc", rows, len(E))), np.ones(2)
+def _columns_joint_power(axes, grid, rows, out):
+    grid.power("nfnc", *axes[0], rows, out[:, 0])
+    return -1.0
 
 
-def _columns_joint_power(E, grid, rows):
-    return (grid.power("nfnc", E[:, 0], rows),), _MINUS[0]
+def _plain_axes(E: np.ndarray) -> tuple:
+    """Axes (see ``LawForm.columns``) of exponent settings ``E`` ``(G, e)`` taken as they are."""
+    return tuple((E[:, d], np.arange(len(E))) for d in range(E.shape[1]))
 
 
 def _saturating(theta, nf, nc):
@@ -279,42 +299,64 @@ class _Target:
         return cls(z, np.einsum("gp,gp->g", z, z), total)
 
 
-_PAIRS = {k: np.triu_indices(k) for k in (1, 2, 3)}
+_EYE = {m: np.eye(m) for m in (1, 2, 3, 4)}
 
 
-def _normal_equations(cols, signs, target: _Target, rows) -> tuple[np.ndarray, np.ndarray]:
-    """``A = X'X`` ``(G, m, m)`` and ``X'z`` ``(G, m)`` for G designs ``X = [1, signs[j] * cols[j]]``
-    (``cols``: k arrays ``(P, G)``, m = k + 1); ``rows`` None for one target, or ``(G,)``.
+@dataclass(frozen=True)
+class _Layout:
+    """Where the sums of :func:`_normal_equations` go, for k non-constant columns (m = k + 1).
+
+    Per point, rows of ``Q``: the k columns, their products (squares, then the cross product),
+    then each column times the target; the sums over points follow, in ``U``, a row holding P (the
+    ones column with itself) and one holding ``sum(z)``. ``A`` and ``X'z`` are gathered from ``U``."""
+
+    k: int
+    n2: int  # products of two columns
+    a_rows: tuple  # U rows of A's m*m entries, row-major
+    xz_rows: tuple  # U rows of X'z's m entries
+    signed: tuple  # U rows that change sign with the columns' sign (a column or column × target)
+
+
+_LAYOUTS = {
+    # U = [P, sum z, S_f, S_ff, S_fz]
+    1: _Layout(1, 1, (0, 2, 2, 3), (1, 4), (2, 4)),
+    # U = [P, sum z, S_f, S_c, S_ff, S_cc, S_fc, S_fz, S_cz]
+    2: _Layout(2, 3, (0, 2, 3, 2, 4, 6, 3, 6, 5), (1, 7, 8), (2, 3, 7, 8)),
+}
+
+
+def _normal_equations(law: LawForm, G: int, axes, grid: _Grid, target: _Target, rows) -> tuple[np.ndarray, np.ndarray]:
+    """``A = X'X`` ``(G, m, m)`` and ``X'z`` ``(G, m)`` for the G designs ``X = [1, sign * cols]``
+    of a law's columns at G exponent settings (``axes``, see ``LawForm.columns``); ``rows`` None for
+    one target, or ``(G,)``.
 
     Each entry is summed over the points in point order, starting from 0, one rounded product at a
     time: exactly what ``np.einsum("gpi,gpj->gij", X, X)`` and ``np.einsum("gpi,gp->gi", X, z)``
     compute (the tests check it bit for bit; a sign flip and a product with 1 are exact), in a few
     whole-array operations instead of einsum's strided loop."""
-    k = len(cols)
-    P, G = cols[0].shape
-    I, J = _PAIRS[k]
-    n2 = len(I)
-    Q = np.empty((P, 2 * k + n2, G))  # per point: the columns, their products, column × target
-    for j, c in enumerate(cols):
-        Q[:, j] = c
-    V = Q[:, :k]
-    np.multiply(V[:, I], V[:, J], out=Q[:, k:k + n2])
-    np.multiply(V, target.z[:, None, None] if rows is None else target.z[rows].T[:, None, :], out=Q[:, k + n2:])
-    S = np.zeros(Q.shape[1:])
-    for p in range(P):
+    P = grid.P
+    lay = _LAYOUTS[len(law.params) - len(law.exponents) - 1]
+    k, n2 = lay.k, lay.n2
+    Q = np.empty((P, 2 * k + n2, G))
+    sign = law.columns(axes, grid, rows, Q[:, :k])
+    if k == 1:
+        np.multiply(Q[:, 0], Q[:, 0], out=Q[:, 1])
+    else:
+        np.multiply(Q[:, :2], Q[:, :2], out=Q[:, 2:4])
+        np.multiply(Q[:, 0], Q[:, 1], out=Q[:, 4])
+    np.multiply(Q[:, :k], target.z[:, None, None] if rows is None else target.z[rows].T[:, None, :],
+                out=Q[:, k + n2:])
+    U = np.empty((len(Q[0]) + 2, G))
+    S = U[2:]
+    np.add(Q[0], 0.0, out=S)  # einsum's sums start from 0
+    for p in range(1, P):
         S += Q[p]
-    A = np.empty((G, k + 1, k + 1))
-    A[:, 0, 0] = P  # the ones column with itself
-    s1 = S[:k].T * signs
-    A[:, 0, 1:] = s1
-    A[:, 1:, 0] = s1
-    s2 = S[k:k + n2].T * (signs[I] * signs[J])
-    A[:, 1 + I, 1 + J] = s2
-    A[:, 1 + J, 1 + I] = s2
-    Xz = np.empty((G, k + 1))
-    Xz[:, 0] = target.zsum if rows is None else target.zsum[rows]
-    Xz[:, 1:] = S[k + n2:].T * signs
-    return A, Xz
+    if sign != 1.0:
+        U[list(lay.signed)] *= sign
+    U[0] = P
+    U[1] = target.zsum if rows is None else target.zsum[rows]
+    A = U[list(lay.a_rows)].T.reshape(G, k + 1, k + 1)
+    return A, np.ascontiguousarray(U[list(lay.xz_rows)].T)
 
 
 def _box_lstsq(X: np.ndarray, z: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -348,8 +390,8 @@ def _box_solve(A: np.ndarray, Xz: np.ndarray, zz: np.ndarray, lo: np.ndarray, hi
     ridge = 1e-12 * np.trace(A, axis1=1, axis2=2) + 1e-300
     # the unconstrained optimum, where it is feasible, is the box optimum (a strictly convex
     # quadratic): only the other designs need the assignments
-    b0 = np.linalg.solve(A + ridge[:, None, None] * np.eye(m), Xz[..., None])[..., 0]
-    ok0 = np.all((b0 >= lo - 1e-12) & (b0 <= hi + 1e-12), axis=1)
+    b0 = np.linalg.solve(A + ridge[:, None, None] * _EYE[m], Xz[..., None])[..., 0]
+    ok0 = ((b0 >= lo - 1e-12) & (b0 <= hi + 1e-12)).all(axis=1)
     cost0 = zz - 2 * np.einsum("gi,gi->g", b0, Xz) + np.einsum("gi,gij,gj->g", b0, A, b0)
     if not ok0.all():
         rest = np.flatnonzero(~ok0)
@@ -372,7 +414,7 @@ def _box_faces(A, Xz, zz, ridge, b_free, lo, hi) -> tuple[np.ndarray, np.ndarray
     b[0] = b_free
     b[1:] = values[1:, None, :]  # the fixed entries (all of them, where nothing is free)
     if len(solve):
-        eye = np.eye(m)
+        eye = _EYE[m]
         fx = fixed[solve]
         M = np.where(fx[:, None, :, None], eye[None, None], A[None])  # (S, R, m, m)
         M = M + (ridge[None, :, None, None] * (~fx[:, None, :, None] * eye))
@@ -393,13 +435,14 @@ def _box_faces(A, Xz, zz, ridge, b_free, lo, hi) -> tuple[np.ndarray, np.ndarray
 
 
 def _solve_on(law: LawForm, E: np.ndarray, grid: _Grid, target: _Target, lower, upper, *,
-              rows=None) -> tuple[np.ndarray, np.ndarray]:
+              rows=None, axes=None) -> tuple[np.ndarray, np.ndarray]:
     """Full parameter vectors ``(G, n_params)`` and costs ``(G,)`` for exponent settings ``E``
     ``(G, e)`` on ``grid``: ``rows`` None for one grid and target, or ``rows`` ``(G,)`` (each
-    setting's grid row) for B grids and targets."""
+    setting's grid row) for B grids and targets. ``axes``: ``E``'s distinct values per exponent
+    (see ``LawForm.columns``), when the caller knows them."""
     exps = list(law.exponents)
     lin = [i for i in range(len(law.params)) if i not in exps]
-    A, Xz = _normal_equations(*law.columns(E, grid, rows), target, rows)
+    A, Xz = _normal_equations(law, len(E), axes or _plain_axes(E), grid, target, rows)
     zz = np.full(len(E), target.zz) if rows is None else target.zz[rows]
     b, cost = _box_solve(A, Xz, zz, lower[lin], upper[lin])
     theta = np.empty((len(E), len(law.params)))
@@ -408,11 +451,46 @@ def _solve_on(law: LawForm, E: np.ndarray, grid: _Grid, target: _Target, lower, 
     return theta, cost
 
 
-def _distinct_rows(E: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Indices of the first of each bitwise-distinct row of ``E`` and, per row, its distinct row."""
-    key = np.ascontiguousarray(E).view(np.dtype((np.void, E.dtype.itemsize * E.shape[1]))).ravel()
-    _, first, inv = np.unique(key, return_index=True, return_inverse=True)
-    return first, inv.ravel()
+def _twin_chains(centers: np.ndarray) -> np.ndarray:
+    """For each zoom chain, the first chain with a bitwise-equal centre (itself if none)."""
+    bits = centers.view(np.int64)
+    same = np.all(bits[:, None, :] == bits[None, :, :], axis=2)  # (K, K)
+    return np.argmax(same, axis=1)
+
+
+#: zoom offsets per exponent, in steps around a centre
+ZOOM = np.linspace(-1, 1, 11)
+
+
+@functools.lru_cache(maxsize=8)
+def _grid_index(n: int, e: int) -> np.ndarray:
+    """``(n^e, e)``: the indices along each exponent of an n-per-exponent grid in ``meshgrid``'s
+    "ij" order (the last exponent fastest), read-only."""
+    out = np.stack(np.meshgrid(*[np.arange(n)] * e, indexing="ij"), axis=-1).reshape(-1, e)
+    out.flags.writeable = False
+    return out
+
+
+def _grid_settings(axes_values: list) -> tuple[np.ndarray, tuple]:
+    """Settings ``E`` ``(n^e, e)`` of the grid whose exponent d takes ``axes_values[d]`` (``(n,)``
+    each; ``meshgrid`` "ij" order), with their axes (see ``LawForm.columns``)."""
+    idx = _grid_index(len(axes_values[0]), len(axes_values))
+    E = np.stack([v[i] for v, i in zip(axes_values, idx.T)], axis=-1)
+    return E, tuple((v, i) for v, i in zip(axes_values, idx.T))
+
+
+def _zoom_settings(centers: np.ndarray, step: np.ndarray, lo: np.ndarray, hi: np.ndarray):
+    """One zoom level around K centres ``(K, e)``: ``clip(centre + offset * step, lo, hi)`` for
+    the 11^e offsets of :data:`ZOOM` per exponent, as ``(E (K, 11^e, e), axes)`` (each chain's 11
+    values per exponent; see ``LawForm.columns``). Each value is the one sum and clip per element
+    that the whole (K, 11^e, e) array would hold."""
+    K, e = centers.shape
+    vals = [np.clip(centers[:, d, None] + ZOOM[None, :] * step[d], lo[d], hi[d]).ravel() for d in range(e)]
+    idx = _grid_index(len(ZOOM), e)  # (O, e)
+    chain = np.arange(K)[:, None] * len(ZOOM)
+    index = [(chain + idx[:, d][None, :]).ravel() for d in range(e)]  # (K * O,) into vals[d]
+    E = np.stack([v[i] for v, i in zip(vals, index)], axis=-1).reshape(K, len(idx), e)
+    return E, tuple(zip(vals, index))
 
 
 def _varpro_fit(law: LawForm, grid: _Grid, z, lower, upper, *, init=None, keep: int = 3, levels: int = 9) -> np.ndarray:
@@ -423,8 +501,8 @@ def _varpro_fit(law: LawForm, grid: _Grid, z, lower, upper, *, init=None, keep: 
     ``levels`` zooms the exponents are resolved to ~1e-7). Deterministic, and as fast where the
     optimum sits on a bound (a straight line: exponent -> 0) as elsewhere, where local optimisers crawl.
     With ``init`` (a refit of a subset, e.g. leave-one-out) the zoom starts at its exponents alone.
-    A zoom level solves each distinct setting once (zooms that meet, or clip to the box, repeat
-    settings; about half of them on the 3×3 bench grid) where ``law.dedupe``."""
+    Chains whose centres meet (bitwise) zoom identically from then on: where ``law.dedupe``, a level
+    solves each such group of chains once (about half of all settings on the 3×3 bench grid)."""
     exps = list(law.exponents)
     z = _Target.of(z)
     if not exps:
@@ -435,23 +513,20 @@ def _varpro_fit(law: LawForm, grid: _Grid, z, lower, upper, *, init=None, keep: 
         E = np.asarray(init, float)[exps][None, :]
         levels = min(levels, INIT_LEVELS)
     else:
-        axes = [np.linspace(a, b, EXPONENT_GRID) for a, b in zip(lo, hi)]
-        E = np.stack(np.meshgrid(*axes, indexing="ij"), axis=-1).reshape(-1, len(exps))
-    theta, cost = _solve_on(law, E, grid, z, lower, upper)
+        E, axes = _grid_settings([np.linspace(a, b, EXPONENT_GRID) for a, b in zip(lo, hi)])
+    theta, cost = _solve_on(law, E, grid, z, lower, upper, axes=None if init is not None else axes)
     order = np.argsort(cost)[:keep]
     centers, best, best_theta = E[order], cost[order], theta[order]
     step = (hi - lo) / (EXPONENT_GRID - 1)
-    offsets = np.stack(np.meshgrid(*[np.linspace(-1, 1, 11)] * len(exps), indexing="ij"), axis=-1).reshape(-1, len(exps))
     for _ in range(levels):  # all candidates zoomed together: one solve per level
-        Ez = np.clip(centers[:, None, :] + offsets[None] * step, lo, hi)  # (keep, 11^e, e)
-        flat = Ez.reshape(-1, len(exps))
-        if law.dedupe:
-            first, inv = _distinct_rows(flat)
-            tz, cz = _solve_on(law, flat[first], grid, z, lower, upper)
-            tz, cz = tz[inv], cz[inv]
-        else:
-            tz, cz = _solve_on(law, flat, grid, z, lower, upper)
-        tz, cz = tz.reshape(len(centers), -1, tz.shape[1]), cz.reshape(len(centers), -1)
+        twin = _twin_chains(centers) if law.dedupe else np.arange(len(centers))
+        own = np.flatnonzero(twin == np.arange(len(centers)))
+        Ez, axes = _zoom_settings(centers[own], step, lo, hi)  # (own, 11^e, e)
+        tz, cz = _solve_on(law, Ez.reshape(-1, len(exps)), grid, z, lower, upper, axes=axes)
+        tz, cz = tz.reshape(len(own), -1, tz.shape[1]), cz.reshape(len(own), -1)
+        if len(own) < len(centers):  # a chain that met another has its twin's candidates and costs
+            slot = np.searchsorted(own, twin)
+            Ez, tz, cz = Ez[slot], tz[slot], cz[slot]
         j = np.argmin(cz, axis=1)
         r = np.arange(len(centers))
         better = cz[r, j] <= best
@@ -609,15 +684,26 @@ def _varpro_refits(law: LawForm, NF, NC, Z, lower, upper, init) -> np.ndarray:
     e = len(exps)
     lo, hi = lower[exps], upper[exps]
     centers = np.broadcast_to(np.asarray(init, float)[exps], (B, e)).copy()
-    best_theta, best = _solve_on(law, centers, grid, target, lower, upper, rows=rows0)
     step = (hi - lo) / (EXPONENT_GRID - 1)
-    offsets = np.stack(np.meshgrid(*[np.linspace(-1, 1, 11)] * e, indexing="ij"), axis=-1).reshape(-1, e)
-    O = len(offsets)
+    O = len(ZOOM) ** e
     rows = np.repeat(rows0, O)
+    if law.dedupe:  # the start and the first zoom in one batch (a row's numbers do not depend on the batch)
+        Ez, axes = _zoom_settings(centers, step, lo, hi)
+        both = tuple((np.concatenate([centers[:, d], v]), np.concatenate([rows0, B + i]))
+                     for d, (v, i) in enumerate(axes))
+        tz, cz = _solve_on(law, np.concatenate([centers, Ez.reshape(-1, e)]), grid, target, lower, upper,
+                           rows=np.concatenate([rows0, rows]), axes=both)
+        best_theta, best, pending = tz[:B], cz[:B], (Ez, tz[B:], cz[B:])
+    else:
+        best_theta, best = _solve_on(law, centers, grid, target, lower, upper, rows=rows0)
+        pending = None
     r = np.arange(B)
     for _ in range(INIT_LEVELS):
-        Ez = np.clip(centers[:, None, :] + offsets[None] * step, lo, hi)  # (B, O, e)
-        tz, cz = _solve_on(law, Ez.reshape(-1, e), grid, target, lower, upper, rows=rows)
+        if pending is None:
+            Ez, axes = _zoom_settings(centers, step, lo, hi)  # (B, O, e)
+            tz, cz = _solve_on(law, Ez.reshape(-1, e), grid, target, lower, upper, rows=rows, axes=axes)
+        else:
+            (Ez, tz, cz), pending = pending, None
         tz, cz = tz.reshape(B, O, -1), cz.reshape(B, O)
         j = np.argmin(cz, axis=1)
         better = cz[r, j] <= best
@@ -628,15 +714,34 @@ def _varpro_refits(law: LawForm, NF, NC, Z, lower, upper, init) -> np.ndarray:
     return best_theta
 
 
+def _check_rows(NF, NC, Y, n_params, form) -> None:
+    """:func:`_check` of every row of ``(B, P)`` grids, raising what the first failing row raises;
+    the common case (budgets >= 1, finite scores) is checked on all rows at once."""
+    if not (np.all(NF >= 1) and np.all(NC >= 1) and np.all(np.isfinite(Y))):
+        for nf, nc, y in zip(NF, NC, Y):
+            _check(nf, nc, y, n_params, form)
+        return
+    _, pair = np.unique(np.stack([NF.ravel(), NC.ravel()], axis=1), axis=0, return_inverse=True)
+    pair = np.sort(pair.reshape(NF.shape), axis=1)
+    distinct = 1 + np.count_nonzero(np.diff(pair, axis=1), axis=1)  # distinct (n_f, n_c) per row
+    for b in np.flatnonzero(distinct <= n_params)[:1]:
+        _check(NF[b], NC[b], Y[b], n_params, form)  # raises TooFewPoints with this row's count
+
+
+def _flat_rows(Y, atol: float) -> np.ndarray:
+    """``[degenerate.flat_grid(y, atol=atol) for y in Y]`` for finite rows ``Y`` ``(B, P)``, at once
+    (the same comparisons)."""
+    from .degenerate import REL_TOL
+
+    return np.ptp(Y, axis=1) <= atol + REL_TOL * np.max(np.abs(Y), axis=1)
+
+
 def _refits(law: LawForm, NF, NC, Y, init, bounds, higher_is_better, flat_atol):
     """Checked refits of B grids ``(B, P)`` from ``init``: ``(theta (B, n_params), flat (B,), sign,
     lower, upper, box)``; a flat row gets :func:`_flat_theta` (not fitted)."""
-    from .degenerate import flat_grid
-
-    for nf, nc, y in zip(NF, NC, Y):
-        _check(nf, nc, y, len(law.params), law.name)
+    _check_rows(NF, NC, Y, len(law.params), law.name)
     sign, lower, upper, box = _sign_and_box(law, bounds, higher_is_better)
-    flat = np.array([flat_grid(y, atol=flat_atol) for y in Y], dtype=bool)
+    flat = _flat_rows(Y, flat_atol)
     theta = np.empty((len(Y), len(law.params)))
     for b in np.flatnonzero(flat):
         theta[b] = _flat_theta(law, sign * Y[b], lower, upper)
@@ -676,7 +781,7 @@ def leave_one_out_rmse(n_frames, n_captions, scores, *, form: str = "saturating"
     nf, nc, y = (np.asarray(a, float).ravel() for a in (n_frames, n_captions, scores))
     law = FORMS[form]
     _check(nf[1:], nc[1:], y[1:], len(law.params), form)
-    kw = dict(form=form, seed=seed, bounds=bounds, higher_is_better=higher_is_better)
+    kw = {"form": form, "seed": seed, "bounds": bounds, "higher_is_better": higher_is_better}
     full = full or fit_scaling_law(nf, nc, y, **kw)
     keep = ~np.eye(len(y), dtype=bool)  # row i: every point but i
     P = len(y) - 1
@@ -711,10 +816,10 @@ def compare_forms(n_frames, n_captions, scores, *, seed: int = 0, bounds=None, h
     scores, form=form, bounds=bounds, higher_is_better=higher_is_better)}``), used instead of
     fitting that form again.
     """
-    kw = dict(seed=seed, bounds=bounds, higher_is_better=higher_is_better)
+    kw = {"seed": seed, "bounds": bounds, "higher_is_better": higher_is_better}
     rows = []
-    for name in FORMS:
-        row = {"form": name, "formula": FORMS[name].formula, "best": False}
+    for name, law in FORMS.items():
+        row = {"form": name, "formula": law.formula, "best": False}
         try:
             fit = (fits or {}).get(name) or fit_scaling_law(n_frames, n_captions, scores, form=name, **kw)
             row.update(params=dict(fit.params), r2=fit.r2, rmse=fit.rmse, status=fit.status, reason=fit.reason,
@@ -788,7 +893,7 @@ def bootstrap_params(score_samples: np.ndarray, n_frames, n_captions, *, scores=
     """
     samples = np.atleast_2d(np.asarray(score_samples, float))
     samples = samples[np.all(np.isfinite(samples), axis=1)]
-    kw = dict(form=form, seed=seed, bounds=bounds, higher_is_better=higher_is_better)
+    kw = {"form": form, "seed": seed, "bounds": bounds, "higher_is_better": higher_is_better}
     recentred = scores is not None
     if recentred:
         y = np.asarray(scores, float).ravel()
