@@ -256,24 +256,49 @@ EXPONENT_GRID = 21
 INIT_LEVELS = 5
 
 
+@dataclass(frozen=True)
+class _Faces:
+    """The bound assignments of one box (see :func:`_box_choices`), with the masks
+    :func:`_box_faces` applies, built once per box."""
+
+    fixed: np.ndarray  # (C, m) bool
+    values: np.ndarray  # (C, m)
+    solve: np.ndarray  # assignments with something free, other than "all free" (the first)
+    fixed_sm: np.ndarray  # (S, 1, m, 1): fixed rows of each solved assignment
+    free_eye: np.ndarray  # (S, 1, m, m): the identity on each solved assignment's free parameters
+    fixed_s: np.ndarray  # (S, 1, m)
+    values_s: np.ndarray  # (S, 1, m)
+    fixed_c: np.ndarray  # (C, 1, m)
+    values_c: np.ndarray  # (C, 1, m)
+    lo_tol: np.ndarray  # bounds widened by the feasibility tolerance 1e-12
+    hi_tol: np.ndarray
+
+
 @functools.lru_cache(maxsize=64)
-def _box_choices_cached(lo: tuple, hi: tuple) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+def _faces_of(lo: tuple, hi: tuple) -> _Faces:
     choices = [[(False, 0.0)] + [(True, v) for v in (a, b) if np.isfinite(v)] for a, b in zip(lo, hi)]
     combos = list(itertools.product(*choices))
-    fixed = np.array([[f for f, _ in c] for c in combos], dtype=bool).reshape(len(combos), len(lo))
-    values = np.array([[v for _, v in c] for c in combos], dtype=float).reshape(len(combos), len(lo))
+    m = len(lo)
+    fixed = np.array([[f for f, _ in c] for c in combos], dtype=bool).reshape(len(combos), m)
+    values = np.array([[v for _, v in c] for c in combos], dtype=float).reshape(len(combos), m)
     some_free = ~fixed.all(axis=1)
     some_free[0] = False  # every parameter free: the unconstrained solve, known before the faces
-    for a in (fixed, values, some_free):
+    solve = np.flatnonzero(some_free)
+    fx = fixed[solve]
+    out = _Faces(fixed, values, solve, fx[:, None, :, None], (~fx[:, None, :, None]) * np.eye(m),
+                 fx[:, None, :], values[solve][:, None, :], fixed[:, None, :], values[:, None, :],
+                 np.array(lo) - 1e-12, np.array(hi) + 1e-12)
+    for a in vars(out).values():
         a.flags.writeable = False
-    return fixed, values, np.flatnonzero(some_free), np.flatnonzero(fixed.all(axis=1))
+    return out
 
 
 def _box_choices(lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Every assignment of "free, at lo, at hi" to the parameters (finite bounds only), in the
     order of ``itertools.product`` with "free" first: ``fixed`` ``(C, m)`` and ``values`` ``(C, m)``
     (read-only, cached per bounds)."""
-    return _box_choices_cached(tuple(map(float, lo)), tuple(map(float, hi)))[:2]
+    faces = _faces_of(tuple(map(float, lo)), tuple(map(float, hi)))
+    return faces.fixed, faces.values
 
 
 @dataclass(frozen=True)
@@ -407,22 +432,18 @@ def _box_faces(A, Xz, zz, ridge, b_free, lo, hi) -> tuple[np.ndarray, np.ndarray
     replaced by ``b_j = value``, which leaves the free parameters' equations
     ``A_FF b_F = (X'z)_F - A_F,fixed b_fixed``. Two kinds need no solve: "all free" is ``b_free``
     (infeasible, by the caller's test), and "all fixed" is the values themselves."""
-    fixed, values, solve, _ = _box_choices_cached(tuple(map(float, lo)), tuple(map(float, hi)))
-    free = ~fixed
+    f = _faces_of(tuple(map(float, lo)), tuple(map(float, hi)))
     m = A.shape[1]
-    b = np.empty((len(fixed), len(A), m))
+    b = np.empty((len(f.fixed), len(A), m))
     b[0] = b_free
-    b[1:] = values[1:, None, :]  # the fixed entries (all of them, where nothing is free)
-    if len(solve):
-        eye = _EYE[m]
-        fx = fixed[solve]
-        M = np.where(fx[:, None, :, None], eye[None, None], A[None])  # (S, R, m, m)
-        M = M + (ridge[None, :, None, None] * (~fx[:, None, :, None] * eye))
-        rhs = np.where(fx[:, None, :], values[solve][:, None, :], Xz[None])  # (S, R, m)
-        b[solve] = np.linalg.solve(M, rhs[..., None])[..., 0]
-    b = np.where(fixed[:, None, :], values[:, None, :], b)  # exactly on the bound, whatever the rounding
-    tol = 1e-12
-    ok = np.all(~free[:, None, :] | ((b >= lo - tol) & (b <= hi + tol)), axis=2)  # (C, R)
+    b[1:] = f.values_c[1:]  # the fixed entries (all of them, where nothing is free)
+    if len(f.solve):
+        M = np.where(f.fixed_sm, _EYE[m], A[None])  # (S, R, m, m)
+        M = M + (ridge[None, :, None, None] * f.free_eye)
+        rhs = np.where(f.fixed_s, f.values_s, Xz[None])  # (S, R, m)
+        b[f.solve] = np.linalg.solve(M, rhs[..., None])[..., 0]
+    b = np.where(f.fixed_c, f.values_c, b)  # exactly on the bound, whatever the rounding
+    ok = np.all(f.fixed_c | ((b >= f.lo_tol) & (b <= f.hi_tol)), axis=2)  # (C, R)
     # the costs of every assignment in one einsum over (C, R): the same arrays, so the same
     # summation order, as when every assignment was solved
     cost = zz - 2 * np.einsum("cgi,gi->cg", b, Xz) + np.einsum("cgi,gij,cgj->cg", b, A, b)
