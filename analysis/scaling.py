@@ -506,12 +506,23 @@ def _zoom_settings(centers: np.ndarray, step: np.ndarray, lo: np.ndarray, hi: np
     values per exponent; see ``LawForm.columns``). Each value is the one sum and clip per element
     that the whole (K, 11^e, e) array would hold."""
     K, e = centers.shape
-    vals = [np.clip(centers[:, d, None] + ZOOM[None, :] * step[d], lo[d], hi[d]).ravel() for d in range(e)]
+    vals = np.clip(centers[:, :, None] + ZOOM[None, None, :] * step[None, :, None], lo[None, :, None],
+                   hi[None, :, None])  # (K, e, 11)
+    vals = np.ascontiguousarray(vals.transpose(1, 0, 2)).reshape(e, -1)  # (e, K * 11): chain-major
+    index = _zoom_index(K, e)  # (e, K * 11^e)
+    E = np.take_along_axis(vals, index, axis=1).T.reshape(K, -1, e)
+    return E, tuple(zip(vals, index))
+
+
+@functools.lru_cache(maxsize=64)
+def _zoom_index(K: int, e: int) -> np.ndarray:
+    """``(e, K * 11^e)``: where each setting of a K-chain zoom level finds its exponent d among the
+    chain-major ``(K * 11,)`` values, read-only."""
     idx = _grid_index(len(ZOOM), e)  # (O, e)
     chain = np.arange(K)[:, None] * len(ZOOM)
-    index = [(chain + idx[:, d][None, :]).ravel() for d in range(e)]  # (K * O,) into vals[d]
-    E = np.stack([v[i] for v, i in zip(vals, index)], axis=-1).reshape(K, len(idx), e)
-    return E, tuple(zip(vals, index))
+    out = np.stack([(chain + idx[:, d][None, :]).ravel() for d in range(e)])
+    out.flags.writeable = False
+    return out
 
 
 def _varpro_fit(law: LawForm, grid: _Grid, z, lower, upper, *, init=None, keep: int = 3, levels: int = 9) -> np.ndarray:
@@ -742,8 +753,9 @@ def _check_rows(NF, NC, Y, n_params, form) -> None:
         for nf, nc, y in zip(NF, NC, Y):
             _check(nf, nc, y, n_params, form)
         return
-    _, pair = np.unique(np.stack([NF.ravel(), NC.ravel()], axis=1), axis=0, return_inverse=True)
-    pair = np.sort(pair.reshape(NF.shape), axis=1)
+    f = np.unique(NF, return_inverse=True)[1]
+    c = np.unique(NC, return_inverse=True)[1]
+    pair = np.sort(f.reshape(NF.shape) * (NC.size + 1) + c.reshape(NC.shape), axis=1)  # an id per (n_f, n_c)
     distinct = 1 + np.count_nonzero(np.diff(pair, axis=1), axis=1)  # distinct (n_f, n_c) per row
     for b in np.flatnonzero(distinct <= n_params)[:1]:
         _check(NF[b], NC[b], Y[b], n_params, form)  # raises TooFewPoints with this row's count
