@@ -258,8 +258,9 @@ INIT_LEVELS = 5
 
 @dataclass(frozen=True)
 class _Faces:
-    """The bound assignments of one box (see :func:`_box_choices`), with the masks
-    :func:`_box_faces` applies, built once per box."""
+    """Every assignment of "free, at lo, at hi" to the parameters of one box (finite bounds only),
+    in the order of ``itertools.product`` with "free" first, with the masks :func:`_box_faces`
+    applies; built once per box."""
 
     fixed: np.ndarray  # (C, m) bool
     values: np.ndarray  # (C, m)
@@ -291,14 +292,6 @@ def _faces_of(lo: tuple, hi: tuple) -> _Faces:
     for a in vars(out).values():
         a.flags.writeable = False
     return out
-
-
-def _box_choices(lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Every assignment of "free, at lo, at hi" to the parameters (finite bounds only), in the
-    order of ``itertools.product`` with "free" first: ``fixed`` ``(C, m)`` and ``values`` ``(C, m)``
-    (read-only, cached per bounds)."""
-    faces = _faces_of(tuple(map(float, lo)), tuple(map(float, hi)))
-    return faces.fixed, faces.values
 
 
 @dataclass(frozen=True)
@@ -542,11 +535,11 @@ def _varpro_fit(law: LawForm, grid: _Grid, z, lower, upper, *, init=None, keep: 
         return theta[0]
     lo, hi = lower[exps], upper[exps]
     if init is not None:  # a refit of a subset: its optimum lies near the full fit's, fewer zooms
-        E = np.asarray(init, float)[exps][None, :]
+        E, axes = np.asarray(init, float)[exps][None, :], None
         levels = min(levels, INIT_LEVELS)
     else:
         E, axes = _grid_settings([np.linspace(a, b, EXPONENT_GRID) for a, b in zip(lo, hi)])
-    theta, cost = _solve_on(law, E, grid, z, lower, upper, axes=None if init is not None else axes)
+    theta, cost = _solve_on(law, E, grid, z, lower, upper, axes=axes)
     order = np.argsort(cost)[:keep]
     centers, best, best_theta = E[order], cost[order], theta[order]
     step = (hi - lo) / (EXPONENT_GRID - 1)
