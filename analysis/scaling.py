@@ -13,6 +13,7 @@ carries a ``status`` saying whether its parameters mean anything (see :data:`STA
 
 from __future__ import annotations
 
+import functools
 import itertools
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -32,30 +33,85 @@ class LawForm:
     limit: int | None = None  # index of S∞ (the value as n -> inf), bounded by the metric's range
     exponents: tuple = ()  # indices of the exponents, whose box bounds mean "no power law here"
     needs: tuple = ()  # what must vary: "nf", "nc" (each needs 3 distinct values), "product"
-    # basis(E, nf, nc) -> (G, P, m): the columns multiplying the linear parameters (every parameter
-    # that is not an exponent, in order) for G exponent settings E (G, n_exponents); nf, nc are
-    # (P,) for one grid or (G, P) for one grid per setting (batched refits)
-    basis: Callable | None = None
+    # columns(axes, grid, rows, out) -> sign: the columns multiplying the linear parameters (every
+    # parameter that is not an exponent, in order) for G exponent settings, on a _Grid of P points
+    # (rows: None for one grid, or (G,) the grid row of each setting); axes[d] = (values, index)
+    # gives exponent d of setting g as values[index[g]]. The first linear parameter multiplies a
+    # column of ones (implied); the j-th other one multiplies sign * out[:, j], written into out
+    # (P, k, G)
+    columns: Callable | None = None
+    # searches may solve each distinct exponent setting once (_varpro_fit). Off for the 2-parameter
+    # laws: numpy's einsum sums a 2×2 quadratic form in another order when it holds one or two rows
+    # (measured), so fewer rows could change a cost's last bit, and the search's pick with it
+    dedupe: bool = True
 
 
-def _per_setting(v, G):
-    """``v`` ``(P,)`` shared by G exponent settings, or ``(G, P)`` one row per setting, as ``(G, P)``."""
-    return np.broadcast_to(v, (G, v.shape[-1]))
+class _Grid:
+    """The (n_f, n_c) points of one grid, ``(P,)``, or of B grids of P points each, ``(B, P)``
+    (leave-one-out subsets, resamples), with each distinct n_f, n_c and n_f·n_c found once.
+
+    A law's columns raise each distinct n to each distinct exponent value once and gather: the same
+    numbers, bit for bit, as raising every point to every setting's exponent (``pow`` is
+    elementwise). A zoom level of 11×11 settings takes 11 values per exponent, so on a 3×3 grid
+    that is 3·11 ``pow`` calls per exponent instead of 9·121."""
+
+    def __init__(self, nf, nc):
+        self.nf, self.nc = np.asarray(nf, float), np.asarray(nc, float)
+        self.P = self.nf.shape[-1]
+        self._distinct = {}
+        self._gather = {}  # (key, id(rows)) -> (rows, inverse indices (P, G) of rows' points)
+
+    def _values(self, key):
+        if key not in self._distinct:
+            n = self.nf if key == "nf" else self.nc if key == "nc" else self.nf * self.nc
+            u, inv = np.unique(n, return_inverse=True)
+            self._distinct[key] = (u, inv.reshape(n.shape))
+        return self._distinct[key]
+
+    def power(self, key, values, index, rows, out):
+        """``out`` ``(P, G)`` = ``n ** -values[index[g]]`` for n = ``key`` ("nf", "nc" or "nfnc") at
+        the points of setting g's grid (grid row ``rows[g]``; ``rows`` None: the one grid)."""
+        u, inv = self._values(key)
+        pw = u[:, None] ** -values[None, :]  # (distinct n, distinct exponent values)
+        at = (inv[:, None] if rows is None else self._rows_inverse(key, inv, rows)) * len(values) + index
+        np.take(pw.ravel(), at, out=out, mode="clip")
+
+    def _rows_inverse(self, key, inv, rows):
+        """``inv[rows].T`` ``(P, G)``, kept per ``rows`` array (a batched search reuses one for
+        every zoom level)."""
+        hit = self._gather.get((key, id(rows)))
+        if hit is None or hit[0] is not rows:
+            hit = (rows, inv[rows].T)
+            self._gather[(key, id(rows))] = hit
+        return hit[1]
+
+    def log(self, key, rows, out):
+        """``out`` ``(P, G)`` = ``log n`` for n = ``key`` at the points of each setting's grid."""
+        u, inv = self._values(key)
+        lg = np.log(u)
+        out[...] = lg[inv][:, None] if rows is None else lg[inv[rows].T]
 
 
-def _basis_saturating(E, nf, nc):
-    nf, nc = _per_setting(nf, len(E)), _per_setting(nc, len(E))
-    return np.stack([np.ones(nf.shape), -nf ** -E[:, :1], -nc ** -E[:, 1:2]], axis=2)
+def _columns_saturating(axes, grid, rows, out):
+    grid.power("nf", *axes[0], rows, out[:, 0])
+    grid.power("nc", *axes[1], rows, out[:, 1])
+    return -1.0
 
 
-def _basis_loglinear(E, nf, nc):
-    nf, nc = _per_setting(nf, len(E)), _per_setting(nc, len(E))
-    return np.stack([np.ones(nf.shape), np.log(nf), np.log(nc)], axis=2)
+def _columns_loglinear(axes, grid, rows, out):
+    grid.log("nf", rows, out[:, 0])
+    grid.log("nc", rows, out[:, 1])
+    return 1.0
 
 
-def _basis_joint_power(E, nf, nc):
-    nf, nc = _per_setting(nf, len(E)), _per_setting(nc, len(E))
-    return np.stack([np.ones(nf.shape), -(nf * nc) ** -E[:, :1]], axis=2)
+def _columns_joint_power(axes, grid, rows, out):
+    grid.power("nfnc", *axes[0], rows, out[:, 0])
+    return -1.0
+
+
+def _plain_axes(E: np.ndarray) -> tuple:
+    """Axes (see ``LawForm.columns``) of exponent settings ``E`` ``(G, e)`` taken as they are."""
+    return tuple((E[:, d], np.arange(len(E))) for d in range(E.shape[1]))
 
 
 def _saturating(theta, nf, nc):
@@ -94,14 +150,14 @@ FORMS = {
     "saturating": LawForm(
         "saturating", "S∞ − (C_f·n_f^−α + C_c·n_c^−β)", ("s_inf", "c_f", "c_c", "alpha", "beta"), _saturating, _saturating_jac,
         (-np.inf, 0.0, 0.0, 0.0, 0.0), (np.inf, np.inf, np.inf, 5.0, 5.0),
-        limit=0, exponents=(3, 4), needs=("nf", "nc"), basis=_basis_saturating),
+        limit=0, exponents=(3, 4), needs=("nf", "nc"), columns=_columns_saturating),
     "log_linear": LawForm(
         "log_linear", "a + b·log n_f + c·log n_c", ("a", "b", "c"), _loglinear, _loglinear_jac,
-        (-np.inf, -np.inf, -np.inf), (np.inf, np.inf, np.inf), needs=("nf2", "nc2"), basis=_basis_loglinear),
+        (-np.inf, -np.inf, -np.inf), (np.inf, np.inf, np.inf), needs=("nf2", "nc2"), columns=_columns_loglinear),
     "joint_power": LawForm(
         "joint_power", "S∞ − C·(n_f·n_c)^−γ", ("s_inf", "c", "gamma"), _joint_power, _joint_power_jac,
         (-np.inf, 0.0, 0.0), (np.inf, np.inf, 5.0), limit=0, exponents=(2,), needs=("product",),
-        basis=_basis_joint_power),
+        columns=_columns_joint_power, dedupe=False),
 }
 
 
@@ -200,30 +256,132 @@ EXPONENT_GRID = 21
 INIT_LEVELS = 5
 
 
-def _box_choices(lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Every assignment of "free, at lo, at hi" to the parameters (finite bounds only), in the
-    order of ``itertools.product`` with "free" first: ``fixed`` ``(C, m)`` and ``values`` ``(C, m)``."""
-    choices = [[(False, 0.0)] + [(True, v) for v in (lo[j], hi[j]) if np.isfinite(v)] for j in range(len(lo))]
+@dataclass(frozen=True)
+class _Faces:
+    """Every assignment of "free, at lo, at hi" to the parameters of one box (finite bounds only),
+    in the order of ``itertools.product`` with "free" first, with the masks :func:`_box_faces`
+    applies; built once per box."""
+
+    fixed: np.ndarray  # (C, m) bool
+    values: np.ndarray  # (C, m)
+    solve: np.ndarray  # assignments with something free, other than "all free" (the first)
+    fixed_sm: np.ndarray  # (S, 1, m, 1): fixed rows of each solved assignment
+    free_eye: np.ndarray  # (S, 1, m, m): the identity on each solved assignment's free parameters
+    fixed_s: np.ndarray  # (S, 1, m)
+    values_s: np.ndarray  # (S, 1, m)
+    fixed_c: np.ndarray  # (C, 1, m)
+    values_c: np.ndarray  # (C, 1, m)
+    lo_tol: np.ndarray  # bounds widened by the feasibility tolerance 1e-12
+    hi_tol: np.ndarray
+
+
+@functools.lru_cache(maxsize=64)
+def _faces_of(lo: tuple, hi: tuple) -> _Faces:
+    choices = [[(False, 0.0)] + [(True, v) for v in (a, b) if np.isfinite(v)] for a, b in zip(lo, hi)]
     combos = list(itertools.product(*choices))
-    fixed = np.array([[f for f, _ in c] for c in combos], dtype=bool).reshape(len(combos), len(lo))
-    values = np.array([[v for _, v in c] for c in combos], dtype=float).reshape(len(combos), len(lo))
-    return fixed, values
+    m = len(lo)
+    fixed = np.array([[f for f, _ in c] for c in combos], dtype=bool).reshape(len(combos), m)
+    values = np.array([[v for _, v in c] for c in combos], dtype=float).reshape(len(combos), m)
+    some_free = ~fixed.all(axis=1)
+    some_free[0] = False  # every parameter free: the unconstrained solve, known before the faces
+    solve = np.flatnonzero(some_free)
+    fx = fixed[solve]
+    out = _Faces(fixed, values, solve, fx[:, None, :, None], (~fx[:, None, :, None]) * np.eye(m),
+                 fx[:, None, :], values[solve][:, None, :], fixed[:, None, :], values[:, None, :],
+                 np.array(lo) - 1e-12, np.array(hi) + 1e-12)
+    for a in vars(out).values():
+        a.flags.writeable = False
+    return out
+
+
+@dataclass(frozen=True)
+class _Target:
+    """The rising-law target of one grid, ``z`` ``(P,)`` (``zz``, ``zsum``: floats), or of B grid
+    rows, ``z`` ``(B, P)`` (``zz``, ``zsum``: ``(B,)``): ``z'z`` as ``_box_lstsq`` computes it and
+    ``sum(z)`` in point order from 0 (the ones column's ``X'z``), computed once per grid."""
+
+    z: np.ndarray
+    zz: float | np.ndarray
+    zsum: float | np.ndarray
+
+    @classmethod
+    def of(cls, z: np.ndarray) -> _Target:
+        if z.ndim == 1:
+            total = 0.0
+            for v in z.tolist():
+                total += v
+            return cls(z, float(z @ z), total)
+        total = np.zeros(len(z))
+        for p in range(z.shape[1]):
+            total += z[:, p]
+        return cls(z, np.einsum("gp,gp->g", z, z), total)
+
+
+_EYE = {m: np.eye(m) for m in (1, 2, 3, 4)}
+
+
+@dataclass(frozen=True)
+class _Layout:
+    """Where the sums of :func:`_normal_equations` go, for k non-constant columns (m = k + 1).
+
+    Per point, rows of ``Q``: the k columns, their products (squares, then the cross product),
+    then each column times the target; the sums over points follow, in ``U``, a row holding P (the
+    ones column with itself) and one holding ``sum(z)``. ``A`` and ``X'z`` are gathered from ``U``."""
+
+    k: int
+    n2: int  # products of two columns
+    a_rows: tuple  # U rows of A's m*m entries, row-major
+    xz_rows: tuple  # U rows of X'z's m entries
+    signed: tuple  # U rows that change sign with the columns' sign (a column or column × target)
+
+
+_LAYOUTS = {
+    # U = [P, sum z, S_f, S_ff, S_fz]
+    1: _Layout(1, 1, (0, 2, 2, 3), (1, 4), (2, 4)),
+    # U = [P, sum z, S_f, S_c, S_ff, S_cc, S_fc, S_fz, S_cz]
+    2: _Layout(2, 3, (0, 2, 3, 2, 4, 6, 3, 6, 5), (1, 7, 8), (2, 3, 7, 8)),
+}
+
+
+def _normal_equations(law: LawForm, G: int, axes, grid: _Grid, target: _Target, rows) -> tuple[np.ndarray, np.ndarray]:
+    """``A = X'X`` ``(G, m, m)`` and ``X'z`` ``(G, m)`` for the G designs ``X = [1, sign * cols]``
+    of a law's columns at G exponent settings (``axes``, see ``LawForm.columns``); ``rows`` None for
+    one target, or ``(G,)``.
+
+    Each entry is summed over the points in point order, starting from 0, one rounded product at a
+    time: exactly what ``np.einsum("gpi,gpj->gij", X, X)`` and ``np.einsum("gpi,gp->gi", X, z)``
+    compute (the tests check it bit for bit; a sign flip and a product with 1 are exact), in a few
+    whole-array operations instead of einsum's strided loop."""
+    P = grid.P
+    lay = _LAYOUTS[len(law.params) - len(law.exponents) - 1]
+    k, n2 = lay.k, lay.n2
+    Q = np.empty((P, 2 * k + n2, G))
+    sign = law.columns(axes, grid, rows, Q[:, :k])
+    if k == 1:
+        np.multiply(Q[:, 0], Q[:, 0], out=Q[:, 1])
+    else:
+        np.multiply(Q[:, :2], Q[:, :2], out=Q[:, 2:4])
+        np.multiply(Q[:, 0], Q[:, 1], out=Q[:, 4])
+    np.multiply(Q[:, :k], target.z[:, None, None] if rows is None else target.z[rows].T[:, None, :],
+                out=Q[:, k + n2:])
+    U = np.empty((len(Q[0]) + 2, G))
+    S = U[2:]
+    np.add(Q[0], 0.0, out=S)  # einsum's sums start from 0
+    for p in range(1, P):
+        S += Q[p]
+    if sign != 1.0:
+        U[list(lay.signed)] *= sign
+    U[0] = P
+    U[1] = target.zsum if rows is None else target.zsum[rows]
+    A = U[list(lay.a_rows)].T.reshape(G, k + 1, k + 1)
+    return A, np.ascontiguousarray(U[list(lay.xz_rows)].T)
 
 
 def _box_lstsq(X: np.ndarray, z: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """``min ||X b - z||² s.t. lo <= b <= hi`` for a stack of small designs ``X`` ``(G, P, m)``;
-    ``z`` ``(P,)`` shared by all, or ``(G, P)`` one per design.
-
-    Exact for every design at once: a convex quadratic's box-constrained minimum has each parameter
-    free, or at one of its bounds; every such assignment (3^m, m <= 3) is solved by least squares on
-    the free parameters, infeasible ones are dropped, and the cheapest feasible one is the optimum
-    (the first in assignment order among equal costs). Designs whose unconstrained optimum is
-    feasible stop there (it is the optimum); the others solve all assignments in one batched
-    ``solve``: a fixed parameter's normal equation is replaced by ``b_j = value``, which leaves the
-    free parameters' equations ``A_FF b_F = (X'z)_F - A_F,fixed b_fixed``.
-    Returns ``(b (G, m), cost (G,))``."""
-    G, _, m = X.shape
-    # everything below works on m×m Gram pieces: ||X b - z||² = z'z - 2 b'X'z + b'X'X b
+    ``z`` ``(P,)`` shared by all, or ``(G, P)`` one per design. Returns ``(b (G, m), cost (G,))``;
+    see :func:`_box_solve`."""
+    G = len(X)
     A = np.einsum("gpi,gpj->gij", X, X)
     if z.ndim == 1:
         Xz = np.einsum("gpi,p->gi", X, z)
@@ -231,81 +389,169 @@ def _box_lstsq(X: np.ndarray, z: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> 
     else:
         Xz = np.einsum("gpi,gp->gi", X, z)
         zz = np.einsum("gp,gp->g", z, z)
+    return _box_solve(A, Xz, zz, lo, hi)
+
+
+def _box_solve(A: np.ndarray, Xz: np.ndarray, zz: np.ndarray, lo: np.ndarray, hi: np.ndarray):
+    """``min ||X b - z||² s.t. lo <= b <= hi`` from the Gram pieces of G designs: ``A = X'X``
+    ``(G, m, m)``, ``X'z`` ``(G, m)``, ``z'z`` ``(G,)``. Returns ``(b (G, m), cost (G,))``.
+
+    Exact for every design at once: a convex quadratic's box-constrained minimum has each parameter
+    free, or at one of its bounds; every such assignment (3^m, m <= 3) is solved by least squares on
+    the free parameters, infeasible ones are dropped, and the cheapest feasible one is the optimum
+    (the first in assignment order among equal costs). Designs whose unconstrained optimum is
+    feasible stop there (it is the optimum); the others go through the assignments
+    (:func:`_box_faces`). Cost: ``||X b - z||² = z'z - 2 b'X'z + b'X'X b``."""
+    m = Xz.shape[1]
     # a relative ridge of 1e-12 on the free parameters: collinear columns (an exponent of 0 makes
     # its column constant, like S∞'s) get some split of an equally good fit
     ridge = 1e-12 * np.trace(A, axis1=1, axis2=2) + 1e-300
     # the unconstrained optimum, where it is feasible, is the box optimum (a strictly convex
-    # quadratic): only the other designs need the assignments below
-    b0 = np.linalg.solve(A + ridge[:, None, None] * np.eye(m), Xz[..., None])[..., 0]
-    ok0 = np.all((b0 >= lo - 1e-12) & (b0 <= hi + 1e-12), axis=1)
-    if ok0.all():
-        cost0 = zz - 2 * np.einsum("gi,gi->g", b0, Xz) + np.einsum("gi,gij,gj->g", b0, A, b0)
-        return b0, np.maximum(cost0, 0.0)
-    if ok0.any():
+    # quadratic): only the other designs need the assignments
+    b0 = np.linalg.solve(A + ridge[:, None, None] * _EYE[m], Xz[..., None])[..., 0]
+    ok0 = ((b0 >= lo - 1e-12) & (b0 <= hi + 1e-12)).all(axis=1)
+    cost0 = zz - 2 * np.einsum("gi,gi->g", b0, Xz) + np.einsum("gi,gij,gj->g", b0, A, b0)
+    if not ok0.all():
         rest = np.flatnonzero(~ok0)
-        b_rest, c_rest = _box_lstsq(X[rest], z if z.ndim == 1 else z[rest], lo, hi)
-        cost0 = zz - 2 * np.einsum("gi,gi->g", b0, Xz) + np.einsum("gi,gij,gj->g", b0, A, b0)
-        b0[rest], cost0[rest] = b_rest, c_rest
-        return b0, np.maximum(cost0, 0.0)
-    fixed, values = _box_choices(lo, hi)
-    free = ~fixed
-    eye = np.eye(m)
-    M = np.where(fixed[:, None, :, None], eye[None, None], A[None])  # (C, G, m, m)
-    M = M + (ridge[None, :, None, None] * (free[:, None, :, None] * eye))
-    rhs = np.where(fixed[:, None, :], values[:, None, :], Xz[None])  # (C, G, m)
-    b = np.linalg.solve(M, rhs[..., None])[..., 0]
-    b = np.where(fixed[:, None, :], values[:, None, :], b)  # exactly on the bound, whatever the rounding
-    tol = 1e-12
-    ok = np.all(~free[:, None, :] | ((b >= lo - tol) & (b <= hi + tol)), axis=2)  # (C, G)
+        b0[rest], cost0[rest] = _box_faces(A[rest], Xz[rest], zz[rest], ridge[rest], b0[rest], lo, hi)
+    return b0, np.maximum(cost0, 0.0)
+
+
+def _box_faces(A, Xz, zz, ridge, b_free, lo, hi) -> tuple[np.ndarray, np.ndarray]:
+    """The cheapest feasible bound assignment for R designs whose unconstrained optimum ``b_free``
+    ``(R, m)`` is infeasible, ``(b (R, m), cost (R,))`` (NaN, inf where none is feasible).
+
+    All assignments are solved in one batched ``solve``: a fixed parameter's normal equation is
+    replaced by ``b_j = value``, which leaves the free parameters' equations
+    ``A_FF b_F = (X'z)_F - A_F,fixed b_fixed``. Two kinds need no solve: "all free" is ``b_free``
+    (infeasible, by the caller's test), and "all fixed" is the values themselves."""
+    f = _faces_of(tuple(map(float, lo)), tuple(map(float, hi)))
+    m = A.shape[1]
+    b = np.empty((len(f.fixed), len(A), m))
+    b[0] = b_free
+    b[1:] = f.values_c[1:]  # the fixed entries (all of them, where nothing is free)
+    if len(f.solve):
+        M = np.where(f.fixed_sm, _EYE[m], A[None])  # (S, R, m, m)
+        M = M + (ridge[None, :, None, None] * f.free_eye)
+        rhs = np.where(f.fixed_s, f.values_s, Xz[None])  # (S, R, m)
+        b[f.solve] = np.linalg.solve(M, rhs[..., None])[..., 0]
+    b = np.where(f.fixed_c, f.values_c, b)  # exactly on the bound, whatever the rounding
+    ok = np.all(f.fixed_c | ((b >= f.lo_tol) & (b <= f.hi_tol)), axis=2)  # (C, R)
+    # the costs of every assignment in one einsum over (C, R): the same arrays, so the same
+    # summation order, as when every assignment was solved
     cost = zz - 2 * np.einsum("cgi,gi->cg", b, Xz) + np.einsum("cgi,gij,cgj->cg", b, A, b)
     cost = np.where(ok, cost, np.inf)
     pick = np.argmin(cost, axis=0)
-    g = np.arange(G)
+    g = np.arange(len(A))
     best_b, best_c = b[pick, g], cost[pick, g]
     best_b[~np.isfinite(best_c)] = np.nan
-    return best_b, np.maximum(best_c, 0.0)
+    return best_b, best_c
 
 
-def _solve_on(law: LawForm, E: np.ndarray, nf, nc, z, lower, upper) -> tuple[np.ndarray, np.ndarray]:
+def _solve_on(law: LawForm, E: np.ndarray, grid: _Grid, target: _Target, lower, upper, *,
+              rows=None, axes=None) -> tuple[np.ndarray, np.ndarray]:
     """Full parameter vectors ``(G, n_params)`` and costs ``(G,)`` for exponent settings ``E``
-    (``nf``, ``nc``, ``z``: ``(P,)`` shared, or ``(G, P)`` one grid per setting)."""
+    ``(G, e)`` on ``grid``: ``rows`` None for one grid and target, or ``rows`` ``(G,)`` (each
+    setting's grid row) for B grids and targets. ``axes``: ``E``'s distinct values per exponent
+    (see ``LawForm.columns``), when the caller knows them."""
     exps = list(law.exponents)
     lin = [i for i in range(len(law.params)) if i not in exps]
-    b, cost = _box_lstsq(law.basis(E, nf, nc), z, lower[lin], upper[lin])
+    A, Xz = _normal_equations(law, len(E), axes or _plain_axes(E), grid, target, rows)
+    zz = np.full(len(E), target.zz) if rows is None else target.zz[rows]
+    b, cost = _box_solve(A, Xz, zz, lower[lin], upper[lin])
     theta = np.empty((len(E), len(law.params)))
     theta[:, lin] = b
     theta[:, exps] = E
     return theta, cost
 
 
-def _varpro_fit(law: LawForm, nf, nc, z, lower, upper, *, init=None, keep: int = 3, levels: int = 9) -> np.ndarray:
+def _twin_chains(centers: np.ndarray) -> np.ndarray:
+    """For each zoom chain, the first chain with a bitwise-equal centre (itself if none)."""
+    bits = centers.view(np.int64)
+    same = np.all(bits[:, None, :] == bits[None, :, :], axis=2)  # (K, K)
+    return np.argmax(same, axis=1)
+
+
+#: zoom offsets per exponent, in steps around a centre
+ZOOM = np.linspace(-1, 1, 11)
+
+
+@functools.lru_cache(maxsize=8)
+def _grid_index(n: int, e: int) -> np.ndarray:
+    """``(n^e, e)``: the indices along each exponent of an n-per-exponent grid in ``meshgrid``'s
+    "ij" order (the last exponent fastest), read-only."""
+    out = np.stack(np.meshgrid(*[np.arange(n)] * e, indexing="ij"), axis=-1).reshape(-1, e)
+    out.flags.writeable = False
+    return out
+
+
+def _grid_settings(axes_values: list) -> tuple[np.ndarray, tuple]:
+    """Settings ``E`` ``(n^e, e)`` of the grid whose exponent d takes ``axes_values[d]`` (``(n,)``
+    each; ``meshgrid`` "ij" order), with their axes (see ``LawForm.columns``)."""
+    idx = _grid_index(len(axes_values[0]), len(axes_values))
+    E = np.stack([v[i] for v, i in zip(axes_values, idx.T)], axis=-1)
+    return E, tuple((v, i) for v, i in zip(axes_values, idx.T))
+
+
+def _zoom_settings(centers: np.ndarray, step: np.ndarray, lo: np.ndarray, hi: np.ndarray):
+    """One zoom level around K centres ``(K, e)``: ``clip(centre + offset * step, lo, hi)`` for
+    the 11^e offsets of :data:`ZOOM` per exponent, as ``(E (K, 11^e, e), axes)`` (each chain's 11
+    values per exponent; see ``LawForm.columns``). Each value is the one sum and clip per element
+    that the whole (K, 11^e, e) array would hold."""
+    K, e = centers.shape
+    vals = np.clip(centers[:, :, None] + ZOOM[None, None, :] * step[None, :, None], lo[None, :, None],
+                   hi[None, :, None])  # (K, e, 11)
+    vals = np.ascontiguousarray(vals.transpose(1, 0, 2)).reshape(e, -1)  # (e, K * 11): chain-major
+    index = _zoom_index(K, e)  # (e, K * 11^e)
+    E = np.take_along_axis(vals, index, axis=1).T.reshape(K, -1, e)
+    return E, tuple(zip(vals, index))
+
+
+@functools.lru_cache(maxsize=64)
+def _zoom_index(K: int, e: int) -> np.ndarray:
+    """``(e, K * 11^e)``: where each setting of a K-chain zoom level finds its exponent d among the
+    chain-major ``(K * 11,)`` values, read-only."""
+    idx = _grid_index(len(ZOOM), e)  # (O, e)
+    chain = np.arange(K)[:, None] * len(ZOOM)
+    out = np.stack([(chain + idx[:, d][None, :]).ravel() for d in range(e)])
+    out.flags.writeable = False
+    return out
+
+
+def _varpro_fit(law: LawForm, grid: _Grid, z, lower, upper, *, init=None, keep: int = 3, levels: int = 9) -> np.ndarray:
     """Least squares by variable projection: for given exponents the law is linear in the other
-    parameters, whose box-constrained optimum :func:`_box_lstsq` gives exactly; the exponents are
+    parameters, whose box-constrained optimum :func:`_box_solve` gives exactly; the exponents are
     searched on a grid over their box (:data:`EXPONENT_GRID` points each), then around the ``keep``
     best cells by repeated zooms (11 points over ± one step, the step shrinking 5× a level; after
     ``levels`` zooms the exponents are resolved to ~1e-7). Deterministic, and as fast where the
     optimum sits on a bound (a straight line: exponent -> 0) as elsewhere, where local optimisers crawl.
-    With ``init`` (a refit of a subset, e.g. leave-one-out) the zoom starts at its exponents alone."""
+    With ``init`` (a refit of a subset, e.g. leave-one-out) the zoom starts at its exponents alone.
+    Chains whose centres meet (bitwise) zoom identically from then on: where ``law.dedupe``, a level
+    solves each such group of chains once (about half of all settings on the 3×3 bench grid)."""
     exps = list(law.exponents)
+    z = _Target.of(z)
     if not exps:
-        theta, _ = _solve_on(law, np.zeros((1, 0)), nf, nc, z, lower, upper)
+        theta, _ = _solve_on(law, np.zeros((1, 0)), grid, z, lower, upper)
         return theta[0]
     lo, hi = lower[exps], upper[exps]
     if init is not None:  # a refit of a subset: its optimum lies near the full fit's, fewer zooms
-        E = np.asarray(init, float)[exps][None, :]
+        E, axes = np.asarray(init, float)[exps][None, :], None
         levels = min(levels, INIT_LEVELS)
     else:
-        axes = [np.linspace(a, b, EXPONENT_GRID) for a, b in zip(lo, hi)]
-        E = np.stack(np.meshgrid(*axes, indexing="ij"), axis=-1).reshape(-1, len(exps))
-    theta, cost = _solve_on(law, E, nf, nc, z, lower, upper)
+        E, axes = _grid_settings([np.linspace(a, b, EXPONENT_GRID) for a, b in zip(lo, hi)])
+    theta, cost = _solve_on(law, E, grid, z, lower, upper, axes=axes)
     order = np.argsort(cost)[:keep]
     centers, best, best_theta = E[order], cost[order], theta[order]
     step = (hi - lo) / (EXPONENT_GRID - 1)
-    offsets = np.stack(np.meshgrid(*[np.linspace(-1, 1, 11)] * len(exps), indexing="ij"), axis=-1).reshape(-1, len(exps))
     for _ in range(levels):  # all candidates zoomed together: one solve per level
-        Ez = np.clip(centers[:, None, :] + offsets[None] * step, lo, hi)  # (keep, 11^e, e)
-        tz, cz = _solve_on(law, Ez.reshape(-1, len(exps)), nf, nc, z, lower, upper)
-        tz, cz = tz.reshape(len(centers), -1, tz.shape[1]), cz.reshape(len(centers), -1)
+        twin = _twin_chains(centers) if law.dedupe else np.arange(len(centers))
+        own = np.flatnonzero(twin == np.arange(len(centers)))
+        Ez, axes = _zoom_settings(centers[own], step, lo, hi)  # (own, 11^e, e)
+        tz, cz = _solve_on(law, Ez.reshape(-1, len(exps)), grid, z, lower, upper, axes=axes)
+        tz, cz = tz.reshape(len(own), -1, tz.shape[1]), cz.reshape(len(own), -1)
+        if len(own) < len(centers):  # a chain that met another has its twin's candidates and costs
+            slot = np.searchsorted(own, twin)
+            Ez, tz, cz = Ez[slot], tz[slot], cz[slot]
         j = np.argmin(cz, axis=1)
         r = np.arange(len(centers))
         better = cz[r, j] <= best
@@ -414,18 +660,25 @@ def fit_scaling_law(n_frames, n_captions, scores, *, form: str = "saturating", s
     sign, lower, upper, box = _sign_and_box(law, bounds, higher_is_better)
     z = sign * y
     if flat_grid(y, atol=flat_atol):
-        theta = np.zeros(len(law.params))  # C = 0 (exponents then irrelevant; reported as NaN)
-        if law.limit is not None:
-            theta[law.limit] = np.clip(np.mean(z), lower[law.limit], upper[law.limit])
-        else:
-            theta[0] = np.mean(z)
+        theta = _flat_theta(law, z, lower, upper)
         params = _report_params(law, theta, sign)
         params.update({law.params[i]: float("nan") for i in law.exponents})
         rmse = float(np.sqrt(np.mean((sign * law.fn(theta, nf, nc) - y) ** 2)))
         return ScalingFit(form, params, float("nan"), rmse, len(y), theta, "flat",
                           f"all {len(y)} scores equal {float(y[0]):.6g}: no trend to fit", sign, box)
-    theta = _varpro_fit(law, nf, nc, z, lower, upper, init=init)
+    theta = _varpro_fit(law, _Grid(nf, nc), z, lower, upper, init=init)
     return _finish(law, theta, nf, nc, y, sign, lower, upper, box)
+
+
+def _flat_theta(law: LawForm, z, lower, upper) -> np.ndarray:
+    """A flat grid's parameters: C = 0 (exponents then irrelevant; reported as NaN), the level the
+    mean of ``z`` (clipped to S∞'s box)."""
+    theta = np.zeros(len(law.params))
+    if law.limit is not None:
+        theta[law.limit] = np.clip(np.mean(z), lower[law.limit], upper[law.limit])
+    else:
+        theta[0] = np.mean(z)
+    return theta
 
 
 def _finish(law: LawForm, theta, nf, nc, y, sign, lower, upper, box) -> ScalingFit:
@@ -448,22 +701,34 @@ def _varpro_refits(law: LawForm, NF, NC, Z, lower, upper, init) -> np.ndarray:
     subsets, or item resamples of one grid). The same search as ``_varpro_fit(init=...)`` (the
     zoom from ``init``'s exponents, :data:`INIT_LEVELS` levels), each level one batched solve."""
     B = len(Z)
+    grid, rows0, target = _Grid(NF, NC), np.arange(B), _Target.of(Z)
     exps = list(law.exponents)
     if not exps:
-        theta, _ = _solve_on(law, np.zeros((B, 0)), NF, NC, Z, lower, upper)
+        theta, _ = _solve_on(law, np.zeros((B, 0)), grid, target, lower, upper, rows=rows0)
         return theta
     e = len(exps)
     lo, hi = lower[exps], upper[exps]
     centers = np.broadcast_to(np.asarray(init, float)[exps], (B, e)).copy()
-    best_theta, best = _solve_on(law, centers, NF, NC, Z, lower, upper)
     step = (hi - lo) / (EXPONENT_GRID - 1)
-    offsets = np.stack(np.meshgrid(*[np.linspace(-1, 1, 11)] * e, indexing="ij"), axis=-1).reshape(-1, e)
-    O = len(offsets)
-    NFr, NCr, Zr = (np.repeat(a, O, axis=0) for a in (NF, NC, Z))
+    O = len(ZOOM) ** e
+    rows = np.repeat(rows0, O)
+    if law.dedupe:  # the start and the first zoom in one batch (a row's numbers do not depend on the batch)
+        Ez, axes = _zoom_settings(centers, step, lo, hi)
+        both = tuple((np.concatenate([centers[:, d], v]), np.concatenate([rows0, B + i]))
+                     for d, (v, i) in enumerate(axes))
+        tz, cz = _solve_on(law, np.concatenate([centers, Ez.reshape(-1, e)]), grid, target, lower, upper,
+                           rows=np.concatenate([rows0, rows]), axes=both)
+        best_theta, best, pending = tz[:B], cz[:B], (Ez, tz[B:], cz[B:])
+    else:
+        best_theta, best = _solve_on(law, centers, grid, target, lower, upper, rows=rows0)
+        pending = None
     r = np.arange(B)
     for _ in range(INIT_LEVELS):
-        Ez = np.clip(centers[:, None, :] + offsets[None] * step, lo, hi)  # (B, O, e)
-        tz, cz = _solve_on(law, Ez.reshape(-1, e), NFr, NCr, Zr, lower, upper)
+        if pending is None:
+            Ez, axes = _zoom_settings(centers, step, lo, hi)  # (B, O, e)
+            tz, cz = _solve_on(law, Ez.reshape(-1, e), grid, target, lower, upper, rows=rows, axes=axes)
+        else:
+            (Ez, tz, cz), pending = pending, None
         tz, cz = tz.reshape(B, O, -1), cz.reshape(B, O)
         j = np.argmin(cz, axis=1)
         better = cz[r, j] <= best
@@ -472,6 +737,44 @@ def _varpro_refits(law: LawForm, NF, NC, Z, lower, upper, init) -> np.ndarray:
         best_theta[better] = tz[r, j][better]
         step = step / 5
     return best_theta
+
+
+def _check_rows(NF, NC, Y, n_params, form) -> None:
+    """:func:`_check` of every row of ``(B, P)`` grids, raising what the first failing row raises;
+    the common case (budgets >= 1, finite scores) is checked on all rows at once."""
+    if not (np.all(NF >= 1) and np.all(NC >= 1) and np.all(np.isfinite(Y))):
+        for nf, nc, y in zip(NF, NC, Y):
+            _check(nf, nc, y, n_params, form)
+        return
+    f = np.unique(NF, return_inverse=True)[1]
+    c = np.unique(NC, return_inverse=True)[1]
+    pair = np.sort(f.reshape(NF.shape) * (NC.size + 1) + c.reshape(NC.shape), axis=1)  # an id per (n_f, n_c)
+    distinct = 1 + np.count_nonzero(np.diff(pair, axis=1), axis=1)  # distinct (n_f, n_c) per row
+    for b in np.flatnonzero(distinct <= n_params)[:1]:
+        _check(NF[b], NC[b], Y[b], n_params, form)  # raises TooFewPoints with this row's count
+
+
+def _flat_rows(Y, atol: float) -> np.ndarray:
+    """``[degenerate.flat_grid(y, atol=atol) for y in Y]`` for finite rows ``Y`` ``(B, P)``, at once
+    (the same comparisons)."""
+    from .degenerate import REL_TOL
+
+    return np.ptp(Y, axis=1) <= atol + REL_TOL * np.max(np.abs(Y), axis=1)
+
+
+def _refits(law: LawForm, NF, NC, Y, init, bounds, higher_is_better, flat_atol):
+    """Checked refits of B grids ``(B, P)`` from ``init``: ``(theta (B, n_params), flat (B,), sign,
+    lower, upper, box)``; a flat row gets :func:`_flat_theta` (not fitted)."""
+    _check_rows(NF, NC, Y, len(law.params), law.name)
+    sign, lower, upper, box = _sign_and_box(law, bounds, higher_is_better)
+    flat = _flat_rows(Y, flat_atol)
+    theta = np.empty((len(Y), len(law.params)))
+    for b in np.flatnonzero(flat):
+        theta[b] = _flat_theta(law, sign * Y[b], lower, upper)
+    todo = np.flatnonzero(~flat)
+    if len(todo):
+        theta[todo] = _varpro_refits(law, NF[todo], NC[todo], sign * Y[todo], lower, upper, init)
+    return theta, flat, sign, lower, upper, box
 
 
 def refit_many(NF, NC, Y, *, init, form: str = "saturating", bounds=None, higher_is_better=True,
@@ -486,38 +789,31 @@ def refit_many(NF, NC, Y, *, init, form: str = "saturating", bounds=None, higher
     Y = np.atleast_2d(np.asarray(Y, float))
     NF = np.broadcast_to(np.asarray(NF, float), Y.shape)
     NC = np.broadcast_to(np.asarray(NC, float), Y.shape)
-    for nf, nc, y in zip(NF, NC, Y):
-        _check(nf, nc, y, len(law.params), form)
-    sign, lower, upper, box = _sign_and_box(law, bounds, higher_is_better)
-    from .degenerate import flat_grid
-
-    flat = np.array([flat_grid(y, atol=flat_atol) for y in Y], dtype=bool)
+    theta, flat, sign, lower, upper, box = _refits(law, NF, NC, Y, init, bounds, higher_is_better, flat_atol)
     out: list = [None] * len(Y)
     for b in np.flatnonzero(flat):
         out[b] = fit_scaling_law(NF[b], NC[b], Y[b], form=form, init=init, bounds=bounds,
                                  higher_is_better=higher_is_better, flat_atol=flat_atol)
-    todo = np.flatnonzero(~flat)
-    if len(todo):
-        theta = _varpro_refits(law, NF[todo], NC[todo], sign * Y[todo], lower, upper, init)
-        for b, t in zip(todo, theta):
-            out[b] = _finish(law, t, NF[b], NC[b], Y[b], sign, lower, upper, box)
+    for b in np.flatnonzero(~flat):
+        out[b] = _finish(law, theta[b], NF[b], NC[b], Y[b], sign, lower, upper, box)
     return out
 
 
 def leave_one_out_rmse(n_frames, n_captions, scores, *, form: str = "saturating", seed: int = 0,
                        bounds=None, higher_is_better=True, full: ScalingFit | None = None) -> float:
     """RMSE of predicting each grid point from a fit on all the others (each refit starts from the
-    full-data fit, ``full`` when the caller has it)."""
+    full-data fit, ``full`` when the caller has it; the P refits' searches run batched, and only
+    their parameters are kept: a held-out prediction needs no fit status)."""
     nf, nc, y = (np.asarray(a, float).ravel() for a in (n_frames, n_captions, scores))
-    _check(nf[1:], nc[1:], y[1:], len(FORMS[form].params), form)
-    kw = dict(form=form, seed=seed, bounds=bounds, higher_is_better=higher_is_better)
+    law = FORMS[form]
+    _check(nf[1:], nc[1:], y[1:], len(law.params), form)
+    kw = {"form": form, "seed": seed, "bounds": bounds, "higher_is_better": higher_is_better}
     full = full or fit_scaling_law(nf, nc, y, **kw)
     keep = ~np.eye(len(y), dtype=bool)  # row i: every point but i
     P = len(y) - 1
-    fits = refit_many(nf[None].repeat(len(y), 0)[keep].reshape(-1, P), nc[None].repeat(len(y), 0)[keep].reshape(-1, P),
-                      y[None].repeat(len(y), 0)[keep].reshape(-1, P), init=full.theta, form=form, bounds=bounds,
-                      higher_is_better=higher_is_better)
-    errs = [float(fit.predict(nf[i], nc[i])) - y[i] for i, fit in enumerate(fits)]
+    theta, _, sign, *_ = _refits(law, *(a[None].repeat(len(y), 0)[keep].reshape(-1, P) for a in (nf, nc, y)),
+                                 full.theta, bounds, higher_is_better, 1e-9)
+    errs = sign * law.fn(theta.T, nf, nc) - y  # row i's fit at the held-out point i
     return float(np.sqrt(np.mean(np.square(errs))))
 
 
@@ -535,20 +831,24 @@ def extrapolation_rmse(n_frames, n_captions, scores, *, form: str = "saturating"
             "status": fit.status}
 
 
-def compare_forms(n_frames, n_captions, scores, *, seed: int = 0, bounds=None, higher_is_better=True) -> list[dict]:
+def compare_forms(n_frames, n_captions, scores, *, seed: int = 0, bounds=None, higher_is_better=True,
+                  fits: dict[str, ScalingFit] | None = None) -> list[dict]:
     """Every form's fit, status, in-sample R² and held-out errors, best (lowest LOO RMSE) first.
 
     Each row: ``form, formula, params, r2, rmse, loo_rmse, extrapolation, status, reason, best``;
     ``best`` is True on exactly one row (the form with the lowest leave-one-out RMSE, the one to
     draw) when any form could be fitted. Forms with too few points carry ``error`` instead.
+    ``fits``: full-data fits the caller already has (``{form: fit_scaling_law(n_frames, n_captions,
+    scores, form=form, bounds=bounds, higher_is_better=higher_is_better)}``), used instead of
+    fitting that form again.
     """
-    kw = dict(seed=seed, bounds=bounds, higher_is_better=higher_is_better)
+    kw = {"seed": seed, "bounds": bounds, "higher_is_better": higher_is_better}
     rows = []
-    for name in FORMS:
-        row = {"form": name, "formula": FORMS[name].formula, "best": False}
+    for name, law in FORMS.items():
+        row = {"form": name, "formula": law.formula, "best": False}
         try:
-            fit = fit_scaling_law(n_frames, n_captions, scores, form=name, **kw)
-            row.update(params=fit.params, r2=fit.r2, rmse=fit.rmse, status=fit.status, reason=fit.reason,
+            fit = (fits or {}).get(name) or fit_scaling_law(n_frames, n_captions, scores, form=name, **kw)
+            row.update(params=dict(fit.params), r2=fit.r2, rmse=fit.rmse, status=fit.status, reason=fit.reason,
                        loo_rmse=leave_one_out_rmse(n_frames, n_captions, scores, form=name, full=fit, **kw))
             try:
                 row["extrapolation"] = extrapolation_rmse(n_frames, n_captions, scores, form=name, **kw)
@@ -619,7 +919,7 @@ def bootstrap_params(score_samples: np.ndarray, n_frames, n_captions, *, scores=
     """
     samples = np.atleast_2d(np.asarray(score_samples, float))
     samples = samples[np.all(np.isfinite(samples), axis=1)]
-    kw = dict(form=form, seed=seed, bounds=bounds, higher_is_better=higher_is_better)
+    kw = {"form": form, "seed": seed, "bounds": bounds, "higher_is_better": higher_is_better}
     recentred = scores is not None
     if recentred:
         y = np.asarray(scores, float).ravel()

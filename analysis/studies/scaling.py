@@ -76,7 +76,8 @@ def fit_subject(engine, _first_run: str, metric: str, params: dict, points: list
         fit = fit_scaling_law(nf[ok], nc[ok], y[ok], seed=seed, **kw)
         payload["fit"] = {"params": fit.params, "r2": fit.r2, "rmse": fit.rmse, "n_points": fit.n_points,
                           "status": fit.status, "reason": fit.reason}
-        payload["forms"] = compare_forms(nf[ok], nc[ok], y[ok], seed=seed, **kw)
+        # the saturating law is fitted once: compare_forms reuses this fit
+        payload["forms"] = compare_forms(nf[ok], nc[ok], y[ok], seed=seed, fits={"saturating": fit}, **kw)
         payload["drawn"] = next((f["form"] for f in payload["forms"] if f.get("best")), "saturating")
         if n_boot >= 2:
             samples = grid_score_samples([(engine.emb(a)[la], engine.emb(b)[lb]) for _, _, _, la, lb, a, b in good],
