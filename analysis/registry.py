@@ -6,6 +6,7 @@ The CLI (``layerscope metrics``), the grids, the dashboard pickers and the commo
 from __future__ import annotations
 
 import difflib
+import functools
 import inspect
 from dataclasses import dataclass, field
 from typing import Callable
@@ -30,6 +31,12 @@ KINDS = {
 }
 
 
+@functools.lru_cache(maxsize=None)
+def _keyword_params(fn) -> tuple:
+    sig = inspect.signature(fn)
+    return tuple((n, p.default) for n, p in sig.parameters.items() if p.kind == inspect.Parameter.KEYWORD_ONLY)
+
+
 @dataclass(frozen=True)
 class MetricSpec:
     """What a metric is and how to call it."""
@@ -50,11 +57,9 @@ class MetricSpec:
 
     @property
     def params(self) -> dict[str, object]:
-        """Keyword-only hyperparameters and their defaults, read from the function signature."""
-        sig = inspect.signature(self.fn)
-        return {
-            n: p.default for n, p in sig.parameters.items() if p.kind == inspect.Parameter.KEYWORD_ONLY
-        }
+        """Keyword-only hyperparameters and their defaults, read from the function signature
+        (once per function: ``analyze`` asks for them per pair; a fresh copy each time)."""
+        return dict(_keyword_params(self.fn))
 
     def resolve(self, **params) -> dict[str, object]:
         """Defaults overlaid with ``params``; unknown names raise and list what is accepted."""
