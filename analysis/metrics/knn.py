@@ -330,8 +330,8 @@ def _masked_cross_table(states_a, table, sims, recips, *, counts: bool = False):
 
     The shared entries are found by one table lookup per A entry; they come out ordered by
     (B layer, A layer, i, slot in A), so within each (A layer, B layer) bin in the same order as
-    :func:`_masked_cross`'s, and every ``bincount`` adds the same values in the same order: the
-    two routines agree bit for bit (tests compare).
+    :func:`_masked_cross`'s, every ``bincount`` adds the same values in the same order, and both
+    end in :func:`_hsic_from_sums`: the two routines agree bit for bit (tests compare).
     """
     sa0 = states_a[0]
     n, k = sa0.n, sa0.k
@@ -342,7 +342,7 @@ def _masked_cross_table(states_a, table, sims, recips, *, counts: bool = False):
     flat = np.flatnonzero(slot >= 0)
     if g * la * nk < 2**31:
         flat = flat.astype(np.int32)
-    pb = slot.ravel()[flat]
+    pb = np.take(slot.ravel(), flat)
     b = flat // nk  # (B layer, A layer) bin: t * la + A layer
     e = flat - b * nk  # = i k + slot in A
     t = b // la  # B layer
@@ -352,21 +352,31 @@ def _masked_cross_table(states_a, table, sims, recips, *, counts: bool = False):
     sim_a = np.concatenate([s.sim.ravel() for s in states_a])
     idx_a = np.concatenate([s.idx.ravel() for s in states_a]).astype(flat.dtype)
     recip_a = np.concatenate([s.recip.ravel() >= 0 for s in states_a])
-    kv, lv = sim_a[rem], sims[fb]
-    cols = idx_a[rem]
-    both = recip_a[rem] & recips[fb]
+    kv, lv = np.take(sim_a, rem), np.take(sims, fb)
+    cols = np.take(idx_a, rem)
+    both = np.take(recip_a, rem) & np.take(recips, fb)
     bins = g * la
+    b_n = b * n
+    colsum_k = np.bincount(b_n + cols, weights=kv, minlength=bins * n).reshape(bins, n)
+    rowsum_l = np.bincount(b_n + rows, weights=lv, minlength=bins * n).reshape(bins, n)
+    bi = b.astype(np.intp)  # bincount casts to intp: once for the two counts below
     # the trace's entries outside ``both`` add exact zeros: the same sum as over ``both`` alone
-    trace = np.bincount(b, weights=np.where(both, kv * lv, 0.0), minlength=bins)
-    s_k = np.bincount(b, weights=kv, minlength=bins)
-    s_l = np.bincount(b, weights=lv, minlength=bins)
-    colsum_k = np.bincount(b * n + cols, weights=kv, minlength=bins * n).reshape(bins, n)
-    rowsum_l = np.bincount(b * n + rows, weights=lv, minlength=bins * n).reshape(bins, n)
-    dot = (colsum_k * rowsum_l).sum(axis=1)
-    out = (trace + s_k * s_l / ((n - 1) * (n - 2)) - 2.0 * dot / (n - 2)) / (n * (n - 3))
+    trace = np.bincount(bi, weights=np.where(both, kv * lv, 0.0), minlength=bins)
+    out = _hsic_from_sums(n, trace, colsum_k, rowsum_l)
     if counts:  # shared entries per cell: mutual k-NN's counts
-        return out.reshape(g, la).T, np.bincount(b, minlength=bins).reshape(g, la).T
+        return out.reshape(g, la).T, np.bincount(bi, minlength=bins).reshape(g, la).T
     return out.reshape(g, la).T
+
+
+def _hsic_from_sums(n: int, trace, colsum_k, rowsum_l) -> np.ndarray:
+    """Unbiased HSIC per bin from ``tr(K~L~)`` and the ``(bins, N)`` column sums of ``K~`` and row
+    sums of ``L~`` (:func:`masked_hsic_unbiased`'s formula; ``1'K~1`` and ``1'L~1`` are their
+    totals, ``1'K~L~1`` their dot product). Both scoring routines end here, so they agree bit for
+    bit whenever their sums do."""
+    s_k = colsum_k.sum(axis=1)
+    s_l = rowsum_l.sum(axis=1)
+    dot = (colsum_k * rowsum_l).sum(axis=1)
+    return (trace + s_k * s_l / ((n - 1) * (n - 2)) - 2.0 * dot / (n - 2)) / (n * (n - 3))
 
 
 def _masked_cross(sa: KnnState, groups: int, idx_b, sims, recips, *, counts: bool = False):
@@ -392,12 +402,9 @@ def _masked_cross(sa: KnnState, groups: int, idx_b, sims, recips, *, counts: boo
     cols = sa.idx.ravel()[e]
     both = (sa.recip.ravel()[e] >= 0) & recips[fb]
     trace = np.bincount(t[both], weights=kv[both] * lv[both], minlength=groups)
-    s_k = np.bincount(t, weights=kv, minlength=groups)
-    s_l = np.bincount(t, weights=lv, minlength=groups)
     colsum_k = np.bincount(t * n + cols, weights=kv, minlength=groups * n).reshape(groups, n)
     rowsum_l = np.bincount(t * n + rows, weights=lv, minlength=groups * n).reshape(groups, n)
-    dot = (colsum_k * rowsum_l).sum(axis=1)
-    out = (trace + s_k * s_l / ((n - 1) * (n - 2)) - 2.0 * dot / (n - 2)) / (n * (n - 3))
+    out = _hsic_from_sums(n, trace, colsum_k, rowsum_l)
     return (out, np.bincount(t, minlength=groups)) if counts else out
 
 
