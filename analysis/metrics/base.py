@@ -91,6 +91,26 @@ def tiled_inner(vecs_a: Sequence[np.ndarray], vecs_b: Sequence[np.ndarray]) -> n
     return acc[:la, :lb]
 
 
+def tiled_self(vecs: Sequence[np.ndarray]) -> np.ndarray:
+    """``(len(vecs),)`` self inner products ``<v, v>``: the diagonal of ``tiled_inner(vecs, vecs)``
+    bit for bit (the same diagonal tiles, the same product expression, the same chunk order),
+    without its off-diagonal tiles: ``ceil(L/8)`` tile products per chunk instead of
+    ``ceil(L/8)²``."""
+    la = len(vecs)
+    m = len(vecs[0]) if la else 0
+    ta = -(-la // TILE)
+    acc = np.zeros((ta, TILE, TILE))
+    buf = np.zeros((ta, TILE, K_CHUNK))
+    for c in range(0, m, K_CHUNK):
+        w = min(K_CHUNK, m - c)
+        for r, v in enumerate(vecs):
+            buf[r // TILE, r % TILE, :w] = v[c : c + w]
+        for i in range(ta):
+            part = buf[i, :, :w]
+            acc[i] += part @ buf[i, :, :w].T
+    return np.concatenate([np.diag(a) for a in acc])[:la] if la else np.zeros(0)
+
+
 def gram_inner(Ga: np.ndarray, Gb: np.ndarray) -> np.ndarray:
     """``Ga @ Gb.T`` for flattened per-layer blocks (rows), computed by :func:`tiled_inner`."""
     rows_a = list(Ga)

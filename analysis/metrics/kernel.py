@@ -53,7 +53,7 @@ import numpy as np
 
 from .. import neighbors
 from ..validation import as_matrix, check_paired, check_positive
-from .base import PairKernel, gram_inner, gram_self, tiled_inner
+from .base import PairKernel, gram_inner, gram_self, tiled_inner, tiled_self
 
 KERNELS = ("linear", "rbf")
 
@@ -177,7 +177,7 @@ class GramState:
         """``<K, K>_F`` (debiased: ``tr(K~ K~)``) by the same routine as a cross term; cached."""
         if self.self_inner is None:
             if self.mode == "packed":
-                self.self_inner = float(_packed_inner([self], [self])[0, 0])
+                self.self_inner = float(_packed_self([self])[0])
             else:
                 self.self_inner = _feature_cross(self, self)
         return self.self_inner
@@ -191,6 +191,15 @@ def _packed_inner(states_a, states_b) -> np.ndarray:
     if states_a[0].diag is not None:
         da = [s.diag for s in states_a]
         out += tiled_inner(da, da if states_b is states_a else [s.diag for s in states_b])
+    return out
+
+
+def _packed_self(states) -> np.ndarray:
+    """``<K, K>_F`` of each packed state: the diagonal of ``_packed_inner(states, states)`` bit for
+    bit, from the diagonal tiles only (:func:`analysis.metrics.base.tiled_self`)."""
+    out = 2.0 * tiled_self([s.upper for s in states])
+    if states[0].diag is not None:
+        out += tiled_self([s.diag for s in states])
     return out
 
 
@@ -287,7 +296,7 @@ class CkaKernel(PairKernel):
             # a cell of the tiled product does not depend on its place in the tile (see tiled_inner)
             todo = list({id(s): s for s in list(states_a) + list(states_b) if s.self_inner is None}.values())
             if todo:
-                for s, v in zip(todo, np.diag(_packed_inner(todo, todo))):
+                for s, v in zip(todo, _packed_self(todo)):
                     s.self_inner = float(v)
             self_a = np.array([s.inner_self() for s in states_a])
             self_b = np.array([s.inner_self() for s in states_b])

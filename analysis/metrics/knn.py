@@ -26,6 +26,7 @@ from scipy import sparse
 
 from ..neighbors import ann_search, check_knn_method, cosines64, knn_search
 from ..validation import as_matrix, check_k, check_paired
+from . import knn_jit
 from .base import PairKernel
 
 
@@ -269,6 +270,10 @@ def _concat_lists(states, n, *, idx=True):
     return idx, sims, recips
 
 
+#: Score CKNNA's shared entries in compiled code (:mod:`analysis.metrics.knn_jit`) when numba is
+#: there; the numpy routine gives the same bits (tests switch this off to compare)
+USE_JIT = True
+
 #: Largest N whose layers are matched through dense slot tables (one ``N²`` table of int8 per
 #: layer: 16 MiB at 4096). Above it the lists are compared row by row (``(N, k, k)`` per layer
 #: pair, linear in N) and mutual k-NN counts come from a sparse indicator product.
@@ -336,6 +341,13 @@ def _masked_cross_table(states_a, table, sims, recips, *, counts: bool = False):
     sa0 = states_a[0]
     n, k = sa0.n, sa0.k
     g, la, nk = table.shape[0], len(states_a), n * k
+    jit = knn_jit.kernel() if USE_JIT else None
+    if jit is not None:
+        trace, colsum_k, rowsum_l, shared = jit(
+            np.stack([s.idx for s in states_a]), np.stack([s.sim for s in states_a]),
+            np.stack([s.recip >= 0 for s in states_a]), table, sims.reshape(g, n, k), recips.reshape(g, n, k))
+        out = _hsic_from_sums(n, trace.ravel(), colsum_k.reshape(g * la, n), rowsum_l.reshape(g * la, n))
+        return (out.reshape(g, la).T, shared.T) if counts else out.reshape(g, la).T
     slot = _lookup(table, states_a, n)
     # int32 positions where they fit (a lookup holds at most CKNNA_BLOCK_ENTRIES): numpy's integer
     # division and gathers run several times faster on them than on int64

@@ -146,3 +146,24 @@ def test_engine_keeps_mutual_knn_from_cknna(tmp_path):
     fresh = Engine(con).grid(runs[0], runs[1], "mutual_knn", k=5)
     np.testing.assert_array_equal(via_cknna, fresh)
     con.close()
+
+
+@pytest.mark.parametrize("degenerate", [False, True])
+def test_compiled_and_numpy_cknna_sums_agree_bitwise(monkeypatch, degenerate):
+    from analysis.metrics import knn_jit
+
+    assert knn_jit.kernel() is not None  # numba comes with umap-learn, a dependency
+    A, B = stack(110, 3, 9, 11, degenerate=degenerate), stack(110, 4, 7, 12)
+    compiled = grids(A, B, "cknna", 6)
+    monkeypatch.setattr(knn_mod, "USE_JIT", False)
+    np.testing.assert_array_equal(grids(A, B, "cknna", 6), compiled)
+
+
+@pytest.mark.parametrize("layers,m", [(1, 50), (9, 9000), (17, 8195)])
+def test_tiled_self_is_the_diagonal_of_tiled_inner_bit_for_bit(layers, m):
+    from analysis.metrics.base import tiled_inner, tiled_self
+
+    rng = np.random.default_rng(layers)
+    vecs = [rng.normal(size=m) for _ in range(layers)]
+    np.testing.assert_array_equal(tiled_self(vecs), np.diag(tiled_inner(vecs, vecs)))
+    np.testing.assert_allclose(tiled_self(vecs), [v @ v for v in vecs], rtol=1e-12)
