@@ -13,19 +13,7 @@ from analysis.store import load_embeddings
 from analysis.studies import analyze_store
 from precompute.cli import main
 from precompute.synthetic_store import write_sweep
-
-SHAPE = dict(frames=(1, 2), captions=(1, 2), n_items=40, n_layers=4, dim=12)
-
-
-def quiet(_msg):
-    pass
-
-
-@pytest.fixture
-def sweep(tmp_path):
-    path = tmp_path / "s.duckdb"
-    write_sweep(path, video=["v1", "v2"], text=["t1", "t2"], **SHAPE)
-    return path
+from tests.analysis.conftest import SHAPE, quiet
 
 
 def _tables(path):

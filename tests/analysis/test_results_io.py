@@ -14,21 +14,9 @@ from analysis import results as R
 from analysis.schema import create_all
 from analysis.studies import analyze_store
 from analysis.studies.context import Context, Settings
-from precompute.synthetic_store import write_sweep
+from tests.analysis.conftest import quiet
 
-SHAPE = {"frames": (1, 2), "captions": (1, 2), "n_items": 40, "n_layers": 4, "dim": 12}
 TABLES = ("result_grids", "result_profiles", "result_studies")
-
-
-def quiet(_msg):
-    pass
-
-
-@pytest.fixture
-def sweep(tmp_path):
-    path = tmp_path / "s.duckdb"
-    write_sweep(path, video=["v1", "v2"], text=["t1", "t2"], **SHAPE)
-    return path
 
 
 def _empty_store(path):
