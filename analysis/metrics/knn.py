@@ -299,12 +299,11 @@ def _slot_table_groups(states, n):
     per_layer = n * n * np.dtype(dtype).itemsize
     group = max(1, SLOT_TABLE_BYTES // per_layer)
     slots = np.tile(np.arange(k, dtype=dtype), n)
-    rows = np.arange(n, dtype=np.int64)[:, None] * n
     for b0 in range(0, len(states), group):
         block = states[b0:b0 + group]
         table = np.full((len(block), n * n), -1, dtype=dtype)
         for t, st in enumerate(block):
-            table[t, (rows + st.idx).ravel()] = slots
+            table[t, MutualKnn._keys(st)] = slots
         yield b0, b0 + len(block), table
 
 
@@ -316,17 +315,12 @@ def _a_chunks(n_a: int, g: int, n: int, k: int):
         yield a0, min(n_a, a0 + step)
 
 
-def _keys_of(states, n) -> np.ndarray:
-    """``(La N k,)`` slot ``i N + j`` of every neighbour pair of several layers, layer-major."""
-    rows = np.arange(n, dtype=np.int64)[:, None] * n
-    return np.concatenate([(rows + s.idx).ravel() for s in states])
-
-
 def _lookup(table: np.ndarray, states_a, n) -> np.ndarray:
     """``(G, La, N k)``: the slot, in each B layer of ``table``, of every A layer's neighbour
     pairs (-1: not a neighbour there)."""
     k = states_a[0].k
-    return table[:, _keys_of(states_a, n)].reshape(table.shape[0], len(states_a), n * k)
+    keys = np.concatenate([MutualKnn._keys(s) for s in states_a])
+    return table[:, keys].reshape(table.shape[0], len(states_a), n * k)
 
 
 def _masked_cross_table(states_a, table, sims, recips, *, counts: bool = False):

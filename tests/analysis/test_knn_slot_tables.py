@@ -80,7 +80,7 @@ def test_slot_table_marks_every_neighbour_once():
         pass
 
     st = S()
-    st.idx, st.k = idx, 2
+    st.idx, st.k, st.n = idx, 2, 3
     (_, _, table), = knn_mod._slot_table_groups([st], 3)
     expected = np.full(9, -1)
     for i in range(3):
