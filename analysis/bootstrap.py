@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .neighbors import l2_normalize
+from .neighbors import collapse_check, cosine_topk, dot64, l2_normalize, row_norms
 from .registry import get_metric
 
 #: ranking metrics taking ``groups=`` (items sharing a label are right answers for each other):
@@ -120,14 +120,116 @@ def _cka_linear_resamples(X: np.ndarray, Y: np.ndarray, IX: np.ndarray) -> np.nd
         return np.where(denom > 0, cross / denom, 0.0)
 
 
-def _kernel_resample(spec, X, Y, ix, params) -> float:
-    """The metric on rows ``ix`` through its two-stage kernel, copies grouped by source item."""
+#: items kept per item (``RESAMPLE_LIST_FACTOR · k``) to derive a resample's neighbour lists from
+RESAMPLE_LIST_FACTOR = 4
+
+
+class ResampleNeighbours:
+    """Exact k-NN lists of one space on any item resample, derived from lists computed once.
+
+    The answer is the one :func:`analysis.neighbors.knn_search` gives on the resampled rows
+    ``X[ix]`` with ``groups=ix`` (a position's own item, every copy of it, is excluded): for each
+    position, the k positions of largest float64 cosine ``s`` (``dot64``), ties to the lower
+    position. ``s`` between two positions is ``s`` between their items (row-wise normalisation,
+    one fixed summation per pair), so it is read off each item's ``K = RESAMPLE_LIST_FACTOR · k``
+    nearest items, sorted by ``s`` (ties to the lower item), computed once per space
+    (:func:`analysis.neighbors.cosine_topk`).
+
+    For item ``a`` of a resample that draws item ``b`` ``c_b`` times, walk ``a``'s list summing
+    ``c_b`` until k positions are filled; the item ``t`` where that happens has value
+    ``v = s(a, t)``. Items above ``v`` give all their copies; the items at exactly ``v`` (usually
+    ``t`` alone) give their lowest positions until k are filled. The walk is exact when the list
+    provably holds every item at or above ``v``: the tie block at ``v`` ends inside the list, or
+    the list holds all other items. Otherwise (the list ran out, about ``P(Poisson(4k) < k)`` per
+    item, ~1e-10 at k = 10; or ties reach its end, e.g. a zero row, whose cosines are all 0) that
+    item's row is scanned whole: ``dot64`` against every item, then the same rule (``O(N d)``).
+    A resample whose rows all lie at one point (collapsed), and every resample of a collapsed
+    space, is searched instead (``knn_search`` decides that case). Every copy of an item has the
+    same list. Cost per resample: ``O(U K)`` for U distinct items, against ``O(N² d)`` for a search.
+    """
+
+    def __init__(self, X: np.ndarray, k: int):
+        n = len(X)
+        self.X, self.k, self.n = X, k, n
+        self.K = min(n - 1, max(k, RESAMPLE_LIST_FACTOR * k))
+        self.rows_scanned = 0  # distinct items whose row was scanned whole (list too short)
+        self.norms = row_norms(X)
+        # the float32 unit rows knn_search tests for a collapse (same arithmetic, see _Float32Sims)
+        self.unit32 = (X.astype(np.float64) / self.norms[:, None]).astype(np.float32)
+        self.collapsed = collapse_check(self.unit32, self.unit32[0])
+        if self.collapsed:
+            return
+        self.items, self.s = cosine_topk(X, self.K)
+
+    def lists(self, ix: np.ndarray) -> np.ndarray | None:
+        """``(N, k)`` neighbour positions of resample ``ix``, rows sorted; None when the resample
+        is collapsed (the caller searches it, as ``knn_search`` decides that case)."""
+        k, n, K = self.k, self.n, self.K
+        if self.collapsed:
+            return None
+        u, inv, m = np.unique(ix, return_inverse=True, return_counts=True)
+        if collapse_check(self.unit32[u], self.unit32[ix[0]]):
+            return None
+        cnt = np.zeros(n, dtype=np.int64)
+        cnt[u] = m
+        first = np.concatenate(([0], np.cumsum(cnt)[:-1]))  # item b's positions: order[first[b]:...]
+        order = np.argsort(ix, kind="stable")
+        L, S = self.items[u], self.s[u]  # (U, K), each row by decreasing s
+        P = cnt[L]
+        C = np.cumsum(P, axis=1)
+        enough = C[:, -1] >= k
+        v = S[np.arange(len(u)), np.argmax(C >= k, axis=1)]  # the value where k positions fill up
+        # the tie block at v (contiguous in the sorted list) must end inside the list, unless the
+        # list holds every other item: else an unlisted item could tie it
+        hard = ~enough | ((S[:, -1] == v) if K < n - 1 else False)
+        easy = np.flatnonzero(~hard)
+        # every copy of every listed item down to the end of v's tie block, ordered by
+        # (row, -s, position): the first k of each row are its neighbours
+        use = np.where(S[easy] >= v[easy, None], P[easy], 0)
+        reps = use.ravel()
+        runs = np.cumsum(reps) - reps
+        pos = order[np.repeat(first[L[easy]].ravel(), reps) + (np.arange(reps.sum()) - np.repeat(runs, reps))]
+        per_row = use.sum(axis=1)
+        row = np.repeat(np.arange(len(easy)), per_row)
+        ranked = pos[np.lexsort((pos, -np.repeat(S[easy].ravel(), reps), row))]
+        starts = np.cumsum(per_row) - per_row
+        nbr = np.empty((len(u), k), dtype=np.int64)
+        nbr[easy] = ranked[starts[:, None] + np.arange(k)]
+        hard = np.flatnonzero(hard)
+        self.rows_scanned += len(hard)
+        if len(hard):  # their whole row: dot64 against every item, as the search defines it
+            s_all = dot64(self.X, self.norms, u[hard], np.broadcast_to(np.arange(n), (len(hard), n)))
+            vals = s_all[:, ix]
+            vals[ix[None, :] == u[hard][:, None]] = -np.inf  # the item's own copies
+            pick = np.lexsort((np.broadcast_to(np.arange(len(ix)), vals.shape), -vals), axis=-1)[:, :k]
+            nbr[hard] = pick
+        nbr.sort(axis=1)
+        return nbr[inv]
+
+    def state(self, ix: np.ndarray, kernel, params: dict):
+        """The kernel's prepared state of resample ``ix`` (lists derived, else searched)."""
+        from .metrics.knn import KnnState
+
+        idx = self.lists(ix)
+        if idx is None:
+            return kernel.prepare(self.X[ix], groups=ix, **params)
+        return KnnState(idx, self.X[ix], self.norms[ix])
+
+
+def _kernel_resample(spec, X, Y, ix, params, spaces=None) -> float:
+    """The metric on rows ``ix`` through its two-stage kernel, copies grouped by source item.
+
+    ``spaces``: :class:`ResampleNeighbours` of X and Y (k-NN kernels), reused over resamples.
+    """
     from .metrics.knn import KnnKernel
 
     if not isinstance(spec.kernel, KnnKernel):
         return spec(X[ix], Y[ix], **params)
     p = spec.resolve(**params)
-    states = [spec.kernel.prepare(A[ix], groups=ix, **p) for A in (X, Y)]
+    if spaces is None:
+        states = [spec.kernel.prepare(A[ix], groups=ix, **p) for A in (X, Y)]
+    else:
+        states = [space.state(ix, spec.kernel, p) for space in spaces]
     return float(spec.kernel.score_block([states[0]], [states[1]], **p)[0, 0])
 
 
@@ -183,6 +285,10 @@ def score_resamples(metric: str, X, Y=None, IX=None, IY=None, **params) -> np.nd
         return np.array([_mutual_knn_resample(cx, cy, ix, k) for ix in IX])
     ranking = spec.name in RANKING_METRICS
     given = params.pop("groups", None) if ranking else None
+    spaces = None
+    if Y is not None and not ranking and _derives_lists(spec, params):
+        k = spec.resolve(**params)["k"]
+        spaces = (ResampleNeighbours(X, k), ResampleNeighbours(Y, k))
     for b, ix in enumerate(IX):
         if len(np.unique(ix)) < need:
             continue
@@ -191,8 +297,15 @@ def score_resamples(metric: str, X, Y=None, IX=None, IY=None, **params) -> np.nd
             groups = ix if given is None else np.asarray(given)[ix]
             out[b] = spec(X[ix], Y[ix], groups=groups, **params)
         else:
-            out[b] = spec(X[ix], **params) if Y is None else _kernel_resample(spec, X, Y, ix, params)
+            out[b] = spec(X[ix], **params) if Y is None else _kernel_resample(spec, X, Y, ix, params, spaces)
     return out
+
+
+def _derives_lists(spec, params) -> bool:
+    """Whether resamples of this metric take derived exact neighbour lists (exact k-NN kernels)."""
+    from .metrics.knn import KnnKernel
+
+    return isinstance(spec.kernel, KnnKernel) and spec.resolve(**params).get("knn", "exact") == "exact"
 
 
 def score_resample(metric: str, X, Y=None, ix=None, iy=None, **params) -> float:

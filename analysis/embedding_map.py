@@ -7,10 +7,14 @@ cosine). The k-NN graph UMAP starts from is computed exactly here, in numpy (``O
 fine for the few thousand points a map shows), and handed to UMAP as ``precomputed_knn``: the
 numbers are the exact neighbours, and umap-learn's nearest-neighbour code is never compiled.
 
-Cost. ``import umap`` takes a few seconds, and the first map in a process pays numba's JIT
-compilation of umap-learn's graph and layout code (about 10-25 s on a busy 2-core machine; umap-learn
-caches little of it on disk); every later map in the same process takes about a second for a few
-hundred points. ``layerscope analyze`` imports umap only when a map must be (re)computed.
+Cost. ``import umap`` takes a few seconds. umap-learn's graph and layout code is numba-compiled
+on first use and umap-learn asks numba to cache little of it on disk, so every process paid 10-25 s
+of JIT before its first map. :func:`_umap` turns numba's on-disk cache on for umap-learn's compiled
+functions (``Dispatcher.enable_caching``, what ``cache=True`` does; the same machine code, kept
+beside the package or in numba's user cache dir): only the first process on a machine compiles,
+later ones load it (a first map then takes ~0.3 s instead of ~10 s for 200 points). Where no cache
+location is writable, compilation happens as before. ``layerscope analyze`` imports umap only when a
+map must be (re)computed.
 
 Determinism. With ``seed`` set, umap-learn runs single-threaded and the layout is a function of the
 input and the seed (same machine, same library versions): the same call gives the same points.
@@ -98,6 +102,37 @@ def _check_layer(X: np.ndarray, what: str) -> None:
         raise MapUndefined(f"{what} is degenerate: {st.reason}; a map would show one point or one line")
 
 
+_UMAP = None
+
+
+def _umap():
+    """``umap`` imported once, with numba's on-disk cache enabled for its compiled functions (see
+    the module docstring); a function whose cache cannot be set up keeps compiling in memory."""
+    global _UMAP
+    if _UMAP is None:
+        import umap
+        import umap.layouts
+        import umap.spectral
+        import umap.umap_
+        import umap.utils
+
+        try:
+            from numba.core.caching import NullCache
+            from numba.core.dispatcher import Dispatcher
+        except ImportError:  # another numba layout: compile per process, as before
+            _UMAP = umap
+            return umap
+        for mod in (umap.umap_, umap.layouts, umap.utils, umap.spectral):
+            for fn in vars(mod).values():
+                if isinstance(fn, Dispatcher) and isinstance(getattr(fn, "_cache", None), NullCache):
+                    try:
+                        fn.enable_caching()
+                    except Exception:  # no writable cache location: compile per process, as before
+                        pass
+        _UMAP = umap
+    return _UMAP
+
+
 def umap_coords(X, *, n_neighbors: int = N_NEIGHBORS, min_dist: float = MIN_DIST, seed: int = 0,
                 name: str = "X") -> EmbeddingMap:
     """UMAP of the rows of ``X`` ``(N, d)`` in cosine geometry, deterministic for a given ``seed``.
@@ -128,7 +163,7 @@ def umap_coords(X, *, n_neighbors: int = N_NEIGHBORS, min_dist: float = MIN_DIST
 
     import warnings
 
-    import umap  # lazy: a few seconds to import, and numba compiles on the first fit
+    umap = _umap()  # lazy: a few seconds to import
 
     with warnings.catch_warnings():
         # "n_jobs overridden by random_state" and "knn_search_index is not an NNDescent object" are

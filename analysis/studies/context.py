@@ -188,6 +188,10 @@ class Context:
         self._keys: dict = {}  # table -> {result_id: input_key}: the store's, plus what is pending
         self._rows: dict = {t: {} for t in self.CACHED}  # table -> {result_id: decoded row}
         self._loaded: set = set()  # (table, dataset) whose stored rows are in ``_rows``
+        #: grid result id -> the best cell's bootstrap resample scores computed in this analysis
+        #: (``BootstrapCI.samples``), so the scaling intervals reuse them instead of rescoring the
+        #: same resamples (same seed, so the same draws)
+        self.boot_samples: dict = {}
 
     def note(self, msg: str) -> None:
         self.notes.append(msg)

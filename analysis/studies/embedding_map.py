@@ -16,7 +16,8 @@ setting (:meth:`DatasetRuns.largest_settings`):
 - plus every map a user asked for before (:func:`request_map`, ``layerscope map``), kept current.
 
 Cost: about a second per map of a few hundred points once umap-learn is compiled; the first map
-of a process pays ``import umap`` and numba's compilation (10-35 s on a busy 2-core machine; see
+of a process pays ``import umap`` (a few seconds), and the first on a machine numba's compilation
+(10-35 s on a busy 2-core machine; later processes load it from numba's disk cache, see
 :mod:`analysis.embedding_map`). A second ``analyze`` with unchanged runs reuses every map and never
 imports umap.
 

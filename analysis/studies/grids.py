@@ -88,6 +88,7 @@ def score_pair(engine, run_a: str, run_b: str, metric: str, params: dict, n_boot
     out.update(best_a=la, best_b=lb, best_value=value)
     if n_boot >= 2:
         ci = bootstrap_ci(metric, engine.emb(run_a)[la], engine.emb(run_b)[lb], n_boot=n_boot, seed=seed, **params)
+        out["samples"] = ci.samples  # kept in memory for the scaling intervals, never stored
         if np.isfinite(ci.low) and np.isfinite(ci.high):
             out.update(ci_low=ci.low, ci_high=ci.high)
         if ci.reason:
@@ -113,6 +114,8 @@ def run(ctx: Context, d: DatasetRuns) -> list[tuple]:
     if tasks:
         ctx.log(f"grids {d.name}: {len(tasks)} of {len(pairs)} to compute")
     for (kind, a, b, metric, rid, ikey), res in zip(stale, run_tasks(ctx, "grid", tasks, label=f"grids {d.name}")):
+        if res.get("samples") is not None:
+            ctx.boot_samples[rid] = res["samples"]
         ctx.put_grid(result_id=rid, dataset=d.name, pair_kind=kind, model_a=a["model"], model_b=b["model"],
                    run_a=a["run_id"], run_b=b["run_id"], n_frames=a["n_frames"],
                    n_captions=b["n_captions"] if kind == "vision_text" else None,

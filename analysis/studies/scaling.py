@@ -33,30 +33,38 @@ def run(ctx: Context, d: DatasetRuns, pairs: list[tuple]) -> None:
                      s.n_boot, s.seed)
         if not ctx.fresh("scaling", "result_studies", rid, ikey):
             continue
-        points = []
+        points, known = [], []
         for a, b in runs:
             # the grids study wrote this row or found it fresh: from memory, or the dataset's rows
             # of an earlier analyze read once
-            g = ctx.result_row("result_grids", d.name, result_keys(ctx, a, b, metric)[0])
+            grid_rid = result_keys(ctx, a, b, metric)[0]
+            g = ctx.result_row("result_grids", d.name, grid_rid)
             points.append((a["n_frames"], b["n_captions"], g["best_value"], g["best_a"], g["best_b"],
                            a["run_id"], b["run_id"]))
-        stale.append((f"{va}|{tb}|{metric}", rid, ikey, metric, params, points))
-    tasks = [(points[0][5], metric, params, points, min(s.n_boot, MAX_BOOT), s.seed)
-             for _, _, _, metric, params, points in stale]
-    for (subject, rid, ikey, metric, params, _), payload in zip(stale, run_tasks(ctx, "scaling", tasks,
+            known.append(ctx.boot_samples.get(grid_rid))
+        stale.append((f"{va}|{tb}|{metric}", rid, ikey, metric, params, points, known))
+    tasks = [(points[0][5], metric, params, points, min(s.n_boot, MAX_BOOT), s.seed, known)
+             for _, _, _, metric, params, points, known in stale]
+    for (subject, rid, ikey, metric, params, _, _), payload in zip(stale, run_tasks(ctx, "scaling", tasks,
                                                                                  label=f"scaling {d.name}")):
         ctx.put_study(result_id=rid, study="scaling", dataset=d.name, subject=subject,
                     params={"metric": metric, **params, "n_boot": s.n_boot}, payload=payload, input_key=ikey)
 
 
-def fit_subject(engine, _first_run: str, metric: str, params: dict, points: list, n_boot: int, seed: int) -> dict:
+def fit_subject(engine, _first_run: str, metric: str, params: dict, points: list, n_boot: int, seed: int,
+                known: list | None = None) -> dict:
     """One subject's payload: scores per grid point, the law's fit, the other forms, intervals.
 
     ``points``: ``(n_f, n_c, best score or None, best layer a, best layer b, run a, run b)`` per grid
     point. A point without a best cell (degenerate grid) is kept in the payload with
     ``degenerate[i] = True`` and left out of every fit. The fit respects the metric: S∞ inside its
     bounds, the law's direction from the metric's; ``fit.status``/``fit.reason`` say when it cannot
-    be trusted, and ``drawn`` names the form with the best held-out error (the one to draw)."""
+    be trusted, and ``drawn`` names the form with the best held-out error (the one to draw).
+
+    ``known``: per point, the best cell's resample scores the grids study computed in this
+    analysis with the same seed (``bootstrap_ci``: ``resample_indices(N, B, default_rng(seed))``,
+    whose first ``n_boot`` rows are the draws :func:`grid_score_samples` makes), or None. When every
+    point has at least ``n_boot`` of them they are used instead of scoring the resamples again."""
     spec = get_metric(metric)
     hib = spec.higher_is_better is not False
     kw = dict(bounds=BOUNDS.get(metric), higher_is_better=hib)
@@ -80,8 +88,13 @@ def fit_subject(engine, _first_run: str, metric: str, params: dict, points: list
         payload["forms"] = compare_forms(nf[ok], nc[ok], y[ok], seed=seed, fits={"saturating": fit}, **kw)
         payload["drawn"] = next((f["form"] for f in payload["forms"] if f.get("best")), "saturating")
         if n_boot >= 2:
-            samples = grid_score_samples([(engine.emb(a)[la], engine.emb(b)[lb]) for _, _, _, la, lb, a, b in good],
-                                         metric, n_boot=n_boot, seed=seed, **params)
+            have = [kn for kn, keep in zip(known or [None] * len(points), ok) if keep]
+            if have and all(kn is not None and len(kn) >= n_boot for kn in have):
+                samples = np.stack([np.asarray(kn)[:n_boot] for kn in have], axis=1)
+            else:
+                samples = grid_score_samples([(engine.emb(a)[la], engine.emb(b)[lb])
+                                              for _, _, _, la, lb, a, b in good],
+                                             metric, n_boot=n_boot, seed=seed, **params)
             try:
                 iv = bootstrap_params(samples, nf[ok], nc[ok], scores=y[ok], seed=seed, **kw)
                 payload["intervals"] = iv.intervals

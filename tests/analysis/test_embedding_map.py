@@ -154,3 +154,14 @@ def test_a_frame_becomes_a_small_jpeg_data_uri():
     assert im.format == "JPEG" and im.size == (72, 43)  # the aspect ratio kept, longer side 72
     right = np.asarray(im.convert("RGB"))[:, -5:].mean(axis=(0, 1))
     assert right[0] > 200 and right[1] < 60  # still red on the right
+
+
+def test_umap_compiled_functions_cache_on_disk_so_a_process_does_not_recompile_them():
+    from numba.core.caching import NullCache
+
+    from analysis.embedding_map import _umap
+
+    umap = _umap()
+    compiled = [fn for fn in (umap.umap_.smooth_knn_dist, umap.umap_.compute_membership_strengths)]
+    assert all(not isinstance(fn._cache, NullCache) for fn in compiled)
+    assert _umap() is umap  # set up once per process

@@ -1,0 +1,155 @@
+"""Bootstrap resamples of the k-NN kernels take neighbour lists derived from lists computed once
+(``ResampleNeighbours``), equal to a search on the resampled rows; the scaling intervals reuse the
+grids' resample scores. References: ``knn_search`` on ``X[ix]`` with ``groups=ix`` (the
+definition the derived lists must meet), and the searched path of ``score_resamples``."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import numpy as np
+import pytest
+
+import analysis.bootstrap as B
+from analysis import results as R
+from analysis.bootstrap import ResampleNeighbours, resample_indices, score_resamples
+from analysis.neighbors import knn_search
+from analysis.store import connect
+from analysis.studies import analyze_store
+from precompute.synthetic_store import write_sweep
+from tests.analysis.conftest import quiet
+
+
+def _reference(X, ix, k):
+    return knn_search(X[ix], k, groups=ix)
+
+
+def _check_lists(X, k, IX):
+    """Derived lists equal the searched ones wherever derived; returns how many fell back."""
+    space = ResampleNeighbours(X, k)
+    fell_back = 0
+    for ix in IX:
+        if len(np.unique(ix)) <= k:
+            continue
+        got = space.lists(ix)
+        if got is None:
+            fell_back += 1
+            continue
+        ref = _reference(X, ix, k)
+        assert not ref.collapsed
+        np.testing.assert_array_equal(got, ref.idx)
+    return fell_back
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_derived_lists_equal_a_search_on_the_resampled_rows(seed):
+    rng = np.random.default_rng(seed)
+    n, k = 90, 7
+    X = rng.normal(size=(n, 9))
+    X[60:75] = X[:15]  # exact duplicates of other items: ties at s = 1
+    X[80] = 0.0  # a zero row: cosine 0 to everything
+    IX = resample_indices(n, 40, np.random.default_rng(seed))
+    assert _check_lists(X, k, IX) == 0  # Gaussian data: every list reaches k, nothing falls back
+
+
+def test_exact_ties_between_distinct_items_go_to_the_lower_position():
+    """Integer rows in 2-3 dims: many distinct items share a cosine exactly (parallel rows), so the
+    boundary of a list often falls inside a tie, which the walk must settle by position."""
+    rng = np.random.default_rng(5)
+    derived = 0
+    for trial in range(25):
+        n, d = int(rng.integers(15, 70)), int(rng.integers(2, 4))
+        k = int(rng.integers(1, min(9, n // 3)))
+        X = rng.integers(-2, 3, size=(n, d)).astype(np.float64)
+        X[0] = [1.0] * d
+        X[1] = [2.0] * d  # parallel to row 0: the same unit row, a different item
+        IX = resample_indices(n, 12, np.random.default_rng(trial))
+        usable = sum(len(np.unique(ix)) > k for ix in IX)
+        derived += usable - _check_lists(X, k, IX)
+    assert derived > 100  # the walk (ties included) was exercised, not only the fallback
+
+
+def test_a_list_that_runs_out_is_scanned_whole(monkeypatch):
+    monkeypatch.setattr(B, "RESAMPLE_LIST_FACTOR", 1)  # K = k: any absent neighbour empties a list
+    rng = np.random.default_rng(2)
+    n, k = 40, 4
+    X = rng.normal(size=(n, 5))
+    space = ResampleNeighbours(X, k)
+    ix = np.array([i for i in range(n) if i != space.items[0][0]] + [0])  # item 0's nearest left out
+    IX = np.concatenate([ix[None], resample_indices(n, 20, np.random.default_rng(0))])
+    assert _check_lists(X, k, IX) == 0
+    assert space.rows_scanned == 0  # (the check above used its own instance)
+    space.lists(ix)
+    assert space.rows_scanned >= 1
+
+
+def test_a_zero_row_ties_everything_and_is_scanned_whole():
+    rng = np.random.default_rng(4)
+    X = rng.normal(size=(50, 6))
+    X[[3, 17]] = 0.0  # two zero rows: cosine 0 to every item, one tie block across the list
+    space = ResampleNeighbours(X, 5)
+    IX = resample_indices(50, 30, np.random.default_rng(1))
+    assert _check_lists(X, 5, IX) == 0
+    for ix in IX:
+        space.lists(ix)
+    assert space.rows_scanned > 0
+
+
+def test_collapsed_space_falls_back_and_scores_nan():
+    rng = np.random.default_rng(3)
+    X = np.tile(rng.normal(size=(1, 5)), (30, 1))
+    Y = rng.normal(size=(30, 4))
+    space = ResampleNeighbours(X, 3)
+    assert space.collapsed and space.lists(np.arange(30)) is None
+    assert np.isnan(score_resamples("cknna", X, Y, resample_indices(30, 3, np.random.default_rng(0)), k=3)).all()
+
+
+@pytest.mark.parametrize("metric", ["cknna", "cycle_knn"])
+def test_resample_scores_equal_the_searched_path_bit_for_bit(metric, monkeypatch):
+    rng = np.random.default_rng(7)
+    n = 70
+    X = rng.normal(size=(n, 8)).astype(np.float32)
+    X[40:50] = X[:10]
+    Y = X @ rng.normal(size=(8, 6)).astype(np.float32) + 0.4 * rng.normal(size=(n, 6)).astype(np.float32)
+    IX = resample_indices(n, 25, np.random.default_rng(1))
+    derived = score_resamples(metric, X, Y, IX, k=6)
+    monkeypatch.setattr(B, "_derives_lists", lambda *a: False)
+    searched = score_resamples(metric, X, Y, IX, k=6)
+    assert np.isfinite(derived).all()
+    np.testing.assert_array_equal(derived, searched)
+
+
+def _scaling_payloads(path):
+    con = connect(path, read_only=True)
+    try:
+        rows = R.read_studies(con, study="scaling")
+    finally:
+        con.close()
+    return {r["subject"]: json.dumps(r["payload"], sort_keys=True) for r in rows}
+
+
+def test_scaling_intervals_reuse_the_grids_resamples_and_equal_a_rescoring(tmp_path, monkeypatch):
+    import analysis.studies.scaling as S
+
+    sweep = tmp_path / "s.duckdb"  # 3 x 3 budgets: enough points for the law's fit
+    write_sweep(sweep, video=["v1"], text=["t1"], frames=(1, 2, 4), captions=(1, 2, 4), n_items=40,
+                n_layers=3, dim=12)
+    other = tmp_path / "other.duckdb"
+    shutil.copy(sweep, other)
+    calls = []
+    real = S.grid_score_samples
+    monkeypatch.setattr(S, "grid_score_samples", lambda *a, **kw: calls.append(1) or real(*a, **kw))
+    analyze_store(sweep, n_boot=12, metrics=["mutual_knn", "cka", "cknna"], log=quiet)
+    assert calls == []  # every interval came from the grids' samples
+    reused = _scaling_payloads(sweep)
+    assert reused and all("intervals" in json.loads(p) for p in reused.values())
+
+    # the same analysis, scaling scoring its resamples itself
+    real_fit = S.fit_subject
+    # parallel._unit imports fit_subject at call time, so it runs this one
+    monkeypatch.setattr(S, "fit_subject", lambda *a, **kw: real_fit(*a[:7], known=None))
+    analyze_store(other, n_boot=12, metrics=["mutual_knn", "cka", "cknna"], log=quiet)
+    assert calls  # this time they were scored again
+    assert _scaling_payloads(other) == reused
+
