@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .neighbors import collapse_check, cosine_topk, dot64, l2_normalize, row_norms
+from .neighbors import collapse_check, cosine_topk, cosines64_rows, dot64, l2_normalize, row_norms
 from .registry import get_metric
 
 #: ranking metrics taking ``groups=`` (items sharing a label are right answers for each other):
@@ -164,14 +164,20 @@ class ResampleNeighbours:
     def lists(self, ix: np.ndarray) -> np.ndarray | None:
         """``(N, k)`` neighbour positions of resample ``ix``, rows sorted; None when the resample
         is collapsed (the caller searches it, as ``knn_search`` decides that case)."""
+        got = self._item_lists(ix)
+        return None if got is None else got[2][got[1]]
+
+    def _item_lists(self, ix: np.ndarray):
+        """``(u, inv, nbr)``: the distinct items ``u`` of ``ix``, each position's row in ``u``, and
+        the ``(U, k)`` neighbour positions of each distinct item (its copies share them); or None."""
         k, n, K = self.k, self.n, self.K
         if self.collapsed:
             return None
-        u, inv, m = np.unique(ix, return_inverse=True, return_counts=True)
+        cnt = np.bincount(ix, minlength=n)
+        u = np.flatnonzero(cnt)
+        inv = (np.cumsum(cnt > 0) - 1)[ix]  # position of ix[p]'s item in u
         if collapse_check(self.unit32[u], self.unit32[ix[0]]):
             return None
-        cnt = np.zeros(n, dtype=np.int64)
-        cnt[u] = m
         first = np.concatenate(([0], np.cumsum(cnt)[:-1]))  # item b's positions: order[first[b]:...]
         order = np.argsort(ix, kind="stable")
         L, S = self.items[u], self.s[u]  # (U, K), each row by decreasing s
@@ -204,16 +210,23 @@ class ResampleNeighbours:
             pick = np.lexsort((np.broadcast_to(np.arange(len(ix)), vals.shape), -vals), axis=-1)[:, :k]
             nbr[hard] = pick
         nbr.sort(axis=1)
-        return nbr[inv]
+        return u, inv, nbr
 
     def state(self, ix: np.ndarray, kernel, params: dict):
-        """The kernel's prepared state of resample ``ix`` (lists derived, else searched)."""
+        """The kernel's prepared state of resample ``ix`` (lists derived, else searched).
+
+        Its cosines (CKNNA's kernel values) are computed once per distinct item by
+        ``cosines64_rows``, the arithmetic ``cosines64`` applies to the resampled rows (the
+        same bits: a pair's value depends only on its two rows), and copied to every copy."""
         from .metrics.knn import KnnState
 
-        idx = self.lists(ix)
-        if idx is None:
+        got = self._item_lists(ix)
+        if got is None:
             return kernel.prepare(self.X[ix], groups=ix, **params)
-        return KnnState(idx, self.X[ix], self.norms[ix])
+        u, inv, nbr = got
+        state = KnnState(nbr[inv], None, self.norms[ix])
+        state.__dict__["sim"] = cosines64_rows(self.X, self.norms, u, ix[nbr])[inv]  # fills the cached property
+        return state
 
 
 def _kernel_resample(spec, X, Y, ix, params, spaces=None) -> float:
@@ -330,7 +343,7 @@ class BootstrapCI:
 
 
 def bootstrap_ci(metric: str, X, Y=None, *, n_boot: int = 200, level: float = 0.95, seed: int = 0,
-                 **params) -> BootstrapCI:
+                 estimate: float | None = None, **params) -> BootstrapCI:
     """Confidence interval of ``metric(X[, Y])`` by resampling items with replacement.
 
     Paired metrics draw one index set for both X and Y (pairs stay together); unpaired metrics
@@ -341,7 +354,9 @@ def bootstrap_ci(metric: str, X, Y=None, *, n_boot: int = 200, level: float = 0.
     the metric's bounds. The shift removes the resampling bias that neighbourhood metrics have (a
     resample holds ~63% distinct items, so neighbourhoods reach further); the raw percentiles are
     kept as ``raw_low``/``raw_high``. Small datasets never raise here: with fewer than 2 valid
-    resamples ``low``/``high`` are NaN and ``reason`` says why.
+    resamples ``low``/``high`` are NaN and ``reason`` says why. ``estimate``: the metric on the full
+    sample when the caller already has it (a grid's cell equals the one-pair value bit for bit),
+    else it is computed.
     """
     spec = get_metric(metric)
     if not 0 < level < 1:
@@ -356,7 +371,7 @@ def bootstrap_ci(metric: str, X, Y=None, *, n_boot: int = 200, level: float = 0.
         raise ValueError(f"metric {metric!r} scores one space: do not pass Y")
     Y = None if Y is None else np.asarray(Y, dtype=np.float64)
     args = (X,) if Y is None else (X, Y)
-    estimate = spec(*args, **params)
+    estimate = spec(*args, **params) if estimate is None else estimate
     rng = np.random.default_rng(seed)
     IX = resample_indices(len(X), n_boot, rng)
     IY = resample_indices(len(Y), n_boot, rng) if spec.kind == "unpaired" else None

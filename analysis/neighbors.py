@@ -151,14 +151,21 @@ def cosines64(X: np.ndarray, norms: np.ndarray, idx: np.ndarray) -> np.ndarray:
     2x faster than :func:`dot64`. Used for CKNNA's kernel values. Memory: ``COS_CHUNK_ENTRIES``
     gathered entries per step.
     """
+    return cosines64_rows(X, norms, None, idx)
+
+
+def cosines64_rows(X: np.ndarray, norms: np.ndarray, rows: np.ndarray | None, idx: np.ndarray) -> np.ndarray:
+    """``(r, c)`` float64 cosines ``s(rows[i], idx[i, j])`` by :func:`cosines64`'s arithmetic (the
+    same bits for the same pair of rows); ``rows=None`` means ``0..r-1``."""
     r, c = idx.shape
     d = X.shape[1]
     out = np.empty((r, c))
     step = max(1, COS_CHUNK_ENTRIES // max(1, c * d))
     for r0 in range(0, r, step):
         r1 = min(r, r0 + step)
-        out[r0:r1] = np.einsum("rcd,rd->rc", X[idx[r0:r1]], X[r0:r1], dtype=np.float64)
-    out /= norms[:r, None] * norms[idx]
+        own = X[r0:r1] if rows is None else X[rows[r0:r1]]
+        out[r0:r1] = np.einsum("rcd,rd->rc", X[idx[r0:r1]], own, dtype=np.float64)
+    out /= (norms[:r] if rows is None else norms[rows])[:, None] * norms[idx]
     return out
 
 

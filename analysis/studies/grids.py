@@ -87,7 +87,8 @@ def score_pair(engine, run_a: str, run_b: str, metric: str, params: dict, n_boot
         return out
     out.update(best_a=la, best_b=lb, best_value=value)
     if n_boot >= 2:
-        ci = bootstrap_ci(metric, engine.emb(run_a)[la], engine.emb(run_b)[lb], n_boot=n_boot, seed=seed, **params)
+        ci = bootstrap_ci(metric, engine.emb(run_a)[la], engine.emb(run_b)[lb], n_boot=n_boot, seed=seed,
+                          estimate=value, **params)  # the cell is the one-pair value, bit for bit
         out["samples"] = ci.samples  # kept in memory for the scaling intervals, never stored
         if np.isfinite(ci.low) and np.isfinite(ci.high):
             out.update(ci_low=ci.low, ci_high=ci.high)

@@ -153,3 +153,36 @@ def test_scaling_intervals_reuse_the_grids_resamples_and_equal_a_rescoring(tmp_p
     assert calls  # this time they were scored again
     assert _scaling_payloads(other) == reused
 
+
+
+def test_grid_intervals_equal_bootstrap_ci_computed_from_scratch(sweep):
+    """The grids study hands bootstrap_ci its best cell as the estimate and scores resamples from
+    derived lists: the stored interval equals bootstrap_ci's own, computed from the rows alone."""
+    from analysis.bootstrap import bootstrap_ci
+    from analysis.studies.engine import Engine
+
+    analyze_store(sweep, n_boot=10, metrics=["mutual_knn", "cka", "cknna", "cycle_knn"], log=quiet)
+    con = connect(sweep, read_only=True)
+    try:
+        rows = [r for r in R.read_grids(con) if r["ci_low"] is not None]
+        engine = Engine(con)
+        assert {r["metric"] for r in rows} == {"mutual_knn", "cka", "cknna", "cycle_knn"}
+        for r in rows[::3]:
+            ci = bootstrap_ci(r["metric"], engine.emb(r["run_a"])[r["best_a"]], engine.emb(r["run_b"])[r["best_b"]],
+                              n_boot=10, seed=0, **r["params"])
+            assert (ci.estimate, ci.low, ci.high) == (r["best_value"], r["ci_low"], r["ci_high"]), r["metric"]
+    finally:
+        con.close()
+
+
+def test_cosines_of_items_equal_the_cosines_of_the_resampled_rows_bitwise():
+    from analysis.neighbors import cosines64, cosines64_rows, row_norms
+
+    rng = np.random.default_rng(9)
+    for X in (rng.normal(size=(80, 33)).astype(np.float32), rng.normal(size=(80, 700))):
+        norms = row_norms(X)
+        ix = rng.integers(0, 80, 80)
+        idx = rng.integers(0, 80, (80, 7))
+        ref = cosines64(X[ix], norms[ix], idx)  # the resampled rows, as the searched path has them
+        np.testing.assert_array_equal(cosines64_rows(X, norms, ix, ix[idx]), ref)
+        np.testing.assert_array_equal(cosines64_rows(X, norms, None, idx), cosines64(X, norms, idx))

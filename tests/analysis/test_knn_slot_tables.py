@@ -167,3 +167,24 @@ def test_tiled_self_is_the_diagonal_of_tiled_inner_bit_for_bit(layers, m):
     vecs = [rng.normal(size=m) for _ in range(layers)]
     np.testing.assert_array_equal(tiled_self(vecs), np.diag(tiled_inner(vecs, vecs)))
     np.testing.assert_allclose(tiled_self(vecs), [v @ v for v in vecs], rtol=1e-12)
+
+
+@pytest.mark.parametrize("degenerate", [False, True])
+@pytest.mark.parametrize("jit", [True, False])
+def test_cknna_self_term_equals_the_layer_scored_against_itself_bitwise(monkeypatch, degenerate, jit):
+    """The O(N k) self term is the cross routines' value of a layer against itself (table path,
+    compiled or not, and the row-by-row path), bit for bit."""
+    from analysis.metrics.knn import Cknna, KnnKernel, _concat_lists, _masked_cross, _masked_cross_table, _slot_table_groups
+
+    monkeypatch.setattr(knn_mod, "USE_JIT", jit)
+    for layer in stack(90, 3, 7, 8, degenerate=degenerate):
+        state = KnnKernel().prepare(layer, k=6)
+        if state.collapsed:
+            assert np.isnan(Cknna._self(state))
+            continue
+        n = state.n
+        (_, _, table), = _slot_table_groups([state], n)
+        _, sims, recips = _concat_lists([state], n, idx=False)
+        by_table = float(_masked_cross_table([state], table, sims, recips)[0, 0])
+        by_rows = float(_masked_cross(state, 1, *_concat_lists([state], n))[0])
+        assert Cknna._self(state) == by_table == by_rows
