@@ -224,9 +224,7 @@ class ResampleNeighbours:
         if got is None:
             return kernel.prepare(self.X[ix], groups=ix, **params)
         u, inv, nbr = got
-        state = KnnState(nbr[inv], None, self.norms[ix])
-        state.__dict__["sim"] = cosines64_rows(self.X, self.norms, u, ix[nbr])[inv]  # fills the cached property
-        return state
+        return KnnState(nbr[inv], None, self.norms[ix], sim=cosines64_rows(self.X, self.norms, u, ix[nbr])[inv])
 
 
 def _kernel_resample(spec, X, Y, ix, params, spaces=None) -> float:

@@ -40,8 +40,11 @@ class KnnState:
     """
 
     def __init__(self, idx: np.ndarray, X: np.ndarray, norms: np.ndarray, *, collapsed: bool = False,
-                 resolved: tuple = (), method: str = "exact", recall: float | None = None, recall_rows: int = 0):
+                 resolved: tuple = (), method: str = "exact", recall: float | None = None, recall_rows: int = 0,
+                 sim: np.ndarray | None = None):
         self.idx = idx
+        if sim is not None:  # cosines the caller already has (the same bits): ``X`` may then be None
+            self.__dict__["sim"] = sim
         self.X = X
         self.norms = norms
         self.collapsed = collapsed
