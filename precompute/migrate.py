@@ -65,7 +65,7 @@ def migrate_store(path, *, log=print) -> dict:
                 _rebuild_downstream_v5(con)
             add_missing_columns(con)
             con.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'", [str(SCHEMA_VERSION)])
-            create_all(con, str(path))  # tables new since that version, with their comments
+            create_all(con, str(path), comment_all=True)  # tables new since that version; comments on all
             con.execute("COMMIT")
         except BaseException:
             con.execute("ROLLBACK")

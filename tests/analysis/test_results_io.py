@@ -251,3 +251,26 @@ def test_a_store_analysed_under_two_clamps_never_mixes_their_rows(sweep, tmp_pat
     assert sorted(map(str, mixed_profiles.values())) != sorted(map(str, clean_profiles.values())) * 2
     for rid, payload in clean.items():
         assert mixed[rid] == payload
+
+
+def test_create_all_on_an_existing_store_creates_only_what_is_missing(tmp_path):
+    """Opening a store for writing creates (and comments) only missing tables: a dropped table
+    comes back with its column comments, rows of the others stay, and their comments are not
+    rewritten (a rewrite would restore the one changed below)."""
+    from analysis.schema import TABLE_NAMES
+
+    path = tmp_path / "s.duckdb"
+    con = _empty_store(path)
+    con.execute("INSERT INTO meta VALUES ('note', 'kept') ON CONFLICT (key) DO NOTHING")
+    con.execute("COMMENT ON COLUMN result_grids.metric IS 'changed by hand'")
+    con.execute("DROP TABLE result_profiles")
+    create_all(con, str(path))
+    have = {r[0] for r in con.execute("SELECT table_name FROM duckdb_tables()").fetchall()}
+    assert set(TABLE_NAMES) <= have
+    comments = dict(con.execute("SELECT table_name || '.' || column_name, comment FROM duckdb_columns()").fetchall())
+    assert comments["result_profiles.metric"], "a recreated table gets its comments"
+    assert comments["result_grids.metric"] == "changed by hand"
+    assert con.execute("SELECT value FROM meta WHERE key = 'note'").fetchall() == [("kept",)]
+    create_all(con, str(path), comment_all=True)
+    comments = dict(con.execute("SELECT table_name || '.' || column_name, comment FROM duckdb_columns()").fetchall())
+    assert comments["result_grids.metric"] != "changed by hand"
