@@ -148,11 +148,17 @@ class ResampleNeighbours:
     same list. Cost per resample: ``O(U K)`` for U distinct items, against ``O(N² d)`` for a search.
     """
 
-    def __init__(self, X: np.ndarray, k: int):
+    def __init__(self, X: np.ndarray, k: int, *, memo_bytes: int = 0):
         n = len(X)
         self.X, self.k, self.n = X, k, n
         self.K = min(n - 1, max(k, RESAMPLE_LIST_FACTOR * k))
         self.rows_scanned = 0  # distinct items whose row was scanned whole (list too short)
+        # a cached space (the engine's) meets the same resamples again: one seed draws the same
+        # index rows for every pair and metric of N items, so lists and states are kept per resample
+        self.memo_bytes = int(memo_bytes)
+        self._memo: dict = {}
+        self._memo_used = 0
+        self.memo_hits = 0
         self.norms = row_norms(X)
         # the float32 unit rows knn_search tests for a collapse (same arithmetic, see _Float32Sims)
         self.unit32 = (X.astype(np.float64) / self.norms[:, None]).astype(np.float32)
@@ -167,9 +173,32 @@ class ResampleNeighbours:
         got = self._item_lists(ix)
         return None if got is None else got[2][got[1]]
 
+    def nbytes(self, n_resamples: int = 0) -> int:
+        """Bytes this space holds, with its memo full (``memo_bytes``, or what ``n_resamples``
+        resamples' lists and states need when that is less)."""
+        held = sum(a.nbytes for a in (self.norms, self.unit32, getattr(self, "items", np.zeros(0)),
+                                      getattr(self, "s", np.zeros(0))))
+        return held + min(self.memo_bytes, n_resamples * self.n * (3 * self.k + 2) * 8)
+
+    def _memoised(self, key, make):
+        if not self.memo_bytes:
+            return make()
+        if key in self._memo:
+            self.memo_hits += 1
+            return self._memo[key]
+        value = make()
+        size = _held_bytes(value)
+        if self._memo_used + size <= self.memo_bytes:
+            self._memo[key] = value
+            self._memo_used += size
+        return value
+
     def _item_lists(self, ix: np.ndarray):
         """``(u, inv, nbr)``: the distinct items ``u`` of ``ix``, each position's row in ``u``, and
         the ``(U, k)`` neighbour positions of each distinct item (its copies share them); or None."""
+        return self._memoised(("lists", ix.tobytes()), lambda: self._derive(ix))
+
+    def _derive(self, ix: np.ndarray):
         k, n, K = self.k, self.n, self.K
         if self.collapsed:
             return None
@@ -220,11 +249,25 @@ class ResampleNeighbours:
         same bits: a pair's value depends only on its two rows), and copied to every copy."""
         from .metrics.knn import KnnState
 
-        got = self._item_lists(ix)
-        if got is None:
-            return kernel.prepare(self.X[ix], groups=ix, **params)
-        u, inv, nbr = got
-        return KnnState(nbr[inv], None, self.norms[ix], sim=cosines64_rows(self.X, self.norms, u, ix[nbr])[inv])
+        def make():
+            got = self._item_lists(ix)
+            if got is None:
+                return kernel.prepare(self.X[ix], groups=ix, **params)
+            u, inv, nbr = got
+            return KnnState(nbr[inv], None, self.norms[ix],
+                            sim=cosines64_rows(self.X, self.norms, u, ix[nbr])[inv])
+
+        # every k-NN kernel prepares with KnnKernel.prepare: one state serves them all
+        return self._memoised(("state", ix.tobytes(), params.get("k"), params.get("knn", "exact")), make)
+
+
+def _held_bytes(value) -> int:
+    """Bytes of the arrays in a memoised value (a tuple of arrays, a KnnState, or None)."""
+    if value is None:
+        return 0
+    if isinstance(value, tuple):
+        return sum(v.nbytes for v in value)
+    return sum(v.nbytes for v in vars(value).values() if isinstance(v, np.ndarray)) + 2 * value.idx.size * 8
 
 
 def _kernel_resample(spec, X, Y, ix, params, spaces=None) -> float:
@@ -244,7 +287,24 @@ def _kernel_resample(spec, X, Y, ix, params, spaces=None) -> float:
     return float(spec.kernel.score_block([states[0]], [states[1]], **p)[0, 0])
 
 
-def score_resamples(metric: str, X, Y=None, IX=None, IY=None, **params) -> np.ndarray:
+def _mutual_knn_derived(spec, X, Y, ix, params, spaces) -> float:
+    """Mutual k-NN on resample ``ix`` from derived lists: ``Σ_a c_a |NN_X(a) ∩ NN_Y(a)| / (k n)``
+    over the distinct items ``a`` (drawn ``c_a`` times; every copy has the same position lists),
+    the integer count the kernel finds on the searched lists of ``X[ix]`` and ``Y[ix]``, divided
+    the same way (the same bits, tested). A resample collapsed in either space is searched (NaN)."""
+    k = spec.resolve(**params)["k"]
+    gx = spaces[0]._item_lists(ix)
+    gy = None if gx is None else spaces[1]._item_lists(ix)
+    if gy is None:
+        return _kernel_resample(spec, X, Y, ix, params)
+    u, inv, nx = gx
+    ny = gy[2]
+    copies = np.bincount(inv, minlength=len(u))
+    shared = (nx[:, :, None] == ny[:, None, :]).sum(axis=(1, 2))
+    return float(int(np.dot(copies, shared)) / (k * len(ix)))
+
+
+def score_resamples(metric: str, X, Y=None, IX=None, IY=None, *, spaces=None, **params) -> np.ndarray:
     """The metric on each item resample, ``(B,)``; NaN where a resample is too small for it.
 
     Args:
@@ -254,13 +314,18 @@ def score_resamples(metric: str, X, Y=None, IX=None, IY=None, **params) -> np.nd
         IX: ``(B, N)`` resampled row indices (:func:`resample_indices`); paired metrics apply
             them to X and Y alike (pairs stay together).
         IY: ``(B, M)`` indices for Y, unpaired metrics only.
+        spaces: :class:`ResampleNeighbours` of X and Y with the metric's k, when the caller keeps
+            them (the analysis engine does, per run, layer and k); else built here.
     Rules (the same for every caller):
         - neighbourhood metrics never let an item be its own neighbour: every copy of an item is
           excluded from that item's list. Mutual k-NN counts positions: item j drawn c times fills
           up to c of the k slots, copies taken in position order in both spaces, so two spaces
           that agree on items agree on positions (``|NN_X ∩ NN_Y| = Σ_j min(c_X(j), c_Y(j))``).
-          It uses cosines computed once per space and gathered per resample. Cycle k-NN and
-          CKNNA go through their kernels with the copies grouped.
+          Mutual k-NN, cycle k-NN and CKNNA (exact neighbours) take each resample's lists as
+          a search on the resampled rows with ``groups=ix`` finds them (ties to the lower
+          position), derived from lists computed once per space (:class:`ResampleNeighbours`);
+          with ``knn="ann"`` mutual k-NN gathers item cosines computed once per space (ties to
+          the lower item) and the other two search each resample.
         - linear (biased) CKA is scored on all resamples at once from the Grams of the items,
           weighted by how often each is drawn (:func:`_cka_linear_resamples`; equal to CKA on the
           resampled rows up to rounding).
@@ -292,14 +357,18 @@ def score_resamples(metric: str, X, Y=None, IX=None, IY=None, **params) -> np.nd
             return out
     if spec.name == "mutual_knn":
         k = spec.resolve(**params)["k"]
-        cx, cy = _Cosine(X), _Cosine(Y)
-        return np.array([_mutual_knn_resample(cx, cy, ix, k) for ix in IX])
+        if not _derives_lists(spec, params):  # approximate neighbours: item cosines, gathered
+            cx, cy = _Cosine(X), _Cosine(Y)
+            return np.array([_mutual_knn_resample(cx, cy, ix, k) for ix in IX])
+        spaces = _spaces(spaces, X, Y, k)
+        return np.array([_mutual_knn_derived(spec, X, Y, ix, params, spaces) if len(np.unique(ix)) > k
+                         else np.nan for ix in IX])
     ranking = spec.name in RANKING_METRICS
     given = params.pop("groups", None) if ranking else None
-    spaces = None
     if Y is not None and not ranking and _derives_lists(spec, params):
-        k = spec.resolve(**params)["k"]
-        spaces = (ResampleNeighbours(X, k), ResampleNeighbours(Y, k))
+        spaces = _spaces(spaces, X, Y, spec.resolve(**params)["k"])
+    else:
+        spaces = None
     for b, ix in enumerate(IX):
         if len(np.unique(ix)) < need:
             continue
@@ -310,6 +379,24 @@ def score_resamples(metric: str, X, Y=None, IX=None, IY=None, **params) -> np.nd
         else:
             out[b] = spec(X[ix], **params) if Y is None else _kernel_resample(spec, X, Y, ix, params, spaces)
     return out
+
+
+def _spaces(given, X, Y, k: int) -> tuple:
+    """The caller's spaces (checked against X, Y and k), else new ones."""
+    if given is None:
+        return ResampleNeighbours(X, k), ResampleNeighbours(Y, k)
+    for space, A, name in zip(given, (X, Y), "XY"):
+        if space.k != k or space.n != len(A) or space.X.shape != A.shape:
+            raise ValueError(f"resample space for {name} was built for k={space.k} on {space.X.shape}, "
+                             f"the metric needs k={k} on {A.shape}")
+    return tuple(given)
+
+
+def derived_lists_k(metric: str, params: dict) -> int | None:
+    """The ``k`` whose :class:`ResampleNeighbours` resamples of ``metric`` use (exact k-NN
+    metrics), for a caller that keeps spaces; None for every other metric."""
+    spec = get_metric(metric)
+    return spec.resolve(**params)["k"] if _derives_lists(spec, params) else None
 
 
 def _derives_lists(spec, params) -> bool:
@@ -341,7 +428,7 @@ class BootstrapCI:
 
 
 def bootstrap_ci(metric: str, X, Y=None, *, n_boot: int = 200, level: float = 0.95, seed: int = 0,
-                 estimate: float | None = None, **params) -> BootstrapCI:
+                 estimate: float | None = None, spaces=None, **params) -> BootstrapCI:
     """Confidence interval of ``metric(X[, Y])`` by resampling items with replacement.
 
     Paired metrics draw one index set for both X and Y (pairs stay together); unpaired metrics
@@ -354,7 +441,7 @@ def bootstrap_ci(metric: str, X, Y=None, *, n_boot: int = 200, level: float = 0.
     kept as ``raw_low``/``raw_high``. Small datasets never raise here: with fewer than 2 valid
     resamples ``low``/``high`` are NaN and ``reason`` says why. ``estimate``: the metric on the full
     sample when the caller already has it (a grid's cell equals the one-pair value bit for bit),
-    else it is computed.
+    else it is computed. ``spaces``: see :func:`score_resamples`.
     """
     spec = get_metric(metric)
     if not 0 < level < 1:
@@ -373,7 +460,7 @@ def bootstrap_ci(metric: str, X, Y=None, *, n_boot: int = 200, level: float = 0.
     rng = np.random.default_rng(seed)
     IX = resample_indices(len(X), n_boot, rng)
     IY = resample_indices(len(Y), n_boot, rng) if spec.kind == "unpaired" else None
-    samples = score_resamples(metric, X, Y, IX, IY, **params)
+    samples = score_resamples(metric, X, Y, IX, IY, spaces=spaces, **params)
     ok = samples[np.isfinite(samples)]
     skipped = n_boot - len(ok)
     reason = None

@@ -169,6 +169,25 @@ class Engine:
         """``{layer: reason}`` for the run's degenerate layers (collapsed, rank 1, < 2 distinct rows)."""
         return {i: st.reason or "degenerate" for i, st in enumerate(self.status(run_id)) if st.degenerate}
 
+    # ------------------------------------------------------------------ bootstrap spaces
+    #: bytes of memoised resample lists and states one space may keep
+    RESAMPLE_MEMO_BYTES = 64 << 20
+
+    def resample_space(self, run_id: str, layer: int, k: int, n_boot: int = 0):
+        """The :class:`analysis.bootstrap.ResampleNeighbours` of one layer (float64 rows, as
+        ``bootstrap_ci`` widens them), kept in the state cache: every best cell, metric and pair
+        that bootstraps this layer with this ``k`` reuses its lists and, through its memo, the
+        lists and states of resamples already drawn (one seed draws the same rows each time)."""
+        from ..bootstrap import ResampleNeighbours
+
+        key = (run_id, "resample_space", layer, k)
+        space = self._states.get(key)
+        if space is None:
+            X = np.asarray(self.emb(run_id)[layer], dtype=np.float64)
+            space = ResampleNeighbours(X, k, memo_bytes=self.RESAMPLE_MEMO_BYTES)
+            self._states.put(key, space, space.nbytes(n_boot) + X.nbytes)
+        return space
+
     # ------------------------------------------------------------------ prepared states
     def resolve(self, metric: str, **params) -> dict:
         spec = get_metric(metric)

@@ -14,7 +14,7 @@ from collections import defaultdict
 import numpy as np
 
 from .. import results as R
-from ..bootstrap import bootstrap_ci
+from ..bootstrap import bootstrap_ci, derived_lists_k
 from ..grid import NoBestCell, best_cell
 from ..registry import get_metric
 from .context import Context, DatasetRuns
@@ -87,8 +87,11 @@ def score_pair(engine, run_a: str, run_b: str, metric: str, params: dict, n_boot
         return out
     out.update(best_a=la, best_b=lb, best_value=value)
     if n_boot >= 2:
+        k = derived_lists_k(metric, params)  # exact k-NN metrics: the engine keeps each layer's lists
+        spaces = None if k is None else tuple(engine.resample_space(r, layer, k, n_boot)
+                                              for r, layer in ((run_a, la), (run_b, lb)))
         ci = bootstrap_ci(metric, engine.emb(run_a)[la], engine.emb(run_b)[lb], n_boot=n_boot, seed=seed,
-                          estimate=value, **params)  # the cell is the one-pair value, bit for bit
+                          estimate=value, spaces=spaces, **params)  # the cell is the one-pair value, bit for bit
         out["samples"] = ci.samples  # kept in memory for the scaling intervals, never stored
         if np.isfinite(ci.low) and np.isfinite(ci.high):
             out.update(ci_low=ci.low, ci_high=ci.high)

@@ -12,7 +12,8 @@ RNG = np.random.default_rng(3)
 def brute_mutual_knn_on_resample(X, Y, ix, k):
     """Mutual k-NN on the resampled rows by its definition, with copies grouped: position q is a
     candidate neighbour of position p only if it holds another item; candidates in decreasing
-    cosine, exact ties (copies of one item) broken by item then position, the same in both spaces."""
+    cosine, exact ties (copies of one item) broken by position, the same in both spaces (as a
+    search on the resampled rows with ``groups=ix`` breaks them)."""
 
     def lists(A):
         An = A / np.linalg.norm(A, axis=1, keepdims=True)
@@ -20,7 +21,7 @@ def brute_mutual_knn_on_resample(X, Y, ix, k):
         out = []
         for p in range(len(ix)):
             cand = [q for q in range(len(ix)) if ix[q] != ix[p]]
-            cand.sort(key=lambda q: (-C[ix[p], ix[q]], ix[q], q))
+            cand.sort(key=lambda q: (-C[ix[p], ix[q]], q))
             out.append(set(cand[:k]))
         return out
 

@@ -186,3 +186,65 @@ def test_cosines_of_items_equal_the_cosines_of_the_resampled_rows_bitwise():
         ref = cosines64(X[ix], norms[ix], idx)  # the resampled rows, as the searched path has them
         np.testing.assert_array_equal(cosines64_rows(X, norms, ix, ix[idx]), ref)
         np.testing.assert_array_equal(cosines64_rows(X, norms, None, idx), cosines64(X, norms, idx))
+
+
+def _searched_mutual(X, Y, ix, k):
+    from analysis.registry import get_metric
+
+    spec = get_metric("mutual_knn")
+    p = spec.resolve(k=k)
+    sa, sb = (spec.kernel.prepare(A[ix], groups=ix, **p) for A in (X, Y))
+    return float(spec.kernel.score_block([sa], [sb], **p)[0, 0])
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_mutual_knn_resamples_equal_the_kernel_on_searched_lists(seed):
+    """Mutual k-NN's resamples from derived lists equal the kernel scoring the lists a search finds
+    on the resampled rows, bit for bit: Gaussian rows with duplicated items and a zero row, and
+    integer rows whose exact ties between distinct items the lists settle by position."""
+    rng = np.random.default_rng(seed)
+    n = 60
+    X = rng.normal(size=(n, 7))
+    X[40:48] = X[:8]
+    X[55] = 0.0
+    Y = X @ rng.normal(size=(7, 5)) + 0.5 * rng.normal(size=(n, 5))
+    Xi = rng.integers(-2, 3, size=(n, 2)).astype(np.float64)
+    Yi = rng.integers(-2, 3, size=(n, 3)).astype(np.float64)
+    Xi[np.abs(Xi).sum(axis=1) == 0, 0] = 1.0  # keep the integer rows off zero: ties, not zero rows
+    Yi[np.abs(Yi).sum(axis=1) == 0, 0] = 1.0
+    IX = resample_indices(n, 15, np.random.default_rng(seed))
+    for A, B_, k in ((X, Y, 5), (Xi, Yi, 4)):
+        got = score_resamples("mutual_knn", A, B_, IX, k=k)
+        ref = [_searched_mutual(A, B_, ix, k) for ix in IX]
+        np.testing.assert_array_equal(got, ref)
+        assert np.isfinite(got).all()
+
+
+def test_mutual_knn_resample_of_a_collapsed_space_is_nan():
+    rng = np.random.default_rng(1)
+    X = np.tile(rng.normal(size=(1, 4)), (25, 1))
+    Y = rng.normal(size=(25, 4))
+    assert np.isnan(score_resamples("mutual_knn", X, Y, resample_indices(25, 4, np.random.default_rng(0)), k=3)).all()
+
+
+def test_a_kept_space_memoises_resamples_within_its_budget_and_scores_the_same():
+    """A space the engine keeps serves every metric and best cell that bootstraps its layer: the
+    same resample rows (one seed) come back, so their lists and states are memoised, up to
+    ``memo_bytes``; the scores equal fresh spaces' bit for bit."""
+    rng = np.random.default_rng(11)
+    n, k = 60, 5
+    X = rng.normal(size=(n, 6))
+    X[50:55] = X[:5]
+    Y = X @ rng.normal(size=(6, 4)) + 0.3 * rng.normal(size=(n, 4))
+    IX = resample_indices(n, 8, np.random.default_rng(0))
+    spaces = (ResampleNeighbours(X, k, memo_bytes=1 << 20), ResampleNeighbours(Y, k, memo_bytes=1 << 20))
+    for metric in ("mutual_knn", "cknna", "cycle_knn", "mutual_knn"):
+        kept = score_resamples(metric, X, Y, IX, spaces=spaces, k=k)
+        np.testing.assert_array_equal(kept, score_resamples(metric, X, Y, IX, k=k))
+    assert spaces[0].memo_hits >= 3 * len(IX)  # lists: computed once, then served
+    assert 0 < spaces[0]._memo_used <= 1 << 20
+    tight = ResampleNeighbours(X, k, memo_bytes=200)  # room for nothing
+    score_resamples("mutual_knn", X, Y, IX, spaces=(tight, spaces[1]), k=k)
+    assert tight._memo_used == 0 and tight.memo_hits == 0
+    with pytest.raises(ValueError, match="k=5"):
+        score_resamples("mutual_knn", X, Y, IX, spaces=spaces, k=4)
