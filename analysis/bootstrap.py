@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .degenerate import duplicate_labels
 from .neighbors import collapse_check, cosine_topk, cosines64_rows, dot64, l2_normalize, row_norms
 from .registry import get_metric
 
@@ -166,6 +167,22 @@ class ResampleNeighbours:
         if self.collapsed:
             return
         self.items, self.s = cosine_topk(X, self.K)
+        # items pointing the same way (duplicate_labels of the unit rows, as tied_lists finds them):
+        # a resample's positions whose lists are drawn by ties follow from the class sizes
+        X64 = np.asarray(X, dtype=np.float64)
+        self.zero = ~np.any(X64 != 0, axis=1)  # (row_norms reports a zero row's norm as 1)
+        self.tie_class = duplicate_labels(X64 / self.norms[:, None])
+
+    def tie_decided(self, ix: np.ndarray) -> str | None:
+        """:func:`analysis.metrics.knn.tie_decided_reason` of the resampled rows ``X[ix]`` with
+        ``groups=ix``, from the item classes found once (a position's ties are the positions of
+        its class that hold other items)."""
+        from .metrics.knn import tie_decided_message
+
+        cls = self.tie_class[ix]
+        others = np.bincount(cls)[cls] - np.bincount(ix, minlength=self.n)[ix]
+        tied = int(np.count_nonzero((others > self.k) | self.zero[ix]))
+        return None if 2 * tied < len(ix) else tie_decided_message(tied, len(ix), self.k)
 
     def lists(self, ix: np.ndarray) -> np.ndarray | None:
         """``(N, k)`` neighbour positions of resample ``ix``, rows sorted; None when the resample
@@ -254,8 +271,8 @@ class ResampleNeighbours:
             if got is None:
                 return kernel.prepare(self.X[ix], groups=ix, **params)
             u, inv, nbr = got
-            return KnnState(nbr[inv], None, self.norms[ix],
-                            sim=cosines64_rows(self.X, self.norms, u, ix[nbr])[inv])
+            return KnnState(nbr[inv], None, self.norms[ix], sim=cosines64_rows(self.X, self.norms, u, ix[nbr])[inv],
+                            tie_decided=self.tie_decided(ix))
 
         # every k-NN kernel prepares with KnnKernel.prepare: one state serves them all
         return self._memoised(("state", ix.tobytes(), params.get("k"), params.get("knn", "exact")), make)
@@ -297,6 +314,8 @@ def _mutual_knn_derived(spec, X, Y, ix, params, spaces) -> float:
     gy = None if gx is None else spaces[1]._item_lists(ix)
     if gy is None:
         return _kernel_resample(spec, X, Y, ix, params)
+    if spaces[0].tie_decided(ix) or spaces[1].tie_decided(ix):
+        return float("nan")  # as the kernel scores a layer whose lists are decided by ties
     u, inv, nx = gx
     ny = gy[2]
     copies = np.bincount(inv, minlength=len(u))

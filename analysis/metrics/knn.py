@@ -15,6 +15,11 @@ are zero), all cosines are equal and "the k nearest" is decided by tie-breaking 
 scores were artefacts of index order (mutual k-NN gave a believable 0.387 on identical vectors).
 Every score involving such a layer is NaN. The check is ``analysis.neighbors.is_collapsed`` /
 ``collapse_check`` (to be pointed at the shared definition in ``analysis/degenerate.py``).
+
+Tie-decided layers: where at least half the rows have their list drawn by tie-breaking (more than k
+other rows pointing the same way, or a zero row: ``analysis.degenerate.tied_lists``), the lists
+measure the index order, not the representation; scores involving such a layer are NaN too
+(``KnnState.tie_decided`` holds the reason). Fewer tied rows leave the layer scored.
 """
 
 from __future__ import annotations
@@ -41,7 +46,7 @@ class KnnState:
 
     def __init__(self, idx: np.ndarray, X: np.ndarray, norms: np.ndarray, *, collapsed: bool = False,
                  resolved: tuple = (), method: str = "exact", recall: float | None = None, recall_rows: int = 0,
-                 sim: np.ndarray | None = None):
+                 sim: np.ndarray | None = None, tie_decided: str | None = None):
         self.idx = idx
         if sim is not None:  # cosines the caller already has (the same bits): ``X`` may then be None
             self.__dict__["sim"] = sim
@@ -53,6 +58,12 @@ class KnnState:
         self.recall = recall  # ann: share of exact neighbours found on a sample of rows
         self.recall_rows = recall_rows
         self.cknna_self: float | None = None  # CKNNA's self term, computed on first use
+        self.tie_decided = tie_decided  # why most lists are drawn by tie-breaking (None: they are not)
+
+    @property
+    def undefined(self) -> bool:
+        """Every score involving this layer is NaN: collapsed, or most lists decided by ties."""
+        return self.collapsed or self.tie_decided is not None
 
     @property
     def n(self) -> int:
@@ -71,6 +82,23 @@ class KnnState:
     def recip(self) -> np.ndarray:
         """``(N, k)`` slot of i in the list of its neighbour j, -1 if absent."""
         return reciprocal_slots(self.idx)
+
+
+def tie_decided_reason(X, k: int, groups=None) -> str | None:
+    """Why the k-NN lists of layer ``X`` are not a measurement, or None: at least half the rows
+    have their list drawn by tie-breaking (:func:`analysis.degenerate.tied_lists`), e.g. a layer
+    that gives 180 captions 3 distinct embeddings, where each item's k neighbours are k of its
+    ~60 copies picked by index. Every neighbour score involving such a layer is NaN."""
+    from ..degenerate import tied_lists
+
+    n = X.shape[0]
+    tied = tied_lists(X, k, groups)
+    return None if 2 * tied < n else tie_decided_message(tied, n, k)
+
+
+def tie_decided_message(tied: int, n: int, k: int) -> str:
+    return (f"k-NN lists decided by ties: {tied} of {n} rows have more than k={k} other rows pointing "
+            "the same way (or are zero), so their neighbours are picked by index")
 
 
 def reciprocal_slots(idx: np.ndarray) -> np.ndarray:
@@ -120,7 +148,8 @@ class KnnKernel(PairKernel):
         # rows of idx come ordered by neighbour index: pair intersections then come out already
         # sorted by (row, column), which masked_hsic_unbiased exploits instead of sorting per pair
         return KnnState(res.idx, X, res.norms, collapsed=res.collapsed, resolved=res.resolved,
-                        method=res.method, recall=res.recall, recall_rows=res.recall_rows)
+                        method=res.method, recall=res.recall, recall_rows=res.recall_rows,
+                        tie_decided=None if res.collapsed else tie_decided_reason(X, k, groups))
 
     @staticmethod
     def _check_pair(sa: KnnState, sb: KnnState):
@@ -156,8 +185,8 @@ class MutualKnn(KnnKernel):
         """The grid from shared-neighbour counts ``(La, Lb)`` (NaN on collapsed layers)."""
         n, k = states_a[0].n, states_a[0].k
         out = counts / (k * n)
-        out[[s.collapsed for s in states_a], :] = np.nan
-        out[:, [s.collapsed for s in states_b]] = np.nan
+        out[[s.undefined for s in states_a], :] = np.nan
+        out[:, [s.undefined for s in states_b]] = np.nan
         return out
 
     def _sparse_counts(self, states_a, states_b, n, k) -> np.ndarray:
@@ -180,7 +209,7 @@ class CycleKnn(KnnKernel):
 
     def score(self, sa: KnnState, sb: KnnState, **_):
         self._check_pair(sa, sb)
-        if sa.collapsed or sb.collapsed:
+        if sa.undefined or sb.undefined:
             return float("nan")
         n = sa.n
         # (N, k, k): X-neighbours of each Y-neighbour of i; hit when i is among them
@@ -239,8 +268,8 @@ class Cknna(KnnKernel):
         denom = np.outer(self_a, self_b)
         with np.errstate(invalid="ignore"):
             out = np.where(denom > 0, cross / np.sqrt(np.where(denom > 0, denom, 1.0)), np.nan)
-        out[[s.collapsed for s in states_a], :] = np.nan
-        out[:, [s.collapsed for s in states_b]] = np.nan
+        out[[s.undefined for s in states_a], :] = np.nan
+        out[:, [s.undefined for s in states_b]] = np.nan
         return out, counts
 
     @staticmethod

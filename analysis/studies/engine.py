@@ -188,6 +188,13 @@ class Engine:
             self._states.put(key, space, space.nbytes(n_boot) + X.nbytes)
         return space
 
+    def tie_decided_layers(self, run_id: str, metric: str, **params) -> dict[int, str]:
+        """``{layer: reason}`` for a k-NN metric's layers whose lists are decided by ties (not
+        already degenerate): their cells are NaN (``KnnState.tie_decided``)."""
+        bad = self.degenerate_layers(run_id)
+        return {i: st.tie_decided for i, st in enumerate(self.states(run_id, metric, **params))
+                if st.tie_decided and i not in bad}
+
     # ------------------------------------------------------------------ prepared states
     def resolve(self, metric: str, **params) -> dict:
         spec = get_metric(metric)

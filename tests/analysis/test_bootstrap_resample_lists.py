@@ -248,3 +248,22 @@ def test_a_kept_space_memoises_resamples_within_its_budget_and_scores_the_same()
     assert tight._memo_used == 0 and tight.memo_hits == 0
     with pytest.raises(ValueError, match="k=5"):
         score_resamples("mutual_knn", X, Y, IX, spaces=spaces, k=4)
+
+
+@pytest.mark.parametrize("metric", ["mutual_knn", "cknna", "cycle_knn"])
+def test_resamples_of_a_tie_decided_layer_match_the_searched_path(metric, monkeypatch):
+    """Resamples of a layer near the tie threshold (some resamples over it, some under) score
+    what the kernels score on the searched resampled rows: NaN where most lists are drawn by ties."""
+    rng = np.random.default_rng(8)
+    n = 60
+    X = rng.normal(size=(n, 6))
+    Y = rng.normal(size=(n, 5))
+    Y[:26] = Y[0]  # 26 rows one way: about half of a resample's positions are tied for k = 4
+    IX = resample_indices(n, 30, np.random.default_rng(3))
+    derived = score_resamples(metric, X, Y, IX, k=4)
+    searched = [_searched_mutual(X, Y, ix, 4) for ix in IX] if metric == "mutual_knn" else None
+    if searched is None:
+        monkeypatch.setattr(B, "_derives_lists", lambda *a: False)
+        searched = score_resamples(metric, X, Y, IX, k=4)
+    np.testing.assert_array_equal(derived, searched)
+    assert np.isnan(derived).any() and np.isfinite(derived).any()

@@ -137,3 +137,50 @@ def test_lid_nan_with_reason_when_too_few_distinct_points():
     flat = lid_report(np.ones((40, 5)), k=10)
     assert np.isnan(flat.value) and flat.n_distinct == 1
     assert np.isnan(lid(np.zeros((30, 3)), method="twonn"))
+
+
+def _tied_brute(X, k, groups=None):
+    """Rows with more than k other rows (other groups) at cosine 1 (same direction), or zero."""
+    n = len(X)
+    g = np.arange(n) if groups is None else np.asarray(groups)
+    norms = np.linalg.norm(X, axis=1)
+    out = 0
+    for i in range(n):
+        if norms[i] == 0:
+            out += 1
+            continue
+        same = [j for j in range(n) if g[j] != g[i] and norms[j] > 0
+                and np.allclose(X[j] / norms[j], X[i] / norms[i], rtol=0, atol=1e-9)]
+        out += len(same) > k
+    return out
+
+
+def test_tied_lists_counts_rows_whose_neighbours_are_drawn_by_ties():
+    from analysis.degenerate import tied_lists
+
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(50, 4))
+    X[10:17] = X[0]  # 8 rows one way: each has 7 others
+    X[20:23] = 3.0 * X[1]  # parallel rows: the same direction, cosine 1
+    X[30] = 0.0
+    for k in (2, 6, 7):
+        assert tied_lists(X, k) == _tied_brute(X, k)
+    assert tied_lists(X, 6) == 8 + 1 and tied_lists(X, 7) == 1
+    groups = np.arange(50)
+    groups[10:14] = 0  # four of the copies are copies of item 0 in a resample: not each other's ties
+    assert tied_lists(X, 2, groups) == _tied_brute(X, 2, groups)
+
+
+def test_knn_metrics_are_nan_where_most_lists_are_decided_by_ties_and_finite_below_half():
+    from analysis.metrics import cknna, mutual_knn
+    from analysis.registry import get_metric
+
+    rng = np.random.default_rng(1)
+    X = rng.normal(size=(60, 8))
+    Y = np.repeat(rng.normal(size=(3, 8)), 20, axis=0)  # 3 directions, 19 others each: all tied for k = 5
+    for f in (mutual_knn, cknna, get_metric("cycle_knn")):
+        assert np.isnan(f(X, Y, k=5)) and np.isnan(f(Y, X, k=5))
+    Y[:31] = rng.normal(size=(31, 8))  # rows 31-39 (8 others each) and 40-59 tied: 29 of 60, a measurement
+    assert np.isfinite(mutual_knn(X, Y, k=5))
+    Y[30] = Y[40]  # 30 of 60: half the lists are drawn by ties
+    assert np.isnan(mutual_knn(X, Y, k=5))

@@ -168,3 +168,25 @@ def test_analyze_with_defaults_on_a_tiny_dataset_skips_intervals_with_a_reason(t
             assert "distinct" in g["flags"]["interval"]
         if g["ci_low"] is not None:
             assert g["ci_low"] <= g["best_value"] <= g["ci_high"]
+
+
+def test_a_layer_whose_neighbour_lists_are_decided_by_ties_is_flagged_and_never_best(tmp_path, latent):
+    """A text layer giving the 40 items 3 distinct embeddings (13-14 copies each, k = 5): every
+    item's list is 5 of its copies picked by index, so k-NN scores on it measure the index order.
+    Those cells are NaN with the reason, the layer is never a k-NN best cell, and CKA (defined on
+    such a layer) keeps its cells."""
+    path = tmp_path / "s.duckdb"
+    V = _stack(1, latent=latent)
+    T = _stack(2, latent=latent)
+    T[0] = np.repeat(T[0][:3], [14, 13, 13], axis=0)
+    write_run(path, "v", V, model="vid", modality="video", n_frames=1)
+    write_run(path, "t", T, model="txt", modality="text", n_captions=1)
+    analyze_store(path, metrics=("mutual_knn", "cknna", "cycle_knn", "cka"), n_boot=20, k=5, log=quiet)
+    for metric in ("mutual_knn", "cknna", "cycle_knn"):
+        (g,) = _grids(path, run_a="v", metric=metric)
+        assert np.isnan(np.asarray(g["grid"])[:, 0]).all(), metric
+        assert np.isfinite(np.asarray(g["grid"])[:, 1:]).all(), metric
+        assert "decided by ties" in g["flags"]["degenerate_b"]["0"] and "40 of 40" in g["flags"]["degenerate_b"]["0"]
+        assert g["best_b"] != 0 and g["ci_low"] is not None
+    (g,) = _grids(path, run_a="v", metric="cka")
+    assert np.isfinite(np.asarray(g["grid"])).all() and "degenerate_b" not in g["flags"]
