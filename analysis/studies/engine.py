@@ -252,39 +252,71 @@ class Engine:
     PREFETCH_LAYERS = 32
 
     def prefetch_grids(self, run_a: str, runs_b: list[str], metric: str, **params) -> None:
-        """Score ``run_a`` against several partners in one kernel call and memoise each grid, so
-        the per-layer work on ``run_a``'s side (CKA: building its Gram row blocks and their
-        self-HSIC) is done once per group of partners instead of once per pair. Only for CKA,
-        whose block contraction makes a cell depend on its two rows alone (``gram_inner``'s fixed
-        tiles), so every grid equals :meth:`grid`'s bit for bit (tests compare). No-op otherwise."""
+        """Score ``run_a`` against several partners in one kernel call and memoise each grid
+        (:meth:`prefetch_pairs` with one run on the left)."""
+        self.prefetch_pairs([(run_a, b) for b in runs_b], metric, **params)
+
+    @staticmethod
+    def prefetches(metric: str) -> bool:
+        """Whether :meth:`prefetch_pairs` scores ``metric`` in groups (CKA)."""
         from ..metrics.kernel import CkaKernel
 
-        spec = get_metric(metric)
-        if not isinstance(spec.kernel, CkaKernel):
+        return isinstance(get_metric(metric).kernel, CkaKernel)
+
+    def prefetch_pairs(self, pairs: list[tuple[str, str]], metric: str, **params) -> None:
+        """Score the pairs' left runs against their right runs in a few kernel calls (groups of up
+        to ``PREFETCH_LAYERS`` layers on each side) and memoise each pair's grid, so the per-layer
+        work (CKA: copying each layer's packed Gram into the product's tiles, its self-HSIC) is done
+        once per group instead of once per pair, and the fixed ``(8, K)`` tiles are filled by
+        several runs' layers instead of one run's (9 layers fill 16 rows). Only for CKA, whose
+        block contraction makes a cell depend on its two rows alone (``gram_inner``'s fixed tiles),
+        so every grid equals :meth:`grid`'s bit for bit (tests compare). Cells of a left × right
+        group that no pair asks for are computed and dropped (the grids study asks for whole
+        blocks of vision × text runs). No-op for other metrics, or fewer than two pairs to score."""
+        if not self.prefetches(metric):
             return
+        spec = get_metric(metric)
         params = self.resolve(metric, **params)
-        todo = [b for b in dict.fromkeys(runs_b)
-                if b != run_a and (run_a, b, metric, _key_params(params)) not in self._grids]
+        kp = _key_params(params)
+        todo = [(a, b) for a, b in dict.fromkeys(pairs) if a != b and (a, b, metric, kp) not in self._grids]
         if len(todo) < 2:
             return
-        sa = self.states(run_a, metric, **params)
-        na = self.emb(run_a).shape[1]
-        group: list = []
-        for b in todo + [None]:
-            if b is not None:
-                nb = self.emb(b).shape[1]
-                if nb != na:
-                    raise StoreError(f"runs {run_a} and {b} hold different item counts ({na} and {nb})")
-                group.append((b, self.states(b, metric, **params)))
-            layers = sum(len(st) for _, st in group)
-            if group and (b is None or layers >= self.PREFETCH_LAYERS):
-                g = spec.kernel.score_block(sa, [s for _, st in group for s in st], **params)
-                col = 0
-                for rb, st in group:
-                    self._grids[(run_a, rb, metric, _key_params(params))] = g[:, col:col + len(st)].copy()
-                    self.counters.grids_scored += 1
-                    col += len(st)
-                group = []
+        n = {r: self.emb(r).shape[1] for pair in todo for r in pair}
+        for a, b in todo:
+            if n[a] != n[b]:
+                raise StoreError(f"runs {a} and {b} hold different item counts ({n[a]} and {n[b]})")
+        want = set(todo)
+        for left in self._layer_groups(list(dict.fromkeys(a for a, _ in todo)), metric, params):
+            right_runs = list(dict.fromkeys(b for a, b in todo if a in dict(left)))
+            for right in self._layer_groups(right_runs, metric, params):
+                if not any((a, b) in want for a, _ in left for b, _ in right):
+                    continue
+                g = spec.kernel.score_block([s for _, st in left for s in st], [s for _, st in right for s in st],
+                                            **params)
+                row = 0
+                for a, sa in left:
+                    col = 0
+                    for b, sb in right:
+                        if (a, b) in want:
+                            self._grids[(a, b, metric, kp)] = g[row:row + len(sa), col:col + len(sb)].copy()
+                            self.counters.grids_scored += 1
+                            want.discard((a, b))
+                        col += len(sb)
+                    row += len(sa)
+
+    def _layer_groups(self, runs: list[str], metric: str, params: dict):
+        """Consecutive groups of ``(run, states)`` holding up to ``PREFETCH_LAYERS`` layers (a run
+        with more is a group of its own)."""
+        group, layers = [], 0
+        for r in runs:
+            st = self.states(r, metric, **params)
+            if group and layers + len(st) > self.PREFETCH_LAYERS:
+                yield group
+                group, layers = [], 0
+            group.append((r, st))
+            layers += len(st)
+        if group:
+            yield group
 
     def profile(self, run_id: str, metric: str, **params) -> np.ndarray:
         """``(L,)`` values of a single-space metric per layer (memoised). RankMe comes from the

@@ -24,17 +24,28 @@ def default_jobs() -> int:
 
 
 def _prefetch(engine, kind: str, tasks: list[tuple], i: int) -> None:
-    """Before the first of a run of grid tasks with one (run_a, metric), let the engine score
-    run_a against all their partners at once (:meth:`Engine.prefetch_grids`)."""
-    if kind != "grid" or (i and tasks[i - 1][0] == tasks[i][0] and tasks[i - 1][2] == tasks[i][2]):
+    """Before a grid task whose grid is not scored yet, let the engine score a group of pairs at
+    once (:meth:`Engine.prefetch_pairs`): the following tasks of the same metric whose left runs
+    fill up to ``PREFETCH_LAYERS`` layers, with all their partners. Tasks come ordered by metric,
+    block of partners, left run, so a group is consecutive left runs of one block; the partners'
+    states stay in the engine's budget as they did for one left run at a time."""
+    if kind != "grid":
         return
-    a, metric, params = tasks[i][0], tasks[i][2], tasks[i][3]
-    partners = []
+    a, b, metric, params = tasks[i][:4]
+    if not engine.prefetches(metric) or engine.memoised_grid(a, b, metric, **params) is not None:
+        return
+    left, layers, pairs = set(), 0, []
     for t in tasks[i:]:
-        if t[0] != a or t[2] != metric:
+        if t[2] != metric or t[3] != params:
             break
-        partners.append(t[1])
-    engine.prefetch_grids(a, partners, metric, **params)
+        if t[0] not in left:
+            n_layers = engine.emb(t[0]).shape[0]
+            if left and layers + n_layers > engine.PREFETCH_LAYERS:
+                break
+            left.add(t[0])
+            layers += n_layers
+        pairs.append((t[0], t[1]))
+    engine.prefetch_pairs(pairs, metric, **params)
 
 
 def _unit(engine, kind: str, task: tuple):

@@ -257,3 +257,23 @@ def test_profiles_on_degenerate_layers_equal_the_references(tmp_path):
     assert np.isnan(lid[2]) and "only 20 distinct rows of 24" in lflags[2]
     assert np.isnan(lid[3]) and "only 1 distinct rows of 24" in lflags[3]
     assert lid[4] == pytest.approx(skdim.id.MLE().fit(X[4], n_neighbors=k).dimension_, rel=1e-10)
+
+
+def test_prefetched_pairs_of_several_left_runs_equal_one_pair_grids(sweep):
+    """Groups of left runs against groups of right runs in one CKA call (tiles filled by several
+    runs' layers): each asked-for grid bit for bit, cells nobody asked for dropped, not memoised."""
+    from analysis.store import connect
+    from analysis.studies.engine import Engine
+
+    con = connect(sweep, read_only=True)
+    eng = Engine(con)
+    eng.PREFETCH_LAYERS = 9  # two runs of 4 layers per group on each side
+    pairs = [("v1-1", "t1-1"), ("v1-1", "t2-2"), ("v1-2", "t1-1"), ("v2-1", "t1-2"), ("v2-1", "v1-1")]
+    eng.prefetch_pairs(pairs, "cka")
+    assert eng.counters.grids_scored == len(pairs)
+    assert eng.memoised_grid("v1-2", "t2-2", "cka") is None  # computed in a group, not asked for
+    ref = Engine(con)
+    for a, b in pairs:
+        np.testing.assert_array_equal(eng.grid(a, b, "cka"), ref.grid(a, b, "cka"))
+    assert eng.counters.grids_scored == len(pairs)
+    con.close()
