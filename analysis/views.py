@@ -609,6 +609,7 @@ def temporal_view(payload: dict) -> dict:
     """Long tables of the temporal probes; undefined values stay as rows with a note (never dropped)."""
     tot = []
     types = []
+    types_missing = []  # pairs without a k = 1 best layer pair, so without first-neighbour types
     for e in payload.get("test_of_time", []):
         for k, v in e["alignment"].items():
             tot.append({"pair": f"{e['vision']} × {e['text']}", "k": int(k), "alignment": v["value"],
@@ -617,6 +618,8 @@ def temporal_view(payload: dict) -> dict:
             for t, share in (e["first_neighbours"].get(space) or {}).items():
                 types.append({"pair": f"{e['vision']} × {e['text']}", "space": space, "type": t, "share": share,
                               "model": e[space]})
+        if e["first_neighbours"].get("reason"):
+            types_missing.append(f"{e['vision']} × {e['text']}: {e['first_neighbours']['reason']}")
     reorder = [{"pair": f"{e['vision']} × {e['text']}", "k": e.get("k"),
                 "layers": "" if not e.get("layers") else f"{e['layers'][0]} × {e['layers'][1]}",
                 "positive": e.get("positive"), "negative": e.get("negative"), "drop": e.get("drop"),
@@ -628,7 +631,8 @@ def temporal_view(payload: dict) -> dict:
               "note": (e.get("reasons") or {}).get(str(l), "")}
              for e in payload.get("arrow_of_time", []) for l, v in enumerate(e["per_layer"])]
     return {"tot": pd.DataFrame(tot), "types": pd.DataFrame(types), "reorder": pd.DataFrame(reorder),
-            "arrow": pd.DataFrame(arrow), "chiral": payload.get("chiral", []), "notes": payload.get("notes", [])}
+            "arrow": pd.DataFrame(arrow), "chiral": payload.get("chiral", []), "notes": payload.get("notes", []),
+            "types_missing": types_missing}
 
 
 # ---------------------------------------------------------------- neighbours

@@ -44,13 +44,21 @@ if len(tv["tot"]):
     st.altair_chart(alt.Chart(tv["tot"]).mark_bar().encode(
         x=alt.X("k:O", axis=alt.Axis(labelAngle=0)), y=alt.Y("alignment:Q"), color="pair:N", xOffset="pair:N",
         tooltip=["pair", "k", "alignment"]).properties(height=260), width="stretch", key="tot_chart")
+    undefined = tv["tot"][tv["tot"]["alignment"].isna()]
+    if len(undefined):
+        st.caption(f"{len(undefined)} alignment value(s) undefined (not drawn): " + md_escape(
+            "; ".join(sorted({f"{r.pair} k = {r.k}: {r.note or 'undefined'}" for r in undefined.itertuples()}))))
     st.subheader("First neighbour types")
-    st.altair_chart(alt.Chart(tv["types"]).mark_bar().encode(
-        y=alt.Y("model:N", title=None), x=alt.X("share:Q", stack="normalize"), color="type:N",
-        row=alt.Row("pair:N", header=ROW_HEADER), tooltip=["model", "space", "type", "share"]).properties(height=80)
-        .resolve_scale(y="independent"),  # each row lists its own two models, not every model of the page
-        key="types_chart")
-    download_data(tv["types"], "first_neighbour_types")
+    if len(tv["types"]):
+        st.altair_chart(alt.Chart(tv["types"]).mark_bar().encode(
+            y=alt.Y("model:N", title=None), x=alt.X("share:Q", stack="normalize"), color="type:N",
+            row=alt.Row("pair:N", header=ROW_HEADER), tooltip=["model", "space", "type", "share"]).properties(height=80)
+            .resolve_scale(y="independent"),  # each row lists its own two models, not every model of the page
+            key="types_chart")
+        download_data(tv["types"], "first_neighbour_types")
+    if tv["types_missing"]:
+        st.caption("No first-neighbour types (no k = 1 layer pair to read them at): "
+                   + md_escape("; ".join(tv["types_missing"])))
 if len(tv["reorder"]):
     st.subheader("Reorder negatives: alignment of the positive vs its time-reordered negative")
     st.caption("Both scored at one layer pair (the positive's best), with the probe's own k.")

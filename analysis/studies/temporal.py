@@ -49,8 +49,9 @@ def _arrow(V, Vr) -> tuple[float, str | None]:
         return float("nan"), str(exc)
 
 
-def _best(ctx, grid, run_a, run_b) -> dict:
-    """Best cell off the degenerate layers, or the reason there is none."""
+def _best(ctx, grid, run_a, run_b, k: int | None = None) -> dict:
+    """Best cell off the degenerate layers, or the reason there is none. ``k``: the grid is mutual
+    k-NN's at this k, whose tie-decided layers (NaN cells) are named in the reason."""
     invalid = np.zeros(grid.shape, dtype=bool)
     invalid[list(ctx.engine.degenerate_layers(run_a)), :] = True
     invalid[:, list(ctx.engine.degenerate_layers(run_b))] = True
@@ -58,7 +59,15 @@ def _best(ctx, grid, run_a, run_b) -> dict:
         la, lb, v = best_cell(grid, invalid=invalid)
         return {"value": v, "layers": [la, lb], "reason": None}
     except NoBestCell as exc:
-        return {"value": None, "layers": None, "reason": str(exc)}
+        reason = str(exc)
+        if k is not None:
+            for side, run in (("vision", run_a), ("text", run_b)):
+                tied = ctx.engine.tie_decided_layers(run, "mutual_knn", k=k)
+                if tied:
+                    first = min(tied)
+                    reason += (f"; {side} side, {len(tied)} layer(s) tie-decided at k = {k} "
+                               f"(layer {first}: {tied[first]})")
+        return {"value": None, "layers": None, "reason": reason}
 
 
 def run(ctx: Context, d: DatasetRuns) -> None:
@@ -90,7 +99,7 @@ def run(ctx: Context, d: DatasetRuns) -> None:
                 by_k = {}
                 for kk in (1, 2, 3):
                     g = ctx.engine.grid(vr["run_id"], tr["run_id"], "mutual_knn", k=kk)
-                    best = _best(ctx, g, vr["run_id"], tr["run_id"])
+                    best = _best(ctx, g, vr["run_id"], tr["run_id"], k=kk)
                     by_k[str(kk)] = {"value": best["value"], "layers": best["layers"], "grid": g.tolist(),
                                      **({"reason": best["reason"]} if best["reason"] else {})}
                 entry = {"vision": vm, "text": tm, "n_frames": vr["n_frames"], "alignment": by_k,
