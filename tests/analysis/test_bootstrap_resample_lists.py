@@ -217,7 +217,8 @@ def test_mutual_knn_resamples_equal_the_kernel_on_searched_lists(seed):
         got = score_resamples("mutual_knn", A, B_, IX, k=k)
         ref = [_searched_mutual(A, B_, ix, k) for ix in IX]
         np.testing.assert_array_equal(got, ref)
-        assert np.isfinite(got).all()
+        # the integer rows share few directions: some resamples have most lists drawn by ties (NaN)
+        assert np.isfinite(got).all() if A is X else np.isfinite(got).any()
 
 
 def test_mutual_knn_resample_of_a_collapsed_space_is_nan():

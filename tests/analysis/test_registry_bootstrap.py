@@ -87,11 +87,31 @@ def test_knn_metrics_bounded_for_any_input(X, Y, k):
     from analysis.neighbors import is_collapsed
 
     X, Y = X + 1e-3 * np.arange(60).reshape(15, 4), Y + 1.0
-    # a space whose rows are all one point has no neighbours: its scores are NaN (issue #18)
-    collapsed = is_collapsed(X) or is_collapsed(Y)
+    # a space whose rows are all one point has no neighbours, and one where most lists are drawn
+    # by ties measures index order: their scores are NaN
+    undefined = is_collapsed(X) or is_collapsed(Y) or _tie_decided_brute(X, k) or _tie_decided_brute(Y, k)
     for f in (M.mutual_knn, M.cycle_knn):
         v = f(X, Y, k=k)
-        assert np.isnan(v) if collapsed else 0.0 <= v <= 1.0
+        assert np.isnan(v) if undefined else 0.0 <= v <= 1.0
+
+
+def _tie_decided_brute(A, k):
+    """At least half the rows are zero or have more than k other rows pointing the same way: unit
+    rows joined (transitively) when within ``REL_TOL`` × their RMS norm, by pairwise distances."""
+    from analysis.degenerate import REL_TOL
+
+    norms = np.linalg.norm(A, axis=1)
+    U = A / np.where(norms == 0, 1.0, norms)[:, None]
+    tol = REL_TOL * np.sqrt(np.mean(np.sum(U * U, axis=1)))
+    n = len(A)
+    label = list(range(n))
+    for i in range(n):
+        for j in range(n):
+            if np.linalg.norm(U[i] - U[j]) <= tol:
+                a, b = label[i], label[j]
+                label = [a if x == b else x for x in label]
+    others = np.array([label.count(label[i]) - 1 for i in range(n)])
+    return 2 * int(np.count_nonzero((others > k) | (norms == 0))) >= n
 
 
 @settings(max_examples=40, deadline=None)
