@@ -86,8 +86,10 @@ def duplicate_labels(X: np.ndarray, *, rtol: float = REL_TOL, seed: int = 0) -> 
     """``(N,)`` integer labels, equal for rows within ``rtol * scale`` of each other (transitively).
 
     Rows are sorted by one random projection ``p = X r`` (``|p_i - p_j| <= ||x_i - x_j|| ||r||``),
-    and only pairs whose projections differ by at most the tolerance are compared in full, so the
-    cost is ``O(N d + N log N)`` plus the candidate pairs. Labels run from 0 to ``n_distinct - 1``.
+    exact copies (equal neighbours in that order) are joined and represented by one row, and only
+    pairs of representatives whose projections differ by at most the tolerance are compared in
+    full, so the cost is ``O(N d + N log N)`` plus the candidate pairs. Labels run from 0 to
+    ``n_distinct - 1``, numbered by first appearance.
     """
     X = np.asarray(X, dtype=np.float64)
     n = X.shape[0]
@@ -99,7 +101,20 @@ def duplicate_labels(X: np.ndarray, *, rtol: float = REL_TOL, seed: int = 0) -> 
     ps = p[order]
     window = tol * float(np.linalg.norm(r))
     rows, cols = [], []
-    for s in range(1, n):
+    # exact copies first: identical rows have identical projections, so a copy sits next to another
+    # copy in the sorted order (or is joined below); only one row of each run of copies goes on to
+    # the pair search, which would otherwise compare every pair inside a group of c copies (c² / 2:
+    # 12 captions repeated over 8,000 items took 1.3 s)
+    eq = np.flatnonzero(ps[1:] == ps[:-1])
+    if eq.size:
+        same = eq[np.all(X[order[eq]] == X[order[eq + 1]], axis=1)]
+        rows.append(order[same])
+        cols.append(order[same + 1])
+        keep = np.ones(n, dtype=bool)
+        keep[same + 1] = False
+        order, ps = order[keep], ps[keep]
+    m = len(order)
+    for s in range(1, m):
         cand = np.flatnonzero(ps[s:] - ps[:-s] <= window)
         if cand.size == 0:
             break  # sorted: if no pair s apart is close, no pair further apart is
@@ -108,9 +123,9 @@ def duplicate_labels(X: np.ndarray, *, rtol: float = REL_TOL, seed: int = 0) -> 
         if close.any():
             rows.append(i[close])
             cols.append(j[close])
-    if not rows:  # no duplicates: every row its own component, as connected_components would label them
+    i, j = (np.concatenate(rows), np.concatenate(cols)) if rows else (np.zeros(0, int), np.zeros(0, int))
+    if not len(i):  # no duplicates: every row its own component, as connected_components would label them
         return np.arange(n)
-    i, j = np.concatenate(rows), np.concatenate(cols)
     graph = sparse.coo_matrix((np.ones(len(i)), (i, j)), shape=(n, n))
     return connected_components(graph, directed=False)[1]
 

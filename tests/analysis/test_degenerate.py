@@ -46,6 +46,21 @@ def test_duplicate_labels_match_brute_force_grouping():
     assert labels.max() + 1 == len(np.unique(src))
 
 
+def test_duplicate_labels_with_large_groups_of_exact_copies_and_near_copies():
+    """Exact copies (joined before the pair search, one row standing for each run of them) and
+    near copies of the same source: one label per source row, numbered by first appearance."""
+    X = RNG.normal(size=(7, 5))
+    src = RNG.integers(0, 7, 700)  # ~100 exact copies of each row
+    Y = X[src].copy()
+    jitter = RNG.random(700) < 0.2
+    Y[jitter] *= 1 + 1e-8 * RNG.uniform(-1, 1, (int(jitter.sum()), 5))
+    labels = duplicate_labels(Y)
+    first = {}
+    for s in src:
+        first.setdefault(int(s), len(first))
+    np.testing.assert_array_equal(labels, [first[int(s)] for s in src])
+
+
 def test_stack_status_per_layer():
     A = np.stack([RNG.normal(size=(10, 4)), np.ones((10, 4)), np.zeros((10, 4))])
     out = stack_status(A)
