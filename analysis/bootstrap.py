@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .degenerate import duplicate_labels
+from .degenerate import direction_classes
 from .neighbors import collapse_check, cosine_topk, cosines64_rows, dot64, l2_normalize, row_norms
 from .registry import get_metric
 
@@ -167,22 +167,19 @@ class ResampleNeighbours:
         if self.collapsed:
             return
         self.items, self.s = cosine_topk(X, self.K)
-        # items pointing the same way (duplicate_labels of the unit rows, as tied_lists finds them):
+        # items pointing the same way (direction_classes, as tied_lists groups them):
         # a resample's positions whose lists are drawn by ties follow from the class sizes
-        X64 = np.asarray(X, dtype=np.float64)
-        self.zero = ~np.any(X64 != 0, axis=1)  # (row_norms reports a zero row's norm as 1)
-        self.tie_class = duplicate_labels(X64 / self.norms[:, None])
+        self.tie_class, self.zero = direction_classes(X)
 
     def tie_decided(self, ix: np.ndarray) -> str | None:
         """:func:`analysis.metrics.knn.tie_decided_reason` of the resampled rows ``X[ix]`` with
         ``groups=ix``, from the item classes found once (a position's ties are the positions of
         its class that hold other items)."""
-        from .metrics.knn import tie_decided_message
+        from .metrics.knn import tie_verdict
 
         cls = self.tie_class[ix]
         others = np.bincount(cls)[cls] - np.bincount(ix, minlength=self.n)[ix]
-        tied = int(np.count_nonzero((others > self.k) | self.zero[ix]))
-        return None if 2 * tied < len(ix) else tie_decided_message(tied, len(ix), self.k)
+        return tie_verdict(int(np.count_nonzero((others > self.k) | self.zero[ix])), len(ix), self.k)
 
     def lists(self, ix: np.ndarray) -> np.ndarray | None:
         """``(N, k)`` neighbour positions of resample ``ix``, rows sorted; None when the resample

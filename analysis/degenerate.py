@@ -130,22 +130,28 @@ def duplicate_labels(X: np.ndarray, *, rtol: float = REL_TOL, seed: int = 0) -> 
     return connected_components(graph, directed=False)[1]
 
 
-def tied_lists(X: np.ndarray, k: int, groups: np.ndarray | None = None, *, rtol: float = REL_TOL) -> int:
-    """Rows of ``X`` ``(N, d)`` whose cosine k-NN list is drawn by tie-breaking alone: a zero row
-    (cosine 0 to every row), or a row with more than ``k`` other rows pointing its way (unit rows
-    within ``rtol`` of each other: cosine 1 up to float32 rounding), k of which the search picks
-    by index. ``groups``: rows of one group are never each other's neighbours (a resample's copies
-    of one item), so they are not counted as each other's ties."""
+def direction_classes(X: np.ndarray, *, rtol: float = REL_TOL) -> tuple[np.ndarray, np.ndarray]:
+    """``(labels, zero)`` for the rows of ``X`` ``(N, d)``: one label per group of rows pointing the
+    same way (unit rows within ``rtol`` of each other, :func:`duplicate_labels`: cosine 1 up to
+    float32 rounding), and which rows are zero (their cosine is 0 to every row)."""
     X = np.asarray(X, dtype=np.float64)
     norms = np.sqrt(np.einsum("ij,ij->i", X, X))
-    unit = X / np.where(norms == 0, 1.0, norms)[:, None]
-    labels = duplicate_labels(unit, rtol=rtol)
+    return duplicate_labels(X / np.where(norms == 0, 1.0, norms)[:, None], rtol=rtol), norms == 0
+
+
+def tied_lists(X: np.ndarray, k: int, groups: np.ndarray | None = None, *, rtol: float = REL_TOL) -> int:
+    """Rows of ``X`` ``(N, d)`` whose cosine k-NN list is drawn by tie-breaking alone: a zero row
+    (cosine 0 to every row), or a row with more than ``k`` other rows pointing its way
+    (:func:`direction_classes`), k of which the search picks by index. ``groups``: rows of one
+    group are never each other's neighbours (a resample's copies of one item), so they are not
+    counted as each other's ties."""
+    labels, zero = direction_classes(X, rtol=rtol)
     others = np.bincount(labels)[labels] - 1
     if groups is not None:  # minus the row's own group within its class
         _, pair, count = np.unique(np.stack([labels, np.asarray(groups)]), axis=1, return_inverse=True,
                                    return_counts=True)
         others = others - (count[pair.ravel()] - 1)
-    return int(np.count_nonzero((others > k) | (norms == 0)))
+    return int(np.count_nonzero((others > k) | zero))
 
 
 def layer_status(X, *, rtol: float = REL_TOL) -> LayerStatus:

@@ -91,12 +91,13 @@ def tie_decided_reason(X, k: int, groups=None) -> str | None:
     ~60 copies picked by index. Every neighbour score involving such a layer is NaN."""
     from ..degenerate import tied_lists
 
-    n = X.shape[0]
-    tied = tied_lists(X, k, groups)
-    return None if 2 * tied < n else tie_decided_message(tied, n, k)
+    return tie_verdict(tied_lists(X, k, groups), X.shape[0], k)
 
 
-def tie_decided_message(tied: int, n: int, k: int) -> str:
+def tie_verdict(tied: int, n: int, k: int) -> str | None:
+    """The reason when ``tied`` of ``n`` rows (at least half) have their lists drawn by ties, else None."""
+    if 2 * tied < n:
+        return None
     return (f"k-NN lists decided by ties: {tied} of {n} rows have more than k={k} other rows pointing "
             "the same way (or are zero), so their neighbours are picked by index")
 
