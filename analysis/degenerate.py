@@ -96,10 +96,16 @@ def duplicate_labels(X: np.ndarray, *, rtol: float = REL_TOL, seed: int = 0) -> 
     scale = float(np.sqrt(np.mean(np.sum(X * X, axis=1)))) if n else 0.0
     tol = rtol * scale
     r = np.random.default_rng(seed).normal(size=X.shape[1])
-    p = X @ r
+    return _close_labels(X @ r, lambda idx: X[idx], tol, tol * float(np.linalg.norm(r)))
+
+
+def _close_labels(p: np.ndarray, rows_at, tol: float, window: float) -> np.ndarray:
+    """Labels of :func:`duplicate_labels` from the rows' projections ``p`` ``(N,)``, ``rows_at(idx)``
+    giving the rows themselves (only candidate pairs and runs of equal projections are read), the
+    distance tolerance and the projection window (any pair within ``tol`` lies within it)."""
+    n = len(p)
     order = np.argsort(p, kind="stable")
     ps = p[order]
-    window = tol * float(np.linalg.norm(r))
     rows, cols = [], []
     # exact copies first: identical rows have identical projections, so a copy sits next to another
     # copy in the sorted order (or is joined below); only one row of each run of copies goes on to
@@ -107,7 +113,7 @@ def duplicate_labels(X: np.ndarray, *, rtol: float = REL_TOL, seed: int = 0) -> 
     # 12 captions repeated over 8,000 items took 1.3 s)
     eq = np.flatnonzero(ps[1:] == ps[:-1])
     if eq.size:
-        same = eq[np.all(X[order[eq]] == X[order[eq + 1]], axis=1)]
+        same = eq[np.all(rows_at(order[eq]) == rows_at(order[eq + 1]), axis=1)]
         rows.append(order[same])
         cols.append(order[same + 1])
         keep = np.ones(n, dtype=bool)
@@ -119,7 +125,7 @@ def duplicate_labels(X: np.ndarray, *, rtol: float = REL_TOL, seed: int = 0) -> 
         if cand.size == 0:
             break  # sorted: if no pair s apart is close, no pair further apart is
         i, j = order[cand], order[cand + s]
-        close = np.linalg.norm(X[i] - X[j], axis=1) <= tol
+        close = np.linalg.norm(rows_at(i) - rows_at(j), axis=1) <= tol
         if close.any():
             rows.append(i[close])
             cols.append(j[close])
@@ -135,8 +141,19 @@ def direction_classes(X: np.ndarray, *, rtol: float = REL_TOL) -> tuple[np.ndarr
     same way (unit rows within ``rtol`` of each other, :func:`duplicate_labels`: cosine 1 up to
     float32 rounding), and which rows are zero (their cosine is 0 to every row)."""
     X = np.asarray(X, dtype=np.float64)
+    n, d = X.shape
     norms = np.sqrt(np.einsum("ij,ij->i", X, X))
-    return duplicate_labels(X / np.where(norms == 0, 1.0, norms)[:, None], rtol=rtol), norms == 0
+    safe = np.where(norms == 0, 1.0, norms)
+    # duplicate_labels of the unit rows without forming them all: their RMS norm is sqrt(share of
+    # non-zero rows), their projections are (x·r)/||x||, and only the rows of candidate pairs are
+    # divided out; the window gains the rounding of both ways of projecting ((d+2)u|r| each), so it
+    # still holds every pair within the tolerance, which the exact distances then decide
+    tol = rtol * float(np.sqrt(np.count_nonzero(norms) / n)) if n else 0.0
+    r = np.random.default_rng(0).normal(size=d)
+    r_norm = float(np.linalg.norm(r))
+    window = tol * r_norm + 4 * (d + 2) * 2.0**-53 * r_norm
+    labels = _close_labels((X @ r) / safe, lambda idx: X[idx] / safe[idx, None], tol, window)
+    return labels, norms == 0
 
 
 def tied_lists(X: np.ndarray, k: int, groups: np.ndarray | None = None, *, rtol: float = REL_TOL) -> int:
