@@ -190,7 +190,11 @@ class Engine:
 
     def tie_decided_layers(self, run_id: str, metric: str, **params) -> dict[int, str]:
         """``{layer: reason}`` for a k-NN metric's layers whose lists are decided by ties (not
-        already degenerate): their cells are NaN (``KnnState.tie_decided``)."""
+        already degenerate): their cells are NaN (``KnnState.tie_decided``). Empty for other metrics."""
+        from ..metrics.knn import KnnKernel
+
+        if not isinstance(get_metric(metric).kernel, KnnKernel):
+            return {}
         bad = self.degenerate_layers(run_id)
         return {i: st.tie_decided for i, st in enumerate(self.states(run_id, metric, **params))
                 if st.tie_decided and i not in bad}
@@ -287,7 +291,8 @@ class Engine:
                 raise StoreError(f"runs {a} and {b} hold different item counts ({n[a]} and {n[b]})")
         want = set(todo)
         for left in self._layer_groups(list(dict.fromkeys(a for a, _ in todo)), metric, params):
-            right_runs = list(dict.fromkeys(b for a, b in todo if a in dict(left)))
+            left_runs = {a for a, _ in left}
+            right_runs = list(dict.fromkeys(b for a, b in todo if a in left_runs))
             for right in self._layer_groups(right_runs, metric, params):
                 if not any((a, b) in want for a, _ in left for b, _ in right):
                     continue

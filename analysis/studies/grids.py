@@ -64,12 +64,9 @@ def score_pair(engine, run_a: str, run_b: str, metric: str, params: dict, n_boot
     """
     grid = engine.grid(run_a, run_b, metric, **params)
     spec = get_metric(metric)
-    deg_a, deg_b = engine.degenerate_layers(run_a), engine.degenerate_layers(run_b)
-    from ..metrics.knn import KnnKernel
-
-    if isinstance(spec.kernel, KnnKernel):  # layers whose neighbour lists are decided by ties: NaN cells
-        deg_a = {**deg_a, **engine.tie_decided_layers(run_a, metric, **params)}
-        deg_b = {**deg_b, **engine.tie_decided_layers(run_b, metric, **params)}
+    # k-NN metrics: layers whose neighbour lists are decided by ties have NaN cells too
+    deg_a = {**engine.degenerate_layers(run_a), **engine.tie_decided_layers(run_a, metric, **params)}
+    deg_b = {**engine.degenerate_layers(run_b), **engine.tie_decided_layers(run_b, metric, **params)}
     flags = {}
     if deg_a:
         flags["degenerate_a"] = deg_a
