@@ -134,37 +134,50 @@ def dot64(X: np.ndarray, norms: np.ndarray, rows: np.ndarray, cols: np.ndarray) 
     return out
 
 
-#: float64 entries gathered per step of ``cosines64``
+#: float64 entries gathered per step of ``cosines64``'s numpy path
 COS_CHUNK_ENTRIES = 1 << 18
+#: Compute pair cosines in compiled code (:mod:`analysis.neighbors_jit`) when numba is there; the
+#: numpy path gives the same bits (tests switch this off to compare)
+USE_JIT = True
 
 
-def cosines64(X: np.ndarray, norms: np.ndarray, idx: np.ndarray) -> np.ndarray:
+def cosines64(X: np.ndarray, norms: np.ndarray, idx: np.ndarray, recip: np.ndarray | None = None) -> np.ndarray:
     """``(N, c)`` float64 cosines ``s(i, idx[i, j]) = (x_i · x_j) / (||x_i|| ||x_j||)`` of every row
     with its listed neighbours.
 
-    The dot product runs on the rows as stored, accumulated in float64 by one ``einsum`` per chunk
-    (``dtype=float64``): products of float32 entries are exact in float64, so the sum is within
-    ``d · u`` (``u = 2⁻⁵³``) of the exact dot, as a float64 dot of the unit rows would be; the
-    division by ``norms[i] * norms[j]`` (float64 norms, the same multiply either way round) adds two
-    roundings. The same fixed loop runs for every pair, so ``s(i, j)`` is the same bits as
-    ``s(j, i)`` whatever the chunking (tests check both). No float64 copy of the gathered rows: about
-    2x faster than :func:`dot64`. Used for CKNNA's kernel values. Memory: ``COS_CHUNK_ENTRIES``
-    gathered entries per step.
+    The dot product runs on the rows as stored, accumulated in float64 in a fixed order of eight
+    running sums (:mod:`analysis.neighbors_jit`): products of float32 entries are exact in float64,
+    so the sum is within ``d · u`` (``u = 2⁻⁵³``) of the exact dot, as a float64 dot of the unit rows
+    would be; the division by ``norms[i] * norms[j]`` (float64 norms, the same multiply either way
+    round) adds two roundings. The same fixed loop runs for every pair, so ``s(i, j)`` is the same
+    bits as ``s(j, i)`` whatever the chunking (tests check both). ``recip`` (``(N, c)``, the slot of
+    i in j's list or -1: :func:`analysis.metrics.knn.reciprocal_slots`) lets the compiled path copy
+    ``s(j, i)`` instead of recomputing it. Used for CKNNA's kernel values. Memory: the output, plus
+    ``COS_CHUNK_ENTRIES`` gathered entries per step on the numpy path.
     """
-    return cosines64_rows(X, norms, None, idx)
+    return cosines64_rows(X, norms, None, idx, recip)
 
 
-def cosines64_rows(X: np.ndarray, norms: np.ndarray, rows: np.ndarray | None, idx: np.ndarray) -> np.ndarray:
+def cosines64_rows(X: np.ndarray, norms: np.ndarray, rows: np.ndarray | None, idx: np.ndarray,
+                   recip: np.ndarray | None = None) -> np.ndarray:
     """``(r, c)`` float64 cosines ``s(rows[i], idx[i, j])`` by :func:`cosines64`'s arithmetic (the
-    same bits for the same pair of rows); ``rows=None`` means ``0..r-1``."""
+    same bits for the same pair of rows); ``rows=None`` means ``0..r-1`` (then ``recip`` may be given)."""
+    from . import neighbors_jit
+
     r, c = idx.shape
     d = X.shape[1]
+    jit = neighbors_jit.kernel() if USE_JIT else None
+    if jit is not None:
+        own_rows = np.arange(r) if rows is None else np.asarray(rows)
+        symmetric = rows is None and recip is not None
+        rec = recip if symmetric else np.empty((0, 0), dtype=np.int64)
+        return jit(X, norms, own_rows, idx, rec, symmetric)
     out = np.empty((r, c))
     step = max(1, COS_CHUNK_ENTRIES // max(1, c * d))
     for r0 in range(0, r, step):
         r1 = min(r, r0 + step)
         own = X[r0:r1] if rows is None else X[rows[r0:r1]]
-        out[r0:r1] = np.einsum("rcd,rd->rc", X[idx[r0:r1]], own, dtype=np.float64)
+        out[r0:r1] = neighbors_jit.lane_dots(own, X[idx[r0:r1]])
     out /= (norms[:r] if rows is None else norms[rows])[:, None] * norms[idx]
     return out
 

@@ -34,27 +34,31 @@ def kernel():
 
     @numba.njit(cache=True, nogil=True)
     def cross_sums(idx_a, sim_a, rec_a, table, sims_b, rec_b):  # pragma: no cover - compiled
+        # table (N², G): an A entry's lookups in the G layers of B are one contiguous run of bytes;
+        # the sums are kept (A layer, [row,] B layer) so each entry's G updates are contiguous too.
+        # Within each (A layer, B layer) bin entries still come by row i, then slot in A.
         la, n, k = idx_a.shape
-        g = table.shape[0]
-        trace = np.zeros((g, la))
-        colsum = np.zeros((g, la, n))
-        rowsum = np.zeros((g, la, n))
-        counts = np.zeros((g, la), np.int64)
-        for t in range(g):
-            for a in range(la):
-                for i in range(n):
-                    base = i * n
-                    for s in range(k):
-                        j = idx_a[a, i, s]
-                        pb = table[t, base + j]
+        g = table.shape[1]
+        trace = np.zeros((la, g))
+        colsum = np.zeros((la, n, g))
+        rowsum = np.zeros((la, n, g))
+        counts = np.zeros((la, g), np.int64)
+        for a in range(la):
+            for i in range(n):
+                base = i * n
+                for s in range(k):
+                    j = idx_a[a, i, s]
+                    kv = sim_a[a, i, s]
+                    both_a = rec_a[a, i, s]
+                    for t in range(g):
+                        pb = table[base + j, t]
                         if pb >= 0:
-                            kv = sim_a[a, i, s]
                             lv = sims_b[t, i, pb]
-                            counts[t, a] += 1
-                            colsum[t, a, j] += kv
-                            rowsum[t, a, i] += lv
-                            if rec_a[a, i, s] and rec_b[t, i, pb]:
-                                trace[t, a] += kv * lv
+                            counts[a, t] += 1
+                            colsum[a, j, t] += kv
+                            rowsum[a, i, t] += lv
+                            if both_a and rec_b[t, i, pb]:
+                                trace[a, t] += kv * lv
         return trace, colsum, rowsum, counts
 
     _KERNEL = cross_sums

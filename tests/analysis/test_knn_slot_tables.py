@@ -86,18 +86,22 @@ def test_slot_table_marks_every_neighbour_once():
     for i in range(3):
         for s, j in enumerate(idx[i]):
             expected[i * 3 + j] = s
-    np.testing.assert_array_equal(table[0], expected)
+    np.testing.assert_array_equal(table[:, 0], expected)
 
 
+@pytest.mark.parametrize("jit", [True, False])
 @pytest.mark.parametrize("d", [7, 129])
-def test_cosines64_symmetric_chunk_free_and_exact(monkeypatch, d):
+def test_cosines64_symmetric_chunk_free_and_exact(monkeypatch, d, jit):
     from analysis import neighbors as nb
 
+    monkeypatch.setattr(nb, "USE_JIT", jit)
     rng = np.random.default_rng(d)
     X = rng.normal(size=(70, d)).astype(np.float32)
     norms = nb.row_norms(X)
     idx = nb.knn_search(X, 6).idx
     whole = nb.cosines64(X, norms, idx)
+    # the compiled path copies s(j, i) for reciprocal pairs: the same bits as computing them
+    np.testing.assert_array_equal(nb.cosines64(X, norms, idx, knn_mod.reciprocal_slots(idx)), whole)
     monkeypatch.setattr(nb, "COS_CHUNK_ENTRIES", 1)  # one row per step
     np.testing.assert_array_equal(nb.cosines64(X, norms, idx), whole)
     X64 = X.astype(np.float64)
@@ -108,6 +112,36 @@ def test_cosines64_symmetric_chunk_free_and_exact(monkeypatch, d):
     for (i, j), s in slot.items():
         if (j, i) in slot:
             assert whole[i, s] == whole[j, slot[(j, i)]]
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("d", [1, 8, 13, 768])
+def test_cosines64_compiled_and_numpy_paths_agree_bit_for_bit(monkeypatch, d, dtype):
+    """The compiled kernel and the numpy path add in the same order (eight lanes, tail in lane 0),
+    so CKNNA's kernel values do not depend on whether numba is there."""
+    from analysis import neighbors as nb
+    from analysis import neighbors_jit
+
+    assert neighbors_jit.kernel() is not None  # numba comes with umap-learn, a dependency
+    rng = np.random.default_rng(d)
+    X = (rng.normal(size=(90, d)) * rng.uniform(0.01, 100, size=(90, 1))).astype(dtype)
+    norms = nb.row_norms(X)
+    idx = nb.knn_search(X, 5).idx if d > 1 else rng.integers(0, 90, size=(90, 5))
+    rows = rng.integers(0, 90, size=40)
+    compiled = nb.cosines64(X, norms, idx), nb.cosines64_rows(X, norms, rows, idx[:40])
+    monkeypatch.setattr(nb, "USE_JIT", False)
+    plain = nb.cosines64(X, norms, idx), nb.cosines64_rows(X, norms, rows, idx[:40])
+    for a, b in zip(compiled, plain):
+        np.testing.assert_array_equal(a, b)
+    # the lane order itself, written out for one pair
+    i, j = 3, int(idx[3, 0])
+    p = X[i].astype(np.float64) * X[j].astype(np.float64)
+    body = d - d % 8
+    lanes = [sum(p[t] for t in range(l, body, 8)) if body else 0.0 for l in range(8)]
+    for t in range(body, d):  # the tail, one term at a time into lane 0
+        lanes[0] += p[t]
+    dot = ((lanes[0] + lanes[1]) + (lanes[2] + lanes[3])) + ((lanes[4] + lanes[5]) + (lanes[6] + lanes[7]))
+    assert compiled[0][i, 0] == dot / (norms[i] * norms[j])
 
 
 @pytest.mark.parametrize("tables", [True, False])
@@ -167,6 +201,11 @@ def test_tiled_self_is_the_diagonal_of_tiled_inner_bit_for_bit(layers, m):
     vecs = [rng.normal(size=m) for _ in range(layers)]
     np.testing.assert_array_equal(tiled_self(vecs), np.diag(tiled_inner(vecs, vecs)))
     np.testing.assert_allclose(tiled_self(vecs), [v @ v for v in vecs], rtol=1e-12)
+    # a self-product equals the product with copies: numpy would send a tile times its own
+    # transpose to syrk, which rounds differently from gemm on some CPUs (AMD EPYC, OpenBLAS)
+    copies = [v.copy() for v in vecs]
+    np.testing.assert_array_equal(tiled_inner(vecs, vecs), tiled_inner(vecs, copies))
+    np.testing.assert_array_equal(tiled_self(vecs), np.diag(tiled_inner(vecs, copies)))
 
 
 @pytest.mark.parametrize("degenerate", [False, True])
