@@ -1,4 +1,6 @@
-"""Compiled float64 cosines of listed row pairs (numba, a dependency of umap-learn).
+"""Compiled float64 pair arithmetic for neighbour work (numba, a dependency of umap-learn): the
+cosines of listed row pairs (CKNNA's kernel values) and the exact squared distances of a row's
+near candidates (LID's neighbour distances, :func:`analysis.metrics.single.knn_distances`).
 
 :func:`analysis.neighbors.cosines64_rows` needs ``s(i, j) = (x_i · x_j) / (||x_i|| ||x_j||)`` for
 every row and its ``c`` listed neighbours, accumulated in float64 from the stored (usually float32)
@@ -12,7 +14,9 @@ Summation order, the same in both paths so they give the same bits (tests compar
 running sums, lane ``l`` adding ``p_t`` for ``t ≡ l (mod 8)`` over the first ``8 ⌊d/8⌋`` terms in
 order, the tail ``t ≥ 8 ⌊d/8⌋`` added to lane 0, then ``((a0+a1)+(a2+a3))+((a4+a5)+(a6+a7))``.
 Each ``p_t = x_it x_jt`` is exact in float64 for float32 rows, so an FMA-fused add rounds as the
-plain add does. Where numba is missing or ``LAYERSCOPE_NO_JIT`` is set, the numpy routine runs.
+plain add does. Squared distances use the same lanes on ``p_t = (x_it - x_jt)²``, which is the
+same bits for ``(j, i)``. Where numba is missing or ``LAYERSCOPE_NO_JIT`` is set, the numpy
+routines run.
 """
 
 from __future__ import annotations
@@ -23,21 +27,33 @@ import numpy as np
 
 LANES = 8
 _KERNEL = None
+_NEAR = None
 _TRIED = False
 
 
 def kernel():
     """The compiled ``pair_cosines`` function, or None where numba cannot be used."""
-    global _KERNEL, _TRIED
+    _compile()
+    return _KERNEL
+
+
+def near_kernel():
+    """The compiled ``near_sqdists`` function, or None where numba cannot be used."""
+    _compile()
+    return _NEAR
+
+
+def _compile():
+    global _KERNEL, _NEAR, _TRIED
     if _TRIED:
-        return _KERNEL
+        return
     _TRIED = True
     if os.environ.get("LAYERSCOPE_NO_JIT"):
-        return None
+        return
     try:
         import numba
     except ImportError:  # pragma: no cover - numba comes with umap-learn
-        return None
+        return
 
     @numba.njit(cache=True, nogil=True)
     def dot8(xi, xj, d):  # pragma: no cover - compiled
@@ -55,6 +71,34 @@ def kernel():
             t += 8
         while t < d:
             a0 += xi[t] * np.float64(xj[t])
+            t += 1
+        return ((a0 + a1) + (a2 + a3)) + ((a4 + a5) + (a6 + a7))
+
+    @numba.njit(cache=True, nogil=True)
+    def sqdist8(xi, xj, d):  # pragma: no cover - compiled
+        a0 = a1 = a2 = a3 = a4 = a5 = a6 = a7 = 0.0
+        t = 0
+        while t + 8 <= d:
+            e0 = xi[t] - xj[t]
+            e1 = xi[t + 1] - xj[t + 1]
+            e2 = xi[t + 2] - xj[t + 2]
+            e3 = xi[t + 3] - xj[t + 3]
+            e4 = xi[t + 4] - xj[t + 4]
+            e5 = xi[t + 5] - xj[t + 5]
+            e6 = xi[t + 6] - xj[t + 6]
+            e7 = xi[t + 7] - xj[t + 7]
+            a0 += e0 * e0
+            a1 += e1 * e1
+            a2 += e2 * e2
+            a3 += e3 * e3
+            a4 += e4 * e4
+            a5 += e5 * e5
+            a6 += e6 * e6
+            a7 += e7 * e7
+            t += 8
+        while t < d:
+            e0 = xi[t] - xj[t]
+            a0 += e0 * e0
             t += 1
         return ((a0 + a1) + (a2 + a3)) + ((a4 + a5) + (a6 + a7))
 
@@ -77,16 +121,57 @@ def kernel():
                     out[i, s] = dot8(xi, X[j], d) / (norms[own] * norms[j])
         return out
 
-    _KERNEL = pair_cosines
-    return _KERNEL
+    @numba.njit(cache=True, nogil=True)
+    def near_sqdists(approx, limit, X, rows, k):  # pragma: no cover - compiled
+        # per row r: the k smallest exact squared distances from X[rows[r]] to the columns j with
+        # approx[r, j] <= limit[r], ascending (insertion into a sorted list of k)
+        r_n, n = approx.shape
+        d = X.shape[1]
+        out = np.full((r_n, k), np.inf)
+        xi = np.empty(d)
+        cand = np.empty(n, np.int64)
+        for r in range(r_n):
+            for t in range(d):
+                xi[t] = X[rows[r], t]
+            lim = limit[r]
+            m = 0
+            for j in range(n):  # the candidates first: the exact loop then runs without the test
+                if approx[r, j] <= lim:
+                    cand[m] = j
+                    m += 1
+            best = out[r]
+            for q in range(m):
+                v = sqdist8(xi, X[cand[q]], d)
+                if v < best[k - 1]:
+                    p = k - 1
+                    while p > 0 and best[p - 1] > v:
+                        best[p] = best[p - 1]
+                        p -= 1
+                    best[p] = v
+        return out
+
+    _KERNEL, _NEAR = pair_cosines, near_sqdists
 
 
 def lane_dots(own: np.ndarray, nbrs: np.ndarray) -> np.ndarray:
     """``(r, c)`` dot products of ``own`` ``(r, d)`` with ``nbrs`` ``(r, c, d)`` in the compiled
     kernel's summation order (the module docstring), for the numpy path."""
-    r, c, d = nbrs.shape
     p = nbrs.astype(np.float64)
     p *= own.astype(np.float64)[:, None, :]
+    return lane_sum(p)
+
+
+def lane_sqdists(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """``(m,)`` squared distances of the rows of ``a`` and ``b`` ``(m, d)`` (float64) in the
+    compiled kernel's order, for the numpy path."""
+    p = a - b
+    p *= p
+    return lane_sum(p[:, None, :])[:, 0]
+
+
+def lane_sum(p: np.ndarray) -> np.ndarray:
+    """``(r, c)`` sums over the last axis of ``p`` ``(r, c, d)`` float64, in the lane order."""
+    r, c, d = p.shape
     body = d - d % LANES
     lanes = np.zeros((r, c, LANES))
     for t0 in range(0, body, LANES):  # sequential per lane, as the compiled loop adds

@@ -210,3 +210,29 @@ def test_rankme_fast_rejects_a_spectrum_of_another_shape_and_zero_layers():
     assert layer_status(zero).spectrum is None  # all rows zero: no rank-1 check was needed
     with pytest.raises(ValueError, match="all zeros"):
         rankme_fast(zero, spectrum=layer_status(zero).spectrum)
+
+
+@pytest.mark.parametrize("scale", [1e-30, 1.0, 1e25])
+def test_knn_distances_at_any_scale_and_without_numba(scale, monkeypatch):
+    """The float32 candidate search is scaled by a power of two, so layers whose squares overflow
+    or underflow float32 still give the brute-force distances; the numpy path (no numba) gives the
+    compiled path's bits."""
+    from analysis import neighbors_jit
+
+    X = (RNG.normal(size=(150, 24)) + 2.0) * scale
+    X[7] = X[3]  # an exact duplicate: distance 0
+    X[9] = X[4] + 1e-9 * scale  # a near duplicate, far below the float32 error of the candidates
+    got = knn_distances(X, 12)
+    np.testing.assert_allclose(got, _brute_knn(X, 12), rtol=1e-12, atol=0)
+    assert got[7, 0] == 0.0
+    assert got[9, 0] == pytest.approx(np.linalg.norm(X[9] - X[4]), rel=1e-9)
+    monkeypatch.setattr(neighbors_jit, "_NEAR", None)
+    np.testing.assert_array_equal(knn_distances(X, 12), got)
+
+
+def test_knn_distances_candidates_cover_near_ties():
+    """Rows whose k-th and (k+1)-th neighbours are closer than float32 can tell apart: the
+    candidate margin keeps both, and the exact distances decide (values equal brute force)."""
+    base = RNG.normal(size=(60, 8))
+    X = np.concatenate([base, base[:30] + 1e-7 * RNG.normal(size=(30, 8))])
+    np.testing.assert_allclose(knn_distances(X, 5), _brute_knn(X, 5), rtol=1e-12)
