@@ -226,11 +226,13 @@ CKNNA_BLOCK_ENTRIES = 1 << 22
 class Cknna(KnnKernel):
     """CKA restricted to mutual k-NN pairs, with unbiased HSIC (Huh et al., 2024).
 
-    Scoring matches a layer of A against a group of B layers at once (one ``(G, N, k, k)``
-    comparison of neighbour lists), and every HSIC term is a per-layer ``bincount``, so a pair
-    costs a few passes over ``N k^2`` entries with no per-pair Python work. ``bincount`` adds each bin's weights in
-    entry order, whatever the other bins hold, so a grid cell equals the one-pair value bit for
-    bit. Memory: ``CKNNA_BLOCK_ENTRIES`` entries per step, plus the ``L N k`` lists.
+    Scoring matches layers of A against a group of B layers at once and adds every HSIC sum per
+    (A layer, B layer) bin in entry order (row, then slot in A), whatever the other bins hold, so
+    a grid cell equals the one-pair value bit for bit. Three routines, the same bits (tests):
+    compiled per-row marks (:func:`_masked_cross_jit`, any N; memory ``2 JIT_SUM_ENTRIES``
+    float64 sums per step), and without numba slot tables (``N <= SLOT_TABLE_MAX_N``) or a
+    row-by-row ``(G, N, k, k)`` comparison (``CKNNA_BLOCK_ENTRIES`` entries per step); plus the
+    ``L N k`` lists.
     """
 
     def score(self, sa: KnnState, sb: KnnState, **_):
@@ -252,7 +254,19 @@ class Cknna(KnnKernel):
         self_b = np.array([self._self(s) for s in states_b])
         cross = np.empty((len(states_a), len(states_b)))
         counts = np.empty((len(states_a), len(states_b)), dtype=np.int64)
-        if n <= SLOT_TABLE_MAX_N:
+        jit = knn_jit.kernel() if USE_JIT else None
+        if jit is not None:
+            g = max(1, min(len(states_b), JIT_GROUP_LAYERS))
+            for b0 in range(0, len(states_b), g):
+                block = states_b[b0:b0 + g]
+                idx_b, sims, recips = _concat_lists(block, n)
+                b1 = b0 + len(block)
+                step = max(1, JIT_SUM_ENTRIES // (len(block) * n))
+                for a0 in range(0, len(states_a), step):
+                    a1 = min(len(states_a), a0 + step)
+                    cross[a0:a1, b0:b1], counts[a0:a1, b0:b1] = _masked_cross_jit(
+                        jit, states_a[a0:a1], idx_b, sims, recips)
+        elif n <= SLOT_TABLE_MAX_N:
             for b0, b1, table in _slot_table_groups(states_b, n):
                 _, sims, recips = _concat_lists(states_b[b0:b1], n, idx=False)
                 for a0, a1 in _a_chunks(len(states_a), b1 - b0, n, k):
@@ -311,8 +325,15 @@ def _concat_lists(states, n, *, idx=True):
 
 
 #: Score CKNNA's shared entries in compiled code (:mod:`analysis.metrics.knn_jit`) when numba is
-#: there; the numpy routine gives the same bits (tests switch this off to compare)
+#: there, at any N; the numpy routines (slot tables up to ``SLOT_TABLE_MAX_N``, row-by-row
+#: comparison above) give the same bits (tests switch this off to compare)
 USE_JIT = True
+#: B layers the compiled routine matches at once (its per-row marks are ``N × G``)
+JIT_GROUP_LAYERS = 16
+#: float64 entries of each of the compiled routine's two per-row sum arrays (``La × N × G``):
+#: A layers are taken in chunks that keep them under it (32 MiB each)
+JIT_SUM_ENTRIES = 1 << 22
+
 
 #: Largest N whose layers are matched through dense slot tables (one ``N²`` table of int8 per
 #: layer: 16 MiB at 4096). Above it the lists are compared row by row (``(N, k, k)`` per layer
@@ -377,15 +398,6 @@ def _masked_cross_table(states_a, table, sims, recips, *, counts: bool = False):
     sa0 = states_a[0]
     n, k = sa0.n, sa0.k
     g, la, nk = table.shape[1], len(states_a), n * k
-    jit = knn_jit.kernel() if USE_JIT else None
-    if jit is not None:
-        # the kernel's sums are (A layer, [row,] B layer); bins here are (B layer, A layer)
-        trace, colsum_k, rowsum_l, shared = jit(
-            np.stack([s.idx for s in states_a]), np.stack([s.sim for s in states_a]),
-            np.stack([s.recip >= 0 for s in states_a]), table, sims.reshape(g, n, k), recips.reshape(g, n, k))
-        out = _hsic_from_sums(n, trace.T.ravel(), colsum_k.transpose(2, 0, 1).reshape(g * la, n),
-                              rowsum_l.transpose(2, 0, 1).reshape(g * la, n))
-        return (out.reshape(g, la).T, shared) if counts else out.reshape(g, la).T
     slot = _lookup(table, states_a, n)
     # int32 positions where they fit (a lookup holds at most CKNNA_BLOCK_ENTRIES): numpy's integer
     # division and gathers run several times faster on them than on int64
@@ -416,6 +428,25 @@ def _masked_cross_table(states_a, table, sims, recips, *, counts: bool = False):
     if counts:  # shared entries per cell: mutual k-NN's counts
         return out.reshape(g, la).T, np.bincount(bi, minlength=bins).reshape(g, la).T
     return out.reshape(g, la).T
+
+
+def _masked_cross_jit(jit, states_a, idx_b, sims, recips):
+    """``(La, G)`` unbiased HSIC and shared counts, as :func:`_masked_cross_table`, from the
+    compiled ``cross_sums`` (:mod:`analysis.metrics.knn_jit`): per row i it marks i's neighbours in
+    the G layers of B in an ``N × G`` array, so each A entry's matches are G reads from a few
+    cache lines; no ``N²`` table, any N. Within each (A layer, B layer) bin the entries come by
+    row, then slot in A, as in the numpy routines, so the sums are the same bits (tests compare)."""
+    sa0 = states_a[0]
+    n, k = sa0.n, sa0.k
+    g, la = idx_b.shape[0], len(states_a)
+    trace, colsum_k, rowsum_l, shared = jit(
+        np.stack([s.idx for s in states_a]), np.stack([s.sim for s in states_a]),
+        np.stack([s.recip >= 0 for s in states_a]), idx_b, sims.reshape(g, n, k), recips.reshape(g, n, k))
+    # the kernel's sums are (A layer, [row,] B layer); _hsic_from_sums takes C-contiguous
+    # (B layer, A layer) bins, the layout whose row sums the numpy routines add
+    out = _hsic_from_sums(n, trace.T.ravel(), colsum_k.transpose(2, 0, 1).reshape(g * la, n),
+                          rowsum_l.transpose(2, 0, 1).reshape(g * la, n))
+    return out.reshape(g, la).T, shared
 
 
 def _hsic_from_sums(n: int, trace, colsum_k, rowsum_l) -> np.ndarray:

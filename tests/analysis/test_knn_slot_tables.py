@@ -1,6 +1,6 @@
 """Issue #13/#18: mutual k-NN and CKNNA matched through slot tables (one lookup per neighbour pair)
-give the same grids as the row-by-row comparison and the sparse product, bit for bit, in any
-grouping, and equal the literal references on data with ties, duplicates and a collapsed layer."""
+or CKNNA's compiled per-row marks give the same grids as the row-by-row comparison and the sparse
+product, bit for bit, in any grouping, and equal the literal references on data with ties, duplicates and a collapsed layer."""
 
 import numpy as np
 import pytest
@@ -28,6 +28,7 @@ def grids(A, B, metric, k):
 @pytest.mark.parametrize("metric", ["mutual_knn", "cknna"])
 @pytest.mark.parametrize("degenerate", [False, True])
 def test_table_row_comparison_and_sparse_paths_agree_bitwise(monkeypatch, metric, degenerate):
+    monkeypatch.setattr(knn_mod, "USE_JIT", False)  # the numpy routines (compiled: see below)
     A, B = stack(120, 3, 9, 1, degenerate=degenerate), stack(120, 4, 7, 2)
     tables = grids(A, B, metric, 6)
     monkeypatch.setattr(knn_mod, "SLOT_TABLE_MAX_N", 0)  # row-by-row comparison / sparse product
@@ -144,12 +145,14 @@ def test_cosines64_compiled_and_numpy_paths_agree_bit_for_bit(monkeypatch, d, dt
     assert compiled[0][i, 0] == dot / (norms[i] * norms[j])
 
 
-@pytest.mark.parametrize("tables", [True, False])
-def test_cknna_counts_are_mutual_knn_counts(monkeypatch, tables):
+@pytest.mark.parametrize("path", ["compiled", "tables", "rows"])
+def test_cknna_counts_are_mutual_knn_counts(monkeypatch, path):
     from analysis.grid import prepare_layers
     from analysis.registry import get_metric
 
-    if not tables:
+    if path != "compiled":
+        monkeypatch.setattr(knn_mod, "USE_JIT", False)
+    if path == "rows":
         monkeypatch.setattr(knn_mod, "SLOT_TABLE_MAX_N", 0)
     A, B = stack(90, 3, 8, 9, degenerate=True), stack(90, 2, 6, 10)
     spec = get_metric("cknna")
@@ -189,8 +192,14 @@ def test_compiled_and_numpy_cknna_sums_agree_bitwise(monkeypatch, degenerate):
     assert knn_jit.kernel() is not None  # numba comes with umap-learn, a dependency
     A, B = stack(110, 3, 9, 11, degenerate=degenerate), stack(110, 4, 7, 12)
     compiled = grids(A, B, "cknna", 6)
-    monkeypatch.setattr(knn_mod, "USE_JIT", False)
+    # B layers in groups of 2 and A layers one at a time: cells do not depend on the grouping
+    monkeypatch.setattr(knn_mod, "JIT_GROUP_LAYERS", 2)
+    monkeypatch.setattr(knn_mod, "JIT_SUM_ENTRIES", 1)
     np.testing.assert_array_equal(grids(A, B, "cknna", 6), compiled)
+    monkeypatch.setattr(knn_mod, "USE_JIT", False)
+    np.testing.assert_array_equal(grids(A, B, "cknna", 6), compiled)  # slot tables
+    monkeypatch.setattr(knn_mod, "SLOT_TABLE_MAX_N", 0)
+    np.testing.assert_array_equal(grids(A, B, "cknna", 6), compiled)  # row-by-row comparison
 
 
 @pytest.mark.parametrize("layers,m", [(1, 50), (9, 9000), (17, 8195)])
@@ -213,7 +222,9 @@ def test_tiled_self_is_the_diagonal_of_tiled_inner_bit_for_bit(layers, m):
 def test_cknna_self_term_equals_the_layer_scored_against_itself_bitwise(monkeypatch, degenerate, jit):
     """The O(N k) self term is the cross routines' value of a layer against itself (table path,
     compiled or not, and the row-by-row path), bit for bit."""
-    from analysis.metrics.knn import Cknna, KnnKernel, _concat_lists, _masked_cross, _masked_cross_table, _slot_table_groups
+    from analysis.metrics import knn_jit
+    from analysis.metrics.knn import (Cknna, KnnKernel, _concat_lists, _masked_cross, _masked_cross_jit,
+                                      _masked_cross_table, _slot_table_groups)
 
     monkeypatch.setattr(knn_mod, "USE_JIT", jit)
     for layer in stack(90, 3, 7, 8, degenerate=degenerate):
@@ -226,4 +237,5 @@ def test_cknna_self_term_equals_the_layer_scored_against_itself_bitwise(monkeypa
         _, sims, recips = _concat_lists([state], n, idx=False)
         by_table = float(_masked_cross_table([state], table, sims, recips)[0, 0])
         by_rows = float(_masked_cross(state, 1, *_concat_lists([state], n))[0])
-        assert Cknna._self(state) == by_table == by_rows
+        by_jit = float(_masked_cross_jit(knn_jit.kernel(), [state], *_concat_lists([state], n))[0][0, 0])
+        assert Cknna._self(state) == by_table == by_rows == by_jit
