@@ -17,21 +17,47 @@ import os
 import numpy as np
 
 _KERNEL = None
+_RECIP = None
 _TRIED = False
 
 
 def kernel():
     """The compiled ``cross_sums`` function, or None where numba cannot be used."""
-    global _KERNEL, _TRIED
+    _compile()
+    return _KERNEL
+
+
+def recip_kernel():
+    """The compiled ``reciprocal_slots`` function, or None where numba cannot be used."""
+    _compile()
+    return _RECIP
+
+
+def _compile():
+    global _KERNEL, _RECIP, _TRIED
     if _TRIED:
-        return _KERNEL
+        return
     _TRIED = True
     if os.environ.get("LAYERSCOPE_NO_JIT"):
-        return None
+        return
     try:
         import numba
     except ImportError:  # pragma: no cover - numba comes with umap-learn
-        return None
+        return
+
+    @numba.njit(cache=True, nogil=True)
+    def reciprocal_slots(idx):  # pragma: no cover - compiled
+        # the slot of i in the list of each neighbour j = idx[i, s], or -1 (k reads of row j)
+        n, k = idx.shape
+        out = np.full((n, k), -1, np.int64)
+        for i in range(n):
+            for s in range(k):
+                j = idx[i, s]
+                for q in range(k):
+                    if idx[j, q] == i:
+                        out[i, s] = q
+                        break
+        return out
 
     @numba.njit(cache=True, nogil=True)
     def cross_sums(idx_a, sim_a, rec_a, idx_b, sims_b, rec_b):  # pragma: no cover - compiled
@@ -70,5 +96,4 @@ def kernel():
                     mark[idx_b[t, i, s], t] = -1
         return trace, colsum, rowsum, counts
 
-    _KERNEL = cross_sums
-    return _KERNEL
+    _KERNEL, _RECIP = cross_sums, reciprocal_slots

@@ -186,6 +186,25 @@ def test_tied_lists_counts_rows_whose_neighbours_are_drawn_by_ties():
     assert tied_lists(X, 2, groups) == _tied_brute(X, 2, groups)
 
 
+def test_direction_classes_do_not_depend_on_the_block_size(monkeypatch):
+    from analysis import degenerate
+    from analysis.degenerate import direction_classes
+
+    rng = np.random.default_rng(3)
+    X = rng.normal(size=(120, 9)).astype(np.float32)
+    X[10:30] = X[0]
+    X[40:45] = 2.5 * X[1]
+    X[50] = 0.0
+    labels, zero = direction_classes(X)
+    for entries in (1, 9, 100):  # one row per block, and a few rows
+        monkeypatch.setattr(degenerate, "_ROW_STEP_ENTRIES", entries)
+        got, got_zero = direction_classes(X)
+        np.testing.assert_array_equal(got, labels)
+        np.testing.assert_array_equal(got_zero, zero)
+    assert len(set(labels[10:30]) | {labels[0]}) == 1 and len(set(labels[40:45]) | {labels[1]}) == 1
+    assert zero[50] and zero.sum() == 1
+
+
 def test_knn_metrics_are_nan_where_most_lists_are_decided_by_ties_and_finite_below_half():
     from analysis.metrics import cknna, mutual_knn
     from analysis.registry import get_metric

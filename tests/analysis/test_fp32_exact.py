@@ -190,6 +190,7 @@ def test_knn_grids_are_bitwise_equal_at_tiny_chunk_sizes(monkeypatch):
     search = knn_search(A[1], 5)
     for entries in (1, 7, 100):
         monkeypatch.setattr(neighbors, "CHUNK_ENTRIES", entries)  # 1 row per block, even 1 entry
+        monkeypatch.setattr(neighbors, "ROW_PASS_ENTRIES", entries)  # norms and unit rows too
         np.testing.assert_array_equal(knn_search(A[1], 5).idx, search.idx)
         for m, grid in whole.items():
             np.testing.assert_array_equal(layer_grid(A, metric=m, k=5), grid)

@@ -239,3 +239,16 @@ def test_cknna_self_term_equals_the_layer_scored_against_itself_bitwise(monkeypa
         by_rows = float(_masked_cross(state, 1, *_concat_lists([state], n))[0])
         by_jit = float(_masked_cross_jit(knn_jit.kernel(), [state], *_concat_lists([state], n))[0][0, 0])
         assert Cknna._self(state) == by_table == by_rows == by_jit
+
+
+@pytest.mark.parametrize("jit", [True, False])
+def test_reciprocal_slots_brute_force(monkeypatch, jit):
+    from analysis.neighbors import knn_search
+
+    monkeypatch.setattr(knn_mod, "USE_JIT", jit)
+    for layer in stack(80, 2, 6, 5, degenerate=True):
+        if np.ptp(layer, axis=0).max() == 0:
+            continue  # the collapsed layer: no lists
+        idx = knn_search(layer, 7).idx
+        want = np.array([[list(idx[j]).index(i) if i in idx[j] else -1 for j in idx[i]] for i in range(80)])
+        np.testing.assert_array_equal(knn_mod.reciprocal_slots(idx), want)
