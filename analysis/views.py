@@ -279,6 +279,8 @@ def best_cell_text(g: dict, model_a: str, model_b: str) -> str:
     n_deg = len(flags.get("degenerate_a") or {}) + len(flags.get("degenerate_b") or {})
     if n_deg:
         text += f"; {n_deg} degenerate layer(s) marked and excluded"
+    if flags.get("best_caveat"):
+        text += f". Caveat: {flags['best_caveat']}"
     return text
 
 

@@ -30,8 +30,10 @@ from ..store import connect
 from ..temporal import REORDER_K
 from .engine import Engine
 
-#: bump when a result payload changes shape; cached results of another version are cleared
-ANALYSIS_VERSION = 5
+#: bump when a result payload changes shape (or its values' arithmetic); cached results of another
+#: version are cleared. 6: grids carry ``flags["best_caveat"]``; CKNNA's cosines and LID's
+#: distances are summed in a new fixed order (values move in the last bits)
+ANALYSIS_VERSION = 6
 VISION = ("video", "image")
 DEFAULT_METRICS = ("mutual_knn", "cka", "cknna")
 #: ``paper``: one caption and each vision model's standard (native) frame count, as the alignment

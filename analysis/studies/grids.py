@@ -15,6 +15,7 @@ import numpy as np
 
 from .. import results as R
 from ..bootstrap import bootstrap_ci, derived_lists_k
+from ..degenerate import lost_distinctions
 from ..grid import NoBestCell, best_cell
 from ..registry import get_metric
 from .context import Context, DatasetRuns
@@ -60,7 +61,9 @@ def score_pair(engine, run_a: str, run_b: str, metric: str, params: dict, n_boot
 
     Cells on a degenerate layer of either run (collapsed, rank 1: neighbours and kernels are
     undefined there) are flagged and never best; a flat grid has no best cell. Then ``best_*``
-    are None and ``flags["best"]`` says why; ``flags["interval"]`` says why an interval is missing.
+    are None and ``flags["best"]`` says why; ``flags["interval"]`` says why an interval is missing;
+    ``flags["best_caveat"]`` names a best layer that keeps few of the distinctions its run's other
+    layers make (:func:`analysis.degenerate.lost_distinctions`).
     """
     grid = engine.grid(run_a, run_b, metric, **params)
     spec = get_metric(metric)
@@ -88,6 +91,12 @@ def score_pair(engine, run_a: str, run_b: str, metric: str, params: dict, n_boot
         out["flags"] = flags
         return out
     out.update(best_a=la, best_b=lb, best_value=value)
+    # a best cell on a layer that merged most of the items the run's other layers tell apart is
+    # defined (CKA) but measures a handful of points: said next to the cell
+    caveats = [note for run, layer in ((run_a, la), (run_b, lb))
+               if (note := lost_distinctions(engine.status(run), layer))]
+    if caveats:
+        flags["best_caveat"] = "; ".join(caveats)
     if n_boot >= 2:
         k = derived_lists_k(metric, params)  # exact k-NN metrics: the engine keeps each layer's lists
         spaces = None if k is None else tuple(engine.resample_space(r, layer, k, n_boot)

@@ -190,3 +190,57 @@ def test_a_layer_whose_neighbour_lists_are_decided_by_ties_is_flagged_and_never_
         assert g["best_b"] != 0 and g["ci_low"] is not None
     (g,) = _grids(path, run_a="v", metric="cka")
     assert np.isfinite(np.asarray(g["grid"])).all() and "degenerate_b" not in g["flags"]
+
+
+class _StubEngine:
+    """The engine calls ``score_pair`` makes, over fixed grids and real layer statuses."""
+
+    def __init__(self, grid, stacks):
+        from analysis.degenerate import stack_status
+
+        self._grid = np.asarray(grid, dtype=float)
+        self._status = {run: stack_status(E) for run, E in stacks.items()}
+
+    def grid(self, *_a, **_k):
+        return self._grid
+
+    def degenerate_layers(self, run):
+        return {}
+
+    def tie_decided_layers(self, run, metric, **_):
+        return {}
+
+    def status(self, run):
+        return self._status[run]
+
+
+def test_a_best_cell_on_a_layer_that_merged_most_items_carries_a_caveat(latent):
+    """CKA is defined on a layer that gives 40 items 3 distinct embeddings, and can be its grid's
+    highest cell; the cell is kept, with a caveat naming the layer, its 3 points and the 40 the
+    run's other layers keep. A best cell elsewhere, or a run whose every layer has few distinct
+    rows (a dataset of repeated captions), gets none."""
+    from analysis.degenerate import lost_distinctions, stack_status
+    from analysis.studies.grids import score_pair
+    from analysis.views import best_cell_text
+
+    V = _stack(1, latent=latent)
+    T = _stack(2, latent=latent)
+    T[0] = np.repeat(T[0][:3], [14, 13, 13], axis=0)
+    grid = np.full((4, 4), 0.2)
+    grid[1, 0] = 0.9  # the best cell sits on text layer 0
+    out = score_pair(_StubEngine(grid, {"v": V, "t": T}), "v", "t", "cka", {}, 0, 0)
+    assert (out["best_a"], out["best_b"]) == (1, 0) and out["best_value"] == 0.9
+    caveat = out["flags"]["best_caveat"]
+    assert "layer 0" in caveat and "only 3 distinct" in caveat and "keeps 40" in caveat
+    text = best_cell_text({**out, "n_boot": 0}, "vid", "txt")
+    assert "Caveat: layer 0 tells its 40 items apart as only 3 distinct points" in text
+    grid[1, 0], grid[2, 3] = 0.2, 0.9  # best cell on healthy layers
+    assert "best_caveat" not in score_pair(_StubEngine(grid, {"v": V, "t": T}), "v", "t", "cka", {}, 0, 0)["flags"]
+    # every layer with 3 distinct rows: nothing lost relative to the run's other layers
+    same = np.stack([np.repeat(layer[:3], [14, 13, 13], axis=0) for layer in T])
+    assert all(lost_distinctions(stack_status(same), i) is None for i in range(4))
+    # the threshold: half the most distinct rows of any layer (20 of 40 is no caveat, 19 is)
+    for kept, flagged in ((20, False), (19, True)):
+        U = T.copy()
+        U[2] = np.concatenate([T[2][:kept], np.repeat(T[2][:1], N - kept, axis=0)])
+        assert (lost_distinctions(stack_status(U), 2) is not None) == flagged
