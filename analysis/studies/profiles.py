@@ -71,9 +71,9 @@ def _profile(engine, run_id: str, metric: str, params: dict) -> tuple[np.ndarray
     for layer, X in enumerate(engine.emb(run_id)):
         rep = lid_report(X, **params, keep=engine.distinct_rows(run_id, layer), fast=True)
         values.append(rep.value)
-        if rep.reason:
-            flags[layer] = rep.reason
-        elif rep.n_distinct < rep.n_items:
-            note = f"LID on {rep.n_distinct} distinct of {rep.n_items} items (duplicates merged)"
+        # the layer's own flag (collapsed, rank 1, ...) stays first: LID's note is added to it
+        note = rep.reason or (f"LID on {rep.n_distinct} distinct of {rep.n_items} items (duplicates merged)"
+                              if rep.n_distinct < rep.n_items else None)
+        if note:
             flags[layer] = f"{flags[layer]}; {note}" if layer in flags else note
     return np.array(values, dtype=np.float64), flags

@@ -244,3 +244,20 @@ def test_a_best_cell_on_a_layer_that_merged_most_items_carries_a_caveat(latent):
         U = T.copy()
         U[2] = np.concatenate([T[2][:kept], np.repeat(T[2][:1], N - kept, axis=0)])
         assert (lost_distinctions(stack_status(U), 2) is not None) == flagged
+
+
+def test_lid_on_a_collapsed_layer_keeps_the_collapse_flag_and_adds_its_reason(tmp_path, latent):
+    path = tmp_path / "s.duckdb"
+    V = _stack(1, latent=latent)
+    V[2] = V[2][0]  # collapsed: one distinct row, LID undefined
+    write_run(path, "v", V, model="vid", modality="video", n_frames=1)
+    analyze_store(path, n_boot=0, k=5, log=quiet)
+    con = duckdb.connect(str(path), read_only=True)
+    (p,) = R.read_profiles(con, run_id="v", metric="lid")
+    (r,) = R.read_profiles(con, run_id="v", metric="rankme")
+    con.close()
+    assert np.isnan(p["layer_values"][2])
+    flag = p["flags"]["2"]
+    assert flag.startswith(r["flags"]["2"]) and "collapsed" in flag  # the layer's own flag, first
+    assert "only 1 distinct rows of 40" in flag  # then LID's reason
+    assert set(p["flags"]) == {"2"}
