@@ -21,39 +21,25 @@ routines run.
 
 from __future__ import annotations
 
-import os
-
 import numpy as np
 
+from .jit import Kernels
+
 LANES = 8
-_KERNEL = None
-_NEAR = None
-_TRIED = False
 
 
 def kernel():
     """The compiled ``pair_cosines`` function, or None where numba cannot be used."""
-    _compile()
-    return _KERNEL
+    return _KERNELS.get("pair_cosines")
 
 
 def near_kernel():
     """The compiled ``near_sqdists`` function, or None where numba cannot be used."""
-    _compile()
-    return _NEAR
+    return _KERNELS.get("near_sqdists")
 
 
-def _compile():
-    global _KERNEL, _NEAR, _TRIED
-    if _TRIED:
-        return
-    _TRIED = True
-    if os.environ.get("LAYERSCOPE_NO_JIT"):
-        return
-    try:
-        import numba
-    except ImportError:  # pragma: no cover - numba comes with umap-learn
-        return
+def _build(numba) -> dict:
+    """This module's kernels, compiled with ``numba`` (:class:`analysis.jit.Kernels`)."""
 
     @numba.njit(cache=True, nogil=True)
     def dot8(xi, xj, d):  # pragma: no cover - compiled
@@ -150,7 +136,7 @@ def _compile():
                     best[p] = v
         return out
 
-    _KERNEL, _NEAR = pair_cosines, near_sqdists
+    return {"pair_cosines": pair_cosines, "near_sqdists": near_sqdists}
 
 
 def lane_dots(own: np.ndarray, nbrs: np.ndarray) -> np.ndarray:
@@ -180,3 +166,6 @@ def lane_sum(p: np.ndarray) -> np.ndarray:
         lanes[:, :, 0] += p[:, :, t]
     a = lanes
     return ((a[..., 0] + a[..., 1]) + (a[..., 2] + a[..., 3])) + ((a[..., 4] + a[..., 5]) + (a[..., 6] + a[..., 7]))
+
+
+_KERNELS = Kernels(_build)

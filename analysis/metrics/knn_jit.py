@@ -12,38 +12,23 @@ where numba is missing or ``LAYERSCOPE_NO_JIT`` is set, the numpy routine runs.
 
 from __future__ import annotations
 
-import os
-
 import numpy as np
 
-_KERNEL = None
-_RECIP = None
-_TRIED = False
+from ..jit import Kernels
 
 
 def kernel():
     """The compiled ``cross_sums`` function, or None where numba cannot be used."""
-    _compile()
-    return _KERNEL
+    return _KERNELS.get("cross_sums")
 
 
 def recip_kernel():
     """The compiled ``reciprocal_slots`` function, or None where numba cannot be used."""
-    _compile()
-    return _RECIP
+    return _KERNELS.get("reciprocal_slots")
 
 
-def _compile():
-    global _KERNEL, _RECIP, _TRIED
-    if _TRIED:
-        return
-    _TRIED = True
-    if os.environ.get("LAYERSCOPE_NO_JIT"):
-        return
-    try:
-        import numba
-    except ImportError:  # pragma: no cover - numba comes with umap-learn
-        return
+def _build(numba) -> dict:
+    """This module's kernels, compiled with ``numba`` (:class:`analysis.jit.Kernels`)."""
 
     @numba.njit(cache=True, nogil=True)
     def reciprocal_slots(idx):  # pragma: no cover - compiled
@@ -96,4 +81,7 @@ def _compile():
                     mark[idx_b[t, i, s], t] = -1
         return trace, colsum, rowsum, counts
 
-    _KERNEL, _RECIP = cross_sums, reciprocal_slots
+    return {"cross_sums": cross_sums, "reciprocal_slots": reciprocal_slots}
+
+
+_KERNELS = Kernels(_build)

@@ -252,3 +252,19 @@ def test_reciprocal_slots_brute_force(monkeypatch, jit):
         idx = knn_search(layer, 7).idx
         want = np.array([[list(idx[j]).index(i) if i in idx[j] else -1 for j in idx[i]] for i in range(80)])
         np.testing.assert_array_equal(knn_mod.reciprocal_slots(idx), want)
+
+
+def test_kernels_build_once_and_step_aside_without_numba(monkeypatch):
+    from analysis.jit import Kernels
+
+    built = []
+
+    def build(numba):
+        built.append(numba)
+        return {"f": numba.njit(lambda x: x + 1)}
+
+    ks = Kernels(build)
+    assert ks.get("f")(1) == 2 and ks.get("missing") is None and len(built) == 1  # built once
+    monkeypatch.setenv("LAYERSCOPE_NO_JIT", "1")
+    off = Kernels(build)
+    assert off.get("f") is None and len(built) == 1  # numpy routines run instead

@@ -226,7 +226,7 @@ def test_knn_distances_at_any_scale_and_without_numba(scale, monkeypatch):
     np.testing.assert_allclose(got, _brute_knn(X, 12), rtol=1e-12, atol=0)
     assert got[7, 0] == 0.0
     assert got[9, 0] == pytest.approx(np.linalg.norm(X[9] - X[4]), rel=1e-9)
-    monkeypatch.setattr(neighbors_jit, "_NEAR", None)
+    monkeypatch.setattr(neighbors_jit, "near_kernel", lambda: None)
     np.testing.assert_array_equal(knn_distances(X, 12), got)
 
 
