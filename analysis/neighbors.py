@@ -236,10 +236,12 @@ class _Float32Sims:
         A = np.empty(X.shape, dtype=np.float32)
         self.norms = norms = np.empty(n)
         self.collapsed = True
+        self.zero_rows = 0
         for start, stop in row_chunks(n, X.shape[1], ROW_PASS_ENTRIES):
             # one float64 pass gives the norms (as row_norms) and the float32 unit rows
             rows64 = X[start:stop].astype(np.float64)
             nrm = np.linalg.norm(rows64, axis=1)
+            self.zero_rows += int(np.count_nonzero(nrm == 0))
             norms[start:stop] = np.where(nrm == 0, 1.0, nrm)
             A[start:stop] = rows64 / norms[start:stop, None]
             self.collapsed = self.collapsed and collapse_check(A[start:stop], A[0])
@@ -321,6 +323,10 @@ class KnnSearch:
     method: str = "exact"  # "exact" (proven) or "ann" (approximate, see ann_search)
     recall: float | None = None  # ann: mean share of the exact neighbours found, on a sample
     recall_rows: int = 0  # ann: rows in that sample
+    #: exact search: (N,) each row's (k+1)-th largest float32 cosine ``s̃`` (self and own group left
+    #: out; -inf when there is no (k+1)-th), within ``bound`` of the float64 value (None: not kept)
+    next_sim: np.ndarray | None = None
+    zero_rows: int = 0  # rows that are all zeros (cosine 0 to every row)
 
 
 def _excluded(rows, cols, groups):
@@ -340,7 +346,8 @@ def _settle(todo, cand, vals, nxt, k, E, X, norms, groups):
     The *band* between is re-ranked in float64 (ties by lower index) to fill the other slots.
     The row is proven when no column outside the candidates can be in the band:
     ``nxt < s̃_(k) - 2E`` (or there is no such column).
-    Returns ``(ok, idx, pairs)``: proven rows, their neighbours, float64 cosines computed.
+    Returns ``(ok, idx, pairs, sk1)``: proven rows, their neighbours, float64 cosines computed,
+    and their ``s̃_(k+1)`` (``-inf`` where the candidates are every other column and k of them).
     """
     # thresholds need only the k-th and (k+1)-th largest values; the masks work on unsorted rows
     part = -np.partition(-vals, [k - 1, k] if vals.shape[1] > k else [k - 1], axis=1)
@@ -364,26 +371,29 @@ def _settle(todo, cand, vals, nxt, k, E, X, norms, groups):
         s[band_h & _excluded(rows[hard], cs_h, groups)] = -np.inf
         pick = np.lexsort((cs_h, -s), axis=-1)[:, :k]
         idx[hard] = np.take_along_axis(cs_h, pick, axis=1)
-    return ok, idx, int(band.sum())
+    return ok, idx, int(band.sum()), sk1
 
 
 def _exact_rows(sims, rows, k, E, X, groups):
-    """Proven neighbours of ``rows`` (see the module docstring): ``(idx, resolved, reranked)``."""
+    """Proven neighbours of ``rows`` (see the module docstring): ``(idx, resolved, reranked,
+    next_sim)``, ``next_sim`` each row's ``s̃_(k+1)``."""
     n = sims.n
     idx = np.empty((len(rows), k), dtype=np.int64)
+    next_sim = np.empty(len(rows))
     counts, reranked = [], 0
     c = min(k + EXTRA_CANDIDATES, n)
     todo = np.arange(len(rows))
     while len(todo):
         cand, vals, nxt = sims.top(rows[todo], c)
-        ok, found, pairs = _settle(rows[todo], cand, vals, nxt, k, E, X, sims.norms, groups)
+        ok, found, pairs, sk1 = _settle(rows[todo], cand, vals, nxt, k, E, X, sims.norms, groups)
         idx[todo[ok]] = found
+        next_sim[todo[ok]] = sk1
         counts.append(int(ok.sum()))
         reranked += pairs
         todo = todo[~ok]
         c = min(8 * c, n)  # wider candidate lists for the rows not proven yet; c = n always proves
     idx.sort(axis=1)
-    return idx, tuple(counts), reranked
+    return idx, tuple(counts), reranked, next_sim
 
 
 def _placeholder(n, k):
@@ -415,8 +425,9 @@ def knn_search(X: np.ndarray, k: int, groups: np.ndarray | None = None, *, devic
     E = similarity_error_bound(d, u_in=sims.u_in)
     if sims.collapsed:
         return KnnSearch(idx=_placeholder(n, k), norms=sims.norms, resolved=(), bound=E, collapsed=True)
-    idx, counts, reranked = _exact_rows(sims, np.arange(n), k, E, X, groups)
-    return KnnSearch(idx=idx, norms=sims.norms, resolved=counts, bound=E, reranked=reranked)
+    idx, counts, reranked, next_sim = _exact_rows(sims, np.arange(n), k, E, X, groups)
+    return KnnSearch(idx=idx, norms=sims.norms, resolved=counts, bound=E, reranked=reranked,
+                     next_sim=next_sim, zero_rows=sims.zero_rows)
 
 
 # ---------------------------------------------------------------------------------------------

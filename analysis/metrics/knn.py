@@ -84,13 +84,24 @@ class KnnState:
         return reciprocal_slots(self.idx)
 
 
-def tie_decided_reason(X, k: int, groups=None) -> str | None:
+def tie_decided_reason(X, k: int, groups=None, search=None) -> str | None:
     """Why the k-NN lists of layer ``X`` are not a measurement, or None: at least half the rows
     have their list drawn by tie-breaking (:func:`analysis.degenerate.tied_lists`), e.g. a layer
     that gives 180 captions 3 distinct embeddings, where each item's k neighbours are k of its
-    ~60 copies picked by index. Every neighbour score involving such a layer is NaN."""
-    from ..degenerate import tied_lists
+    ~60 copies picked by index. Every neighbour score involving such a layer is NaN.
 
+    ``search``: the layer's exact :class:`analysis.neighbors.KnnSearch`, whose float32 cosines
+    settle most layers without the grouping: a row whose class of rows pointing its way has more
+    than k others has k+1 of them within ``(k+1)·REL_TOL`` (a chain of at most k+1 links, each
+    within the tolerance), i.e. at cosine ``>= 1 − ((k+1)·REL_TOL)²/2``; so when every non-zero
+    row's (k+1)-th float32 cosine is below that by more than the search's error bound, only the
+    zero rows are tie-decided. Otherwise (and with ``groups``) the rows are grouped."""
+    from ..degenerate import REL_TOL, tied_lists
+
+    if search is not None and search.next_sim is not None and groups is None:
+        limit = 1.0 - ((k + 1) * REL_TOL) ** 2 / 2 - search.bound - 1e-12
+        if np.all(search.next_sim < limit):  # zero rows too: their cosines are all 0
+            return tie_verdict(search.zero_rows, X.shape[0], k)
     return tie_verdict(tied_lists(X, k, groups), X.shape[0], k)
 
 
@@ -154,7 +165,7 @@ class KnnKernel(PairKernel):
         # sorted by (row, column), which masked_hsic_unbiased exploits instead of sorting per pair
         return KnnState(res.idx, X, res.norms, collapsed=res.collapsed, resolved=res.resolved,
                         method=res.method, recall=res.recall, recall_rows=res.recall_rows,
-                        tie_decided=None if res.collapsed else tie_decided_reason(X, k, groups))
+                        tie_decided=None if res.collapsed else tie_decided_reason(X, k, groups, res))
 
     @staticmethod
     def _check_pair(sa: KnnState, sb: KnnState):

@@ -218,3 +218,33 @@ def test_knn_metrics_are_nan_where_most_lists_are_decided_by_ties_and_finite_bel
     assert np.isfinite(mutual_knn(X, Y, k=5))
     Y[30] = Y[40]  # 30 of 60: half the lists are drawn by ties
     assert np.isnan(mutual_knn(X, Y, k=5))
+
+
+@pytest.mark.parametrize("case", ["healthy", "half_copies", "few_copies", "zeros", "chain", "parallel"])
+def test_tie_check_from_the_search_equals_the_grouping(case, monkeypatch):
+    """The k-NN preparation settles the tie rule from the search's float32 cosines where it can;
+    its verdict equals the one from grouping the rows, and healthy layers skip the grouping."""
+    from analysis import degenerate
+    from analysis.metrics.knn import tie_decided_reason
+    from analysis.neighbors import knn_search
+
+    rng = np.random.default_rng(7)
+    X = rng.normal(size=(60, 8)).astype(np.float32)
+    k = 5
+    if case == "half_copies":
+        X[:30] = X[0]  # 30 rows one way: 29 others each, > k
+    elif case == "few_copies":
+        X[:5] = X[0]  # 4 others each: not tied, but cosines at 1 defeat the shortcut
+    elif case == "zeros":
+        X[:30] = 0.0
+    elif case == "chain":  # near duplicates 1e-7 apart, a chain of 12 rows
+        X[:12] = X[0] + 1e-7 * np.arange(12)[:, None]
+    elif case == "parallel":
+        X[:40] = X[0] * rng.uniform(0.5, 2.0, size=(40, 1)).astype(np.float32)
+    search = knn_search(X, k)
+    want = tie_decided_reason(X, k)
+    assert tie_decided_reason(X, k, None, search) == want
+    assert (want is not None) == (case in ("half_copies", "zeros", "parallel"))
+    if case == "healthy":
+        monkeypatch.setattr(degenerate, "tied_lists", lambda *a, **kw: pytest.fail("grouped a healthy layer"))
+        assert tie_decided_reason(X, k, None, search) is None
