@@ -136,6 +136,7 @@ def run_tasks(ctx, kind: str, tasks: list[tuple], *, label: str = "") -> list:
                 bar.update()
             return out
         chunks = _chunks(tasks)
+        _load_kernels()
         with ctx.released():
             with ProcessPoolExecutor(max_workers=jobs, initializer=_init_worker, initargs=(ctx.store, ctx.settings.clamp)) as pool:
                 futures = {pool.submit(_worker, kind, [tasks[i] for i in idx]): idx for idx in chunks}
@@ -149,6 +150,28 @@ def run_tasks(ctx, kind: str, tasks: list[tuple], *, label: str = "") -> list:
         return out
     finally:
         bar.close()
+
+
+_KERNELS_LOADED = False
+
+
+def _load_kernels() -> None:
+    """Run numba's compiled kernels once on tiny inputs in this process before a pool starts:
+    workers forked from it inherit them instead of each loading them from numba's cache again
+    (about 0.7 s per worker and pool). The float32-layer and float64 signatures analyze uses."""
+    global _KERNELS_LOADED
+    if _KERNELS_LOADED:
+        return
+    _KERNELS_LOADED = True
+    import numpy as np
+
+    from ..grid import layer_grid
+    from ..metrics.single import knn_distances
+
+    X = np.random.default_rng(0).normal(size=(1, 12, 4))
+    for dtype in (np.float32, np.float64):
+        layer_grid(X.astype(dtype), X.astype(dtype) + 1.0, metric="cknna", k=2)
+    knn_distances(X[0], 2)
 
 
 def _describe(kind: str, task: tuple) -> str:

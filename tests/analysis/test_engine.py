@@ -277,3 +277,19 @@ def test_prefetched_pairs_of_several_left_runs_equal_one_pair_grids(sweep):
         np.testing.assert_array_equal(eng.grid(a, b, "cka"), ref.grid(a, b, "cka"))
     assert eng.counters.grids_scored == len(pairs)
     con.close()
+
+
+def test_kernels_are_loaded_before_a_pool_forks_its_workers(monkeypatch):
+    """``run_tasks`` runs every compiled kernel analyze uses once in the parent, so forked workers
+    inherit them instead of each loading numba's cache again."""
+    from analysis import neighbors_jit
+    from analysis.metrics import knn_jit
+    from analysis.studies import parallel
+
+    monkeypatch.setattr(parallel, "_KERNELS_LOADED", False)
+    parallel._load_kernels()
+    for kernel in (knn_jit.kernel(), knn_jit.recip_kernel(), neighbors_jit.kernel(), neighbors_jit.near_kernel()):
+        assert kernel.signatures, kernel  # compiled (or loaded) for at least one signature
+    # float32 layers and float64 rows (the bootstrap's resample spaces): both cosine signatures
+    assert {str(sig[0]) for sig in neighbors_jit.kernel().signatures} >= {"array(float32, 2d, C)",
+                                                                          "array(float64, 2d, C)"}
