@@ -371,7 +371,7 @@ def _slot_table_groups(states, n):
     gather per A entry then finds its match in every B layer of the group: ``G N k`` lookups per A
     layer instead of the ``G N k²`` comparisons of the row-by-row match. The layers of a group sit
     side by side, so an A entry's G lookups read one contiguous run of G bytes, not G far-apart
-    bytes (~20 % faster CKNNA scoring at N = 512 with 9 layers a side)."""
+    bytes. Used by mutual k-NN and, without numba, by CKNNA."""
     k = states[0].k
     dtype = _slot_dtype(k)
     per_layer = n * n * np.dtype(dtype).itemsize
