@@ -174,7 +174,8 @@ class KnnKernel(PairKernel):
 
 
 class MutualKnn(KnnKernel):
-    """``1/(kN) sum_i |NN_k^X(i) ∩ NN_k^Y(i)|``; all pairs at once by a sparse indicator product."""
+    """``1/(kN) sum_i |NN_k^X(i) ∩ NN_k^Y(i)|``; all pairs at once: compiled per-row marks where
+    numba is there (any N), else slot tables (small N) or a sparse indicator product."""
 
     @staticmethod
     def _keys(state) -> np.ndarray:
@@ -186,7 +187,14 @@ class MutualKnn(KnnKernel):
         for sb in states_b:
             self._check_pair(states_a[0], sb)
         n, k = states_a[0].n, states_a[0].k
-        if n <= SLOT_TABLE_MAX_N and len(states_b) * n * n <= MUTUAL_TABLE_BYTES:
+        jit = knn_jit.counts_kernel() if USE_JIT else None
+        if jit is not None:  # per-row marks, any N (integer counts: the same as every path)
+            counts = np.empty((len(states_a), len(states_b)), dtype=np.int64)
+            idx_a = np.stack([s.idx for s in states_a]).astype(_narrow(n))
+            for b0 in range(0, len(states_b), JIT_GROUP_LAYERS):
+                block = states_b[b0:b0 + JIT_GROUP_LAYERS]
+                counts[:, b0:b0 + len(block)] = jit(idx_a, _concat_lists(block, n, sims=False)[0])
+        elif n <= SLOT_TABLE_MAX_N and len(states_b) * n * n <= MUTUAL_TABLE_BYTES:
             counts = np.empty((len(states_a), len(states_b)), dtype=np.int64)
             for b0, b1, table in _slot_table_groups(states_b, n):
                 for a0, a1 in _a_chunks(len(states_a), b1 - b0, n, k):
@@ -330,10 +338,12 @@ def _narrow(n: int):
     return np.int32 if n < 2**31 else np.int64
 
 
-def _concat_lists(states, n, *, idx=True):
-    """Neighbour lists ``(G, N, k)`` (None when ``idx=False``), cosines and reciprocal flags (flat)
-    of several layers."""
+def _concat_lists(states, n, *, idx=True, sims=True):
+    """Neighbour lists ``(G, N, k)`` (None when ``idx=False``), cosines and reciprocal flags (flat;
+    None when ``sims=False``: mutual k-NN needs the lists only) of several layers."""
     idx = np.stack([s.idx for s in states]).astype(_narrow(n)) if idx else None
+    if not sims:
+        return idx, None, None
     sims = np.concatenate([s.sim.ravel() for s in states])
     recips = np.concatenate([s.recip.ravel() >= 0 for s in states])
     return idx, sims, recips

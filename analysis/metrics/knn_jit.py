@@ -1,4 +1,5 @@
-"""Compiled inner loop of CKNNA's pair scoring (numba, a dependency of umap-learn).
+"""Compiled inner loops of k-NN pair scoring (numba, a dependency of umap-learn): CKNNA's sums,
+mutual k-NN's shared counts, reciprocal slots.
 
 The numpy routine (``knn._masked_cross_table``) finds the shared neighbours of an A layer and a
 B layer with one slot-table lookup per entry, then spends ~20 array passes over the shared
@@ -27,8 +28,35 @@ def recip_kernel():
     return _KERNELS.get("reciprocal_slots")
 
 
+def counts_kernel():
+    """The compiled ``shared_counts`` function (mutual k-NN), or None where numba cannot be used."""
+    return _KERNELS.get("shared_counts")
+
+
 def _build(numba) -> dict:
     """This module's kernels, compiled with ``numba`` (:class:`analysis.jit.Kernels`)."""
+
+    @numba.njit(cache=True, nogil=True)
+    def shared_counts(idx_a, idx_b):  # pragma: no cover - compiled
+        # (La, G) neighbours shared per (A layer, B layer), summed over rows: per row i, mark[j, t]
+        # says whether j is in row i's list in B layer t (set from B's lists, cleared after the row)
+        la, n, k = idx_a.shape
+        g = idx_b.shape[0]
+        counts = np.zeros((la, g), np.int64)
+        mark = np.zeros((n, g), np.uint8)
+        for i in range(n):
+            for t in range(g):
+                for s in range(k):
+                    mark[idx_b[t, i, s], t] = 1
+            for a in range(la):
+                for s in range(k):
+                    j = idx_a[a, i, s]
+                    for t in range(g):
+                        counts[a, t] += mark[j, t]
+            for t in range(g):
+                for s in range(k):
+                    mark[idx_b[t, i, s], t] = 0
+        return counts
 
     @numba.njit(cache=True, nogil=True)
     def reciprocal_slots(idx):  # pragma: no cover - compiled
@@ -81,7 +109,7 @@ def _build(numba) -> dict:
                     mark[idx_b[t, i, s], t] = -1
         return trace, colsum, rowsum, counts
 
-    return {"cross_sums": cross_sums, "reciprocal_slots": reciprocal_slots}
+    return {"cross_sums": cross_sums, "reciprocal_slots": reciprocal_slots, "shared_counts": shared_counts}
 
 
 _KERNELS = Kernels(_build)

@@ -171,6 +171,7 @@ def _load_kernels() -> None:
     X = np.random.default_rng(0).normal(size=(1, 12, 4))
     for dtype in (np.float32, np.float64):
         layer_grid(X.astype(dtype), X.astype(dtype) + 1.0, metric="cknna", k=2)
+    layer_grid(X.astype(np.float32), metric="mutual_knn", k=2)
     knn_distances(X[0], 2)
 
 

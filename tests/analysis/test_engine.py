@@ -288,7 +288,8 @@ def test_kernels_are_loaded_before_a_pool_forks_its_workers(monkeypatch):
 
     monkeypatch.setattr(parallel, "_KERNELS_LOADED", False)
     parallel._load_kernels()
-    for kernel in (knn_jit.kernel(), knn_jit.recip_kernel(), neighbors_jit.kernel(), neighbors_jit.near_kernel()):
+    for kernel in (knn_jit.kernel(), knn_jit.recip_kernel(), knn_jit.counts_kernel(), neighbors_jit.kernel(),
+                   neighbors_jit.near_kernel()):
         assert kernel.signatures, kernel  # compiled (or loaded) for at least one signature
     # float32 layers and float64 rows (the bootstrap's resample spaces): both cosine signatures
     assert {str(sig[0]) for sig in neighbors_jit.kernel().signatures} >= {"array(float32, 2d, C)",

@@ -185,21 +185,31 @@ def test_engine_keeps_mutual_knn_from_cknna(tmp_path):
     con.close()
 
 
+@pytest.mark.parametrize("metric", ["cknna", "mutual_knn"])
 @pytest.mark.parametrize("degenerate", [False, True])
-def test_compiled_and_numpy_cknna_sums_agree_bitwise(monkeypatch, degenerate):
+def test_compiled_and_numpy_cknna_sums_agree_bitwise(monkeypatch, degenerate, metric):
     from analysis.metrics import knn_jit
 
-    assert knn_jit.kernel() is not None  # numba comes with umap-learn, a dependency
+    assert knn_jit.kernel() is not None and knn_jit.counts_kernel() is not None  # numba: via umap-learn
     A, B = stack(110, 3, 9, 11, degenerate=degenerate), stack(110, 4, 7, 12)
-    compiled = grids(A, B, "cknna", 6)
+    compiled = grids(A, B, metric, 6)
     # B layers in groups of 2 and A layers one at a time: cells do not depend on the grouping
     monkeypatch.setattr(knn_mod, "JIT_GROUP_LAYERS", 2)
     monkeypatch.setattr(knn_mod, "JIT_SUM_ENTRIES", 1)
-    np.testing.assert_array_equal(grids(A, B, "cknna", 6), compiled)
+    np.testing.assert_array_equal(grids(A, B, metric, 6), compiled)
     monkeypatch.setattr(knn_mod, "USE_JIT", False)
-    np.testing.assert_array_equal(grids(A, B, "cknna", 6), compiled)  # slot tables
+    np.testing.assert_array_equal(grids(A, B, metric, 6), compiled)  # slot tables
     monkeypatch.setattr(knn_mod, "SLOT_TABLE_MAX_N", 0)
-    np.testing.assert_array_equal(grids(A, B, "cknna", 6), compiled)  # row-by-row comparison
+    np.testing.assert_array_equal(grids(A, B, metric, 6), compiled)  # row comparison / sparse product
+    if metric == "mutual_knn":  # the counts themselves, from literal set intersections
+        from analysis.grid import prepare_layers
+        from analysis.registry import get_metric
+
+        spec = get_metric("mutual_knn")
+        sa, sb = prepare_layers(spec, A, {"k": 6}), prepare_layers(spec, B, {"k": 6})
+        want = [[sum(len(set(a.idx[i]) & set(b.idx[i])) for i in range(110)) for b in sb] for a in sa]
+        got = knn_jit.counts_kernel()(np.stack([s.idx for s in sa]), np.stack([s.idx for s in sb]))
+        np.testing.assert_array_equal(got, want)
 
 
 @pytest.mark.parametrize("layers,m", [(1, 50), (9, 9000), (17, 8195)])
