@@ -79,6 +79,15 @@ def test_error_bound_holds_and_is_of_the_documented_size():
         err = np.abs((A @ A.T).astype(np.float64) - fsum_cosines(X))
         E = similarity_error_bound(d)
         assert err.max() <= E
+        # the search's own unit rows (a float32 multiply by the float32 reciprocal norm) and its bound
+        from analysis.neighbors import U_IN, _Float32Sims
+
+        for stored in (X.astype(np.float32), X):
+            S = _Float32Sims(stored, None, None).A
+            ref = fsum_cosines(stored.astype(np.float64))
+            assert np.abs((S @ S.T).astype(np.float64) - ref).max() <= similarity_error_bound(d, u_in=U_IN)
+            U64 = unit64(stored.astype(np.float64))
+            assert np.all(np.abs(S - U64) <= U_IN * np.abs(U64))  # entry by entry, as U_IN says
         # gamma_d(u32) dominates: d * 2^-24 within a few per cent for d >= 64
         assert E == pytest.approx(d * 2.0**-24 + 2 * 2.0**-24, rel=0.05 if d >= 64 else 1.0)
 
