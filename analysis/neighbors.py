@@ -71,6 +71,7 @@ U64 = 2.0**-53
 #: ``fl32(x · fl32(fl64(1/||x||)))`` for a float32 ``x`` (two float32 roundings and two float64
 #: ones, against ``fl64(x / ||x||)``): ``2u₃₂ + u₃₂² + 3u₆₄``, rounded up
 U_IN = 2 * U32 * (1 + 2.0**-20)
+F32_MAX = float(np.finfo(np.float32).max)
 #: rows within this max-abs distance of row 0 after normalisation count as one point (collapse):
 #: the float32 tolerance of :mod:`analysis.degenerate` (16 float32 epsilons, ~1.9e-6)
 COLLAPSE_ATOL = REL_TOL
@@ -252,11 +253,11 @@ class _Float32Sims:
             nrm = np.linalg.norm(block.astype(np.float64), axis=1)
             self.zero_rows += int(np.count_nonzero(nrm == 0))
             norms[start:stop] = np.where(nrm == 0, 1.0, nrm)
-            inv = (1.0 / norms[start:stop]).astype(np.float32)[:, None]
-            if block.dtype == np.float32:
-                np.multiply(block, inv, out=A[start:stop])
-            else:
-                A[start:stop] = block * inv.astype(np.float64)
+            inv = 1.0 / norms[start:stop]
+            if block.dtype == np.float32 and inv.max(initial=0.0) < F32_MAX:
+                np.multiply(block, inv.astype(np.float32)[:, None], out=A[start:stop])
+            else:  # float64 rows, or norms so small their float32 reciprocal would overflow
+                A[start:stop] = block.astype(np.float64) / norms[start:stop, None]
             # the last row of the block first: one row tells most layers apart from a collapse
             self.collapsed = (self.collapsed and collapse_check(A[stop - 1:stop], A[0])
                               and collapse_check(A[start:stop], A[0]))

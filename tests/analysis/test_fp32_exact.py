@@ -276,3 +276,14 @@ def test_mutual_knn_scoring_at_large_n_stays_small_in_memory():
             hits = (states[a].idx[:, :, None] == states[b].idx[:, None, :]).sum()
             assert grid[a, b] == hits / (k * n)
     assert peak < 200 * 2**20
+
+
+def test_rows_with_tiny_norms_are_searched_exactly():
+    """Rows of float32 values so small that their float32 reciprocal norm would overflow (subnormal
+    entries) take the float64 path to their unit rows: the answer is still the exact one."""
+    rng = np.random.default_rng(11)
+    X = rng.normal(size=(60, 8)).astype(np.float32)
+    X[:20] *= np.float32(1e-40)  # subnormal float32 entries: 1 / ||x|| ~ 1e40 > float32's max
+    assert np.all(np.linalg.norm(X[:20].astype(np.float64), axis=1) < 1e-38)
+    res = knn_search(X, 5)
+    np.testing.assert_array_equal(res.idx, reference_knn(X, 5))
