@@ -48,14 +48,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .degenerate import REL_TOL
+from .degenerate import REL_TOL, ROW_PASS_ENTRIES
 
 #: Largest number of similarity entries materialised at once (~16 MB of float32).
 CHUNK_ENTRIES = 1 << 22
-#: Row entries per step of the per-row passes over a layer (norms, unit rows, collapse check):
-#: their float64 temporaries (2 MB) stay in cache, where one whole-layer step (24 MB at N = 1024,
-#: d = 768) spent 4x longer on memory. Per-row results do not depend on the step (tests).
-ROW_PASS_ENTRIES = 1 << 18
 #: The same for a GPU (1 GiB of float32), where bigger blocks keep the device busy.
 DEVICE_CHUNK_ENTRIES = 1 << 28
 #: Extra float32 candidates per row re-ranked in float64 when the float32 top-k is not proven.

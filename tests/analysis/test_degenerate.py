@@ -197,7 +197,7 @@ def test_direction_classes_do_not_depend_on_the_block_size(monkeypatch):
     X[50] = 0.0
     labels, zero = direction_classes(X)
     for entries in (1, 9, 100):  # one row per block, and a few rows
-        monkeypatch.setattr(degenerate, "_ROW_STEP_ENTRIES", entries)
+        monkeypatch.setattr(degenerate, "ROW_PASS_ENTRIES", entries)
         got, got_zero = direction_classes(X)
         np.testing.assert_array_equal(got, labels)
         np.testing.assert_array_equal(got_zero, zero)
