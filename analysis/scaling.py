@@ -265,10 +265,11 @@ class _Faces:
     fixed: np.ndarray  # (C, m) bool
     values: np.ndarray  # (C, m)
     solve: np.ndarray  # assignments with something free, other than "all free" (the first)
-    fixed_sm: np.ndarray  # (S, 1, m, 1): fixed rows of each solved assignment
+    fixed_rc: np.ndarray  # (S, 1, m, m): fixed rows and columns of each solved assignment
     free_eye: np.ndarray  # (S, 1, m, m): the identity on each solved assignment's free parameters
     fixed_s: np.ndarray  # (S, 1, m)
     values_s: np.ndarray  # (S, 1, m)
+    fixed_values_s: np.ndarray  # (S, 1, m): the values on fixed entries, 0 on free ones
     fixed_c: np.ndarray  # (C, 1, m)
     values_c: np.ndarray  # (C, 1, m)
     lo_tol: np.ndarray  # bounds widened by the feasibility tolerance 1e-12
@@ -286,8 +287,9 @@ def _faces_of(lo: tuple, hi: tuple) -> _Faces:
     some_free[0] = False  # every parameter free: the unconstrained solve, known before the faces
     solve = np.flatnonzero(some_free)
     fx = fixed[solve]
-    out = _Faces(fixed, values, solve, fx[:, None, :, None], (~fx[:, None, :, None]) * np.eye(m),
-                 fx[:, None, :], values[solve][:, None, :], fixed[:, None, :], values[:, None, :],
+    out = _Faces(fixed, values, solve, (fx[:, :, None] | fx[:, None, :])[:, None],
+                 (~fx[:, None, :, None]) * np.eye(m), fx[:, None, :], values[solve][:, None, :],
+                 np.where(fx, values[solve], 0.0)[:, None, :], fixed[:, None, :], values[:, None, :],
                  np.array(lo) - 1e-12, np.array(hi) + 1e-12)
     for a in vars(out).values():
         a.flags.writeable = False
@@ -392,6 +394,61 @@ def _box_lstsq(X: np.ndarray, z: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> 
     return _box_solve(A, Xz, zz, lo, hi)
 
 
+def _spd_solve(M: np.ndarray, r: np.ndarray) -> np.ndarray:
+    """``x`` with ``M x = r`` for symmetric positive definite ``M`` ``(..., m, m)``, ``r`` ``(..., m)``,
+    by Cholesky (``M = L L'``, then two triangular solves), one elementwise operation at a time
+    over the leading axes.
+
+    Why not ``np.linalg.solve``: it calls LAPACK once per matrix (~0.3 µs each, most of a fit's
+    time: a fit solves ~10⁴ 3×3 systems), and this does the same arithmetic for all matrices in
+    ~40 whole-array operations. Each ``x`` depends only on its own ``M`` and ``r`` (no reduction runs
+    across the batch), so a system gives the same bits in any batch. Cholesky is backward stable for
+    SPD matrices (Higham 2002, Thm 10.3); the callers' ridge keeps ``M`` positive definite. A matrix
+    that is not (a non-positive pivot) gives NaN, which the callers treat as infeasible."""
+    m = M.shape[-1]
+    L = [[None] * m for _ in range(m)]
+    with np.errstate(invalid="ignore", divide="ignore"):
+        for j in range(m):
+            s = M[..., j, j]
+            for k in range(j):
+                s = s - L[j][k] * L[j][k]
+            L[j][j] = np.sqrt(s)
+            for i in range(j + 1, m):
+                t = M[..., i, j]
+                for k in range(j):
+                    t = t - L[i][k] * L[j][k]
+                L[i][j] = t / L[j][j]
+        y = []
+        for i in range(m):
+            t = r[..., i]
+            for k in range(i):
+                t = t - L[i][k] * y[k]
+            y.append(t / L[i][i])
+        x = [None] * m
+        for i in reversed(range(m)):
+            t = y[i]
+            for k in range(i + 1, m):
+                t = t - L[k][i] * x[k]
+            x[i] = t / L[i][i]
+    return np.stack(x, axis=-1)
+
+
+def _cost(zz, b: np.ndarray, Xz: np.ndarray, A: np.ndarray) -> np.ndarray:
+    """``z'z − 2 b'X'z + b'X'X b`` for stacks ``b``, ``Xz`` ``(..., m)``, ``A`` ``(..., m, m)``
+    (broadcast), the sums written out term by term in index order: a design's cost is the same bits
+    in any batch (an einsum may pick its summation order from the operands' shapes)."""
+    m = b.shape[-1]
+    lin = b[..., 0] * Xz[..., 0]
+    for i in range(1, m):
+        lin = lin + b[..., i] * Xz[..., i]
+    quad = None
+    for i in range(m):
+        for j in range(m):
+            t = b[..., i] * A[..., i, j] * b[..., j]
+            quad = t if quad is None else quad + t
+    return zz - 2 * lin + quad
+
+
 def _box_solve(A: np.ndarray, Xz: np.ndarray, zz: np.ndarray, lo: np.ndarray, hi: np.ndarray):
     """``min ||X b - z||² s.t. lo <= b <= hi`` from the Gram pieces of G designs: ``A = X'X``
     ``(G, m, m)``, ``X'z`` ``(G, m)``, ``z'z`` ``(G,)``. Returns ``(b (G, m), cost (G,))``.
@@ -401,16 +458,19 @@ def _box_solve(A: np.ndarray, Xz: np.ndarray, zz: np.ndarray, lo: np.ndarray, hi
     the free parameters, infeasible ones are dropped, and the cheapest feasible one is the optimum
     (the first in assignment order among equal costs). Designs whose unconstrained optimum is
     feasible stop there (it is the optimum); the others go through the assignments
-    (:func:`_box_faces`). Cost: ``||X b - z||² = z'z - 2 b'X'z + b'X'X b``."""
+    (:func:`_box_faces`). Cost: ``||X b - z||² = z'z - 2 b'X'z + b'X'X b`` (:func:`_cost`). Every
+    design's answer depends on its own pieces only (:func:`_spd_solve`, :func:`_cost`), so fits
+    batched over settings, subsets or subjects agree bit for bit with fits made one by one."""
     m = Xz.shape[1]
     # a relative ridge of 1e-12 on the free parameters: collinear columns (an exponent of 0 makes
-    # its column constant, like S∞'s) get some split of an equally good fit
+    # its column constant, like S∞'s) get some split of an equally good fit, and every system is
+    # positive definite for the Cholesky solve
     ridge = 1e-12 * np.trace(A, axis1=1, axis2=2) + 1e-300
     # the unconstrained optimum, where it is feasible, is the box optimum (a strictly convex
     # quadratic): only the other designs need the assignments
-    b0 = np.linalg.solve(A + ridge[:, None, None] * _EYE[m], Xz[..., None])[..., 0]
+    b0 = _spd_solve(A + ridge[:, None, None] * _EYE[m], Xz)
     ok0 = ((b0 >= lo - 1e-12) & (b0 <= hi + 1e-12)).all(axis=1)
-    cost0 = zz - 2 * np.einsum("gi,gi->g", b0, Xz) + np.einsum("gi,gij,gj->g", b0, A, b0)
+    cost0 = _cost(zz, b0, Xz, A)
     if not ok0.all():
         rest = np.flatnonzero(~ok0)
         b0[rest], cost0[rest] = _box_faces(A[rest], Xz[rest], zz[rest], ridge[rest], b0[rest], lo, hi)
@@ -421,9 +481,10 @@ def _box_faces(A, Xz, zz, ridge, b_free, lo, hi) -> tuple[np.ndarray, np.ndarray
     """The cheapest feasible bound assignment for R designs whose unconstrained optimum ``b_free``
     ``(R, m)`` is infeasible, ``(b (R, m), cost (R,))`` (NaN, inf where none is feasible).
 
-    All assignments are solved in one batched ``solve``: a fixed parameter's normal equation is
-    replaced by ``b_j = value``, which leaves the free parameters' equations
-    ``A_FF b_F = (X'z)_F - A_F,fixed b_fixed``. Two kinds need no solve: "all free" is ``b_free``
+    All assignments are solved in one batched :func:`_spd_solve`: a fixed parameter ``b_j = v_j``
+    leaves the free parameters' equations ``A_FF b_F = (X'z)_F − A_F,fixed v_fixed``, which is the
+    symmetric system with the fixed rows and columns of ``A`` replaced by the identity and the
+    right-hand side ``v`` on the fixed entries. Two kinds need no solve: "all free" is ``b_free``
     (infeasible, by the caller's test), and "all fixed" is the values themselves."""
     f = _faces_of(tuple(map(float, lo)), tuple(map(float, hi)))
     m = A.shape[1]
@@ -431,15 +492,17 @@ def _box_faces(A, Xz, zz, ridge, b_free, lo, hi) -> tuple[np.ndarray, np.ndarray
     b[0] = b_free
     b[1:] = f.values_c[1:]  # the fixed entries (all of them, where nothing is free)
     if len(f.solve):
-        M = np.where(f.fixed_sm, _EYE[m], A[None])  # (S, R, m, m)
+        M = np.where(f.fixed_rc, _EYE[m], A[None])  # (S, R, m, m)
         M = M + (ridge[None, :, None, None] * f.free_eye)
-        rhs = np.where(f.fixed_s, f.values_s, Xz[None])  # (S, R, m)
-        b[f.solve] = np.linalg.solve(M, rhs[..., None])[..., 0]
+        # (X'z)_i − sum over fixed j of A_ij v_j, term by term in j order (free j add exact zeros)
+        moved = Xz[None]
+        for j in range(m):
+            moved = moved - A[None, :, :, j] * f.fixed_values_s[..., j:j + 1]
+        rhs = np.where(f.fixed_s, f.values_s, moved)  # (S, R, m)
+        b[f.solve] = _spd_solve(M, rhs)
     b = np.where(f.fixed_c, f.values_c, b)  # exactly on the bound, whatever the rounding
     ok = np.all(f.fixed_c | ((b >= f.lo_tol) & (b <= f.hi_tol)), axis=2)  # (C, R)
-    # the costs of every assignment in one einsum over (C, R): the same arrays, so the same
-    # summation order, as when every assignment was solved
-    cost = zz - 2 * np.einsum("cgi,gi->cg", b, Xz) + np.einsum("cgi,gij,cgj->cg", b, A, b)
+    cost = _cost(zz, b, Xz, A)  # (C, R), each design's cost from its own pieces
     cost = np.where(ok, cost, np.inf)
     pick = np.argmin(cost, axis=0)
     g = np.arange(len(A))

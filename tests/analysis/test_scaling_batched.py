@@ -87,3 +87,41 @@ def test_batched_bootstrap_intervals_equal_the_loop():
         assert ci[name] == pytest.approx((a, b), rel=1e-4, abs=1e-6)
     assert ci.share_ok == pytest.approx(np.mean([f.status == "ok" for f in fits]))
     assert ci.n_fitted == 30
+
+
+@pytest.mark.parametrize("m", [1, 2, 3])
+def test_spd_solve_equals_lapack_and_is_the_same_bits_in_any_batch(m):
+    from analysis.scaling import _spd_solve
+
+    R = RNG.normal(size=(200, m + 2, m))
+    M = np.einsum("gpi,gpj->gij", R, R) + 1e-9 * np.eye(m)  # SPD, some badly conditioned
+    M[:20] = np.einsum("gpi,gpj->gij", R[:20, :, :1].repeat(m, 2), R[:20, :, :1].repeat(m, 2)) + 1e-6 * np.eye(m)
+    r = RNG.normal(size=(200, m))
+    x = _spd_solve(M, r)
+    ref = np.linalg.solve(M, r[..., None])[..., 0]
+    cond = np.linalg.cond(M)
+    # backward stable: the error relative to the solution is within a small multiple of cond · u
+    err = np.linalg.norm(x - ref, axis=1) / np.linalg.norm(ref, axis=1)
+    assert np.all(err <= 50 * m * cond * 2.0**-53 + 1e-15)
+    # each system's answer comes from its own matrix only: alone, or in another batch, the same bits
+    for g in (0, 7, 150, 199):
+        np.testing.assert_array_equal(_spd_solve(M[g:g + 1], r[g:g + 1])[0], x[g])
+    perm = RNG.permutation(200)
+    np.testing.assert_array_equal(_spd_solve(M[perm], r[perm]), x[perm])
+
+
+def test_box_solve_gives_each_design_the_same_bits_alone_and_in_a_batch():
+    from analysis.scaling import _box_solve
+
+    X = RNG.normal(size=(300, 9, 3))
+    z = RNG.normal(size=(300, 9))
+    A = np.einsum("gpi,gpj->gij", X, X)
+    Xz = np.einsum("gpi,gp->gi", X, z)
+    zz = np.einsum("gp,gp->g", z, z)
+    lo, hi = np.array([0.0, 0.0, -np.inf]), np.array([1.0, np.inf, 0.5])
+    b, cost = _box_solve(A, Xz, zz, lo, hi)
+    assert np.isfinite(cost).all() and (b >= lo).all() and (b <= hi).all()
+    for g in range(0, 300, 37):  # feasible and infeasible designs alike
+        bg, cg = _box_solve(A[g:g + 1], Xz[g:g + 1], zz[g:g + 1], lo, hi)
+        np.testing.assert_array_equal(bg[0], b[g])
+        assert cg[0] == cost[g]
