@@ -155,13 +155,13 @@ class Engine:
 
     def status(self, run_id: str) -> list:
         """Per-layer :class:`analysis.degenerate.LayerStatus` of a run (memoised), each holding the
-        Gram eigenvalues RankMe reuses. One BLAS thread: small per-layer eigensolves, where a second
-        thread mostly waits (see :func:`analysis.studies.profiles.profile`)."""
+        Gram eigenvalues RankMe reuses. One BLAS thread for small layers, whose eigensolves a second
+        thread mostly waits on (see :func:`analysis.studies.profiles.blas_threads_for`)."""
         if run_id not in self._status:
-            from .profiles import one_blas_thread
+            from .profiles import blas_threads_for
 
             E = self.emb(run_id)
-            with one_blas_thread():
+            with blas_threads_for(E.shape):
                 self._status[run_id] = stack_status(E)
         return self._status[run_id]
 

@@ -42,14 +42,32 @@ def profile(engine, run_id: str, metric: str, params: dict) -> tuple[np.ndarray,
     k-NN distances once per layer (``lid_report(fast=True)``, equal to scikit-dimension's), reusing
     the engine's layer status to skip the duplicate search where there are none.
 
-    Runs with one BLAS thread, as the worker processes of ``--jobs N`` do: a profile is many small
-    per-layer products and eigensolves, where a second BLAS thread mostly waits on the first (on the
-    shared 2-core machine the study took 2-3x longer with two threads than with one)."""
-    with one_blas_thread():
+    Runs with one BLAS thread, as the worker processes of ``--jobs N`` do, unless its layers are
+    large (:func:`blas_threads_for`): a profile of small layers is many small per-layer products and
+    eigensolves, where a second BLAS thread mostly waits on the first (on the shared 2-core machine
+    the study took 2-3x longer with two threads than with one)."""
+    with blas_threads_for(engine.emb(run_id).shape):
         return _profile(engine, run_id, metric, params)
 
 
 _BLAS = None
+
+#: per-layer work ``N · d · min(N, d)`` (about the flops of a layer's Gram, eigensolve and
+#: distance products) from which the BLAS pool keeps its threads. Measured on the 2-core machine,
+#: two threads against one: N = 1024, d = 768 (6·10⁸): layer status 67 → 47 ms, uniformity
+#: 22 → 18 ms, LID 33 → 31 ms; d = 384 (1.5·10⁸): LID 22 → 25 ms, the rest within 5 %; smaller
+#: layers lose up to 2-3x. Worker processes are held at one thread whatever this says.
+THREADED_LAYER_WORK = 1 << 28
+
+
+def blas_threads_for(shape):
+    """A context for per-layer work on layers of ``shape`` ``(..., N, d)``: :func:`one_blas_thread`
+    below :data:`THREADED_LAYER_WORK`, else the BLAS pool as it is (all cores in a serial analyze,
+    one thread in a ``--jobs`` worker)."""
+    import contextlib
+
+    n, d = int(shape[-2]), int(shape[-1])
+    return contextlib.nullcontext() if n * d * min(n, d) >= THREADED_LAYER_WORK else one_blas_thread()
 
 
 def one_blas_thread():

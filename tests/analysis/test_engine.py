@@ -294,3 +294,21 @@ def test_kernels_are_loaded_before_a_pool_forks_its_workers(monkeypatch):
     # float32 layers and float64 rows (the bootstrap's resample spaces): both cosine signatures
     assert {str(sig[0]) for sig in neighbors_jit.kernel().signatures} >= {"array(float32, 2d, C)",
                                                                           "array(float64, 2d, C)"}
+
+
+def test_small_layers_run_on_one_blas_thread_and_large_ones_keep_the_pool():
+    from threadpoolctl import threadpool_info, threadpool_limits
+
+    from analysis.studies.profiles import THREADED_LAYER_WORK, blas_threads_for
+
+    def threads():
+        return {p["internal_api"]: p["num_threads"] for p in threadpool_info() if p["user_api"] == "blas"}
+
+    with threadpool_limits(2):
+        pool = threads()
+        with blas_threads_for((9, 512, 128)):
+            assert set(threads().values()) == {1}
+        side = int(round(THREADED_LAYER_WORK ** (1 / 3))) + 1  # N = d = side: N·d·min(N, d) above the line
+        with blas_threads_for((side, side)):
+            assert threads() == pool
+        assert threads() == pool
