@@ -4,10 +4,15 @@ The sweep (video and text models × budgets × layers, random embeddings with sh
 written straight through the store writer. Printed, each measured in this one run:
 
 - analyze time (bootstrap off) / floor, where the floor is loading every run and preparing each
-  run's layers once per distinct preparation (k-NN lists once for mutual k-NN and CKNNA, which
-  prepare the same state; centred layers once for CKA): the least any analysis of these grids must
-  do. Target ≤ 3×.
-- where analyze's time goes, per study (profiles, grids, scaling, ...).
+  run's layers once: what the issue calls each run's per-layer prepared state, "k-NN lists, Gram
+  pieces, RankMe spectrum" (k-NN lists once for mutual k-NN and CKNNA, which prepare the same
+  state; centred layers once for CKA; the eigenvalues of each layer's smaller Gram, which RankMe and
+  the layer status read): the least any analysis that shows these grids and RankMe must do.
+  Target ≤ 3×. The ratio against the floor without the spectrum is printed beside it.
+- where analyze's time goes, per study (profiles, grids, scaling, ...), and the share of it that is
+  per-pair work (grid cells scored from prepared states, plus the scaling fits, one per model pair
+  and metric): the part that grows with pairs when the text models double. With a pair share s,
+  time grows about ×(1.40 + 0.6 s) for runs ×1.40, so the growth target holds only as s → 0.
 
 Embedding maps are off (``maps=0``): they are per-model UMAP pictures, not the grid work this
 measures (``layerscope analyze --maps`` sets how many a dataset gets; about a second each).
@@ -19,8 +24,15 @@ Each measure is the best of ``--repeat`` rounds (analyze from a fresh copy of th
 the floors and analyses of both sweeps interleaved within a round: on a shared 2-core VM single
 runs of either side swung by 1.5x within minutes, in spells of seconds.
 
-Usage: python bench/analyze.py [--items 512] [--layers 9] [--dim 128] [--video 3] [--text 2] [--jobs 1]
-       [--repeat 3]
+Shapes (``--shape``): ``paper`` (the default: N = 1024 items as in the papers, 13 layers of width
+768 as a ViT-B or BERT-base, the smallest encoders they sweep) and ``small`` (N = 512, 9 layers of
+width 128: the sweep of the issue's first measurement). Per-run work grows with the width d, the
+per-pair work (grid cells, N² each for CKA; the scaling fits, independent of N and d) does not, so
+the small shape weighs pairs about six times more against runs than the papers' encoders do.
+``--items``, ``--layers``, ``--dim`` override the shape's values.
+
+Usage: python bench/analyze.py [--shape paper|small] [--items N] [--layers L] [--dim D] [--video 3] [--text 2]
+       [--jobs 1] [--repeat 2]
 """
 
 from __future__ import annotations
@@ -44,12 +56,21 @@ def build(path, n_video, n_text, args):
                        frames=(1, 2, 4), captions=(1, 2, 4), n_items=args.items, n_layers=args.layers, dim=args.dim)
 
 
-def floor(path) -> float:
-    """Load every run and prepare each of its layers once per distinct preparation (k = 10)."""
+SHAPES = {"paper": {"items": 1024, "layers": 13, "dim": 768}, "small": {"items": 512, "layers": 9, "dim": 128}}
+
+
+def floor(path) -> tuple[float, float]:
+    """Load every run and prepare each of its layers once per distinct preparation (k = 10), then
+    the RankMe spectrum of each layer (:func:`analysis.degenerate.gram_spectrum`, with the BLAS
+    threads analyze gives a layer of that shape). Returns ``(seconds, of which spectrum)``."""
+    import numpy as np
+
+    from analysis.degenerate import gram_spectrum
     from analysis.grid import prepare_layers
     from analysis.registry import get_metric
     from analysis.store import connect
     from analysis.studies.engine import Engine
+    from analysis.studies.profiles import blas_threads_for
 
     distinct = {}
     for m in METRICS:  # metrics whose kernels share one prepare share one state
@@ -58,14 +79,20 @@ def floor(path) -> float:
     runs = [r[0] for r in con.execute("SELECT run_id FROM runs").fetchall()]
     t0 = time.perf_counter()
     eng = Engine(con)
+    spectrum = 0.0
     for r in runs:
         E = eng.emb(r)
         for m in distinct.values():
             spec = get_metric(m)
             prepare_layers(spec, E, spec.resolve(**({"k": 10} if "k" in spec.params else {})))
+        t1 = time.perf_counter()
+        with blas_threads_for(E.shape):
+            for X in E:
+                gram_spectrum(np.asarray(X, dtype=np.float64))
+        spectrum += time.perf_counter() - t1
     seconds = time.perf_counter() - t0
     con.close()
-    return seconds
+    return seconds, spectrum
 
 
 STUDIES = ("profiles", "grids", "scaling", "model_map", "downstream", "temporal", "layer_choice")
@@ -91,6 +118,27 @@ def timed_studies() -> dict:
     return spent
 
 
+def timed_pair_work() -> dict:
+    """Wrap the kernels' pair scoring (every call the engine makes with two runs' prepared states)
+    so its seconds are added up in the returned dict's ``"seconds"``."""
+    from analysis.metrics.kernel import CkaKernel
+    from analysis.metrics.knn import Cknna, MutualKnn
+
+    spent = {"seconds": 0.0}
+    for cls, name in ((CkaKernel, "score_block"), (MutualKnn, "score_block"), (Cknna, "score_block_counts")):
+        fn = getattr(cls, name)
+
+        def wrapped(*a, _fn=fn, **kw):
+            t0 = time.perf_counter()
+            try:
+                return _fn(*a, **kw)
+            finally:
+                spent["seconds"] += time.perf_counter() - t0
+
+        setattr(cls, name, wrapped)
+    return spent
+
+
 def warm_up(tmp) -> None:
     """A tiny sweep analysed once: imports and lazy initialisation are not part of either timing."""
     from analysis.studies import analyze_store
@@ -112,18 +160,23 @@ def analyze(path, jobs) -> tuple[float, dict]:
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--items", type=int, default=512)
-    ap.add_argument("--layers", type=int, default=9)
-    ap.add_argument("--dim", type=int, default=128)
+    ap.add_argument("--shape", choices=sorted(SHAPES), default="paper")
+    ap.add_argument("--items", type=int)
+    ap.add_argument("--layers", type=int)
+    ap.add_argument("--dim", type=int)
     ap.add_argument("--video", type=int, default=3)
     ap.add_argument("--text", type=int, default=2)
     ap.add_argument("--jobs", type=int, default=1)
-    ap.add_argument("--repeat", type=int, default=3, help="best of this many runs of each side")
+    ap.add_argument("--repeat", type=int, default=2, help="best of this many runs of each side")
     args = ap.parse_args(argv)
+    for name, value in SHAPES[args.shape].items():
+        if getattr(args, name) is None:
+            setattr(args, name, value)
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         warm_up(tmp)
         spent = timed_studies()
+        pair = timed_pair_work()
         sides = []
         for n_text in (args.text, 2 * args.text):
             path = Path(tmp) / f"sweep{n_text}.duckdb"
@@ -133,24 +186,32 @@ def main(argv=None):
         # the shared VM then hits every measure of a round, not one side of a ratio
         for r in range(max(1, args.repeat)):
             for n_text, path, _ in sides:
-                floors[n_text] = min(floors.get(n_text, float("inf")), floor(path))
+                floors[n_text] = min(floors.get(n_text, (float("inf"), 0.0)), floor(path))
                 fresh = Path(tmp) / f"sweep{n_text}-{r}.duckdb"
                 shutil.copy(path, fresh)  # nothing analysed yet: every round computes everything
                 for k in spent:
                     spent[k] = 0.0
+                pair["seconds"] = 0.0
                 t, out = analyze(fresh, args.jobs)
                 if n_text not in best or t < best[n_text][0]:
-                    best[n_text] = (t, out, dict(spent))
+                    best[n_text] = (t, out, {**spent, "pair": pair["seconds"]})
         for n_text, _, runs in sides:
             rows.append((n_text, runs, floors[n_text], *best[n_text]))
-    print(f"sweep: {args.video} video models, N={args.items}, L={args.layers}, d={args.dim}, 3 budgets each, "
+    print(f"sweep ({args.shape} shape): {args.video} video models, N={args.items}, L={args.layers}, d={args.dim}, 3 budgets each, "
           f"metrics {', '.join(METRICS)}, bootstrap off, jobs={args.jobs}, best of {max(1, args.repeat)} interleaved rounds")
-    print(f"{'text models':>11} {'runs':>5} {'floor s':>8} {'analyze s':>10} {'analyze/floor':>14} {'prepared':>9}")
-    for n_text, runs, f, t, out, spent in rows:
-        print(f"{n_text:>11} {runs:>5} {f:>8.2f} {t:>10.2f} {t / f:>13.2f}× {out['preparations']:>9}")
+    print(f"{'text models':>11} {'runs':>5} {'floor s':>8} {'analyze s':>10} {'analyze/floor':>14} "
+          f"{'(w/o spectrum)':>15} {'prepared':>9}")
+    for n_text, runs, (f, f_spec), t, out, spent in rows:
+        print(f"{n_text:>11} {runs:>5} {f:>8.2f} {t:>10.2f} {t / f:>13.2f}× {t / (f - f_spec):>14.2f}× "
+              f"{out['preparations']:>9}")
+        print(f"{'':>11} floor: {f - f_spec:.2f} s preparing, {f_spec:.2f} s RankMe spectra")
         by = out["computed_by_study"]
         print(f"{'':>11} computed: " + ", ".join(f"{k} {v}" for k, v in sorted(by.items())))
-        print(f"{'':>11} seconds: " + ", ".join(f"{k} {v:.2f}" for k, v in spent.items() if v >= 0.005))
+        print(f"{'':>11} seconds: " + ", ".join(f"{k} {v:.2f}" for k, v in spent.items()
+                                               if v >= 0.005 and k != "pair"))
+        per_pair = spent["pair"] + spent["scaling"]
+        print(f"{'':>11} per-pair work: {per_pair:.2f} s = {100 * per_pair / t:.0f} % (grid cells {spent['pair']:.2f} s, "
+              f"scaling fits {spent['scaling']:.2f} s)")
     (_, r1, _, t1, _, _), (_, r2, _, t2, _, _) = rows
     print(f"doubling the text models: runs ×{r2 / r1:.2f}, analyze time ×{t2 / t1:.2f} "
           f"(target: time ratio ≤ runs ratio); analyze/floor target ≤ 3×")
