@@ -40,10 +40,6 @@ class LawForm:
     # column of ones (implied); the j-th other one multiplies sign * out[:, j], written into out
     # (P, k, G)
     columns: Callable | None = None
-    # searches may solve each distinct exponent setting once (_varpro_fit). Off for the 2-parameter
-    # laws: numpy's einsum sums a 2×2 quadratic form in another order when it holds one or two rows
-    # (measured), so fewer rows could change a cost's last bit, and the search's pick with it
-    dedupe: bool = True
 
 
 class _Grid:
@@ -157,7 +153,7 @@ FORMS = {
     "joint_power": LawForm(
         "joint_power", "S∞ − C·(n_f·n_c)^−γ", ("s_inf", "c", "gamma"), _joint_power, _joint_power_jac,
         (-np.inf, 0.0, 0.0), (np.inf, np.inf, 5.0), limit=0, exponents=(2,), needs=("product",),
-        columns=_columns_joint_power, dedupe=False),
+        columns=_columns_joint_power),
 }
 
 
@@ -589,8 +585,9 @@ def _varpro_fit(law: LawForm, grid: _Grid, z, lower, upper, *, init=None, keep: 
     ``levels`` zooms the exponents are resolved to ~1e-7). Deterministic, and as fast where the
     optimum sits on a bound (a straight line: exponent -> 0) as elsewhere, where local optimisers crawl.
     With ``init`` (a refit of a subset, e.g. leave-one-out) the zoom starts at its exponents alone.
-    Chains whose centres meet (bitwise) zoom identically from then on: where ``law.dedupe``, a level
-    solves each such group of chains once (about half of all settings on the 3×3 bench grid)."""
+    Chains whose centres meet (bitwise) zoom identically from then on: a level solves each such
+    group of chains once (about half of all settings on the 3×3 bench grid), which gives the same
+    bits as solving each (every design's answer depends on its own numbers only, :func:`_box_solve`)."""
     exps = list(law.exponents)
     z = _Target.of(z)
     if not exps:
@@ -607,7 +604,7 @@ def _varpro_fit(law: LawForm, grid: _Grid, z, lower, upper, *, init=None, keep: 
     centers, best, best_theta = E[order], cost[order], theta[order]
     step = (hi - lo) / (EXPONENT_GRID - 1)
     for _ in range(levels):  # all candidates zoomed together: one solve per level
-        twin = _twin_chains(centers) if law.dedupe else np.arange(len(centers))
+        twin = _twin_chains(centers)
         own = np.flatnonzero(twin == np.arange(len(centers)))
         Ez, axes = _zoom_settings(centers[own], step, lo, hi)  # (own, 11^e, e)
         tz, cz = _solve_on(law, Ez.reshape(-1, len(exps)), grid, z, lower, upper, axes=axes)
@@ -775,16 +772,13 @@ def _varpro_refits(law: LawForm, NF, NC, Z, lower, upper, init) -> np.ndarray:
     step = (hi - lo) / (EXPONENT_GRID - 1)
     O = len(ZOOM) ** e
     rows = np.repeat(rows0, O)
-    if law.dedupe:  # the start and the first zoom in one batch (a row's numbers do not depend on the batch)
-        Ez, axes = _zoom_settings(centers, step, lo, hi)
-        both = tuple((np.concatenate([centers[:, d], v]), np.concatenate([rows0, B + i]))
-                     for d, (v, i) in enumerate(axes))
-        tz, cz = _solve_on(law, np.concatenate([centers, Ez.reshape(-1, e)]), grid, target, lower, upper,
-                           rows=np.concatenate([rows0, rows]), axes=both)
-        best_theta, best, pending = tz[:B], cz[:B], (Ez, tz[B:], cz[B:])
-    else:
-        best_theta, best = _solve_on(law, centers, grid, target, lower, upper, rows=rows0)
-        pending = None
+    # the start and the first zoom in one batch (a row's numbers do not depend on the batch)
+    Ez, axes = _zoom_settings(centers, step, lo, hi)
+    both = tuple((np.concatenate([centers[:, d], v]), np.concatenate([rows0, B + i]))
+                 for d, (v, i) in enumerate(axes))
+    tz, cz = _solve_on(law, np.concatenate([centers, Ez.reshape(-1, e)]), grid, target, lower, upper,
+                       rows=np.concatenate([rows0, rows]), axes=both)
+    best_theta, best, pending = tz[:B], cz[:B], (Ez, tz[B:], cz[B:])
     r = np.arange(B)
     for _ in range(INIT_LEVELS):
         if pending is None:
