@@ -11,8 +11,9 @@ written straight through the store writer. Printed, each measured in this one ru
   Target ≤ 3×. The ratio against the floor without the spectrum is printed beside it.
 - where analyze's time goes, per study (profiles, grids, scaling, ...), and the share of it that is
   per-pair work (grid cells scored from prepared states, without the per-layer terms a kernel
-  computes on a state's first use, plus the scaling fits, one per model pair and metric): the part that grows with pairs when the text models double. With a pair share s,
-  time grows about ×(1.40 + 0.6 s) for runs ×1.40, so the growth target holds only as s → 0.
+  computes on a state's first use, plus the scaling fits, one per model pair and metric): the part
+  that grows with pairs when the text models double. With a pair share s, time grows about
+  ×(1.40 + 0.6 s) for runs ×1.40, so the growth target holds only as s → 0.
 
 Embedding maps are off (``maps=0``): they are per-model UMAP pictures, not the grid work this
 measures (``layerscope analyze --maps`` sets how many a dataset gets; about a second each).
