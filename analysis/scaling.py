@@ -264,8 +264,7 @@ class _Faces:
     fixed_rc: np.ndarray  # (S, 1, m, m): fixed rows and columns of each solved assignment
     free_eye: np.ndarray  # (S, 1, m, m): the identity on each solved assignment's free parameters
     fixed_s: np.ndarray  # (S, 1, m)
-    values_s: np.ndarray  # (S, 1, m)
-    fixed_values_s: np.ndarray  # (S, 1, m): the values on fixed entries, 0 on free ones
+    values_s: np.ndarray  # (S, 1, m): the values on fixed entries, 0 on free ones
     fixed_c: np.ndarray  # (C, 1, m)
     values_c: np.ndarray  # (C, 1, m)
     lo_tol: np.ndarray  # bounds widened by the feasibility tolerance 1e-12
@@ -285,7 +284,7 @@ def _faces_of(lo: tuple, hi: tuple) -> _Faces:
     fx = fixed[solve]
     out = _Faces(fixed, values, solve, (fx[:, :, None] | fx[:, None, :])[:, None],
                  (~fx[:, None, :, None]) * np.eye(m), fx[:, None, :], values[solve][:, None, :],
-                 np.where(fx, values[solve], 0.0)[:, None, :], fixed[:, None, :], values[:, None, :],
+                 fixed[:, None, :], values[:, None, :],
                  np.array(lo) - 1e-12, np.array(hi) + 1e-12)
     for a in vars(out).values():
         a.flags.writeable = False
@@ -395,9 +394,9 @@ def _spd_solve(M: np.ndarray, r: np.ndarray) -> np.ndarray:
     by Cholesky (``M = L L'``, then two triangular solves), one elementwise operation at a time
     over the leading axes.
 
-    Why not ``np.linalg.solve``: it calls LAPACK once per matrix (~0.3 µs each, most of a fit's
-    time: a fit solves ~10⁴ 3×3 systems), and this does the same arithmetic for all matrices in
-    ~40 whole-array operations. Each ``x`` depends only on its own ``M`` and ``r`` (no reduction runs
+    Why not ``np.linalg.solve``: it calls LAPACK once per matrix (~0.3 µs each; a fit solves ~10⁴
+    3×3 systems, more on bound faces), and this does the same arithmetic for all matrices in ~40
+    whole-array operations (fits 15-25 % faster, ``bench/scaling.py``). Each ``x`` depends only on its own ``M`` and ``r`` (no reduction runs
     across the batch), so a system gives the same bits in any batch. Cholesky is backward stable for
     SPD matrices (Higham 2002, Thm 10.3); the callers' ridge keeps ``M`` positive definite. A matrix
     that is not (a non-positive pivot) gives NaN, which the callers treat as infeasible."""
@@ -455,8 +454,8 @@ def _box_solve(A: np.ndarray, Xz: np.ndarray, zz: np.ndarray, lo: np.ndarray, hi
     (the first in assignment order among equal costs). Designs whose unconstrained optimum is
     feasible stop there (it is the optimum); the others go through the assignments
     (:func:`_box_faces`). Cost: ``||X b - z||² = z'z - 2 b'X'z + b'X'X b`` (:func:`_cost`). Every
-    design's answer depends on its own pieces only (:func:`_spd_solve`, :func:`_cost`), so fits
-    batched over settings, subsets or subjects agree bit for bit with fits made one by one."""
+    design's answer depends on its own pieces only (:func:`_spd_solve`, :func:`_cost`): the same
+    bits in any batch of settings, so searches may solve a setting once for several chains."""
     m = Xz.shape[1]
     # a relative ridge of 1e-12 on the free parameters: collinear columns (an exponent of 0 makes
     # its column constant, like S∞'s) get some split of an equally good fit, and every system is
@@ -493,7 +492,7 @@ def _box_faces(A, Xz, zz, ridge, b_free, lo, hi) -> tuple[np.ndarray, np.ndarray
         # (X'z)_i − sum over fixed j of A_ij v_j, term by term in j order (free j add exact zeros)
         moved = Xz[None]
         for j in range(m):
-            moved = moved - A[None, :, :, j] * f.fixed_values_s[..., j:j + 1]
+            moved = moved - A[None, :, :, j] * f.values_s[..., j:j + 1]
         rhs = np.where(f.fixed_s, f.values_s, moved)  # (S, R, m)
         b[f.solve] = _spd_solve(M, rhs)
     b = np.where(f.fixed_c, f.values_c, b)  # exactly on the bound, whatever the rounding
