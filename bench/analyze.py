@@ -125,20 +125,15 @@ def timed_pair_work() -> dict:
     compute on a state's first use (CKNNA's cosines, reciprocal slots and self term; CKA's self
     inner products, batched as the kernel batches them) are computed just before, outside the
     timer: they are per-run work, done once per layer whatever the number of partners."""
-    from analysis.metrics.kernel import CkaKernel, _packed_self
+    from analysis.metrics.kernel import CkaKernel, fill_packed_self
     from analysis.metrics.knn import Cknna, MutualKnn
 
     def knn_terms(states):
         for st in states:
             st.sim, st.recip, Cknna._self(st)
 
-    def cka_terms(states):
-        todo = list({id(st): st for st in states if st.mode == "packed" and st.self_inner is None}.values())
-        for st, v in zip(todo, _packed_self(todo) if todo else []):
-            st.self_inner = float(v)
-
     spent = {"seconds": 0.0}
-    for cls, name, first_use in ((CkaKernel, "score_block", cka_terms), (MutualKnn, "score_block", None),
+    for cls, name, first_use in ((CkaKernel, "score_block", fill_packed_self), (MutualKnn, "score_block", None),
                                  (Cknna, "score_block_counts", knn_terms)):
         fn = getattr(cls, name)
 

@@ -203,6 +203,16 @@ def _packed_self(states) -> np.ndarray:
     return out
 
 
+def fill_packed_self(states) -> None:
+    """Set ``self_inner`` on every packed state that lacks it, in one tiled call (a 1x1 call pads
+    to a full tile): a cell of the tiled product does not depend on its place in the tile (see
+    :func:`analysis.metrics.base.tiled_inner`), so each value is the one ``inner_self`` gives."""
+    todo = list({id(s): s for s in states if s.mode == "packed" and s.self_inner is None}.values())
+    if todo:
+        for s, v in zip(todo, _packed_self(todo)):
+            s.self_inner = float(v)
+
+
 def _feature_cross(sa: GramState, sb: GramState) -> float:
     """``||Xc_a^T Xc_b||_F^2`` (debiased: minus ``k_a · k_b``), summed over fixed row chunks."""
     C = np.zeros((sa.X.shape[1], sb.X.shape[1]))
@@ -292,12 +302,7 @@ class CkaKernel(PairKernel):
         mode = states_a[0].mode
         if mode == "packed":
             cross = _packed_inner(states_a, states_b)
-            # self terms of every new state in one tiled call (a 1x1 call pads to a full tile):
-            # a cell of the tiled product does not depend on its place in the tile (see tiled_inner)
-            todo = list({id(s): s for s in list(states_a) + list(states_b) if s.self_inner is None}.values())
-            if todo:
-                for s, v in zip(todo, _packed_self(todo)):
-                    s.self_inner = float(v)
+            fill_packed_self(list(states_a) + list(states_b))
             self_a = np.array([s.inner_self() for s in states_a])
             self_b = np.array([s.inner_self() for s in states_b])
         elif mode == "feature":
