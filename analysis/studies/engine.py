@@ -10,7 +10,9 @@ call (:meth:`Engine.prefetch_grids`), so its side's per-layer scoring work is no
 Memory stays bounded: embeddings and prepared states live in byte-budgeted LRU caches
 (``state_budget``, ``emb_budget``), and the grid study walks pairs in blocks that fit the budget
 (:meth:`Engine.blocks`), so a store of any size is analysed with at most the budget held (a
-state's size counts what it builds on first use: CKA's N×N kernel, CKNNA's cosines).
+state's size counts what it builds on first use: CKA's N×N kernel, CKNNA's cosines). Scored
+grids are memoised in a third, small LRU (``grid_budget``): they are needed again only a few
+tasks later, and the result table keeps them for good.
 
 The engine never writes; studies ask it for grids, profiles and embeddings and write result rows.
 A cell from :meth:`Engine.grid` is bitwise the value :func:`analysis.grid.layer_grid` gives for the
@@ -36,6 +38,12 @@ from ..validation import as_stack, check_k
 #: Default byte budgets; ``analyze --memory`` style callers may pass others.
 STATE_BUDGET = 2 << 30
 EMB_BUDGET = 2 << 30
+#: Bytes of scored grids the engine keeps for reuse in one analysis. A grid is read back shortly
+#: after it is scored (the grids study stores it; mutual k-NN takes CKNNA's counts in the task after;
+#: a CKA group's grids are taken by the group's next tasks), later studies read the result table, so
+#: the memo only has to span a few tasks: without a bound it held every grid of the analysis
+#: (1.7 KB a 13×13 grid, 9 KB a 33×33 one: gigabytes for the papers' ~450k grids).
+GRID_BUDGET = 64 << 20
 
 
 def _nbytes(obj) -> int:
@@ -63,7 +71,7 @@ def _lazy_nbytes(state) -> int:
     return 0
 
 
-class _LRU:
+class LRU:
     """Least-recently-used cache bounded by bytes (one item may exceed the budget on its own)."""
 
     def __init__(self, budget: int):
@@ -71,6 +79,9 @@ class _LRU:
         self.items: OrderedDict = OrderedDict()
         self.sizes: dict = {}
         self.used = 0
+
+    def __contains__(self, key) -> bool:  # without refreshing the key's place
+        return key in self.items
 
     def get(self, key):
         if key in self.items:
@@ -103,7 +114,7 @@ class Counters:
             setattr(self, name, getattr(self, name) + value)
 
 
-def _prepared_by(spec, metric: str) -> str:
+def prepared_by(spec, metric: str) -> str:
     """What a prepared state depends on besides the run and parameters. Every k-NN metric
     (mutual k-NN, cycle k-NN, CKNNA) prepares a layer with the same ``KnnKernel.prepare`` (exact
     neighbour lists; CKNNA's cosines are computed lazily on the state), so they share one state per
@@ -125,15 +136,17 @@ class Engine:
         clamp: outlier clamp applied to each run's whole stack when it is loaded, before any
             metric (:func:`analysis.preprocess.clamp`: ``"off"``, ``"platonic"`` or ``"feature"``).
         state_budget, emb_budget: byte budgets of the two caches.
+        grid_budget: byte budget of the memo of scored grids (:data:`GRID_BUDGET`).
     """
 
-    def __init__(self, con, *, clamp: str = "off", state_budget: int = STATE_BUDGET, emb_budget: int = EMB_BUDGET):
+    def __init__(self, con, *, clamp: str = "off", state_budget: int = STATE_BUDGET, emb_budget: int = EMB_BUDGET,
+                 grid_budget: int = GRID_BUDGET):
         self.con = con
         self.clamp = clamp
-        self._emb = _LRU(emb_budget)
+        self._emb = LRU(emb_budget)
         self._status: dict = {}
-        self._states = _LRU(state_budget)
-        self._grids: dict = {}
+        self._states = LRU(state_budget)
+        self._grids = LRU(grid_budget)
         self._profiles: dict = {}
         self.counters = Counters()
 
@@ -210,7 +223,7 @@ class Engine:
         """The per-layer prepared states of ``run_id`` for ``metric`` (prepared once while cached)."""
         spec = get_metric(metric)
         params = self.resolve(metric, **params)
-        key = (run_id, _prepared_by(spec, metric), _key_params(params))
+        key = (run_id, prepared_by(spec, metric), _key_params(params))
         st = self._states.get(key)
         if st is None:
             E = self.emb(run_id)
@@ -228,8 +241,9 @@ class Engine:
         spec = get_metric(metric)
         params = self.resolve(metric, **params)
         key = (run_a, run_b, metric, _key_params(params))
-        if key in self._grids:
-            return self._grids[key]
+        g = self._grids.get(key)
+        if g is not None:
+            return g
         sa = self.states(run_a, metric, **params)
         sb = sa if run_b == run_a else self.states(run_b, metric, **params)
         if spec.kernel.paired and len(sa) and len(sb):
@@ -244,13 +258,16 @@ class Engine:
             # MutualKnn.score_block value: the same integer counts over k N)
             g, counts = spec.kernel.score_block_counts(sa, sb)
             mkey = (run_a, run_b, "mutual_knn", _key_params(self.resolve("mutual_knn", **params)))
-            if mkey not in self._grids:
-                self._grids[mkey] = MutualKnn.from_counts(counts, sa, sb)
+            if self._grids.get(mkey) is None:
+                self._memo(mkey, MutualKnn.from_counts(counts, sa, sb))
         else:
             g = spec.kernel.score_block(sa, sb, **params)
-        self._grids[key] = g
+        self._memo(key, g)
         self.counters.grids_scored += 1
         return g
+
+    def _memo(self, key: tuple, grid: np.ndarray) -> None:
+        self._grids.put(key, grid, grid.nbytes + 200)  # + the key and the array's header
 
     #: layers of runs scored in one CKA call on each side. The tiles hold 8 rows: groups of whole
     #: 13-layer runs fill 52 of 56 rows at 64, 26 of 32 at 32 (9 × 6 such runs at N = 1024: 1.08 →
@@ -305,7 +322,7 @@ class Engine:
                     col = 0
                     for b, sb in right:
                         if (a, b) in want:
-                            self._grids[(a, b, metric, kp)] = g[row:row + len(sa), col:col + len(sb)].copy()
+                            self._memo((a, b, metric, kp), g[row:row + len(sa), col:col + len(sb)].copy())
                             self.counters.grids_scored += 1
                             want.discard((a, b))
                         col += len(sb)

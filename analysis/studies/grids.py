@@ -19,32 +19,37 @@ from ..degenerate import lost_distinctions
 from ..grid import NoBestCell, best_cell
 from ..registry import get_metric
 from .context import Context, DatasetRuns
+from .engine import prepared_by
 from .parallel import run_tasks
 
 
 def pair_list(d: DatasetRuns, metrics, blocks=None) -> list[tuple]:
     """``(kind, run_a, run_b, metric)`` for every grid the dataset gets, in scoring order.
 
-    Order: metric, then block of text runs, then vision run, then text run in the block, so each
-    vision run is prepared once per block and each text run once per metric while a block's states
-    stay in the engine's memory budget. ``blocks(text_runs)`` splits the text runs (one block when
-    None)."""
+    Order: metrics that share a preparation (the k-NN metrics share one state per run), then block
+    of text runs, then vision run, then text run in the block, then metric of the group (CKNNA
+    first), so each vision run is prepared once per block and each text run once per preparation
+    while a block's states stay in the engine's memory budget, and the grid mutual k-NN takes from
+    CKNNA's counts (:meth:`Engine.grid`) is asked for by the very next task, while the engine's
+    bounded memo still holds it. ``blocks(text_runs)`` splits the text runs (one block when None)."""
     out = []
     groups = blocks(d.text) if blocks else [d.text]
-    # CKNNA first: scoring it leaves mutual k-NN's grid of the same pair in the engine's memo
+    by_prep: dict = {}
     for metric in sorted(metrics, key=lambda m: m != "cknna"):
+        by_prep.setdefault(prepared_by(get_metric(metric), metric), []).append(metric)
+    by_model = defaultdict(dict)
+    for r in d.vision:
+        by_model[r["model"]][r["n_frames"]] = r
+    models = sorted(by_model)
+    for shared in by_prep.values():
         for group in groups:
             for a in d.vision:
                 for b in group:
-                    out.append(("vision_text", a, b, metric))
-        by_model = defaultdict(dict)
-        for r in d.vision:
-            by_model[r["model"]][r["n_frames"]] = r
-        models = sorted(by_model)
+                    out.extend(("vision_text", a, b, metric) for metric in shared)
         for i, ma in enumerate(models):
             for mb in models[i + 1:]:
                 for n_f in sorted(set(by_model[ma]) & set(by_model[mb])):
-                    out.append(("vision_vision", by_model[ma][n_f], by_model[mb][n_f], metric))
+                    out.extend(("vision_vision", by_model[ma][n_f], by_model[mb][n_f], metric) for metric in shared)
     return out
 
 
@@ -128,9 +133,13 @@ def run(ctx: Context, d: DatasetRuns) -> list[tuple]:
              for _, a, b, metric, _, _ in stale]
     if tasks:
         ctx.log(f"grids {d.name}: {len(tasks)} of {len(pairs)} to compute")
+    from .scaling import MAX_BOOT  # (scaling imports this module)
+
     for (kind, a, b, metric, rid, ikey), res in zip(stale, run_tasks(ctx, "grid", tasks, label=f"grids {d.name}")):
-        if res.get("samples") is not None:
-            ctx.boot_samples[rid] = res["samples"]
+        if res.get("samples") is not None and kind == "vision_text":
+            # the scaling intervals use the first MAX_BOOT resamples of vision×text best cells: a
+            # copy of those (not a view that keeps all n_boot alive) for each of the analysis's pairs
+            ctx.boot_samples[rid] = np.array(res["samples"][:MAX_BOOT])
         ctx.put_grid(result_id=rid, dataset=d.name, pair_kind=kind, model_a=a["model"], model_b=b["model"],
                    run_a=a["run_id"], run_b=b["run_id"], n_frames=a["n_frames"],
                    n_captions=b["n_captions"] if kind == "vision_text" else None,

@@ -151,6 +151,60 @@ def test_knn_metrics_share_one_prepared_state_per_run(sweep):
     con.close()
 
 
+def test_the_grid_memo_is_bounded_and_mutual_knn_still_takes_cknna_counts(sweep, tmp_path, monkeypatch):
+    """Scored grids are memoised in a small LRU, not kept for the whole analysis; with room for two
+    4×4 grids every mutual k-NN grid still comes from CKNNA's counts (the pair order asks for it in
+    the task after its CKNNA grid), and the stored numbers equal those of the default budget."""
+    from analysis.studies import context
+    from analysis.studies.engine import Engine
+
+    reference = tmp_path / "reference.duckdb"
+    shutil.copy(sweep, reference)
+    unbounded = analyze_store(reference, metrics=("mutual_knn", "cknna"), n_boot=0, log=quiet)
+    engines = []
+
+    def small_memo(con, **kw):
+        engines.append(Engine(con, grid_budget=2 * (4 * 4 * 8 + 200), **kw))
+        return engines[-1]
+
+    monkeypatch.setattr(context, "Engine", small_memo)
+    out = analyze_store(sweep, metrics=("mutual_knn", "cknna"), n_boot=0, log=quiet)
+    pairs = out["computed_by_study"]["grids"] // 2  # each pair's mutual k-NN and CKNNA grid
+    # CKNNA's grids, plus the model map's text × text cell (not a grids-study pair): mutual k-NN's
+    # came from CKNNA's counts, as with an unbounded memo
+    assert out["grids_scored"] == unbounded["grids_scored"] == pairs + 1
+    (eng,) = engines
+    assert len(eng._grids.items) == 2 and eng._grids.used <= eng._grids.budget
+    assert _tables(sweep) == _tables(reference)
+
+
+def test_grid_rows_are_cached_without_their_grids_and_read_back_equal(sweep, tmp_path, monkeypatch):
+    """The analysis keeps its grid rows in memory without their grids (a grid LRU of
+    ``Context.GRID_BYTES``); with room for one grid, the studies that read grids (model map,
+    predictors, layer choice, ...) read them back from the store and store what a default
+    analysis stores."""
+    from analysis import studies
+    from analysis.studies.context import Context
+
+    reference = tmp_path / "reference.duckdb"
+    shutil.copy(sweep, reference)
+    analyze_store(reference, n_boot=0, log=quiet)
+    contexts = []
+
+    def capture(*a, **kw):
+        contexts.append(Context(*a, **kw))
+        return contexts[-1]
+
+    monkeypatch.setattr(studies, "Context", capture)
+    monkeypatch.setattr(Context, "GRID_BYTES", 1)
+    analyze_store(sweep, n_boot=0, log=quiet)
+    (ctx,) = contexts
+    rows = ctx._rows["result_grids"].values()
+    assert len(rows) == 3 * (2 * 2 * 2 * 2 + 2) and not any("grid" in r for r in rows)
+    assert len(ctx._grids.items) == 1
+    assert _tables(sweep) == _tables(reference)
+
+
 def test_stored_profiles_equal_the_reference_definitions(sweep):
     """RankMe (Gram eigenvalues) and LID (exact k-NN MLE) in result_profiles equal the SVD's RankMe
     and scikit-dimension's MLE on every layer of every run."""
