@@ -192,7 +192,7 @@ def decode(table: str, r: dict) -> dict:
     r["params"] = json.loads(r["params"])
     if "flags" in r:
         r["flags"] = json.loads(r["flags"]) if r["flags"] else {}
-    if table == "result_grids":
+    if table == "result_grids" and "grid_values" in r:  # (a row read without its grid has none)
         r["grid"] = np.asarray(r.pop("grid_values"), dtype=float).reshape(r["n_rows"], r["n_cols"])
     elif table == "result_profiles":
         r["layer_values"] = np.asarray(r["layer_values"], dtype=float)

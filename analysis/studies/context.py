@@ -28,7 +28,7 @@ from ..preprocess import CLAMP_MODES
 from ..registry import get_metric
 from ..store import connect
 from ..temporal import REORDER_K
-from .engine import Engine
+from .engine import LRU, Engine
 
 #: bump when a result payload changes shape (or its values' arithmetic); cached results of another
 #: version are cleared. 6: grids carry ``flags["best_caveat"]``; CKNNA's cosines and LID's
@@ -175,6 +175,11 @@ class Context:
     FLUSH_SECONDS = 2.0
     #: tables whose rows are kept decoded in memory for later studies' read-backs
     CACHED = ("result_grids", "result_profiles")
+    #: bytes of grid arrays kept in memory. A ``result_grids`` row is cached without its grid (the
+    #: scaling study reads only the best cell of every pair; the studies after it read the grids of
+    #: the largest settings only), and a grid not in this LRU is read back from the store: the
+    #: cache grows ~1 KB a grid instead of holding every grid of a papers-scale analysis (450k)
+    GRID_BYTES = 64 << 20
 
     def __init__(self, store: str, con, settings: Settings, *, log=print, progress: bool = False):
         self.store = str(store)
@@ -189,11 +194,12 @@ class Context:
         self._pending: dict = {t: {} for t in R.RESULT_TABLES}  # table -> {result_id: row as stored}
         self._pending_since: float | None = None
         self._keys: dict = {}  # table -> {result_id: input_key}: the store's, plus what is pending
-        self._rows: dict = {t: {} for t in self.CACHED}  # table -> {result_id: decoded row}
+        self._rows: dict = {t: {} for t in self.CACHED}  # table -> {result_id: decoded row (grids: no grid)}
+        self._grids = LRU(self.GRID_BYTES)  # result_id -> the row's read-only grid
         self._loaded: set = set()  # (table, dataset) whose stored rows are in ``_rows``
-        #: grid result id -> the best cell's bootstrap resample scores computed in this analysis
-        #: (``BootstrapCI.samples``), so the scaling intervals reuse them instead of rescoring the
-        #: same resamples (same seed, so the same draws)
+        #: vision×text grid result id -> the first ``scaling.MAX_BOOT`` bootstrap resample scores of
+        #: its best cell computed in this analysis (``BootstrapCI.samples``), so the scaling intervals
+        #: reuse them instead of rescoring the same resamples (same seed, so the same draws)
         self.boot_samples: dict = {}
 
     def note(self, msg: str) -> None:
@@ -234,7 +240,7 @@ class Context:
         self.input_keys(table)[row["result_id"]] = row["input_key"]
         self._pending[table][row["result_id"]] = row
         if table in self._rows:
-            self._rows[table][row["result_id"]] = _frozen(R.decode(table, row))
+            self._cache(table, R.decode(table, row))
         if self._pending_since is None:
             self._pending_since = time.monotonic()
         if (sum(map(len, self._pending.values())) >= self.FLUSH_ROWS
@@ -250,29 +256,58 @@ class Context:
         self._pending_since = None
 
     # ------------------------------------------------------------------ read-backs
+    def _cache(self, table: str, row: dict) -> None:
+        """Keep a decoded row (a grid row's array goes to the grid LRU, the rest to the row cache)."""
+        grid = row.pop("grid", None) if table == "result_grids" else None
+        if grid is not None:
+            grid.flags.writeable = False
+            self._grids.put(row["result_id"], grid, grid.nbytes)
+        self._rows[table][row["result_id"]] = _frozen(row)
+
     def _load(self, table: str, dataset: str) -> None:
         """The dataset's stored rows of a cached table, in one query (rows written by this context
-        stay as written)."""
+        stay as written; grid rows are read without their grids)."""
         if (table, dataset) in self._loaded:
             return
         cache = self._rows[table]
-        for r in R.rows(self.con, f"SELECT * FROM {table} WHERE dataset = ?", [dataset]):
+        cols = "*" if table != "result_grids" else "* EXCLUDE (grid_values)"
+        for r in R.rows(self.con, f"SELECT {cols} FROM {table} WHERE dataset = ?", [dataset]):
             if r["result_id"] not in cache:
-                cache[r["result_id"]] = _frozen(R.decode(table, r))
+                self._cache(table, R.decode(table, r))
         self._loaded.add((table, dataset))
 
-    def result_row(self, table: str, dataset: str, result_id: str) -> dict | None:
+    def grid_of(self, row: dict) -> np.ndarray:
+        """The read-only ``(n_rows, n_cols)`` grid of a cached ``result_grids`` row: from memory
+        when recently written or read, else read back from the store (pending rows written first)."""
+        grid = self._grids.get(row["result_id"])
+        if grid is None:
+            self.flush()
+            got = self.con.execute("SELECT grid_values FROM result_grids WHERE result_id = ?",
+                                   [row["result_id"]]).fetchone()
+            if got is None:
+                raise KeyError(f"result_grids holds no row {row['result_id']!r}")
+            grid = np.asarray(got[0], dtype=float).reshape(row["n_rows"], row["n_cols"])
+            grid.flags.writeable = False
+            self._grids.put(row["result_id"], grid, grid.nbytes)
+        return grid
+
+    def result_row(self, table: str, dataset: str, result_id: str, *, grid: bool = True) -> dict | None:
         """One decoded row of ``result_grids`` / ``result_profiles`` (as :func:`analysis.results.read_grids`
         gives it; arrays read-only, shared), or None: from memory when this context wrote it or
-        loaded its dataset, else from the dataset's rows read once."""
+        loaded its dataset, else from the dataset's rows read once. ``grid=False``: a grid row
+        without its ``grid`` (no read of the grid when it is not in memory)."""
         cache = self._rows[table]
         if result_id not in cache:
             self._load(table, dataset)
-        return cache.get(result_id)
+        row = cache.get(result_id)
+        if row is None or table != "result_grids" or not grid:
+            return row
+        return {**row, "grid": self.grid_of(row)}
 
     def result_rows(self, table: str, dataset: str, **where) -> list[dict]:
         """The dataset's decoded rows of ``result_grids`` / ``result_profiles`` whose columns equal
-        ``where``, in the readers' order (:func:`analysis.results.read_grids`)."""
+        ``where``, in the readers' order (:func:`analysis.results.read_grids`). Grid rows come
+        without their ``grid``: :meth:`grid_of` gives it for the rows a study uses."""
         unknown = set(where) - R.COLUMNS[table]
         if unknown:
             raise ValueError(f"{table} has no column(s) {sorted(unknown)}")

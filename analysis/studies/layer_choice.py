@@ -39,10 +39,10 @@ def run(ctx: Context, d: DatasetRuns) -> None:
             if g["result_id"] != ctx.rid("grid", g["run_a"], g["run_b"], "mutual_knn", params):
                 continue  # computed with other settings (k, --clamp): not this analysis's grid
             if g["run_a"] == run["run_id"] and g["run_b"] == chosen.get(g["model_b"], {}).get("run_id"):
-                curves[f"alignment with {g['model_b']}"] = (_row_max(g["grid"], axis=1), True)
+                curves[f"alignment with {g['model_b']}"] = (_row_max(ctx.grid_of(g), axis=1), True)
                 sources[f"alignment with {g['model_b']}"] = g["result_id"]
             elif g["run_b"] == run["run_id"] and g["run_a"] == chosen.get(g["model_a"], {}).get("run_id"):
-                curves[f"alignment with {g['model_a']}"] = (_row_max(g["grid"], axis=0), True)
+                curves[f"alignment with {g['model_a']}"] = (_row_max(ctx.grid_of(g), axis=0), True)
                 sources[f"alignment with {g['model_a']}"] = g["result_id"]
         if not curves:
             continue

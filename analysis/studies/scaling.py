@@ -38,7 +38,7 @@ def run(ctx: Context, d: DatasetRuns, pairs: list[tuple]) -> None:
             # the grids study wrote this row or found it fresh: from memory, or the dataset's rows
             # of an earlier analyze read once
             grid_rid = result_keys(ctx, a, b, metric)[0]
-            g = ctx.result_row("result_grids", d.name, grid_rid)
+            g = ctx.result_row("result_grids", d.name, grid_rid, grid=False)
             points.append((a["n_frames"], b["n_captions"], g["best_value"], g["best_a"], g["best_b"],
                            a["run_id"], b["run_id"]))
             known.append(ctx.boot_samples.get(grid_rid))
