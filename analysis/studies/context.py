@@ -177,8 +177,9 @@ class Context:
     CACHED = ("result_grids", "result_profiles")
     #: bytes of grid arrays kept in memory. A ``result_grids`` row is cached without its grid (the
     #: scaling study reads only the best cell of every pair; the studies after it read the grids of
-    #: the largest settings only), and a grid not in this LRU is read back from the store: the
-    #: cache grows ~1 KB a grid instead of holding every grid of a papers-scale analysis (450k)
+    #: the largest settings only), and a grid not in this LRU is read back from the store: what is
+    #: kept grows ~2.5 KB a grid whatever its size (the row, its input key; ``bench/analyze_memory.py``)
+    #: instead of holding every grid of a papers-scale analysis (~450k)
     GRID_BYTES = 64 << 20
 
     def __init__(self, store: str, con, settings: Settings, *, log=print, progress: bool = False):

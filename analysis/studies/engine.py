@@ -258,7 +258,7 @@ class Engine:
             # MutualKnn.score_block value: the same integer counts over k N)
             g, counts = spec.kernel.score_block_counts(sa, sb)
             mkey = (run_a, run_b, "mutual_knn", _key_params(self.resolve("mutual_knn", **params)))
-            if self._grids.get(mkey) is None:
+            if mkey not in self._grids:
                 self._memo(mkey, MutualKnn.from_counts(counts, sa, sb))
         else:
             g = spec.kernel.score_block(sa, sb, **params)
