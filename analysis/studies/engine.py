@@ -269,10 +269,14 @@ class Engine:
     def _memo(self, key: tuple, grid: np.ndarray) -> None:
         self._grids.put(key, grid, grid.nbytes + 200)  # + the key and the array's header
 
-    #: layers of runs scored in one CKA call on each side. The tiles hold 8 rows: groups of whole
-    #: 13-layer runs fill 52 of 56 rows at 64, 26 of 32 at 32 (9 × 6 such runs at N = 1024: 1.08 →
-    #: 0.83 s of contractions); the call's tile buffers hold 64 KB per layer
-    PREFETCH_LAYERS = 64
+    #: layers of runs scored in one CKA call on each side. A call reads each layer's packed Gram once
+    #: (copied chunk by chunk into 8-row tiles), so larger groups read each Gram for more partners;
+    #: past ~128 layers the tile buffers (64 KB a layer a side) outgrow the caches. 9 × 12 runs of 13
+    #: layers at N = 1024, three rounds alternated: 23.7–27.1 ms a run pair at 64, 20.6–21.5 at 104,
+    #: 20.0–20.5 at 128 (whole runs: 117 of 120 tile rows); bare contractions of 156-layer groups
+    #: cost more per pair than 117-layer ones (14.2 against 13.5 ms). Grids are bitwise the same
+    #: at any grouping (tests)
+    PREFETCH_LAYERS = 128
 
     def prefetch_grids(self, run_a: str, runs_b: list[str], metric: str, **params) -> None:
         """Score ``run_a`` against several partners in one kernel call and memoise each grid
