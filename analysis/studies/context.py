@@ -261,9 +261,13 @@ class Context:
         """Keep a decoded row (a grid row's array goes to the grid LRU, the rest to the row cache)."""
         grid = row.pop("grid", None) if table == "result_grids" else None
         if grid is not None:
-            grid.flags.writeable = False
-            self._grids.put(row["result_id"], grid, grid.nbytes)
+            self._keep_grid(row["result_id"], grid)
         self._rows[table][row["result_id"]] = _frozen(row)
+
+    def _keep_grid(self, result_id: str, grid: np.ndarray) -> None:
+        """Put a grid, made read-only (every reader shares it), in the grid LRU."""
+        grid.flags.writeable = False
+        self._grids.put(result_id, grid, grid.nbytes)
 
     def _load(self, table: str, dataset: str) -> None:
         """The dataset's stored rows of a cached table, in one query (rows written by this context
@@ -288,8 +292,7 @@ class Context:
             if got is None:
                 raise KeyError(f"result_grids holds no row {row['result_id']!r}")
             grid = np.asarray(got[0], dtype=float).reshape(row["n_rows"], row["n_cols"])
-            grid.flags.writeable = False
-            self._grids.put(row["result_id"], grid, grid.nbytes)
+            self._keep_grid(row["result_id"], grid)
         return grid
 
     def result_row(self, table: str, dataset: str, result_id: str, *, grid: bool = True) -> dict | None:
