@@ -51,11 +51,14 @@ class FunctionKernel(PairKernel):
         return float(self.fn(sa, sb, **params))
 
 
-#: Layers per gemm tile. Every contraction runs on tiles of this fixed shape.
-TILE = 8
+#: Layers per gemm tile. Every contraction runs on tiles of this fixed shape. 32 rows, not 8: an
+#: 8×8 tile product does 1 flop per byte it reads, so grouped CKA grids ran at the speed of memory
+#: (117×156 packed Grams of N = 1024: 1.67 s with 8-row tiles of 8192 columns, 0.78 s with
+#: 32-row tiles of 2048; the same 512 KB per tile buffer). A one-pair call pads to a 32×32 tile.
+TILE = 32
 
 #: Columns per contraction step; fixed, so partial sums always add up in the same order.
-K_CHUNK = 1 << 13
+K_CHUNK = 1 << 11
 
 
 def tiled_inner(vecs_a: Sequence[np.ndarray], vecs_b: Sequence[np.ndarray]) -> np.ndarray:
@@ -69,8 +72,9 @@ def tiled_inner(vecs_a: Sequence[np.ndarray], vecs_b: Sequence[np.ndarray]) -> n
 
     Speed: each column chunk of every vector is copied once per call into small reused tile
     buffers that stay in cache (no stacked or padded copy of the whole vectors); a self-product
-    (``vecs_b is vecs_a``) reuses the same buffers. Cost ``2·ceil(La/8)·ceil(Lb/8)·64·M`` flops and
-    one read of every vector: 9×9 layers of N = 512 packed Gram vectors take ~0.07 s.
+    (``vecs_b is vecs_a``) reuses the same buffers. Cost ``2·ceil(La/32)·ceil(Lb/32)·1024·M`` flops and
+    one read of every vector. Measured with N = 1024 packed Gram vectors (524,800 entries): 117×156
+    layers 0.78 s, 13×13 40 ms, 1×1 25 ms (the padded tile).
     """
     la, lb = len(vecs_a), len(vecs_b)
     m = len(vecs_a[0]) if la else 0

@@ -33,8 +33,9 @@ from .engine import LRU, Engine
 #: bump when a result payload changes shape (or its values' arithmetic); cached results of another
 #: version are cleared. 6: grids carry ``flags["best_caveat"]``; CKNNA's cosines and LID's
 #: distances are summed in a new fixed order (values move in the last bits). 7: scaling fits solve
-#: their small systems by Cholesky (fitted exponents move within the search's ~1e-7 resolution)
-ANALYSIS_VERSION = 7
+#: their small systems by Cholesky (fitted exponents move within the search's ~1e-7 resolution).
+#: 8: CKA's packed contractions run on 32-row tiles of 2048 columns (values move in the last bits)
+ANALYSIS_VERSION = 8
 VISION = ("video", "image")
 DEFAULT_METRICS = ("mutual_knn", "cka", "cknna")
 #: ``paper``: one caption and each vision model's standard (native) frame count, as the alignment

@@ -270,12 +270,14 @@ class Engine:
         self._grids.put(key, grid, grid.nbytes + 200)  # + the key and the array's header
 
     #: layers of runs scored in one CKA call on each side. A call reads each layer's packed Gram once
-    #: (copied chunk by chunk into 8-row tiles), so larger groups read each Gram for more partners;
-    #: past ~128 layers the tile buffers (64 KB a layer a side) outgrow the caches. 9 × 12 runs of 13
-    #: layers at N = 1024, three rounds alternated: 23.7–27.1 ms a run pair at 64, 20.6–21.5 at 104,
-    #: 20.0–20.5 at 128 (whole runs: 117 of 120 tile rows); bare contractions of 156-layer groups
-    #: cost more per pair than 117-layer ones (14.2 against 13.5 ms). Grids are bitwise the same
-    #: at any grouping (tests)
+    #: (copied chunk by chunk into fixed tiles), so larger groups read each Gram for more partners.
+    #: With 8-row tiles of 8192 columns (64 KB a layer a side), 9 × 12 runs of 13 layers at
+    #: N = 1024, three rounds alternated: 23.7–27.1 ms a run pair at 64, 20.6–21.5 at 104, 20.0–20.5
+    #: at 128; bare contractions of 156-layer groups cost more per pair than 117-layer ones (14.2
+    #: against 13.5 ms). With 32-row tiles of 2048 columns (16 KB a layer a side) a 117 × 156 call
+    #: costs 0.95 s against 1.24 s split 117 × 117 + 117 × 39, but two groups of 256 layers at
+    #: N = 1024 would hold 2.1 GB of packed Grams, past the default state budget: 128 stays.
+    #: Grids are bitwise the same at any grouping (tests)
     PREFETCH_LAYERS = 128
 
     def prefetch_grids(self, run_a: str, runs_b: list[str], metric: str, **params) -> None:
@@ -294,8 +296,8 @@ class Engine:
         """Score the pairs' left runs against their right runs in a few kernel calls (groups of up
         to ``PREFETCH_LAYERS`` layers on each side) and memoise each pair's grid, so the per-layer
         work (CKA: copying each layer's packed Gram into the product's tiles, its self-HSIC) is done
-        once per group instead of once per pair, and the fixed ``(8, K)`` tiles are filled by
-        several runs' layers instead of one run's (9 layers fill 16 rows). Only for CKA, whose
+        once per group instead of once per pair, and the fixed ``(32, K)`` tiles are filled by
+        several runs' layers instead of one run's (13 layers fill 32 rows). Only for CKA, whose
         block contraction makes a cell depend on its two rows alone (``gram_inner``'s fixed tiles),
         so every grid equals :meth:`grid`'s bit for bit (tests compare). Cells of a left × right
         group that no pair asks for are computed and dropped (the grids study asks for whole
