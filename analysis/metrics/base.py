@@ -52,9 +52,10 @@ class FunctionKernel(PairKernel):
 
 
 #: Layers per gemm tile. Every contraction runs on tiles of this fixed shape. 32 rows, not 8: an
-#: 8×8 tile product does 1 flop per byte it reads, so grouped CKA grids ran at the speed of memory
-#: (117×156 packed Grams of N = 1024: 1.67 s with 8-row tiles of 8192 columns, 0.78 s with
-#: 32-row tiles of 2048; the same 512 KB per tile buffer). A one-pair call pads to a 32×32 tile.
+#: 8×8 tile product does 1 flop per byte it reads, so the grouped CKA calls of ``analyze`` ran at
+#: the speed of memory. 117×156 packed Grams of N = 1024 (two rounds): 1.46–1.67 s with 8-row tiles
+#: of 8192 columns, 0.78–1.04 s with 32-row tiles of 2048 (the same 512 KB per tile buffer). The
+#: price is padding: a lone 13×13 pair 34–40 → 50–60 ms, a 1×1 call 5 → 25–34 ms; 24×24 the same.
 TILE = 32
 
 #: Columns per contraction step; fixed, so partial sums always add up in the same order.
@@ -74,7 +75,7 @@ def tiled_inner(vecs_a: Sequence[np.ndarray], vecs_b: Sequence[np.ndarray]) -> n
     buffers that stay in cache (no stacked or padded copy of the whole vectors); a self-product
     (``vecs_b is vecs_a``) reuses the same buffers. Cost ``2·ceil(La/32)·ceil(Lb/32)·1024·M`` flops and
     one read of every vector. Measured with N = 1024 packed Gram vectors (524,800 entries): 117×156
-    layers 0.78 s, 13×13 40 ms, 1×1 25 ms (the padded tile).
+    layers 0.78–1.04 s, 24×24 ~0.1 s, 13×13 50–60 ms, 1×1 25–34 ms (one padded tile).
     """
     la, lb = len(vecs_a), len(vecs_b)
     m = len(vecs_a[0]) if la else 0
