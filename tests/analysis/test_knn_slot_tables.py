@@ -212,7 +212,28 @@ def test_compiled_and_numpy_cknna_sums_agree_bitwise(monkeypatch, degenerate, me
         np.testing.assert_array_equal(got, want)
 
 
-@pytest.mark.parametrize("layers,m", [(1, 50), (9, 9000), (17, 8195)])
+def test_a_tiled_inner_cell_depends_on_its_two_vectors_alone():
+    """Cells in every tile position (several tiles a side, a padded last tile, several column
+    chunks) equal the 1×1 call of their two vectors and their cell in a reordered call, bit for
+    bit, and the float64 products within rounding."""
+    from analysis.metrics.base import K_CHUNK, TILE, tiled_inner
+
+    rng = np.random.default_rng(3)
+    m = 2 * K_CHUNK + 5
+    A = [rng.normal(size=m) for _ in range(TILE + 9)]
+    B = [rng.normal(size=m) for _ in range(2 * TILE - 3)]
+    full = tiled_inner(A, B)
+    np.testing.assert_allclose(full, np.array(A) @ np.array(B).T, rtol=0, atol=1e-12 * m)
+    perm_a, perm_b = rng.permutation(len(A)), rng.permutation(len(B))
+    np.testing.assert_array_equal(tiled_inner([A[i] for i in perm_a], [B[j] for j in perm_b]),
+                                  full[np.ix_(perm_a, perm_b)])
+    cells = [(0, 0), (len(A) - 1, len(B) - 1), (TILE, TILE - 1), (TILE - 1, TILE)]
+    cells += [tuple(c) for c in zip(rng.integers(len(A), size=12), rng.integers(len(B), size=12))]
+    for i, j in cells:
+        assert tiled_inner([A[i]], [B[j]])[0, 0] == full[i, j], (i, j)
+
+
+@pytest.mark.parametrize("layers,m", [(1, 50), (9, 9000), (17, 8195), (40, 4101)])
 def test_tiled_self_is_the_diagonal_of_tiled_inner_bit_for_bit(layers, m):
     from analysis.metrics.base import tiled_inner, tiled_self
 
