@@ -11,9 +11,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .degenerate import direction_classes
-from .neighbors import collapse_check, cosine_topk, cosines64_rows, dot64, l2_normalize, row_norms
-from .registry import get_metric
+from analysis.metrics.degenerate import direction_classes
+from analysis.metrics.neighbors import collapse_check, cosine_topk, cosines64_rows, dot64, l2_normalize, row_norms
+from analysis.registry import get_metric
 
 #: ranking metrics taking ``groups=`` (items sharing a label are right answers for each other):
 #: a resample passes its item indices as the groups, so the copies of an item retrieve each other
@@ -128,13 +128,13 @@ RESAMPLE_LIST_FACTOR = 4
 class ResampleNeighbours:
     """Exact k-NN lists of one space on any item resample, derived from lists computed once.
 
-    The answer is the one :func:`analysis.neighbors.knn_search` gives on the resampled rows
+    The answer is the one :func:`analysis.metrics.neighbors.knn_search` gives on the resampled rows
     ``X[ix]`` with ``groups=ix`` (a position's own item, every copy of it, is excluded): for each
     position, the k positions of largest float64 cosine ``s`` (``dot64``), ties to the lower
     position. ``s`` between two positions is ``s`` between their items (row-wise normalisation,
     one fixed summation per pair), so it is read off each item's ``K = RESAMPLE_LIST_FACTOR · k``
     nearest items, sorted by ``s`` (ties to the lower item), computed once per space
-    (:func:`analysis.neighbors.cosine_topk`).
+    (:func:`analysis.metrics.neighbors.cosine_topk`).
 
     For item ``a`` of a resample that draws item ``b`` ``c_b`` times, walk ``a``'s list summing
     ``c_b`` until k positions are filled; the item ``t`` where that happens has value
@@ -175,7 +175,7 @@ class ResampleNeighbours:
         """:func:`analysis.metrics.knn.tie_decided_reason` of the resampled rows ``X[ix]`` with
         ``groups=ix``, from the item classes found once (a position's ties are the positions of
         its class that hold other items)."""
-        from .metrics.knn import tie_verdict
+        from analysis.metrics.knn import tie_verdict
 
         cls = self.tie_class[ix]
         others = np.bincount(cls)[cls] - np.bincount(ix, minlength=self.n)[ix]
@@ -261,7 +261,7 @@ class ResampleNeighbours:
         Its cosines (CKNNA's kernel values) are computed once per distinct item by
         ``cosines64_rows``, the arithmetic ``cosines64`` applies to the resampled rows (the
         same bits: a pair's value depends only on its two rows), and copied to every copy."""
-        from .metrics.knn import KnnState
+        from analysis.metrics.knn import KnnState
 
         def make():
             got = self._item_lists(ix)
@@ -289,7 +289,7 @@ def _kernel_resample(spec, X, Y, ix, params, spaces=None) -> float:
 
     ``spaces``: :class:`ResampleNeighbours` of X and Y (k-NN kernels), reused over resamples.
     """
-    from .metrics.knn import KnnKernel
+    from analysis.metrics.knn import KnnKernel
 
     if not isinstance(spec.kernel, KnnKernel):
         return spec(X[ix], Y[ix], **params)
@@ -417,7 +417,7 @@ def derived_lists_k(metric: str, params: dict) -> int | None:
 
 def _derives_lists(spec, params) -> bool:
     """Whether resamples of this metric take derived exact neighbour lists (exact k-NN kernels)."""
-    from .metrics.knn import KnnKernel
+    from analysis.metrics.knn import KnnKernel
 
     return isinstance(spec.kernel, KnnKernel) and spec.resolve(**params).get("knn", "exact") == "exact"
 

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from .preprocess import clamp_outliers
-from .registry import get_metric
-from .validation import as_stack, check_k
+from analysis.metrics.preprocess import clamp_outliers
+from analysis.registry import get_metric
+from analysis.metrics.validation import as_stack, check_k
 
 
 def prepare_layers(spec, stack, params, clamp_quantile=None) -> list:
@@ -69,7 +69,7 @@ def layer_grid(A, B=None, *, metric: str = "mutual_knn", k: int = 10, clamp_quan
     states_a = prepare_layers(spec, A, params, clamp_quantile)
     states_b = states_a if self_grid else prepare_layers(spec, B, params, clamp_quantile)
     if info is not None and "knn" in params:
-        from .metrics.knn import knn_summary
+        from analysis.metrics.knn import knn_summary
 
         info.update(knn_summary(states_a if self_grid else list(states_a) + list(states_b)))
     return spec.kernel.score_block(states_a, states_b, **params)
@@ -98,15 +98,15 @@ def best_cell(grid: np.ndarray, *, higher_is_better: bool = True, invalid=None,
         higher_is_better: direction of the metric.
         invalid: optional boolean mask broadcastable to ``grid.shape``; True marks a cell to
             ignore (e.g. ``bad_a[:, None] | bad_b[None, :]`` from
-            :func:`analysis.degenerate.stack_status` of each side).
-        atol: cells within ``atol`` (plus float32 rounding, see :func:`analysis.degenerate.flat_grid`)
+            :func:`analysis.metrics.degenerate.stack_status` of each side).
+        atol: cells within ``atol`` (plus float32 rounding, see :func:`analysis.metrics.degenerate.flat_grid`)
             of each other count as equal.
     Raises:
         NoBestCell (a ``ValueError``) with the reason when no cell is valid and finite, or when
         every remaining cell has the same value (a flat grid: every layer pair ties, so naming one
         would be arbitrary). "No best" is always this exception, never a placeholder cell.
     """
-    from .degenerate import flat_grid
+    from analysis.metrics.degenerate import flat_grid
 
     g = np.asarray(grid, dtype=np.float64)
     if g.ndim != 2 or g.size == 0:

@@ -182,12 +182,12 @@ def run(job_dir) -> int:
         log(text)
 
     try:
-        from analysis.store import read_store
+        from analysis.storage.store import read_store
         from analysis.studies import analyze_store, stored_settings
 
         store = spec["store"]
         if spec["kind"] == "import":
-            from analysis.downstream_import import import_downstream
+            from analysis.storage.downstream_import import import_downstream
 
             step("importing the downstream results")
             n = import_downstream(store, spec["csv"])

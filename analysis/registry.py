@@ -13,14 +13,14 @@ from typing import Callable
 
 import numpy as np
 
-from .metrics import (
+from analysis.metrics import (
     alignment, cka, cknna, cycle_knn, frechet, lid, mean_ap, median_rank, mmd, modality_gap,
     mutual_knn, rankme, recall_at_k, svcca, uniformity,
 )
-from .metrics.base import FunctionKernel, PairKernel
-from .metrics.cca import _SVCCA
-from .metrics.kernel import _CKA
-from .metrics.knn import _CKNNA, _CYCLE, _MUTUAL
+from analysis.metrics.base import FunctionKernel, PairKernel
+from analysis.metrics.cca import _SVCCA
+from analysis.metrics.kernel import _CKA
+from analysis.metrics.knn import _CKNNA, _CYCLE, _MUTUAL
 
 #: kinds of metric and what their inputs must satisfy
 KINDS = {

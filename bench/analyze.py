@@ -64,14 +64,14 @@ SHAPES = {"paper": {"items": 1024, "layers": 13, "dim": 768}, "small": {"items":
 
 def floor(path) -> tuple[float, float]:
     """Load every run and prepare each of its layers once per distinct preparation (k = 10), then
-    the RankMe spectrum of each layer (:func:`analysis.degenerate.gram_spectrum`, with the BLAS
+    the RankMe spectrum of each layer (:func:`analysis.metrics.degenerate.gram_spectrum`, with the BLAS
     threads analyze gives a layer of that shape). Returns ``(seconds, of which spectrum)``."""
     import numpy as np
 
-    from analysis.degenerate import gram_spectrum
+    from analysis.metrics.degenerate import gram_spectrum
     from analysis.grid import prepare_layers
     from analysis.registry import get_metric
-    from analysis.store import connect
+    from analysis.storage.store import connect
     from analysis.studies.engine import Engine
     from analysis.studies.profiles import blas_threads_for
 

@@ -99,7 +99,7 @@ def grid_stack(n: int, d: int, layers: int, seed: int) -> np.ndarray:
 
 def grid_check(device: str, sizes, d: int = 768, layers: int = 4, k: int = 10) -> bool:
     """Device vs numpy k-NN search and grids; prints one line per N, returns whether all agree."""
-    from analysis import neighbors
+    from analysis.metrics import neighbors
     from analysis.grid import layer_grid
 
     ok_all = True
@@ -152,7 +152,7 @@ def main(argv=None):
 
     import torch
 
-    from analysis.store import load_embeddings
+    from analysis.storage.store import load_embeddings
     from precompute.manifest import load_manifest
     from precompute.runner import run_precompute
 

@@ -43,7 +43,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import numpy as np
 
 from analysis.grid import layer_grid
-from analysis.neighbors import dot64, knn_search, row_chunks, row_norms
+from analysis.metrics.neighbors import dot64, knn_search, row_chunks, row_norms
 
 REPEAT = 3
 

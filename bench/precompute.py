@@ -133,7 +133,7 @@ def main(argv=None):
 
 def load_test(shape: str) -> None:
     """Time ``load_embeddings`` of one run against ``np.load`` of the same array (best of five each)."""
-    from analysis.store import connect, load_embeddings
+    from analysis.storage.store import connect, load_embeddings
     from precompute.models import ModelInfo
     from precompute.writer import StoreWriter
 

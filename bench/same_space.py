@@ -1,7 +1,7 @@
 """Benchmark: the same-space study's per-layer cost, its bootstrap, and the Fréchet route.
 
 Prints, measured in one run on the same float data (default N=1024, d=768):
-- one layer pair's full score (:func:`analysis.same_space.score_layer`: retrieval both ways,
+- one layer pair's full score (:func:`analysis.methods.same_space.score_layer`: retrieval both ways,
   modality gap, alignment, MMD, Fréchet, degenerate checks);
 - ``paired_resamples`` for ``--boot`` resamples (one N×N 0/1 matrix per direction, one product
   with the copy counts) against the naive route (the ranking metrics recomputed on each resampled
@@ -27,7 +27,7 @@ from scipy import linalg
 
 from analysis.metrics import frechet
 from analysis.metrics.retrieval import query_average_precision, query_ranks
-from analysis.same_space import paired_resamples, score_layer
+from analysis.methods.same_space import paired_resamples, score_layer
 
 
 def timed(fn):

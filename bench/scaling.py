@@ -126,7 +126,7 @@ def bench_subjects(n_video=3, n_text=2, seed=0) -> list[tuple]:
 
 def _payloads(subjects) -> list:
     from analysis.registry import BOUNDS, get_metric
-    from analysis.scaling import bootstrap_params
+    from analysis.methods.scaling import bootstrap_params
     from analysis.studies.scaling import fit_subject
 
     out = []

@@ -32,7 +32,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 def stored_rows(store) -> list:
     import duckdb
 
-    from analysis.schema import embedding_tables
+    from analysis.storage.schema import embedding_tables
 
     con = duckdb.connect(str(store), read_only=True)
     try:

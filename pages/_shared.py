@@ -4,7 +4,7 @@ data comes from ``analysis.views``.
 
 Connections: DuckDB locks the store file per process, and a reader holding it refuses every
 writer (``layerscope analyze``, ``precompute``, ``downstream import``). So no connection is kept:
-each view opens the store read-only, reads, and closes (:func:`analysis.store.read_store`); results
+each view opens the store read-only, reads, and closes (:func:`analysis.storage.store.read_store`); results
 are cached by the store's stamp (file and write-ahead-log mtime and size), so a refresh after a
 write shows the new results. While a writer holds the store, the last results read are shown with
 a note.
@@ -21,8 +21,10 @@ import time
 
 import streamlit as st
 
-from analysis import jobs, url_state, views
-from analysis.store import StoreBusy, read_store, store_stamp
+from analysis import jobs, views
+
+from analysis.views import url_state
+from analysis.storage.store import StoreBusy, read_store, store_stamp
 from analysis.views import md_escape
 
 DEFAULT_STORE = "data/demo.duckdb"

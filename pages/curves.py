@@ -1,6 +1,8 @@
 import streamlit as st
 
-from analysis import url_state, views
+from analysis.views import url_state
+
+from analysis import views
 from analysis.views import md_escape
 from pages._shared import (dataset_picker, download_chart, download_data, pick, pick_many, require_results,
                            require_store, view)

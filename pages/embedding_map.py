@@ -1,7 +1,7 @@
 import altair as alt
 import streamlit as st
 
-from analysis.embedding_map import frame_data_uri, sample_items
+from analysis.methods.embedding_map import frame_data_uri, sample_items
 from analysis.views import map_command, md_escape
 from pages._shared import (
     dataset_picker,

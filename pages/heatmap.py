@@ -1,7 +1,11 @@
 import altair as alt
 import streamlit as st
 
-from analysis import grid_compare, url_state, views
+from analysis.methods import grid_compare
+
+from analysis.views import url_state
+
+from analysis import views
 from pages._shared import (dataset_picker, download_chart, download_data, drop_params, open_page, pick,
                            reproducibility, require_results, require_store, view)
 

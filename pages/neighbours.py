@@ -1,7 +1,7 @@
 import streamlit as st
 
-from analysis import url_state
-from analysis.grid_compare import budget_text
+from analysis.views import url_state
+from analysis.methods.grid_compare import budget_text
 from analysis.views import choose, md_escape
 from pages._shared import dataset_picker, pick, pick_int, pick_many, require_store, url_list, view
 

@@ -1,7 +1,7 @@
 import altair as alt
 import streamlit as st
 
-from analysis.nuance_views import nuance_view, same_space_long
+from analysis.views.nuance import nuance_view, same_space_long
 from analysis.views import md_escape, temporal_view
 from pages._shared import (
     dataset_picker,

@@ -124,7 +124,7 @@ def cmd_precompute(args) -> int:
 
 
 def cmd_runs(args) -> int:
-    from analysis.store import list_runs
+    from analysis.storage.store import list_runs
 
     runs = list_runs(args.store)
     if not runs:
@@ -279,7 +279,7 @@ def summary_lines(out: dict, store, seconds: float) -> str:
 
 
 def cmd_downstream(args) -> int:
-    from analysis.downstream_import import import_downstream
+    from analysis.storage.downstream_import import import_downstream
 
     n = import_downstream(args.store, args.csv)
     print(f"downstream: {n} result(s) imported into {args.store}; run `layerscope analyze` to correlate them")
@@ -332,7 +332,7 @@ def cmd_dashboard(args) -> int:
 
     from .dashboard import launch
 
-    from analysis.store import read_store
+    from analysis.storage.store import read_store
     from analysis.views import is_layerscope_store
 
     if not 1 <= args.port <= 65535:
@@ -381,7 +381,7 @@ def report_outputs(store, out) -> dict:
 
 
 def _is_duckdb_file(path) -> bool:
-    from analysis.store import DUCKDB_MAGIC
+    from analysis.storage.store import DUCKDB_MAGIC
 
     try:
         with open(path, "rb") as fh:
@@ -411,7 +411,7 @@ def cmd_report(args) -> int:
     import shlex
 
     from analysis.report import build_report, render_html, render_markdown, to_json
-    from analysis.store import connect
+    from analysis.storage.store import connect
 
     files = report_outputs(args.store, args.out)
     out = files["html"]
@@ -567,7 +567,7 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as exc:  # a damaged store read mid-query, a full disk at commit, ...
         if not _is_store_failure(exc):
             raise
-        from analysis.store import store_error
+        from analysis.storage.store import store_error
 
         print(f"layerscope {args.command}: error: {_one_line(store_error(getattr(args, 'store', '?'), exc))}",
               file=sys.stderr)

@@ -165,7 +165,7 @@ def _fabricated_downstream(store, data_dir: Path, seed: int, log) -> int:
 
     import duckdb
 
-    from analysis.downstream_import import import_downstream
+    from analysis.storage.downstream_import import import_downstream
 
     con = duckdb.connect(str(store), read_only=True)
     try:

@@ -20,9 +20,9 @@ from collections import defaultdict
 
 from pathlib import Path
 
-from analysis.results import rows
-from analysis.schema import create_all, embedding_table, embedding_writer_settings, ensure_embedding_table
-from analysis.store import StoreError, connect
+from analysis.storage.results import rows
+from analysis.storage.schema import create_all, embedding_table, embedding_writer_settings, ensure_embedding_table
+from analysis.storage.store import StoreError, connect
 
 from .writer import insert_arrow, run_id_for
 

@@ -2,7 +2,7 @@
 
 Version 2 kept embeddings as one float32 BLOB per (run, layer, batch) in a table ``embeddings``;
 version 3 keeps one ``FLOAT[dim]`` row per (run, layer, item) in ``embeddings_<dim>`` (see
-:mod:`analysis.schema`); version 4 adds ``flags`` columns to the result tables; version 5 gives
+:mod:`analysis.storage.schema`); version 4 adds ``flags`` columns to the result tables; version 5 gives
 ``downstream_results`` a ``setting`` and a ``layer`` (per-layer results) in its primary key, so the
 table is rebuilt and every older row becomes a whole-model row (setting '', layer -1). The whole
 upgrade is one transaction: it completes, or the store is left exactly as it was. Result tables
@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from analysis.schema import (
+from analysis.storage.schema import (
     MIGRATABLE,
     MODEL_LEVEL,
     SCHEMA_VERSION,
@@ -24,13 +24,13 @@ from analysis.schema import (
     ensure_embedding_table,
     table_ddl,
 )
-from analysis.store import connect, schema_version
+from analysis.storage.store import connect, schema_version
 
 from .writer import embedding_rows, insert_arrow
 
 
 def migrate_store(path, *, log=print) -> dict:
-    """Upgrade ``path`` to :data:`analysis.schema.SCHEMA_VERSION`; returns ``{"from", "to", "runs", "vectors"}``.
+    """Upgrade ``path`` to :data:`analysis.storage.schema.SCHEMA_VERSION`; returns ``{"from", "to", "runs", "vectors"}``.
 
     Raises:
         SchemaError: the store is of a version this code cannot upgrade (or newer than it).

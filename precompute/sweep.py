@@ -367,7 +367,7 @@ def _known_identity(probe) -> tuple[SimpleNamespace, dict, tuple, tuple | None]:
 
 
 def _stored_runs(store) -> list[dict]:
-    from analysis.store import connect
+    from analysis.storage.store import connect
 
     if not Path(store).exists():
         return []

@@ -9,8 +9,8 @@ import json
 import numpy as np
 import pyarrow as pa
 
-from analysis.schema import create_all, embedding_writer_settings, ensure_embedding_table, fetch_one
-from analysis.store import StoreError, connect
+from analysis.storage.schema import create_all, embedding_writer_settings, ensure_embedding_table, fetch_one
+from analysis.storage.store import StoreError, connect
 
 from . import __version__
 from .manifest import Manifest

@@ -139,7 +139,7 @@ def test_immutable_store_refuses_writes_in_one_line_and_still_reads(immutable, t
 
 def test_full_disk_while_writing_gives_one_line_and_keeps_the_store(tmp_path, capsys, monkeypatch):
     """A full disk surfaces as DuckDB's IO error at the write; simulated at the import's INSERT."""
-    import analysis.downstream_import as di
+    import analysis.storage.downstream_import as di
 
     store = tmp_path / "s.duckdb"
     write_store(store, n=8)

@@ -5,7 +5,7 @@ import duckdb
 import pytest
 
 from analysis.registry import REGISTRY, route_metrics
-from analysis.same_space import METRICS as SAME_SPACE_METRICS
+from analysis.methods.same_space import METRICS as SAME_SPACE_METRICS
 from analysis.studies.profiles import PROFILE_METRICS
 from precompute.cli import main
 from tests.stores import write_store

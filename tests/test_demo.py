@@ -3,7 +3,7 @@
 import duckdb
 import pytest
 
-from analysis.store import list_runs, load_embeddings
+from analysis.storage.store import list_runs, load_embeddings
 from precompute.cli import main
 from precompute.demo import DUAL_ENCODERS, RANDOM_MODELS, SMALL
 
@@ -75,7 +75,7 @@ def _check_tie_decided_test_of_time(store):
     import json
     from collections import Counter
 
-    from analysis import results as R
+    from analysis.storage import results as R
 
     con = duckdb.connect(str(store), read_only=True)
     captions = [json.loads(c)[0] if isinstance(c, str) else c[0] for (c,) in con.execute(

@@ -7,7 +7,7 @@ import time
 import duckdb
 import pytest
 
-from analysis import results as R
+from analysis.storage import results as R
 from precompute.cli import main
 from tests.conftest import chromium_driver
 

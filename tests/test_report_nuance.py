@@ -3,7 +3,7 @@
 import pytest
 
 from analysis.report import build_report, render_html, render_markdown
-from analysis.store import connect
+from analysis.storage.store import connect
 from tests.analysis.test_same_space_study import write_planted_store
 
 

@@ -4,7 +4,7 @@ says why the section is omitted."""
 
 import duckdb
 
-from analysis import results as R
+from analysis.storage import results as R
 from analysis.views import md_escape
 from tests.dashboard.test_predictors_page import stores  # noqa: F401  (the fixture: planted stores)
 from tests.test_report import make_report

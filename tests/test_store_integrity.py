@@ -15,7 +15,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from analysis.schema import embedding_tables
+from analysis.storage.schema import embedding_tables
 from precompute.cli import main
 from tests.stores import write_store
 
@@ -266,7 +266,7 @@ def test_unsharded_run_copied_by_merge_keeps_its_notes(tmp_path):
 
 
 def test_a_schema_3_store_is_refused_then_migrated_to_4_and_analysed(tmp_path, capsys):
-    from analysis.schema import SCHEMA_VERSION
+    from analysis.storage.schema import SCHEMA_VERSION
     from analysis.studies import analyze_store
     from precompute.synthetic_store import write_sweep
 

@@ -6,8 +6,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..validation import as_matrix, check_paired
-from .base import PairKernel
+from analysis.metrics.validation import as_matrix, check_paired
+from analysis.metrics.base import PairKernel
 
 
 @dataclass(frozen=True)

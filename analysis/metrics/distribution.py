@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 from scipy import linalg
 
-from ..validation import as_matrix, check_positive, check_same_space
-from .kernel import median_distance, pairwise_sq_dists
+from analysis.metrics.validation import as_matrix, check_positive, check_same_space
+from analysis.metrics.kernel import median_distance, pairwise_sq_dists
 
 
 def mmd(X, Y, *, sigma: float | None = None) -> float:

@@ -51,9 +51,9 @@ from functools import lru_cache
 
 import numpy as np
 
-from .. import neighbors
-from ..validation import as_matrix, check_paired, check_positive
-from .base import PairKernel, gram_inner, gram_self, tiled_inner, tiled_self
+from analysis.metrics import neighbors
+from analysis.metrics.validation import as_matrix, check_paired, check_positive
+from analysis.metrics.base import PairKernel, gram_inner, gram_self, tiled_inner, tiled_self
 
 KERNELS = ("linear", "rbf")
 

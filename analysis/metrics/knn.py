@@ -4,7 +4,7 @@ All three use cosine neighbours on L2-normalised rows with the item itself exclu
 platonic-representation code (Huh et al., 2024, "The Platonic Representation Hypothesis").
 
 Precision: neighbours are searched in float32 and proven (or recomputed) in float64, so they equal
-an all-float64 search exactly (``analysis.neighbors.knn_search``); CKNNA's kernel values are
+an all-float64 search exactly (``analysis.metrics.neighbors.knn_search``); CKNNA's kernel values are
 float64 cosines. Ties are broken by the lower item index.
 With ``knn="ann"`` the lists come from a faiss inverted-file index instead (approximate; its
 recall against the exact search is measured on a sample and kept on each state, see
@@ -13,11 +13,11 @@ recall against the exact search is measured on a sample and kept on each state, 
 Collapsed layers: when every row of a layer is the same point after normalisation (or all rows
 are zero), all cosines are equal and "the k nearest" is decided by tie-breaking alone; the old
 scores were artefacts of index order (mutual k-NN gave a believable 0.387 on identical vectors).
-Every score involving such a layer is NaN. The check is ``analysis.neighbors.is_collapsed`` /
-``collapse_check`` (to be pointed at the shared definition in ``analysis/degenerate.py``).
+Every score involving such a layer is NaN. The check is ``analysis.metrics.neighbors.is_collapsed`` /
+``collapse_check`` (to be pointed at the shared definition in ``analysis/metrics/degenerate.py``).
 
 Tie-decided layers: where at least half the rows have their list drawn by tie-breaking (more than k
-other rows pointing the same way, or a zero row: ``analysis.degenerate.tied_lists``), the lists
+other rows pointing the same way, or a zero row: ``analysis.metrics.degenerate.tied_lists``), the lists
 measure the index order, not the representation; scores involving such a layer are NaN too
 (``KnnState.tie_decided`` holds the reason). Fewer tied rows leave the layer scored.
 """
@@ -29,17 +29,17 @@ from functools import cached_property
 import numpy as np
 from scipy import sparse
 
-from ..neighbors import ann_search, check_knn_method, cosines64, knn_search
-from ..validation import as_matrix, check_k, check_paired
-from . import knn_jit
-from .base import PairKernel
+from analysis.metrics.neighbors import ann_search, check_knn_method, cosines64, knn_search
+from analysis.metrics.validation import as_matrix, check_k, check_paired
+from analysis.metrics import knn_jit
+from analysis.metrics.base import PairKernel
 
 
 class KnnState:
     """Per-layer neighbour lists, a per-layer object a caller may cache and reuse for every pair.
 
     ``idx`` is ``(N, k)``, each row sorted by column index (exact float64 cosine k-NN, see
-    ``analysis.neighbors.knn_search``). ``sim`` and ``recip`` (CKNNA only) are
+    ``analysis.metrics.neighbors.knn_search``). ``sim`` and ``recip`` (CKNNA only) are
     computed on first use from the layer rows kept by reference. ``collapsed``: every row is the same
     point, so neighbours are undefined and every score involving this layer is NaN.
     """
@@ -86,17 +86,17 @@ class KnnState:
 
 def tie_decided_reason(X, k: int, groups=None, search=None) -> str | None:
     """Why the k-NN lists of layer ``X`` are not a measurement, or None: at least half the rows
-    have their list drawn by tie-breaking (:func:`analysis.degenerate.tied_lists`), e.g. a layer
+    have their list drawn by tie-breaking (:func:`analysis.metrics.degenerate.tied_lists`), e.g. a layer
     that gives 180 captions 3 distinct embeddings, where each item's k neighbours are k of its
     ~60 copies picked by index. Every neighbour score involving such a layer is NaN.
 
-    ``search``: the layer's exact :class:`analysis.neighbors.KnnSearch`, whose float32 cosines
+    ``search``: the layer's exact :class:`analysis.metrics.neighbors.KnnSearch`, whose float32 cosines
     settle most layers without the grouping: a row whose class of rows pointing its way has more
     than k others has k+1 of them within ``(k+1)·REL_TOL`` (a chain of at most k+1 links, each
     within the tolerance), i.e. at cosine ``>= 1 − ((k+1)·REL_TOL)²/2``; so when every non-zero
     row's (k+1)-th float32 cosine is below that by more than the search's error bound, only the
     zero rows are tie-decided. Otherwise (and with ``groups``) the rows are grouped."""
-    from ..degenerate import REL_TOL, tied_lists
+    from analysis.metrics.degenerate import REL_TOL, tied_lists
 
     if search is not None and search.next_sim is not None and groups is None:
         limit = 1.0 - ((k + 1) * REL_TOL) ** 2 / 2 - search.bound - 1e-12
@@ -520,7 +520,7 @@ def knn_summary(states) -> dict:
     ``{"knn": "exact"}`` when every list is exact; otherwise ``{"knn": "ann", "knn_recall": [per
     state, None for a collapsed layer], "knn_recall_min": lowest, "knn_recall_rows": rows checked
     per layer}`` (recall = share of the exact k neighbours the approximate lists hold, measured on
-    a seeded sample of rows; see ``analysis.neighbors.ann_search``).
+    a seeded sample of rows; see ``analysis.metrics.neighbors.ann_search``).
     """
     states = list(states)
     if all(s.method == "exact" for s in states):

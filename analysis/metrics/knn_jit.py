@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..jit import Kernels
+from analysis.metrics.jit import Kernels
 
 
 def kernel():
@@ -34,7 +34,7 @@ def counts_kernel():
 
 
 def _build(numba) -> dict:
-    """This module's kernels, compiled with ``numba`` (:class:`analysis.jit.Kernels`)."""
+    """This module's kernels, compiled with ``numba`` (:class:`analysis.metrics.jit.Kernels`)."""
 
     @numba.njit(cache=True, nogil=True)
     def shared_counts(idx_a, idx_b):  # pragma: no cover - compiled

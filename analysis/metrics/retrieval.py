@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..neighbors import l2_normalize, row_chunks
-from ..validation import as_matrix, check_paired, check_same_space
+from analysis.metrics.neighbors import l2_normalize, row_chunks
+from analysis.metrics.validation import as_matrix, check_paired, check_same_space
 
 DIRECTIONS = ("x2y", "y2x", "both")
 

@@ -7,9 +7,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..degenerate import gram_spectrum
-from ..neighbors import l2_normalize, row_chunks
-from ..validation import as_matrix, check_k, check_positive
+from analysis.metrics.degenerate import gram_spectrum
+from analysis.metrics.neighbors import l2_normalize, row_chunks
+from analysis.metrics.validation import as_matrix, check_k, check_positive
 
 LID_METHODS = ("mle", "twonn")
 
@@ -55,7 +55,7 @@ def rankme_fast(X, *, spectrum: tuple[np.ndarray, float] | None = None) -> float
     where the square root loses half the digits: rank-deficient or collapsed layers) the value is
     :func:`rankme`'s own SVD. Range and direction as :func:`rankme`.
 
-    ``spectrum``: :func:`analysis.degenerate.gram_spectrum` of this same ``X`` when the caller has it
+    ``spectrum``: :func:`analysis.metrics.degenerate.gram_spectrum` of this same ``X`` when the caller has it
     (the engine's layer status computed it for the rank-1 check): the same function on the same
     float64 matrix, so the same value, without forming and diagonalising the Gram twice.
     """
@@ -96,7 +96,7 @@ def knn_distances(X, k: int) -> np.ndarray:
     product it replaced: about half the arithmetic and memory traffic. Memory: one float32 row
     block (``CHUNK_ENTRIES``), a float64 and a float32 centred copy of ``X``.
     """
-    from .. import neighbors_jit
+    from analysis.metrics import neighbors_jit
 
     X = np.asarray(as_matrix(X), dtype=np.float64)
     n, d = X.shape
@@ -129,7 +129,7 @@ def knn_distances(X, k: int) -> np.ndarray:
 def _near_sqdists(approx, limit, X, rows, k) -> np.ndarray:
     """numpy form of the compiled ``near_sqdists`` (same candidates, same bits): the k smallest
     exact squared distances per row among the columns with ``approx <= limit``."""
-    from ..neighbors_jit import lane_sqdists
+    from analysis.metrics.neighbors_jit import lane_sqdists
 
     r, c = np.nonzero(approx <= limit[:, None])
     d2 = lane_sqdists(X[rows[r]], X[c])
@@ -178,8 +178,8 @@ class LidReport:
 
 def distinct_rows(X) -> np.ndarray:
     """Indices of one representative row per group of duplicates (rows within float32 rounding of
-    each other, see :mod:`analysis.degenerate`), in order of first appearance."""
-    from ..degenerate import duplicate_labels, layer_status
+    each other, see :mod:`analysis.metrics.degenerate`), in order of first appearance."""
+    from analysis.metrics.degenerate import duplicate_labels, layer_status
 
     X = np.asarray(X, dtype=np.float64)
     if layer_status(X).collapsed:

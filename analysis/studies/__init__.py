@@ -26,13 +26,13 @@ from __future__ import annotations
 
 import json
 
-from ..schema import create_all
-from ..store import StoreError, connect, latest_per_setting
-from . import (
+from analysis.storage.schema import create_all
+from analysis.storage.store import StoreError, connect, latest_per_setting
+from analysis.studies import (
     downstream, embedding_map, grids, layer_choice, model_map, predictors, profiles, same_space, scaling, temporal,
 )
-from .context import ANALYSIS_VERSION, STORED, Context, DatasetRuns, Settings, group_runs
-from .parallel import default_jobs
+from analysis.studies.context import ANALYSIS_VERSION, STORED, Context, DatasetRuns, Settings, group_runs
+from analysis.studies.parallel import default_jobs
 
 __all__ = ["ANALYSIS_VERSION", "Settings", "analyze_store", "stored_settings", "default_jobs"]
 
@@ -87,7 +87,7 @@ def _resolve(con, given: dict) -> Settings:
 
 
 def _plan(con, datasets, ctx) -> dict[str, DatasetRuns]:
-    from ..results import rows as fetch
+    from analysis.storage.results import rows as fetch
 
     rows = fetch(con, "SELECT * FROM runs ORDER BY dataset, model, run_id")
     if not rows:

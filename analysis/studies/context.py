@@ -23,12 +23,12 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .. import results as R
-from ..preprocess import CLAMP_MODES
-from ..registry import get_metric
-from ..store import connect
-from ..temporal import REORDER_K
-from .engine import LRU, Engine
+from analysis.storage import results as R
+from analysis.metrics.preprocess import CLAMP_MODES
+from analysis.registry import get_metric
+from analysis.storage.store import connect
+from analysis.methods.temporal import REORDER_K
+from analysis.studies.engine import LRU, Engine
 
 #: bump when a result payload changes shape (or its values' arithmetic); cached results of another
 #: version are cleared. 6: grids carry ``flags["best_caveat"]``; CKNNA's cosines and LID's
@@ -297,7 +297,7 @@ class Context:
         return grid
 
     def result_row(self, table: str, dataset: str, result_id: str, *, grid: bool = True) -> dict | None:
-        """One decoded row of ``result_grids`` / ``result_profiles`` (as :func:`analysis.results.read_grids`
+        """One decoded row of ``result_grids`` / ``result_profiles`` (as :func:`analysis.storage.results.read_grids`
         gives it; arrays read-only, shared), or None: from memory when this context wrote it or
         loaded its dataset, else from the dataset's rows read once. ``grid=False``: a grid row
         without its ``grid`` (no read of the grid when it is not in memory)."""
@@ -311,7 +311,7 @@ class Context:
 
     def result_rows(self, table: str, dataset: str, **where) -> list[dict]:
         """The dataset's decoded rows of ``result_grids`` / ``result_profiles`` whose columns equal
-        ``where``, in the readers' order (:func:`analysis.results.read_grids`). Grid rows come
+        ``where``, in the readers' order (:func:`analysis.storage.results.read_grids`). Grid rows come
         without their ``grid``: :meth:`grid_of` gives it for the rows a study uses."""
         unknown = set(where) - R.COLUMNS[table]
         if unknown:
@@ -322,7 +322,7 @@ class Context:
         return sorted(out, key=lambda r: R.order_key(table, r))
 
     def read_studies(self, **where) -> list[dict]:
-        """:func:`analysis.results.read_studies` after writing what is pending."""
+        """:func:`analysis.storage.results.read_studies` after writing what is pending."""
         self.flush()
         return R.read_studies(self.con, **where)
 

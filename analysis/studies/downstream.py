@@ -5,11 +5,11 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from .. import results as R
-from ..downstream import correlate, depth_curve
-from ..schema import MODEL_LEVEL
-from .context import Context, DatasetRuns
-from .grids import stored_grid
+from analysis.storage import results as R
+from analysis.methods.downstream import correlate, depth_curve
+from analysis.storage.schema import MODEL_LEVEL
+from analysis.studies.context import Context, DatasetRuns
+from analysis.studies.grids import stored_grid
 
 
 def run(ctx: Context, d: DatasetRuns) -> None:

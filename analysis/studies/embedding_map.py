@@ -18,7 +18,7 @@ setting (:meth:`DatasetRuns.largest_settings`):
 Cost: about a second per map of a few hundred points once umap-learn is compiled; the first map
 of a process pays ``import umap`` (a few seconds), and the first on a machine numba's compilation
 (10-35 s on a busy 2-core machine; later processes load it from numba's disk cache, see
-:mod:`analysis.embedding_map`). A second ``analyze`` with unchanged runs reuses every map and never
+:mod:`analysis.methods.embedding_map`). A second ``analyze`` with unchanged runs reuses every map and never
 imports umap.
 
 Other layers: the dashboard holds no write connection and a first UMAP can take half a minute, so
@@ -31,8 +31,8 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
-from .. import results as R
-from ..embedding_map import (
+from analysis.storage import results as R
+from analysis.methods.embedding_map import (
     MIN_DIST,
     N_NEIGHBORS,
     MapUndefined,
@@ -40,7 +40,7 @@ from ..embedding_map import (
     two_sided_coords,
     umap_coords,
 )
-from .context import VISION, Context, DatasetRuns
+from analysis.studies.context import VISION, Context, DatasetRuns
 
 STUDY = "embedding_map"
 #: items per map; beyond, a seeded sample (the exact k-NN graph is O(N^2) and a picture of more
@@ -286,10 +286,10 @@ def request_map(store, *, dataset: str, model: str, layer, side: str = "auto", t
     """Compute one map now (``layerscope map``) with the store's saved analysis settings (seed,
     clamp), and keep it: later ``analyze`` runs recompute it when its runs change. Returns
     ``{"subject", "computed", "reason"}`` (``reason``: why the layer has no map, else None)."""
-    from ..schema import create_all
-    from ..store import connect
-    from . import _drop_stale_results, _plan, _resolve
-    from .context import Context
+    from analysis.storage.schema import create_all
+    from analysis.storage.store import connect
+    from analysis.studies import _drop_stale_results, _plan, _resolve
+    from analysis.studies.context import Context
 
     con = connect(store, read_only=False)
     ctx = None

@@ -26,14 +26,14 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..degenerate import stack_status
-from ..grid import layer_profile, prepare_layers
-from ..metrics.kernel import GRAM_CACHE_MAX_N
-from ..metrics.single import rankme_fast
-from ..preprocess import clamp as clamp_stack
-from ..registry import get_metric
-from ..store import StoreError, load_run
-from ..validation import as_stack, check_k
+from analysis.metrics.degenerate import stack_status
+from analysis.grid import layer_profile, prepare_layers
+from analysis.metrics.kernel import GRAM_CACHE_MAX_N
+from analysis.metrics.single import rankme_fast
+from analysis.metrics.preprocess import clamp as clamp_stack
+from analysis.registry import get_metric
+from analysis.storage.store import StoreError, load_run
+from analysis.metrics.validation import as_stack, check_k
 
 #: Default byte budgets; ``analyze --memory`` style callers may pass others.
 STATE_BUDGET = 2 << 30
@@ -62,7 +62,7 @@ def _nbytes(obj) -> int:
 def _lazy_nbytes(state) -> int:
     """Bytes a prepared layer adds on first use, counted up front so the budget holds: CKNNA's
     ``(N, k)`` cosines and reciprocal slots on a k-NN state."""
-    from ..metrics.knn import KnnState
+    from analysis.metrics.knn import KnnState
 
     # CKA states build everything they hold at preparation (packed triangle, or feature form), so
     # their arrays are counted as they stand
@@ -119,7 +119,7 @@ def prepared_by(spec, metric: str) -> str:
     (mutual k-NN, cycle k-NN, CKNNA) prepares a layer with the same ``KnnKernel.prepare`` (exact
     neighbour lists; CKNNA's cosines are computed lazily on the state), so they share one state per
     run and ``k`` instead of searching the same neighbours once per metric."""
-    from ..metrics.knn import KnnKernel
+    from analysis.metrics.knn import KnnKernel
 
     return "knn" if isinstance(spec.kernel, KnnKernel) else metric
 
@@ -134,7 +134,7 @@ class Engine:
     Args:
         con: an open DuckDB connection to the store (read-only is enough).
         clamp: outlier clamp applied to each run's whole stack when it is loaded, before any
-            metric (:func:`analysis.preprocess.clamp`: ``"off"``, ``"platonic"`` or ``"feature"``).
+            metric (:func:`analysis.metrics.preprocess.clamp`: ``"off"``, ``"platonic"`` or ``"feature"``).
         state_budget, emb_budget: byte budgets of the two caches.
         grid_budget: byte budget of the memo of scored grids (:data:`GRID_BUDGET`).
     """
@@ -167,11 +167,11 @@ class Engine:
         return E
 
     def status(self, run_id: str) -> list:
-        """Per-layer :class:`analysis.degenerate.LayerStatus` of a run (memoised), each holding the
+        """Per-layer :class:`analysis.metrics.degenerate.LayerStatus` of a run (memoised), each holding the
         Gram eigenvalues RankMe reuses. One BLAS thread for small layers, whose eigensolves a second
         thread mostly waits on (see :func:`analysis.studies.profiles.blas_threads_for`)."""
         if run_id not in self._status:
-            from .profiles import blas_threads_for
+            from analysis.studies.profiles import blas_threads_for
 
             E = self.emb(run_id)
             with blas_threads_for(E.shape):
@@ -191,7 +191,7 @@ class Engine:
         ``bootstrap_ci`` widens them), kept in the state cache: every best cell, metric and pair
         that bootstraps this layer with this ``k`` reuses its lists and, through its memo, the
         lists and states of resamples already drawn (one seed draws the same rows each time)."""
-        from ..bootstrap import ResampleNeighbours
+        from analysis.bootstrap import ResampleNeighbours
 
         key = (run_id, "resample_space", layer, k)
         space = self._states.get(key)
@@ -204,7 +204,7 @@ class Engine:
     def tie_decided_layers(self, run_id: str, metric: str, **params) -> dict[int, str]:
         """``{layer: reason}`` for a k-NN metric's layers whose lists are decided by ties (not
         already degenerate): their cells are NaN (``KnnState.tie_decided``). Empty for other metrics."""
-        from ..metrics.knn import KnnKernel
+        from analysis.metrics.knn import KnnKernel
 
         if not isinstance(get_metric(metric).kernel, KnnKernel):
             return {}
@@ -250,7 +250,7 @@ class Engine:
             na, nb = self.emb(run_a).shape[1], self.emb(run_b).shape[1]
             if na != nb:
                 raise StoreError(f"runs {run_a} and {run_b} hold different item counts ({na} and {nb})")
-        from ..metrics.knn import Cknna, MutualKnn
+        from analysis.metrics.knn import Cknna, MutualKnn
 
         if isinstance(spec.kernel, Cknna):
             # CKNNA's masks are the shared neighbours mutual k-NN counts: keep that grid too, so a
@@ -288,7 +288,7 @@ class Engine:
     @staticmethod
     def prefetches(metric: str) -> bool:
         """Whether :meth:`prefetch_pairs` scores ``metric`` in groups (CKA)."""
-        from ..metrics.kernel import CkaKernel
+        from analysis.metrics.kernel import CkaKernel
 
         return isinstance(get_metric(metric).kernel, CkaKernel)
 
@@ -353,7 +353,7 @@ class Engine:
         smaller Gram's eigenvalues (:func:`analysis.metrics.single.rankme_fast`: the SVD's value
         within ``RANKME_RTOL``, the SVD itself where that cannot be guaranteed), taken from the
         layer status, which diagonalised the same Gram of the same float64 layer for its rank-1
-        check (:func:`analysis.degenerate.gram_spectrum`)."""
+        check (:func:`analysis.metrics.degenerate.gram_spectrum`)."""
         key = (run_id, metric, _key_params(params))
         if key not in self._profiles:
             with np.errstate(divide="ignore", invalid="ignore"):

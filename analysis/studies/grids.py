@@ -13,14 +13,14 @@ from collections import defaultdict
 
 import numpy as np
 
-from .. import results as R
-from ..bootstrap import bootstrap_ci, derived_lists_k
-from ..degenerate import lost_distinctions
-from ..grid import NoBestCell, best_cell
-from ..registry import get_metric
-from .context import Context, DatasetRuns
-from .engine import prepared_by
-from .parallel import run_tasks
+from analysis.storage import results as R
+from analysis.bootstrap import bootstrap_ci, derived_lists_k
+from analysis.metrics.degenerate import lost_distinctions
+from analysis.grid import NoBestCell, best_cell
+from analysis.registry import get_metric
+from analysis.studies.context import Context, DatasetRuns
+from analysis.studies.engine import prepared_by
+from analysis.studies.parallel import run_tasks
 
 
 def pair_list(d: DatasetRuns, metrics, blocks=None) -> list[tuple]:
@@ -68,7 +68,7 @@ def score_pair(engine, run_a: str, run_b: str, metric: str, params: dict, n_boot
     undefined there) are flagged and never best; a flat grid has no best cell. Then ``best_*``
     are None and ``flags["best"]`` says why; ``flags["interval"]`` says why an interval is missing;
     ``flags["best_caveat"]`` names a best layer that keeps few of the distinctions its run's other
-    layers make (:func:`analysis.degenerate.lost_distinctions`).
+    layers make (:func:`analysis.metrics.degenerate.lost_distinctions`).
     """
     grid = engine.grid(run_a, run_b, metric, **params)
     spec = get_metric(metric)
@@ -84,7 +84,7 @@ def score_pair(engine, run_a: str, run_b: str, metric: str, params: dict, n_boot
     invalid[list(deg_a), :] = True
     invalid[:, list(deg_b)] = True
     if params.get("knn", "exact") != "exact":  # approximate lists: their measured recall travels with the grid
-        from ..metrics.knn import knn_summary
+        from analysis.metrics.knn import knn_summary
 
         flags["knn"] = knn_summary(list(engine.states(run_a, metric, **params))
                                    + list(engine.states(run_b, metric, **params)))
@@ -133,7 +133,7 @@ def run(ctx: Context, d: DatasetRuns) -> list[tuple]:
              for _, a, b, metric, _, _ in stale]
     if tasks:
         ctx.log(f"grids {d.name}: {len(tasks)} of {len(pairs)} to compute")
-    from .scaling import MAX_BOOT  # (scaling imports this module)
+    from analysis.studies.scaling import MAX_BOOT  # (scaling imports this module)
 
     for (kind, a, b, metric, rid, ikey), res in zip(stale, run_tasks(ctx, "grid", tasks, label=f"grids {d.name}")):
         if res.get("samples") is not None and kind == "vision_text":

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import results as R
-from ..layer_selection import named_layers, recommend_layers
-from ..registry import get_metric
-from .context import Context, DatasetRuns
-from .profiles import PROFILE_METRICS
+from analysis.storage import results as R
+from analysis.methods.layer_selection import named_layers, recommend_layers
+from analysis.registry import get_metric
+from analysis.studies.context import Context, DatasetRuns
+from analysis.studies.profiles import PROFILE_METRICS
 
 
 def _row_max(grid, axis) -> np.ndarray:

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import results as R
-from ..grid import NoBestCell, best_cell
-from ..model_map import model_map
-from .context import Context, DatasetRuns
-from .grids import stored_grid
+from analysis.storage import results as R
+from analysis.grid import NoBestCell, best_cell
+from analysis.methods.model_map import model_map
+from analysis.studies.context import Context, DatasetRuns
+from analysis.studies.grids import stored_grid
 
 
 def run(ctx: Context, d: DatasetRuns) -> None:

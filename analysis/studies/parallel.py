@@ -50,15 +50,15 @@ def _prefetch(engine, kind: str, tasks: list[tuple], i: int) -> None:
 
 def _unit(engine, kind: str, task: tuple):
     if kind == "grid":
-        from .grids import score_pair
+        from analysis.studies.grids import score_pair
 
         return score_pair(engine, *task)
     if kind == "scaling":
-        from .scaling import fit_subject
+        from analysis.studies.scaling import fit_subject
 
         return fit_subject(engine, *task)
     if kind == "profile":
-        from .profiles import profile
+        from analysis.studies.profiles import profile
 
         return profile(engine, *task)
     raise ValueError(f"unknown task kind {kind!r}")
@@ -68,8 +68,8 @@ def _init_worker(store: str, clamp: str) -> None:
     global _ENGINE
     from threadpoolctl import threadpool_limits
 
-    from ..store import connect
-    from .engine import Engine
+    from analysis.storage.store import connect
+    from analysis.studies.engine import Engine
 
     threadpool_limits(1)
     _ENGINE = Engine(connect(store, read_only=True), clamp=clamp)
@@ -165,8 +165,8 @@ def _load_kernels() -> None:
     _KERNELS_LOADED = True
     import numpy as np
 
-    from ..grid import layer_grid
-    from ..metrics.single import knn_distances
+    from analysis.grid import layer_grid
+    from analysis.metrics.single import knn_distances
 
     X = np.random.default_rng(0).normal(size=(1, 12, 4))
     for dtype in (np.float32, np.float64):

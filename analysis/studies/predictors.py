@@ -27,7 +27,7 @@ Payload: ``{"tasks": [{"task", "metric", "setting", "higher_is_better", "fabrica
 "default_layer", "default_value", "best_vs_last", "best_vs_default"}], "signals": [{"signal",
 "kind", "signal_higher_is_better", "rank", "rho_layers", "rho_layers_ci", "per_model_rho",
 "n_models_layers", "rho_pooled", "rho_pooled_ci", "n_points", "n_models", "better", "excluded",
-"picks": [analysis.predictors.signal_pick]}]}], "models": {model: run setting and layers},
+"picks": [analysis.methods.predictors.signal_pick]}]}], "models": {model: run setting and layers},
 "models_without_runs", "notes", "setting", "n_boot", "level"}``.
 """
 
@@ -37,13 +37,13 @@ from collections import defaultdict
 
 import numpy as np
 
-from .. import results as R
-from ..downstream import better_direction
-from ..predictors import Series, layer_comparison, predictor_correlation, rank_rows, signal_pick
-from ..registry import get_metric
-from ..schema import MODEL_LEVEL
-from .context import Context, DatasetRuns
-from .profiles import PROFILE_METRICS
+from analysis.storage import results as R
+from analysis.methods.downstream import better_direction
+from analysis.methods.predictors import Series, layer_comparison, predictor_correlation, rank_rows, signal_pick
+from analysis.registry import get_metric
+from analysis.storage.schema import MODEL_LEVEL
+from analysis.studies.context import Context, DatasetRuns
+from analysis.studies.profiles import PROFILE_METRICS
 
 LEVEL = 0.95
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import results as R
-from ..metrics.single import lid_report
-from .context import Context, DatasetRuns
-from .parallel import run_tasks
+from analysis.storage import results as R
+from analysis.metrics.single import lid_report
+from analysis.studies.context import Context, DatasetRuns
+from analysis.studies.parallel import run_tasks
 
 PROFILE_METRICS = ("rankme", "lid", "uniformity")
 

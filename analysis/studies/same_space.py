@@ -25,7 +25,7 @@ One row per (video run, text run) of such a pair, every frame and caption budget
 
 Metric names: ``recall@{1,5,10}_{v2t,t2v}``, ``map_{v2t,t2v}``, ``median_rank_{v2t,t2v}``,
 ``modality_gap``, ``alignment`` (Wang & Isola, alpha 2), ``mmd``, ``frechet``
-(:data:`analysis.same_space.METRICS`). Intervals: ``n_boot`` item resamples (pairs stay
+(:data:`analysis.methods.same_space.METRICS`). Intervals: ``n_boot`` item resamples (pairs stay
 together, copies of an item are right answers for each other) for the paired metrics; MMD and
 Fréchet get none.
 """
@@ -37,8 +37,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .. import results as R
-from ..same_space import (
+from analysis.storage import results as R
+from analysis.methods.same_space import (
     METRICS,
     PAIRED,
     RANKING,
@@ -46,7 +46,7 @@ from ..same_space import (
     percentile_interval,
     score_layer,
 )
-from .context import VISION, Context, DatasetRuns
+from analysis.studies.context import VISION, Context, DatasetRuns
 
 STUDY = "same_space"
 

@@ -9,12 +9,12 @@ from collections import defaultdict
 
 import numpy as np
 
-from .. import results as R
-from ..registry import BOUNDS, get_metric
-from ..scaling import TooFewPoints, bootstrap_params, compare_forms, fit_scaling_law, grid_score_samples
-from .context import Context, DatasetRuns
-from .grids import result_keys
-from .parallel import run_tasks
+from analysis.storage import results as R
+from analysis.registry import BOUNDS, get_metric
+from analysis.methods.scaling import TooFewPoints, bootstrap_params, compare_forms, fit_scaling_law, grid_score_samples
+from analysis.studies.context import Context, DatasetRuns
+from analysis.studies.grids import result_keys
+from analysis.studies.parallel import run_tasks
 
 #: resamples for the parameter intervals (each one refits the law): at most this many
 MAX_BOOT = 50

@@ -21,9 +21,9 @@ import json
 
 import numpy as np
 
-from .. import results as R
-from ..grid import NoBestCell, best_cell
-from ..temporal import (
+from analysis.storage import results as R
+from analysis.grid import NoBestCell, best_cell
+from analysis.methods.temporal import (
     arrow_of_time_report,
     chiral_gallery_map,
     choice_report,
@@ -31,8 +31,8 @@ from ..temporal import (
     negated_query_recall,
     reorder_at_best_pair,
 )
-from .context import Context, DatasetRuns
-from .same_space import cut, shared_spaces
+from analysis.studies.context import Context, DatasetRuns
+from analysis.studies.same_space import cut, shared_spaces
 
 #: manifest field of an item's negatives: "temporal" (default: the events in another order or the
 #: temporally opposite action, a wrong caption) or "negated" (a right caption with a negation)
@@ -153,7 +153,7 @@ def run(ctx: Context, d: DatasetRuns) -> None:
 
 def _degenerate(**statuses) -> str | None:
     """The reason a probe is undefined at a layer (a side collapsed or rank 1), or None; each
-    keyword is a side's :class:`analysis.degenerate.LayerStatus` (the engine's, memoised per run)."""
+    keyword is a side's :class:`analysis.metrics.degenerate.LayerStatus` (the engine's, memoised per run)."""
     bad = [f"{name} {st.reason}" for name, st in statuses.items() if st.degenerate]
     return "; ".join(bad) if bad else None
 

@@ -5,7 +5,7 @@ import duckdb
 import numpy as np
 import pytest
 
-from analysis import results as R
+from analysis.storage import results as R
 from analysis.studies import analyze_store
 from precompute.synthetic_store import write_sweep
 

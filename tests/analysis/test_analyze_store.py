@@ -7,9 +7,9 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from analysis import results as R
+from analysis.storage import results as R
 from analysis.grid import layer_grid
-from analysis.store import StoreError, load_embeddings
+from analysis.storage.store import StoreError, load_embeddings
 from analysis.studies import analyze_store
 from precompute.cli import main
 

@@ -9,7 +9,7 @@ import sys
 import numpy as np
 import pytest
 
-from analysis import neighbors
+from analysis.metrics import neighbors
 from analysis.grid import layer_grid
 from analysis.metrics import cknna, mutual_knn
 

@@ -12,10 +12,10 @@ import numpy as np
 import pytest
 
 import analysis.bootstrap as B
-from analysis import results as R
+from analysis.storage import results as R
 from analysis.bootstrap import ResampleNeighbours, resample_indices, score_resamples
-from analysis.neighbors import knn_search
-from analysis.store import connect
+from analysis.metrics.neighbors import knn_search
+from analysis.storage.store import connect
 from analysis.studies import analyze_store
 from precompute.synthetic_store import write_sweep
 from tests.analysis.conftest import quiet
@@ -176,7 +176,7 @@ def test_grid_intervals_equal_bootstrap_ci_computed_from_scratch(sweep):
 
 
 def test_cosines_of_items_equal_the_cosines_of_the_resampled_rows_bitwise():
-    from analysis.neighbors import cosines64, cosines64_rows, row_norms
+    from analysis.metrics.neighbors import cosines64, cosines64_rows, row_norms
 
     rng = np.random.default_rng(9)
     for X in (rng.normal(size=(80, 33)).astype(np.float32), rng.normal(size=(80, 700))):

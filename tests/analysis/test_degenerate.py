@@ -3,11 +3,11 @@
 import numpy as np
 import pytest
 
-from analysis.degenerate import REL_TOL, duplicate_labels, flat_grid, layer_status, negligible, stack_status
+from analysis.metrics.degenerate import REL_TOL, duplicate_labels, flat_grid, layer_status, negligible, stack_status
 from analysis.grid import NoBestCell, best_cell
 from analysis.metrics import lid, mean_ap, median_rank, recall_at_k
 from analysis.metrics.single import lid_report
-from analysis.temporal import arrow_of_time, arrow_of_time_report
+from analysis.methods.temporal import arrow_of_time, arrow_of_time_report
 
 RNG = np.random.default_rng(0)
 
@@ -171,7 +171,7 @@ def _tied_brute(X, k, groups=None):
 
 
 def test_tied_lists_counts_rows_whose_neighbours_are_drawn_by_ties():
-    from analysis.degenerate import tied_lists
+    from analysis.metrics.degenerate import tied_lists
 
     rng = np.random.default_rng(0)
     X = rng.normal(size=(50, 4))
@@ -187,8 +187,8 @@ def test_tied_lists_counts_rows_whose_neighbours_are_drawn_by_ties():
 
 
 def test_direction_classes_do_not_depend_on_the_block_size(monkeypatch):
-    from analysis import degenerate
-    from analysis.degenerate import direction_classes
+    from analysis.metrics import degenerate
+    from analysis.metrics.degenerate import direction_classes
 
     rng = np.random.default_rng(3)
     X = rng.normal(size=(120, 9)).astype(np.float32)
@@ -224,9 +224,9 @@ def test_knn_metrics_are_nan_where_most_lists_are_decided_by_ties_and_finite_bel
 def test_tie_check_from_the_search_equals_the_grouping(case, monkeypatch):
     """The k-NN preparation settles the tie rule from the search's float32 cosines where it can;
     its verdict equals the one from grouping the rows, and healthy layers skip the grouping."""
-    from analysis import degenerate
+    from analysis.metrics import degenerate
     from analysis.metrics.knn import tie_decided_reason
-    from analysis.neighbors import knn_search
+    from analysis.metrics.neighbors import knn_search
 
     rng = np.random.default_rng(7)
     X = rng.normal(size=(60, 8)).astype(np.float32)

@@ -7,8 +7,8 @@ import json
 import duckdb
 import pytest
 
-from analysis.downstream_import import import_downstream
-from analysis.schema import MODEL_LEVEL, SCHEMA_VERSION
+from analysis.storage.downstream_import import import_downstream
+from analysis.storage.schema import MODEL_LEVEL, SCHEMA_VERSION
 from precompute.cli import main
 from tests.stores import write_store
 

@@ -9,7 +9,7 @@ import pytest
 from PIL import Image
 from sklearn.neighbors import NearestNeighbors
 
-from analysis.embedding_map import (
+from analysis.methods.embedding_map import (
     MIN_DISTINCT,
     MapUndefined,
     exact_knn,
@@ -159,7 +159,7 @@ def test_a_frame_becomes_a_small_jpeg_data_uri():
 def test_umap_compiled_functions_cache_on_disk_so_a_process_does_not_recompile_them():
     from numba.core.caching import NullCache
 
-    from analysis.embedding_map import _umap
+    from analysis.methods.embedding_map import _umap
 
     umap = _umap()
     compiled = [fn for fn in (umap.umap_.smooth_knn_dist, umap.umap_.compute_membership_strengths)]

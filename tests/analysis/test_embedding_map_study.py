@@ -8,9 +8,9 @@ import duckdb
 import numpy as np
 import pytest
 
-from analysis import results as R
-from analysis.embedding_map import umap_coords
-from analysis.store import load_run
+from analysis.storage import results as R
+from analysis.methods.embedding_map import umap_coords
+from analysis.storage.store import load_run
 from analysis.studies import analyze_store
 from analysis.studies import embedding_map as EM
 from precompute.cli import main

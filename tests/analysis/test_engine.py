@@ -7,9 +7,9 @@ import duckdb
 import numpy as np
 import pytest
 
-from analysis import results as R
+from analysis.storage import results as R
 from analysis.grid import layer_grid
-from analysis.store import load_embeddings
+from analysis.storage.store import load_embeddings
 from analysis.studies import analyze_store
 from precompute.cli import main
 from precompute.synthetic_store import write_sweep
@@ -99,7 +99,7 @@ def test_bad_settings_are_refused_naming_the_flag(sweep, bad, flag, capsys):
 
 
 def test_a_newer_run_of_the_same_setting_supersedes_the_older(sweep):
-    from analysis.store import connect, find_run
+    from analysis.storage.store import connect, find_run
 
     T = load_embeddings(sweep, model="t1", dataset="synthetic", n_captions=1)
     from precompute.synthetic_store import write_run
@@ -228,7 +228,7 @@ def test_state_budget_counts_what_states_build_on_first_use(sweep):
     """A CKA layer (N <= 1024) holds its kernel's diagonal and strict upper triangle, built at
     preparation, and a k-NN layer gains CKNNA's (N, k) cosines and reciprocal slots on first use:
     the LRU counts them when the state is stored."""
-    from analysis.store import connect
+    from analysis.storage.store import connect
     from analysis.studies.engine import Engine
 
     con = connect(sweep, read_only=True)
@@ -245,7 +245,7 @@ def test_state_budget_counts_what_states_build_on_first_use(sweep):
 
 def test_prefetched_cka_grids_equal_one_pair_grids(sweep):
     """Scoring a run against several partners in one CKA call gives each grid bit for bit."""
-    from analysis.store import connect
+    from analysis.storage.store import connect
     from analysis.studies.engine import Engine
 
     con = connect(sweep, read_only=True)
@@ -269,7 +269,7 @@ def test_profiles_on_degenerate_layers_equal_the_references(tmp_path):
     import skdim
 
     from analysis.metrics.single import RANKME_RTOL, rankme, rankme_fast
-    from analysis.store import connect
+    from analysis.storage.store import connect
     from analysis.studies.engine import Engine
     from analysis.studies.profiles import params_for, profile
     from precompute.synthetic_store import write_run
@@ -316,7 +316,7 @@ def test_profiles_on_degenerate_layers_equal_the_references(tmp_path):
 def test_prefetched_pairs_of_several_left_runs_equal_one_pair_grids(sweep):
     """Groups of left runs against groups of right runs in one CKA call (tiles filled by several
     runs' layers): each asked-for grid bit for bit, cells nobody asked for dropped, not memoised."""
-    from analysis.store import connect
+    from analysis.storage.store import connect
     from analysis.studies.engine import Engine
 
     con = connect(sweep, read_only=True)
@@ -336,7 +336,7 @@ def test_prefetched_pairs_of_several_left_runs_equal_one_pair_grids(sweep):
 def test_kernels_are_loaded_before_a_pool_forks_its_workers(monkeypatch):
     """``run_tasks`` runs every compiled kernel analyze uses once in the parent, so forked workers
     inherit them instead of each loading numba's cache again."""
-    from analysis import neighbors_jit
+    from analysis.metrics import neighbors_jit
     from analysis.metrics import knn_jit
     from analysis.studies import parallel
 

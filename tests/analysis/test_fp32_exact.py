@@ -10,12 +10,12 @@ import math
 import numpy as np
 import pytest
 
-from analysis import neighbors
+from analysis.metrics import neighbors
 from analysis.grid import layer_grid
 from analysis.metrics import cknna, cycle_knn, mutual_knn
 from analysis.metrics.knn import Cknna
-from analysis.neighbors import knn_search, similarity_error_bound
-from analysis.validation import as_stack
+from analysis.metrics.neighbors import knn_search, similarity_error_bound
+from analysis.metrics.validation import as_stack
 
 
 def unit64(X):
@@ -80,7 +80,7 @@ def test_error_bound_holds_and_is_of_the_documented_size():
         E = similarity_error_bound(d)
         assert err.max() <= E
         # the search's own unit rows (a float32 multiply by the float32 reciprocal norm) and its bound
-        from analysis.neighbors import U_IN, _Float32Sims
+        from analysis.metrics.neighbors import U_IN, _Float32Sims
 
         for stored in (X.astype(np.float32), X):
             S = _Float32Sims(stored, None, None).A

@@ -1,9 +1,9 @@
 import numpy as np
 import pytest
 
-from analysis import neighbors
+from analysis.metrics import neighbors
 from analysis.grid import best_cell, layer_grid, layer_profile
-from analysis.preprocess import clamp_outliers
+from analysis.metrics.preprocess import clamp_outliers
 from analysis.registry import REGISTRY, metrics_of_kind
 from tests.conftest import planted
 

@@ -4,7 +4,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from analysis.grid_compare import alternatives, budget_text, cell_labels, difference, shared_domain
+from analysis.methods.grid_compare import alternatives, budget_text, cell_labels, difference, shared_domain
 from analysis.views import grid_long
 
 

@@ -93,7 +93,7 @@ def test_slot_table_marks_every_neighbour_once():
 @pytest.mark.parametrize("jit", [True, False])
 @pytest.mark.parametrize("d", [7, 129])
 def test_cosines64_symmetric_chunk_free_and_exact(monkeypatch, d, jit):
-    from analysis import neighbors as nb
+    from analysis.metrics import neighbors as nb
 
     monkeypatch.setattr(nb, "USE_JIT", jit)
     rng = np.random.default_rng(d)
@@ -120,8 +120,8 @@ def test_cosines64_symmetric_chunk_free_and_exact(monkeypatch, d, jit):
 def test_cosines64_compiled_and_numpy_paths_agree_bit_for_bit(monkeypatch, d, dtype):
     """The compiled kernel and the numpy path add in the same order (eight lanes, tail in lane 0),
     so CKNNA's kernel values do not depend on whether numba is there."""
-    from analysis import neighbors as nb
-    from analysis import neighbors_jit
+    from analysis.metrics import neighbors as nb
+    from analysis.metrics import neighbors_jit
 
     assert neighbors_jit.kernel() is not None  # numba comes with umap-learn, a dependency
     rng = np.random.default_rng(d)
@@ -167,7 +167,7 @@ def test_cknna_counts_are_mutual_knn_counts(monkeypatch, path):
 
 
 def test_engine_keeps_mutual_knn_from_cknna(tmp_path):
-    from analysis.store import connect
+    from analysis.storage.store import connect
     from analysis.studies.engine import Engine
     from precompute.synthetic_store import write_sweep
 
@@ -274,7 +274,7 @@ def test_cknna_self_term_equals_the_layer_scored_against_itself_bitwise(monkeypa
 
 @pytest.mark.parametrize("jit", [True, False])
 def test_reciprocal_slots_brute_force(monkeypatch, jit):
-    from analysis.neighbors import knn_search
+    from analysis.metrics.neighbors import knn_search
 
     monkeypatch.setattr(knn_mod, "USE_JIT", jit)
     for layer in stack(80, 2, 6, 5, degenerate=True):
@@ -286,7 +286,7 @@ def test_reciprocal_slots_brute_force(monkeypatch, jit):
 
 
 def test_kernels_build_once_and_step_aside_without_numba(monkeypatch):
-    from analysis.jit import Kernels
+    from analysis.metrics.jit import Kernels
 
     built = []
 

@@ -1,12 +1,12 @@
 """The per-model verdict (which layer to use, or a tie, or none) on hand-built curves whose answers
-follow from the definitions in :func:`analysis.layer_selection.layer_verdict`."""
+follow from the definitions in :func:`analysis.methods.layer_selection.layer_verdict`."""
 
 import math
 
 import numpy as np
 import pytest
 
-from analysis.layer_selection import layer_verdict, verdict_sentence
+from analysis.methods.layer_selection import layer_verdict, verdict_sentence
 
 NAN = float("nan")
 UP = {"a": True, "b": True, "c": False}
@@ -112,7 +112,7 @@ def test_bad_input_names_the_curve():
 
 
 def test_recommend_layers_never_picks_a_named_layer_and_measures_from_the_last_numbered_one():
-    from analysis.layer_selection import named_layers, recommend_layers
+    from analysis.methods.layer_selection import named_layers, recommend_layers
 
     rec = recommend_layers({"a": ([0, .2, .5, .3, .9], True)}, last_layer=3)
     p = rec["picks"]["a"]

@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from analysis import results as R
-from analysis.downstream_import import import_downstream
-from analysis.predictors import (Series, best_layer, layer_comparison, predictor_correlation, rank_rows,
+from analysis.storage import results as R
+from analysis.storage.downstream_import import import_downstream
+from analysis.methods.predictors import (Series, best_layer, layer_comparison, predictor_correlation, rank_rows,
                                  signal_pick, spearman, spearman_rows)
 from analysis.studies import analyze_store
 from precompute.synthetic_store import write_run

@@ -84,7 +84,7 @@ finite = st.floats(-1e3, 1e3, allow_nan=False, allow_infinity=False)
 @given(arrays(np.float64, (15, 4), elements=finite), arrays(np.float64, (15, 3), elements=finite),
        st.integers(1, 6))
 def test_knn_metrics_bounded_for_any_input(X, Y, k):
-    from analysis.neighbors import is_collapsed
+    from analysis.metrics.neighbors import is_collapsed
 
     X, Y = X + 1e-3 * np.arange(60).reshape(15, 4), Y + 1.0
     # a space whose rows are all one point has no neighbours, and one where most lists are drawn
@@ -98,7 +98,7 @@ def test_knn_metrics_bounded_for_any_input(X, Y, k):
 def _tie_decided_brute(A, k):
     """At least half the rows are zero or have more than k other rows pointing the same way: unit
     rows joined (transitively) when within ``REL_TOL`` × their RMS norm, by pairwise distances."""
-    from analysis.degenerate import REL_TOL
+    from analysis.metrics.degenerate import REL_TOL
 
     norms = np.linalg.norm(A, axis=1)
     U = A / np.where(norms == 0, 1.0, norms)[:, None]

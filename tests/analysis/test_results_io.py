@@ -10,8 +10,8 @@ import duckdb
 import numpy as np
 import pytest
 
-from analysis import results as R
-from analysis.schema import create_all
+from analysis.storage import results as R
+from analysis.storage.schema import create_all
 from analysis.studies import analyze_store
 from analysis.studies.context import Context, Settings
 from tests.analysis.conftest import quiet
@@ -257,7 +257,7 @@ def test_create_all_on_an_existing_store_creates_only_what_is_missing(tmp_path):
     """Opening a store for writing creates (and comments) only missing tables: a dropped table
     comes back with its column comments, rows of the others stay, and their comments are not
     rewritten (a rewrite would restore the one changed below)."""
-    from analysis.schema import TABLE_NAMES
+    from analysis.storage.schema import TABLE_NAMES
 
     path = tmp_path / "s.duckdb"
     con = _empty_store(path)

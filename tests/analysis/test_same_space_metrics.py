@@ -8,8 +8,8 @@ from sklearn.metrics import average_precision_score
 
 from analysis.metrics import frechet, mean_ap, partner_ranks
 from analysis.metrics.retrieval import query_average_precision, query_ranks
-from analysis.same_space import METRICS, RANKING, paired_resamples, score_layer
-from analysis.temporal import (
+from analysis.methods.same_space import METRICS, RANKING, paired_resamples, score_layer
+from analysis.methods.temporal import (
     chiral_accuracy,
     chiral_gallery_map,
     negated_query_recall,
@@ -174,7 +174,7 @@ def test_negated_query_recall(rng):
 
 
 def test_resamples_are_the_same_in_small_blocks(rng, monkeypatch):
-    import analysis.neighbors as nb
+    import analysis.metrics.neighbors as nb
 
     V, T = rng.normal(size=(30, 5)), rng.normal(size=(30, 5))
     W = np.stack([np.bincount(r, minlength=30) for r in rng.integers(0, 30, (4, 30))]).astype(float)

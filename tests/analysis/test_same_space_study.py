@@ -4,7 +4,7 @@
 import numpy as np
 import pytest
 
-from analysis import results as R
+from analysis.storage import results as R
 from analysis.metrics import (
     alignment,
     frechet,
@@ -14,9 +14,9 @@ from analysis.metrics import (
     modality_gap,
     recall_at_k,
 )
-from analysis.store import connect
+from analysis.storage.store import connect
 from analysis.studies import analyze_store
-from analysis.temporal import chiral_gallery_map
+from analysis.methods.temporal import chiral_gallery_map
 from precompute.manifest import Item, Manifest
 from precompute.models import ModelInfo
 from precompute.writer import StoreWriter

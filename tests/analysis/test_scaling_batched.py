@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from scipy.optimize import lsq_linear
 
-from analysis.scaling import (
+from analysis.methods.scaling import (
     FORMS,
     _box_lstsq,
     bootstrap_params,
@@ -91,7 +91,7 @@ def test_batched_bootstrap_intervals_equal_the_loop():
 
 @pytest.mark.parametrize("m", [1, 2, 3])
 def test_spd_solve_equals_lapack_and_is_the_same_bits_in_any_batch(m):
-    from analysis.scaling import _spd_solve
+    from analysis.methods.scaling import _spd_solve
 
     R = RNG.normal(size=(200, m + 2, m))
     M = np.einsum("gpi,gpj->gij", R, R) + 1e-9 * np.eye(m)  # SPD, some badly conditioned
@@ -111,7 +111,7 @@ def test_spd_solve_equals_lapack_and_is_the_same_bits_in_any_batch(m):
 
 
 def test_box_solve_gives_each_design_the_same_bits_alone_and_in_a_batch():
-    from analysis.scaling import _box_solve
+    from analysis.methods.scaling import _box_solve
 
     X = RNG.normal(size=(300, 9, 3))
     z = RNG.normal(size=(300, 9))

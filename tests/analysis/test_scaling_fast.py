@@ -18,8 +18,8 @@ import numpy as np
 import pytest
 from scipy.optimize import least_squares
 
-from analysis.degenerate import flat_grid
-from analysis.scaling import (
+from analysis.metrics.degenerate import flat_grid
+from analysis.methods.scaling import (
     FORMS,
     TooFewPoints,
     _check,

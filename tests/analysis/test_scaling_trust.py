@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from analysis.bootstrap import resample_indices, score_resamples
-from analysis.scaling import (
+from analysis.methods.scaling import (
     STATUSES, bootstrap_params, compare_forms, fit_scaling_law, grid_score_samples, leave_one_out_rmse,
 )
 
@@ -132,7 +132,7 @@ def test_grid_score_samples_share_one_resample_across_grid_points():
 
 @pytest.mark.parametrize("higher", [True, False])
 def test_a_stored_fit_predicts_what_the_fit_predicts(higher):
-    from analysis.scaling import predict_from_params
+    from analysis.methods.scaling import predict_from_params
 
     nf, nc = np.meshgrid([1.0, 2, 4, 8], [1.0, 2, 4], indexing="ij")
     nf, nc = nf.ravel(), nc.ravel()

@@ -111,7 +111,7 @@ def test_fast_lid_keeps_the_duplicate_handling():
 
 @pytest.mark.parametrize("n,dtype", [(2, np.float64), (37, np.float32), (300, np.float64)])
 def test_uniformity_over_pairs_i_lt_j_equals_the_double_loop(n, dtype, monkeypatch):
-    from analysis import neighbors
+    from analysis.metrics import neighbors
     from analysis.metrics.single import uniformity
 
     monkeypatch.setattr(neighbors, "CHUNK_ENTRIES", 64 * max(n, 1))  # several row blocks
@@ -149,7 +149,7 @@ def test_uniformity_blocks_equal_the_double_loop_on_degenerate_inputs(case, bloc
     """Any row blocking (several blocks, a ragged last block, one row per block, the memory cap
     splitting rows first) sums the same pairs i < j as a naive double loop over all i != j.
     Collapsed layers measure 0 (every pair at distance 0), up to the rounding the docstring bounds."""
-    from analysis import neighbors
+    from analysis.metrics import neighbors
     from analysis.metrics import single
     from analysis.metrics.single import uniformity
 
@@ -168,7 +168,7 @@ def test_uniformity_blocks_equal_the_double_loop_on_degenerate_inputs(case, bloc
 def test_knn_distances_across_row_blocks_with_duplicates(n, d, k, chunk, monkeypatch):
     """Row blocks (the memory cap) give the brute-force distances, with exact zeros for duplicated
     rows (measured from differences) and N close to k (k = N - 1: every other row)."""
-    from analysis import neighbors
+    from analysis.metrics import neighbors
 
     monkeypatch.setattr(neighbors, "CHUNK_ENTRIES", chunk * n)
     X = RNG.normal(size=(n, d)) + 3.0
@@ -184,7 +184,7 @@ def test_rankme_fast_from_the_layer_status_spectrum(case):
     """The layer status keeps the Gram eigenvalues of its rank-1 check; RankMe given them is the
     value it computes on its own, bit for bit, and the SVD's within RANKME_RTOL. The eigenvalues
     are the squared singular values (numpy's SVD) within the bound rankme_fast's docstring states."""
-    from analysis.degenerate import gram_spectrum, layer_status
+    from analysis.metrics.degenerate import gram_spectrum, layer_status
 
     X = _degenerate_cases()[case]
     st = layer_status(X)
@@ -201,7 +201,7 @@ def test_rankme_fast_from_the_layer_status_spectrum(case):
 
 
 def test_rankme_fast_rejects_a_spectrum_of_another_shape_and_zero_layers():
-    from analysis.degenerate import gram_spectrum, layer_status
+    from analysis.metrics.degenerate import gram_spectrum, layer_status
 
     X = RNG.normal(size=(30, 6))
     with pytest.raises(ValueError, match="spectrum has 5 eigenvalues"):
@@ -217,7 +217,7 @@ def test_knn_distances_at_any_scale_and_without_numba(scale, monkeypatch):
     """The float32 candidate search is scaled by a power of two, so layers whose squares overflow
     or underflow float32 still give the brute-force distances; the numpy path (no numba) gives the
     compiled path's bits."""
-    from analysis import neighbors_jit
+    from analysis.metrics import neighbors_jit
 
     X = (RNG.normal(size=(150, 24)) + 2.0) * scale
     X[7] = X[3]  # an exact duplicate: distance 0

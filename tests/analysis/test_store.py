@@ -4,7 +4,7 @@ import duckdb
 import numpy as np
 import pytest
 
-from analysis.store import StoreError, connect, load_embeddings, load_layer, load_run
+from analysis.storage.store import StoreError, connect, load_embeddings, load_layer, load_run
 from precompute.models import ModelInfo
 from precompute.writer import StoreWriter
 

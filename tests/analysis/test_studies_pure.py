@@ -4,14 +4,14 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from analysis.downstream import correlate, depth_curve
-from analysis.layer_selection import describe_pick, recommend_layers
+from analysis.methods.downstream import correlate, depth_curve
+from analysis.methods.layer_selection import describe_pick, recommend_layers
 from analysis.metrics import mutual_knn
-from analysis.model_map import classical_mds, model_map
-from analysis.scaling import (
+from analysis.methods.model_map import classical_mds, model_map
+from analysis.methods.scaling import (
     TooFewPoints, bootstrap_params, compare_forms, extrapolation_rmse, fit_scaling_law, leave_one_out_rmse,
 )
-from analysis.temporal import arrow_of_time, chiral_accuracy, first_neighbour_types, reorder_alignment
+from analysis.methods.temporal import arrow_of_time, chiral_accuracy, first_neighbour_types, reorder_alignment
 from precompute.synthetic import time_scenes
 
 PAPER = {  # DESIGN §5: Gemma-2-9b-it on VATEX

@@ -8,9 +8,9 @@ import pytest
 import torch
 
 from analysis.metrics import mutual_knn, recall_at_k
-from analysis.preprocess import clamp, clamp_outliers, platonic_threshold
+from analysis.metrics.preprocess import clamp, clamp_outliers, platonic_threshold
 from analysis.registry import BOUNDS, REGISTRY, chance_level, metric_info
-from analysis.temporal import reorder_alignment, reorder_at_best_pair
+from analysis.methods.temporal import reorder_alignment, reorder_at_best_pair
 
 RNG = np.random.default_rng(7)
 

@@ -8,11 +8,11 @@ import numpy as np
 import pytest
 import skdim
 
-from analysis import results as R
+from analysis.storage import results as R
 from analysis.grid import layer_grid
-from analysis.preprocess import clamp
+from analysis.metrics.preprocess import clamp
 from analysis.registry import BOUNDS
-from analysis.store import StoreError, load_embeddings
+from analysis.storage.store import StoreError, load_embeddings
 from analysis.studies import analyze_store
 from precompute.cli import main
 from precompute.synthetic_store import write_run
@@ -196,7 +196,7 @@ class _StubEngine:
     """The engine calls ``score_pair`` makes, over fixed grids and real layer statuses."""
 
     def __init__(self, grid, stacks):
-        from analysis.degenerate import stack_status
+        from analysis.metrics.degenerate import stack_status
 
         self._grid = np.asarray(grid, dtype=float)
         self._status = {run: stack_status(E) for run, E in stacks.items()}
@@ -219,7 +219,7 @@ def test_a_best_cell_on_a_layer_that_merged_most_items_carries_a_caveat(latent):
     highest cell; the cell is kept, with a caveat naming the layer, its 3 points and the 40 the
     run's other layers keep. A best cell elsewhere, or a run whose every layer has few distinct
     rows (a dataset of repeated captions), gets none."""
-    from analysis.degenerate import lost_distinctions, stack_status
+    from analysis.metrics.degenerate import lost_distinctions, stack_status
     from analysis.studies.grids import score_pair
     from analysis.views import best_cell_text
 

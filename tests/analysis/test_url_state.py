@@ -2,7 +2,7 @@
 
 import pytest
 
-from analysis.url_state import choose_flag, choose_int, choose_many, largest, layers_for_models, preferred
+from analysis.views.url_state import choose_flag, choose_int, choose_many, largest, layers_for_models, preferred
 
 MODELS = ["a-model", "b-model", "c-model"]
 

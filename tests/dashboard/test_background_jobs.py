@@ -12,7 +12,7 @@ import duckdb
 import pytest
 
 from analysis import jobs
-from analysis.store import read_store
+from analysis.storage.store import read_store
 from analysis.studies import stored_settings
 from tests.dashboard.test_app import app
 

@@ -6,7 +6,7 @@ import shutil
 
 import pytest
 
-from analysis.downstream_import import import_downstream
+from analysis.storage.downstream_import import import_downstream
 from analysis.studies import analyze_store
 from tests.analysis.test_predictors import SHARE, _csv, _planted_store
 from tests.dashboard.test_app import app

@@ -8,7 +8,7 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from analysis import results as R
+from analysis.storage import results as R
 from tests.dashboard.test_app import app
 
 MS = {"dataset": "moving_shapes"}

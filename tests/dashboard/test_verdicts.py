@@ -9,7 +9,7 @@ import duckdb
 import numpy as np
 import pytest
 
-from analysis import results as R
+from analysis.storage import results as R
 from analysis.registry import REGISTRY
 from precompute.synthetic_store import write_run
 from tests.dashboard.test_app import app, charts

@@ -43,7 +43,7 @@ def stored_rows(store) -> list:
     so two stores compare bitwise with ``==``."""
     import duckdb
 
-    from analysis.schema import embedding_tables
+    from analysis.storage.schema import embedding_tables
 
     con = duckdb.connect(str(store), read_only=True)
     try:
@@ -55,7 +55,7 @@ def stored_rows(store) -> list:
 
 def stored_contents(store) -> tuple[list, list]:
     """``(rows, runs)``: :func:`stored_rows` and each run's ``(run_id, status, n_done, n_items)``."""
-    from analysis.store import list_runs
+    from analysis.storage.store import list_runs
 
     runs = sorted((r["run_id"], r["status"], r["n_done"], r["n_items"]) for r in list_runs(store))
     return stored_rows(store), runs

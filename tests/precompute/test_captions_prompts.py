@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import torch
 
-from analysis.store import list_runs, load_embeddings, load_run
+from analysis.storage.store import list_runs, load_embeddings, load_run
 from precompute import tiny_models
 from precompute.cli import main
 from precompute.models import load_adapter

@@ -9,8 +9,8 @@ import duckdb
 import numpy as np
 import pytest
 
-from analysis.schema import embedding_tables
-from analysis.store import list_runs, load_embeddings
+from analysis.storage.schema import embedding_tables
+from analysis.storage.store import list_runs, load_embeddings
 from precompute.cli import main
 from precompute.synthetic_video import index_frames
 from tests.precompute.helpers import make_dataset

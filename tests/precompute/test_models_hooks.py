@@ -9,7 +9,7 @@ import pytest
 import torch
 from torch import nn
 
-from analysis.store import list_runs, load_embeddings
+from analysis.storage.store import list_runs, load_embeddings
 from precompute.cli import main
 from precompute.hooks import BlockCapture, BlockError, find_blocks
 from precompute.models import ModelError, load_adapter

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import torch
 
-from analysis.store import load_embeddings
+from analysis.storage.store import load_embeddings
 from precompute.cli import main
 from precompute.models import load_adapter
 from precompute.tiny_models import build_clip
@@ -76,7 +76,7 @@ def test_xclip_joint_is_its_video_features_per_clip(tiny):
 
 
 def _run_vectors(store, run_id):
-    from analysis.store import connect, load_run
+    from analysis.storage.store import connect, load_run
 
     con = connect(store, read_only=True)
     try:

@@ -11,7 +11,7 @@ import torch
 
 import open_clip  # noqa: E402  (required, not skipped: in the `models` and `dev` extras)
 
-from analysis.store import list_runs, load_embeddings  # noqa: E402
+from analysis.storage.store import list_runs, load_embeddings  # noqa: E402
 from precompute.cli import main  # noqa: E402
 from precompute.models import ModelError, load_adapter  # noqa: E402
 from tests.precompute.helpers import make_dataset  # noqa: E402

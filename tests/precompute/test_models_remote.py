@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import torch
 
-from analysis.store import list_runs, load_embeddings
+from analysis.storage.store import list_runs, load_embeddings
 from precompute.cli import main
 from precompute.manifest import load_manifest
 from precompute.models import load_adapter

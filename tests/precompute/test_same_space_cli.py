@@ -5,10 +5,10 @@ import duckdb
 import numpy as np
 import pytest
 
-from analysis import results as R
+from analysis.storage import results as R
 from analysis.metrics import mean_ap, modality_gap, recall_at_k
-from analysis.store import connect, load_embeddings, load_run
-from analysis.temporal import chiral_accuracy
+from analysis.storage.store import connect, load_embeddings, load_run
+from analysis.methods.temporal import chiral_accuracy
 from precompute.cli import main
 from precompute.tiny_models import build_clip
 from tests.precompute.helpers import make_dataset

@@ -10,8 +10,8 @@ import duckdb
 import numpy as np
 import pytest
 
-from analysis.schema import SCHEMA_VERSION, embedding_tables
-from analysis.store import StoreError, list_runs, load_embeddings
+from analysis.storage.schema import SCHEMA_VERSION, embedding_tables
+from analysis.storage.store import StoreError, list_runs, load_embeddings
 from precompute.cli import main
 from precompute.manifest import load_manifest
 from precompute.models import load_adapter
@@ -243,7 +243,7 @@ def test_cli_argument_errors(tmp_path, dataset, tiny, capsys):
 
 
 def test_mllm_runs_both_sides_in_one_space(tmp_path, dataset, tiny):
-    from analysis import results as R
+    from analysis.storage import results as R
     from analysis.studies import analyze_store
 
     store = tmp_path / "s.duckdb"

@@ -1,6 +1,6 @@
 """Optional compiled inner loops: numba (a dependency of umap-learn), loaded once, on first use.
 
-The modules with compiled kernels (:mod:`analysis.neighbors_jit`, :mod:`analysis.metrics.knn_jit`)
+The modules with compiled kernels (:mod:`analysis.metrics.neighbors_jit`, :mod:`analysis.metrics.knn_jit`)
 each keep a :class:`Kernels`; where numba is missing or ``LAYERSCOPE_NO_JIT`` is set, every kernel
 is None and callers run their numpy routines, which give the same bits (tests compare).
 """

@@ -14,7 +14,7 @@ import json
 import duckdb
 import numpy as np
 
-from .schema import TABLES, fetch_one
+from analysis.storage.schema import TABLES, fetch_one
 
 COLUMNS = {name: {c for c, _, _ in cols} for name, cols, _ in TABLES}
 RESULT_TABLES = ("result_grids", "result_profiles", "result_studies")

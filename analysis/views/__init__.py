@@ -13,12 +13,12 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from . import results as R
-from .neighbors import l2_normalize
-from .nuance_views import same_space_studies  # noqa: F401  (pages read it through pages._shared.view)
-from .registry import REGISTRY
-from .scaling import FORMS, predict_from_params
-from .schema import TABLE_NAMES, stored_version
+from analysis.storage import results as R
+from analysis.metrics.neighbors import l2_normalize
+from analysis.views.nuance import same_space_studies  # noqa: F401  (pages read it through pages._shared.view)
+from analysis.registry import REGISTRY
+from analysis.methods.scaling import FORMS, predict_from_params
+from analysis.storage.schema import TABLE_NAMES, stored_version
 
 # ---------------------------------------------------------------- text
 
@@ -405,14 +405,14 @@ def dataset_context(con, dataset) -> dict:
 
 
 def verdicts(con, dataset) -> list[dict]:
-    """Per model of ``dataset``, the layer to use (:func:`analysis.layer_selection.layer_verdict` on
+    """Per model of ``dataset``, the layer to use (:func:`analysis.methods.layer_selection.layer_verdict` on
     the stored layer-choice curves), with the stored 95% interval of each alignment pick (the
     mutual k-NN grid's best-cell bootstrap CI), the model's ``default`` output when the run stored
     it, a sentence, and the query parameters of the heatmap and curves views that show the evidence.
 
     Returns ``[{"model", "label", "verdict", "sentence", "n_boot", "heatmap": {param: value} | None,
     "curves": {param: value}}]`` sorted by model."""
-    from .layer_selection import layer_verdict, named_layers, no_verdict, verdict_sentence
+    from analysis.methods.layer_selection import layer_verdict, named_layers, no_verdict, verdict_sentence
 
     choices = layer_choices(con, dataset)
     if not choices:
@@ -651,7 +651,7 @@ def runs_for_neighbours(con, dataset) -> pd.DataFrame:
 
 def neighbours(con, run_id: str, layer: int, idx: int, k: int = 5) -> pd.DataFrame:
     """The k nearest items (cosine) to item ``idx`` in one layer of one run: one small query, one row of maths."""
-    from .store import load_layer
+    from analysis.storage.store import load_layer
 
     X, ids = load_layer(con, run_id, layer, with_idx=True)
     X = l2_normalize(X.astype(np.float64))
@@ -715,14 +715,14 @@ def metric_help(metric: str, n_items: int | None = None, params: dict | None = N
 
 def report_data(con, store_path: str) -> dict:
     """The layer-selection report of the whole store as data (:func:`analysis.report.build_report`)."""
-    from .report import build_report
+    from analysis.report import build_report
 
     return build_report(con, store=store_path, command=f"layerscope report --store {store_path} --out report.html")
 
 
 def render_report_files(report: dict) -> dict[str, str]:
     """``{"html", "json", "md"}`` texts of a report (no store access: render after letting go of it)."""
-    from .report import render_html, render_markdown, to_json
+    from analysis.report import render_html, render_markdown, to_json
 
     return {"html": render_html(report), "json": to_json(report), "md": render_markdown(report)}
 

@@ -14,10 +14,10 @@ import numpy as np
 from scipy import sparse
 from scipy.sparse.csgraph import connected_components
 
-from .degenerate import duplicate_labels, layer_status
-from .metrics.distribution import frechet, mmd
-from .metrics.retrieval import modality_gap, partner_ranks, query_average_precision
-from .neighbors import l2_normalize, row_chunks
+from analysis.metrics.degenerate import duplicate_labels, layer_status
+from analysis.metrics.distribution import frechet, mmd
+from analysis.metrics.retrieval import modality_gap, partner_ranks, query_average_precision
+from analysis.metrics.neighbors import l2_normalize, row_chunks
 
 RECALL_KS = (1, 5, 10)
 DIRECTIONS = ("v2t", "t2v")
@@ -74,7 +74,7 @@ def score_layer(V, T, *, status_v=None, status_t=None) -> tuple[dict[str, float]
 
     Args:
         V: ``(N, d)`` video side; T: ``(N, d)`` text side, row i of each is item i.
-        status_v, status_t: the sides' :class:`analysis.degenerate.LayerStatus` when known (the
+        status_v, status_t: the sides' :class:`analysis.metrics.degenerate.LayerStatus` when known (the
             study engine memoises them per run; cutting zero padding does not change them).
     Returns:
         ``(values, reasons, groups)``: ``values`` has every name of :data:`METRICS` (NaN where

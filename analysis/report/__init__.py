@@ -17,10 +17,10 @@ import altair as alt
 import numpy as np
 import pandas as pd
 
-from . import __version__
-from . import results as R
-from . import views
-from .layer_selection import describe_pick
+from analysis import __version__
+from analysis.storage import results as R
+from analysis import views
+from analysis.methods.layer_selection import describe_pick
 
 SECTIONS = ("summary", "heatmaps", "layer_curves", "scaling", "model_map", "downstream", "predictors", "temporal")
 
@@ -432,7 +432,7 @@ def _scaling_html(fits) -> str:
 def _pick(values, layers, higher_is_better=True) -> dict:
     """The best entry of a per-layer curve (never on an undefined value; a flat curve has none) and
     the last entry, as ``{"best_layer", "best", "last_layer", "last", "note"}``."""
-    from .grid import NoBestCell, best_cell
+    from analysis.grid import NoBestCell, best_cell
 
     v = np.array([np.nan if x is None else x for x in values], dtype=float)
     out = {"best_layer": None, "best": None, "last_layer": layers[-1] if layers else None,
@@ -453,7 +453,7 @@ def temporal_section(con, ds) -> dict | None:
     and text share a space, chiral choice (V2T), time reversal (T2V), chiral-gallery mAP, negated
     queries and the same-space summary (best layer by text-to-video mAP, modality gap there). None
     when the dataset has none of them."""
-    from .nuance_views import pair_label, same_space_studies
+    from analysis.views.nuance import pair_label, same_space_studies
 
     tp = views.study(con, "temporal", ds) or {}
     same = same_space_studies(con, ds)

@@ -1,7 +1,7 @@
 """Reading the DuckDB store: connections, listings and embeddings as numpy arrays.
 
 Writers live in ``precompute.writer`` (embeddings) and the analysis studies (result tables);
-every table is defined in :mod:`analysis.schema`.
+every table is defined in :mod:`analysis.storage.schema`.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from pathlib import Path
 import duckdb
 import numpy as np
 
-from .schema import SchemaError, check_version, embedding_table, fetch_one, stored_version
+from analysis.storage.schema import SchemaError, check_version, embedding_table, fetch_one, stored_version
 
 
 class StoreError(ValueError):
@@ -164,7 +164,7 @@ def connect(path, *, read_only: bool = True, check_schema: bool = True,
 
 
 def schema_version(con, path="store") -> int | None:
-    """:func:`analysis.schema.stored_version`, with a ``meta.schema_version`` that is not a number
+    """:func:`analysis.storage.schema.stored_version`, with a ``meta.schema_version`` that is not a number
     refused as a one-line :class:`SchemaError` naming the store (instead of int()'s message)."""
     try:
         return stored_version(con)

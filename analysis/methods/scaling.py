@@ -712,7 +712,7 @@ def fit_scaling_law(n_frames, n_captions, scores, *, form: str = "saturating", s
     Raises:
         TooFewPoints when there are not more distinct grid points than parameters.
     """
-    from .degenerate import flat_grid
+    from analysis.metrics.degenerate import flat_grid
 
     law = FORMS[form]
     nf, nc, y = _check(n_frames, n_captions, scores, len(law.params), form)
@@ -813,7 +813,7 @@ def _check_rows(NF, NC, Y, n_params, form) -> None:
 def _flat_rows(Y, atol: float) -> np.ndarray:
     """``[degenerate.flat_grid(y, atol=atol) for y in Y]`` for finite rows ``Y`` ``(B, P)``, at once
     (the same comparisons)."""
-    from .degenerate import REL_TOL
+    from analysis.metrics.degenerate import REL_TOL
 
     return np.ptp(Y, axis=1) <= atol + REL_TOL * np.max(np.abs(Y), axis=1)
 
@@ -1025,7 +1025,7 @@ def grid_score_samples(points, metric: str, *, n_boot: int = 50, seed: int = 0, 
     Uses :func:`analysis.bootstrap.resample_indices` and :func:`analysis.bootstrap.score_resamples`,
     so an item drawn twice is never its own neighbour, exactly as in ``bootstrap_ci``.
     """
-    from .bootstrap import resample_indices, score_resamples
+    from analysis.bootstrap import resample_indices, score_resamples
 
     n = len(points[0][0])
     if any(len(X) != n or len(Y) != n for X, Y in points):

@@ -137,7 +137,7 @@ def _close_labels(p: np.ndarray, rows_at, tol: float, window: float) -> np.ndarr
 
 
 #: Row entries per step of a per-row float64 pass over a layer (here :func:`direction_classes`;
-#: :mod:`analysis.neighbors` uses it for norms, unit rows and the collapse check): the float64
+#: :mod:`analysis.metrics.neighbors` uses it for norms, unit rows and the collapse check): the float64
 #: temporaries (2 MB) stay in cache, where one whole-layer step (24 MB at N = 1024, d = 768) spent
 #: 4x longer on memory. Per-row results do not depend on the step (tests).
 ROW_PASS_ENTRIES = 1 << 18

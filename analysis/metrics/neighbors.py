@@ -48,7 +48,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .degenerate import REL_TOL, ROW_PASS_ENTRIES
+from analysis.metrics.degenerate import REL_TOL, ROW_PASS_ENTRIES
 
 #: Largest number of similarity entries materialised at once (~16 MB of float32).
 CHUNK_ENTRIES = 1 << 22
@@ -69,7 +69,7 @@ U64 = 2.0**-53
 U_IN = 2 * U32 * (1 + 2.0**-20)
 F32_MAX = float(np.finfo(np.float32).max)
 #: rows within this max-abs distance of row 0 after normalisation count as one point (collapse):
-#: the float32 tolerance of :mod:`analysis.degenerate` (16 float32 epsilons, ~1.9e-6)
+#: the float32 tolerance of :mod:`analysis.metrics.degenerate` (16 float32 epsilons, ~1.9e-6)
 COLLAPSE_ATOL = REL_TOL
 
 
@@ -143,7 +143,7 @@ def dot64(X: np.ndarray, norms: np.ndarray, rows: np.ndarray, cols: np.ndarray) 
 
 #: float64 entries gathered per step of ``cosines64``'s numpy path
 COS_CHUNK_ENTRIES = 1 << 18
-#: Compute pair cosines in compiled code (:mod:`analysis.neighbors_jit`) when numba is there; the
+#: Compute pair cosines in compiled code (:mod:`analysis.metrics.neighbors_jit`) when numba is there; the
 #: numpy path gives the same bits (tests switch this off to compare)
 USE_JIT = True
 
@@ -153,7 +153,7 @@ def cosines64(X: np.ndarray, norms: np.ndarray, idx: np.ndarray, recip: np.ndarr
     with its listed neighbours.
 
     The dot product runs on the rows as stored, accumulated in float64 in a fixed order of eight
-    running sums (:mod:`analysis.neighbors_jit`): products of float32 entries are exact in float64,
+    running sums (:mod:`analysis.metrics.neighbors_jit`): products of float32 entries are exact in float64,
     so the sum is within ``d · u`` (``u = 2⁻⁵³``) of the exact dot, as a float64 dot of the unit rows
     would be; the division by ``norms[i] * norms[j]`` (float64 norms, the same multiply either way
     round) adds two roundings. The same fixed loop runs for every pair, so ``s(i, j)`` is the same
@@ -169,7 +169,7 @@ def cosines64_rows(X: np.ndarray, norms: np.ndarray, rows: np.ndarray | None, id
                    recip: np.ndarray | None = None) -> np.ndarray:
     """``(r, c)`` float64 cosines ``s(rows[i], idx[i, j])`` by :func:`cosines64`'s arithmetic (the
     same bits for the same pair of rows); ``rows=None`` means ``0..r-1`` (then ``recip`` may be given)."""
-    from . import neighbors_jit
+    from analysis.metrics import neighbors_jit
 
     r, c = idx.shape
     d = X.shape[1]
@@ -197,7 +197,7 @@ def collapse_check(U: np.ndarray, first: np.ndarray) -> bool:
 def is_collapsed(X: np.ndarray, norms: np.ndarray | None = None) -> bool:
     """Whether every row is the same point after L2 normalisation (all-zero rows included).
 
-    The k-NN metrics' own test of :mod:`analysis.degenerate`'s "rank 1" on the unit rows they
+    The k-NN metrics' own test of :mod:`analysis.metrics.degenerate`'s "rank 1" on the unit rows they
     already hold (no extra pass over the layer): on such a layer every cosine is equal, so "the k nearest" is decided by tie-breaking alone and any k-NN score is an
     artefact of the index order (mutual k-NN gives a believable ~0.39 on identical vectors).
     "Same point" allows ``COLLAPSE_ATOL`` (~1.9e-6, 16 float32 epsilons on a unit vector's entry)

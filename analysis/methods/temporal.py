@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .neighbors import cosine_topk, l2_normalize
-from .validation import as_matrix, check_k, check_paired
+from analysis.metrics.neighbors import cosine_topk, l2_normalize
+from analysis.metrics.validation import as_matrix, check_k, check_paired
 
 NEIGHBOUR_TYPES = ("same_event_same_words", "logical_equivalent", "bow_swap", "other")
 
@@ -81,7 +81,7 @@ def reorder_at_best_pair(V, T_pos, T_neg, *, k: int = REORDER_K) -> dict:
     Raises:
         analysis.grid.NoBestCell when the positive grid is flat (no pair can be chosen).
     """
-    from .grid import best_cell, layer_grid
+    from analysis.grid import best_cell, layer_grid
 
     T_pos, T_neg = np.asarray(T_pos), np.asarray(T_neg)
     if T_pos.shape != T_neg.shape:
@@ -106,9 +106,9 @@ def arrow_of_time(V, V_reversed) -> float:
 def arrow_of_time_report(V, V_reversed) -> tuple[float, str | None]:
     """:func:`arrow_of_time` with its reason: ``(value, None)``, or ``(nan, reason)`` when the
     spread between videos is negligible (``<= REL_TOL``, about 1.9e-6, on a scale of 1 for cosine
-    distances; see :mod:`analysis.degenerate`). Dividing by a spread of float32 rounding noise
+    distances; see :mod:`analysis.metrics.degenerate`). Dividing by a spread of float32 rounding noise
     would give meaningless values (up to 1e14 on collapsed layers)."""
-    from .degenerate import REL_TOL, negligible
+    from analysis.metrics.degenerate import REL_TOL, negligible
 
     V, R = as_matrix(V, "V"), as_matrix(V_reversed, "V_reversed")
     check_paired(V, R, "V", "V_reversed")
@@ -134,7 +134,7 @@ def choice_report(A, right, wrong) -> tuple[float, int, str | None]:
         of any tie-break; 0.5 is chance. When every choice ties, the space cannot make the choice
         at all: accuracy is NaN and ``reason`` says so (never a number that looks like chance).
     """
-    from .degenerate import REL_TOL
+    from analysis.metrics.degenerate import REL_TOL
 
     A, R, W = as_matrix(A, "anchors"), as_matrix(right, "right"), as_matrix(wrong, "wrong")
     check_paired(A, R, "anchors", "right")
@@ -194,7 +194,7 @@ def chiral_gallery_map(T, V, *, group, action, setting: str = "chiral") -> tuple
         ``(mAP, n_queries, reason)``: NaN and the reason when no query has both a relevant and a
         wrong video in its gallery (e.g. a group with one action only).
     """
-    from .metrics.retrieval import query_average_precision
+    from analysis.metrics.retrieval import query_average_precision
 
     if setting not in ("chiral", "static", "all"):
         raise ValueError(f"setting must be chiral, static or all, got {setting!r}")
@@ -235,7 +235,7 @@ def negated_query_recall(T_query, V, *, ks=(1, 5, 10), queries=None) -> dict[str
     Returns:
         ``{"recall@k": share of queries whose own video ranks in the top k}`` (ties pessimistic).
     """
-    from .metrics.retrieval import query_ranks
+    from analysis.metrics.retrieval import query_ranks
 
     T_query, V = as_matrix(T_query, "T_query"), as_matrix(V, "V")
     check_paired(T_query, V, "T_query", "V")

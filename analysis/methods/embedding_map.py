@@ -20,7 +20,7 @@ Determinism. With ``seed`` set, umap-learn runs single-threaded and the layout i
 input and the seed (same machine, same library versions): the same call gives the same points.
 
 Degenerate input gives :class:`MapUndefined` with a sentence, never a meaningless picture:
-a collapsed or rank-1 layer (:mod:`analysis.degenerate`), or fewer than :data:`MIN_DISTINCT`
+a collapsed or rank-1 layer (:mod:`analysis.metrics.degenerate`), or fewer than :data:`MIN_DISTINCT`
 distinct points (UMAP needs ``n_neighbors < N``). Duplicated items are mapped once and drawn on
 one point (their count is returned).
 """
@@ -33,9 +33,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .degenerate import duplicate_labels, layer_status
-from .neighbors import l2_normalize
-from .validation import as_matrix, check_paired, check_same_space
+from analysis.metrics.degenerate import duplicate_labels, layer_status
+from analysis.metrics.neighbors import l2_normalize
+from analysis.metrics.validation import as_matrix, check_paired, check_same_space
 
 #: UMAP's defaults (umap-learn 0.5): neighbours of the fuzzy graph and the minimum spacing in the map
 N_NEIGHBORS = 15
@@ -137,7 +137,7 @@ def umap_coords(X, *, n_neighbors: int = N_NEIGHBORS, min_dist: float = MIN_DIST
                 name: str = "X") -> EmbeddingMap:
     """UMAP of the rows of ``X`` ``(N, d)`` in cosine geometry, deterministic for a given ``seed``.
 
-    Duplicates (rows within :data:`analysis.degenerate.REL_TOL` of each other after normalising)
+    Duplicates (rows within :data:`analysis.metrics.degenerate.REL_TOL` of each other after normalising)
     are mapped once; ``n_neighbors`` shrinks to ``n_distinct - 1`` when the data are smaller.
 
     Raises:

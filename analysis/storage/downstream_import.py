@@ -17,8 +17,8 @@ import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .schema import MODEL_LEVEL, create_all
-from .store import StoreError, connect
+from analysis.storage.schema import MODEL_LEVEL, create_all
+from analysis.storage.store import StoreError, connect
 
 COLUMNS = ("model", "task", "metric", "value", "higher_is_better")
 OPTIONAL = ("layer", "setting")
@@ -53,7 +53,7 @@ def model_layers(con) -> dict[str, ModelLayers]:
 def parse_layer(text, model: str, info: ModelLayers | None) -> tuple[int, str | None]:
     """``(layer index, layer name or None)`` of a CSV ``layer`` cell; raises ValueError saying why not.
 
-    Empty: :data:`analysis.schema.MODEL_LEVEL` (the model as a whole)."""
+    Empty: :data:`analysis.storage.schema.MODEL_LEVEL` (the model as a whole)."""
     raw = (text or "").strip()
     if not raw:
         return MODEL_LEVEL, None

@@ -2,7 +2,7 @@
 cosines of listed row pairs (CKNNA's kernel values) and the exact squared distances of a row's
 near candidates (LID's neighbour distances, :func:`analysis.metrics.single.knn_distances`).
 
-:func:`analysis.neighbors.cosines64_rows` needs ``s(i, j) = (x_i · x_j) / (||x_i|| ||x_j||)`` for
+:func:`analysis.metrics.neighbors.cosines64_rows` needs ``s(i, j) = (x_i · x_j) / (||x_i|| ||x_j||)`` for
 every row and its ``c`` listed neighbours, accumulated in float64 from the stored (usually float32)
 rows. numpy can only do that by gathering the ``N c`` neighbour rows first (``N c d`` values,
 30 MB a layer at N = 1024, k = 10, d = 768): the gather, not the arithmetic, set its cost
@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .jit import Kernels
+from analysis.metrics.jit import Kernels
 
 LANES = 8
 
@@ -39,7 +39,7 @@ def near_kernel():
 
 
 def _build(numba) -> dict:
-    """This module's kernels, compiled with ``numba`` (:class:`analysis.jit.Kernels`)."""
+    """This module's kernels, compiled with ``numba`` (:class:`analysis.metrics.jit.Kernels`)."""
 
     @numba.njit(cache=True, nogil=True)
     def dot8(xi, xj, d):  # pragma: no cover - compiled

@@ -9,7 +9,7 @@ and the per-model layers of the Neighbours page.
 
 from __future__ import annotations
 
-from .views import Choice, choose
+from analysis.views import Choice, choose
 
 __all__ = ["Choice", "choose", "choose_flag", "choose_int", "choose_many", "largest", "layers_for_models", "preferred"]
 

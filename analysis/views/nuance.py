@@ -7,8 +7,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from . import results as R
-from .schema import fetch_one
+from analysis.storage import results as R
+from analysis.storage.schema import fetch_one
 
 
 def same_space_studies(con, dataset) -> list[dict]:
