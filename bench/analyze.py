@@ -73,7 +73,7 @@ def floor(path) -> tuple[float, float]:
     from analysis.registry import get_metric
     from analysis.storage.store import connect
     from analysis.studies.engine import Engine
-    from analysis.studies.profiles import blas_threads_for
+    from analysis.studies.threads import blas_threads_for
 
     distinct = {}
     for m in METRICS:  # metrics whose kernels share one prepare share one state

@@ -21,7 +21,7 @@ import time
 
 import streamlit as st
 
-from analysis import jobs, views
+from analysis import jobs, report, views
 
 from analysis.views import url_state
 from analysis.storage.store import StoreBusy, read_store, store_stamp
@@ -47,8 +47,8 @@ def cached(fn_name: str, path: str, stamp: tuple, *args, _wait: float = 2.0):
 
 @st.cache_data(show_spinner=False, max_entries=4)
 def _report_files(path: str, stamp: tuple):
-    report = read_store(path, views.report_data, path)  # the store is let go before rendering
-    return views.render_report_files(report)
+    data = read_store(path, report.report_data, path)  # the store is let go before rendering
+    return report.render_report_files(data)
 
 
 #: the last value of each view, shown while a writer holds the store (bounded: cleared when large)

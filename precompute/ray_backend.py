@@ -33,7 +33,6 @@ from __future__ import annotations
 import os
 import signal
 from collections import deque
-from contextlib import contextmanager
 from types import SimpleNamespace
 
 from .runner import FrameCache, Precompute, frames_wanted, model_inputs
@@ -364,34 +363,30 @@ def ray_job(session: RaySession, **ray_options):
 # ---- analysis ------------------------------------------------------------------------------
 def _analysis_task(ray):
     @ray.remote(num_cpus=1, max_retries=MAX_RESTARTS)
-    def score_chunk(store, clamp, kind, chunk):
+    def score_chunk(store, clamp, kind, unit, chunk):
         """One chunk of analysis tasks on a read-only connection of its own, closed at the end (the
         driver reopens the store for writing once every chunk is back)."""
         from analysis.studies import parallel
 
-        parallel._init_worker(store, clamp)
+        parallel.init_worker(store, clamp)
         try:
-            return parallel._worker(kind, chunk)
+            return parallel.run_chunk(kind, unit, chunk)
         finally:
-            parallel._ENGINE.con.close()
-            parallel._ENGINE = None
+            parallel.close_worker()
 
     return score_chunk
 
 
-@contextmanager
-def analysis_on_ray(session: RaySession):
-    """Within the block, ``analyze_store`` scores its pairs (grids, scaling fits, profiles) in Ray
-    tasks of 1 CPU each instead of local processes. Workers open the store read-only at the same
-    path: on a cluster it must be on storage every node sees."""
-    from analysis.studies import parallel
-
+def analysis_executor(session: RaySession):
+    """An ``executor`` for :func:`analysis.studies.analyze_store`: it scores pairs, scaling fits and
+    profiles in Ray tasks of 1 CPU each instead of local processes. Workers open the store read-only
+    at the same path: on a cluster it must be on storage every node sees."""
     ray = session.ray
     task = _analysis_task(ray)
 
-    def run(store, clamp, kind, chunks):
+    def run(store, clamp, kind, unit, chunks):
         session.connect()
-        refs = {task.remote(str(store), clamp, kind, chunk): pos for pos, chunk in enumerate(chunks)}
+        refs = {task.remote(str(store), clamp, kind, unit, chunk): pos for pos, chunk in enumerate(chunks)}
         pending = list(refs)
         while pending:
             ready, pending = ray.wait(pending, num_returns=1)
@@ -401,8 +396,4 @@ def analysis_on_ray(session: RaySession):
                 except Exception as exc:
                     raise _plain_error(ray, exc) from None
 
-    old, parallel.REMOTE_CHUNKS = parallel.REMOTE_CHUNKS, run
-    try:
-        yield
-    finally:
-        parallel.REMOTE_CHUNKS = old
+    return run

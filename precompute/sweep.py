@@ -494,16 +494,15 @@ def run_sweep(sweep: Sweep, store, *, ray: str | None = None, gpus_per_model: fl
         if a.get("enabled", True):
             from analysis.studies import analyze_store, default_jobs
 
-            spread = nullcontext()
+            executor = None
             if session is not None:  # pairs scored in Ray tasks
-                from .ray_backend import analysis_on_ray
+                from .ray_backend import analysis_executor
 
-                spread = analysis_on_ray(session)
-            with spread:
-                out["analysis"] = analyze_store(
-                    store, k=a.get("k"), metrics=a.get("metrics"), references=a.get("references"),
-                    n_boot=a.get("bootstrap"), datasets=[d.name for d in sweep.datasets], clamp=a.get("clamp"),
-                    reorder_k=a.get("reorder_k"), downstream_setting=a.get("downstream_setting"),
-                    jobs=a.get("jobs") or default_jobs(), progress=progress, log=log)
+                executor = analysis_executor(session)
+            out["analysis"] = analyze_store(
+                store, k=a.get("k"), metrics=a.get("metrics"), references=a.get("references"),
+                n_boot=a.get("bootstrap"), datasets=[d.name for d in sweep.datasets], clamp=a.get("clamp"),
+                reorder_k=a.get("reorder_k"), downstream_setting=a.get("downstream_setting"),
+                jobs=a.get("jobs") or default_jobs(), progress=progress, log=log, executor=executor)
     out["seconds"] = time.perf_counter() - t0
     return out

@@ -653,3 +653,13 @@ def _predictors_md(pred) -> list[str]:
         lines.append(f"| {e(r['task'])} | {r['rank']} | {e(r['signal'])} | {_fmt(r['ρ across layers'])} | "
                      f"{r['interval (layers)']} | {_fmt(r['ρ pooled'])} | {r['interval (pooled)']} |")
     return lines
+
+
+def report_data(con, store_path: str) -> dict:
+    """The layer-selection report of the whole store as data (:func:`build_report`), for the dashboard."""
+    return build_report(con, store=store_path, command=f"layerscope report --store {store_path} --out report.html")
+
+
+def render_report_files(report: dict) -> dict[str, str]:
+    """``{"html", "json", "md"}`` texts of a report (no store access: render after letting go of it)."""
+    return {"html": render_html(report), "json": to_json(report), "md": render_markdown(report)}

@@ -131,13 +131,14 @@ def run_dataset(ctx: Context, d: DatasetRuns) -> None:
 
 def analyze_store(store, *, k=None, metrics=None, references=None, n_boot=None, datasets=None, seed=None,
                   clamp=None, reorder_k=None, downstream_setting=None, maps=None, knn=None, jobs: int = 1, progress: bool = False,
-                  log=print) -> dict:
+                  log=print, executor=None) -> dict:
     """Compute every study the store supports; idempotent (unchanged inputs are reused).
 
     Settings left ``None`` are the store's own (from its last analysis), else the defaults
     (k=10, mutual_knn/cka/cknna, every text model as reference, 200 resamples, seed 0, clamp off,
     reorder k=5, downstream setting ``paper``); the settings used are saved for the next run.
-    ``jobs`` processes share independent work.
+    ``jobs`` processes share independent work; ``executor`` runs it elsewhere instead (see
+    :mod:`analysis.studies.parallel`; ``layerscope sweep run --ray`` passes a Ray one).
 
     Returns ``{"computed", "skipped", "notes", "computed_by_study", "reused_by_study",
     "preparations", "layer_preparations", "grids_scored", "settings"}``.
@@ -156,7 +157,7 @@ def analyze_store(store, *, k=None, metrics=None, references=None, n_boot=None, 
         if bad_refs:
             raise StoreError(f"unknown --reference model(s) {bad_refs}; models: {sorted(known)}")
         _drop_stale_results(con, log)
-        ctx = Context(store, con, s, log=log, progress=progress)
+        ctx = Context(store, con, s, log=log, progress=progress, executor=executor)
         plan = _plan(con, datasets, ctx)
         saved = s.stored()
         _put_meta(ctx.con, SETTINGS_KEY, json.dumps(saved))

@@ -36,6 +36,11 @@ from analysis.studies.engine import LRU, Engine
 #: their small systems by Cholesky (fitted exponents move within the search's ~1e-7 resolution).
 #: 8: CKA's packed contractions run on 32-row tiles of 2048 columns (values move in the last bits)
 ANALYSIS_VERSION = 8
+
+#: resamples for the scaling study's parameter intervals (each one refits the law): at most this
+#: many; the grids study keeps this many of each vision×text best cell's resample scores for them
+MAX_BOOT = 50
+
 VISION = ("video", "image")
 DEFAULT_METRICS = ("mutual_knn", "cka", "cknna")
 #: ``paper``: one caption and each vision model's standard (native) frame count, as the alignment
@@ -183,13 +188,15 @@ class Context:
     #: instead of holding every grid of a papers-scale analysis (~450k)
     GRID_BYTES = 64 << 20
 
-    def __init__(self, store: str, con, settings: Settings, *, log=print, progress: bool = False):
+    def __init__(self, store: str, con, settings: Settings, *, log=print, progress: bool = False, executor=None):
         self.store = str(store)
         self.con = con
         self.settings = settings
         self.engine = Engine(con, clamp=settings.clamp)
         self.log = log
         self.progress = progress
+        #: where independent tasks run instead of local processes (:mod:`analysis.studies.parallel`)
+        self.executor = executor
         self.notes: list[str] = []
         self.computed: Counter = Counter()
         self.reused: Counter = Counter()
@@ -199,7 +206,7 @@ class Context:
         self._rows: dict = {t: {} for t in self.CACHED}  # table -> {result_id: decoded row (grids: no grid)}
         self._grids = LRU(self.GRID_BYTES)  # result_id -> the row's read-only grid
         self._loaded: set = set()  # (table, dataset) whose stored rows are in ``_rows``
-        #: vision×text grid result id -> the first ``scaling.MAX_BOOT`` bootstrap resample scores of
+        #: vision×text grid result id -> the first ``MAX_BOOT`` bootstrap resample scores of
         #: its best cell computed in this analysis (``BootstrapCI.samples``), so the scaling intervals
         #: reuse them instead of rescoring the same resamples (same seed, so the same draws)
         self.boot_samples: dict = {}

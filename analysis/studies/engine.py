@@ -169,9 +169,9 @@ class Engine:
     def status(self, run_id: str) -> list:
         """Per-layer :class:`analysis.metrics.degenerate.LayerStatus` of a run (memoised), each holding the
         Gram eigenvalues RankMe reuses. One BLAS thread for small layers, whose eigensolves a second
-        thread mostly waits on (see :func:`analysis.studies.profiles.blas_threads_for`)."""
+        thread mostly waits on (see :func:`analysis.studies.threads.blas_threads_for`)."""
         if run_id not in self._status:
-            from analysis.studies.profiles import blas_threads_for
+            from analysis.studies.threads import blas_threads_for
 
             E = self.emb(run_id)
             with blas_threads_for(E.shape):

@@ -18,7 +18,7 @@ from analysis.bootstrap import bootstrap_ci, derived_lists_k
 from analysis.metrics.degenerate import lost_distinctions
 from analysis.grid import NoBestCell, best_cell
 from analysis.registry import get_metric
-from analysis.studies.context import Context, DatasetRuns
+from analysis.studies.context import MAX_BOOT, Context, DatasetRuns
 from analysis.studies.engine import prepared_by
 from analysis.studies.parallel import run_tasks
 
@@ -133,9 +133,8 @@ def run(ctx: Context, d: DatasetRuns) -> list[tuple]:
              for _, a, b, metric, _, _ in stale]
     if tasks:
         ctx.log(f"grids {d.name}: {len(tasks)} of {len(pairs)} to compute")
-    from analysis.studies.scaling import MAX_BOOT  # (scaling imports this module)
 
-    for (kind, a, b, metric, rid, ikey), res in zip(stale, run_tasks(ctx, "grid", tasks, label=f"grids {d.name}")):
+    for (kind, a, b, metric, rid, ikey), res in zip(stale, run_tasks(ctx, "grid", tasks, unit=score_pair, label=f"grids {d.name}")):
         if res.get("samples") is not None and kind == "vision_text":
             # the scaling intervals use the first MAX_BOOT resamples of vision×text best cells: a
             # copy of those (not a view that keeps all n_boot alive) for each of the analysis's pairs

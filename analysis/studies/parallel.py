@@ -1,12 +1,18 @@
 """Spreading a study's independent units of work over processes, with a progress bar.
 
-``run_tasks(ctx, kind, tasks)`` returns one result per task, in order. With ``jobs == 1`` tasks run
-in this process on ``ctx.engine``. Otherwise the write connection is closed, worker processes open
+``run_tasks(ctx, kind, tasks, unit=fn)`` returns ``fn(engine, *task)`` for each task, in order. With
+``jobs == 1`` tasks run in this process on ``ctx.engine``. Otherwise the write connection is closed, worker processes open
 the store read-only (DuckDB allows many readers or one writer) with an engine each, and tasks are
 sent in runs of the same first run, so a worker prepares that run once and its partners once per
 worker; results come back to this process, which alone writes. Workers use one BLAS thread each so
 ``jobs`` processes do not oversubscribe the cores; results are the same numbers as ``jobs == 1``
 (tests compare them cell for cell).
+
+Elsewhere than local processes: ``ctx.executor`` (``analyze_store(..., executor=...)``; ``layerscope
+sweep run --ray`` passes one, see precompute/ray_backend.py) is called as ``executor(store, clamp, unit,
+chunks)`` and yields ``(chunk position, run_chunk's result)`` as each chunk finishes, each chunk run
+elsewhere by :func:`init_worker`, :func:`run_chunk` and :func:`close_worker`. This module knows no
+study: the task function comes with the tasks.
 """
 
 from __future__ import annotations
@@ -48,23 +54,8 @@ def _prefetch(engine, kind: str, tasks: list[tuple], i: int) -> None:
     engine.prefetch_pairs(pairs, metric, **params)
 
 
-def _unit(engine, kind: str, task: tuple):
-    if kind == "grid":
-        from analysis.studies.grids import score_pair
-
-        return score_pair(engine, *task)
-    if kind == "scaling":
-        from analysis.studies.scaling import fit_subject
-
-        return fit_subject(engine, *task)
-    if kind == "profile":
-        from analysis.studies.profiles import profile
-
-        return profile(engine, *task)
-    raise ValueError(f"unknown task kind {kind!r}")
-
-
-def _init_worker(store: str, clamp: str) -> None:
+def init_worker(store: str, clamp: str) -> None:
+    """Open ``store`` read-only with an engine of this process's own, on one BLAS thread."""
     global _ENGINE
     from threadpoolctl import threadpool_limits
 
@@ -75,14 +66,21 @@ def _init_worker(store: str, clamp: str) -> None:
     _ENGINE = Engine(connect(store, read_only=True), clamp=clamp)
 
 
-def _worker(kind: str, chunk: list[tuple]) -> tuple[list, dict]:
+def close_worker() -> None:
+    """Close the connection :func:`init_worker` opened (a remote task ends; the driver writes next)."""
+    global _ENGINE
+    _ENGINE.con.close()
+    _ENGINE = None
+
+
+def run_chunk(kind: str, unit, chunk: list[tuple]) -> tuple[list, dict]:
     """Results of a chunk, and what the worker's engine did for it (added to the parent's counters)."""
     c = _ENGINE.counters
     before = (c.preparations, c.layer_preparations, c.grids_scored, c.profiles, len(c.prepared_keys))
     out = []
     for i, t in enumerate(chunk):
         _prefetch(_ENGINE, kind, chunk, i)
-        out.append(_unit(_ENGINE, kind, t))
+        out.append(unit(_ENGINE, *t))
     done = {"preparations": c.preparations - before[0], "layer_preparations": c.layer_preparations - before[1],
             "grids_scored": c.grids_scored - before[2], "profiles": c.profiles - before[3],
             "prepared_keys": c.prepared_keys[before[4]:]}
@@ -97,20 +95,13 @@ def _chunks(tasks: list[tuple]) -> list[list[int]]:
     return list(groups.values())
 
 
-#: an executor of chunks of tasks other than the process pool, or None. ``layerscope sweep run
-#: --ray`` sets it (precompute/ray_backend.py ``analysis_on_ray``): called as
-#: ``REMOTE_CHUNKS(store, clamp, kind, chunks)``, it yields ``(chunk position, _worker's result)``
-#: as each chunk finishes, each chunk run by :func:`_init_worker` + :func:`_worker` elsewhere.
-REMOTE_CHUNKS = None
-
-
-def _run_remote(ctx, kind: str, tasks: list[tuple], out: list, bar) -> list:
-    """``run_tasks`` on :data:`REMOTE_CHUNKS`, the write connection released meanwhile as for the
+def _run_remote(ctx, kind: str, unit, tasks: list[tuple], out: list, bar) -> list:
+    """``run_tasks`` on ``ctx.executor``, the write connection released meanwhile as for the
     process pool; the same chunks, so the same numbers."""
     chunks = _chunks(tasks)
     with ctx.released():
-        for pos, (results, done) in REMOTE_CHUNKS(ctx.store, ctx.settings.clamp, kind,
-                                                  [[tasks[i] for i in idx] for idx in chunks]):
+        for pos, (results, done) in ctx.executor(ctx.store, ctx.settings.clamp, kind, unit,
+                                                 [[tasks[i] for i in idx] for idx in chunks]):
             for i, res in zip(chunks[pos], results):
                 out[i] = res
             ctx.engine.counters.add(done)
@@ -118,28 +109,30 @@ def _run_remote(ctx, kind: str, tasks: list[tuple], out: list, bar) -> list:
     return out
 
 
-def run_tasks(ctx, kind: str, tasks: list[tuple], *, label: str = "") -> list:
-    """Results of ``tasks`` (same order), on ``ctx.settings.jobs`` processes, with a progress bar."""
+def run_tasks(ctx, kind: str, tasks: list[tuple], *, unit, label: str = "") -> list:
+    """``unit(engine, *task)`` for each of ``tasks`` (same order), on ``ctx.settings.jobs`` processes
+    or ``ctx.executor``, with a progress bar. ``unit`` is a module-level function (workers receive it
+    by name); ``kind`` names the tasks for the bar, and ``"grid"`` tasks let the engine prefetch."""
     if not tasks:
         return []
     bar = tqdm(total=len(tasks), desc=label or kind, unit=kind, disable=not ctx.progress, leave=False)
     out = [None] * len(tasks)
     try:
         jobs = min(ctx.settings.jobs, len(_chunks(tasks)))
-        if REMOTE_CHUNKS is not None and len(_chunks(tasks)) > 1:
-            return _run_remote(ctx, kind, tasks, out, bar)
+        if ctx.executor is not None and len(_chunks(tasks)) > 1:
+            return _run_remote(ctx, kind, unit, tasks, out, bar)
         if jobs <= 1:
             for i, t in enumerate(tasks):
                 bar.set_postfix_str(_describe(kind, t), refresh=False)
                 _prefetch(ctx.engine, kind, tasks, i)
-                out[i] = _unit(ctx.engine, kind, t)
+                out[i] = unit(ctx.engine, *t)
                 bar.update()
             return out
         chunks = _chunks(tasks)
         _load_kernels()
         with ctx.released():
-            with ProcessPoolExecutor(max_workers=jobs, initializer=_init_worker, initargs=(ctx.store, ctx.settings.clamp)) as pool:
-                futures = {pool.submit(_worker, kind, [tasks[i] for i in idx]): idx for idx in chunks}
+            with ProcessPoolExecutor(max_workers=jobs, initializer=init_worker, initargs=(ctx.store, ctx.settings.clamp)) as pool:
+                futures = {pool.submit(run_chunk, kind, unit, [tasks[i] for i in idx]): idx for idx in chunks}
                 for fut in as_completed(futures):
                     idx = futures[fut]
                     results, done = fut.result()

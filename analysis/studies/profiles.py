@@ -9,6 +9,7 @@ from analysis.storage import results as R
 from analysis.metrics.single import lid_report
 from analysis.studies.context import Context, DatasetRuns
 from analysis.studies.parallel import run_tasks
+from analysis.studies.threads import blas_threads_for
 
 PROFILE_METRICS = ("rankme", "lid", "uniformity")
 
@@ -27,7 +28,7 @@ def run(ctx: Context, d: DatasetRuns) -> None:
             if ctx.fresh("profiles", "result_profiles", rid, ikey):
                 stale.append((r, metric, rid, ikey))
     tasks = [(r["run_id"], metric, params_for(metric, r["n_items"])) for r, metric, _, _ in stale]
-    for (r, metric, rid, ikey), (values, flags) in zip(stale, run_tasks(ctx, "profile", tasks,
+    for (r, metric, rid, ikey), (values, flags) in zip(stale, run_tasks(ctx, "profile", tasks, unit=profile,
                                                                         label=f"profiles {d.name}")):
         ctx.put_profile(result_id=rid, dataset=d.name, model=r["model"], run_id=r["run_id"],
                       modality=r["modality"], n_frames=r["n_frames"], n_captions=r["n_captions"],
@@ -48,37 +49,6 @@ def profile(engine, run_id: str, metric: str, params: dict) -> tuple[np.ndarray,
     the study took 2-3x longer with two threads than with one)."""
     with blas_threads_for(engine.emb(run_id).shape):
         return _profile(engine, run_id, metric, params)
-
-
-_BLAS = None
-
-#: per-layer work ``N · d · min(N, d)`` (about the flops of a layer's Gram, eigensolve and
-#: distance products) from which the BLAS pool keeps its threads. Measured on the 2-core machine,
-#: two threads against one: N = 1024, d = 768 (6·10⁸): layer status 67 → 47 ms, uniformity
-#: 22 → 18 ms, LID 33 → 31 ms; d = 384 (1.5·10⁸): LID 22 → 25 ms, the rest within 5 %; smaller
-#: layers lose up to 2-3x. Worker processes are held at one thread whatever this says.
-THREADED_LAYER_WORK = 1 << 28
-
-
-def blas_threads_for(shape):
-    """A context for per-layer work on layers of ``shape`` ``(..., N, d)``: :func:`one_blas_thread`
-    below :data:`THREADED_LAYER_WORK`, else the BLAS pool as it is (all cores in a serial analyze,
-    one thread in a ``--jobs`` worker)."""
-    import contextlib
-
-    n, d = int(shape[-2]), int(shape[-1])
-    return contextlib.nullcontext() if n * d * min(n, d) >= THREADED_LAYER_WORK else one_blas_thread()
-
-
-def one_blas_thread():
-    """A context limiting the BLAS (and OpenMP) pools of the loaded libraries to one thread. The
-    controller is made once: finding the libraries costs milliseconds, limiting them microseconds."""
-    global _BLAS
-    if _BLAS is None:
-        from threadpoolctl import ThreadpoolController
-
-        _BLAS = ThreadpoolController()
-    return _BLAS.limit(limits=1)
 
 
 def _profile(engine, run_id: str, metric: str, params: dict) -> tuple[np.ndarray, dict]:

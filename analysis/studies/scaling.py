@@ -12,12 +12,9 @@ import numpy as np
 from analysis.storage import results as R
 from analysis.registry import BOUNDS, get_metric
 from analysis.methods.scaling import TooFewPoints, bootstrap_params, compare_forms, fit_scaling_law, grid_score_samples
-from analysis.studies.context import Context, DatasetRuns
+from analysis.studies.context import MAX_BOOT, Context, DatasetRuns
 from analysis.studies.grids import result_keys
 from analysis.studies.parallel import run_tasks
-
-#: resamples for the parameter intervals (each one refits the law): at most this many
-MAX_BOOT = 50
 
 
 def run(ctx: Context, d: DatasetRuns, pairs: list[tuple]) -> None:
@@ -45,7 +42,7 @@ def run(ctx: Context, d: DatasetRuns, pairs: list[tuple]) -> None:
         stale.append((f"{va}|{tb}|{metric}", rid, ikey, metric, params, points, known))
     tasks = [(points[0][5], metric, params, points, min(s.n_boot, MAX_BOOT), s.seed, known)
              for _, _, _, metric, params, points, known in stale]
-    for (subject, rid, ikey, metric, params, _, _), payload in zip(stale, run_tasks(ctx, "scaling", tasks,
+    for (subject, rid, ikey, metric, params, _, _), payload in zip(stale, run_tasks(ctx, "scaling", tasks, unit=fit_subject,
                                                                                  label=f"scaling {d.name}")):
         ctx.put_study(result_id=rid, study="scaling", dataset=d.name, subject=subject,
                     params={"metric": metric, **params, "n_boot": s.n_boot}, payload=payload, input_key=ikey)

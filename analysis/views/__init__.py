@@ -713,25 +713,6 @@ def metric_help(metric: str, n_items: int | None = None, params: dict | None = N
     return text
 
 
-def report_data(con, store_path: str) -> dict:
-    """The layer-selection report of the whole store as data (:func:`analysis.report.build_report`)."""
-    from analysis.report import build_report
-
-    return build_report(con, store=store_path, command=f"layerscope report --store {store_path} --out report.html")
-
-
-def render_report_files(report: dict) -> dict[str, str]:
-    """``{"html", "json", "md"}`` texts of a report (no store access: render after letting go of it)."""
-    from analysis.report import render_html, render_markdown, to_json
-
-    return {"html": render_html(report), "json": to_json(report), "md": render_markdown(report)}
-
-
-def report_files(con, store_path: str) -> dict[str, str]:
-    """The layer-selection report for the whole store: ``{"html", "json", "md"}`` texts."""
-    return render_report_files(report_data(con, store_path))
-
-
 # ---------------------------------------------------------------- layer predictors
 
 

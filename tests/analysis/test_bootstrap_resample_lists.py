@@ -147,7 +147,7 @@ def test_scaling_intervals_reuse_the_grids_resamples_and_equal_a_rescoring(tmp_p
 
     # the same analysis, scaling scoring its resamples itself
     real_fit = S.fit_subject
-    # parallel._unit imports fit_subject at call time, so it runs this one
+    # the scaling study hands run_tasks its module's fit_subject at call time, so it runs this one
     monkeypatch.setattr(S, "fit_subject", lambda *a, **kw: real_fit(*a[:7], known=None))
     analyze_store(other, n_boot=12, metrics=["mutual_knn", "cka", "cknna"], log=quiet)
     assert calls  # this time they were scored again

@@ -271,7 +271,7 @@ def test_profiles_on_degenerate_layers_equal_the_references(tmp_path):
     from analysis.metrics.single import RANKME_RTOL, rankme, rankme_fast
     from analysis.storage.store import connect
     from analysis.studies.engine import Engine
-    from analysis.studies.profiles import params_for, profile
+    from analysis.studies.threads import params_for, profile
     from precompute.synthetic_store import write_run
 
     rng = np.random.default_rng(5)
@@ -353,7 +353,7 @@ def test_kernels_are_loaded_before_a_pool_forks_its_workers(monkeypatch):
 def test_small_layers_run_on_one_blas_thread_and_large_ones_keep_the_pool():
     from threadpoolctl import threadpool_info, threadpool_limits
 
-    from analysis.studies.profiles import THREADED_LAYER_WORK, blas_threads_for
+    from analysis.studies.threads import THREADED_LAYER_WORK, blas_threads_for
 
     def threads():
         return {p["internal_api"]: p["num_threads"] for p in threadpool_info() if p["user_api"] == "blas"}

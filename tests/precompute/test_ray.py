@@ -148,9 +148,9 @@ def test_sweep_analysis_scored_in_ray_tasks_equals_local_analysis(tmp_path, ray_
     chunks = []
     run_remote = parallel._run_remote
 
-    def spy(ctx, kind, tasks, out, bar):
+    def spy(ctx, kind, unit, tasks, out, bar):
         chunks.append((kind, len(tasks)))
-        return run_remote(ctx, kind, tasks, out, bar)
+        return run_remote(ctx, kind, unit, tasks, out, bar)
 
     monkeypatch.setattr(parallel, "_run_remote", spy)
     assert main(["sweep", "run", str(sweep), "--store", str(remote), "--ray", "local", "--quiet"]) == 0
