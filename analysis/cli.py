@@ -69,15 +69,17 @@ def cmd_analyze(args) -> int:
     import time
 
     from analysis.registry import route_metrics
-    from analysis.studies import analyze_store, default_jobs
+    from analysis.studies import AnalyzeOptions, analyze_store, default_jobs
 
     t0 = time.perf_counter()
     grid_metrics, notes = route_metrics(args.metric)
     for note in notes:
         print(f"note: {note}", file=sys.stderr)
-    out = analyze_store(args.store, k=args.k, metrics=grid_metrics or None, references=args.reference, n_boot=args.bootstrap,
-                        datasets=args.dataset, clamp=args.clamp, reorder_k=args.reorder_k,
-                        downstream_setting=args.downstream_setting, maps=args.maps, knn=args.knn, jobs=default_jobs() if args.jobs is None else args.jobs, progress=not args.quiet,
+    options = AnalyzeOptions(k=args.k, metrics=grid_metrics or None, references=args.reference, n_boot=args.bootstrap,
+                             clamp=args.clamp, reorder_k=args.reorder_k, downstream_setting=args.downstream_setting,
+                             maps=args.maps, knn=args.knn, datasets=args.dataset,
+                             jobs=default_jobs() if args.jobs is None else args.jobs)
+    out = analyze_store(args.store, options, progress=not args.quiet,
                         log=lambda m: print(m, file=sys.stderr, flush=True))
     print(summary_lines(out, args.store, time.perf_counter() - t0))
     return 0

@@ -46,27 +46,28 @@ def build_parser() -> argparse.ArgumentParser:
 
 def cmd_precompute(args) -> int:
     from .manifest import load_manifest
+    from .options import PrecomputeOptions
     from .runner import run_precompute
 
     manifest = load_manifest(args.manifest)
-    options = dict(
-        store=args.store, manifest=manifest, dataset=args.dataset, models=args.model, names=args.name,
-        modality=args.modality, frames=args.frames, captions=args.captions,
-        variants=[args.variant] if args.variant else ["original"], batch_size=args.batch_size,
-        device=args.device, dtype=args.dtype, image_mode=args.image_mode, shard=args.shard,
-        allow_fewer_captions=args.allow_fewer_captions, trust_remote_code=args.trust_remote_code,
+    options = PrecomputeOptions(
+        frames=args.frames, captions=args.captions, variants=[args.variant] if args.variant else ["original"],
+        batch_size=args.batch_size, device=args.device, dtype=args.dtype, image_mode=args.image_mode,
+        shard=args.shard, allow_fewer_captions=args.allow_fewer_captions, trust_remote_code=args.trust_remote_code,
         caption_order=args.caption_order, caption_seed=args.caption_seed, prompt_template=args.prompt_template,
-        blocks=args.blocks, random_init=args.random_init, named_layers=args.named_layers, progress=not args.quiet,
+        blocks=args.blocks, random_init=args.random_init, named_layers=args.named_layers,
     )
+    job = dict(store=args.store, manifest=manifest, dataset=args.dataset, models=args.model, names=args.name,
+               modality=args.modality, options=options, progress=not args.quiet)
     if args.gpus_per_model is not None and not args.ray:
         raise UserError("--gpus-per-model only applies with --ray")
     if args.ray:  # the same runs on a Ray cluster (precompute/ray_backend.py)
         from .ray_backend import RaySession, ray_job
 
         with RaySession(args.ray) as session:
-            summary = run_precompute(**options, job_cls=ray_job(session, gpus_per_model=args.gpus_per_model))
+            summary = run_precompute(**job, job_cls=ray_job(session, gpus_per_model=args.gpus_per_model))
     else:
-        summary = run_precompute(**options)
+        summary = run_precompute(**job)
     print(
         f"precompute: {summary.runs_computed} run(s) computed, {summary.runs_done_before} already done, "
         f"{summary.items_embedded} item embeddings in {summary.seconds:.1f} s -> {args.store}"
@@ -100,7 +101,13 @@ def _add_ray_flags(p) -> None:
                    help="with --ray: GPUs each model actor requests (default 1 where the cluster has GPUs, else 0)")
 
 
+def _csv(values) -> str:
+    return ",".join(map(str, values))
+
+
 def _register_precompute(sub):
+    from .options import DEFAULTS
+
     p = sub.add_parser("precompute", help="embed a dataset with models, every layer, into a DuckDB store",
                        formatter_class=argparse.RawDescriptionHelpFormatter, epilog=EPILOG)
     p.add_argument("--store", required=True, help="DuckDB file (created if missing)")
@@ -112,23 +119,25 @@ def _register_precompute(sub):
     p.add_argument("--name", action="append", help="store name for each --model (default: hub id or folder name)")
     p.add_argument("--modality", choices=["video", "image", "text", "mllm"],
                    help="override what a model is used as (e.g. a CLIP model as text)")
-    p.add_argument("--frames", type=int_list, default=[1, 2, 4, 8, 16], help="n_f values (default 1,2,4,8,16)")
-    p.add_argument("--captions", type=int_list, default=[1, 2, 4, 8, 10], help="n_c values (default 1,2,4,8,10)")
-    p.add_argument("--device", default="auto", help="auto | cpu | cuda (default auto: GPU when there is one)")
-    p.add_argument("--dtype", default="float32", choices=["float32", "bfloat16", "float16"])
-    p.add_argument("--batch-size", type=int, default=8, help="items per forward batch and per committed transaction")
+    p.add_argument("--frames", type=int_list, default=list(DEFAULTS.frames),
+                   help=f"n_f values (default {_csv(DEFAULTS.frames)})")
+    p.add_argument("--captions", type=int_list, default=list(DEFAULTS.captions),
+                   help=f"n_c values (default {_csv(DEFAULTS.captions)})")
+    p.add_argument("--device", default=DEFAULTS.device, help="auto | cpu | cuda (default auto: GPU when there is one)")
+    p.add_argument("--dtype", default=DEFAULTS.dtype, choices=["float32", "bfloat16", "float16"])
+    p.add_argument("--batch-size", type=int, default=DEFAULTS.batch_size, help="items per forward batch and per committed transaction")
     p.add_argument("--shard", help="I/N: only the I-th of N contiguous item shards (for parallel jobs)")
     p.add_argument("--variant", choices=["original", "reversed"], help="reversed: time-reversed videos")
-    p.add_argument("--image-mode", choices=["frames", "first"], default="frames",
+    p.add_argument("--image-mode", choices=["frames", "first"], default=DEFAULTS.image_mode,
                    help="image models: average the sampled frames (default) or use the first frame only")
     p.add_argument("--allow-fewer-captions", action="store_true",
                    help="items with fewer than n_c captions use all they have (recorded) instead of an error")
-    p.add_argument("--caption-order", choices=["first", "random"], default="first",
+    p.add_argument("--caption-order", choices=["first", "random"], default=DEFAULTS.caption_order,
                    help="which n_c captions: the first n_c (default) or a seeded random subset per item "
                         "(another order is another run)")
-    p.add_argument("--caption-seed", type=int, default=0,
+    p.add_argument("--caption-seed", type=int, default=DEFAULTS.caption_seed,
                    help="seed of --caption-order random (recorded in each caption run's config; default 0)")
-    p.add_argument("--prompt-template", choices=["auto", "none"], default="auto",
+    p.add_argument("--prompt-template", choices=["auto", "none"], default=DEFAULTS.prompt_template,
                    help="MLLMs: wrap the one-word prompt in the model's chat template when it has one (auto, "
                         "default) or use the bare prompt (none); the prompt used is recorded in each run")
     p.add_argument("--trust-remote-code", action="store_true", help="allow model code from the hub (off by default); "
@@ -138,7 +147,7 @@ def _register_precompute(sub):
                    "remote-code, timm and open_clip models)")
     p.add_argument("--random-init", action="store_true", help="build each model with seeded random weights "
                    "(the standard control; labelled random_init in the store, '-random-init' in the default name)")
-    p.add_argument("--named-layers", action=argparse.BooleanOptionalAction, default=True,
+    p.add_argument("--named-layers", action=argparse.BooleanOptionalAction, default=DEFAULTS.named_layers,
                    help="transformers models: also store the model's default output (`default`) and, for "
                    "CLIP/SigLIP/X-CLIP, the projected joint embedding (`joint`) after the numbered layers (on by "
                    "default; --no-named-layers stores the hidden states only, the run ids of stores made before "

@@ -16,6 +16,7 @@ import numpy as np
 
 from . import __version__
 from .manifest import Manifest
+from .options import DEFAULTS
 from .models import Adapter, ModelError, default_name, load_adapter, probe_model, store_name
 from .video import DecodedVideo, read_video, sample_indices
 from .writer import StoreWriter, run_id_for
@@ -155,11 +156,13 @@ def frames_wanted(n_total: int, frames, variants) -> np.ndarray:
 class Precompute:
     """One precompute invocation over one dataset and several models."""
 
-    def __init__(self, writer: StoreWriter, manifest: Manifest, dataset: str, *, frames, captions,
-                 variants=("original",), batch_size=8, device="auto", dtype="float32", image_mode="frames",
-                 shard=None, allow_fewer_captions=False, trust_remote_code=False, progress=True, out=None,
-                 caption_order="first", caption_seed=0, prompt_template="auto", blocks=None, random_init=False,
-                 named_layers=True):
+    def __init__(self, writer: StoreWriter, manifest: Manifest, dataset: str, *, frames=DEFAULTS.frames,
+                 captions=DEFAULTS.captions, variants=DEFAULTS.variants, batch_size=DEFAULTS.batch_size,
+                 device=DEFAULTS.device, dtype=DEFAULTS.dtype, image_mode=DEFAULTS.image_mode, shard=DEFAULTS.shard,
+                 allow_fewer_captions=DEFAULTS.allow_fewer_captions, trust_remote_code=DEFAULTS.trust_remote_code,
+                 progress=True, out=None, caption_order=DEFAULTS.caption_order, caption_seed=DEFAULTS.caption_seed,
+                 prompt_template=DEFAULTS.prompt_template, blocks=DEFAULTS.blocks,
+                 random_init=DEFAULTS.random_init, named_layers=DEFAULTS.named_layers):
         self.w = writer
         self.manifest = manifest
         self.dataset = dataset
@@ -503,12 +506,15 @@ def model_inputs(adapter: Adapter, kind: str, raw: list, item_ids: list[str], im
     return adapter.prepare_texts(raw), notes
 
 
-def run_precompute(*, store, manifest, dataset, models, names=None, modality=None, progress=True, out=None,
-                   job_cls=None, **options) -> Summary:
+def run_precompute(*, store, manifest, dataset, models, names=None, modality=None, options=None, progress=True,
+                   out=None, job_cls=None, **overrides) -> Summary:
     """Library entry of ``layerscope precompute``: validate everything, then run every model.
 
-    ``job_cls``: the :class:`Precompute` (sub)class or factory doing the work (default
-    :class:`Precompute`; :class:`precompute.ray_backend.RayPrecompute` spreads it over Ray)."""
+    ``options``: a :class:`~precompute.options.PrecomputeOptions` (default: its defaults), with
+    keyword ``overrides`` of its fields on top. ``job_cls``: the :class:`Precompute` (sub)class or
+    factory doing the work (default :class:`Precompute`; :class:`precompute.ray_backend.RayPrecompute`
+    spreads it over Ray)."""
+    options = (options or DEFAULTS).with_overrides(**overrides).kwargs()
     t0 = time.perf_counter()
     names = list(names or [])
     if names and len(names) != len(models):

@@ -62,6 +62,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from types import SimpleNamespace
 
+from .options import DEFAULTS
+
 DTYPES = ("float32", "bfloat16", "float16")
 
 
@@ -168,14 +170,12 @@ def _variants(v):
         else f"expected a list of distinct \"original\" / \"reversed\", got {v!r}"
 
 
+#: the [precompute] table's fields and their checks; defaults are :data:`precompute.options.DEFAULTS`
 PRECOMPUTE_FIELDS = {
-    "frames": (_ints, [1, 2, 4, 8, 16]), "captions": (_ints, [1, 2, 4, 8, 10]),
-    "variants": (_variants, ["original"]), "batch_size": (_int(1), 8), "dtype": (_one_of(*DTYPES), "float32"),
-    "device": (_str, "auto"), "image_mode": (_one_of("frames", "first"), "frames"),
-    "caption_order": (_one_of("first", "random"), "first"), "caption_seed": (_int(0), 0),
-    "prompt_template": (_one_of("auto", "none"), "auto"), "allow_fewer_captions": (_bool, False),
-    "trust_remote_code": (_bool, False), "named_layers": (_bool, True), "random_init": (_bool, False),
-    "blocks": (_str, None),
+    "frames": _ints, "captions": _ints, "variants": _variants, "batch_size": _int(1), "dtype": _one_of(*DTYPES),
+    "device": _str, "image_mode": _one_of("frames", "first"), "caption_order": _one_of("first", "random"),
+    "caption_seed": _int(0), "prompt_template": _one_of("auto", "none"), "allow_fewer_captions": _bool,
+    "trust_remote_code": _bool, "named_layers": _bool, "random_init": _bool, "blocks": _str,
 }
 #: fields of a [[models]] table that override [precompute] for that model
 MODEL_OPTIONS = ("dtype", "batch_size", "device", "trust_remote_code", "named_layers", "random_init", "blocks")
@@ -232,7 +232,8 @@ def load_sweep(path) -> Sweep:
         return value
 
     pre = table("precompute", PRECOMPUTE_FIELDS, data.get("precompute", {}), ("precompute",), "precompute")
-    precompute = {f: pre.get(f, default) for f, (_, default) in PRECOMPUTE_FIELDS.items()}
+    defaults = DEFAULTS.kwargs()
+    precompute = {f: pre.get(f, defaults[f]) for f in PRECOMPUTE_FIELDS}
     analyze = table("analyze", ANALYZE_FIELDS, data.get("analyze", {}), ("analyze",), "analyze")
     ray = table("ray", RAY_FIELDS, data.get("ray", {}), ("ray",), "ray")
 
@@ -492,17 +493,17 @@ def run_sweep(sweep: Sweep, store, *, ray: str | None = None, gpus_per_model: fl
             out["runs_done_before"] += s.runs_done_before
             out["items_embedded"] += s.items_embedded
         if a.get("enabled", True):
-            from analysis.studies import analyze_store, default_jobs
+            from analysis.studies import AnalyzeOptions, analyze_store, default_jobs
 
             executor = None
             if session is not None:  # pairs scored in Ray tasks
                 from .ray_backend import analysis_executor
 
                 executor = analysis_executor(session)
-            out["analysis"] = analyze_store(
-                store, k=a.get("k"), metrics=a.get("metrics"), references=a.get("references"),
-                n_boot=a.get("bootstrap"), datasets=[d.name for d in sweep.datasets], clamp=a.get("clamp"),
-                reorder_k=a.get("reorder_k"), downstream_setting=a.get("downstream_setting"),
-                jobs=a.get("jobs") or default_jobs(), progress=progress, log=log, executor=executor)
+            options = AnalyzeOptions(
+                k=a.get("k"), metrics=a.get("metrics"), references=a.get("references"), n_boot=a.get("bootstrap"),
+                clamp=a.get("clamp"), reorder_k=a.get("reorder_k"), downstream_setting=a.get("downstream_setting"),
+                datasets=tuple(d.name for d in sweep.datasets), jobs=a.get("jobs") or default_jobs())
+            out["analysis"] = analyze_store(store, options, progress=progress, log=log, executor=executor)
     out["seconds"] = time.perf_counter() - t0
     return out

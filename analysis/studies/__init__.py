@@ -31,10 +31,10 @@ from analysis.storage.store import StoreError, connect, latest_per_setting
 from analysis.studies import (
     downstream, embedding_map, grids, layer_choice, model_map, predictors, profiles, same_space, scaling, temporal,
 )
-from analysis.studies.context import ANALYSIS_VERSION, STORED, Context, DatasetRuns, Settings, group_runs
+from analysis.studies.context import ANALYSIS_VERSION, AnalyzeOptions, STORED, Context, DatasetRuns, Settings, group_runs
 from analysis.studies.parallel import default_jobs
 
-__all__ = ["ANALYSIS_VERSION", "Settings", "analyze_store", "stored_settings", "default_jobs"]
+__all__ = ["ANALYSIS_VERSION", "AnalyzeOptions", "Settings", "analyze_store", "stored_settings", "default_jobs"]
 
 RESULT_TABLES = ("result_grids", "result_profiles", "result_studies")
 #: the settings a later ``analyze`` (and the dashboard's actions) reuse when given none
@@ -129,28 +129,28 @@ def run_dataset(ctx: Context, d: DatasetRuns) -> None:
         ctx.flush()
 
 
-def analyze_store(store, *, k=None, metrics=None, references=None, n_boot=None, datasets=None, seed=None,
-                  clamp=None, reorder_k=None, downstream_setting=None, maps=None, knn=None, jobs: int = 1, progress: bool = False,
-                  log=print, executor=None) -> dict:
+def analyze_store(store, options: AnalyzeOptions | None = None, *, progress: bool = False, log=print,
+                  executor=None, **overrides) -> dict:
     """Compute every study the store supports; idempotent (unchanged inputs are reused).
 
-    Settings left ``None`` are the store's own (from its last analysis), else the defaults
-    (k=10, mutual_knn/cka/cknna, every text model as reference, 200 resamples, seed 0, clamp off,
-    reorder k=5, downstream setting ``paper``); the settings used are saved for the next run.
-    ``jobs`` processes share independent work; ``executor`` runs it elsewhere instead (see
+    ``options`` (:class:`AnalyzeOptions`, with keyword ``overrides`` of its fields on top): settings
+    left ``None`` are the store's own (from its last analysis), else the defaults (k=10,
+    mutual_knn/cka/cknna, every text model as reference, 200 resamples, seed 0, clamp off, reorder
+    k=5, downstream setting ``paper``); the settings used are saved for the next run. ``jobs``
+    processes share independent work; ``executor`` runs it elsewhere instead (see
     :mod:`analysis.studies.parallel`; ``layerscope sweep run --ray`` passes a Ray one).
 
     Returns ``{"computed", "skipped", "notes", "computed_by_study", "reused_by_study",
     "preparations", "layer_preparations", "grids_scored", "settings"}``.
     """
+    options = (options or AnalyzeOptions()).with_overrides(**overrides)
+    datasets = options.datasets
     con = connect(store, read_only=False)
     ctx = None
     try:
         create_all(con, str(store))
-        s = _resolve(con, {"k": k, "metrics": metrics, "references": references, "n_boot": n_boot, "seed": seed,
-                           "clamp": clamp, "reorder_k": reorder_k, "downstream_setting": downstream_setting,
-                           "maps": maps, "knn": knn})
-        s.jobs = int(jobs)
+        s = _resolve(con, options.given())
+        s.jobs = int(options.jobs)
         s.check()
         known = {r[0] for r in con.execute("SELECT model FROM models").fetchall()}
         bad_refs = [r for r in s.references if r not in known]

@@ -17,6 +17,7 @@ those of an earlier analyze in one query per dataset. A crash loses at most the 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import time
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
@@ -108,6 +109,41 @@ class Settings:
     def stored(self) -> dict:
         """The settings saved in the store (tuples as lists)."""
         return {n: (list(v) if isinstance(v, tuple) else v) for n in STORED for v in [getattr(self, n)]}
+
+
+@dataclass(frozen=True)
+class AnalyzeOptions:
+    """What one ``analyze`` is asked for: the CLI's flags, a sweep file's ``[analyze]`` table and the
+    Python API (:func:`analysis.studies.analyze_store`) all build one. A field left ``None`` is the
+    store's own (from its last analysis), else the :class:`Settings` default.
+
+    ``datasets``: only these (None: all); ``jobs``: worker processes.
+    """
+
+    k: int | None = None
+    metrics: tuple | None = None
+    references: tuple | None = None
+    n_boot: int | None = None
+    seed: int | None = None
+    clamp: str | None = None
+    reorder_k: int | None = None
+    downstream_setting: str | None = None
+    maps: int | None = None
+    knn: str | None = None
+    datasets: tuple | None = None
+    jobs: int = 1
+
+    def with_overrides(self, **overrides) -> "AnalyzeOptions":
+        """A copy with ``overrides``; an unknown name is a ValueError naming it and the known ones."""
+        known = {f.name for f in dataclasses.fields(self)}
+        unknown = sorted(set(overrides) - known)
+        if unknown:
+            raise ValueError(f"unknown analyze option(s) {unknown}; known: {', '.join(sorted(known))}")
+        return dataclasses.replace(self, **overrides)
+
+    def given(self) -> dict:
+        """The stored settings this asks for (``None``: the store's own)."""
+        return {name: getattr(self, name) for name in STORED}
 
 
 @dataclass
