@@ -23,7 +23,7 @@ PAGES = ["overview", "heatmap", "curves", "scaling", "model_map", "downstream", 
 
 def build_store(path: Path, n_models: int, n_items: int) -> None:
     from precompute.manifest import Item, Manifest
-    from precompute.models import ModelInfo
+    from precompute.model_info import ModelInfo
     from precompute.writer import StoreWriter
 
     rng = np.random.default_rng(0)

@@ -134,7 +134,7 @@ def main(argv=None):
 def load_test(shape: str) -> None:
     """Time ``load_embeddings`` of one run against ``np.load`` of the same array (best of five each)."""
     from analysis.storage.store import connect, load_embeddings
-    from precompute.models import ModelInfo
+    from precompute.model_info import ModelInfo
     from precompute.writer import StoreWriter
 
     L, N, d = (int(x) for x in shape.split(","))

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from precompute.manifest import Item, Manifest
-from precompute.models import ModelInfo
+from precompute.model_info import ModelInfo
 from precompute.writer import StoreWriter, run_id_for
 
 #: model name -> (modality, n_layers, dim)

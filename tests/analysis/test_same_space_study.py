@@ -18,7 +18,7 @@ from analysis.storage.store import connect
 from analysis.studies import analyze_store
 from analysis.methods.temporal import chiral_gallery_map
 from precompute.manifest import Item, Manifest
-from precompute.models import ModelInfo
+from precompute.model_info import ModelInfo
 from precompute.writer import StoreWriter
 
 N, D = 40, 8
