@@ -82,6 +82,11 @@ def cmd_runs(args) -> int:
     if not runs:
         print(f"{args.store}: no runs yet. Start with `layerscope precompute ...` or `layerscope demo`.")
         return 0
+    # DuckDB lets a store be read only while no process writes it: this read succeeding means the
+    # process that marked a run `running` is gone (killed, crashed), so the run is interrupted
+    for r in runs:
+        if r["status"] == "running":
+            r["status"] = "interrupted"
     header = ("dataset", "model", "modality", "n_f", "n_c", "variant", "status", "items", "layers", "dim", "run_id")
     rows = [(r["dataset"], r["model"], r["modality"], r["n_frames"] or "-", r["n_captions"] or "-", r["variant"],
              r["status"], f"{r['n_done']}/{r['n_items']}", r["n_layers"], r["dim"], r["run_id"]) for r in runs]
@@ -89,7 +94,10 @@ def cmd_runs(args) -> int:
     for row in [header, *rows]:
         print("  ".join(str(x).ljust(w) for x, w in zip(row, widths)))
     done = sum(r["status"] == "done" for r in runs)
-    print(f"\n{len(runs)} run(s), {done} done, {len(runs) - done} unfinished (rerun the same precompute command to resume)")
+    stopped = sum(r["status"] == "interrupted" for r in runs)
+    print(f"\n{len(runs)} run(s), {done} done, {len(runs) - done} unfinished"
+          + (f" ({stopped} interrupted: their process is gone; rerun the same precompute command to resume "
+             "from the first missing item)" if stopped else " (rerun the same precompute command to resume)"))
     return 0
 
 

@@ -21,11 +21,56 @@ def command(store, *, port: int = 8501, address: str = "127.0.0.1") -> list[str]
             "--", "--store", str(Path(store).resolve())]
 
 
+def free_port(address: str, first: int, tries: int = 20) -> int | None:
+    """The first of ``first .. first + tries - 1`` that a server can bind on ``address``, else None."""
+    import socket
+
+    for port in range(first, min(first + tries, 65536)):
+        with socket.socket(socket.AF_INET6 if ":" in address else socket.AF_INET, socket.SOCK_STREAM) as s:
+            try:
+                s.bind((address, port))
+            except OSError:
+                continue
+            return port
+    return None
+
+
 def launch(store, *, port: int = 8501, address: str = "127.0.0.1") -> int:
-    """Run the dashboard in the foreground until interrupted (Ctrl+C)."""
-    print(f"dashboard: http://{address}:{port}  (store {store}; Ctrl+C to stop)", file=sys.stderr)
+    """Run the dashboard in the foreground until interrupted (Ctrl+C, ``kill``).
+
+    A busy ``port`` is replaced by the next free one, said on the console before the URL that
+    serves. The server is a child process that ends with this one, however this one ends
+    (``kill -TERM``, ``kill -9``): no server is left serving the store.
+    """
+    import signal
+
+    from analysis.studies.parallel import die_with_parent
+
+    chosen = free_port(address, port)
+    if chosen is None:
+        raise ValueError(f"ports {port}..{port + 19} on {address} are all in use; pass a free one with --port")
+    if chosen != port:
+        print(f"dashboard: port {port} is in use; using {chosen} (or pass --port)", file=sys.stderr)
+    print(f"dashboard: http://{address}:{chosen}  (store {store}; Ctrl+C to stop)", file=sys.stderr)
     env = {**os.environ, "LAYERSCOPE_STORE": str(Path(store).resolve())}
+    child = subprocess.Popen(command(store, port=chosen, address=address), env=env, cwd=APP.parent,
+                             preexec_fn=lambda: die_with_parent(signal.SIGTERM, watch=False))
+
+    def stop(signum, frame):  # kill -TERM / -HUP of the launcher: stop the server, then end as asked
+        child.terminate()
+        try:
+            child.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            child.kill()
+        raise SystemExit(128 + signum)
+
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, stop)
     try:
-        return subprocess.call(command(store, port=port, address=address), env=env, cwd=APP.parent)
-    except KeyboardInterrupt:
+        return child.wait()
+    except KeyboardInterrupt:  # Ctrl+C reached the server too (same process group): let it finish
+        try:
+            child.wait(timeout=10)
+        except (subprocess.TimeoutExpired, KeyboardInterrupt):
+            child.kill()
         return 0

@@ -72,3 +72,24 @@ def write_store(path, *, n: int = 12, models=("vis", "txt"), dataset: str = "toy
     finally:
         w.close()
     return ids
+
+
+def _same_nan(value):
+    """NaN as a marker, so results compare exactly (nan != nan)."""
+    if isinstance(value, float) and value != value:
+        return "NaN"
+    if isinstance(value, (list, tuple)):
+        return type(value)(_same_nan(v) for v in value)
+    return value
+
+
+def result_tables(store) -> dict:
+    """Every analysis result row without its timestamp, in a fixed order: ``{table: rows}``."""
+    import duckdb
+
+    con = duckdb.connect(str(store), read_only=True)
+    try:
+        return {t: _same_nan(con.execute(f"SELECT * EXCLUDE (computed) FROM {t} ORDER BY result_id").fetchall())
+                for t in ("result_grids", "result_profiles", "result_studies")}
+    finally:
+        con.close()

@@ -54,6 +54,46 @@ def _prefetch(engine, kind: str, tasks: list[tuple], i: int) -> None:
     engine.prefetch_pairs(pairs, metric, **params)
 
 
+def die_with_parent(sig: int | None = None, *, watch: bool = True) -> None:
+    """Make this (child) process end when its parent does, however the parent ends (``kill -9``
+    included): otherwise pool workers live on holding the store open, and every rerun is refused as
+    "store in use".
+
+    Linux: ``prctl(PR_SET_PDEATHSIG, sig)`` (default SIGKILL) has the kernel signal this process the
+    moment its parent exits. Elsewhere, and as a second line, ``watch`` starts a daemon thread that
+    exits the process within half a second of it being re-parented. Safe in a ``preexec_fn``
+    (``watch=False``: no threads between fork and exec).
+    """
+    import signal
+
+    parent = os.getppid()
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, int(signal.SIGKILL if sig is None else sig), 0, 0, 0)  # 1: PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass  # not Linux: the watch below does it
+    if os.getppid() != parent:  # the parent died before the request took effect
+        os._exit(1)
+    if watch:
+        import threading
+        import time
+
+        def watch_parent():
+            while os.getppid() == parent:
+                time.sleep(0.5)
+            os._exit(1)
+
+        threading.Thread(target=watch_parent, name="die-with-parent", daemon=True).start()
+
+
+def _init_pool_worker(store: str, clamp: str) -> None:
+    """A local pool worker: it ends with the analysis that forked it, then :func:`init_worker`."""
+    die_with_parent()
+    init_worker(store, clamp)
+
+
 def init_worker(store: str, clamp: str) -> None:
     """Open ``store`` read-only with an engine of this process's own, on one BLAS thread."""
     global _ENGINE
@@ -131,7 +171,7 @@ def run_tasks(ctx, kind: str, tasks: list[tuple], *, unit, label: str = "") -> l
         chunks = _chunks(tasks)
         _load_kernels()
         with ctx.released():
-            with ProcessPoolExecutor(max_workers=jobs, initializer=init_worker, initargs=(ctx.store, ctx.settings.clamp)) as pool:
+            with ProcessPoolExecutor(max_workers=jobs, initializer=_init_pool_worker, initargs=(ctx.store, ctx.settings.clamp)) as pool:
                 futures = {pool.submit(run_chunk, kind, unit, [tasks[i] for i in idx]): idx for idx in chunks}
                 for fut in as_completed(futures):
                     idx = futures[fut]

@@ -12,6 +12,7 @@ import pytest
 from precompute import ray_backend
 from precompute.cli import main
 from tests.precompute.helpers import make_dataset, stored_contents, write_sweep
+from tests.stores import result_tables as results
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -110,25 +111,6 @@ def test_sweep_run_on_ray_then_a_second_run_does_nothing(tmp_path, ray_local, da
     assert stored_contents(store) == plain
     assert main(["sweep", "run", str(sweep), "--store", str(store), "--ray", "local", "--quiet"]) == 0
     assert "0 run(s) computed, 0 already done, 2 dataset×model pair(s) complete" in capsys.readouterr().out
-
-
-def _same_nan(value):
-    """NaN as a marker, so results compare exactly (nan != nan)."""
-    if isinstance(value, float) and value != value:
-        return "NaN"
-    if isinstance(value, (list, tuple)):
-        return type(value)(_same_nan(v) for v in value)
-    return value
-
-
-def results(store):
-    """Every analysis result without its timestamp, in a fixed order."""
-    con = duckdb.connect(str(store), read_only=True)
-    try:
-        return {t: _same_nan(con.execute(f"SELECT * EXCLUDE (computed) FROM {t} ORDER BY result_id").fetchall())
-                for t in ("result_grids", "result_profiles", "result_studies")}
-    finally:
-        con.close()
 
 
 def test_sweep_analysis_scored_in_ray_tasks_equals_local_analysis(tmp_path, ray_local, data, tiny, monkeypatch):
