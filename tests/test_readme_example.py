@@ -107,3 +107,15 @@ def test_the_readme_own_data_example_runs_as_written(tmp_path):
     layer_v, layer_t, score = ast.literal_eval(shown.stdout.strip().splitlines()[-1])
     # build_videomae(layers=4): embedding output + 4 blocks; all-MiniLM-L6-v2: embedding output + 6 blocks
     assert 0 <= layer_v < 5 and 0 <= layer_t < 7 and 0.0 <= score <= 1.0
+
+
+def test_the_readme_cli_table_names_every_subcommand():
+    """"The CLI at a glance" lists every command the parser has (a new command needs its line)."""
+    import argparse
+
+    from precompute.cli import build_parser
+
+    sub = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
+    table = README.read_text().split("## The CLI at a glance", 1)[1].split("\n## ", 1)[0]
+    missing = [name for name in sub.choices if f"`layerscope {name}" not in table]
+    assert not missing, f"README.md's CLI table lacks: {missing}"
