@@ -292,7 +292,7 @@ SWEEP_EPILOG = """examples:
   layerscope sweep run study.toml --store data/study.duckdb
   layerscope sweep run study.toml --store data/study.duckdb --ray local
   layerscope sweep run study.toml --store data/study.duckdb --ray auto --gpus-per-model 1
-the sweep file's format: README "Sweeps", or python -c "import precompute.sweep as s; print(s.__doc__)"
+the sweep file's format: docs/user-guide.md "Sweeps", or python -c "import precompute.sweep as s; print(s.__doc__)"
 """
 
 
@@ -301,7 +301,7 @@ def _register_sweep(sub):
                        formatter_class=argparse.RawDescriptionHelpFormatter, epilog=SWEEP_EPILOG)
     ssub = p.add_subparsers(dest="action", required=True)
     pl = ssub.add_parser("plan", help="validate the sweep file and list what would run, what is done, and its size")
-    pl.add_argument("sweep", help="TOML sweep file (format: precompute/sweep.py, README 'Sweeps')")
+    pl.add_argument("sweep", help="TOML sweep file (format: precompute/sweep.py, docs/user-guide.md 'Sweeps')")
     pl.add_argument("--store", required=True, help="DuckDB store (need not exist yet)")
     pl.set_defaults(func=cmd_sweep_plan)
     r = ssub.add_parser("run", help="precompute every missing run of the sweep, then analyze; reruns skip what is done")
