@@ -33,6 +33,7 @@ from analysis.studies import (
 )
 from analysis.studies.context import ANALYSIS_VERSION, AnalyzeOptions, STORED, Context, DatasetRuns, Settings, group_runs
 from analysis.studies.parallel import default_jobs
+from analysis.studies.threads import one_blas_thread
 
 __all__ = ["ANALYSIS_VERSION", "AnalyzeOptions", "Settings", "analyze_store", "stored_settings", "default_jobs"]
 
@@ -137,7 +138,8 @@ def analyze_store(store, options: AnalyzeOptions | None = None, *, progress: boo
     left ``None`` are the store's own (from its last analysis), else the defaults (k=10,
     mutual_knn/cka/cknna, every text model as reference, 200 resamples, seed 0, clamp off, reorder
     k=5, downstream setting ``paper``); the settings used are saved for the next run. ``jobs``
-    processes share independent work; ``executor`` runs it elsewhere instead (see
+    processes share independent work (each process, this one included, computes on one BLAS thread,
+    so results are the same bits whatever ``jobs``); ``executor`` runs it elsewhere instead (see
     :mod:`analysis.studies.parallel`; ``layerscope sweep run --ray`` passes a Ray one).
 
     Returns ``{"computed", "skipped", "notes", "computed_by_study", "reused_by_study",
@@ -161,8 +163,12 @@ def analyze_store(store, options: AnalyzeOptions | None = None, *, progress: boo
         plan = _plan(con, datasets, ctx)
         saved = s.stored()
         _put_meta(ctx.con, SETTINGS_KEY, json.dumps(saved))
-        for d in plan.values():
-            run_dataset(ctx, d)
+        # every number on one BLAS thread, in this process as in every worker: OpenBLAS's products
+        # (syrk for X Xᵀ, some gemm shapes) round differently on 2 threads than on 1, so a serial
+        # analysis and a --jobs one would store different last bits (and a status could flip)
+        with one_blas_thread():
+            for d in plan.values():
+                run_dataset(ctx, d)
         ctx.flush()  # (each study flushes at its end; nothing may stay pending past the close below)
         out = ctx.summary()
         out["settings"] = saved

@@ -1,5 +1,9 @@
 """How many BLAS threads per-layer work gets: one for small layers, whose products a second thread
-mostly waits on; the whole pool for large ones. Shared by the engine (layer status) and the profiles."""
+mostly waits on; the whole pool for large ones. Shared by the engine (layer status) and the profiles.
+
+``analyze_store`` itself holds one thread for the whole analysis (its numbers must not depend on
+``--jobs``), so inside it :func:`blas_threads_for` keeps one thread for large layers too; it
+matters to callers of the engine outside an analysis (benchmarks, notebooks)."""
 
 from __future__ import annotations
 
