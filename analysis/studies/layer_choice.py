@@ -1,15 +1,18 @@
 """Layer-choice study: per model, the layer each label-free curve recommends and their agreement
-(``result_studies``, study ``layer_choice``). Reads only the profiles and grids already stored."""
+(``result_studies``, study ``layer_choice``). Reads the profiles and grids already stored, and
+scores each curve on item resamples at the few layers a verdict compares (its pick, the last
+layer, the ``default`` output), so the verdict's gains are paired differences."""
 
 from __future__ import annotations
 
 import numpy as np
 
 from .. import results as R
-from ..layer_selection import named_layers, recommend_layers
+from ..bootstrap import derived_lists_k, resample_indices, score_resamples
+from ..layer_selection import layers_to_resample, named_layers, recommend_layers
 from ..registry import get_metric
 from .context import Context, DatasetRuns
-from .profiles import PROFILE_METRICS
+from .profiles import PROFILE_METRICS, params_for
 
 
 def _row_max(grid, axis) -> np.ndarray:
@@ -25,11 +28,57 @@ def _masked(values, layers) -> np.ndarray:
     return v
 
 
+def paired_resamples(ctx: Context, run: dict, curves: dict, sources: dict, grids: dict, *, last, default,
+                     degenerate) -> dict:
+    """``{metric: {layer: (B,) scores}}``: each curve scored on the same ``B`` item resamples
+    (``resample_indices(N, B, default_rng(seed))``, the draw the grids' best-cell intervals use) at
+    the layers :func:`analysis.layer_selection.layers_to_resample` names. A profile curve is its
+    metric on the resampled rows of the layer; an alignment curve is the row maximum of a grid, so
+    at layer ``l`` it is the cell ``(l, j*)`` with ``j*`` the partner layer that maximises it on the
+    full sample, scored on the resampled pairs (the partner layer is not re-chosen per resample,
+    as for a best cell's interval). Empty when the analysis has no bootstrap (``n_boot < 2``)."""
+    s = ctx.settings
+    if s.n_boot < 2:
+        return {}
+    E = ctx.engine.emb(run["run_id"])
+    IX = resample_indices(E.shape[1], s.n_boot, np.random.default_rng(s.seed))
+    need = layers_to_resample({m: v for m, (v, _) in curves.items()}, {m: h for m, (_, h) in curves.items()},
+                              last_layer=last, default_layer=default, degenerate=degenerate)
+    params = s.params_for("mutual_knn")
+    k = derived_lists_k("mutual_knn", params)
+    out = {}
+    for metric, layers in need.items():
+        per = {}
+        for layer in layers:
+            if metric in sources:
+                g, is_a = grids[sources[metric]]
+                row = np.asarray(ctx.grid_of(g), dtype=float)
+                row = row[layer] if is_a else row[:, layer]
+                if not np.isfinite(row).any():
+                    continue
+                j = int(np.nanargmax(row))
+                (ra, la), (rb, lb) = ((g["run_a"], layer), (g["run_b"], j)) if is_a else ((g["run_a"], j), (g["run_b"], layer))
+                spaces = None if k is None else (ctx.engine.resample_space(ra, la, k, s.n_boot),
+                                                 ctx.engine.resample_space(rb, lb, k, s.n_boot))
+                per[layer] = score_resamples("mutual_knn", ctx.engine.emb(ra)[la], ctx.engine.emb(rb)[lb], IX,
+                                             spaces=spaces, **params)
+            elif np.isfinite(curves[metric][0][layer]):
+                per[layer] = score_resamples(metric, E[layer], IX=IX, **params_for(metric, E.shape[1]))
+        out[metric] = per
+    return out
+
+
+def _json_samples(resamples: dict) -> dict:
+    """The resamples as JSON lists (NaN, a resample that could not be scored, as null)."""
+    return {m: {str(i): [None if not np.isfinite(x) else float(x) for x in v] for i, v in per.items()}
+            for m, per in resamples.items()}
+
+
 def run(ctx: Context, d: DatasetRuns) -> None:
     chosen = d.largest_settings()
     params = ctx.settings.params_for("mutual_knn")
     for m, run in chosen.items():
-        curves, sources = {}, {}
+        curves, sources, grids = {}, {}, {}
         for prof in ctx.current_profiles(d.name, run["run_id"], PROFILE_METRICS):
             hib = get_metric(prof["metric"]).higher_is_better
             if hib is None:
@@ -41,9 +90,11 @@ def run(ctx: Context, d: DatasetRuns) -> None:
             if g["run_a"] == run["run_id"] and g["run_b"] == chosen.get(g["model_b"], {}).get("run_id"):
                 curves[f"alignment with {g['model_b']}"] = (_row_max(ctx.grid_of(g), axis=1), True)
                 sources[f"alignment with {g['model_b']}"] = g["result_id"]
+                grids[g["result_id"]] = (g, True)
             elif g["run_b"] == run["run_id"] and g["run_a"] == chosen.get(g["model_a"], {}).get("run_id"):
                 curves[f"alignment with {g['model_a']}"] = (_row_max(ctx.grid_of(g), axis=0), True)
                 sources[f"alignment with {g['model_a']}"] = g["result_id"]
+                grids[g["result_id"]] = (g, False)
         if not curves:
             continue
         # a degenerate layer's value is not a measurement of a representation: never a pick
@@ -58,13 +109,18 @@ def run(ctx: Context, d: DatasetRuns) -> None:
         # compared against, never picked, and "the last layer" is the last numbered one
         names = named_layers(run.get("config"))
         last = min(names) - 1 if names else None
+        default = next((i for i, n in names.items() if n == "default"), None)
         ikey = R.key(run["run_id"], str(run["finished"]), sorted(sources.values()),
                      {k: np.asarray(v[0]).round(12).tolist() for k, v in curves.items()},
-                     {str(i): n for i, n in sorted(names.items())}, undefined)
+                     {str(i): n for i, n in sorted(names.items())}, undefined, ctx.settings.n_boot, ctx.settings.seed)
         if not ctx.fresh("layer_choice", "result_studies", rid, ikey):
             continue
         if curves:
             rec = recommend_layers(curves, last_layer=last)
+            # the verdict's gains are paired differences on these resamples (views.verdicts)
+            rec["resamples"] = _json_samples(paired_resamples(ctx, run, curves, sources, grids, last=last,
+                                                              default=default, degenerate=bad))
+            rec["n_boot"], rec["resample_seed"] = ctx.settings.n_boot, ctx.settings.seed
         else:  # stored all the same, so every page can say why this model has no recommendation
             reason = (f"every curve is undefined ({', '.join(undefined)}): its layers are "
                       f"{'degenerate' if bad else 'not finite'}")
