@@ -111,10 +111,11 @@ def _dataset_section(con, ds, chosen, references, labels, ov) -> dict:
                 "note": (g.get("flags") or {}).get("best") or ""}
             if c and f"alignment with {ref}" in c["picks"]:
                 sentences.append(describe_pick(labels.get(m, m), c["picks"][f"alignment with {ref}"],
-                                               c.get("last_layer", c["n_layers"] - 1) + 1, f"alignment with {ref}"))
+                                               c.get("last_layer", c["n_layers"] - 1) + 1, f"alignment with {ref}",
+                                               samples=(c.get("resamples") or {}).get(f"alignment with {ref}")))
         if c and "rankme" in c["picks"]:
             sentences.append(describe_pick(labels.get(m, m), c["picks"]["rankme"], c.get("last_layer", c["n_layers"] - 1) + 1,
-                                           "RankMe"))
+                                           "RankMe", samples=(c.get("resamples") or {}).get("rankme")))
         rows.append(entry)
     sec["sections"]["summary"] = {"models": rows, "sentences": sentences}
 
