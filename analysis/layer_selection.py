@@ -389,8 +389,8 @@ def layer_verdict(curves: dict[str, np.ndarray], higher_is_better: dict[str, boo
     untested = [c for c, j in ((vs_last, j_last), (vs_default, j_default)) if j == "untested"]
     if untested:
         reason = ("a baseline scores 0: no relative gain to test" if all(c["gain"] is None for c in untested)
-                  else "fewer than 2 paired item resamples to test the gain (run `layerscope analyze` with "
-                       "--bootstrap 2 or more)")
+                  else "fewer than 2 paired item resamples could be scored to test the gain (none stored: run "
+                       "`layerscope analyze` with --bootstrap 2 or more; or too few distinct items for the metric)")
         return {**out, "status": "untested", "reason": reason}
     if j_last == "better" and j_default in (None, "better"):
         return {**out, "status": "recommend", "reason": "the paired gains exclude zero and pass the margin"}

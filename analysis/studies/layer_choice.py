@@ -50,6 +50,8 @@ def paired_resamples(ctx: Context, run: dict, curves: dict, sources: dict, grids
     for metric, layers in need.items():
         per = {}
         for layer in layers:
+            if not np.isfinite(curves[metric][0][layer]):
+                continue  # a degenerate or undefined layer: no value, so nothing to resample
             if metric in sources:
                 g, is_a = grids[sources[metric]]
                 row = np.asarray(ctx.grid_of(g), dtype=float)
@@ -57,12 +59,13 @@ def paired_resamples(ctx: Context, run: dict, curves: dict, sources: dict, grids
                 if not np.isfinite(row).any():
                     continue
                 j = int(np.nanargmax(row))
-                (ra, la), (rb, lb) = ((g["run_a"], layer), (g["run_b"], j)) if is_a else ((g["run_a"], j), (g["run_b"], layer))
+                la, lb = (layer, j) if is_a else (j, layer)
+                ra, rb = g["run_a"], g["run_b"]
                 spaces = None if k is None else (ctx.engine.resample_space(ra, la, k, s.n_boot),
                                                  ctx.engine.resample_space(rb, lb, k, s.n_boot))
                 per[layer] = score_resamples("mutual_knn", ctx.engine.emb(ra)[la], ctx.engine.emb(rb)[lb], IX,
                                              spaces=spaces, **params)
-            elif np.isfinite(curves[metric][0][layer]):
+            else:
                 per[layer] = score_resamples(metric, E[layer], IX=IX, **params_for(metric, E.shape[1]))
         out[metric] = per
     return out

@@ -97,3 +97,23 @@ def test_with_random_init_models_every_line_is_a_control(planted):
     for v in found:
         assert v["verdict"]["status"] in ("control", "none") and "use layer" not in v["sentence"]
         assert v["verdict"]["n_metrics"] <= 2  # alignment with the other (random) model never votes
+
+
+def test_a_collapsed_last_layer_is_never_a_baseline_and_the_line_says_why(tmp_path):
+    rng = np.random.default_rng(2)
+    z = rng.normal(size=(N, 6))
+    V = np.stack([z @ rng.normal(size=(6, D)) + 0.3 * rng.normal(size=(N, D)) for _ in range(4)])
+    V[3] = V[3][0]  # every item at one point: nothing to compare against
+    T = np.stack([z @ rng.normal(size=(6, D)) + 0.3 * rng.normal(size=(N, D)) for _ in range(2)])
+    path = tmp_path / "c.duckdb"
+    write_run(path, "v", V.astype(np.float32), model="vid", modality="video", n_frames=1)
+    write_run(path, "t", T.astype(np.float32), model="txt", modality="text", n_captions=1)
+    analyze_store(path, metrics=("mutual_knn",), n_boot=B, k=5, seed=0, log=quiet)
+    p = _payload(path, "vid")
+    assert all("3" not in per for per in p["resamples"].values())  # no value there, so no resamples
+    con = duckdb.connect(str(path))
+    con.execute("UPDATE models SET random_init = false")
+    (v,) = [v for v in views.verdicts(con, "synthetic") if v["model"] == "vid"]
+    con.close()
+    assert v["verdict"]["layer"] != 3 and v["verdict"]["vs_last"] is None
+    assert "no gain over the last layer: it is degenerate or undefined" in v["sentence"]
