@@ -34,7 +34,8 @@ def _as_curves(curves: dict) -> tuple[dict, int]:
     return arrays, n_layers
 
 
-def recommend_layers(curves: dict[str, tuple[np.ndarray, bool]], *, last_layer: int | None = None) -> dict:
+def recommend_layers(curves: dict[str, tuple[np.ndarray, bool]], *, last_layer: int | None = None,
+                     controls=()) -> dict:
     """Per metric, the layer it picks, and the agreement between metrics.
 
     Args:
@@ -49,7 +50,8 @@ def recommend_layers(curves: dict[str, tuple[np.ndarray, bool]], *, last_layer: 
         from the final layer's value to the pick's relative to the final value, ``final_shortfall``
         the same change relative to the pick's value; both signed so that positive means the pick is better.
         Agreement: ``modal_layer`` and the share of metrics that pick it, and the spread of the
-        picks in relative depth (max - min).
+        picks in relative depth (max - min), over the curves not in ``controls`` (alignment with a
+        random-init model: picked and shown, never counted); None when every curve is a control.
     """
     if not curves:
         raise ValueError("no per-layer curves to choose from")
@@ -76,14 +78,18 @@ def recommend_layers(curves: dict[str, tuple[np.ndarray, bool]], *, last_layer: 
             "final_shortfall": float(drop if higher else -drop),
             "higher_is_better": bool(higher),
         }
-    layers = [p["layer"] for p in picks.values()]
-    values, counts = np.unique(layers, return_counts=True)
-    depths = [p["relative_depth"] for p in picks.values()]
-    agreement = {
-        "modal_layer": int(values[np.argmax(counts)]), "share_agreeing": float(counts.max() / len(layers)),
-        "depth_spread": float(max(depths) - min(depths)), "n_metrics": len(layers),
-    }
-    return {"picks": picks, "agreement": agreement, "n_layers": n_layers, "last_layer": last}
+    # controls are baselines: their picks are kept for display, never counted in the agreement
+    voting = [p for name, p in picks.items() if name not in set(controls)]
+    agreement = None
+    if voting:
+        values, counts = np.unique([p["layer"] for p in voting], return_counts=True)
+        depths = [p["relative_depth"] for p in voting]
+        agreement = {
+            "modal_layer": int(values[np.argmax(counts)]), "share_agreeing": float(counts.max() / len(voting)),
+            "depth_spread": float(max(depths) - min(depths)), "n_metrics": len(voting),
+        }
+    return {"picks": picks, "agreement": agreement, "n_layers": n_layers, "last_layer": last,
+            "controls": sorted(set(controls) & set(picks))}
 
 
 def describe_pick(model: str, pick: dict, n_layers: int, what: str, *, samples: dict | None = None) -> str:

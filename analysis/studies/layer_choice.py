@@ -71,6 +71,12 @@ def paired_resamples(ctx: Context, run: dict, curves: dict, sources: dict, grids
     return out
 
 
+def _partner(result_id: str, grids: dict) -> str:
+    """The other model of the grid an alignment curve comes from."""
+    g, is_a = grids[result_id]
+    return g["model_b"] if is_a else g["model_a"]
+
+
 def _json_samples(resamples: dict) -> dict:
     """The resamples as JSON lists (NaN, a resample that could not be scored, as null)."""
     return {m: {str(i): [None if not np.isfinite(x) else float(x) for x in v] for i, v in per.items()}
@@ -79,6 +85,7 @@ def _json_samples(resamples: dict) -> dict:
 
 def run(ctx: Context, d: DatasetRuns) -> None:
     chosen = d.largest_settings()
+    random = {r[0] for r in ctx.con.execute("SELECT model FROM models WHERE random_init").fetchall()}
     params = ctx.settings.params_for("mutual_knn")
     for m, run in chosen.items():
         curves, sources, grids = {}, {}, {}
@@ -107,6 +114,8 @@ def run(ctx: Context, d: DatasetRuns) -> None:
         # a curve with no finite value past layer 0 cannot pick a layer: listed, not used
         undefined = sorted(name for name, (v, _) in curves.items() if not np.isfinite(np.asarray(v)[1:]).any())
         curves = {name: c for name, c in curves.items() if name not in undefined}
+        # alignment with a random-init model is a control: picked and shown, never a vote
+        controls = sorted(name for name in curves if name in sources and _partner(sources[name], grids) in random)
         rid = ctx.rid("layer_choice", d.name, m)
         # named layers (the model's own ``default`` output, ``joint``) follow the numbered ones: they are
         # compared against, never picked, and "the last layer" is the last numbered one
@@ -115,11 +124,12 @@ def run(ctx: Context, d: DatasetRuns) -> None:
         default = next((i for i, n in names.items() if n == "default"), None)
         ikey = R.key(run["run_id"], str(run["finished"]), sorted(sources.values()),
                      {k: np.asarray(v[0]).round(12).tolist() for k, v in curves.items()},
-                     {str(i): n for i, n in sorted(names.items())}, undefined, ctx.settings.n_boot, ctx.settings.seed)
+                     {str(i): n for i, n in sorted(names.items())}, undefined, ctx.settings.n_boot, ctx.settings.seed,
+                     controls)
         if not ctx.fresh("layer_choice", "result_studies", rid, ikey):
             continue
         if curves:
-            rec = recommend_layers(curves, last_layer=last)
+            rec = recommend_layers(curves, last_layer=last, controls=controls)
             # the verdict's gains are paired differences on these resamples (views.verdicts)
             rec["resamples"] = _json_samples(paired_resamples(ctx, run, curves, sources, grids, last=last,
                                                               default=default, degenerate=bad))

@@ -97,6 +97,10 @@ def test_with_random_init_models_every_line_is_a_control(planted):
     for v in found:
         assert v["verdict"]["status"] in ("control", "none") and "use layer" not in v["sentence"]
         assert v["verdict"]["n_metrics"] <= 2  # alignment with the other (random) model never votes
+    # the stored agreement does not count the control either
+    p = _payload(path, "vid")
+    assert p["controls"] == ["alignment with txt"] and p["agreement"]["n_metrics"] == 2
+    assert p["picks"]["alignment with txt"]["layer"] == 2  # still picked and shown
 
 
 def test_a_collapsed_last_layer_is_never_a_baseline_and_the_line_says_why(tmp_path):

@@ -291,5 +291,11 @@ def test_recommend_layers_never_picks_a_named_layer_and_measures_from_the_last_n
     p = rec["picks"]["a"]
     assert (p["layer"], p["final_value"], p["from_final"]) == (2, .3, 1)
     assert p["relative_depth"] == pytest.approx(2 / 3) and rec["last_layer"] == 3
+    # a control's pick is kept for display, never counted in the agreement
+    rec = recommend_layers({"a": ([0, .2, .5, .3], True), "ctl": ([0, .9, .1, .1], True),
+                            "ctl2": ([0, .9, .1, .1], True)}, controls=["ctl", "ctl2"])
+    assert rec["picks"]["ctl"]["layer"] == 1 and rec["controls"] == ["ctl", "ctl2"]
+    assert rec["agreement"]["modal_layer"] == 2 and rec["agreement"]["n_metrics"] == 1
+    assert recommend_layers({"ctl": ([0, .9, .1], True)}, controls=["ctl"])["agreement"] is None
     assert named_layers('{"layer_names": {"13": "default", "14": "joint"}}') == {13: "default", 14: "joint"}
     assert named_layers({}) == {} and named_layers(None) == {} and named_layers("not json") == {}
