@@ -488,6 +488,8 @@ def verdicts(con, dataset) -> list[dict]:
         partners.update({m: m.removeprefix("alignment with ") for m in curves
                          if m.startswith("alignment with ") and m not in partners})
         controls = [m for m, ref in partners.items() if ref.removesuffix(" [text]") in random]
+        # the null is the grid's maximum under shuffled pairings: when the best cell is within chance,
+        # every row maximum (each layer's value on the curve) is too, so the whole curve does not vote
         nulls = {m: nl for m, (g, _) in found.items() if (nl := grid_null(g)) is not None}
         v = layer_verdict(curves, {m: hib.get(m, True) for m in curves}, last_layer=last, default_layer=default,
                           degenerate=deg, intervals=intervals, resamples=p.get("resamples"), controls=controls,
