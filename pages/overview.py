@@ -1,6 +1,6 @@
 import streamlit as st
 
-from analysis.views import display_table, md_escape
+from analysis.views import VERDICT_RULE, display_table, md_escape
 from pages._shared import (
     background_job,
     download_data,
@@ -22,12 +22,10 @@ if ov.get("empty"):
 
 # the answer first: per dataset and model, the layer to use (or a tie, or why none), each with the
 # views that show the evidence
-_ICON = {"recommend": "✅", "last": "✅", "tie": "🟰", "none": "⚠️"}
+_ICON = {"recommend": "✅", "last": "✅", "default": "↩️", "tie": "🟰", "untested": "❔", "chance": "🎲",
+         "control": "🧪", "none": "⚠️"}
 st.subheader("Which layer to use")
-st.caption("Per model: the layer most label-free metrics pick (layer 0, degenerate layers and named layers never "
-           "count), how many agree, its 95% interval where one was computed, and its gain over the last layer "
-           "and over the model's own default output when stored. Under 0.5% apart, or the last layer inside the "
-           "pick's interval, is a tie.")
+st.caption(md_escape(VERDICT_RULE))
 for ds in list(ov["datasets"]["dataset"]):
     found = view("verdicts", ds)
     if len(ov["datasets"]) > 1:

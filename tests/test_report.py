@@ -140,14 +140,24 @@ def test_the_report_opens_with_one_verdict_per_model(small_demo, tmp_path):
         for v in d["verdicts"]:
             assert v["sentence"] in page.replace("&#x27;", "'")
             (choice,) = R.read_studies(con, study="layer_choice", dataset=d["dataset"], subject=v["model"])
-            votes = Counter(p["layer"] for p in choice["payload"]["picks"].values())
+            # random-init controls and alignment no better than chance never vote (issue #29, item 3)
+            voters = {m: p for m, p in choice["payload"]["picks"].items()
+                      if m not in v["controls"] and m not in v["chance"]}
+            assert ("use layer" in v["sentence"]) == (v["status"] == "recommend")
+            if not voters:
+                assert v["status"] in ("none", "chance") and v["layer"] is None
+                continue
+            votes = Counter(p["layer"] for p in voters.values())
             top = max(votes.values())
             assert v["layer"] == max(layer for layer, n in votes.items() if n == top)
             assert (v["n_agree"], v["n_metrics"]) == (top, sum(votes.values()))
             if v["status"] == "last":
                 assert v["layer"] == v["last_layer"]
             if v["status"] == "tie":
-                assert "no reason to move off the last layer" in v["sentence"]
+                assert "no reason to move off the" in v["sentence"]
+            if v["status"] not in ("none", "chance"):  # a value, its interval and the paired gains, or why not
+                assert f"{v['lead']} " in v["sentence"] and ("95% CI" in v["sentence"] or "no interval" in v["sentence"])
+                assert v["layer"] == v["last_layer"] or "over the last layer" in v["sentence"]
             if v["heatmap_query"]:
                 q = v["heatmap_query"]
                 assert v["model"].removesuffix(" [text]") in (q["a"], q["b"]) and q["dataset"] == d["dataset"]

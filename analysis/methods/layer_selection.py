@@ -34,7 +34,8 @@ def _as_curves(curves: dict) -> tuple[dict, int]:
     return arrays, n_layers
 
 
-def recommend_layers(curves: dict[str, tuple[np.ndarray, bool]], *, last_layer: int | None = None) -> dict:
+def recommend_layers(curves: dict[str, tuple[np.ndarray, bool]], *, last_layer: int | None = None,
+                     controls=()) -> dict:
     """Per metric, the layer it picks, and the agreement between metrics.
 
     Args:
@@ -49,7 +50,8 @@ def recommend_layers(curves: dict[str, tuple[np.ndarray, bool]], *, last_layer: 
         from the final layer's value to the pick's relative to the final value, ``final_shortfall``
         the same change relative to the pick's value; both signed so that positive means the pick is better.
         Agreement: ``modal_layer`` and the share of metrics that pick it, and the spread of the
-        picks in relative depth (max - min).
+        picks in relative depth (max - min), over the curves not in ``controls`` (alignment with a
+        random-init model: picked and shown, never counted); None when every curve is a control.
     """
     if not curves:
         raise ValueError("no per-layer curves to choose from")
@@ -76,35 +78,136 @@ def recommend_layers(curves: dict[str, tuple[np.ndarray, bool]], *, last_layer: 
             "final_shortfall": float(drop if higher else -drop),
             "higher_is_better": bool(higher),
         }
-    layers = [p["layer"] for p in picks.values()]
-    values, counts = np.unique(layers, return_counts=True)
-    depths = [p["relative_depth"] for p in picks.values()]
-    agreement = {
-        "modal_layer": int(values[np.argmax(counts)]), "share_agreeing": float(counts.max() / len(layers)),
-        "depth_spread": float(max(depths) - min(depths)), "n_metrics": len(layers),
-    }
-    return {"picks": picks, "agreement": agreement, "n_layers": n_layers, "last_layer": last}
+    # controls are baselines: their picks are kept for display, never counted in the agreement
+    voting = [p for name, p in picks.items() if name not in set(controls)]
+    agreement = None
+    if voting:
+        values, counts = np.unique([p["layer"] for p in voting], return_counts=True)
+        depths = [p["relative_depth"] for p in voting]
+        agreement = {
+            "modal_layer": int(values[np.argmax(counts)]), "share_agreeing": float(counts.max() / len(voting)),
+            "depth_spread": float(max(depths) - min(depths)), "n_metrics": len(voting),
+        }
+    return {"picks": picks, "agreement": agreement, "n_layers": n_layers, "last_layer": last,
+            "controls": sorted(set(controls) & set(picks))}
 
 
-def describe_pick(model: str, pick: dict, n_layers: int, what: str) -> str:
-    """A plain sentence: "layer 9 of 12 aligns best with text; the last layer is 18% lower"."""
+def describe_pick(model: str, pick: dict, n_layers: int, what: str, *, samples: dict | None = None) -> str:
+    """A plain sentence: "layer 9 of 12 of vit is best by alignment with text; the last layer is 18%
+    lower; 0.41 against 0.35, +18% over the last layer (95% CI +9% to +27%) on 200 paired item
+    resamples".
+
+    ``pick``: one entry of :func:`recommend_layers`'s ``picks``; ``samples``: that metric's item
+    resamples ``{layer: (B,)}`` (the layer-choice payload's ``resamples[metric]``), from which the
+    gain over the last layer gets its paired interval (:func:`paired_gain`); without them the
+    sentence says there is none."""
     last = n_layers - 1
     if pick["layer"] == last:
-        return f"the last layer ({last}) of {model} is best by {what}"
+        return f"the last layer ({last}) of {model} is best by {what} ({pick['value']:.3g})"
     short = pick["final_shortfall"]
     if not np.isfinite(short):
         change = "the pick scores 0"
-    elif abs(short) < 0.005:  # would print "0% lower": no layer is better, whatever the argmax says
+    elif abs(short) < TIE_TOLERANCE:  # would print "0% lower": no layer is better, whatever the argmax says
         return (f"layer {pick['layer']} of {last} of {model} and the last layer are within 0.5% by {what}: "
                 "no reason to move off the last layer")
     elif pick.get("higher_is_better", True):
         change = f"the last layer is {abs(short) * 100:.0f}% {'lower' if short > 0 else 'higher'}"
     else:
         change = f"the last layer is {abs(short) * 100:.0f}% {'worse' if short > 0 else 'better'}"
-    return f"layer {pick['layer']} of {last} of {model} is best by {what}; {change}"
+    a, b = _samples({"m": samples}, "m", pick["layer"]), _samples({"m": samples}, "m", last)
+    values = f"{pick['value']:.3g} against {pick['final_value']:.3g}"
+    if a is None or b is None:
+        gain = f"{values}, no paired interval (no item resamples stored)"
+    else:
+        cmp = paired_gain(a, b, pick["value"], pick["final_value"], higher=pick.get("higher_is_better", True))
+        gain = f"{values}, {_gain_text(cmp, 'the last layer')} on {len(a)} paired item resamples"
+    return f"layer {pick['layer']} of {last} of {model} is best by {what}; {change}; {gain}"
 
 
-#: relative change below which a layer and the last layer are called a tie (|Δ| / |last| < 0.5%)
+#: smallest relative gain, ``|Δ| / |baseline|``, for which "use layer N" is said: 2%. A paired interval
+#: that excludes zero says a gain is real, not that it matters. Moving off the last layer or the
+#: model's own output costs the user a re-extraction at a hook the model's API does not expose,
+#: and a label-free score is a proxy whose link to any task is loose (LayerScope's abstract: no
+#: single signal is a universal selector), so a gain of a few tenths of a percent in a proxy
+#: promises nothing downstream (the demo once said "use layer N" on +0.7% RankMe). Below the
+#: margin a real gain is reported as a tie, with its value and interval.
+PRACTICAL_MARGIN = 0.02
+
+#: a best cell whose shuffled-pairing null p-value is at least this shows no alignment beyond chance
+NULL_ALPHA = 0.05
+
+#: verdict statuses: ``recommend`` (use layer N), ``last`` (the last layer is best), ``default``
+#: (keep the model's own output: the pick is below it), ``tie`` (the gain is not shown or too small),
+#: ``untested`` (no paired resamples to test the gain), ``chance`` (no alignment beyond chance),
+#: ``control`` (a random-init model: a baseline, never a recommendation), ``none`` (nothing defined)
+STATUSES = ("recommend", "last", "default", "tie", "untested", "chance", "control", "none")
+
+
+def percentile_interval(samples, estimate: float, *, level: float = 0.95) -> tuple[float, float] | None:
+    """The bootstrap interval of ``estimate`` from its resampled values ``samples`` ``(B,)`` (NaN =
+    a resample that could not be scored, skipped): the ``(1∓level)/2`` percentiles of the valid
+    values shifted by ``estimate − median(samples)``, as :func:`analysis.bootstrap.bootstrap_ci` does
+    (the shift removes the resampling bias of neighbourhood metrics). None with fewer than 2 valid
+    resamples. Reference: Efron & Tibshirani (1993), ch. 13."""
+    s = np.asarray(samples, dtype=float)
+    ok = s[np.isfinite(s)]
+    if len(ok) < 2 or not np.isfinite(estimate):
+        return None
+    alpha = (1 - level) / 2
+    lo, hi = np.quantile(ok, [alpha, 1 - alpha])
+    shift = float(estimate) - float(np.median(ok))
+    return float(lo + shift), float(hi + shift)
+
+
+def paired_gain(pick_samples, base_samples, pick_value: float, base_value: float, *, higher: bool,
+                level: float = 0.95) -> dict:
+    """The gain of a picked layer over a baseline layer (the last layer, the ``default`` output),
+    estimated on the same item resamples: a paired bootstrap of the difference.
+
+    Args:
+        pick_samples, base_samples: ``(B,)`` the metric at the pick and at the baseline on the same
+            ``B`` item resamples (row ``b`` of both drawn from one index set; NaN = not scored).
+        pick_value, base_value: the metric on the full sample at each layer.
+        higher: the metric's direction; every difference is signed so that positive = pick better.
+    Returns:
+        ``{"diff": ±(pick − base), "low", "high": its interval (:func:`percentile_interval` of the
+        per-resample differences ``d_b = ±(pick_b − base_b)``; None with < 2 paired resamples),
+        "gain": diff / |base| (None when base is 0 or undefined), "gain_low", "gain_high": the interval
+        on the same scale, "n_boot": B, "n_valid": resamples scored at both layers, "level"}``.
+    """
+    a, b = np.asarray(pick_samples, dtype=float), np.asarray(base_samples, dtype=float)
+    if a.shape != b.shape or a.ndim != 1:
+        raise ValueError(f"paired resamples must be two (B,) arrays of one length, got {a.shape} and {b.shape}")
+    sign = 1.0 if higher else -1.0
+    diff = sign * (float(pick_value) - float(base_value))
+    d = sign * (a - b)
+    iv = percentile_interval(d, diff, level=level)
+    scale = abs(float(base_value)) if np.isfinite(base_value) and base_value != 0 else None
+    out = {"diff": diff if np.isfinite(diff) else None, "low": None, "high": None, "gain": None, "gain_low": None,
+           "gain_high": None, "n_boot": int(len(d)), "n_valid": int(np.isfinite(d).sum()), "level": float(level)}
+    if iv is not None:
+        out.update(low=iv[0], high=iv[1])
+    if scale is not None and out["diff"] is not None:
+        out["gain"] = diff / scale
+        if iv is not None:
+            out.update(gain_low=iv[0] / scale, gain_high=iv[1] / scale)
+    return out
+
+
+def judge_gain(cmp: dict | None, margin: float = PRACTICAL_MARGIN) -> str:
+    """``"better"`` when the paired interval lies above zero and the gain reaches ``margin``;
+    ``"worse"`` when the pick's value is below the baseline's; ``"tie"`` otherwise; ``"untested"``
+    when there is no interval (too few paired resamples) or no gain (a baseline of 0)."""
+    if cmp is None or cmp["diff"] is None:
+        return "untested"
+    if cmp["diff"] < 0:
+        return "worse"
+    if cmp["low"] is None or cmp["gain"] is None:
+        return "untested"
+    return "better" if cmp["low"] > 0 and cmp["gain"] >= margin else "tie"
+
+
+#: relative change below which :func:`describe_pick` calls a layer and the last layer a tie (0.5%)
 TIE_TOLERANCE = 0.005
 
 
@@ -117,47 +220,10 @@ def _rel_gain(value: float, base: float, higher: bool) -> float | None:
     return float(g if higher else -g)
 
 
-def layer_verdict(curves: dict[str, np.ndarray], higher_is_better: dict[str, bool], *, last_layer: int | None = None,
-                  default_layer: int | None = None, degenerate=(), intervals: dict | None = None,
-                  tol: float = TIE_TOLERANCE) -> dict:
-    """One answer per model: the layer to use, how many metrics agree, and whether it beats the last layer.
-
-    Each metric's pick is its best layer among ``1..last_layer`` (layer 0 is the embedding output;
-    degenerate and undefined (NaN) layers are never picked; ties go to the deepest layer). The
-    recommended layer is the one most metrics pick (a tie in votes goes to the deeper layer). Its
-    *lead* metric is an agreeing metric with a stored interval at that layer, else the agreeing
-    metric with the smallest gain over the last layer, so the headline never overstates.
-
-    Args:
-        curves: metric -> per-layer values ``(L,)`` (NaN = undefined).
-        higher_is_better: metric -> direction.
-        last_layer: index of the last numbered layer (default ``L − 1``); layers after it are named
-            layers (``default``, ``joint``): compared against, never recommended.
-        default_layer: index of the model's own output (named layer ``default``) when stored.
-        degenerate: layer indices whose values do not measure a representation (collapsed etc.).
-        intervals: metric -> ``(layer, low, high)``, a 95% interval of that metric at that layer
-            (the bootstrap CI of a grid's best cell); used only when ``layer`` is the recommendation.
-        tol: relative change under which the pick and the last layer tie (0.5%).
-    Returns:
-        ``{"status": "recommend" | "tie" | "last" | "none", "layer", "last_layer", "default_layer",
-        "n_agree", "n_metrics", "agreeing", "picks": {metric: layer}, "undefined": [metric],
-        "lead", "value", "last_value", "default_value", "interval": [lo, hi] | None,
-        "gain_vs_last", "gain_vs_default" (lead metric, signed, + = pick better; None when undefined),
-        "gains_vs_last": {metric: gain}, "reason"}``. A tie is called when the lead metric's gain is
-        under ``tol`` or when the last layer's value lies inside the pick's interval (the last
-        layer's own interval is not computed, so this is the overlap test the stored data allow).
-    """
-    if not curves:
-        raise ValueError("no per-layer curves to choose from")
+def _metric_picks(arrays: dict, higher_is_better: dict, last: int, bad: set) -> tuple[dict, list]:
+    """Each curve's best layer among ``1..last`` outside ``bad`` and NaN (ties to the deepest
+    layer), and the curves with no such layer."""
     picks, undefined = {}, []
-    bad = {int(i) for i in degenerate}
-    for name in curves:
-        if name not in higher_is_better:
-            raise ValueError(f"curve {name!r} has no direction in higher_is_better")
-    arrays, n_layers = _as_curves(curves)
-    last = n_layers - 1 if last_layer is None else int(last_layer)
-    if not 1 <= last < n_layers:
-        raise ValueError(f"last_layer {last_layer} is outside 1..{n_layers - 1}")
     for name, v in arrays.items():
         higher = bool(higher_is_better[name])
         ok = [i for i in range(1, last + 1) if i not in bad and np.isfinite(v[i])]
@@ -168,47 +234,193 @@ def layer_verdict(curves: dict[str, np.ndarray], higher_is_better: dict[str, boo
         cand = ok[::-1]
         vals = v[cand]
         picks[name] = cand[int(np.argmax(vals) if higher else np.argmin(vals))]
-    out = {"last_layer": last, "default_layer": default_layer, "picks": picks, "undefined": sorted(undefined),
-           "n_metrics": len(picks), "layer": None, "n_agree": 0, "agreeing": [], "lead": None, "value": None,
-           "last_value": None, "default_value": None, "interval": None, "gain_vs_last": None,
-           "gain_vs_default": None, "gains_vs_last": {}}
+    return picks, undefined
+
+
+def layers_to_resample(curves: dict[str, np.ndarray], higher_is_better: dict[str, bool], *,
+                       last_layer: int | None = None, default_layer: int | None = None,
+                       degenerate=()) -> dict[str, list[int]]:
+    """Per curve, the layers whose item-resample scores :func:`layer_verdict` needs to test a pick
+    made by that curve: its own pick, the last layer and the ``default`` output (when stored).
+    Every lead metric of a verdict is a curve agreeing with the pick, so these always suffice."""
+    arrays, n_layers = _as_curves(curves)
+    last = n_layers - 1 if last_layer is None else int(last_layer)
+    picks, _ = _metric_picks(arrays, higher_is_better, last, {int(i) for i in degenerate})
+    extra = [last] + ([int(default_layer)] if default_layer is not None and 0 <= default_layer < n_layers else [])
+    return {m: sorted({p, *extra}) for m, p in picks.items()}
+
+
+def _samples(resamples: dict | None, metric: str, layer: int | None):
+    """The ``(B,)`` resample scores of ``metric`` at ``layer`` (keys may be ints or strings), or None."""
+    if layer is None or not resamples or metric not in resamples:
+        return None
+    per = resamples[metric] or {}
+    s = per.get(layer, per.get(str(layer)))
+    return None if s is None else np.array([np.nan if x is None else x for x in s], dtype=float)
+
+
+def layer_verdict(curves: dict[str, np.ndarray], higher_is_better: dict[str, bool], *, last_layer: int | None = None,
+                  default_layer: int | None = None, degenerate=(), intervals: dict | None = None,
+                  resamples: dict | None = None, controls=(), nulls: dict | None = None,
+                  control_model: bool = False, margin: float = PRACTICAL_MARGIN) -> dict:
+    """One answer per model: the layer to use, how many metrics agree, and whether its gain over
+    the last layer and over the model's own ``default`` output is real and large enough.
+
+    Voters: every curve except those in ``controls`` (alignment with a random-init model: a
+    baseline, never a vote) and alignment curves whose best cell shows no alignment beyond chance
+    (``nulls[m]["p"] >= NULL_ALPHA``). Each voter's pick is its best layer among ``1..last_layer``
+    (layer 0 is the embedding output; degenerate and undefined (NaN) layers are never picked;
+    ties go to the deepest layer); the candidate is the layer most voters pick (a tie in votes goes
+    to the deeper layer). Its *lead* metric is an agreeing voter with paired resamples, the one with
+    the smallest point gain over the last layer, so the headline never overstates.
+
+    Gains are paired differences (:func:`paired_gain`) of the lead metric on the same item
+    resamples, pick against the last layer and against ``default``. The status:
+
+    - ``recommend``: both gains' 95% intervals exclude zero and both gains reach ``margin``;
+    - ``last``: the candidate is the last layer (and ``default`` is not better);
+    - ``default``: the lead metric scores the candidate (or the last layer) below ``default``: the
+      pick is never recommended over the model's own output;
+    - ``tie``: a gain's interval includes zero or the gain is under ``margin``;
+    - ``untested``: no paired resamples, so no gain can be tested (never a recommendation);
+    - ``chance``: every voter was an alignment curve with no alignment beyond chance;
+    - ``control``: ``control_model`` (random-init weights): the same fields, never a recommendation;
+    - ``none``: no voter is defined at any layer (or the only signals were controls).
+
+    Args:
+        curves: metric -> per-layer values ``(L,)`` (NaN = undefined).
+        higher_is_better: metric -> direction.
+        last_layer: index of the last numbered layer (default ``L − 1``); layers after it are named
+            layers (``default``, ``joint``): compared against, never recommended.
+        default_layer: index of the model's own output (named layer ``default``) when stored.
+        degenerate: layer indices whose values do not measure a representation (collapsed etc.).
+        intervals: metric -> ``(layer, low, high)``, a stored 95% interval of that metric at that
+            layer (a grid's best-cell CI); the value's interval when ``layer`` is the candidate
+            (else it comes from the resamples).
+        resamples: metric -> {layer: ``(B,)`` scores}, every array on the same ``B`` item resamples
+            (:func:`layers_to_resample` says which layers are needed).
+        controls: curve names whose signal comes from a control model.
+        nulls: metric -> ``{"p", "q95", "n_perm"}``, the shuffled-pairing null of the curve's best cell.
+        control_model: the model itself has random-init weights.
+        margin: the practical margin (:data:`PRACTICAL_MARGIN`).
+    Returns:
+        ``{"status", "layer", "last_layer", "default_layer", "n_agree", "n_metrics", "agreeing",
+        "picks": {metric: layer}, "undefined", "controls", "chance": {metric: null}, "lead", "value",
+        "interval": [lo, hi] | None, "last_value", "default_value", "gain_vs_last", "gain_vs_default"
+        (lead metric, relative, + = pick better), "vs_last", "vs_default" (:func:`paired_gain` dicts,
+        or point-only ones without an interval, or None), "gains_vs_last": {metric: gain}, "margin",
+        "n_boot", "control", "reason"}``.
+    """
+    if not curves:
+        raise ValueError("no per-layer curves to choose from")
+    bad = {int(i) for i in degenerate}
+    for name in curves:
+        if name not in higher_is_better:
+            raise ValueError(f"curve {name!r} has no direction in higher_is_better")
+    arrays, n_layers = _as_curves(curves)
+    last = n_layers - 1 if last_layer is None else int(last_layer)
+    if not 1 <= last < n_layers:
+        raise ValueError(f"last_layer {last_layer} is outside 1..{n_layers - 1}")
+    ctrl = sorted(m for m in set(controls) if m in arrays)
+    chance = {m: dict(nl) for m, nl in (nulls or {}).items()
+              if m in arrays and m not in ctrl and nl and nl.get("p") is not None and nl["p"] >= NULL_ALPHA}
+    voters = {m: v for m, v in arrays.items() if m not in ctrl and m not in chance}
+    picks, undefined = _metric_picks(voters, higher_is_better, last, bad)
+    d = default_layer if default_layer is not None and 0 <= default_layer < n_layers else None
+    out = {**no_verdict("", last, undefined), "default_layer": d, "picks": picks, "n_metrics": len(picks),
+           "controls": ctrl, "chance": chance, "margin": float(margin), "control": bool(control_model)}
     if not picks:
+        if chance:
+            return {**out, "status": "chance", "reason": "no alignment beyond chance: " + _chance_text(arrays, chance)}
+        if ctrl and not undefined:
+            return {**out, "reason": f"its only signals are alignment with random-init controls "
+                                     f"({', '.join(ctrl)}): controls never vote"}
         why = "degenerate or undefined at every layer" if bad else "undefined at every layer"
-        return no_verdict(f"every curve is {why} ({', '.join(sorted(undefined))})", last, undefined)
+        return {**out, "reason": f"every curve is {why} ({', '.join(sorted(undefined))})"}
     layers, counts = np.unique(list(picks.values()), return_counts=True)
     layer = int(layers[counts == counts.max()].max())  # most votes; the deeper of equals
     agreeing = sorted(m for m, p in picks.items() if p == layer)
     gains = {m: _rel_gain(arrays[m][layer], arrays[m][last], bool(higher_is_better[m])) for m in agreeing}
-    iv = {m: (lo, hi) for m, (il, lo, hi) in (intervals or {}).items()
-          if m in agreeing and int(il) == layer and lo is not None and hi is not None}
-    if iv:
-        lead = min(iv)
-    else:  # the smallest gain (undefined gains last), so the headline never overstates
-        lead = min(agreeing, key=lambda m: (gains[m] is None, gains[m] if gains[m] is not None else 0.0, m))
+
+    def paired(m: str) -> bool:
+        return all(_samples(resamples, m, i) is not None for i in {layer, last})
+
+    # the smallest gain among the testable metrics (undefined gains last), so the headline never overstates
+    lead = min(agreeing, key=lambda m: (not paired(m), gains[m] is None,
+                                        gains[m] if gains[m] is not None else 0.0, m))
     v, higher = arrays[lead], bool(higher_is_better[lead])
-    d = default_layer if default_layer is not None and 0 <= default_layer < n_layers else None
+    stored = {m: (lo, hi) for m, (il, lo, hi) in (intervals or {}).items()
+              if m == lead and int(il) == layer and lo is not None and hi is not None}
+    s_pick = _samples(resamples, lead, layer)
+    interval = stored.get(lead) or (percentile_interval(s_pick, v[layer]) if s_pick is not None else None)
+
+    def compare(base: int) -> dict | None:
+        if not np.isfinite(v[base]):
+            return None
+        s_base = _samples(resamples, lead, base)
+        if s_pick is not None and s_base is not None:
+            return paired_gain(s_pick, s_base, v[layer], v[base], higher=higher)
+        diff = (1.0 if higher else -1.0) * float(v[layer] - v[base])
+        return {"diff": diff, "low": None, "high": None, "gain": _rel_gain(v[layer], v[base], higher),
+                "gain_low": None, "gain_high": None, "n_boot": 0, "n_valid": 0, "level": 0.95}
+
+    vs_last = compare(last) if layer != last else None
+    vs_default = compare(d) if d is not None else None
     out.update(layer=layer, n_agree=len(agreeing), agreeing=agreeing, lead=lead, value=float(v[layer]),
+               interval=list(interval) if interval is not None else None,
                last_value=float(v[last]) if np.isfinite(v[last]) else None,
                default_value=float(v[d]) if d is not None and np.isfinite(v[d]) else None,
-               interval=list(iv[lead]) if lead in iv else None, gain_vs_last=gains[lead],
-               gain_vs_default=_rel_gain(v[layer], v[d], higher) if d is not None else None, gains_vs_last=gains)
+               gain_vs_last=gains[lead] if layer != last else 0.0,
+               gain_vs_default=vs_default["gain"] if vs_default else None, gains_vs_last=gains,
+               vs_last=vs_last, vs_default=vs_default, n_boot=len(s_pick) if s_pick is not None else None)
+    if control_model:
+        return {**out, "status": "control",
+                "reason": "random-init weights: a baseline for the trained models, not a candidate"}
+    # an undefined default output (degenerate) is no baseline: shown, not tested against
+    j_default = judge_gain(vs_default, margin) if vs_default is not None else None
+    if j_default == "worse":
+        where = "the last layer" if layer == last else f"layer {layer}"
+        return {**out, "status": "default",
+                "reason": f"{where} scores below the model's default output by {lead}: never recommended over it"}
     if layer == last:
-        return {**out, "status": "last", "reason": "the last layer is best"}
-    g = gains[lead]
-    if g is not None and abs(g) < tol:
-        return {**out, "status": "tie",
-                "reason": f"layer {layer} and the last layer are within {tol:.1%} by {lead}"}
-    if lead in iv and out["last_value"] is not None:
-        lo, hi = iv[lead]
-        if (out["last_value"] >= lo) if higher else (out["last_value"] <= hi):
-            return {**out, "status": "tie",
-                    "reason": f"the last layer's {lead} ({out['last_value']:.3g}) lies inside layer {layer}'s "
-                              f"95% interval [{lo:.3g}, {hi:.3g}]"}
-    if g is None:
-        reason = ("the last layer is degenerate or undefined" if not np.isfinite(v[last])
-                  else "the last layer scores 0: no relative gain")
-        return {**out, "status": "recommend", "reason": reason}
-    return {**out, "status": "recommend", "reason": f"{g:+.0%} over the last layer by {lead}"}
+        return {**out, "status": "last", "reason": "no earlier layer scores higher"}
+    if vs_last is None:  # the last layer is degenerate or undefined: the pick is the best defined layer
+        if j_default in (None, "better"):
+            return {**out, "status": "recommend",
+                    "reason": "the last layer is degenerate or undefined: no gain over it to test"}
+        return {**out, "status": "untested" if j_default == "untested" else "tie", "tie_with": "the default output",
+                "reason": "the last layer is degenerate or undefined" + _why(j_default, vs_default, margin,
+                                                                              "the default output")}
+    j_last = judge_gain(vs_last, margin)
+    untested = [c for c, j in ((vs_last, j_last), (vs_default, j_default)) if j == "untested"]
+    if untested:
+        reason = ("a baseline scores 0: no relative gain to test" if all(c["gain"] is None for c in untested)
+                  else "fewer than 2 paired item resamples could be scored to test the gain (none stored: run "
+                       "`layerscope analyze` with --bootstrap 2 or more; or too few distinct items for the metric)")
+        return {**out, "status": "untested", "reason": reason}
+    if j_last == "better" and j_default in (None, "better"):
+        return {**out, "status": "recommend", "reason": "the paired gains exclude zero and pass the margin"}
+    which, cmp, j = (("the last layer", vs_last, j_last) if j_last != "better"
+                     else ("the default output", vs_default, j_default))
+    return {**out, "status": "tie", "tie_with": which, "reason": _why(j, cmp, margin, which).removeprefix(": ")}
+
+
+def _why(judgement, cmp, margin: float, which: str) -> str:
+    """Why a gain over ``which`` does not count: its interval includes zero or it is under the margin."""
+    if judgement in (None, "better"):
+        return ""
+    if judgement == "untested":
+        return f": the gain over {which} could not be tested"
+    if cmp["low"] is not None and cmp["low"] <= 0:
+        return f": the 95% interval of the gain over {which} includes zero"
+    return f": the gain over {which} is under the {margin:.0%} practical margin"
+
+
+def _chance_text(arrays: dict, chance: dict) -> str:
+    return "; ".join(f"{m} best {np.nanmax(arrays[m]):.3g}, shuffled-pairing null p={nl['p']:.2g}"
+                     + (f" (null 95th percentile {nl['q95']:.3g}" if nl.get("q95") is not None else " (")
+                     + (f", {nl['n_perm']} shuffles)" if nl.get("n_perm") else ")")
+                     for m, nl in sorted(chance.items()))
 
 
 def no_verdict(reason: str, last_layer: int | None, undefined=()) -> dict:
@@ -216,32 +428,74 @@ def no_verdict(reason: str, last_layer: int | None, undefined=()) -> dict:
     return {"status": "none", "reason": reason, "last_layer": last_layer, "default_layer": None, "picks": {},
             "undefined": sorted(undefined), "n_metrics": 0, "layer": None, "n_agree": 0, "agreeing": [],
             "lead": None, "value": None, "last_value": None, "default_value": None, "interval": None,
-            "gain_vs_last": None, "gain_vs_default": None, "gains_vs_last": {}}
+            "gain_vs_last": None, "gain_vs_default": None, "gains_vs_last": {}, "vs_last": None,
+            "vs_default": None, "controls": [], "chance": {}, "margin": PRACTICAL_MARGIN, "n_boot": None,
+            "control": False}
 
 
 def _pct(g) -> str:
     return "—" if g is None else f"{g:+.1%}" if abs(g) < 0.1 else f"{g:+.0%}"
 
 
+def _gain_text(cmp: dict | None, what: str) -> str:
+    """"+18% over the last layer (95% CI +12% to +25%)", or the point gain and why it has no interval."""
+    if cmp is None:
+        return f"no gain over {what}: it is degenerate or undefined"
+    if cmp["gain"] is None:
+        return f"no relative gain over {what}: it scores 0"
+    if cmp["gain_low"] is None:
+        return f"{_pct(cmp['gain'])} over {what} (no paired interval)"
+    return f"{_pct(cmp['gain'])} over {what} (95% CI {_pct(cmp['gain_low'])} to {_pct(cmp['gain_high'])})"
+
+
 def verdict_sentence(model: str, v: dict, *, n_boot: int | None = None) -> str:
-    """The verdict of :func:`layer_verdict` as one line for people, e.g. "vit: use layer 7 of 12 —
-    3 of 4 metrics agree; alignment with bert 0.41 (95% CI 0.39–0.43, 200 resamples); +18% over the
-    last layer, +12% over the default output"."""
-    last = v["last_layer"]
-    if v["status"] == "none":
-        return f"{model}: no layer can be recommended — {v['reason']}"
+    """The verdict of :func:`layer_verdict` as one line for people: its value with an interval and
+    its paired gains with theirs, or why not, e.g. "vit: use layer 7 of 12 — 3 of 4 metrics agree;
+    rankme 41.2 (95% CI 40.1–42.0, 200 resamples); +18% over the last layer (95% CI +12% to +25%),
+    +12% over the default output (95% CI +5% to +19%); paired bootstrap, practical margin 2%"."""
+    last, status = v["last_layer"], v["status"]
+    if status == "none":
+        return f"{model}: no layer can be recommended — {v['reason']}" + _aside(v)
+    if status == "chance":
+        return f"{model}: {v['reason']} — no layer is recommended" + _aside(v)
     agree = f"{v['n_agree']} of {v['n_metrics']} metric{'s' if v['n_metrics'] != 1 else ''} agree"
-    if v["status"] == "last":
-        return f"{model}: use the last layer ({last}) — {agree}"
-    if v["status"] == "tie":
-        return (f"{model}: tie between layer {v['layer']} ({agree}) and the last layer ({last}) — {v['reason']}: "
-                "no reason to move off the last layer")
-    lead = f"{v['lead']} {v['value']:.3g}"
+    n_boot = n_boot or v.get("n_boot")
+    value = f"{v['lead']} {v['value']:.3g}"
     if v.get("interval"):
         lo, hi = v["interval"]
-        lead += f" (95% CI {lo:.3g}–{hi:.3g}{f', {n_boot} resamples' if n_boot else ''})"
-    gains = [f"{_pct(v['gain_vs_last'])} over the last layer" if v["gain_vs_last"] is not None
-             else v["reason"]]
-    if v.get("gain_vs_default") is not None:
-        gains.append(f"{_pct(v['gain_vs_default'])} over the default output")
-    return f"{model}: use layer {v['layer']} of {last} — {agree}; {lead}; {', '.join(gains)}"
+        sep = " to " if lo < 0 else "–"  # "-2.66–-2.13" misreads
+        value += f" (95% CI {lo:.3g}{sep}{hi:.3g}{f', {n_boot} resamples' if n_boot else ''})"
+    else:
+        value += " (no interval: no item resamples stored)"
+    gains = [] if v["layer"] == last else [_gain_text(v.get("vs_last"), "the last layer")]
+    if v.get("default_layer") is not None:
+        gains.append(_gain_text(v.get("vs_default"), "the default output"))
+    gain = "; ".join([value, *gains]) + f"; paired bootstrap, practical margin {v['margin']:.0%}"
+    if status == "control":
+        where = f"the last layer ({last})" if v["layer"] == last else f"layer {v['layer']} of {last}"
+        return (f"{model}: a control (random-init weights), never a recommendation — its metrics pick {where} "
+                f"({agree}); {gain}" + _aside(v))
+    if status == "last":
+        return f"{model}: use the last layer ({last}) — {agree}, {v['reason']}; {gain}" + _aside(v)
+    if status == "default":
+        return f"{model}: keep the model's default output — {v['reason']}; {gain}" + _aside(v)
+    if status == "tie":
+        which = v.get("tie_with", "the last layer")
+        return (f"{model}: tie between layer {v['layer']} ({agree}) and {which} — {v['reason']}; {gain}; "
+                f"no reason to move off {which}" + _aside(v))
+    if status == "untested":
+        return (f"{model}: layer {v['layer']} of {last} leads ({agree}) but is not recommended — {v['reason']}; "
+                f"{gain}" + _aside(v))
+    extra = f" ({v['reason']})" if v["vs_last"] is None else ""
+    return f"{model}: use layer {v['layer']} of {last} — {agree}{extra}; {gain}" + _aside(v)
+
+
+def _aside(v: dict) -> str:
+    """What did not vote: controls and alignment no better than chance."""
+    out = ""
+    if v.get("controls"):
+        out += f"; not voting (random-init controls): {', '.join(v['controls'])}"
+    if v.get("chance") and v["status"] != "chance":
+        out += "; not voting (no alignment beyond chance): " + ", ".join(
+            f"{m} (p={nl['p']:.2g})" for m, nl in sorted(v["chance"].items()))
+    return out

@@ -63,7 +63,10 @@ def _verdicts(con, ds, chosen) -> list[dict]:
         if v["model"].removesuffix(" [text]") not in chosen:
             continue
         keep = ("status", "layer", "last_layer", "default_layer", "n_agree", "n_metrics", "agreeing", "lead",
-                "value", "last_value", "default_value", "interval", "gain_vs_last", "gain_vs_default", "reason")
+                "value", "last_value", "default_value", "interval", "gain_vs_last", "gain_vs_default", "reason",
+                # the paired bootstrap gains (diff, interval, relative gain and its interval), the margin they
+                # must pass, and what did not vote (random-init controls, alignment no better than chance)
+                "vs_last", "vs_default", "margin", "controls", "chance", "control")
         out.append({"model": v["model"], "label": v["label"], "sentence": v["sentence"], "n_boot": v["n_boot"],
                     **{k: v["verdict"][k] for k in keep}, "heatmap_query": v["heatmap"], "curves_query": v["curves"]})
     return out
@@ -108,10 +111,11 @@ def _dataset_section(con, ds, chosen, references, labels, ov) -> dict:
                 "note": (g.get("flags") or {}).get("best") or ""}
             if c and f"alignment with {ref}" in c["picks"]:
                 sentences.append(describe_pick(labels.get(m, m), c["picks"][f"alignment with {ref}"],
-                                               c.get("last_layer", c["n_layers"] - 1) + 1, f"alignment with {ref}"))
+                                               c.get("last_layer", c["n_layers"] - 1) + 1, f"alignment with {ref}",
+                                               samples=(c.get("resamples") or {}).get(f"alignment with {ref}")))
         if c and "rankme" in c["picks"]:
             sentences.append(describe_pick(labels.get(m, m), c["picks"]["rankme"], c.get("last_layer", c["n_layers"] - 1) + 1,
-                                           "RankMe"))
+                                           "RankMe", samples=(c.get("resamples") or {}).get("rankme")))
         rows.append(entry)
     sec["sections"]["summary"] = {"models": rows, "sentences": sentences}
 
@@ -361,7 +365,8 @@ def render_html(report: dict) -> str:
     return "".join(parts)
 
 
-_MARK = {"recommend": "✅", "last": "✅", "tie": "🟰", "none": "⚠️"}
+_MARK = {"recommend": "✅", "last": "✅", "default": "↩️", "tie": "🟰", "untested": "❔", "chance": "🎲",
+         "control": "🧪", "none": "⚠️"}
 
 
 def _verdicts_html(report) -> str:
@@ -375,9 +380,7 @@ def _verdicts_html(report) -> str:
             continue
         out.append("<ul>" + "".join(f"<li>{_MARK[v['status']]} {_e(v['sentence'])}</li>" for v in d["verdicts"])
                    + "</ul>")
-    out.append("<p class='muted'>The layer most label-free metrics pick (layer 0, degenerate and named layers never "
-               "count); under 0.5% from the last layer, or the last layer inside the pick's 95% interval, is a tie. "
-               "The per-metric picks follow in each dataset's summary.</p>")
+    out.append(f"<p class='muted'>{_e(views.VERDICT_RULE)} The per-metric picks follow in each dataset's summary.</p>")
     return "".join(out)
 
 

@@ -1,15 +1,18 @@
 """Layer-choice study: per model, the layer each label-free curve recommends and their agreement
-(``result_studies``, study ``layer_choice``). Reads only the profiles and grids already stored."""
+(``result_studies``, study ``layer_choice``). Reads the profiles and grids already stored, and
+scores each curve on item resamples at the few layers a verdict compares (its pick, the last
+layer, the ``default`` output), so the verdict's gains are paired differences."""
 
 from __future__ import annotations
 
 import numpy as np
 
 from analysis.storage import results as R
-from analysis.methods.layer_selection import named_layers, recommend_layers
+from analysis.bootstrap import derived_lists_k, resample_indices, score_resamples
+from analysis.methods.layer_selection import layers_to_resample, named_layers, recommend_layers
 from analysis.registry import get_metric
 from analysis.studies.context import Context, DatasetRuns
-from analysis.studies.profiles import PROFILE_METRICS
+from analysis.studies.profiles import PROFILE_METRICS, params_for
 
 
 def _row_max(grid, axis) -> np.ndarray:
@@ -25,11 +28,67 @@ def _masked(values, layers) -> np.ndarray:
     return v
 
 
+def paired_resamples(ctx: Context, run: dict, curves: dict, sources: dict, grids: dict, *, last, default,
+                     degenerate) -> dict:
+    """``{metric: {layer: (B,) scores}}``: each curve scored on the same ``B`` item resamples
+    (``resample_indices(N, B, default_rng(seed))``, the draw the grids' best-cell intervals use) at
+    the layers :func:`analysis.methods.layer_selection.layers_to_resample` names. A profile curve is its
+    metric on the resampled rows of the layer; an alignment curve is the row maximum of a grid, so
+    at layer ``l`` it is the cell ``(l, j*)`` with ``j*`` the partner layer that maximises it on the
+    full sample, scored on the resampled pairs (the partner layer is not re-chosen per resample,
+    as for a best cell's interval). Empty when the analysis has no bootstrap (``n_boot < 2``)."""
+    s = ctx.settings
+    if s.n_boot < 2:
+        return {}
+    E = ctx.engine.emb(run["run_id"])
+    IX = resample_indices(E.shape[1], s.n_boot, np.random.default_rng(s.seed))
+    need = layers_to_resample({m: v for m, (v, _) in curves.items()}, {m: h for m, (_, h) in curves.items()},
+                              last_layer=last, default_layer=default, degenerate=degenerate)
+    params = s.params_for("mutual_knn")
+    k = derived_lists_k("mutual_knn", params)
+    out = {}
+    for metric, layers in need.items():
+        per = {}
+        for layer in layers:
+            if not np.isfinite(curves[metric][0][layer]):
+                continue  # a degenerate or undefined layer: no value, so nothing to resample
+            if metric in sources:
+                g, is_a = grids[sources[metric]]
+                row = np.asarray(ctx.grid_of(g), dtype=float)
+                row = row[layer] if is_a else row[:, layer]
+                if not np.isfinite(row).any():
+                    continue
+                j = int(np.nanargmax(row))
+                la, lb = (layer, j) if is_a else (j, layer)
+                ra, rb = g["run_a"], g["run_b"]
+                spaces = None if k is None else (ctx.engine.resample_space(ra, la, k, s.n_boot),
+                                                 ctx.engine.resample_space(rb, lb, k, s.n_boot))
+                per[layer] = score_resamples("mutual_knn", ctx.engine.emb(ra)[la], ctx.engine.emb(rb)[lb], IX,
+                                             spaces=spaces, **params)
+            else:
+                per[layer] = score_resamples(metric, E[layer], IX=IX, **params_for(metric, E.shape[1]))
+        out[metric] = per
+    return out
+
+
+def _partner(result_id: str, grids: dict) -> str:
+    """The other model of the grid an alignment curve comes from."""
+    g, is_a = grids[result_id]
+    return g["model_b"] if is_a else g["model_a"]
+
+
+def _json_samples(resamples: dict) -> dict:
+    """The resamples as JSON lists (NaN, a resample that could not be scored, as null)."""
+    return {m: {str(i): [None if not np.isfinite(x) else float(x) for x in v] for i, v in per.items()}
+            for m, per in resamples.items()}
+
+
 def run(ctx: Context, d: DatasetRuns) -> None:
     chosen = d.largest_settings()
+    random = {r[0] for r in ctx.con.execute("SELECT model FROM models WHERE random_init").fetchall()}
     params = ctx.settings.params_for("mutual_knn")
     for m, run in chosen.items():
-        curves, sources = {}, {}
+        curves, sources, grids = {}, {}, {}
         for prof in ctx.current_profiles(d.name, run["run_id"], PROFILE_METRICS):
             hib = get_metric(prof["metric"]).higher_is_better
             if hib is None:
@@ -41,9 +100,11 @@ def run(ctx: Context, d: DatasetRuns) -> None:
             if g["run_a"] == run["run_id"] and g["run_b"] == chosen.get(g["model_b"], {}).get("run_id"):
                 curves[f"alignment with {g['model_b']}"] = (_row_max(ctx.grid_of(g), axis=1), True)
                 sources[f"alignment with {g['model_b']}"] = g["result_id"]
+                grids[g["result_id"]] = (g, True)
             elif g["run_b"] == run["run_id"] and g["run_a"] == chosen.get(g["model_a"], {}).get("run_id"):
                 curves[f"alignment with {g['model_a']}"] = (_row_max(ctx.grid_of(g), axis=0), True)
                 sources[f"alignment with {g['model_a']}"] = g["result_id"]
+                grids[g["result_id"]] = (g, False)
         if not curves:
             continue
         # a degenerate layer's value is not a measurement of a representation: never a pick
@@ -53,18 +114,26 @@ def run(ctx: Context, d: DatasetRuns) -> None:
         # a curve with no finite value past layer 0 cannot pick a layer: listed, not used
         undefined = sorted(name for name, (v, _) in curves.items() if not np.isfinite(np.asarray(v)[1:]).any())
         curves = {name: c for name, c in curves.items() if name not in undefined}
+        # alignment with a random-init model is a control: picked and shown, never a vote
+        controls = sorted(name for name in curves if name in sources and _partner(sources[name], grids) in random)
         rid = ctx.rid("layer_choice", d.name, m)
         # named layers (the model's own ``default`` output, ``joint``) follow the numbered ones: they are
         # compared against, never picked, and "the last layer" is the last numbered one
         names = named_layers(run.get("config"))
         last = min(names) - 1 if names else None
+        default = next((i for i, n in names.items() if n == "default"), None)
         ikey = R.key(run["run_id"], str(run["finished"]), sorted(sources.values()),
                      {k: np.asarray(v[0]).round(12).tolist() for k, v in curves.items()},
-                     {str(i): n for i, n in sorted(names.items())}, undefined)
+                     {str(i): n for i, n in sorted(names.items())}, undefined, ctx.settings.n_boot, ctx.settings.seed,
+                     controls)
         if not ctx.fresh("layer_choice", "result_studies", rid, ikey):
             continue
         if curves:
-            rec = recommend_layers(curves, last_layer=last)
+            rec = recommend_layers(curves, last_layer=last, controls=controls)
+            # the verdict's gains are paired differences on these resamples (views.verdicts)
+            rec["resamples"] = _json_samples(paired_resamples(ctx, run, curves, sources, grids, last=last,
+                                                              default=default, degenerate=bad))
+            rec["n_boot"], rec["resample_seed"] = ctx.settings.n_boot, ctx.settings.seed
         else:  # stored all the same, so every page can say why this model has no recommendation
             reason = (f"every curve is undefined ({', '.join(undefined)}): its layers are "
                       f"{'degenerate' if bad else 'not finite'}")

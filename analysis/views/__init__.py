@@ -7,18 +7,20 @@ store holds before they reach any query, and queries are parameterised.
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 
-from analysis.storage import results as R
-from analysis.metrics.neighbors import l2_normalize
-from analysis.views.nuance import same_space_studies  # noqa: F401  (pages read it through pages._shared.view)
-from analysis.registry import REGISTRY
-from analysis.methods.scaling import FORMS, predict_from_params
-from analysis.storage.schema import TABLE_NAMES, stored_version
+from analysis.views import results as R
+from analysis.views.layer_selection import PRACTICAL_MARGIN
+from analysis.views.neighbors import l2_normalize
+from analysis.views.nuance_views import same_space_studies  # noqa: F401  (pages read it through pages._shared.view)
+from analysis.views.registry import REGISTRY
+from analysis.views.scaling import FORMS, predict_from_params
+from analysis.views.schema import TABLE_NAMES, stored_version
 
 # ---------------------------------------------------------------- text
 
@@ -404,11 +406,47 @@ def dataset_context(con, dataset) -> dict:
     return {"n_items": int(row[0][0]) if row else None, "k": k}
 
 
+#: how a verdict line is decided, said under the verdicts on the Overview and in the report
+VERDICT_RULE = (
+    "Per model: the layer most label-free metrics pick (layer 0, degenerate and named layers never count; "
+    "alignment with a random-init control, or no better than shuffled pairings, never votes), its value with a "
+    "95% interval, and its gain over the last layer and over the model's own default output, each a paired "
+    "bootstrap difference on the same item resamples with its 95% interval. \"Use layer N\" only when both "
+    "intervals exclude zero and both gains reach the practical margin of {margin:.0%}; otherwise a tie. A pick "
+    "below the default output is never recommended over it. Random-init models are controls: shown, never "
+    "recommended.").format(margin=PRACTICAL_MARGIN)
+
+
+def grid_null(g: dict) -> dict | None:
+    """The shuffled-pairing null of a grid's best cell, ``{"p", "q95", "n_perm"}``, where the grid
+    row carries one (a ``null`` column or key, as a dict or JSON text; also looked for in its
+    ``payload`` and ``flags``); None when the analysis computed none."""
+    for where in (g, g.get("payload"), g.get("flags")):
+        if isinstance(where, str):
+            try:
+                where = json.loads(where)
+            except ValueError:
+                continue
+        nl = where.get("null") if isinstance(where, dict) else None
+        if isinstance(nl, str):
+            try:
+                nl = json.loads(nl)
+            except ValueError:
+                nl = None
+        if isinstance(nl, dict) and nl.get("p") is not None:
+            return nl
+    return None
+
+
 def verdicts(con, dataset) -> list[dict]:
     """Per model of ``dataset``, the layer to use (:func:`analysis.methods.layer_selection.layer_verdict` on
-    the stored layer-choice curves), with the stored 95% interval of each alignment pick (the
-    mutual k-NN grid's best-cell bootstrap CI), the model's ``default`` output when the run stored
-    it, a sentence, and the query parameters of the heatmap and curves views that show the evidence.
+    the stored layer-choice curves and their item resamples: gains over the last layer and the
+    model's ``default`` output are paired bootstrap differences), with the stored 95% interval of
+    each alignment pick (the mutual k-NN grid's best-cell bootstrap CI), a sentence, and the query
+    parameters of the heatmap and curves views that show the evidence. Random-init models are
+    controls: alignment with one never votes, and a random-init model's own line is a control's,
+    never a recommendation. A grid whose best cell carries a shuffled-pairing null (``"null": {"p",
+    "q95", "n_perm"}``) with p ≥ 0.05 is no alignment beyond chance and does not vote either.
 
     Returns ``[{"model", "label", "verdict", "sentence", "n_boot", "heatmap": {param: value} | None,
     "curves": {param: value}}]`` sorted by model."""
@@ -418,6 +456,7 @@ def verdicts(con, dataset) -> list[dict]:
     if not choices:
         return []
     labels = model_labels(con)
+    random = {m for m, ri in con.execute("SELECT model, random_init FROM models").fetchall() if ri}
     grids = R.read_grids(con, dataset=dataset, metric="mutual_knn") if has_table(con, "result_grids") else []
     by_id = {g["result_id"]: g for g in grids}
     out = []
@@ -445,8 +484,16 @@ def verdicts(con, dataset) -> list[dict]:
         n_layers = len(next(iter(curves.values())))
         last = min(names) - 1 if names and 1 <= min(names) - 1 < n_layers else None
         default = next((i for i, n in names.items() if n == "default"), None)
+        partners = {m: (g["model_b"] if is_a else g["model_a"]) for m, (g, is_a) in found.items()}
+        partners.update({m: m.removeprefix("alignment with ") for m in curves
+                         if m.startswith("alignment with ") and m not in partners})
+        controls = [m for m, ref in partners.items() if ref.removesuffix(" [text]") in random]
+        # the null is the grid's maximum under shuffled pairings: when the best cell is within chance,
+        # every row maximum (each layer's value on the curve) is too, so the whole curve does not vote
+        nulls = {m: nl for m, (g, _) in found.items() if (nl := grid_null(g)) is not None}
         v = layer_verdict(curves, {m: hib.get(m, True) for m in curves}, last_layer=last, default_layer=default,
-                          degenerate=deg, intervals=intervals)
+                          degenerate=deg, intervals=intervals, resamples=p.get("resamples"), controls=controls,
+                          nulls=nulls, control_model=base in random)
         lead = v["lead"] if v["lead"] in found else next((m for m in v["agreeing"] if m in found),
                                                           next(iter(sorted(found)), None))
         heat = None
@@ -459,7 +506,7 @@ def verdicts(con, dataset) -> list[dict]:
                     "nc": str(int(g["n_captions"])) if g["n_captions"] is not None else None,
                     "la": str(layer if is_a else other), "lb": str(other if is_a else layer)}
             heat = {k: x for k, x in heat.items() if x is not None}
-        n_boot = found[v["lead"]][0].get("n_boot") if v["lead"] in found and v["interval"] else None
+        n_boot = v["n_boot"] or (found[v["lead"]][0].get("n_boot") if v["lead"] in found and v["interval"] else None)
         out.append({"model": model, "label": label, "verdict": v, "n_boot": n_boot,
                     "sentence": verdict_sentence(label, v, n_boot=n_boot), "heatmap": heat,
                     "curves": {"dataset": dataset, "metric": v["lead"] or next(iter(sorted(curves))), "models": base}})

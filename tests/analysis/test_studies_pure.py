@@ -186,7 +186,8 @@ def test_layer_recommendation():
     assert rec["picks"]["alignment with t"]["gain_vs_final"] == pytest.approx(0.25)
     assert rec["agreement"] == {"modal_layer": 2, "share_agreeing": 1.0, "depth_spread": 0.0, "n_metrics": 3}
     text = describe_pick("m", rec["picks"]["alignment with t"], 4, "alignment with t")
-    assert text == "layer 2 of 3 of m is best by alignment with t; the last layer is 20% lower"
+    assert text == ("layer 2 of 3 of m is best by alignment with t; the last layer is 20% lower; "
+                    "0.5 against 0.4, no paired interval (no item resamples stored)")
     with pytest.raises(ValueError, match="layers"):
         recommend_layers({"a": (np.ones(3), True), "b": (np.ones(4), True)})
 
@@ -201,5 +202,11 @@ def test_a_pick_within_half_a_percent_of_the_last_layer_is_not_sold_as_better():
     pick = {"layer": 2, "final_shortfall": 0.004, "higher_is_better": True}
     text = describe_pick("m", pick, 5, "RankMe")
     assert "0%" not in text and "within 0.5%" in text and "no reason to move off the last layer" in text
-    far = describe_pick("m", {**pick, "final_shortfall": 0.05}, 5, "RankMe")
-    assert far.endswith("the last layer is 5% lower")
+    far = {**pick, "final_shortfall": 0.05, "value": 1.05, "final_value": 1.0}
+    text = describe_pick("m", far, 5, "RankMe")
+    assert "the last layer is 5% lower" in text and text.endswith("no paired interval (no item resamples stored)")
+    # with resamples: the paired interval of the gain (one shift per resample shared by both layers,
+    # so every paired difference is the full-sample 0.05 and the interval is that one point)
+    shift = np.linspace(-0.1, 0.1, 9)
+    text = describe_pick("m", far, 5, "RankMe", samples={"2": 1.05 + shift, "4": 1.0 + shift})
+    assert text.endswith("1.05 against 1, +5.0% over the last layer (95% CI +5.0% to +5.0%) on 9 paired item resamples")

@@ -22,31 +22,52 @@ def _choice(run_id, curves, hib, **extra):
             "n_layers": len(next(iter(curves.values()))), "setting": {"run_id": run_id}, **extra}
 
 
+def _resamples(curves, n_boot=20):
+    """Resample scores around each curve: every layer's value plus one shift per resample shared by
+    all layers, so each paired difference equals the full-sample difference on every resample."""
+    shift = np.linspace(-0.01, 0.01, n_boot)
+    return {m: {str(i): list(x + shift) for i, x in enumerate(c)} for m, c in curves.items()}
+
+
 @pytest.fixture
 def verdict_store(tmp_path):
-    """Three models whose layer-choice curves have known answers:
-    ``clear`` (layers 0-3 numbered, 4 = its default output): both metrics pick layer 2; rankme gains
-    (8-4)/4 = 100% over the last layer, uniformity (lower is better) -(-3-(-2))/2 = 50% (the
-    headline: the smaller); over the default output uniformity changes -(-3-(-6))/6 = -50%.
-    ``tied``: rankme picks layer 2 at 10.02 against 10.0 at the last layer, 0.2% apart: a tie.
-    ``blank``: no usable curve (every layer degenerate)."""
+    """Five models whose layer-choice curves and resamples have known answers (the paired
+    differences are exact, so every interval is one point):
+    ``sharp``: rankme picks layer 2 at 8 against 4 at the last layer: +100%, interval [+100%, +100%]:
+    use layer 2.
+    ``clear`` (layers 0-3 numbered, 4 = its default output): both metrics pick layer 2 and gain
+    over the last layer, but the default output is better by both (rankme 16 > 8; uniformity -6 < -3,
+    -(-3-(-6))/6 = -50% for the headline): keep the default output.
+    ``tied``: rankme picks layer 2 at 10.02 against 10.0 at the last layer, +0.2%: real (its interval
+    excludes zero) but under the 2% margin: a tie.
+    ``blank``: no usable curve (every layer degenerate).
+    ``rnd``: random-init weights: a control's line, never a recommendation."""
     path = tmp_path / "v.duckdb"
     rng = np.random.default_rng(0)
+    write_run(path, "rs", rng.normal(size=(4, 12, 4)), model="sharp", modality="video", n_frames=2)
     write_run(path, "rc", rng.normal(size=(5, 12, 4)), model="clear", modality="video", n_frames=2)
     write_run(path, "rt", rng.normal(size=(4, 12, 4)), model="tied", modality="video", n_frames=2)
     write_run(path, "rb", rng.normal(size=(3, 12, 4)), model="blank", modality="text", n_captions=1)
+    write_run(path, "rr", rng.normal(size=(4, 12, 4)), model="rnd", modality="video", n_frames=2)
+    clear = {"rankme": [1, 2, 8, 4, 16], "uniformity": [0, -1, -3, -2, -6]}
     payloads = {
-        "clear": _choice("rc", {"rankme": [1, 2, 8, 4, 16], "uniformity": [0, -1, -3, -2, -6]},
-                         {"rankme": True, "uniformity": False}, layer_names={"4": "default"}, last_layer=3),
-        "tied": _choice("rt", {"rankme": [1, 5, 10.02, 10.0]}, {"rankme": True}),
+        "sharp": _choice("rs", {"rankme": [1, 2, 8, 4]}, {"rankme": True},
+                         resamples=_resamples({"rankme": [1, 2, 8, 4]}), n_boot=20),
+        "clear": _choice("rc", clear, {"rankme": True, "uniformity": False}, layer_names={"4": "default"},
+                         last_layer=3, resamples=_resamples(clear), n_boot=20),
+        "tied": _choice("rt", {"rankme": [1, 5, 10.02, 10.0]}, {"rankme": True},
+                        resamples=_resamples({"rankme": [1, 5, 10.02, 10.0]}), n_boot=20),
         "blank": {"curves": {}, "picks": {}, "agreement": None, "n_layers": 3, "last_layer": 2,
                   "setting": {"run_id": "rb"}, "undefined_curves": ["rankme"],
                   "reason": "every curve is undefined (rankme): its layers are degenerate"},
+        "rnd": _choice("rr", {"rankme": [1, 2, 8, 4]}, {"rankme": True},
+                       resamples=_resamples({"rankme": [1, 2, 8, 4]}), n_boot=20),
     }
     con = duckdb.connect(str(path))
     for model, p in payloads.items():
         R.put_study(con, result_id=f"lc-{model}", study="layer_choice", dataset="synthetic", subject=model,
                     params={"k": 3}, payload=p, input_key="hand")
+    con.execute("UPDATE models SET random_init = false WHERE model <> 'rnd'")  # write_run marks every model random
     con.close()
     return path
 
@@ -55,18 +76,24 @@ def _lines(at):
     return {m.value.split("\\:")[0].split(" ", 1)[1]: m.value for m in at.markdown if "\\:" in m.value}
 
 
-def test_overview_answers_first_with_a_recommendation_a_tie_and_a_reason(verdict_store, monkeypatch):
+def test_overview_answers_first_with_value_interval_and_paired_gain_or_says_why_not(verdict_store, monkeypatch):
     at = app(verdict_store, monkeypatch)
     assert next(s.value for s in at.subheader) == "Which layer to use"
-    lines = _lines(at)
-    clear = lines["clear (random init)"]
-    assert "use layer 2 of 3 — 2 of 2 metrics agree" in clear
-    assert "+50% over the last layer" in clear and "-50% over the default output" in clear
-    tied = lines["tied (random init)"]
-    assert "tie between layer 2" in tied and "within 0.5%" in tied and "no reason to move off the last layer" in tied
-    assert "use layer" not in tied
-    blank = lines["blank (random init)"]
+    lines = {k: v.replace("\\", "") for k, v in _lines(at).items()}
+    sharp = lines["sharp"]
+    assert "use layer 2 of 3 — 1 of 1 metric agree; rankme 8 (95% CI" in sharp
+    assert "+100% over the last layer (95% CI +100% to +100%)" in sharp and "practical margin 2%" in sharp
+    clear = lines["clear"]
+    assert "keep the model's default output" in clear and "use layer" not in clear
+    assert "-50% over the default output (95% CI -50% to -50%)" in clear and "+50% over the last layer" in clear
+    tied = lines["tied"]
+    assert "tie between layer 2" in tied and "under the 2% practical margin" in tied and "+0.2% over the last layer" in tied
+    assert "no reason to move off the last layer" in tied and "use layer" not in tied
+    blank = lines["blank"]
     assert "no layer can be recommended" in blank and "degenerate" in blank
+    rnd = lines["rnd (random init)"]
+    assert "a control (random-init weights), never a recommendation" in rnd and "use layer" not in rnd
+    assert any("practical margin of 2%" in c.value for c in at.caption)
 
 
 def test_each_verdict_links_to_the_curves_that_show_it(verdict_store, monkeypatch):
@@ -78,6 +105,9 @@ def test_each_verdict_links_to_the_curves_that_show_it(verdict_store, monkeypatc
 
 
 def test_a_store_of_random_weight_models_says_so_on_every_page(verdict_store, monkeypatch):
+    con = duckdb.connect(str(verdict_store))
+    con.execute("UPDATE models SET random_init = true")
+    con.close()
     for page in ("overview", "curves", "model_map"):
         at = app(verdict_store, monkeypatch, page)
         assert any("All models in this store have random, untrained weights" in w.value for w in at.warning), page
@@ -90,13 +120,49 @@ def test_the_report_opens_with_the_same_verdicts(verdict_store, tmp_path):
     assert main(["report", "--store", str(verdict_store), "--out", str(out)]) == 0
     (ds,) = json.loads(out.with_suffix(".json").read_text())["datasets"]
     by = {v["model"]: v for v in ds["verdicts"]}
-    assert (by["clear"]["status"], by["clear"]["layer"], by["clear"]["n_agree"]) == ("recommend", 2, 2)
+    assert (by["sharp"]["status"], by["sharp"]["layer"], by["sharp"]["n_agree"]) == ("recommend", 2, 1)
+    assert by["sharp"]["vs_last"]["gain"] == pytest.approx(1.0) and by["sharp"]["vs_last"]["low"] == pytest.approx(4.0)
+    assert by["sharp"]["margin"] == 0.02
+    assert (by["clear"]["status"], by["clear"]["layer"]) == ("default", 2)
     assert by["clear"]["gain_vs_last"] == pytest.approx(0.5) and by["clear"]["gain_vs_default"] == pytest.approx(-0.5)
-    assert by["tied"]["status"] == "tie" and by["blank"]["status"] == "none"
+    assert by["tied"]["status"] == "tie" and by["blank"]["status"] == "none" and by["rnd"]["status"] == "control"
     md = out.with_suffix(".md").read_text()
     assert md.index("## Which layer to use") < md.index("## synthetic")
+    assert "+100% over the last layer (95% CI +100% to +100%)" in md
     page = out.read_text()
     assert page.index("Which layer to use") < page.index("Dataset synthetic")
+    assert "practical margin of 2%" in page
+
+
+def test_alignment_with_a_control_never_votes_and_a_chance_null_is_read_from_the_grid(tmp_path):
+    """Issue #29 item 3: random-init models voted in trained models' picks; a best cell no better
+    than shuffled pairings (the grid's ``null``, hand-made here) is no alignment beyond chance."""
+    from analysis import views
+
+    path = tmp_path / "c.duckdb"
+    rng = np.random.default_rng(1)
+    write_run(path, "rm", rng.normal(size=(4, 12, 4)), model="minilm", modality="text", n_captions=1)
+    write_run(path, "rv", rng.normal(size=(4, 12, 4)), model="vit", modality="video", n_frames=2)
+    curves = {"alignment with vit": [0, .9, .1, .1], "rankme": [1, 2, 8, 4]}
+    con = duckdb.connect(str(path))
+    R.put_study(con, result_id="lc-minilm", study="layer_choice", dataset="synthetic", subject="minilm",
+                params={"k": 3}, payload=_choice("rm", curves, {m: True for m in curves},
+                                                 resamples=_resamples(curves), n_boot=20), input_key="hand")
+    con.execute("UPDATE models SET random_init = false WHERE model = 'minilm'")
+    (v,) = views.verdicts(con, "synthetic")
+    assert v["verdict"]["controls"] == ["alignment with vit"] and v["verdict"]["picks"] == {"rankme": 2}
+    assert v["verdict"]["status"] == "recommend" and "not voting (random-init controls): alignment with vit" in v["sentence"]
+    con.close()
+
+
+def test_grid_null_reads_the_null_beside_the_best_cell_or_none():
+    from analysis.views import grid_null
+
+    null = {"p": 0.4, "q95": 0.2, "n_perm": 500}
+    assert grid_null({"best_a": 1, "null": null}) == null
+    assert grid_null({"null": json.dumps(null)}) == null
+    assert grid_null({"payload": {"null": null}}) == null and grid_null({"flags": json.dumps({"null": null})}) == null
+    assert grid_null({"best_a": 1}) is None and grid_null({"null": None, "flags": {}}) is None
 
 
 # ---------------------------------------------------------------- on the demo store
