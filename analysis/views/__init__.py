@@ -14,13 +14,13 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from analysis.views import results as R
-from analysis.views.layer_selection import PRACTICAL_MARGIN
-from analysis.views.neighbors import l2_normalize
-from analysis.views.nuance_views import same_space_studies  # noqa: F401  (pages read it through pages._shared.view)
-from analysis.views.registry import REGISTRY
-from analysis.views.scaling import FORMS, predict_from_params
-from analysis.views.schema import TABLE_NAMES, stored_version
+from analysis.storage import results as R
+from analysis.methods.layer_selection import PRACTICAL_MARGIN
+from analysis.metrics.neighbors import l2_normalize
+from analysis.views.nuance import same_space_studies  # noqa: F401  (pages read it through pages._shared.view)
+from analysis.registry import REGISTRY
+from analysis.methods.scaling import FORMS, predict_from_params
+from analysis.storage.schema import TABLE_NAMES, stored_version
 
 # ---------------------------------------------------------------- text
 
