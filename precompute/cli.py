@@ -328,14 +328,49 @@ def main(argv: list[str] | None = None) -> int:
     except (UserError, ValueError) as exc:
         print(f"layerscope {args.command}: error: {_one_line(exc)}", file=sys.stderr)
         return 2
+    except BrokenPipeError:  # `layerscope runs | head -1`: the reader has what it wanted
+        _silence_stdout()
+        return 0
     except Exception as exc:  # a damaged store read mid-query, a full disk at commit, ...
         if not _is_store_failure(exc):
             raise
-        from analysis.storage.store import store_error
+        message = _os_error_elsewhere(exc, getattr(args, "store", None))
+        if message is None:
+            from analysis.storage.store import store_error
 
-        print(f"layerscope {args.command}: error: {_one_line(store_error(getattr(args, 'store', '?'), exc))}",
-              file=sys.stderr)
+            message = _one_line(store_error(getattr(args, "store", "?"), exc))
+        print(f"layerscope {args.command}: error: {message}", file=sys.stderr)
         return 2
+
+
+def _os_error_elsewhere(exc, store) -> str | None:
+    """One line for an OS error about another file than the store (``--out``, a manifest, standard
+    output), naming that file; None when it names the store. The store's own failures reach here as
+    DuckDB errors or as OS errors naming it; one naming no file came from writing the output."""
+    if not isinstance(exc, OSError):
+        return None
+    name = getattr(exc, "filename", None)
+    what = exc.strerror or " ".join(str(exc).split())
+    if name is None:
+        return f"cannot write the output: {what}"
+    from pathlib import Path
+
+    try:
+        same = store is not None and Path(name).resolve() == Path(store).resolve()
+    except (OSError, RuntimeError):
+        same = False
+    return None if same else f"{name}: {what}"
+
+
+def _silence_stdout() -> None:
+    """Point stdout at /dev/null so the interpreter's final flush does not fail on the closed pipe."""
+    import os
+
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):
+        pass
 
 
 def _one_line(exc) -> str:

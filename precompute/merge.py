@@ -22,7 +22,7 @@ from pathlib import Path
 
 from analysis.storage.results import rows
 from analysis.storage.schema import create_all, embedding_table, embedding_writer_settings, ensure_embedding_table
-from analysis.storage.store import StoreError, connect
+from analysis.storage.store import StoreError, connect, transaction
 
 from .writer import insert_arrow, run_id_for
 
@@ -94,8 +94,7 @@ def _refuse_self_merge(target, sources):
 
 def _copy_meta(con, s, src, log):
     """Datasets with their items, and models, of one source: one transaction."""
-    con.execute("BEGIN")
-    try:
+    with transaction(con):
         for ds in rows(s, "SELECT * FROM datasets"):
             name = ds["dataset"]
             have = rows(con, "SELECT manifest_sha FROM datasets WHERE dataset = ?", [name])
@@ -124,10 +123,6 @@ def _copy_meta(con, s, src, log):
                 cols = list(m)
                 con.execute(f"INSERT INTO models ({', '.join(cols)}) VALUES ({', '.join('?' * len(cols))})",
                             [m[c] for c in cols])
-        con.execute("COMMIT")
-    except BaseException:
-        con.execute("ROLLBACK")
-        raise
 
 
 def merged_notes(configs) -> dict:
@@ -157,8 +152,7 @@ def _write_full_run(con, full_id, parts):
     if notes:
         config["notes"] = notes
     target = ensure_embedding_table(con, first_run["dim"])
-    con.execute("BEGIN")
-    try:
+    with transaction(con):
         con.execute("DELETE FROM runs WHERE run_id = ?", [full_id])  # only a non-done one can be here
         con.execute(f"DELETE FROM {target} WHERE run_id = ?", [full_id])
         row = dict(first_run, run_id=full_id, n_items=n_items, n_done=n_items, status="done",
@@ -174,7 +168,3 @@ def _write_full_run(con, full_id, parts):
             finally:
                 s.close()
             insert_arrow(con, target, table, "?, layer, idx, vec", [full_id])
-        con.execute("COMMIT")
-    except BaseException:
-        con.execute("ROLLBACK")
-        raise

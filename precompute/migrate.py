@@ -24,7 +24,7 @@ from analysis.storage.schema import (
     ensure_embedding_table,
     table_ddl,
 )
-from analysis.storage.store import connect, schema_version
+from analysis.storage.store import connect, schema_version, transaction
 
 from .writer import embedding_rows, insert_arrow
 
@@ -55,8 +55,7 @@ def migrate_store(path, *, log=print) -> dict:
             raise SchemaError(f"{path} changed while it was being opened; run `layerscope migrate` again")
         runs = con.execute("SELECT run_id, dim FROM runs ORDER BY run_id").fetchall()
         embedding_writer_settings(con)
-        con.execute("BEGIN")
-        try:
+        with transaction(con):
             n_vectors = 0
             if version == 2:
                 n_vectors = sum(_copy_run_v2(con, run_id, dim) for run_id, dim in runs)
@@ -66,10 +65,6 @@ def migrate_store(path, *, log=print) -> dict:
             add_missing_columns(con)
             con.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'", [str(SCHEMA_VERSION)])
             create_all(con, str(path), comment_all=True)  # tables new since that version; comments on all
-            con.execute("COMMIT")
-        except BaseException:
-            con.execute("ROLLBACK")
-            raise
         log(f"{path}: schema {version} -> {SCHEMA_VERSION}, {len(runs)} run(s), {n_vectors} vectors moved")
         return {"from": version, "to": SCHEMA_VERSION, "runs": len(runs), "vectors": n_vectors}
     finally:

@@ -10,7 +10,7 @@ import numpy as np
 import pyarrow as pa
 
 from analysis.storage.schema import create_all, embedding_writer_settings, ensure_embedding_table, fetch_one
-from analysis.storage.store import StoreError, connect
+from analysis.storage.store import StoreError, connect, transaction
 
 from . import __version__
 from .manifest import Manifest
@@ -92,8 +92,7 @@ class StoreWriter:
                 )
             self._check_contents(name, manifest, row[1])
             return
-        self.con.execute("BEGIN")
-        try:
+        with transaction(self.con):
             self.con.execute("INSERT INTO datasets VALUES (?, ?, ?, ?, ?)",
                              [name, manifest.path, manifest.sha, len(manifest.items), now()])
             table = pa.table({
@@ -106,10 +105,6 @@ class StoreWriter:
                 "metadata": [json.dumps(_stored_metadata(it)) for it in manifest.items],
             })
             insert_arrow(self.con, "items", table, "dataset, idx, item_id, video, captions, negatives, metadata::JSON")
-            self.con.execute("COMMIT")
-        except Exception:
-            self.con.execute("ROLLBACK")
-            raise
 
     def _check_contents(self, name: str, manifest: Manifest, stored_from: str) -> None:
         stored = dict(self.con.execute(
@@ -193,8 +188,7 @@ class StoreWriter:
         table = embedding_rows(run_id, np.repeat(np.arange(L), B), np.tile(np.arange(first_idx, first_idx + B), L),
                                vectors.reshape(L * B, d))
         target = self._table(d)
-        self.con.execute("BEGIN")
-        try:
+        with transaction(self.con):
             insert_arrow(self.con, target, table, "run_id, layer, idx, vec")
             if notes:
                 self.con.execute("UPDATE runs SET config = json_merge_patch(config, ?) WHERE run_id = ?",
@@ -204,7 +198,3 @@ class StoreWriter:
                                  [n_done, now(), run_id])
             else:
                 self.con.execute("UPDATE runs SET n_done = ? WHERE run_id = ?", [n_done, run_id])
-            self.con.execute("COMMIT")
-        except Exception:
-            self.con.execute("ROLLBACK")
-            raise

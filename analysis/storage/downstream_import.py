@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from analysis.storage.schema import MODEL_LEVEL, create_all
-from analysis.storage.store import StoreError, connect
+from analysis.storage.store import StoreError, connect, transaction
 
 COLUMNS = ("model", "task", "metric", "value", "higher_is_better")
 OPTIONAL = ("layer", "setting")
@@ -159,8 +159,7 @@ def import_downstream(store, path) -> int:
             raise StoreError(f"{store} has no models yet; precompute first")
         rows = parse_downstream_csv(path, known)
         now = dt.datetime.now(dt.timezone.utc).replace(tzinfo=None)
-        con.execute("BEGIN")
-        try:
+        with transaction(con):
             for r in rows:
                 key = [r["model"], r["task"], r["metric"], r["setting"], r["layer"]]
                 con.execute("DELETE FROM downstream_results WHERE model = ? AND task = ? AND metric = ? "
@@ -169,10 +168,6 @@ def import_downstream(store, path) -> int:
                             "value, higher_is_better, source, imported) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                             key + [r["layer_name"], r["value"], r["higher_is_better"],
                                    str(Path(path).resolve()), now])
-            con.execute("COMMIT")
-        except Exception:
-            con.execute("ROLLBACK")
-            raise
         return len(rows)
     finally:
         con.close()

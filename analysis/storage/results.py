@@ -6,15 +6,14 @@ an ``input_key`` (the inputs' finish times); an unchanged key is skipped, a chan
 
 from __future__ import annotations
 
-import contextlib
 import datetime as dt
 import hashlib
 import json
 
-import duckdb
 import numpy as np
 
 from analysis.storage.schema import TABLES, fetch_one
+from analysis.storage.store import transaction
 
 COLUMNS = {name: {c for c, _, _ in cols} for name, cols, _ in TABLES}
 RESULT_TABLES = ("result_grids", "result_profiles", "result_studies")
@@ -78,8 +77,7 @@ def replace_rows(con, batch: dict[str, list[dict]]) -> None:
             for t, rows in batch.items()}
     if not batch:
         return
-    con.execute("BEGIN")
-    try:
+    with transaction(con):
         for table, rows in batch.items():
             con.execute(f"DELETE FROM {table} WHERE result_id IN (SELECT unnest(?::VARCHAR[]))",
                         [[r["result_id"] for r in rows]])
@@ -90,11 +88,6 @@ def replace_rows(con, batch: dict[str, list[dict]]) -> None:
                 con.execute(f"INSERT INTO {table} ({cols}) SELECT {cols} FROM {name}")
             finally:
                 con.unregister(name)
-        con.execute("COMMIT")
-    except BaseException:
-        with contextlib.suppress(duckdb.Error):  # a failed COMMIT has rolled back already
-            con.execute("ROLLBACK")
-        raise
 
 
 def _replace(con, table: str, row: dict) -> None:

@@ -6,6 +6,7 @@ every table is defined in :mod:`analysis.storage.schema`.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import random
 import re
@@ -114,6 +115,22 @@ def store_error(path, exc: BaseException) -> StoreError:
         return StoreError(f"{where} is damaged or unreadable ({text}); restore it from a copy or rebuild it "
                           "with `layerscope precompute`")
     return StoreError(f"{where}: {text}")
+
+
+@contextlib.contextmanager
+def transaction(con):
+    """``BEGIN`` … ``COMMIT`` around the block; on any exception, ``ROLLBACK`` and re-raise the
+    original. A failed ``COMMIT`` (a full disk) has already rolled back, so the second ``ROLLBACK``
+    fails too: that failure is dropped, or it would hide "No space left on device" behind "no
+    transaction is active" and the store would be called damaged when it is intact."""
+    con.execute("BEGIN")
+    try:
+        yield con
+        con.execute("COMMIT")
+    except BaseException:
+        with contextlib.suppress(duckdb.Error):
+            con.execute("ROLLBACK")
+        raise
 
 
 def connect(path, *, read_only: bool = True, check_schema: bool = True,

@@ -27,7 +27,7 @@ from __future__ import annotations
 import json
 
 from analysis.storage.schema import create_all
-from analysis.storage.store import StoreError, connect, latest_per_setting
+from analysis.storage.store import StoreError, connect, latest_per_setting, transaction
 from analysis.studies import (
     downstream, embedding_map, grids, layer_choice, model_map, predictors, profiles, same_space, scaling, temporal,
 )
@@ -48,11 +48,10 @@ def _drop_stale_results(con, log) -> None:
     row = con.execute("SELECT value FROM meta WHERE key = 'analysis_version'").fetchall()
     if row and row[0][0] == str(ANALYSIS_VERSION):
         return
-    con.execute("BEGIN")
-    for table in RESULT_TABLES:
-        con.execute(f"DELETE FROM {table}")
-    _put_meta(con, "analysis_version", str(ANALYSIS_VERSION))
-    con.execute("COMMIT")
+    with transaction(con):
+        for table in RESULT_TABLES:
+            con.execute(f"DELETE FROM {table}")
+        _put_meta(con, "analysis_version", str(ANALYSIS_VERSION))
     if row:
         log(f"note: cached results were from analysis version {row[0][0]}; recomputing all (now {ANALYSIS_VERSION})")
 
