@@ -469,9 +469,13 @@ def temporal_section(con, ds) -> dict | None:
         out[key] = [{"video": e["video"], "text": e["text"], "space": e["space"], "n_items": e.get("n_items"),
                      "per_layer": e["per_layer"], "layers": e["layers_a"], **_pick(e["per_layer"], e["layers_a"])}
                     for e in tp.get(key, []) if "layers_a" in e]
+    # one query per action (TARA's protocol) under the setting's name; the item-query variant labelled
     out["chiral_gallery"] = [{"video": e["video"], "text": e["text"], "space": e["space"],
-                              "n_queries": e.get("n_queries"),
-                              "settings": {s: _pick(v, e["layers_a"]) for s, v in e["map"].items()}}
+                              "n_queries": e.get("n_queries"), "n_item_queries": e.get("n_item_queries"),
+                              "queries": e.get("queries", "item"),
+                              "settings": {s: _pick(v, e["layers_a"]) for s, v in e["map"].items()},
+                              "settings_item_queries": {s: _pick(v, e["layers_a"])
+                                                        for s, v in (e.get("map_item_queries") or {}).items()}}
                              for e in tp.get("chiral_gallery", [])]
     out["negation"] = [{"video": e["video"], "text": e["text"], "space": e["space"], "n_queries": e.get("n_queries"),
                         "recall": {k: _pick(v, e["layers_a"]) for k, v in e["recall"].items()}}
@@ -506,9 +510,15 @@ def _temporal_html(t) -> str:
     probes = curve_rows(t.get("chiral", []), "chiral choice, video → caption vs opposite (chance 0.5)")
     probes += curve_rows(t.get("time_reversal", []), "time reversal, caption → video vs reversed (chance 0.5)")
     for e in t.get("chiral_gallery", []):
-        probes += curve_rows([{**e, **p} for p in e["settings"].values()], "")
-        for row, s in zip(probes[-len(e["settings"]):], e["settings"]):
-            row["probe"] = f"chiral gallery mAP, {s} setting ({e['n_queries']} queries)"
+        per = "action" if e.get("queries") == "action" else "item"
+        for key, n, what in (("settings", e["n_queries"], f"one query per {per}"),
+                             ("settings_item_queries", e.get("n_item_queries"), "one query per item")):
+            got = e.get(key) or {}
+            if not got:
+                continue
+            probes += curve_rows([{**e, **p} for p in got.values()], "")
+            for row, s in zip(probes[-len(got):], got):
+                row["probe"] = f"chiral gallery mAP, {s} setting ({n} queries, {what})"
     for e in t.get("negation", []):
         for key in ("standard@5", "negated@5"):
             if key in e["recall"]:
