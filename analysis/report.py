@@ -590,8 +590,15 @@ def render_markdown(report: dict) -> str:
 # ---------------------------------------------------------------- predictors section
 
 #: columns of the predictor table in the report (the page shows them all)
-PREDICTOR_COLUMNS = ("task", "rank", "signal", "kind", "ρ across layers", "interval (layers)", "models with ρ",
+PREDICTOR_COLUMNS = ("task", "rank", "signal", "kind", "coverage", "interval excludes 0", "ρ across layers",
+                     "interval (layers)", "models with ρ",
                      "ρ pooled", "interval (pooled)", "layers used", "layers excluded", "higher signal goes with")
+
+
+#: how the predictor table is ordered (DESIGN §9), said wherever it is shown
+RANKING_TEXT = ("Ranked by the number of models a signal's ρ stands on, then whether its interval excludes 0, "
+                "then |ρ|: a signal seen in one model only (\"1 model only\") ranks below every signal seen in "
+                "more. No single signal is a universal selector; the table shows which signal predicts which task.")
 
 
 def predictors_section(con, ds) -> dict | None:
@@ -638,7 +645,7 @@ def _predictors_html(pred) -> str:
                f"results, signed as computed (a lower-is-better task shows ρ &lt; 0 for a signal that goes with "
                f"better results); across layers = mean of each model's ρ, pooled = over models × layers; "
                f"{int((pred['level'] or 0.95) * 100)}% bootstrap intervals ({_e(pred['n_boot'])} resamples of layers "
-               f"within each model); degenerate layers left out and counted.</p>")
+               f"within each model); degenerate layers left out and counted. {_e(RANKING_TEXT)}</p>")
     out.append(_table_html(pred["table"]))
     if pred["best_layers"]:
         out.append("<p>Truly best layer per model vs its last numbered layer and its <code>default</code> "
@@ -658,8 +665,11 @@ def _predictors_md(pred) -> list[str]:
     lines = ["", "### Layer predictors", ""]
     if pred["fabricated"]:
         lines += [f"**{e(_fabricated_text(pred))}**", ""]
-    lines += ["| task | rank | signal | ρ across layers | interval | ρ pooled | interval |", "|---|---|---|---|---|---|---|"]
+    lines += [RANKING_TEXT, "",
+              "| task | rank | signal | ρ across layers | interval | ρ pooled | interval | coverage |",
+              "|---|---|---|---|---|---|---|---|"]
     for r in pred["table"]:
         lines.append(f"| {e(r['task'])} | {r['rank']} | {e(r['signal'])} | {_fmt(r['ρ across layers'])} | "
-                     f"{r['interval (layers)']} | {_fmt(r['ρ pooled'])} | {r['interval (pooled)']} |")
+                     f"{r['interval (layers)']} | {_fmt(r['ρ pooled'])} | {r['interval (pooled)']} | "
+                     f"{e(r['coverage'])} |")
     return lines
