@@ -582,17 +582,26 @@ def model_map_view(payload: dict) -> dict:
 
 
 def downstream_view(payload: dict) -> dict:
+    """The downstream study as tables: ``table`` one row per (task, score) with the pair kind of an
+    alignment score and the models left out with their reason; ``curves`` one row per (task, curve,
+    depth) with the models used there and those left out (their layer has no value)."""
     rows = payload.get("rows", [])
     table = pd.DataFrame([{**{k: r.get(k) for k in ("task", "task_metric", "score", "n", "pearson_r", "pearson_p",
                                                      "spearman_rho", "spearman_p", "r_ci", "rho_ci")},
+                           "pair kind": r.get("pair_kind") or "",
                            "task direction": ("higher is better" if r.get("higher_is_better", True)
                                               else "lower is better"),
                            "higher score goes with": ("" if r.get("better") is None
                                                       else "better results" if r["better"] else "worse results"),
+                           "left out": "; ".join(f"{m}: {why}" for m, why in sorted((r.get("excluded") or {}).items())),
                            "error": r.get("error") or ""}
                           for r in rows if "score" in r])
-    curves = pd.DataFrame([{"task": r["task"], "curve": r["curve"], "depth": d, "r": v}
-                           for r in rows if "curve" in r and "depth" in r for d, v in zip(r["depth"], r["r"])])
+    curves = pd.DataFrame([{"task": r["task"], "curve": r["curve"], "depth": d, "r": v,
+                            "models": (r.get("n_models") or [None] * len(r["depth"]))[i],
+                            "left out": ", ".join(f"{e['model']} (layer {e['layer']})"
+                                                  for e in (r.get("excluded") or [[]] * len(r["depth"]))[i])}
+                           for r in rows if "curve" in r and "depth" in r
+                           for i, (d, v) in enumerate(zip(r["depth"], r["r"]))])
     return {"table": table, "curves": curves, "rows": [r for r in rows if "score" in r]}
 
 

@@ -27,6 +27,7 @@ from __future__ import annotations
 import json
 
 from ..schema import create_all
+from ..sides import split_side
 from ..store import StoreError, connect, latest_per_setting
 from . import (
     downstream, embedding_map, grids, layer_choice, model_map, predictors, profiles, same_space, scaling, temporal,
@@ -152,9 +153,11 @@ def analyze_store(store, *, k=None, metrics=None, references=None, n_boot=None, 
         s.jobs = int(jobs)
         s.check()
         known = {r[0] for r in con.execute("SELECT model FROM models").fetchall()}
-        bad_refs = [r for r in s.references if r not in known]
+        # a reference may name a side ("clip [text]", "clip [image]"; analysis.sides)
+        bad_refs = [r for r in s.references if split_side(r)[0] not in known]
         if bad_refs:
-            raise StoreError(f"unknown --reference model(s) {bad_refs}; models: {sorted(known)}")
+            raise StoreError(f"unknown --reference model(s) {bad_refs}; models: {sorted(known)} (a side may "
+                             "follow the name: 'clip [text]', 'clip [image]')")
         _drop_stale_results(con, log)
         ctx = Context(store, con, s, log=log, progress=progress)
         plan = _plan(con, datasets, ctx)

@@ -8,6 +8,7 @@ import numpy as np
 from .. import results as R
 from ..layer_selection import named_layers, recommend_layers
 from ..registry import get_metric
+from ..sides import side_label
 from .context import Context, DatasetRuns
 from .profiles import PROFILE_METRICS
 
@@ -27,6 +28,7 @@ def _masked(values, layers) -> np.ndarray:
 
 def run(ctx: Context, d: DatasetRuns) -> None:
     chosen = d.largest_settings()
+    by_run = {r["run_id"]: r for r in chosen.values()}
     params = ctx.settings.params_for("mutual_knn")
     for m, run in chosen.items():
         curves, sources = {}, {}
@@ -38,12 +40,16 @@ def run(ctx: Context, d: DatasetRuns) -> None:
         for g in ctx.result_rows("result_grids", d.name, metric="mutual_knn", pair_kind="vision_text"):
             if g["result_id"] != ctx.rid("grid", g["run_a"], g["run_b"], "mutual_knn", params):
                 continue  # computed with other settings (k, --clamp): not this analysis's grid
-            if g["run_a"] == run["run_id"] and g["run_b"] == chosen.get(g["model_b"], {}).get("run_id"):
-                curves[f"alignment with {g['model_b']}"] = (_row_max(ctx.grid_of(g), axis=1), True)
-                sources[f"alignment with {g['model_b']}"] = g["result_id"]
-            elif g["run_b"] == run["run_id"] and g["run_a"] == chosen.get(g["model_a"], {}).get("run_id"):
-                curves[f"alignment with {g['model_a']}"] = (_row_max(ctx.grid_of(g), axis=0), True)
-                sources[f"alignment with {g['model_a']}"] = g["result_id"]
+            # the partner by its run, named by its side: a dual encoder's text tower is "clip [text]",
+            # never its image tower's plain name
+            if g["run_a"] == run["run_id"] and g["run_b"] in by_run:
+                name = f"alignment with {side_label(by_run[g['run_b']], chosen)}"
+                curves[name] = (_row_max(ctx.grid_of(g), axis=1), True)
+                sources[name] = g["result_id"]
+            elif g["run_b"] == run["run_id"] and g["run_a"] in by_run:
+                name = f"alignment with {side_label(by_run[g['run_a']], chosen)}"
+                curves[name] = (_row_max(ctx.grid_of(g), axis=0), True)
+                sources[name] = g["result_id"]
         if not curves:
             continue
         # a degenerate layer's value is not a measurement of a representation: never a pick
