@@ -106,9 +106,12 @@ def _dataset_section(con, ds, chosen, references, labels, ov) -> dict:
                 "final_layer_value": float(finite.max()) if len(finite) else None, "n_frames": g["n_frames"],
                 "n_captions": g["n_captions"], "result_id": g["result_id"],
                 "note": (g.get("flags") or {}).get("best") or ""}
-            if c and f"alignment with {ref}" in c["picks"]:
-                sentences.append(describe_pick(labels.get(m, m), c["picks"][f"alignment with {ref}"],
-                                               c.get("last_layer", c["n_layers"] - 1) + 1, f"alignment with {ref}"))
+            # the reference is its text side: a dual encoder's curve is "alignment with <ref> [text]"
+            name = next((n for n in (f"alignment with {ref} [text]", f"alignment with {ref}") if c and n in c["picks"]),
+                        None)
+            if name:
+                sentences.append(describe_pick(labels.get(m, m), c["picks"][name],
+                                               c.get("last_layer", c["n_layers"] - 1) + 1, name))
         if c and "rankme" in c["picks"]:
             sentences.append(describe_pick(labels.get(m, m), c["picks"]["rankme"], c.get("last_layer", c["n_layers"] - 1) + 1,
                                            "RankMe"))
@@ -219,8 +222,10 @@ def _dataset_section(con, ds, chosen, references, labels, ov) -> dict:
 
 
 def _best_grid(grids, m, ref):
-    """The mutual k-NN grid of m against ref at the largest setting stored (either orientation)."""
-    cands = [g for g in grids if g["metric"] == "mutual_knn" and {g["model_a"], g["model_b"]} == {m, ref}]
+    """The mutual k-NN grid of m against ref's text side at the largest setting stored (either
+    orientation): a reference is a text side, so a dual encoder's image tower never stands in for it."""
+    cands = [g for g in grids if g["metric"] == "mutual_knn" and {g["model_a"], g["model_b"]} == {m, ref}
+             and g.get("pair_kind", "vision_text") == "vision_text"]
     if not cands:
         return None
     return max(cands, key=lambda g: ((g["n_frames"] or 0), (g["n_captions"] or 0)))

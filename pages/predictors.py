@@ -14,7 +14,7 @@ from pages._shared import (
 
 st.title("Layer predictors")
 st.caption("Which label-free signal predicts which task, layer by layer: Spearman ρ between each per-layer "
-           "signal (RankMe, LID, uniformity, alignment with each reference text model, same-space metrics when "
+           "signal (RankMe, LID, uniformity, alignment with each reference text side, same-space metrics when "
            "stored) and your per-layer downstream results, across the layers of each model (mean of the "
            "per-model ρ) and pooled over models × layers, with bootstrap intervals over layers. ρ is signed as "
            "computed: for a lower-is-better task a signal that goes with better results shows ρ < 0. "
