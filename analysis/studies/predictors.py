@@ -9,16 +9,18 @@ Signals, one value per layer of the model's run:
 
 - ``rankme``, ``lid``, ``uniformity``: the profiles (``result_profiles``).
 - ``alignment with <ref> (<metric>)``: for each reference side (``--reference``, else every text
-  side; a two-sided model's is named ``<model> [text]``, :mod:`analysis.sides`) and each grid metric, the row maximum of the stored vision×text grid: layer ``l``'s
-  best score against any layer of the reference, ``max_j grid[l, j]``, over the reference's
-  non-degenerate layers. (A text model's own rows use the column maximum of grids where it is the
-  columns.)
+  side; a two-sided model's is named ``<model> [text]``, :mod:`analysis.sides`) and each grid
+  metric, the row maximum of the stored vision×text grid: layer ``l``'s best score against any
+  layer of the reference, ``max_j grid[l, j]``, over the reference's non-degenerate layers. (A
+  text model's own rows use the column maximum of grids where it is the columns.)
 - ``<metric> with <model_b> (<space>)`` (``<model_b> [text]`` when it has two sides): same-space and
-  distributional values stored by the same-space study (``result_studies``, study ``same_space``, subject ``"<model_a>|<model_b>"``,
-  payload ``{"run_a", "layers_a", "space", "metrics": {name: {"values", "higher_is_better"}}}``),
+  distributional values stored by the same-space study (``result_studies``, study ``same_space``,
+  subject ``"<model_a>|<model_b>"``, payload ``{"run_a", "layers_a", "space", "metrics": {name:
+  {"values", "higher_is_better"}}}``),
   when present for the model's run.
 
-Excluded layers are counted per (task, signal), never used: ``degenerate`` (the run's layer is
+Signals are ordered by :func:`analysis.predictors.rank_rows` (coverage, then an interval that excludes
+0, then |ρ|). Excluded layers are counted per (task, signal), never used: ``degenerate`` (the run's layer is
 collapsed, rank 1 or has < 2 distinct rows), ``undefined`` (the signal is NaN there) and
 ``missing`` (the signal has no value for that layer, e.g. a joint-space metric at a numbered layer).
 
@@ -26,8 +28,9 @@ Payload: ``{"tasks": [{"task", "metric", "setting", "higher_is_better", "fabrica
 "models": [{"model", "layers", "values", "best_layer", "best_value", "last_layer", "last_value",
 "default_layer", "default_value", "best_vs_last", "best_vs_default"}], "signals": [{"signal",
 "kind", "signal_higher_is_better", "rank", "rho_layers", "rho_layers_ci", "per_model_rho",
-"n_models_layers", "rho_pooled", "rho_pooled_ci", "n_points", "n_models", "better", "excluded",
-"picks": [analysis.predictors.signal_pick]}]}], "models": {model: run setting and layers},
+"n_models_layers", "rho_pooled", "rho_pooled_ci", "n_points", "n_models", "n_models_covered",
+"ci_excludes_zero", "one_model", "better", "excluded", "picks": [analysis.predictors.signal_pick]}]}],
+"models": {model: run setting and layers},
 "models_without_runs", "notes", "setting", "n_boot", "level"}``.
 """
 
