@@ -76,7 +76,8 @@ def model_scores(ctx: Context, chosen: dict, refs: dict) -> tuple[dict, dict, di
         curves["rankme"][m] = rk
         last = len(rk) - 1
         if last in bad or not np.isfinite(rk[last]):
-            excluded["rankme at last layer"][m] = f"layer {last} is degenerate ({bad.get(last, 'undefined')})"
+            excluded["rankme at last layer"][m] = (f"layer {last} is degenerate ({bad[last]})" if last in bad
+                                                   else f"RankMe is undefined at layer {last}")
         else:
             scores["rankme at last layer"][m] = float(rk[last])
     return scores, curves, excluded, kinds
