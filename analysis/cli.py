@@ -118,8 +118,9 @@ def register_analyze(sub):
                    "them): pairwise ones choose the grids' metrics (default: the store's last setting, else "
                    "mutual_knn, cka, cknna); single, same-space and unpaired ones are always computed where their "
                    "data exists, and a note says where")
-    p.add_argument("--reference", action="append", help="reference model(s) for downstream scores "
-                   "(default: every text model)")
+    p.add_argument("--reference", action="append", help="reference model(s) for downstream scores, a text "
+                   "side unless another is named: 'clip' or 'clip [text]' is clip's text tower, 'clip [image]' its "
+                   "image tower (default: every text side)")
     p.add_argument("--bootstrap", type=count(0), help="bootstrap resamples for intervals (0: none; default: the "
                    "store's last setting, else 200)")
     p.add_argument("--clamp", choices=("off", "platonic", "feature"), help="outlier clamp before every metric: "

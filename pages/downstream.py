@@ -15,8 +15,11 @@ from pages._shared import (
 
 st.title("Downstream correlation")
 st.caption("Does a label-free score predict your downstream results? Pearson R (with p and a bootstrap "
-           "interval over models) and Spearman ρ; lower-is-better tasks are sign-flipped so R > 0 means "
-           "'higher score, better result'.")
+           "interval over models) and Spearman ρ, signed as computed (a lower-is-better task shows R < 0 for a "
+           "score that goes with better results; the task's direction is beside it). A reference is named by "
+           "its side (`clip [text]`, `clip [image]`). A model whose grid has no best cell (degenerate layers "
+           "only) is left out of that correlation and named, as is a model at the depths where its layer has "
+           "no value (layer 0 of a class-token model).")
 require_store()
 dataset = dataset_picker()
 
@@ -64,7 +67,7 @@ if len(dv["curves"]):
     st.subheader("Which layer's score predicts each task")
     curve = alt.Chart(dv["curves"]).encode(
         x=alt.X("depth:Q", title="relative depth"), y=alt.Y("r:Q", title="Pearson R"), color="task:N",
-        tooltip=["task", "curve", "depth", "r"])
+        tooltip=["task", "curve", "depth", "r", "models", "left out"])
     # dashes on the line layer only: a line with point=True draws its legend as dots, hiding the dash style
     curve = curve.mark_line().encode(strokeDash="curve:N") + curve.mark_point(filled=True, size=30)
     st.altair_chart(curve.properties(height=300), width="stretch", key="downstream_curve")

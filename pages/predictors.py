@@ -14,11 +14,13 @@ from pages._shared import (
 
 st.title("Layer predictors")
 st.caption("Which label-free signal predicts which task, layer by layer: Spearman ρ between each per-layer "
-           "signal (RankMe, LID, uniformity, alignment with each reference text model, same-space metrics when "
+           "signal (RankMe, LID, uniformity, alignment with each reference text side, same-space metrics when "
            "stored) and your per-layer downstream results, across the layers of each model (mean of the "
            "per-model ρ) and pooled over models × layers, with bootstrap intervals over layers. ρ is signed as "
            "computed: for a lower-is-better task a signal that goes with better results shows ρ < 0. "
-           "Degenerate layers and undefined values are left out and counted.")
+           "Degenerate layers and undefined values are left out and counted. Ranked by the number of models "
+           "a signal's ρ stands on (`coverage`), then whether its interval excludes 0, then |ρ|: a signal seen "
+           "in one model only is marked `1 model only` and ranks below every signal seen in more.")
 require_store()
 dataset = dataset_picker()
 

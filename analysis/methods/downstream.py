@@ -71,22 +71,39 @@ def better_direction(r: float, higher_is_better: bool) -> bool:
     return bool(r > 0) == bool(higher_is_better)
 
 
+def depth_layer(depth: float, n_layers: int) -> int:
+    """The layer nearest to a relative depth (0 = embeddings, 1 = last layer): ``floor(d * (L - 1) + 0.5)``
+    (halves round up)."""
+    return int(np.floor(depth * (n_layers - 1) + 0.5))
+
+
 def depth_curve(per_layer_scores: dict[str, np.ndarray], results: dict[str, float], *, higher_is_better=True,
                 points: int = 11) -> dict:
     """Pearson R between the score at each relative depth (0 = embeddings, 1 = last layer) and the task.
 
-    Each model contributes its layer nearest to the relative depth, ``floor(d * (L - 1) + 0.5)``
-    (halves round up). Returns ``{"depth": [...], "r": [...], "higher_is_better": bool, "better": [...]}``:
-    ``r`` signed as computed on the raw results, ``better[i]`` per :func:`better_direction`.
+    Each model contributes its layer nearest to the relative depth (:func:`depth_layer`). A model
+    whose layer there has no score (NaN: a degenerate layer, such as layer 0 of a class-token model,
+    one constant vector for every input) is left out of that depth only and named in
+    ``excluded[i]``; a depth left with fewer than 3 models, or a constant side, has ``r`` NaN.
+
+    Returns ``{"depth": [...], "r": [...], "n_models": [...], "excluded": [[{"model", "layer"}]],
+    "higher_is_better": bool, "better": [...]}``: ``r`` signed as computed on the raw results,
+    ``better[i]`` per :func:`better_direction`.
     """
     models = [m for m in per_layer_scores if m in results]
     if len(models) < 3:
-        raise ValueError("a per-layer correlation curve needs at least 3 models with results")
+        raise ValueError(f"a per-layer correlation curve needs at least 3 models with results, got {len(models)}"
+                         + (f" ({', '.join(models)})" if models else ""))
     depths = np.linspace(0, 1, points)
-    y = np.array([results[m] for m in models], dtype=float)
-    rs = []
+    rs, counts, excluded = [], [], []
     for d in depths:
-        x = np.array([per_layer_scores[m][int(np.floor(d * (len(per_layer_scores[m]) - 1) + 0.5))] for m in models])
-        rs.append(float(stats.pearsonr(x, y)[0]) if np.ptp(x) > 0 and np.ptp(y) > 0 else float("nan"))
-    return {"depth": depths.tolist(), "r": rs, "higher_is_better": bool(higher_is_better),
-            "better": [better_direction(r, higher_is_better) for r in rs]}
+        layer = {m: depth_layer(d, len(per_layer_scores[m])) for m in models}
+        ok = [m for m in models if np.isfinite(per_layer_scores[m][layer[m]])]
+        excluded.append([{"model": m, "layer": layer[m]} for m in models if m not in ok])
+        counts.append(len(ok))
+        x = np.array([per_layer_scores[m][layer[m]] for m in ok], dtype=float)
+        y = np.array([results[m] for m in ok], dtype=float)
+        defined = len(ok) >= 3 and np.ptp(x) > 0 and np.ptp(y) > 0
+        rs.append(float(stats.pearsonr(x, y)[0]) if defined else float("nan"))
+    return {"depth": depths.tolist(), "r": rs, "n_models": counts, "excluded": excluded,
+            "higher_is_better": bool(higher_is_better), "better": [better_direction(r, higher_is_better) for r in rs]}

@@ -192,14 +192,42 @@ def signal_pick(series: Series, results: dict[int, float], *, signal_higher_is_b
             "last_layer": last_layer, "default_layer": default_layer}
 
 
+def headline(row: dict) -> tuple[float | None, list, int]:
+    """``(ρ, its interval, models it stands on)`` of one signal row: the across-layer ρ over the
+    ``n_models_layers`` models that have one, else the pooled ρ over ``n_models``."""
+    if row.get("rho_layers") is not None:
+        return row["rho_layers"], row.get("rho_layers_ci") or [None, None], int(row.get("n_models_layers") or 0)
+    return row.get("rho_pooled"), row.get("rho_pooled_ci") or [None, None], int(row.get("n_models") or 0)
+
+
+def excludes_zero(ci) -> bool:
+    """Whether an interval ``[low, high]`` lies wholly on one side of 0 (False when undefined)."""
+    if not ci or ci[0] is None or ci[1] is None:
+        return False
+    return bool(ci[0] > 0 or ci[1] < 0)
+
+
 def rank_rows(rows: list[dict]) -> list[dict]:
-    """Rows of one task ordered by predictive strength: ``|rho_layers|`` (within-model ordering of
-    layers, what choosing a layer needs), then ``|rho_pooled|``; undefined values last. Sets
-    ``rank`` (1 = strongest)."""
+    """Rows of one task ordered as DESIGN §9 ("a predictor needs coverage") asks: first by how many
+    models the signal's ρ stands on (:func:`headline`: more first), then whether its interval
+    excludes 0, then by ``|rho_layers|`` (within-model ordering of layers, what choosing a layer
+    needs) and ``|rho_pooled|``; undefined ρ last. A signal seen in one model only ranks below every
+    signal seen in more, however strong its ρ: one model's layers say nothing about other models.
+
+    Sets ``rank`` (1 = first), ``n_models_covered``, ``ci_excludes_zero`` and ``one_model`` (True
+    when the ρ stands on a single model) on each row."""
+    for r in rows:
+        rho, ci, n = headline(r)
+        r["n_models_covered"] = n if rho is not None else 0
+        r["ci_excludes_zero"] = rho is not None and excludes_zero(ci)
+        r["one_model"] = rho is not None and n == 1
+
     def key(r):
         a = r.get("rho_layers")
         b = r.get("rho_pooled")
-        return (a is None, -abs(a) if a is not None else 0.0, b is None, -abs(b) if b is not None else 0.0,
+        undefined = a is None and b is None
+        return (undefined, -r["n_models_covered"], not r["ci_excludes_zero"],
+                a is None, -abs(a) if a is not None else 0.0, b is None, -abs(b) if b is not None else 0.0,
                 r.get("signal", ""))
     out = sorted(rows, key=key)
     for i, r in enumerate(out, 1):

@@ -177,7 +177,14 @@ def time_reversal_accuracy(T, V, V_reversed) -> tuple[float, int, str | None]:
     return choice_report(T, V, V_reversed)
 
 
-def chiral_gallery_map(T, V, *, group, action, setting: str = "chiral") -> tuple[float, int, str | None]:
+#: how CiA's mAP averages its queries: ``action`` (TARA, Tab. 1-2: one query per action, e.g. 32 for
+#: SSv2, so each action weighs the same) or ``item`` (one query per item's caption: an action with more
+#: videos weighs more)
+GALLERY_QUERIES = ("action", "item")
+
+
+def chiral_gallery_map(T, V, *, group, action, setting: str = "chiral",
+                       queries: str = "action") -> tuple[float, int, str | None]:
     """Chirality-in-Action retrieval: text queries rank videos, mAP over the queries.
 
     Each item i has a chiral ``group`` (a pair of temporally opposite actions, e.g. "door") and an
@@ -187,17 +194,26 @@ def chiral_gallery_map(T, V, *, group, action, setting: str = "chiral") -> tuple
     ``static``: its action's videos and every video outside the group; ``all``: every video.
     Items with an empty group take no part.
 
+    ``queries``: ``action`` (default, TARA's protocol: one query per action, Tab. 1 counts 32 for
+    CiA-SSv2): ``mAP = (1/|A|) Σ_a AP_a``, where an action's AP is the mean AP of its items' captions
+    (CiA's query is the action's caption, which its items share, so their APs are one and the same and
+    this is exactly one query per action); ``item``: ``mAP = (1/n) Σ_i AP_i`` over every item's caption,
+    which weighs an action by its number of videos.
+
     Args:
         T: ``(N, d)`` captions; V: ``(N, d)`` videos in the same space; group, action: ``(N,)``
             labels (None or "" for items outside any chiral group).
     Returns:
-        ``(mAP, n_queries, reason)``: NaN and the reason when no query has both a relevant and a
-        wrong video in its gallery (e.g. a group with one action only).
+        ``(mAP, n_queries, reason)`` in ``[0, 1]``, ``n_queries`` the actions (or items) averaged: NaN
+        and the reason when no query has both a relevant and a wrong video in its gallery (e.g. a
+        group with one action only).
     """
     from analysis.metrics.retrieval import query_average_precision
 
     if setting not in ("chiral", "static", "all"):
         raise ValueError(f"setting must be chiral, static or all, got {setting!r}")
+    if queries not in GALLERY_QUERIES:
+        raise ValueError(f"queries must be one of {', '.join(GALLERY_QUERIES)}, got {queries!r}")
     T, V = as_matrix(T, "T"), as_matrix(V, "V")
     check_paired(T, V, "T", "V")
     group = np.array(["" if g is None else str(g) for g in group], dtype=object)
@@ -206,7 +222,7 @@ def chiral_gallery_map(T, V, *, group, action, setting: str = "chiral") -> tuple
         raise ValueError(f"group and action need one label per item ({len(T)})")
     member = group != ""
     key = np.array([f"{g}\x1f{a}" for g, a in zip(group, action)], dtype=object)
-    aps = []
+    aps: dict = {}  # action key -> its items' APs
     for i in np.flatnonzero(member):
         if setting == "chiral":
             gallery = np.flatnonzero(group == group[i])
@@ -218,12 +234,15 @@ def chiral_gallery_map(T, V, *, group, action, setting: str = "chiral") -> tuple
         if rel.all() or not rel.any():
             continue  # nothing to rank against, or nothing to find
         labels = np.where(rel, 1, 0)
-        aps.append(query_average_precision(T[i:i + 1], V[gallery], query_groups=np.array([1]),
-                                           gallery_groups=labels)[0])
+        aps.setdefault(key[i], []).append(query_average_precision(T[i:i + 1], V[gallery], query_groups=np.array([1]),
+                                                                  gallery_groups=labels)[0])
     if not aps:
         return float("nan"), 0, (f"no query has both a video of its action and a wrong one in the {setting} "
                                  "gallery (does every chiral group hold two actions?)")
-    return float(np.mean(aps)), len(aps), None
+    if queries == "action":
+        return float(np.mean([np.mean(v) for v in aps.values()])), len(aps), None
+    every = [ap for v in aps.values() for ap in v]
+    return float(np.mean(every)), len(every), None
 
 
 def negated_query_recall(T_query, V, *, ks=(1, 5, 10), queries=None) -> dict[str, float]:

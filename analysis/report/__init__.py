@@ -109,10 +109,13 @@ def _dataset_section(con, ds, chosen, references, labels, ov) -> dict:
                 "final_layer_value": float(finite.max()) if len(finite) else None, "n_frames": g["n_frames"],
                 "n_captions": g["n_captions"], "result_id": g["result_id"],
                 "note": (g.get("flags") or {}).get("best") or ""}
-            if c and f"alignment with {ref}" in c["picks"]:
-                sentences.append(describe_pick(labels.get(m, m), c["picks"][f"alignment with {ref}"],
-                                               c.get("last_layer", c["n_layers"] - 1) + 1, f"alignment with {ref}",
-                                               samples=(c.get("resamples") or {}).get(f"alignment with {ref}")))
+            # the reference is its text side: a dual encoder's curve is "alignment with <ref> [text]"
+            name = next((n for n in (f"alignment with {ref} [text]", f"alignment with {ref}") if c and n in c["picks"]),
+                        None)
+            if name:
+                sentences.append(describe_pick(labels.get(m, m), c["picks"][name],
+                                               c.get("last_layer", c["n_layers"] - 1) + 1, name,
+                                               samples=(c.get("resamples") or {}).get(name)))
         if c and "rankme" in c["picks"]:
             sentences.append(describe_pick(labels.get(m, m), c["picks"]["rankme"], c.get("last_layer", c["n_layers"] - 1) + 1,
                                            "RankMe", samples=(c.get("resamples") or {}).get("rankme")))
@@ -223,8 +226,10 @@ def _dataset_section(con, ds, chosen, references, labels, ov) -> dict:
 
 
 def _best_grid(grids, m, ref):
-    """The mutual k-NN grid of m against ref at the largest setting stored (either orientation)."""
-    cands = [g for g in grids if g["metric"] == "mutual_knn" and {g["model_a"], g["model_b"]} == {m, ref}]
+    """The mutual k-NN grid of m against ref's text side at the largest setting stored (either
+    orientation): a reference is a text side, so a dual encoder's image tower never stands in for it."""
+    cands = [g for g in grids if g["metric"] == "mutual_knn" and {g["model_a"], g["model_b"]} == {m, ref}
+             and g.get("pair_kind", "vision_text") == "vision_text"]
     if not cands:
         return None
     return max(cands, key=lambda g: ((g["n_frames"] or 0), (g["n_captions"] or 0)))
@@ -472,9 +477,13 @@ def temporal_section(con, ds) -> dict | None:
         out[key] = [{"video": e["video"], "text": e["text"], "space": e["space"], "n_items": e.get("n_items"),
                      "per_layer": e["per_layer"], "layers": e["layers_a"], **_pick(e["per_layer"], e["layers_a"])}
                     for e in tp.get(key, []) if "layers_a" in e]
+    # one query per action (TARA's protocol) under the setting's name; the item-query variant labelled
     out["chiral_gallery"] = [{"video": e["video"], "text": e["text"], "space": e["space"],
-                              "n_queries": e.get("n_queries"),
-                              "settings": {s: _pick(v, e["layers_a"]) for s, v in e["map"].items()}}
+                              "n_queries": e.get("n_queries"), "n_item_queries": e.get("n_item_queries"),
+                              "queries": e.get("queries", "item"),
+                              "settings": {s: _pick(v, e["layers_a"]) for s, v in e["map"].items()},
+                              "settings_item_queries": {s: _pick(v, e["layers_a"])
+                                                        for s, v in (e.get("map_item_queries") or {}).items()}}
                              for e in tp.get("chiral_gallery", [])]
     out["negation"] = [{"video": e["video"], "text": e["text"], "space": e["space"], "n_queries": e.get("n_queries"),
                         "recall": {k: _pick(v, e["layers_a"]) for k, v in e["recall"].items()}}
@@ -509,9 +518,15 @@ def _temporal_html(t) -> str:
     probes = curve_rows(t.get("chiral", []), "chiral choice, video → caption vs opposite (chance 0.5)")
     probes += curve_rows(t.get("time_reversal", []), "time reversal, caption → video vs reversed (chance 0.5)")
     for e in t.get("chiral_gallery", []):
-        probes += curve_rows([{**e, **p} for p in e["settings"].values()], "")
-        for row, s in zip(probes[-len(e["settings"]):], e["settings"]):
-            row["probe"] = f"chiral gallery mAP, {s} setting ({e['n_queries']} queries)"
+        per = "action" if e.get("queries") == "action" else "item"
+        for key, n, what in (("settings", e["n_queries"], f"one query per {per}"),
+                             ("settings_item_queries", e.get("n_item_queries"), "one query per item")):
+            got = e.get(key) or {}
+            if not got:
+                continue
+            probes += curve_rows([{**e, **p} for p in got.values()], "")
+            for row, s in zip(probes[-len(got):], got):
+                row["probe"] = f"chiral gallery mAP, {s} setting ({n} queries, {what})"
     for e in t.get("negation", []):
         for key in ("standard@5", "negated@5"):
             if key in e["recall"]:
@@ -583,8 +598,15 @@ def render_markdown(report: dict) -> str:
 # ---------------------------------------------------------------- predictors section
 
 #: columns of the predictor table in the report (the page shows them all)
-PREDICTOR_COLUMNS = ("task", "rank", "signal", "kind", "ρ across layers", "interval (layers)", "models with ρ",
+PREDICTOR_COLUMNS = ("task", "rank", "signal", "kind", "coverage", "interval excludes 0", "ρ across layers",
+                     "interval (layers)", "models with ρ",
                      "ρ pooled", "interval (pooled)", "layers used", "layers excluded", "higher signal goes with")
+
+
+#: how the predictor table is ordered (DESIGN §9), said wherever it is shown
+RANKING_TEXT = ("Ranked by the number of models a signal's ρ stands on, then whether its interval excludes 0, "
+                "then |ρ|: a signal seen in one model only (\"1 model only\") ranks below every signal seen in "
+                "more. No single signal is a universal selector; the table shows which signal predicts which task.")
 
 
 def predictors_section(con, ds) -> dict | None:
@@ -631,7 +653,7 @@ def _predictors_html(pred) -> str:
                f"results, signed as computed (a lower-is-better task shows ρ &lt; 0 for a signal that goes with "
                f"better results); across layers = mean of each model's ρ, pooled = over models × layers; "
                f"{int((pred['level'] or 0.95) * 100)}% bootstrap intervals ({_e(pred['n_boot'])} resamples of layers "
-               f"within each model); degenerate layers left out and counted.</p>")
+               f"within each model); degenerate layers left out and counted. {_e(RANKING_TEXT)}</p>")
     out.append(_table_html(pred["table"]))
     if pred["best_layers"]:
         out.append("<p>Truly best layer per model vs its last numbered layer and its <code>default</code> "
@@ -651,10 +673,13 @@ def _predictors_md(pred) -> list[str]:
     lines = ["", "### Layer predictors", ""]
     if pred["fabricated"]:
         lines += [f"**{e(_fabricated_text(pred))}**", ""]
-    lines += ["| task | rank | signal | ρ across layers | interval | ρ pooled | interval |", "|---|---|---|---|---|---|---|"]
+    lines += [RANKING_TEXT, "",
+              "| task | rank | signal | ρ across layers | interval | ρ pooled | interval | coverage |",
+              "|---|---|---|---|---|---|---|---|"]
     for r in pred["table"]:
         lines.append(f"| {e(r['task'])} | {r['rank']} | {e(r['signal'])} | {_fmt(r['ρ across layers'])} | "
-                     f"{r['interval (layers)']} | {_fmt(r['ρ pooled'])} | {r['interval (pooled)']} |")
+                     f"{r['interval (layers)']} | {_fmt(r['ρ pooled'])} | {r['interval (pooled)']} | "
+                     f"{e(r['coverage'])} |")
     return lines
 
 

@@ -27,6 +27,7 @@ from __future__ import annotations
 import json
 
 from analysis.storage.schema import create_all
+from analysis.sides import split_side
 from analysis.storage.store import StoreError, connect, latest_per_setting, transaction
 from analysis.studies import (
     downstream, embedding_map, grids, layer_choice, model_map, predictors, profiles, same_space, scaling, temporal,
@@ -154,9 +155,11 @@ def analyze_store(store, options: AnalyzeOptions | None = None, *, progress: boo
         s.jobs = int(options.jobs)
         s.check()
         known = {r[0] for r in con.execute("SELECT model FROM models").fetchall()}
-        bad_refs = [r for r in s.references if r not in known]
+        # a reference may name a side ("clip [text]", "clip [image]"; analysis.sides)
+        bad_refs = [r for r in s.references if split_side(r)[0] not in known]
         if bad_refs:
-            raise StoreError(f"unknown --reference model(s) {bad_refs}; models: {sorted(known)}")
+            raise StoreError(f"unknown --reference model(s) {bad_refs}; models: {sorted(known)} (a side may "
+                             "follow the name: 'clip [text]', 'clip [image]')")
         _drop_stale_results(con, log)
         ctx = Context(store, con, s, log=log, progress=progress, executor=executor)
         plan = _plan(con, datasets, ctx)

@@ -10,6 +10,7 @@ memory budget), never once per pair. With ``jobs > 1`` the stale pairs are score
 from __future__ import annotations
 
 from collections import defaultdict
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -168,3 +169,49 @@ def stored_grid(ctx: Context, a: dict, b: dict, metric: str, **params) -> np.nda
             g = row["grid"]
             return g.T.copy() if flip else g
     return ctx.engine.grid(a["run_id"], b["run_id"], metric, **params)
+
+
+@dataclass(frozen=True)
+class BestCell:
+    """A pair's best cell as the grid study defines it (:func:`score_pair`): ``value`` None when the
+    grid has none, ``reason`` then says why; ``bad_rows`` / ``bad_cols``: the layers of ``a`` / ``b``
+    whose cells never count (degenerate, or k-NN lists decided by ties), with the reason per layer."""
+
+    grid: np.ndarray
+    value: float | None
+    reason: str | None
+    bad_rows: dict
+    bad_cols: dict
+
+    def row_best(self) -> np.ndarray:
+        """``(La,)`` each layer of ``a``'s best value over ``b``'s valid layers (``max_j grid[l, j]``);
+        NaN on a bad row of ``a`` and where no valid cell of the row is finite."""
+        g = np.array(self.grid, dtype=float)
+        g[:, [int(j) for j in self.bad_cols if int(j) < g.shape[1]]] = np.nan
+        g[[int(i) for i in self.bad_rows if int(i) < g.shape[0]], :] = np.nan
+        filled = np.where(np.isfinite(g), g, -np.inf).max(axis=1)
+        return np.where(np.isfinite(filled), filled, np.nan)
+
+
+def stored_best(ctx: Context, a: dict, b: dict, metric: str) -> BestCell:
+    """The best cell of runs ``a`` × ``b`` (rows: ``a``) the grid study stored, its flags read the
+    right way round (a mutual k-NN row of ``b`` × ``a`` serves transposed); a pair the grid study does
+    not score (e.g. two vision runs at different n_f) is scored here by the same rule."""
+    params = ctx.settings.params_for(metric)
+    for x, y, flip in ((a, b, False), (b, a, True)):
+        if flip and metric != "mutual_knn":  # only mutual k-NN cells are exactly symmetric
+            break
+        row = ctx.result_row("result_grids", x["dataset"], ctx.rid("grid", x["run_id"], y["run_id"], metric, params))
+        if row is None:
+            continue
+        flags = row.get("flags") or {}
+        rows_, cols = flags.get("degenerate_a") or {}, flags.get("degenerate_b") or {}
+        grid = row["grid"].T if flip else row["grid"]
+        if flip:
+            rows_, cols = cols, rows_
+        value = None if row["best_value"] is None else float(row["best_value"])
+        return BestCell(grid, value, flags.get("best") if value is None else None, dict(rows_), dict(cols))
+    res = score_pair(ctx.engine, a["run_id"], b["run_id"], metric, params, 0, ctx.settings.seed)
+    flags = res["flags"]
+    return BestCell(res["grid"], res["best_value"], flags.get("best"), dict(flags.get("degenerate_a") or {}),
+                    dict(flags.get("degenerate_b") or {}))

@@ -11,6 +11,7 @@ from analysis.storage import results as R
 from analysis.bootstrap import derived_lists_k, resample_indices, score_resamples
 from analysis.methods.layer_selection import layers_to_resample, named_layers, recommend_layers
 from analysis.registry import get_metric
+from analysis.sides import side_label
 from analysis.studies.context import Context, DatasetRuns
 from analysis.studies.profiles import PROFILE_METRICS, params_for
 
@@ -86,6 +87,7 @@ def _json_samples(resamples: dict) -> dict:
 def run(ctx: Context, d: DatasetRuns) -> None:
     chosen = d.largest_settings()
     random = {r[0] for r in ctx.con.execute("SELECT model FROM models WHERE random_init").fetchall()}
+    by_run = {r["run_id"]: r for r in chosen.values()}
     params = ctx.settings.params_for("mutual_knn")
     for m, run in chosen.items():
         curves, sources, grids = {}, {}, {}
@@ -97,13 +99,17 @@ def run(ctx: Context, d: DatasetRuns) -> None:
         for g in ctx.result_rows("result_grids", d.name, metric="mutual_knn", pair_kind="vision_text"):
             if g["result_id"] != ctx.rid("grid", g["run_a"], g["run_b"], "mutual_knn", params):
                 continue  # computed with other settings (k, --clamp): not this analysis's grid
-            if g["run_a"] == run["run_id"] and g["run_b"] == chosen.get(g["model_b"], {}).get("run_id"):
-                curves[f"alignment with {g['model_b']}"] = (_row_max(ctx.grid_of(g), axis=1), True)
-                sources[f"alignment with {g['model_b']}"] = g["result_id"]
+            # the partner by its run, named by its side: a dual encoder's text tower is "clip [text]",
+            # never its image tower's plain name
+            if g["run_a"] == run["run_id"] and g["run_b"] in by_run:
+                name = f"alignment with {side_label(by_run[g['run_b']], chosen)}"
+                curves[name] = (_row_max(ctx.grid_of(g), axis=1), True)
+                sources[name] = g["result_id"]
                 grids[g["result_id"]] = (g, True)
-            elif g["run_b"] == run["run_id"] and g["run_a"] == chosen.get(g["model_a"], {}).get("run_id"):
-                curves[f"alignment with {g['model_a']}"] = (_row_max(ctx.grid_of(g), axis=0), True)
-                sources[f"alignment with {g['model_a']}"] = g["result_id"]
+            elif g["run_b"] == run["run_id"] and g["run_a"] in by_run:
+                name = f"alignment with {side_label(by_run[g['run_a']], chosen)}"
+                curves[name] = (_row_max(ctx.grid_of(g), axis=0), True)
+                sources[name] = g["result_id"]
                 grids[g["result_id"]] = (g, False)
         if not curves:
             continue

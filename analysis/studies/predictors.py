@@ -8,17 +8,19 @@ only stored results (run it after profiles and grids); nothing here prepares a r
 Signals, one value per layer of the model's run:
 
 - ``rankme``, ``lid``, ``uniformity``: the profiles (``result_profiles``).
-- ``alignment with <ref> (<metric>)``: for each reference text model (``--reference``, else every
-  text model) and each grid metric, the row maximum of the stored vision×text grid: layer ``l``'s
-  best score against any layer of the reference, ``max_j grid[l, j]``, over the reference's
-  non-degenerate layers. (A text model's own rows use the column maximum of grids where it is the
-  columns.)
-- ``<metric> with <model_b> (<space>)``: same-space and distributional values stored by the
-  same-space study (``result_studies``, study ``same_space``, subject ``"<model_a>|<model_b>"``,
-  payload ``{"run_a", "layers_a", "space", "metrics": {name: {"values", "higher_is_better"}}}``),
+- ``alignment with <ref> (<metric>)``: for each reference side (``--reference``, else every text
+  side; a two-sided model's is named ``<model> [text]``, :mod:`analysis.sides`) and each grid
+  metric, the row maximum of the stored vision×text grid: layer ``l``'s best score against any
+  layer of the reference, ``max_j grid[l, j]``, over the reference's non-degenerate layers. (A
+  text model's own rows use the column maximum of grids where it is the columns.)
+- ``<metric> with <model_b> (<space>)`` (``<model_b> [text]`` when it has two sides): same-space and
+  distributional values stored by the same-space study (``result_studies``, study ``same_space``,
+  subject ``"<model_a>|<model_b>"``, payload ``{"run_a", "layers_a", "space", "metrics": {name:
+  {"values", "higher_is_better"}}}``),
   when present for the model's run.
 
-Excluded layers are counted per (task, signal), never used: ``degenerate`` (the run's layer is
+Signals are ordered by :func:`analysis.methods.predictors.rank_rows` (coverage, then an interval that excludes
+0, then |ρ|). Excluded layers are counted per (task, signal), never used: ``degenerate`` (the run's layer is
 collapsed, rank 1 or has < 2 distinct rows), ``undefined`` (the signal is NaN there) and
 ``missing`` (the signal has no value for that layer, e.g. a joint-space metric at a numbered layer).
 
@@ -26,8 +28,9 @@ Payload: ``{"tasks": [{"task", "metric", "setting", "higher_is_better", "fabrica
 "models": [{"model", "layers", "values", "best_layer", "best_value", "last_layer", "last_value",
 "default_layer", "default_value", "best_vs_last", "best_vs_default"}], "signals": [{"signal",
 "kind", "signal_higher_is_better", "rank", "rho_layers", "rho_layers_ci", "per_model_rho",
-"n_models_layers", "rho_pooled", "rho_pooled_ci", "n_points", "n_models", "better", "excluded",
-"picks": [analysis.methods.predictors.signal_pick]}]}], "models": {model: run setting and layers},
+"n_models_layers", "rho_pooled", "rho_pooled_ci", "n_points", "n_models", "n_models_covered",
+"ci_excludes_zero", "one_model", "better", "excluded", "picks": [analysis.methods.predictors.signal_pick]}]}],
+"models": {model: run setting and layers},
 "models_without_runs", "notes", "setting", "n_boot", "level"}``.
 """
 
@@ -43,6 +46,7 @@ from analysis.methods.predictors import Series, layer_comparison, predictor_corr
 from analysis.registry import get_metric
 from analysis.storage.schema import MODEL_LEVEL
 from analysis.studies.context import Context, DatasetRuns
+from analysis.studies.downstream import references
 from analysis.studies.profiles import PROFILE_METRICS
 
 LEVEL = 0.95
@@ -85,23 +89,24 @@ def _stored_grid(ctx: Context, a: dict, b: dict, metric: str):
     return None
 
 
-def signals_for(ctx: Context, d: DatasetRuns, model: str, run: dict, chosen: dict, refs: list) -> dict:
+def signals_for(ctx: Context, d: DatasetRuns, model: str, run: dict, chosen: dict, refs: dict) -> dict:
     """``{signal name: {"values" (L,), "run_id", "kind", "higher_is_better", "source"}}`` of one
-    model's run, from stored results only."""
+    model's run, from stored results only. ``refs``: ``{label: key of chosen}``
+    (:func:`.downstream.references`: sides named, ``clip [text]``)."""
     out = {}
     for prof in ctx.current_profiles(d.name, run["run_id"], PROFILE_METRICS):
         out[prof["metric"]] = {"values": prof["layer_values"], "run_id": run["run_id"], "kind": "profile",
                                "higher_is_better": get_metric(prof["metric"]).higher_is_better,
                                "source": prof["result_id"]}
-    for ref in refs:
-        if ref == model or ref not in chosen or chosen[ref]["run_id"] == run["run_id"]:
+    for label, key in refs.items():
+        if chosen[key]["run_id"] == run["run_id"]:
             continue
         for metric in ctx.settings.metrics:
-            got = _stored_grid(ctx, run, chosen[ref], metric)
+            got = _stored_grid(ctx, run, chosen[key], metric)
             if got is None:
                 continue
             grid, ref_bad, rid = got
-            out[f"alignment with {ref} ({metric})"] = {
+            out[f"alignment with {label} ({metric})"] = {
                 "values": _row_max(grid, [int(i) for i in ref_bad]), "run_id": run["run_id"], "kind": "pairwise",
                 "higher_is_better": get_metric(metric).higher_is_better, "source": rid}
     other_runs = set()
@@ -121,7 +126,9 @@ def signals_for(ctx: Context, d: DatasetRuns, model: str, run: dict, chosen: dic
                 if 0 <= layer < len(values):
                     values[layer] = np.nan if v is None else float(v)
                     present[layer] = True
-            out[f"{name} with {b} ({p.get('space', 'layers')})"] = {
+            # the partner is a caption side: a two-sided model's is named "<model> [text]"
+            partner = f"{b} [text]" if f"{b} [text]" in chosen else b
+            out[f"{name} with {partner} ({p.get('space', 'layers')})"] = {
                 "values": values, "present": present, "run_id": p["run_a"], "kind": "same_space",
                 "higher_is_better": m.get("higher_is_better"), "source": st["result_id"]}
     if other_runs and not any(sig["kind"] == "same_space" for sig in out.values()):
@@ -157,12 +164,12 @@ def run(ctx: Context, d: DatasetRuns) -> None:
     if not rows:
         return
     chosen = d.downstream_settings(ctx.con, s.downstream_setting)
-    refs = list(s.references) or sorted({r["model"] for r in d.text})
+    refs = references(ctx, chosen)
     models = sorted({r["model"] for r in rows} & set(chosen))
     if not models:
         return
     signals = {m: signals_for(ctx, d, m, chosen[m], chosen, refs) for m in models}
-    rid = ctx.rid("predictors", d.name, refs, s.k, s.downstream_setting, list(s.metrics))
+    rid = ctx.rid("predictors", d.name, sorted(refs.items()), s.k, s.downstream_setting, list(s.metrics))
     # the numbers, not when they were imported: re-importing the same results reuses the table
     ikey = R.key([(r["model"], r["task"], r["metric"], r["setting"], r["layer"], r["value"], r["higher_is_better"],
                    r["source"]) for r in rows],
@@ -240,7 +247,7 @@ def run(ctx: Context, d: DatasetRuns) -> None:
     if unknown:
         notes.append(f"per-layer results of {', '.join(unknown)} have no done run on dataset {d.name!r}: left out")
     ctx.put_study(result_id=rid, study="predictors", dataset=d.name, subject="all",
-                params={"k": s.k, "references": refs, "metrics": list(s.metrics), "n_boot": s.n_boot,
+                params={"k": s.k, "references": list(refs), "metrics": list(s.metrics), "n_boot": s.n_boot,
                         "seed": s.seed, "setting": s.downstream_setting},
                 payload={"tasks": out_tasks, "models": layout, "models_without_runs": unknown, "notes": notes,
                          "setting": s.downstream_setting, "n_boot": s.n_boot, "level": LEVEL},

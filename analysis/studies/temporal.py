@@ -239,17 +239,24 @@ def _shared_space_probes(ctx, d, md, payload, has_neg, negatives) -> None:
                                list(zip(status(rt, lb), status(fwd, la), status(back[0], la))))
                 payload["time_reversal"].append({**base, "n_frames": fwd["n_frames"], "n_items": len(T[0]), **out})
         if has_gallery:
-            entry = {**base, "map": {s: [] for s in GALLERY_SETTINGS}, "n_queries": None, "reasons": {}}
+            # ``map``: one query per action (TARA's protocol, the default); ``map_item_queries``: one
+            # per item's caption (an action with more videos weighs more), kept beside it, labelled
+            entry = {**base, "map": {s: [] for s in GALLERY_SETTINGS}, "n_queries": None,
+                     "map_item_queries": {s: [] for s in GALLERY_SETTINGS}, "n_item_queries": None,
+                     "queries": "action", "reasons": {}}
             for e, (Ve, Te, sv, st) in enumerate(zip(V, T, status(rv, la), status(rt, lb))):
                 why = _degenerate(**{"video side": sv, "caption side": st})
                 for s in GALLERY_SETTINGS:
                     if why:
                         entry["map"][s].append(float("nan"))
+                        entry["map_item_queries"][s].append(float("nan"))
                         entry["reasons"][f"{s} {e}"] = why
                         continue
                     m, nq, reason = chiral_gallery_map(Te, Ve, group=group, action=action, setting=s)
+                    mi, nqi, _ = chiral_gallery_map(Te, Ve, group=group, action=action, setting=s, queries="item")
                     entry["map"][s].append(m)
-                    entry["n_queries"] = nq
+                    entry["map_item_queries"][s].append(mi)
+                    entry["n_queries"], entry["n_item_queries"] = nq, nqi
                     if reason:
                         entry["reasons"][f"{s} {e}"] = reason
             payload["chiral_gallery"].append(entry)

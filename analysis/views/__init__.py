@@ -629,17 +629,26 @@ def model_map_view(payload: dict) -> dict:
 
 
 def downstream_view(payload: dict) -> dict:
+    """The downstream study as tables: ``table`` one row per (task, score) with the pair kind of an
+    alignment score and the models left out with their reason; ``curves`` one row per (task, curve,
+    depth) with the models used there and those left out (their layer has no value)."""
     rows = payload.get("rows", [])
     table = pd.DataFrame([{**{k: r.get(k) for k in ("task", "task_metric", "score", "n", "pearson_r", "pearson_p",
                                                      "spearman_rho", "spearman_p", "r_ci", "rho_ci")},
+                           "pair kind": r.get("pair_kind") or "",
                            "task direction": ("higher is better" if r.get("higher_is_better", True)
                                               else "lower is better"),
                            "higher score goes with": ("" if r.get("better") is None
                                                       else "better results" if r["better"] else "worse results"),
+                           "left out": "; ".join(f"{m}: {why}" for m, why in sorted((r.get("excluded") or {}).items())),
                            "error": r.get("error") or ""}
                           for r in rows if "score" in r])
-    curves = pd.DataFrame([{"task": r["task"], "curve": r["curve"], "depth": d, "r": v}
-                           for r in rows if "curve" in r and "depth" in r for d, v in zip(r["depth"], r["r"])])
+    curves = pd.DataFrame([{"task": r["task"], "curve": r["curve"], "depth": d, "r": v,
+                            "models": (r.get("n_models") or [None] * len(r["depth"]))[i],
+                            "left out": ", ".join(f"{e['model']} (layer {e['layer']})"
+                                                  for e in (r.get("excluded") or [[]] * len(r["depth"]))[i])}
+                           for r in rows if "curve" in r and "depth" in r
+                           for i, (d, v) in enumerate(zip(r["depth"], r["r"]))])
     return {"table": table, "curves": curves, "rows": [r for r in rows if "score" in r]}
 
 
@@ -767,6 +776,15 @@ def _ci_text(ci) -> str:
     return "" if not ci or ci[0] is None else f"[{ci[0]:.2f}, {ci[1]:.2f}]"
 
 
+def _coverage_text(s: dict) -> str:
+    """How many models a signal's ρ stands on, ``"1 model only"`` marked (payloads written before
+    the coverage was stored: from the per-model counts)."""
+    n = s.get("n_models_covered")
+    if n is None:
+        n = s["n_models_layers"] if s.get("rho_layers") is not None else s.get("n_models") or 0
+    return "1 model only" if n == 1 else f"{n} models"
+
+
 def predictor_task_label(t: dict) -> str:
     """``task · metric [setting]``, marked ``(fabricated)`` when its numbers are made up (the demo)."""
     label = f"{t['task']} · {t['metric']}" + (f" [{t['setting']}]" if t.get("setting") else "")
@@ -776,7 +794,9 @@ def predictor_task_label(t: dict) -> str:
 def predictors_tables(con, dataset) -> dict | None:
     """The predictors study of ``dataset`` as tables (None when it has none):
 
-    - ``table``: one row per (task, signal): rank, Spearman ρ across layers (mean of per-model ρ)
+    - ``table``: one row per (task, signal): rank (coverage first: the models the ρ stands on, then
+      whether its interval excludes 0, then |ρ|; :func:`analysis.methods.predictors.rank_rows`), ``coverage``
+      (``"3 models"``, ``"1 model only"``), Spearman ρ across layers (mean of per-model ρ)
       and pooled over models × layers, each with its bootstrap interval, counts of models, points
       and excluded layers, the task's direction and whether a higher signal goes with better results;
     - ``picks``: per (task, signal, model) the layer the signal picks vs the truly best, last and
@@ -795,6 +815,7 @@ def predictors_tables(con, dataset) -> dict | None:
         for s in t["signals"]:
             exc = s.get("excluded") or {}
             table.append({"task": label, "rank": s["rank"], "signal": s["signal"], "kind": s["kind"],
+                          "coverage": _coverage_text(s), "interval excludes 0": s.get("ci_excludes_zero"),
                           "ρ across layers": s["rho_layers"], "interval (layers)": _ci_text(s["rho_layers_ci"]),
                           "models with ρ": s["n_models_layers"], "ρ pooled": s["rho_pooled"],
                           "interval (pooled)": _ci_text(s["rho_pooled_ci"]), "models": s["n_models"],
@@ -827,13 +848,16 @@ def predictors_tables(con, dataset) -> dict | None:
 
 
 def predictor_matrix(table: pd.DataFrame, statistic: str = "ρ across layers") -> pd.DataFrame:
-    """Signal × task grid of ``statistic`` with its interval as text (``"0.93 [0.80, 1.00]"``), rows
-    ordered by the best rank a signal reaches in any task."""
+    """Signal × task grid of ``statistic`` with its interval as text (``"0.93 [0.80, 1.00]"``, marked
+    ``(1 model only)`` when it stands on one model), rows ordered by the best rank a signal reaches
+    in any task."""
     if not len(table):
         return pd.DataFrame()
     ci = "interval (layers)" if statistic == "ρ across layers" else "interval (pooled)"
-    cells = table.assign(cell=[("—" if v is None or not np.isfinite(v) else f"{v:+.2f} {c}".strip())
-                               for v, c in zip(table[statistic], table[ci])])
+    one = table["coverage"] == "1 model only" if "coverage" in table else [False] * len(table)
+    cells = table.assign(cell=[("—" if v is None or not np.isfinite(v) else
+                                f"{v:+.2f} {c}".strip() + (" (1 model only)" if o else ""))
+                               for v, c, o in zip(table[statistic], table[ci], one)])
     grid = cells.pivot_table(index="signal", columns="task", values="cell", aggfunc="first")
     order = cells.groupby("signal")["rank"].min().sort_values(kind="stable").index
     return grid.reindex(order).reset_index()

@@ -73,19 +73,26 @@ def _per_layer(entries, value_key="per_layer", **extra) -> list[dict]:
 
 def nuance_view(payload: dict) -> dict:
     """Long tables of the temporal study's shared-space probes: ``chiral`` and ``time_reversal``
-    (accuracy per layer, 0.5 is chance), ``gallery`` (mAP per layer and gallery setting) and
+    (accuracy per layer, 0.5 is chance), ``gallery`` (mAP per layer and gallery setting; a setting's
+    own name is one query per action, ``"<setting>, item queries"`` one per item's caption) and
     ``negation`` (Recall@k per layer of each item's caption and of its negated caption)."""
     chiral = _per_layer([e for e in payload.get("chiral", []) if "layers_a" in e])
     rev = _per_layer(payload.get("time_reversal", []))
     gallery = []
     for e in payload.get("chiral_gallery", []):
         n = len(e["layers_a"])
-        for s, values in e["map"].items():
-            for i, v in enumerate(values):
-                gallery.append({"pair": _entry_label(e), "setting": s, "depth": _depth(i, n),
-                                "layer": "joint" if e["space"] == "joint" else str(e["layers_a"][i]),
-                                "mAP": _finite(v), "queries": e.get("n_queries"),
-                                "note": (e.get("reasons") or {}).get(f"{s} {i}", "")})
+        # one query per action (TARA's protocol) is the setting's own name; the item-query mAP, when
+        # stored (payloads before it held the item average under ``map``), is labelled as such
+        variants = [("", "map", "n_queries", "one per action" if "map_item_queries" in e else "one per item")]
+        if "map_item_queries" in e:
+            variants.append((", item queries", "map_item_queries", "n_item_queries", "one per item"))
+        for suffix, values_key, n_key, protocol in variants:
+            for s, values in e[values_key].items():
+                for i, v in enumerate(values):
+                    gallery.append({"pair": _entry_label(e), "setting": s + suffix, "depth": _depth(i, n),
+                                    "layer": "joint" if e["space"] == "joint" else str(e["layers_a"][i]),
+                                    "mAP": _finite(v), "queries": e.get(n_key), "query protocol": protocol,
+                                    "note": (e.get("reasons") or {}).get(f"{s} {i}", "")})
     negation = []
     for e in payload.get("negation", []):
         n = len(e["layers_a"])

@@ -91,6 +91,41 @@ def test_rank_rows_orders_by_strength_whatever_the_sign():
     assert [r["rank"] for r in rows] == [3, 1, 4, 2]
 
 
+def test_rank_rows_puts_coverage_before_strength():
+    """Issue #29 item 4: a signal covering one model with 95 % CI [-1.0, 0.37] outranked every signal
+    covering three models. Coverage first, then an interval that excludes 0, then |ρ|."""
+    rows = [{"signal": "one model", "rho_layers": -0.99, "rho_layers_ci": [-1.0, 0.37], "n_models_layers": 1,
+             "rho_pooled": -0.99, "rho_pooled_ci": [-1.0, 0.37], "n_models": 1},
+            {"signal": "three, spans 0", "rho_layers": 0.8, "rho_layers_ci": [-0.2, 0.95], "n_models_layers": 3,
+             "rho_pooled": 0.5, "rho_pooled_ci": [0.1, 0.8], "n_models": 3},
+            {"signal": "three, excludes 0", "rho_layers": 0.4, "rho_layers_ci": [0.1, 0.7], "n_models_layers": 3,
+             "rho_pooled": 0.3, "rho_pooled_ci": [0.05, 0.5], "n_models": 3},
+            {"signal": "two, pooled only", "rho_layers": None, "rho_layers_ci": [None, None], "n_models_layers": 0,
+             "rho_pooled": -0.9, "rho_pooled_ci": [-0.99, -0.6], "n_models": 2},
+            {"signal": "undefined", "rho_layers": None, "rho_layers_ci": [None, None], "n_models_layers": 0,
+             "rho_pooled": None, "rho_pooled_ci": [None, None], "n_models": 4}]
+    out = rank_rows(rows)
+    assert [r["signal"] for r in out] == ["three, excludes 0", "three, spans 0", "two, pooled only", "one model",
+                                          "undefined"]
+    got = {r["signal"]: (r["n_models_covered"], r["ci_excludes_zero"], r["one_model"]) for r in out}
+    assert got == {"three, excludes 0": (3, True, False), "three, spans 0": (3, False, False),
+                   "two, pooled only": (2, True, False), "one model": (1, False, True),
+                   "undefined": (0, False, False)}
+
+
+def test_a_one_model_signal_ranks_below_a_weaker_signal_over_three_models(rng):
+    # the rows come from predictor_correlation itself: a perfect ρ in one model against a noisy one in three
+    layers = np.arange(8)
+    y = {m: rng.normal(size=8) for m in "abc"}
+    strong = [Series("a", layers, y["a"].copy(), y["a"])]  # ρ = 1 exactly, but one model
+    weak = [Series(m, layers, y[m] + rng.normal(scale=0.8, size=8), y[m]) for m in "abc"]
+    rows = [{"signal": "strong", **predictor_correlation(strong, n_boot=50)},
+            {"signal": "weak", **predictor_correlation(weak, n_boot=50)}]
+    assert rows[0]["rho_layers"] == pytest.approx(1.0) and abs(rows[1]["rho_layers"]) < 1
+    out = rank_rows(rows)
+    assert [r["signal"] for r in out] == ["weak", "strong"] and out[1]["one_model"]
+
+
 # ---------------------------------------------------------------- planted store
 
 N, D, L = 64, 16, 6

@@ -153,15 +153,51 @@ def test_chiral_gallery_map_hand_case():
     # chiral gallery of query 0 (door/open): v0 (0.05, rel), v1 (0.2, rel), v2 (1.55) -> AP 1
     # query 2 (door/close at 1.5): v2 first -> AP 1; query 3 (box/open at 3.0): v3 (0.2 away) vs v4 (1.5) -> 1
     # query 4 (box/close at 4.5): v4 (0.1 away) -> 1
-    assert chiral_gallery_map(T, V, group=group, action=action, setting="chiral")[:2] == (1.0, 5)
+    assert chiral_gallery_map(T, V, group=group, action=action, setting="chiral")[:2] == (1.0, 4)  # 4 actions
+    assert chiral_gallery_map(T, V, group=group, action=action, queries="item")[:2] == (1.0, 5)  # 5 items
     # the door videos played the other way: "open" videos sit by the "close" caption and back
     V2 = unit(np.array([1.45, 1.6, 0.05, 3.2, 4.4]))
-    m, n, _ = chiral_gallery_map(T, V2, group=group, action=action)
+    m, n, _ = chiral_gallery_map(T, V2, group=group, action=action, queries="item")
     # queries 0, 1 (angle 0): v2 (wrong) first, then v0, v1 -> (1/2 + 2/3)/2; query 2 (1.5): v0, v1, then v2 -> 1/3
     expect = np.mean([7 / 12, 7 / 12, 1 / 3, 1.0, 1.0])
     assert n == 5 and m == pytest.approx(expect)
+    # one query per action (the default): door/open 7/12, door/close 1/3, box/open 1, box/close 1
+    m, n, _ = chiral_gallery_map(T, V2, group=group, action=action)
+    assert n == 4 and m == pytest.approx((7 / 12 + 1 / 3 + 1 + 1) / 4)
     m, n, why = chiral_gallery_map(T, V, group=["g"] * 5, action=["a"] * 5)
     assert np.isnan(m) and n == 0 and "two actions" in why
+
+
+def test_chiral_gallery_map_one_query_per_action_on_unbalanced_actions():
+    """Issue #29 item 6: CiA's mAP is one query per action (TARA Tab. 1: 32 queries for SSv2), not
+    one per item; with 3 "open" videos and 1 "close" video the two averages differ."""
+    # every item of an action carries the action's caption (as in CiA): one caption direction per action
+    cap = {"open": 0.0, "close": 1.5}
+    action = ["open", "open", "open", "close"]
+    T = unit(np.array([cap[a] for a in action]))
+    # the "close" video sits nearest the "open" caption: both queries rank a wrong video first
+    V = unit(np.array([0.3, 0.5, 0.7, 0.1]))
+    group = ["door"] * 4
+    # by hand, chiral gallery = the 4 door videos; cosines fall with the angle to the caption.
+    # "open" query (angle 0): v3 (0.1, wrong), v0, v1, v2 -> AP = (1/2 + 2/3 + 3/4) / 3 = 23/36
+    # "close" query (angle 1.5): v2 (0.8 away), v1, v0, v3 (1.4 away, right) -> AP = 1/4
+    open_ap, close_ap = (1 / 2 + 2 / 3 + 3 / 4) / 3, 1 / 4
+    # the same by brute force: one query per action over the whole gallery
+    labels = np.array(action)
+    brute = [brute_ap(list(unit(np.array([cap[a]])) @ V.T)[0], list(labels == a)) for a in ("open", "close")]
+    assert brute == pytest.approx([open_ap, close_ap])
+    m, n, why = chiral_gallery_map(T, V, group=group, action=action)
+    assert why is None and n == 2 and m == pytest.approx((open_ap + close_ap) / 2)
+    m_item, n_item, _ = chiral_gallery_map(T, V, group=group, action=action, queries="item")
+    assert n_item == 4 and m_item == pytest.approx((3 * open_ap + close_ap) / 4)
+    assert abs(m - m_item) > 0.05  # the protocols really differ on unbalanced actions
+    # one group: the "all" gallery is the four door videos again; the "static" one holds only the
+    # query's own action (no other group), so nothing is wrong to rank against: NaN with the reason
+    assert chiral_gallery_map(T, V, group=group, action=action, setting="all")[0] == pytest.approx(m)
+    m_static, n_static, why = chiral_gallery_map(T, V, group=group, action=action, setting="static")
+    assert np.isnan(m_static) and n_static == 0 and "static gallery" in why
+    with pytest.raises(ValueError, match="queries must be one of action, item"):
+        chiral_gallery_map(T, V, group=group, action=action, queries="video")
 
 
 def test_negated_query_recall(rng):

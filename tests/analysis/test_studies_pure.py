@@ -136,6 +136,30 @@ def test_depth_curve_finds_the_predictive_depth():
     assert neg["r"][1] == pytest.approx(-1.0) and neg["better"][1] and not neg["higher_is_better"]
 
 
+def test_depth_curve_leaves_out_a_model_only_where_its_layer_has_no_value():
+    """Issue #29 item 1: layer 0 of a class-token model is one constant vector (NaN score); the
+    curve lost every depth touching such a cell. Only that depth loses that model."""
+    results = {"a": 1.0, "b": 3.0, "c": 2.0, "d": 5.0}
+    per_layer = {"a": np.array([np.nan, 0.1, 0.3]), "b": np.array([0.5, 0.4, 0.2]),
+                 "c": np.array([0.2, 0.3, 0.9]), "d": np.array([np.nan, 0.8, 0.6])}
+    out = depth_curve(per_layer, results, points=3)
+    # depth 0: a and d left out, two models remain: no r, both named with their layer
+    assert out["n_models"][0] == 2 and np.isnan(out["r"][0])
+    assert out["excluded"][0] == [{"model": "a", "layer": 0}, {"model": "d", "layer": 0}]
+    for i, layer in ((1, 1), (2, 2)):  # every model at depths 0.5 and 1, r as scipy computes it
+        x = [per_layer[m][layer] for m in "abcd"]
+        assert out["n_models"][i] == 4 and out["excluded"][i] == []
+        assert out["r"][i] == pytest.approx(stats.pearsonr(x, [results[m] for m in "abcd"])[0])
+    # one NaN model among four at a depth: r over the other three
+    per_layer["b"] = np.array([0.5, np.nan, 0.2])
+    out = depth_curve(per_layer, results, points=3)
+    x = [per_layer[m][1] for m in "acd"]
+    assert out["r"][1] == pytest.approx(stats.pearsonr(x, [results[m] for m in "acd"])[0])
+    assert out["excluded"][1] == [{"model": "b", "layer": 1}]
+    with pytest.raises(ValueError, match=r"at least 3 models with results, got 2 \(a, b\)"):
+        depth_curve({"a": per_layer["a"], "b": per_layer["b"]}, results)
+
+
 def bow_vectors(captions):
     vocab = sorted({w for c in captions for w in c.lower().split()})
     return np.array([[c.lower().split().count(w) for w in vocab] for c in captions], float)

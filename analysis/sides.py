@@ -1,0 +1,84 @@
+"""A model's sides, named explicitly (DESIGN §9, "Sides are explicit").
+
+A dual encoder (CLIP, SigLIP, X-CLIP) or an MLLM embeds both the videos (or images) and the captions:
+it has two runs per setting, one per side. The studies' run choices (:class:`analysis.studies.context.
+DatasetRuns`) key such a model's vision side by its name and its caption side by ``"<model> [text]"``;
+everything a person reads names both sides: ``clip [image]``, ``clip [video]``, ``clip [text]``. A
+model with one side keeps its plain name.
+
+A *reference* ("alignment with <reference>") is a text side unless the user names another side:
+``clip`` and ``clip [text]`` are the caption tower of ``clip``; ``clip [image]`` its image tower.
+Pure functions over run dicts (``model``, ``modality``, ``run_id``); no store access.
+"""
+
+from __future__ import annotations
+
+import re
+
+VISION = ("video", "image")
+#: the side tags a user may write after a model name
+SIDES = ("text", "image", "video")
+_TAGGED = re.compile(r"^(?P<model>.+?) \[(?P<side>text|image|video)\]$")
+
+
+def split_side(name: str) -> tuple[str, str | None]:
+    """``"clip [text]"`` -> ``("clip", "text")``; a plain name -> ``(name, None)``.
+
+    >>> split_side("clip [image]"), split_side("bert")
+    (('clip', 'image'), ('bert', None))
+    """
+    m = _TAGGED.match(name)
+    return (m["model"], m["side"]) if m else (name, None)
+
+
+def two_sided(chosen: dict) -> set[str]:
+    """Models with both a vision and a text run among ``chosen`` (``{key: run}``)."""
+    vision = {r["model"] for r in chosen.values() if r["modality"] in VISION}
+    text = {r["model"] for r in chosen.values() if r["modality"] == "text"}
+    return vision & text
+
+
+def side_label(run: dict, chosen: dict) -> str:
+    """What a person reads for a run: ``"<model> [<modality>]"`` when the model has two sides among
+    ``chosen``, else the model's name.
+
+    >>> runs = {"clip": {"model": "clip", "modality": "image"}, "clip [text]": {"model": "clip", "modality": "text"},
+    ...         "bert": {"model": "bert", "modality": "text"}}
+    >>> [side_label(r, runs) for r in runs.values()]
+    ['clip [image]', 'clip [text]', 'bert']
+    """
+    return f"{run['model']} [{run['modality']}]" if run["model"] in two_sided(chosen) else run["model"]
+
+
+def resolve_reference(name: str, chosen: dict) -> str:
+    """The key of ``chosen`` that a reference names: a text side unless another side is asked for.
+
+    ``"clip"`` or ``"clip [text]"``: clip's caption run; ``"clip [image]"`` / ``"clip [video]"``: its
+    vision run; a one-sided model's plain name: its run (a vision model named alone is a vision
+    reference: the user asked for it). Raises ``ValueError`` naming the reference and the sides the
+    dataset has when none matches.
+    """
+    model, side = split_side(name)
+    runs = {k: r for k, r in chosen.items() if r["model"] == model}
+    if not runs:
+        raise ValueError(f"reference {name!r}: no done run of model {model!r} here")
+    if side is None:
+        side = "text" if any(r["modality"] == "text" for r in runs.values()) else None
+    for key, r in runs.items():
+        if side is None or r["modality"] == side:
+            return key
+    have = sorted(side_label(r, chosen) for r in runs.values())
+    raise ValueError(f"reference {name!r}: model {model!r} has no {side} side here (it has: {', '.join(have)})")
+
+
+def default_references(chosen: dict) -> list[str]:
+    """Every text side among ``chosen`` (the keys), the references when the user names none."""
+    return sorted(k for k, r in chosen.items() if r["modality"] == "text")
+
+
+def pair_kind(run_a: dict, run_b: dict) -> str:
+    """``vision_text``, ``vision_vision`` or ``text_text`` (a text side first is swapped: a pair
+    is named vision first, as the grids store it)."""
+    a = "text" if run_a["modality"] == "text" else "vision"
+    b = "text" if run_b["modality"] == "text" else "vision"
+    return "_".join(sorted((a, b), key=lambda s: s != "vision"))
