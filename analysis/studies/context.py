@@ -89,6 +89,13 @@ class Settings:
                              f"got {self.downstream_setting!r}")
         if self.knn not in KNN_SEARCH:
             raise ValueError(f"--knn must be one of {', '.join(KNN_SEARCH)}, got {self.knn!r}")
+        if self.knn == "ann":  # checked before the settings are saved: a failed --knn ann is never kept
+            try:
+                import faiss  # noqa: F401
+            except ImportError:
+                from analysis.metrics.neighbors import INSTALL_FAISS
+
+                raise ValueError(f"--knn ann: {INSTALL_FAISS}; or pass --knn exact") from None
         if self.maps < 0:
             raise ValueError(f"--maps must be 0 (none) or a positive count, got {self.maps}")
         if self.jobs < 1:
