@@ -75,9 +75,39 @@ def cmd_precompute(args) -> int:
     return 0
 
 
+def _runs_store(args) -> str:
+    store = getattr(args, "sub_store", None) or args.store
+    if not store:
+        raise UserError("--store is required")
+    args.store = store
+    return store
+
+
+def cmd_runs_rm(args) -> int:
+    from .manage import remove_runs
+
+    out = remove_runs(_runs_store(args), args.run_ids, model=args.model)
+    what = f"model {out['model']!r} and its " if out["model"] else ""
+    downstream = f", {out['downstream']} downstream result(s)" if out["model"] else ""
+    print(f"runs rm: removed {what}{len(out['runs'])} run(s) ({out['vectors']} vectors), {out['results']} cached "
+          f"result(s){downstream} from "
+          f"{args.store}; run `layerscope analyze` to recompute what is left")
+    return 0
+
+
+def cmd_runs_rename(args) -> int:
+    from .manage import rename_model
+
+    out = rename_model(_runs_store(args), args.old, args.new)
+    print(f"runs rename: {args.old!r} is now {args.new!r} ({out['runs']} run(s), {out['downstream']} downstream "
+          f"result(s)); {out['results']} cached result(s) dropped: run `layerscope analyze` to recompute them")
+    return 0
+
+
 def cmd_runs(args) -> int:
     from analysis.storage.store import list_runs
 
+    _runs_store(args)
     runs = list_runs(args.store)
     if not runs:
         print(f"{args.store}: no runs yet. Start with `layerscope precompute ...` or `layerscope demo`.")
@@ -163,9 +193,25 @@ def _register_precompute(sub):
     p.add_argument("--quiet", action="store_true", help="no progress bars")
     _add_ray_flags(p)
     p.set_defaults(func=cmd_precompute)
-    r = sub.add_parser("runs", help="list the runs a store holds")
-    r.add_argument("--store", required=True)
+    r = sub.add_parser("runs", help="list the runs a store holds; remove runs (rm) or rename a model (rename)",
+                       epilog="examples:\n  layerscope runs --store S\n  layerscope runs rm --store S RUN_ID [RUN_ID ...]\n"
+                              "  layerscope runs rm --store S --model NAME\n  layerscope runs rename --store S OLD NEW",
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    r.add_argument("--store", help="the store (required)")
     r.set_defaults(func=cmd_runs)
+    rsub = r.add_subparsers(dest="action", metavar="ACTION")
+    rm = rsub.add_parser("rm", help="remove runs (their embeddings) by id, or a whole model with --model; results "
+                         "that read them are dropped for the next analyze")
+    rm.add_argument("run_ids", nargs="*", metavar="RUN_ID")
+    rm.add_argument("--model", help="remove every run of this model, the model and its downstream results")
+    rm.add_argument("--store", dest="sub_store", help="the store")
+    rm.set_defaults(func=cmd_runs_rm)
+    rn = rsub.add_parser("rename", help="rename a model (its runs and downstream results follow; its results are "
+                         "recomputed by the next analyze)")
+    rn.add_argument("old")
+    rn.add_argument("new")
+    rn.add_argument("--store", dest="sub_store", help="the store")
+    rn.set_defaults(func=cmd_runs_rename)
 
 
 def cmd_models(args) -> int:

@@ -24,7 +24,7 @@ from analysis.storage.results import rows
 from analysis.storage.schema import create_all, embedding_table, embedding_writer_settings, ensure_embedding_table
 from analysis.storage.store import StoreError, connect, transaction
 
-from .writer import insert_arrow, run_id_for
+from .writer import identity_of, insert_arrow, run_id_for
 
 
 def merge_stores(target, sources, *, log=print) -> dict:
@@ -52,10 +52,7 @@ def merge_stores(target, sources, *, log=print) -> dict:
                 for run in rows(s, "SELECT * FROM runs WHERE status = 'done'"):
                     ident = json.loads(run["config"])
                     shard = ident.get("shard")
-                    # the identity: without the extras the config names (older stores: the fixed ones)
-                    extras = set(ident.get("not_identity", ())) | {"batch_size", "code_version", "device", "notes",
-                                                                   "not_identity"}
-                    base = {k: v for k, v in ident.items() if k not in extras}
+                    base = identity_of(ident)
                     base["shard"] = None
                     full_id = run_id_for(base)
                     if shard is None:

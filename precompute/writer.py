@@ -35,6 +35,17 @@ def run_id_for(config: dict) -> str:
     return "r" + hashlib.sha256(json.dumps(config, sort_keys=True).encode()).hexdigest()[:15]
 
 
+#: config keys that were never part of a run's identity, for stores written before ``not_identity``
+EXTRA_KEYS = ("batch_size", "code_version", "device", "notes", "not_identity")
+
+
+def identity_of(config: dict) -> dict:
+    """A run's identity (what :func:`run_id_for` hashes) from its stored config: the config without
+    the extras it lists under ``not_identity`` (older stores: the fixed :data:`EXTRA_KEYS`)."""
+    extras = set(config.get("not_identity", ())) | set(EXTRA_KEYS)
+    return {k: v for k, v in config.items() if k not in extras}
+
+
 def insert_arrow(con, target: str, table: pa.Table, select: str, params=None) -> None:
     """``INSERT INTO target SELECT <select> FROM`` an Arrow table (``params`` fill ``?`` in ``select``)."""
     con.register("_arrow_rows", table)

@@ -159,8 +159,10 @@ class Engine:
             try:
                 E = as_stack(raw, f"run {run_id}", dtype=None)  # float32 as stored; metrics widen per layer
             except ValueError as exc:
-                raise StoreError(f"run {run_id}: {exc}; rerun its precompute to rewrite it, or leave it out "
-                                 "with --dataset") from None
+                # a done run is skipped by precompute, so rerunning it would change nothing: remove it first
+                raise StoreError(f"run {run_id}: {exc}; remove it (`layerscope runs rm --store STORE {run_id}`) "
+                                 "and precompute it again (a float16 model that overflows: --dtype float32), or "
+                                 "leave its dataset out with --dataset") from None
             if self.clamp != "off":
                 E = clamp_stack(E, mode=self.clamp)
             self._emb.put(run_id, E, E.nbytes)
