@@ -139,3 +139,18 @@ def test_report_tables_and_json_blank_what_is_not_determined(con):
 
 def sv_params(con, subject):
     return views.scaling_view(con, "toy", subject)["fit"]["params"]
+
+
+def test_undetermined_params_per_status_and_bound():
+    from analysis.scaling import undetermined_params
+
+    sat = {"s_inf": 0.3, "c_f": 0.1, "c_c": 0.1, "alpha": 0.7, "beta": 1.2}
+    assert undetermined_params("saturating", sat, "ok", bounds=(0.0, 1.0)) == {}
+    # the upper exponent bound (5) blanks that term and S∞, the other term stays
+    assert set(undetermined_params("saturating", {**sat, "beta": 5.0}, "exponent_at_bound")) == {"beta", "c_c", "s_inf"}
+    assert set(undetermined_params("joint_power", {"s_inf": 9.0, "c": 8.7, "gamma": 0.001}, "exponent_at_bound")) \
+        == {"s_inf", "c", "gamma"}
+    assert set(undetermined_params("saturating", {**sat, "s_inf": 0.0}, "s_inf_at_bound", bounds=(0.0, 1.0))) \
+        == {"s_inf"}
+    assert set(undetermined_params("log_linear", {"a": 1, "b": 2, "c": 3}, "not_identifiable", "rank")) == {"a", "b", "c"}
+    assert set(undetermined_params("log_linear", {"a": 0.2, "b": 0, "c": 0}, "flat")) == {"b", "c"}
