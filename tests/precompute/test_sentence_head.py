@@ -149,3 +149,30 @@ def test_sweep_plan_pins_the_head_in_the_run_identity(folders):
     info, fixed, unknown, _ = _known_identity(probe_model(str(folders["cls"]), named_layers=True))
     assert info.config["layerscope"]["sentence_transformers"] == {"pooling": "cls", "normalize": True}
     assert "sentence_transformers" not in unknown
+
+
+def test_precompute_records_the_head_and_stores_encode_as_default(folders, tmp_path):
+    """Through the CLI: the run config says how default was made (``default_pooling``) and carries the
+    head in the run identity; the stored default layer is encode() of the caption."""
+    import duckdb
+
+    from analysis.store import load_embeddings
+    from precompute.cli import main
+    from precompute.manifest import load_manifest
+    from sentence_transformers import SentenceTransformer
+    from tests.precompute.helpers import make_dataset
+
+    manifest = make_dataset(tmp_path / "d", n=4, captions=1)
+    store = tmp_path / "s.duckdb"
+    assert main(["precompute", "--store", str(store), "--manifest", str(manifest), "--dataset", "d",
+                 "--model", str(folders["cls"]), "--name", "st", "--captions", "1", "--quiet"]) == 0
+    with duckdb.connect(str(store), read_only=True) as con:
+        (cfg,) = [json.loads(r[0]) for r in con.execute("SELECT config FROM runs WHERE model = 'st' AND variant = 'original'").fetchall()]
+    assert cfg["default_pooling"] == "sentence-transformers cls + normalize"
+    assert cfg["sentence_transformers"] == {"pooling": "cls", "normalize": True}
+    assert "sentence_transformers" not in cfg["not_identity"] and "default_pooling" in cfg["not_identity"]
+    stored = load_embeddings(store, model="st", dataset="d", n_captions=1)
+    default = stored[int(next(i for i, n in cfg["layer_names"].items() if n == "default"))]
+    captions = [it.captions[0] for it in load_manifest(manifest).items]
+    want = SentenceTransformer(str(folders["cls"]), device="cpu").encode(captions, convert_to_numpy=True)
+    np.testing.assert_allclose(_cosines(default[:, :want.shape[1]], want), 1.0, atol=1e-6)
