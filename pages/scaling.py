@@ -6,8 +6,9 @@ from pages._shared import (dataset_picker, download_chart, download_data, pick, 
                            view)
 
 st.title("Test-time scaling")
-st.caption("Best-layer-pair alignment against the frames (n_f) and captions (n_c) given at test time, with the "
-           "fitted law S∞ − (C_f·n_f^−α + C_c·n_c^−β).")
+st.caption("Best-layer-pair alignment against the frames (n_f) and captions (n_c) given at test time, with "
+           "DR's fitted saturating law S∞ − (C_f·n_f^−α + C_c·n_c^−β) and, when another form predicts held-out "
+           "points better, that form beside it (each with its own R²).")
 require_store()
 dataset = dataset_picker()
 subjects = view("scaling_subjects", dataset)
@@ -30,10 +31,12 @@ for col, subject in zip(columns, [left] + ([compare] if compare != "(none)" else
         st.subheader(md_escape(fmt(subject)))
         sv = view("scaling_view", dataset, subject)
         a, b, metric = subject.split("|")
-        title = views.chart_title(f"{metric} of the best layer pair: {labels.get(a, a)} × {labels.get(b, b)}",
+        title = views.chart_title(f"{metric} of the best layer pair: {labels.get(a, a)} × {labels.get(b, b)}; "
+                                  f"{views.scaling_heading(sv)}",
                                   dataset=dataset, details=views.budget_lists(sv["points"]), labels=labels,
                                   models=[a, b])
         by_frames, by_captions, chart = views.scaling_panels(sv, title=title)
+        st.markdown(f"**{md_escape(views.scaling_heading(sv))}**")
         st.caption(md_escape(" · ".join(title["subtitle"])))
         st.altair_chart(by_frames, width="stretch", key=f"scaling_{subject}")
         st.altair_chart(by_captions, width="stretch", key=f"scaling_c_{subject}")
@@ -47,9 +50,9 @@ for col, subject in zip(columns, [left] + ([compare] if compare != "(none)" else
         if sv.get("fit"):
             if sv.get("status") and sv["status"] != "ok":
                 st.warning(f"The saturating law's parameters cannot be trusted here ({sv['status']}): "
-                           f"{md_escape(sv['reason'])}")
-            st.markdown(f"R² = **{views.fmt_number(sv['fit']['r2'])}** in sample on {sv['fit']['n_points']} grid "
-                        f"points; the curve drawn is the **{sv.get('drawn')}** form (lowest held-out error)")
+                           f"{md_escape(sv['reason'])}; the parameters it does not determine are left blank")
+            for line in views.scaling_fit_lines(sv):
+                st.markdown(f"- {md_escape(line)}")
             st.dataframe(sv["table"], hide_index=True, width="stretch")
             st.caption("Held-out error: leave-one-out over grid points, and fitting small budgets to predict "
                        "the largest ones; lower is better.")

@@ -75,6 +75,8 @@ class HookRun:
 
     prefix = 0
     seq_first = False
+    #: how the ``default`` layer was made (runs record it as ``default_pooling``)
+    default_pooling = "the model's own output (a tensor as returned, else pooler_output, else last_hidden_state pooled)"
     extra_names: tuple = ()
     widths: list | None = None
 
@@ -143,6 +145,10 @@ class HookRun:
             cfg["layer_names"] = dict(self.layer_names)
         if self.layer_dims:
             cfg["layer_dims"] = dict(self.layer_dims)
+        if "default" in self.extra_names:
+            cfg["default_pooling"] = self.default_pooling
+        if getattr(self, "st_head", None) is not None:
+            cfg["sentence_transformers"] = self.st_head.record()
         return cfg
 
 
@@ -206,10 +212,13 @@ class _Standalone(HookRun, Adapter):
 class TimmAdapter(ImageFrames, _Standalone):
     """``timm:NAME[?kw=v&...]``: an image backbone from timm, layers through hooks on ``blocks``.
 
-    Pooling as the model's own head pools: ``global_pool='token'`` -> ``cls`` (token 0), otherwise
-    ``mean`` over the patch tokens (class and register tokens, ``num_prefix_tokens``, left out, as
-    timm's ``avg`` pool does). ``default``: ``forward_head(forward_features(x), pre_logits=True)``,
-    the pooled, normed feature the model returns with ``num_classes=0``.
+    Layers: ``cls`` (token 0, where timm puts the class token before any register tokens) when
+    the model has a class token (``cls_token``), whatever its head does: DR's rule, "the class
+    token where the model has one" (DESIGN §4; issue #29 item 8: DINOv3 and Perception Encoder
+    have one but an ``avg`` / attention-pool head). Without one: ``mean`` over the patch tokens
+    (register tokens, ``num_prefix_tokens``, left out, as timm's ``avg`` pool does). The head's
+    own pooling is ``default``: ``forward_head(forward_features(x), pre_logits=True)``, the pooled,
+    normed feature the model returns with ``num_classes=0``.
     """
 
     loader = "timm"
@@ -240,7 +249,8 @@ class TimmAdapter(ImageFrames, _Standalone):
         cfg = resolve_data_config(args, model=model)
         self.transform = create_transform(**cfg, is_training=False)
         gp = getattr(model, "global_pool", "token")
-        self.pooling = "cls" if gp == "token" and getattr(model, "cls_token", None) is not None else "mean"
+        self.pooling = "cls" if getattr(model, "cls_token", None) is not None else "mean"
+        self.default_pooling = f"timm forward_head(pre_logits=True), global_pool={str(gp)!r}"
         self.prefix = int(getattr(model, "num_prefix_tokens", 0) or 0)
         self.input_size = tuple(cfg["input_size"])
         self.model_config = {"name": name, "kwargs": kwargs, "data_config": {k: list(v) if isinstance(v, tuple) else v
@@ -279,7 +289,8 @@ class OpenClipAdapter(ImageFrames, _Standalone):
     """``open_clip:ARCH/PRETRAINED`` (or ``open_clip:hf-hub:...`` / ``open_clip:local-dir:PATH``).
 
     Vision tower (default) or text tower (``--modality text``), layers through hooks on its
-    ``transformer.resblocks``. Vision layers: ``cls`` for ``pool_type='tok'``, else ``mean``; text
+    ``transformer.resblocks``. Vision layers: ``cls`` when the tower has a class embedding (whatever
+    its ``pool_type``: the class token where there is one, DESIGN §4), else ``mean``; text
     layers: mean over real tokens (ids other than the pad id). ``default``: the tower's pooled
     output *before* its projection (final norm, then the tower's pooling); ``joint``: that output
     through the projection, i.e. exactly ``encode_image`` / ``encode_text`` (unnormalised).
@@ -328,13 +339,15 @@ class OpenClipAdapter(ImageFrames, _Standalone):
         self.model_config = {"arch": arch, "pretrained": pretrained}
         if self.modality == "image":
             tower = model.visual
-            self.pooling = "cls" if getattr(tower, "pool_type", "tok") == "tok" else "mean"
             self.prefix = 1 if getattr(tower, "class_embedding", None) is not None else 0
+            self.pooling = "cls" if self.prefix else "mean"
+            self.default_pooling = f"open_clip visual pooled output before proj, pool_type={getattr(tower, 'pool_type', 'tok')!r}"
             size = getattr(tower, "image_size", 224)
             self.input_size = (3, *(size if isinstance(size, (tuple, list)) else (size, size)))
         else:
             tower = getattr(model, "text", model)  # CustomTextCLIP keeps its text tower apart
             self.pooling = "mean"
+            self.default_pooling = "open_clip text pooled output before its projection"
             self.pad_id = int(getattr(tower, "pad_id", 0) or 0)
             self.max_length = int(getattr(model, "context_length", 77))
         self.tower = tower
@@ -507,7 +520,7 @@ class HFHookTextAdapter(HookRun, TextAdapter):
 
     def _hook_forward(self, inputs):
         out = self.model(**inputs)
-        return {"default": default_output(out, self.pooling, mask=inputs.get("attention_mask"), model=self.model)}
+        return {"default": self.default_of(out, inputs.get("attention_mask"))}
 
 
 def loader_of(spec: str) -> str:
@@ -541,7 +554,8 @@ def catalog() -> list[dict]:
          "pooling": pools(IMAGE_TYPES) + "; frames averaged (--image-mode first: first frame)", "layers": hs},
         {"loader": "transformers text", "form": "--model HUB_ID|FOLDER [--modality text for "
          + "/".join(sorted(DUAL_TOWER_TYPES)) + "]", "families": "any text encoder, T5/BART encoders, decoder-only LLMs",
-         "pooling": "mean over real tokens", "layers": hs},
+         "pooling": "mean over real tokens; default of a sentence-transformers folder: its own Pooling "
+                    "(+ Normalize), as encode()", "layers": hs},
         {"loader": "transformers MLLM", "form": "--model HUB_ID|FOLDER", "families": ", ".join(sorted(MLLM_TYPES)),
          "pooling": "last real token under the one-word prompts", "layers": hs},
         {"loader": "remote code", "form": "--model HUB_ID|FOLDER --trust-remote-code [--modality video|image|text]",
@@ -554,12 +568,14 @@ def catalog() -> list[dict]:
         {"loader": "timm", "form": "--model timm:NAME[?kw=value&...]",
          "families": "timm ViT-style backbones with a `blocks` list: ViT, DeiT, DINOv2/v3, EVA/EVA02, SigLIP 2, "
                      "AIMv2, Perception Encoder (timm names)",
-         "pooling": "cls for global_pool='token', else mean over patch tokens (class and register tokens left out); "
+         "pooling": "cls when the model has a class token (whatever its head pools), else mean over patch tokens "
+                    "(register tokens left out); default: the model's own head (forward_head, pre_logits); "
                     "frames averaged", "layers": hooks},
         {"loader": "open_clip", "form": "--model open_clip:ARCH/PRETRAINED | open_clip:hf-hub:ORG/REPO | "
                                         "open_clip:local-dir:PATH [--modality text]",
          "families": "CLIP, SigLIP, EVA-CLIP, Perception Encoder (open_clip), ... both towers",
-         "pooling": "image: cls (pool_type 'tok') else mean; text: mean over real tokens", "layers": hooks
+         "pooling": "image: cls when the tower has a class embedding, else mean; text: mean over real tokens; "
+                    "default: the tower's own pooled output", "layers": hooks
          + " (joint = encode_image / encode_text)"},
         {"loader": "any of the above", "form": "... --random-init",
          "families": "the same architecture with seeded random weights (the standard control; random_init in the "

@@ -229,6 +229,11 @@ class Adapter:
 
     #: the vision tower takes a clip's frames as a batch of images (X-CLIP); see FRAME_TOWER_TYPES
     frame_tower = False
+    #: a sentence-transformers folder's own head (precompute.sentence_head), which makes ``default``
+    st_head = None
+    #: how the ``default`` layer was made (runs record it as ``default_pooling``)
+    default_pooling = ("the model's own output: pooler_output (not a dense BERT/ViT pooler), "
+                       "else last_hidden_state pooled as the layers are")
 
     def __init__(self, spec: str, *, device="cpu", dtype="float32", trust_remote_code=False,
                  modality: str | None = None, prompt_template: str = "auto", blocks: str | None = None,
@@ -302,7 +307,31 @@ class Adapter:
             cfg["layer_names"] = dict(self.layer_names)
         if getattr(self, "layer_dims", None):
             cfg["layer_dims"] = dict(self.layer_dims)
+        if "default" in getattr(self, "extra_names", ()):
+            cfg["default_pooling"] = self.default_pooling
+        if self.st_head is not None:
+            cfg["sentence_transformers"] = self.st_head.record()
         return cfg
+
+    def planned_sentence_head(self):
+        """The :class:`~precompute.sentence_head.SentenceHead` of a local sentence-transformers text
+        folder, read from its JSON alone (``sweep plan`` matches runs on it), else None; raises
+        :class:`~precompute.sentence_head.HeadError` for a head LayerScope cannot reproduce."""
+        from .sentence_head import read_head
+
+        if self.modality != "text" or not (self.is_local and Path(self.source).is_dir()):
+            return None
+        return read_head(Path(self.source))
+
+    def default_of(self, out, mask):
+        """``(B, d)`` ``default`` layer from a forward's output: a sentence-transformers head on the
+        last hidden state (what ``encode()`` returns), else :func:`~precompute.loaders.default_output`."""
+        from .loaders import default_output
+
+        if self.st_head is not None:
+            tokens = out[0] if isinstance(out, (tuple, list)) else getattr(out, "last_hidden_state", None)
+            return None if tokens is None else self.st_head(tokens, mask)
+        return default_output(out, self.pooling, mask=mask, model=self.model)
 
     def load(self):
         raise NotImplementedError
@@ -527,10 +556,8 @@ class Adapter:
         through its multi-frame transformer, one vector per clip)."""
         if not self.extra_names:
             return []
-        from .loaders import default_output
-
         got = []
-        default = default_output(out, self.pooling, mask=mask, model=self.model)
+        default = self.default_of(out, mask)
         if default is None or default.shape[-1] != self.hidden_dim:
             raise ModelError(f"model {self.spec!r} returned no default output of width {self.hidden_dim} "
                              f"({type(out).__name__}); LayerScope cannot store its default layer")
@@ -721,7 +748,27 @@ class TextAdapter(Adapter):
         limit = getattr(self.config, "max_position_embeddings", None) or getattr(
             getattr(self.config, "text_config", None), "max_position_embeddings", None)
         self.max_length = min(int(self.tokenizer.model_max_length or 512), int(limit or 512), 8192)
+        self._read_sentence_head()
         return self._finish_load(model)
+
+    def _read_sentence_head(self):
+        """A local sentence-transformers folder (``modules.json``): ``default`` through its own
+        Pooling / Normalize, and texts cut at its ``max_seq_length``, as ``encode()`` does. Hub ids
+        are not looked up (their ``modules.json`` is not fetched by transformers)."""
+        from .sentence_head import HeadError, max_seq_length
+
+        try:
+            self.st_head = self.planned_sentence_head()
+        except HeadError as exc:
+            if self.extraction == "hidden_states" and not self.named_layers:
+                return  # no default layer stored: the head does not matter
+            hint = "; --no-named-layers stores its layers without default" if self.extraction == "hidden_states" else ""
+            raise ModelError(f"{self.spec!r}: {exc}{hint}") from None
+        if self.st_head is not None:
+            self.default_pooling = self.st_head.describe()
+            cut = max_seq_length(Path(self.source))
+            if cut:
+                self.max_length = min(self.max_length, cut)
 
     def _probe(self):
         hs = self._hidden_states(**{k: v.to(self.device) for k, v in self.prepare_texts(["probe"]).inputs.items()})

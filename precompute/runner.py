@@ -233,6 +233,10 @@ class Precompute:
             base["blocks"] = self.blocks
         if info.config.get("layerscope", {}).get("layer_names"):  # named layers after the numbered ones
             base["layer_names"] = info.config["layerscope"]["layer_names"]
+        if info.config.get("layerscope", {}).get("sentence_transformers"):
+            # a sentence-transformers head makes default what encode() returns (issue #29): another
+            # default than a store made before it was read, so another run, not a resumed one
+            base["sentence_transformers"] = info.config["layerscope"]["sentence_transformers"]
         if info.modality in ("video", "image"):
             for variant in self.variants:
                 for n_f in self.frames:

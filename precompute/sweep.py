@@ -364,7 +364,20 @@ def _known_identity(probe) -> tuple[SimpleNamespace, dict, tuple, tuple | None]:
     n_layers, dim, names = planned
     if names:
         info.config = {"layerscope": {"layer_names": names}}
+    head = _sentence_head(probe) if names else None
+    if head is not None:  # the load records it in the run identity (precompute.runner.Precompute.plan)
+        info.config["layerscope"]["sentence_transformers"] = head.record()
     return info, {"layer_names": names or None}, unknown, (n_layers, dim)
+
+
+def _sentence_head(probe):
+    """A sentence-transformers folder's head, or None (also for a head the load will refuse)."""
+    from .sentence_head import HeadError
+
+    try:
+        return probe.planned_sentence_head() if hasattr(probe, "planned_sentence_head") else None
+    except HeadError:
+        return None
 
 
 def _stored_runs(store) -> list[dict]:

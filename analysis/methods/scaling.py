@@ -665,6 +665,56 @@ def _status(law: LawForm, theta, lower, upper, nf, nc) -> tuple[str, str | None]
     return "ok", None
 
 
+def undetermined_params(form: str, params: dict, status: str | None, reason: str | None = None, *,
+                        bounds=None) -> dict[str, str]:
+    """``{parameter: why}`` for the parameters of a stored fit that the data do not determine (to be
+    shown blank with the reason, never as a number; issue #29 item 7). Empty for a trusted fit.
+
+    ``params`` as :attr:`ScalingFit.params` reports them, ``status``/``reason`` the fit's, ``bounds``
+    the metric's ``(low, high)`` (S∞'s box). Per status:
+
+    - ``flat``: no trend, so every parameter but the level (S∞, or ``a``) is undetermined;
+    - ``not_identifiable``: every parameter (the values are one of many equal fits);
+    - an exponent on its box bound (checked on every exponent, whatever status is reported first):
+      at the lower bound 0 its term is a constant that trades off with S∞, so S∞, that C and the
+      exponent are undetermined; at the upper bound the term only separates n = 1 from the rest,
+      and the law's limit still trades off with it, so the same three are left blank;
+    - S∞ on the metric's bound: S∞ is the constraint, not an estimate.
+
+    >>> sorted(undetermined_params("saturating", {"s_inf": 35.0, "c_f": 34.6, "c_c": 0.1, "alpha": 0.0,
+    ...                                           "beta": 1.0}, "exponent_at_bound"))
+    ['alpha', 'c_f', 's_inf']
+    """
+    law = FORMS[form]
+    names = law.params
+    if status == "flat":
+        level = names[law.limit] if law.limit is not None else names[0]
+        return {n: "every score is the same: no trend to fit" for n in names if n != level}
+    if status == "not_identifiable":
+        return {n: reason or "the grid cannot separate the parameters" for n in names}
+    out: dict[str, str] = {}
+    # exponent i belongs to the coefficient just before it in the saturating law (c_f·n_f^-α, c_c·n_c^-β)
+    # and to the single coefficient of the joint power law
+    partner = {"alpha": "c_f", "beta": "c_c", "gamma": "c"}
+    for i in law.exponents:
+        name = names[i]
+        value = params.get(name)
+        for edge, side in ((law.lower[i], "lower"), (law.upper[i], "upper")):
+            if value is not None and np.isfinite(value) and abs(value - edge) <= EXPONENT_ATOL:
+                why = (f"{name} = {value:.3g} sits on its {side} bound {edge:g}: no power law in this budget, "
+                       f"so {name}, {partner[name]} and S∞ are not determined")
+                for n in (name, partner[name], names[law.limit]):
+                    out.setdefault(n, why)
+    if law.limit is not None and bounds is not None:
+        s_inf = params.get(names[law.limit])
+        for edge in bounds:
+            if edge is not None and s_inf is not None and np.isfinite(edge) \
+                    and abs(s_inf - edge) <= 1e-6 * max(1.0, abs(edge)):
+                out.setdefault(names[law.limit], f"S∞ sits on the metric's bound {edge:g}: the constraint, "
+                                                 "not an estimate")
+    return out
+
+
 def _report_params(law: LawForm, theta, sign) -> dict[str, float]:
     out = dict(zip(law.params, map(float, theta)))
     if law.limit is not None:

@@ -21,6 +21,7 @@ from analysis import __version__
 from analysis.storage import results as R
 from analysis import views
 from analysis.methods.layer_selection import describe_pick
+from analysis.methods.scaling import undetermined_params
 
 SECTIONS = ("summary", "heatmaps", "layer_curves", "scaling", "model_map", "downstream", "predictors", "temporal")
 
@@ -159,11 +160,7 @@ def _dataset_section(con, ds, chosen, references, labels, ov) -> dict:
         a, b, metric = subject.split("|")
         if a in chosen and metric == "mutual_knn":
             sv = views.scaling_view(con, ds, subject)
-            fits.append({"subject": subject, "fit": sv.get("fit"), "intervals": sv.get("intervals"),
-                         "error": sv.get("error"), "drawn": sv.get("drawn"), "status": sv.get("status"),
-                         "reason": sv.get("reason"), "notes": sv.get("notes"),
-                         "points": sv["points"].to_dict(orient="records"),
-                         "held_out": sv["held_out"].to_dict(orient="records") if "held_out" in sv else []})
+            fits.append(scaling_entry(subject, sv))
             if "curve_vs_frames" in sv:
                 sec["charts"].append(("scaling", f"scaling: {a} × {b}", _scaling_spec(sv)))
     if fits:
@@ -268,12 +265,41 @@ def _curve_spec(df, metric) -> dict:
     return _spec(chart.properties(width=420, height=240))
 
 
+def scaling_entry(subject: str, sv: dict) -> dict:
+    """A scaling subject as the report stores it (JSON, HTML and Markdown tables read it): the
+    saturating fit with every parameter the data do not determine as None and its reason in
+    ``undetermined`` (its interval None too), and the drawn curves (``curves``: DR's law, then the
+    held-out-best form when it differs), each with its own R² and parameters blanked the same way."""
+    fit = dict(sv["fit"]) if sv.get("fit") else None
+    blank = sv.get("undetermined") or {}
+    if fit:
+        fit["params"] = {k: (None if k in blank else v) for k, v in fit["params"].items()}
+        fit["undetermined"] = dict(blank)
+    intervals = ({k: (None if k in blank else v) for k, v in sv["intervals"].items()} if sv.get("intervals")
+                 else sv.get("intervals"))
+    curves = []
+    for c in sv.get("curves", []):
+        gone = (blank if c["form"] == "saturating" else
+                undetermined_params(c["form"], c["params"], c.get("status"), c.get("reason"), bounds=sv.get("bounds")))
+        curves.append({"form": c["form"], "formula": c["formula"], "label": c["label"], "r2": c["r2"],
+                       "held_out_best": c["held_out_best"], "status": c.get("status"),
+                       "params": {k: (None if k in gone else v) for k, v in c["params"].items()},
+                       "undetermined": dict(gone)})
+    return {"subject": subject, "fit": fit, "intervals": intervals, "curves": curves,
+            "drawn": [c["form"] for c in curves], "held_out_best": sv.get("held_out_best"),
+            "error": sv.get("error"), "status": sv.get("status"), "reason": sv.get("reason"),
+            "notes": sv.get("notes"), "points": sv["points"].to_dict(orient="records"),
+            "held_out": sv["held_out"].to_dict(orient="records") if "held_out" in sv else []}
+
+
 def _scaling_spec(sv) -> dict:
     pts = alt.Chart(sv["points"]).mark_point(filled=True).encode(
         x=alt.X("n_frames:Q", scale=alt.Scale(type="log")), y="score:Q", color="n_captions:O",
         tooltip=["n_frames", "n_captions", "score"])
-    line = alt.Chart(sv["curve_vs_frames"]).mark_line().encode(x="n_frames:Q", y="score:Q", color="n_captions:O")
-    return _spec((pts + line).properties(width=420, height=240))
+    line = alt.Chart(sv["curve_vs_frames"]).mark_line().encode(
+        x="n_frames:Q", y="score:Q", color="n_captions:O",
+        strokeDash=alt.StrokeDash("form:N", title="curve", sort=list(dict.fromkeys(sv["curve_vs_frames"]["form"]))))
+    return _spec((pts + line).properties(width=420, height=240, title=views.scaling_heading(sv)))
 
 
 def _map_spec(mm) -> dict:
@@ -422,19 +448,35 @@ def _table_html(rows) -> str:
     return "".join(out) + "</table>"
 
 
-def _scaling_html(fits) -> str:
+#: the saturating law's parameters as the report's tables head them
+SCALING_COLUMNS = (("s_inf", "S∞"), ("c_f", "C_f"), ("c_c", "C_c"), ("alpha", "α"), ("beta", "β"))
+
+
+def scaling_rows(fits) -> list[dict]:
+    """One table row per scaling subject (HTML and Markdown alike): DR's saturating law's parameters
+    (None where the data do not determine them, the reason under ``not determined``), its own R²,
+    and the held-out-best form with *its* R² when that is another form."""
     rows = []
     for f in fits:
-        if f.get("fit"):
-            p = f["fit"]["params"]
-            rows.append({"pair": f["subject"].replace("|", " × ", 1).replace("|", " · "), "S∞": p["s_inf"],
-                         "C_f": p["c_f"], "C_c": p["c_c"], "α": p["alpha"], "β": p["beta"], "R²": f["fit"]["r2"],
-                         "fit": f.get("status") or "", "drawn form": f.get("drawn") or "",
-                         "note": f.get("reason") or "; ".join(f.get("notes") or [])})
-        else:
-            rows.append({"pair": f["subject"], "S∞": None, "C_f": None, "C_c": None, "α": None, "β": None,
-                         "R²": None, "fit": "", "drawn form": "", "note": f.get("error")})
-    return _table_html(rows)
+        pair = f["subject"].replace("|", " × ", 1).replace("|", " · ")
+        fit = f.get("fit")
+        if not fit:
+            rows.append({"pair": pair, **{h: None for _, h in SCALING_COLUMNS}, "R² (saturating)": None,
+                         "held-out best (R²)": "", "fit": "", "not determined": "", "note": f.get("error")})
+            continue
+        other = next((c for c in f.get("curves", []) if c["form"] != "saturating"), None)
+        best = (f"{other['form']} ({_fmt(other['r2'])})" if other else "saturating") if f.get("curves") else ""
+        why = fit.get("undetermined") or {}
+        rows.append({"pair": pair, **{h: fit["params"].get(k) for k, h in SCALING_COLUMNS},
+                     "R² (saturating)": fit["r2"], "held-out best (R²)": best, "fit": f.get("status") or "",
+                     "not determined": "; ".join(f"{h}: {why[k]}" for k, h in SCALING_COLUMNS if k in why),
+                     "note": ("" if why else (f.get("reason") or "")) + "; ".join(f.get("notes") or [])})
+    return rows
+
+
+def _scaling_html(fits) -> str:
+    return ("<p>" + _e(views.SATURATING_TITLE) + ", fitted per pair; a parameter the data do not determine is left "
+            "blank (–) with the reason.</p>" + _table_html(scaling_rows(fits)))
 
 
 def _pick(values, layers, higher_is_better=True) -> dict:
@@ -581,6 +623,7 @@ def render_markdown(report: dict) -> str:
             for ref, a in m["alignment"].items():
                 lines.append(f"| {e(m['label'])} | {e(ref)} | {_fmt(a['value'])} | {_fmt(a['ci'][0])}–"
                              f"{_fmt(a['ci'][1])} | ({a['layer']}, {a['ref_layer']}) |")
+        lines += _scaling_md(d["sections"].get("scaling"))
         lines += _predictors_md(d["sections"].get("predictors"))
         t = d["sections"].get("temporal") or {}
         probes = (("chiral", "chiral choice (video → caption)"), ("time_reversal", "time reversal (caption → video)"))
@@ -593,6 +636,20 @@ def render_markdown(report: dict) -> str:
         lines.append("")
     lines += ["Reproduce:", "", "    " + " ".join(str(report["command"]).splitlines()), ""]
     return "\n".join(lines)
+
+
+def _scaling_md(fits) -> list[str]:
+    """The scaling table in Markdown: the rows of :func:`scaling_rows`, blanks as –."""
+    if not fits:
+        return []
+    e = views.md_escape
+    rows = scaling_rows(fits)
+    cols = list(rows[0])
+    out = ["", f"{e(views.SATURATING_TITLE)} per pair (blank –: not determined by the data, reason given):", "",
+           "| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
+    for r in rows:
+        out.append("| " + " | ".join(e(_fmt(r[c])) for c in cols) + " |")
+    return out
 
 
 # ---------------------------------------------------------------- predictors section

@@ -19,7 +19,7 @@ from analysis.methods.layer_selection import PRACTICAL_MARGIN
 from analysis.metrics.neighbors import l2_normalize
 from analysis.views.nuance import same_space_studies  # noqa: F401  (pages read it through pages._shared.view)
 from analysis.registry import REGISTRY
-from analysis.methods.scaling import FORMS, predict_from_params
+from analysis.methods.scaling import FORMS, predict_from_params, undetermined_params
 from analysis.storage.schema import TABLE_NAMES, stored_version
 
 # ---------------------------------------------------------------- text
@@ -546,8 +546,12 @@ def scaling_subjects(con, dataset) -> list[str]:
 
 
 def scaling_view(con, dataset, subject) -> dict:
-    """Points (degenerate ones marked), the drawn form's curves on a dense n_f/n_c range, the
-    parameter table with intervals, the fit's status, and every form's held-out error."""
+    """Points (degenerate ones marked); the curves of :func:`drawn_forms` (DR's saturating law, and
+    the held-out-best form beside it when that is another one; ``curves`` with each one's own R²,
+    ``drawn`` their forms, ``held_out_best``) on a dense n_f/n_c range, one ``form`` label per curve;
+    the saturating law's parameter table with intervals, blank where the data do not determine a
+    parameter (``undetermined``: ``{parameter: why}``, issue #29 item 7); the fit's status, and
+    every form's held-out error."""
     (s,) = R.read_studies(con, study="scaling", dataset=dataset, subject=subject)
     p = s["payload"]
     n = len(p["scores"])
@@ -567,36 +571,39 @@ def scaling_view(con, dataset, subject) -> dict:
     row = con.execute("SELECT n_items FROM datasets WHERE dataset = ?", [dataset]).fetchall()
     n_items = int(row[0][0]) if row else None
     hib = p.get("higher_is_better") is not False
-    forms = {f["form"]: f for f in p.get("forms", [])}
-    drawn = p.get("drawn") or ("saturating" if p.get("fit") else None)
+    fit = p.get("fit") or {}
+    best = p.get("drawn") or ("saturating" if fit else None)  # stored: the lowest held-out error
+    drawn = drawn_forms(p)
+    blank = undetermined_params("saturating", fit.get("params") or {}, fit.get("status"), fit.get("reason"),
+                                bounds=p.get("bounds")) if fit.get("params") else {}
     out = {"points": points, "error": p.get("error"), "fit": p.get("fit"), "forms": p.get("forms", []),
-           "intervals": p.get("intervals"), "params": s["params"], "drawn": drawn, "notes": p.get("notes", []),
-           "status": (p.get("fit") or {}).get("status"), "reason": (p.get("fit") or {}).get("reason"),
+           "intervals": p.get("intervals"), "params": s["params"], "drawn": [c["form"] for c in drawn],
+           "held_out_best": best, "curves": drawn, "undetermined": blank, "notes": p.get("notes", []),
+           "bounds": p.get("bounds"),
+           "status": fit.get("status"), "reason": fit.get("reason"),
            "intervals_detail": p.get("intervals_detail"), "metric": metric, "n_items": n_items,
            "intervals_n_boot": p.get("intervals_n_boot"),
            "chance": chance_level(metric, n_items, {k: v for k, v in s["params"].items() if k != "n_boot"})}
-    draw = forms.get(drawn, {}) if drawn != "saturating" else {"params": (p.get("fit") or {}).get("params")}
-    if p.get("fit") and draw.get("params"):
+    if drawn:
         good = points[~points["degenerate"]]
         dense_f = np.geomspace(1, max(good["n_frames"]), 40)
         dense_c = np.geomspace(1, max(good["n_captions"]), 40)
 
-        def curve(f, c):
-            return float(predict_from_params(drawn, draw["params"], f, c, higher_is_better=hib))
+        def curve(c, f, n):
+            return float(predict_from_params(c["form"], c["params"], f, n, higher_is_better=hib))
 
-        out["curve_vs_frames"] = pd.DataFrame([{"n_frames": f, "n_captions": c, "score": curve(f, c)}
-                                               for c in sorted(good["n_captions"].unique()) for f in dense_f])
-        out["curve_vs_captions"] = pd.DataFrame([{"n_frames": f, "n_captions": c, "score": curve(f, c)}
-                                                 for f in sorted(good["n_frames"].unique()) for c in dense_c])
-        law = FORMS["saturating"]
-        rows = []
-        for name in law.params:
-            lo, hi = (p.get("intervals") or {}).get(name, (None, None))
-            rows.append({"parameter": name, "value": fmt_number(p["fit"]["params"][name]),
-                         "low": fmt_number(lo), "high": fmt_number(hi)})
-        out["table"] = pd.DataFrame(rows)
+        out["curve_vs_frames"] = pd.DataFrame([{"n_frames": f, "n_captions": n, "score": curve(c, f, n),
+                                                "form": c["label"]}
+                                               for c in drawn for n in sorted(good["n_captions"].unique())
+                                               for f in dense_f])
+        out["curve_vs_captions"] = pd.DataFrame([{"n_frames": f, "n_captions": n, "score": curve(c, f, n),
+                                                  "form": c["label"]}
+                                                 for c in drawn for f in sorted(good["n_frames"].unique())
+                                                 for n in dense_c])
+        out["table"] = pd.DataFrame(saturating_param_rows(fit["params"], p.get("intervals"), blank))
         out["held_out"] = pd.DataFrame([{"form": f["form"], "formula": f["formula"],
-                                         "drawn": "yes" if f["form"] == drawn else "",
+                                         "drawn": "yes" if f["form"] in out["drawn"] else "",
+                                         "held-out best": "yes" if f.get("best") else "",
                                          "status": f.get("status") or "", "r2": fmt_number(f.get("r2")),
                                          "loo_rmse": fmt_number(f.get("loo_rmse")),
                                          "extrapolation_rmse": fmt_number((f.get("extrapolation") or {}).get("rmse")),
@@ -604,6 +611,70 @@ def scaling_view(con, dataset, subject) -> dict:
                                          or (f.get("extrapolation") or {}).get("error") or ""}
                                         for f in p.get("forms", [])])
     return out
+
+
+#: DR's law, the one every scaling chart draws and names first (DESIGN §4)
+SATURATING_TITLE = "DR's saturating law S∞ − (C_f·n_f^−α + C_c·n_c^−β)"
+
+
+def drawn_forms(payload: dict) -> list[dict]:
+    """The curves a scaling chart draws, from a stored scaling payload: DR's saturating law first
+    (whenever it was fitted), then the form with the lowest held-out error when that is another
+    one. Each: ``form``, ``formula``, ``params``, ``r2`` (in-sample R² of *that* form's own fit),
+    ``status``, ``reason``, ``held_out_best``, ``name`` and ``label`` (the legend entry, naming the
+    form and its R²)."""
+    fit = payload.get("fit") or {}
+    if not fit.get("params"):
+        return []
+    forms = {f["form"]: f for f in payload.get("forms", [])}
+    best = payload.get("drawn") or "saturating"
+    law = {"form": "saturating", "formula": FORMS["saturating"].formula, "params": fit["params"], "r2": fit.get("r2"),
+           "status": fit.get("status"), "reason": fit.get("reason"), "held_out_best": best == "saturating"}
+    out = [law]
+    other = forms.get(best) if best != "saturating" else None
+    if other and other.get("params"):
+        out.append({"form": best, "formula": other["formula"], "params": other["params"], "r2": other.get("r2"),
+                    "status": other.get("status"), "reason": other.get("reason"), "held_out_best": True})
+    for c in out:
+        c["name"] = name = ("DR's saturating law" if c["form"] == "saturating"
+                            else f"{c['form'].replace('_', '-')} form")
+        c["label"] = f"{name}{' (held-out best)' if c['held_out_best'] else ''}, R² {fmt_number(c['r2'])}"
+    return out
+
+
+def saturating_param_rows(params: dict, intervals: dict | None, blank: dict[str, str]) -> list[dict]:
+    """The saturating law's parameter table: ``parameter, value, low, high, note``; a parameter the
+    data do not determine (``blank``, from :func:`analysis.methods.scaling.undetermined_params`) is an empty
+    cell with the reason in ``note``, its interval too (never a number)."""
+    rows = []
+    for name in FORMS["saturating"].params:
+        lo, hi = (intervals or {}).get(name, (None, None))
+        why = blank.get(name)
+        rows.append({"parameter": name, "value": "" if why else fmt_number(params.get(name)),
+                     "low": "" if why else fmt_number(lo), "high": "" if why else fmt_number(hi),
+                     "note": f"not determined: {why}" if why else ""})
+    return rows
+
+
+def scaling_heading(sv: dict) -> str:
+    """What a scaling chart's title says it draws: DR's saturating law, and the held-out-best form
+    beside it when that is another one (the page and the report title their charts with it)."""
+    others = [c["form"].replace("_", "-") for c in sv.get("curves", []) if c["form"] != "saturating"]
+    if not sv.get("curves"):
+        return "no law fitted"
+    return SATURATING_TITLE + (f", and the held-out-best {others[0]} form" if others else "")
+
+
+def scaling_fit_lines(sv: dict) -> list[str]:
+    """One sentence per drawn curve: which form, its own in-sample R², and why it is drawn."""
+    n = (sv.get("fit") or {}).get("n_points")
+    lines = []
+    for c in sv.get("curves", []):
+        why = ("DR's law, drawn by default" if c["form"] == "saturating" else "drawn beside it")
+        best = "; lowest held-out error" if c["held_out_best"] else ""
+        lines.append(f"{c['name']} {c['formula']}: R² = {fmt_number(c['r2'])} in sample on {n} grid points "
+                     f"({why}{best})")
+    return lines
 
 
 # ---------------------------------------------------------------- model map, downstream, temporal
@@ -1117,7 +1188,7 @@ def scaling_panels(sv: dict, *, title: dict | None = None):
     if sv.get("chance") is not None:
         rules.append((sv["chance"], "chance"))
     s_inf = (fit.get("params") or {}).get("s_inf")
-    if s_inf is not None and sv.get("status") in (None, "ok"):
+    if s_inf is not None and sv.get("status") in (None, "ok") and "s_inf" not in sv.get("undetermined", {}):
         rules.append((s_inf, f"fitted ceiling S∞ {fmt_number(s_inf)}"))
     rules += [r for r in baselines(sv.get("metric", ""), pts["score"]) if "bound" in r[1]]
     panels = []
@@ -1141,11 +1212,14 @@ def scaling_panels(sv: dict, *, title: dict | None = None):
         if len(bars):
             layers.append(alt.Chart(bars).mark_rule().encode(x=f"{x}:Q", y="ci_low:Q", y2="ci_high:Q", color=color))
         if curve is not None and len(curve):
+            # one dash per form, named with its own R² in the legend (DR's law solid, listed first)
+            dash = alt.StrokeDash("form:N", title="curve", sort=list(dict.fromkeys(curve["form"])),
+                                  legend=alt.Legend(orient="bottom", direction="vertical", labelLimit=400))
             layers.append(alt.Chart(curve).mark_line().encode(
-                x=f"{x}:Q", y="score:Q", color=color,
+                x=f"{x}:Q", y="score:Q", color=color, strokeDash=dash,
                 tooltip=[alt.Tooltip("n_frames:Q", format=".3g", title="n_f"),
                          alt.Tooltip("n_captions:Q", format=".3g", title="n_c"),
-                         alt.Tooltip("score:Q", format=".4g", title="law")]))
+                         alt.Tooltip("score:Q", format=".4g", title="law"), alt.Tooltip("form:N", title="curve")]))
         layers += baseline_rules(rules, "score")
         panels.append(alt.layer(*layers).properties(height=240))
     export = alt.vconcat(*(p.properties(width=520) for p in panels)).resolve_scale(color="independent")

@@ -103,3 +103,25 @@ def test_open_clip_refusals(folder, tmp_path):
         load_adapter(f"open_clip:local-dir:{folder}")
     with pytest.raises(ModelError, match="image or text"):
         load_adapter(f"open_clip:local-dir:{folder}", modality="video", random_init=True)
+
+
+def test_avg_pooled_tower_with_a_class_embedding_pools_the_class_token(tmp_path):
+    """Issue #29 item 8: a tower with a class embedding but ``pool_type='avg'`` (as open_clip's PE)
+    stores its class token per layer; ``default`` is still the tower's own (avg) pooled output."""
+    cfg = json.loads(json.dumps(CONFIG))
+    cfg["model_cfg"]["vision_cfg"]["pool_type"] = "avg"
+    (tmp_path / "open_clip_config.json").write_text(json.dumps(cfg))
+    a = load_adapter(f"open_clip:local-dir:{tmp_path}", random_init=True)
+    assert (a.pooling, a.prefix) == ("cls", 1) and a.model.visual.pool_type == "avg"
+    prepared = a.prepare_videos(FRAMES, image_mode="first")
+    out = a.run(prepared)
+    x = prepared.inputs["pixel_values"]
+    with torch.no_grad():
+        inter = a.model.visual.forward_intermediates(x, indices=2, output_fmt="NLC", intermediates_only=True,
+                                                     output_extra_tokens=True)["image_intermediates_prefix"]
+        joint = a.model.encode_image(x)
+    for i, pre in enumerate(inter, start=1):
+        np.testing.assert_allclose(out[i], pre[:, 0].numpy(), rtol=1e-5, atol=1e-6)
+    # default @ proj is encode_image: the head's avg pooling, not the class token
+    np.testing.assert_allclose(out[3] @ a.model.visual.proj.detach().numpy(), joint.numpy(), rtol=1e-5, atol=1e-6)
+    assert "pool_type='avg'" in a.info().config["layerscope"]["default_pooling"]

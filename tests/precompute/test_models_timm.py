@@ -37,13 +37,14 @@ def reference(model, x, *, pooling, prefix):
     ("timm:vit_tiny_patch16_224?img_size=32&depth=2&reg_tokens=4", "cls", 5),  # CLS + 4 registers
     ("timm:vit_tiny_patch16_224?img_size=32&depth=2&reg_tokens=4&class_token=False&global_pool='avg'",
      "mean", 4),                                                                # registers, no CLS, mean pool
-    ("timm:eva02_tiny_patch14_224?img_size=28&depth=2", "mean", 1),             # EVA-style (RoPE blocks, avg head)
+    # a class token is pooled whatever the head does (issue #29 item 8); the head's pooling is default
+    ("timm:eva02_tiny_patch14_224?img_size=28&depth=2", "cls", 1),              # EVA-style (RoPE blocks, avg head)
     ("timm:eva02_tiny_patch14_224?img_size=28&depth=2&global_pool='token'", "cls", 1),
-    # the issue's families, at their timm names, small: Perception Encoder (attention-pool head), AIMv2,
+    # the issue's families, at their timm names, small: Perception Encoder (CLS, attention-pool head), AIMv2,
     # DINOv3 (CLS + 4 registers, avg head), DINOv2 with registers, SigLIP (no CLS, attention-pool head)
-    ("timm:vit_pe_core_small_patch16_384?img_size=32&depth=2", "mean", 1),
+    ("timm:vit_pe_core_small_patch16_384?img_size=32&depth=2", "cls", 1),
     ("timm:aimv2_large_patch14_224?img_size=28&depth=2", "mean", 0),
-    ("timm:vit_small_patch16_dinov3?img_size=32&depth=2", "mean", 5),
+    ("timm:vit_small_patch16_dinov3?img_size=32&depth=2", "cls", 5),
     ("timm:vit_small_patch14_reg4_dinov2?img_size=28&depth=2", "cls", 5),
     ("timm:vit_base_patch16_siglip_224?img_size=32&depth=2", "mean", 0),
 ])
@@ -85,3 +86,26 @@ def test_timm_refusals_name_the_fix():
         load_adapter("timm:no_such_model", random_init=True)
     with pytest.raises(ModelError, match="--blocks nope"):
         load_adapter("timm:vit_tiny_patch16_224?img_size=32&depth=1", random_init=True, blocks="nope")
+
+
+@pytest.mark.parametrize("spec", ["timm:vit_small_patch16_dinov3?img_size=32&depth=2",
+                                  "timm:vit_pe_core_small_patch16_384?img_size=32&depth=2"])
+def test_timm_class_token_per_layer_and_default_is_the_heads_pre_logits(spec):
+    """Issue #29 item 8: DINOv3 (avg head) and Perception Encoder (attention-pool head) have a class
+    token: every layer is that token (timm's forward_intermediates prefix token 0), and ``default``
+    is timm's own ``forward_head(forward_features(x), pre_logits=True)``, not the class token."""
+    a = load_adapter(spec, random_init=True)
+    assert a.pooling == "cls" and a.model.cls_token is not None
+    px = a.prepare_videos(FRAMES, image_mode="first").inputs["pixel_values"]
+    out = a.embed_videos(FRAMES, image_mode="first")
+    with torch.no_grad():
+        inter = a.model.forward_intermediates(px, indices=len(a.model.blocks), return_prefix_tokens=True,
+                                             norm=False, output_fmt="NLC", intermediates_only=True)
+        head = a.model.forward_head(a.model.forward_features(px), pre_logits=True)
+    for i, (_, prefix) in enumerate(inter, start=1):
+        np.testing.assert_allclose(out[i], prefix[:, 0].numpy(), rtol=1e-5, atol=1e-5)
+    (idx,) = [int(i) for i, n in a.layer_names.items() if n == "default"]
+    np.testing.assert_allclose(out[idx, :, :head.shape[1]], head.numpy(), rtol=1e-5, atol=1e-5)
+    assert not np.allclose(out[idx, :, :head.shape[1]], out[idx - 1], atol=1e-3)  # the head is not the CLS
+    cfg = a.info().config["layerscope"]
+    assert cfg["default_pooling"].startswith("timm forward_head(pre_logits=True)")
