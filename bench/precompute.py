@@ -87,7 +87,7 @@ def main(argv=None):
         manifest_path = write_videos(tmp, args.videos, 256, args.content)
 
         from precompute.manifest import load_manifest
-        from precompute.models import load_adapter
+        from precompute.loading import load_adapter
         from precompute.runner import run_precompute
         from precompute.video import clip_indices, read_frames, sample_indices
 

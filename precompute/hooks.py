@@ -176,3 +176,30 @@ def pool(h: torch.Tensor, pooling: str, *, prefix: int = 0, mask: torch.Tensor |
     if pooling == "mean":
         return h[:, prefix:].mean(dim=1)
     raise ValueError(f"unknown pooling {pooling!r}")
+
+
+def _dense_pooler(model) -> bool:
+    """A BERT/ViT-style ``pooler`` (dense + tanh, trained for next-sentence prediction or absent
+    from the checkpoint and then randomly initialised by transformers): not the model's embedding."""
+    pooler = getattr(model, "pooler", None)
+    return isinstance(pooler, torch.nn.Module) and any(True for _ in pooler.parameters())
+
+
+def default_output(out, pooling, prefix=0, mask=None, model=None):
+    """The model's own output as one ``(B, d)`` embedding: a tensor as returned (pooled when it is
+    tokens), else ``pooler_output`` (CLIP's post-layernorm class token, DINOv2's normed class
+    token, SigLIP's attention head), else ``last_hidden_state`` (after the final norm) pooled the
+    family's way. A dense ``pooler`` head (BERT, ViT) is passed over for ``last_hidden_state``."""
+    if isinstance(out, (tuple, list)) and not hasattr(out, "last_hidden_state"):
+        out = out[0] if out else None
+    if isinstance(out, torch.Tensor):
+        t = out
+    else:
+        t = None if model is not None and _dense_pooler(model) else getattr(out, "pooler_output", None)
+        if t is None:
+            t = getattr(out, "last_hidden_state", None)
+            if t is None:
+                t = getattr(out, "image_embeds", None)
+    if t is None:
+        return None
+    return pool(t, pooling, prefix=prefix, mask=mask) if t.ndim == 3 else (t if t.ndim == 2 else None)

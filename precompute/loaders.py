@@ -30,7 +30,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from .hooks import BlockCapture, find_blocks, pool
+from .hooks import BlockCapture, default_output, find_blocks, pool
 from .models import (PIXEL_KEYS, Adapter, ModelError, ModelInfo, Prepared, TextAdapter, VisionAdapter,
                      resolve_device, DTYPES)
 
@@ -406,33 +406,6 @@ def _cfg_value(config, *names):
 
 def _has_cls(model) -> bool:
     return any(name.split(".")[-1] in ("cls_token", "class_embedding") for name, _ in model.named_parameters())
-
-
-def _dense_pooler(model) -> bool:
-    """A BERT/ViT-style ``pooler`` (dense + tanh, trained for next-sentence prediction or absent
-    from the checkpoint and then randomly initialised by transformers): not the model's embedding."""
-    pooler = getattr(model, "pooler", None)
-    return isinstance(pooler, torch.nn.Module) and any(True for _ in pooler.parameters())
-
-
-def default_output(out, pooling, prefix=0, mask=None, model=None):
-    """The model's own output as one ``(B, d)`` embedding: a tensor as returned (pooled when it is
-    tokens), else ``pooler_output`` (CLIP's post-layernorm class token, DINOv2's normed class
-    token, SigLIP's attention head), else ``last_hidden_state`` (after the final norm) pooled the
-    family's way. A dense ``pooler`` head (BERT, ViT) is passed over for ``last_hidden_state``."""
-    if isinstance(out, (tuple, list)) and not hasattr(out, "last_hidden_state"):
-        out = out[0] if out else None
-    if isinstance(out, torch.Tensor):
-        t = out
-    else:
-        t = None if model is not None and _dense_pooler(model) else getattr(out, "pooler_output", None)
-        if t is None:
-            t = getattr(out, "last_hidden_state", None)
-            if t is None:
-                t = getattr(out, "image_embeds", None)
-    if t is None:
-        return None
-    return pool(t, pooling, prefix=prefix, mask=mask) if t.ndim == 3 else (t if t.ndim == 2 else None)
 
 
 class HFHookVisionAdapter(HookRun, VisionAdapter):

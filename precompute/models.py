@@ -325,8 +325,8 @@ class Adapter:
 
     def default_of(self, out, mask):
         """``(B, d)`` ``default`` layer from a forward's output: a sentence-transformers head on the
-        last hidden state (what ``encode()`` returns), else :func:`~precompute.loaders.default_output`."""
-        from .loaders import default_output
+        last hidden state (what ``encode()`` returns), else :func:`~precompute.hooks.default_output`."""
+        from .hooks import default_output
 
         if self.st_head is not None:
             tokens = out[0] if isinstance(out, (tuple, list)) else getattr(out, "last_hidden_state", None)
@@ -884,62 +884,3 @@ class MllmAdapter(Adapter):
         """The prompt ``<sentence>: Summarize above sentence in one word: ``; :meth:`run` takes the last real token."""
         fmt = self.prompt_format("text")
         return Prepared(self._encode([fmt.replace("{text}", t) for t in texts]), len(texts), masked=True)
-
-
-def _adapter_class(spec: str, probe) -> type:
-    from .loaders import HFHookTextAdapter, HFHookVisionAdapter
-
-    if probe.extraction == "hooks":
-        return HFHookTextAdapter if probe.modality == "text" else HFHookVisionAdapter
-    if probe.modality in ("video", "image"):
-        return VisionAdapter
-    if probe.modality == "text":
-        return TextAdapter
-    return MllmAdapter
-
-
-def probe_model(spec: str, *, device="auto", dtype="float32", trust_remote_code=False, modality: str | None = None,
-                prompt_template: str = "auto", blocks: str | None = None, random_init: bool = False,
-                named_layers: bool = False) -> Adapter:
-    """An adapter that knows its modality but has no weights yet (cheap: a config read, or for
-    ``timm:`` / ``open_clip:`` the flag checks). Refusals are :class:`ModelError` naming the
-    flag or loader that would take the model."""
-    from .loaders import STANDALONE, loader_of
-
-    kind = loader_of(spec)
-    if kind in STANDALONE:
-        return STANDALONE[kind](spec, device=device, dtype=dtype, modality=modality, blocks=blocks,
-                                random_init=random_init, trust_remote_code=trust_remote_code)
-    return Adapter(spec, device=device, dtype=dtype, trust_remote_code=trust_remote_code, modality=modality,
-                   prompt_template=prompt_template, blocks=blocks, random_init=random_init, named_layers=named_layers)
-
-
-def load_adapter(spec: str, *, device="cpu", dtype="float32", trust_remote_code=False,
-                 modality: str | None = None, prompt_template: str = "auto", blocks: str | None = None,
-                 random_init: bool = False, named_layers: bool = False) -> Adapter:
-    """Load the right adapter for a ``--model`` value: a hub id or local folder (``from_pretrained``
-    either way; hidden_states, or hooks for remote code and ``--blocks``), ``timm:NAME`` or
-    ``open_clip:ARCH/PRETRAINED``; ``random_init`` builds it with seeded random weights;
-    ``named_layers`` adds ``default`` (and ``joint`` for CLIP/SigLIP/X-CLIP) after the hidden
-    states of a transformers model (the hook path always stores them)."""
-    from transformers.utils import logging as hf_logging
-
-    # our own progress bars and messages say what happens; transformers' load reports would
-    # bury them (e.g. an unused pooler head is expected: LayerScope reads hidden states only)
-    hf_logging.set_verbosity_error()
-    hf_logging.disable_progress_bar()
-    probe = probe_model(spec, device=device, dtype=dtype, trust_remote_code=trust_remote_code, modality=modality,
-                        prompt_template=prompt_template, blocks=blocks, random_init=random_init,
-                        named_layers=named_layers)
-    if isinstance(probe, Adapter) and type(probe) is Adapter:
-        adapter = _adapter_class(spec, probe).__new__(_adapter_class(spec, probe))
-        adapter.__dict__.update(probe.__dict__)
-    else:
-        adapter = probe
-    try:
-        return adapter.load()
-    except ModelError:
-        raise
-    except Exception as exc:  # damaged weights, a class that does not fit, out of memory, ...
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-        raise ModelError(f"cannot load the model {spec!r}: {type(exc).__name__}: {first}") from None

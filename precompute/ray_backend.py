@@ -144,7 +144,7 @@ def _model_class(ray):
         def __init__(self, spec, load_options: dict, threads: int | None, kill: str | None):
             import threading
 
-            from .models import load_adapter
+            from .loading import load_adapter
 
             if threads:
                 import torch

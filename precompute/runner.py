@@ -17,7 +17,8 @@ import numpy as np
 from . import __version__
 from .manifest import Manifest
 from .options import DEFAULTS
-from .models import Adapter, ModelError, default_name, load_adapter, probe_model, store_name
+from .models import Adapter, ModelError, default_name, store_name
+from .loading import load_adapter, probe_model
 from .video import DecodedVideo, read_video, sample_indices
 from .writer import StoreWriter, run_id_for
 

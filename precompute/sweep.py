@@ -338,7 +338,7 @@ def _size(n: int) -> str:
 
 def _probe(sweep: Sweep, m: ModelSpec):
     """The model's config-only adapter (no weights), errors pointing at the sweep file."""
-    from .models import probe_model
+    from .loading import probe_model
 
     opts = sweep.model_options(m)
     try:

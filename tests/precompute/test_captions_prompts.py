@@ -12,7 +12,7 @@ import torch
 from analysis.storage.store import list_runs, load_embeddings, load_run
 from precompute import tiny_models
 from precompute.cli import main
-from precompute.models import load_adapter
+from precompute.loading import load_adapter
 from precompute.runner import caption_text
 from tests.precompute.helpers import make_dataset
 

@@ -6,7 +6,9 @@ import numpy as np
 import pytest
 import torch
 
-from precompute.models import ModelError, load_adapter
+from precompute.models import ModelError
+
+from precompute.loading import load_adapter
 from precompute.video import clip_indices, read_frames, sample_indices
 from tests.precompute.helpers import make_index_dataset
 

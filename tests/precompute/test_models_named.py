@@ -10,7 +10,7 @@ import torch
 
 from analysis.storage.store import load_embeddings
 from precompute.cli import main
-from precompute.models import load_adapter
+from precompute.loading import load_adapter
 from precompute.tiny_models import build_clip
 from tests.precompute.helpers import make_dataset
 

@@ -13,7 +13,8 @@ import open_clip  # noqa: E402  (required, not skipped: in the `models` and `dev
 
 from analysis.storage.store import list_runs, load_embeddings  # noqa: E402
 from precompute.cli import main  # noqa: E402
-from precompute.models import ModelError, load_adapter  # noqa: E402
+from precompute.loading import load_adapter  # noqa: E402
+from precompute.models import ModelError  # noqa: E402
 from tests.precompute.helpers import make_dataset  # noqa: E402
 
 CONFIG = {"model_cfg": {"embed_dim": 16,

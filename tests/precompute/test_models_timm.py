@@ -7,7 +7,7 @@ import torch
 
 import timm  # noqa: F401  (required, not skipped: in the `models` and `dev` extras)
 
-from precompute.models import load_adapter  # noqa: E402
+from precompute.loading import load_adapter  # noqa: E402
 
 FRAMES = [np.random.default_rng(i).integers(0, 256, size=(3, 40, 48, 3), dtype=np.uint8) for i in range(2)]
 

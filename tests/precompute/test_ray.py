@@ -157,7 +157,8 @@ def test_decoders_decode_and_preprocess_on_cpu_workers(ray_local, data, tiny):
     import torch
 
     from precompute.manifest import load_manifest
-    from precompute.models import Prepared, load_adapter
+    from precompute.models import Prepared
+    from precompute.loading import load_adapter
     from precompute.runner import FrameCache, Precompute, RunPlan, model_inputs
 
     items = load_manifest(data).items[:3]

@@ -10,7 +10,8 @@ import pytest
 import torch
 
 from precompute.demo import minilm_path
-from precompute.models import ModelError, load_adapter
+from precompute.models import ModelError
+from precompute.loading import load_adapter
 from precompute.sentence_head import HeadError, SentenceHead, pooling_mode, read_head
 
 # different lengths, so padding (and the mask) matters for every pooling mode
@@ -143,7 +144,7 @@ def test_a_plain_transformers_folder_has_no_head(folders):
 
 def test_sweep_plan_pins_the_head_in_the_run_identity(folders):
     """A run made before the head was read (no ``sentence_transformers`` key) must not count as done."""
-    from precompute.models import probe_model
+    from precompute.loading import probe_model
     from precompute.sweep import _known_identity
 
     info, fixed, unknown, _ = _known_identity(probe_model(str(folders["cls"]), named_layers=True))

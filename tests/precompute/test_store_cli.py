@@ -14,7 +14,7 @@ from analysis.storage.schema import SCHEMA_VERSION, embedding_tables
 from analysis.storage.store import StoreError, list_runs, load_embeddings
 from precompute.cli import main
 from precompute.manifest import load_manifest
-from precompute.models import load_adapter
+from precompute.loading import load_adapter
 from precompute.runner import caption_text
 from precompute.synthetic_video import index_frames, write_video
 from precompute.video import read_frames, sample_indices

@@ -177,7 +177,7 @@ def test_blocks_random_init_and_named_layers_in_a_sweep_are_the_cli_flags(root, 
     """A sweep's ``blocks``, ``random_init`` and ``named_layers`` give the runs (ids and rows) of the
     same ``layerscope precompute`` flags, and the plan tells runs with named layers from runs without."""
     from precompute.hooks import find_blocks
-    from precompute.models import load_adapter
+    from precompute.loading import load_adapter
 
     blocks = find_blocks(load_adapter(tiny["vit"]).model)[0]
     manifest = root / "data/manifest.jsonl"
