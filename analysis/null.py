@@ -80,12 +80,13 @@ def permuted_state(state, perm: np.ndarray):
 
     k-NN (:class:`analysis.metrics.knn.KnnState`): item i's list is ``inv[idx[perm[i]]]``, sorted,
     with its cosines (when already computed) in the same order; collapsed and tie-decided layers
-    stay so (a relabelling keeps every cosine). CKA (:class:`analysis.metrics.kernel.GramState`):
+    stay so (a relabelling keeps every cosine). SVCCA: the basis rows permuted. CKA (:class:`analysis.metrics.kernel.GramState`):
     the packed triangle re-indexed (``K'[i, j] = K[perm i, perm j]``), per-item vectors permuted;
     self terms are unchanged by a relabelling and kept. Exact ties between neighbours may be
     broken differently than a fresh search of ``X[perm]`` would (ties go to the lower index), which
     does not matter for the null: the shuffle is over pairings, the lists are the same sets.
     """
+    from .metrics.cca import SvccaState
     from .metrics.kernel import GramState
     from .metrics.knn import KnnState
 
@@ -111,6 +112,8 @@ def permuted_state(state, perm: np.ndarray):
         if state.mode == "packed":
             per_item["upper"] = state.upper[packed_positions(perm)]
         return dataclasses.replace(state, **per_item)
+    if isinstance(state, SvccaState):  # the basis of X[perm] is the basis's rows permuted
+        return SvccaState(basis=state.basis[perm])
     raise TypeError(f"no shuffled-pairing null for prepared states of type {type(state).__name__}")
 
 

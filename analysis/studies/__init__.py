@@ -80,7 +80,7 @@ def _resolve(con, given: dict) -> Settings:
             continue
         if name in ("metrics", "references"):
             value = tuple(value)
-        elif name in ("k", "n_boot", "seed", "reorder_k", "maps"):
+        elif name in ("k", "n_boot", "seed", "reorder_k", "maps", "n_null"):
             value = int(value)
         setattr(s, name, value)
     return s
@@ -130,13 +130,14 @@ def run_dataset(ctx: Context, d: DatasetRuns) -> None:
 
 
 def analyze_store(store, *, k=None, metrics=None, references=None, n_boot=None, datasets=None, seed=None,
-                  clamp=None, reorder_k=None, downstream_setting=None, maps=None, knn=None, jobs: int = 1, progress: bool = False,
+                  clamp=None, reorder_k=None, downstream_setting=None, maps=None, knn=None, n_null=None, jobs: int = 1,
+                  progress: bool = False,
                   log=print) -> dict:
     """Compute every study the store supports; idempotent (unchanged inputs are reused).
 
     Settings left ``None`` are the store's own (from its last analysis), else the defaults
     (k=10, mutual_knn/cka/cknna, every text model as reference, 200 resamples, seed 0, clamp off,
-    reorder k=5, downstream setting ``paper``); the settings used are saved for the next run.
+    reorder k=5, downstream setting ``paper``, 200 shuffled pairings per best cell); the settings used are saved for the next run.
     ``jobs`` processes share independent work.
 
     Returns ``{"computed", "skipped", "notes", "computed_by_study", "reused_by_study",
@@ -148,7 +149,7 @@ def analyze_store(store, *, k=None, metrics=None, references=None, n_boot=None, 
         create_all(con, str(store))
         s = _resolve(con, {"k": k, "metrics": metrics, "references": references, "n_boot": n_boot, "seed": seed,
                            "clamp": clamp, "reorder_k": reorder_k, "downstream_setting": downstream_setting,
-                           "maps": maps, "knn": knn})
+                           "maps": maps, "knn": knn, "n_null": n_null})
         s.jobs = int(jobs)
         s.check()
         known = {r[0] for r in con.execute("SELECT model FROM models").fetchall()}

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .. import results as R
+from ..null import NULL_PERMUTATIONS
 from ..preprocess import CLAMP_MODES
 from ..registry import get_metric
 from ..store import connect
@@ -43,7 +44,7 @@ DEFAULT_METRICS = ("mutual_knn", "cka", "cknna")
 DOWNSTREAM_SETTINGS = ("paper", "largest")
 #: settings that change numbers, stored in the store and part of every result's key
 STORED = ("k", "metrics", "references", "n_boot", "seed", "clamp", "reorder_k", "downstream_setting", "maps",
-          "knn")
+          "knn", "n_null")
 #: neighbour search of the k-NN metrics: exact (float32 candidates, float64 re-rank) or ann (faiss;
 #: its measured recall goes into each grid's flags)
 KNN_SEARCH = ("exact", "ann")
@@ -67,6 +68,8 @@ class Settings:
     downstream_setting: str = "paper"  # which runs downstream correlation uses: paper | largest
     maps: int = DEFAULT_MAPS  # default embedding maps per dataset (0: none)
     knn: str = "exact"  # neighbour search of the k-NN metrics: exact | ann
+    #: shuffled pairings behind each best cell's selection-aware null (0: none); see analysis/null.py
+    n_null: int = NULL_PERMUTATIONS
     jobs: int = 1
 
     def check(self) -> None:
@@ -83,6 +86,8 @@ class Settings:
                              f"got {self.downstream_setting!r}")
         if self.knn not in KNN_SEARCH:
             raise ValueError(f"--knn must be one of {', '.join(KNN_SEARCH)}, got {self.knn!r}")
+        if self.n_null < 0:
+            raise ValueError(f"--null-perms must be 0 (off) or a positive count, got {self.n_null}")
         if self.maps < 0:
             raise ValueError(f"--maps must be 0 (none) or a positive count, got {self.maps}")
         if self.jobs < 1:

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from analysis.grid import best_cell, layer_grid, prepare_layers
+from analysis.metrics.cca import svcca
 from analysis.metrics.kernel import cka
 from analysis.metrics.knn import cknna, mutual_knn
 from analysis.null import (null_maxima, null_summary, pairing_permutations, permuted_state, selection_null)
@@ -82,7 +83,7 @@ def test_reindexed_gram_state_scores_like_cka_of_the_permuted_rows(params):
         assert got == pytest.approx(_cka_reference(X, Y[perm]), rel=1e-10)
 
 
-@pytest.mark.parametrize("metric", ["mutual_knn", "cka", "cknna"])
+@pytest.mark.parametrize("metric", ["mutual_knn", "cka", "cknna", "svcca"])
 def test_null_maxima_equal_the_brute_force_grid_maximum_of_each_shuffle(metric):
     rng = np.random.default_rng(5)
     A = _stack(rng.normal(size=(30, 6)), 3, rng)
@@ -93,7 +94,8 @@ def test_null_maxima_equal_the_brute_force_grid_maximum_of_each_shuffle(metric):
     invalid = np.zeros((3, 2), dtype=bool)
     invalid[1, :] = True  # a layer excluded as degenerate: never part of the maximum
     got = null_maxima(kernel, sa, sb, perms, invalid=invalid)
-    fn = {"mutual_knn": mutual_knn, "cknna": cknna, "cka": lambda x, y, k: _cka_reference(x, y)}[metric]
+    fn = {"mutual_knn": mutual_knn, "cknna": cknna, "cka": lambda x, y, k: _cka_reference(x, y),
+          "svcca": lambda x, y, k: svcca(x, y)}[metric]
     ref = [max(fn(A[a], B[b][p], k=4) for a in (0, 2) for b in (0, 1)) for p in perms]
     assert got == pytest.approx(ref, rel=1e-10)
 
