@@ -75,7 +75,7 @@ def has_groups(groups) -> bool:
     return bool(np.any(size > 1))
 
 
-def permuted_state(state, perm: np.ndarray):
+def permuted_state(state, perm: np.ndarray, *, positions: np.ndarray | None = None):
     """The prepared state of the layer's rows taken in order ``perm`` (``X[perm]``), from ``state``.
 
     k-NN (:class:`analysis.metrics.knn.KnnState`): item i's list is ``inv[idx[perm[i]]]``, sorted,
@@ -85,6 +85,8 @@ def permuted_state(state, perm: np.ndarray):
     self terms are unchanged by a relabelling and kept. Exact ties between neighbours may be
     broken differently than a fresh search of ``X[perm]`` would (ties go to the lower index), which
     does not matter for the null: the shuffle is over pairings, the lists are the same sets.
+    ``positions``: :func:`packed_positions` of ``perm`` when the caller relabels several packed
+    layers by one shuffle (computed here otherwise).
     """
     from .metrics.cca import SvccaState
     from .metrics.kernel import GramState
@@ -110,7 +112,7 @@ def permuted_state(state, perm: np.ndarray):
         per_item = {f: getattr(state, f)[perm] for f in ("X", "sq_norms", "row_mean", "row_sum", "diag_k", "diag")
                     if getattr(state, f) is not None}
         if state.mode == "packed":
-            per_item["upper"] = state.upper[packed_positions(perm)]
+            per_item["upper"] = state.upper[packed_positions(perm) if positions is None else positions]
         return dataclasses.replace(state, **per_item)
     if isinstance(state, SvccaState):  # the basis of X[perm] is the basis's rows permuted
         return SvccaState(basis=state.basis[perm])
@@ -150,17 +152,28 @@ def null_maxima(kernel, states_a, states_b, perms: np.ndarray, *, invalid=None,
     from .metrics.knn import Cknna
 
     perms = np.atleast_2d(np.asarray(perms))
-    if isinstance(kernel, Cknna):
-        for s in states_b:
-            s.sim  # noqa: B018 -- computed once on the prepared state, then carried by every relabelled copy
     la, lb = len(states_a), len(states_b)
     mask = np.zeros((la, lb), dtype=bool) if invalid is None else np.broadcast_to(np.asarray(invalid, bool), (la, lb))
+    if la < lb:
+        # relabel the side with fewer layers: A[perm⁻¹] against B pairs the items exactly as A
+        # against B[perm] does (a cell's value is the same up to how exact ties are broken)
+        inverse = np.empty_like(perms)
+        np.put_along_axis(inverse, perms, np.arange(perms.shape[1])[None, :].repeat(len(perms), 0), axis=1)
+        return null_maxima(_Swapped(kernel), states_b, states_a, inverse, invalid=mask.T,
+                           higher_is_better=higher_is_better)
+    if isinstance(getattr(kernel, "kernel", kernel), Cknna):
+        for s in states_b:
+            s.sim  # noqa: B018 -- computed once on the prepared state, then carried by every relabelled copy
     per_perm = max(1, _state_bytes(states_b[0]) * lb)
     chunk = max(1, NULL_CHUNK_BYTES // per_perm)
     out = np.full(len(perms), np.nan)
     for c0 in range(0, len(perms), chunk):
         block = perms[c0:c0 + chunk]
-        shuffled = [permuted_state(s, perm) for perm in block for s in states_b]
+        shuffled = []
+        for perm in block:
+            # one shuffle re-indexes every packed Gram of B the same way: its positions are found once
+            pos = packed_positions(perm) if getattr(states_b[0], "mode", None) == "packed" else None
+            shuffled += [permuted_state(s, perm, positions=pos) for s in states_b]
         g = np.asarray(kernel.score_block(states_a, shuffled), dtype=np.float64).reshape(la, len(block), lb)
         g = np.where(mask[:, None, :] | ~np.isfinite(g), np.nan, g)
         valid = ~np.all(np.isnan(g), axis=(0, 2))
@@ -169,6 +182,17 @@ def null_maxima(kernel, states_a, states_b, perms: np.ndarray, *, invalid=None,
         best = g.max(axis=(0, 2)) if higher_is_better else g.min(axis=(0, 2))
         out[c0:c0 + len(block)] = np.where(valid, best, np.nan)
     return out
+
+
+class _Swapped:
+    """The wrapped kernel with its sides swapped: ``score_block(B, A)`` is its ``(A, B)`` grid
+    transposed, so :func:`null_maxima` can relabel A in B's place and score each cell as before."""
+
+    def __init__(self, kernel):
+        self.kernel = kernel
+
+    def score_block(self, states_b, states_a, **params):
+        return np.asarray(self.kernel.score_block(states_a, states_b, **params)).T
 
 
 def _state_bytes(state) -> int:
