@@ -73,3 +73,16 @@ def test_no_null_when_switched_off(tmp_path):
     out = analyze_store(path, k=3, metrics=("cka",), n_boot=0, n_null=0, maps=0, log=quiet)
     assert out["settings"]["n_null"] == 0
     assert "null" not in _grid(path, "cka")["flags"]
+
+
+def test_the_cli_takes_null_perms_and_refuses_a_negative_count(tmp_path, capsys):
+    from precompute.cli import main
+
+    path = tmp_path / "s.duckdb"
+    write_store(path, n=N)
+    assert main(["analyze", "--store", str(path), "--k", "3", "--metric", "mutual_knn", "--bootstrap", "0",
+                 "--null-perms", "7", "--maps", "0", "--quiet", "--jobs", "1"]) == 0
+    assert "null perms=7" in capsys.readouterr().out
+    assert _grid(path)["flags"]["null"]["n_perm"] == 7
+    with pytest.raises(SystemExit):
+        main(["analyze", "--store", str(path), "--null-perms", "-1"])
