@@ -35,6 +35,9 @@ import numpy as np
 #: ``n_perm`` grid scorings per pair from prepared states (see :func:`null_maxima`).
 NULL_PERMUTATIONS = 200
 
+#: the level a best cell's p must reach to be called alignment beyond chance (q95 is its critical value)
+NULL_ALPHA = 0.05
+
 #: bytes of relabelled B-side states one scoring call holds (several shuffles are scored in one
 #: kernel call: the k-NN kernels fill their layer groups, CKA its fixed tiles)
 NULL_CHUNK_BYTES = 64 << 20
@@ -80,8 +83,8 @@ def permuted_state(state, perm: np.ndarray, *, positions: np.ndarray | None = No
 
     k-NN (:class:`analysis.metrics.knn.KnnState`): item i's list is ``inv[idx[perm[i]]]``, sorted,
     with its cosines (when already computed) in the same order; collapsed and tie-decided layers
-    stay so (a relabelling keeps every cosine). SVCCA: the basis rows permuted. CKA (:class:`analysis.metrics.kernel.GramState`):
-    the packed triangle re-indexed (``K'[i, j] = K[perm i, perm j]``), per-item vectors permuted;
+    stay so (a relabelling keeps every cosine). SVCCA: the basis rows permuted.
+    CKA (:class:`analysis.metrics.kernel.GramState`): the packed triangle re-indexed (``K'[i, j] = K[perm i, perm j]``), per-item vectors permuted;
     self terms are unchanged by a relabelling and kept. Exact ties between neighbours may be
     broken differently than a fresh search of ``X[perm]`` would (ties go to the lower index), which
     does not matter for the null: the shuffle is over pairings, the lists are the same sets.
@@ -218,6 +221,11 @@ def null_summary(observed: float, maxima: np.ndarray, *, higher_is_better: bool 
     p = (1 + int(np.count_nonzero(reach))) / (1 + m.size)
     q95 = float(np.quantile(finite, 0.95 if higher_is_better else 0.05)) if finite.size else float("nan")
     return {"p": float(p), "q95": q95, "n_perm": int(m.size), "grouped": bool(grouped)}
+
+
+def beyond_chance(null: dict) -> bool:
+    """Whether a stored null ``{"p", ...}`` calls its best cell alignment beyond chance (p <= NULL_ALPHA)."""
+    return float(null["p"]) <= NULL_ALPHA
 
 
 def selection_null(kernel, states_a, states_b, observed: float, *, invalid=None, higher_is_better: bool = True,

@@ -20,6 +20,7 @@ import pandas as pd
 from . import __version__
 from . import results as R
 from . import views
+from .null import beyond_chance
 from .layer_selection import describe_pick
 
 SECTIONS = ("summary", "heatmaps", "layer_curves", "scaling", "model_map", "downstream", "predictors", "temporal")
@@ -239,7 +240,7 @@ def _null_cell(null: dict | None) -> str:
     """A best cell's shuffled-pairing null in a table cell: verdict, p and the null's 95th percentile."""
     if not null:
         return "—"
-    verdict = "beyond chance" if null["p"] <= 0.05 else "not beyond chance"
+    verdict = "beyond chance" if beyond_chance(null) else "not beyond chance"
     return (f"{verdict}: p = {_fmt(null['p'])}, {_fmt(null['q95'])} "
             f"({null['n_perm']} shuffles{', grouped' if null.get('grouped') else ''})")
 
@@ -582,7 +583,8 @@ def render_markdown(report: dict) -> str:
         for m in d["sections"].get("summary", {}).get("models", []):
             for ref, a in m["alignment"].items():
                 lines.append(f"| {e(m['label'])} | {e(ref)} | {_fmt(a['value'])} | {_fmt(a['ci'][0])}–"
-                             f"{_fmt(a['ci'][1])} | {e(_null_cell(a.get('null')))} | ({a['layer']}, {a['ref_layer']}) |")
+                             f"{_fmt(a['ci'][1])} | {e(_null_cell(a.get('null')))} | "
+                             f"({a['layer']}, {a['ref_layer']}) |")
         lines += _predictors_md(d["sections"].get("predictors"))
         t = d["sections"].get("temporal") or {}
         probes = (("chiral", "chiral choice (video → caption)"), ("time_reversal", "time reversal (caption → video)"))

@@ -15,6 +15,7 @@ import pandas as pd
 
 from . import results as R
 from .neighbors import l2_normalize
+from .null import beyond_chance
 from .nuance_views import same_space_studies  # noqa: F401  (pages read it through pages._shared.view)
 from .registry import REGISTRY
 from .scaling import FORMS, predict_from_params
@@ -279,12 +280,12 @@ def null_rule_text(g: dict, n_beyond: int) -> str:
 
 def null_text(null: dict | None) -> str:
     """One clause on a best cell against its shuffled-pairing null: the verdict, p, and the null's
-    95th percentile ("" without a null). ``p <= 0.05``: beyond what the grid maximum reaches under
-    random pairings; else "no alignment beyond chance" (DESIGN §9: the best cell is a maximum)."""
+    95th percentile ("" without a null). ``p <= NULL_ALPHA`` (0.05): beyond what the grid maximum
+    reaches under random pairings; else "no alignment beyond chance" (DESIGN §9: the best cell is a maximum)."""
     if not null:
         return ""
     how = f"{null['n_perm']} {'within-group ' if null.get('grouped') else ''}shuffled pairings"
-    verdict = "beyond chance" if null["p"] <= 0.05 else "no alignment beyond chance"
+    verdict = "beyond chance" if beyond_chance(null) else "no alignment beyond chance"
     return (f"{verdict}: p = {fmt_number(null['p'])} against the grid maximum under {how} "
             f"(its 95th percentile {fmt_number(null['q95'])})")
 

@@ -137,7 +137,8 @@ def analyze_store(store, *, k=None, metrics=None, references=None, n_boot=None, 
 
     Settings left ``None`` are the store's own (from its last analysis), else the defaults
     (k=10, mutual_knn/cka/cknna, every text model as reference, 200 resamples, seed 0, clamp off,
-    reorder k=5, downstream setting ``paper``, 200 shuffled pairings per best cell); the settings used are saved for the next run.
+    reorder k=5, downstream setting ``paper``, 200 shuffled pairings per best cell); the settings used
+    are saved for the next run.
     ``jobs`` processes share independent work.
 
     Returns ``{"computed", "skipped", "notes", "computed_by_study", "reused_by_study",
