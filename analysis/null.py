@@ -122,6 +122,22 @@ def permuted_state(state, perm: np.ndarray, *, positions: np.ndarray | None = No
     raise TypeError(f"no shuffled-pairing null for prepared states of type {type(state).__name__}")
 
 
+def unshufflable(state) -> str | None:
+    """Why shuffles of this prepared state would cost a full grid computation each, or None.
+
+    k-NN lists, SVCCA bases and packed Grams (CKA at ``N <= GRAM_CACHE_MAX_N``) are relabelled in
+    ``O(N k)``, ``O(N r)`` and ``O(N²)`` per layer. CKA above that N keeps no kernel (its blocks are
+    rebuilt from the rows on every call, or it runs in feature space), so each of the ``n_perm``
+    shuffles would redo the whole grid's ``O(L N² d)`` work: the null is skipped there, and said so.
+    """
+    from .metrics.kernel import GRAM_CACHE_MAX_N, GramState
+
+    if isinstance(state, GramState) and state.mode != "packed":
+        return (f"no shuffled-pairing null: CKA at N = {state.n} > {GRAM_CACHE_MAX_N} keeps no packed kernel, "
+                "so every shuffle would recompute the whole grid; the analytic chance level stays")
+    return None
+
+
 def packed_positions(perm: np.ndarray) -> np.ndarray:
     """Positions in a packed strict upper triangle (row-major, as ``GramState.pack``) of the
     entries ``K[perm i, perm j]`` for every ``i < j`` of the re-indexed triangle, ``(N(N−1)/2,)``."""

@@ -120,7 +120,7 @@ TABLES: list[tuple[str, list[tuple[str, str, str]], str]] = [
                           "(best_* NULL), interval: why no interval, best_caveat: a best layer that keeps "
                           "few of the distinctions its run's other layers make}; {} when healthy; and "
                           "null: {p, q95, n_perm, grouped}, the best cell's shuffled-pairing null "
-                          "(analysis/null.py) when --null-perms > 0"),
+                          "(analysis/null.py) when --null-perms > 0, else null_skipped: why none"),
         ("input_key", "VARCHAR", "hash of the input runs' ids and finish times: a change means recompute"),
         ("computed", "TIMESTAMP", "when it was computed"),
     ], ""),

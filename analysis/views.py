@@ -323,6 +323,8 @@ def best_cell_text(g: dict, model_a: str, model_b: str) -> str:
         text += f" (no interval: {flags['interval']})"
     if grid_null(g):
         text += f"; {null_text(grid_null(g))}"
+    elif flags.get("null_skipped"):
+        text += f"; {flags['null_skipped']}"
     n_deg = len(flags.get("degenerate_a") or {}) + len(flags.get("degenerate_b") or {})
     if n_deg:
         text += f"; {n_deg} degenerate layer(s) marked and excluded"

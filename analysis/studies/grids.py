@@ -17,7 +17,7 @@ from .. import results as R
 from ..bootstrap import bootstrap_ci, derived_lists_k
 from ..degenerate import lost_distinctions
 from ..grid import NoBestCell, best_cell
-from ..null import selection_null
+from ..null import selection_null, unshufflable
 from ..registry import get_metric
 from .context import Context, DatasetRuns
 from .engine import prepared_by
@@ -91,7 +91,8 @@ def score_pair(engine, run_a: str, run_b: str, metric: str, params: dict, n_boot
     layers make (:func:`analysis.degenerate.lost_distinctions`). With ``n_null`` shuffles, ``flags["null"]``
     is the best cell's selection-aware null ``{"p", "q95", "n_perm", "grouped"}``
     (:func:`analysis.null.selection_null`: the grid maximum under random item pairings, the same
-    degenerate cells excluded; ``groups`` shuffles within the items' groups).
+    degenerate cells excluded; ``groups`` shuffles within the items' groups), or ``flags["null_skipped"]``
+    says why there is none (:func:`analysis.null.unshufflable`).
     """
     grid = engine.grid(run_a, run_b, metric, **params)
     spec = get_metric(metric)
@@ -127,10 +128,14 @@ def score_pair(engine, run_a: str, run_b: str, metric: str, params: dict, n_boot
         flags["best_caveat"] = "; ".join(caveats)
     if n_null >= 1:
         # the states the grid was scored from, relabelled per shuffle: no search or Gram is rebuilt
-        flags["null"] = selection_null(spec.kernel, engine.states(run_a, metric, **params),
-                                       engine.states(run_b, metric, **params), value, invalid=invalid,
-                                       higher_is_better=spec.higher_is_better is not False, n_perm=n_null,
-                                       seed=seed, groups=groups)
+        sa, sb = engine.states(run_a, metric, **params), engine.states(run_b, metric, **params)
+        skip = unshufflable(sa[0]) or unshufflable(sb[0])
+        if skip:
+            flags["null_skipped"] = skip
+        else:
+            flags["null"] = selection_null(spec.kernel, sa, sb, value, invalid=invalid,
+                                           higher_is_better=spec.higher_is_better is not False, n_perm=n_null,
+                                           seed=seed, groups=groups)
     if n_boot >= 2:
         k = derived_lists_k(metric, params)  # exact k-NN metrics: the engine keeps each layer's lists
         spaces = None if k is None else tuple(engine.resample_space(r, layer, k, n_boot)

@@ -203,3 +203,17 @@ def test_grouped_shuffles_absorb_alignment_that_comes_from_the_groups_alone():
     assert grouped["p"] == 1.0 and grouped["grouped"] is True and grouped["q95"] == 1.0
     # all-singleton groups mark nothing: the shuffles are plain
     assert selection_null(kernel, sa, sb, best, n_perm=100, seed=0, groups=np.arange(40)) == plain
+
+
+def test_cka_above_the_packed_n_is_skipped_with_a_reason_and_packed_states_are_not(monkeypatch):
+    """Above GRAM_CACHE_MAX_N a CKA state keeps no kernel: every shuffle would redo the grid, so the
+    null is refused with a reason; k-NN lists and packed Grams are shufflable."""
+    from analysis.metrics import kernel as kernel_mod
+    from analysis.null import unshufflable
+
+    X = np.random.default_rng(0).normal(size=(30, 5))
+    assert unshufflable(_states("cka", X[None])[1][0]) is None
+    assert unshufflable(_states("mutual_knn", X[None], k=3)[1][0]) is None
+    monkeypatch.setattr(kernel_mod, "GRAM_CACHE_MAX_N", 20)
+    reason = unshufflable(_states("cka", X[None])[1][0])
+    assert reason and "N = 30 > 20" in reason

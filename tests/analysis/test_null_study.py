@@ -86,3 +86,14 @@ def test_the_cli_takes_null_perms_and_refuses_a_negative_count(tmp_path, capsys)
     assert _grid(path)["flags"]["null"]["n_perm"] == 7
     with pytest.raises(SystemExit):
         main(["analyze", "--store", str(path), "--null-perms", "-1"])
+
+
+def test_cka_without_a_packed_kernel_stores_why_it_has_no_null(tmp_path, monkeypatch):
+    from analysis.metrics import kernel as kernel_mod
+
+    monkeypatch.setattr(kernel_mod, "GRAM_CACHE_MAX_N", N - 1)  # as at N > 1024: blocks rebuilt per call
+    path = tmp_path / "s.duckdb"
+    write_store(path, n=N)
+    analyze_store(path, k=3, metrics=("cka",), n_boot=0, n_null=10, maps=0, log=quiet)
+    flags = _grid(path, "cka")["flags"]
+    assert "null" not in flags and "keeps no packed kernel" in flags["null_skipped"]
