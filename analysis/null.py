@@ -2,7 +2,7 @@
 
 A best cell is the maximum over ``La × Lb`` cells, so even two unrelated models give a best cell
 above the analytic chance ``k/(N−1)``; and real items cluster (several clips of one scene, shared
-caption templates), so a random model can reach twice that chance. The null asked here is: what
+caption templates), so a random model can reach about twice that chance. The null asked here is: what
 does the *grid maximum* reach when the pairing of items between the two sides is random? Each
 shuffle re-pairs item ``i`` of side A with item ``π(i)`` of side B and recomputes every cell from
 the prepared states (k-NN lists relabelled, packed Grams re-indexed; no embedding or neighbour
@@ -18,8 +18,19 @@ are shuffled *within* their group, and items alone in their group are shuffled a
 Group-level agreement (a scene's clips cluster in both spaces) then survives every shuffle, so a
 small p says the pairing is aligned beyond the groups; without groups it may be the groups alone.
 
-Reference: Good (2005), *Permutation, Parametric and Bootstrap Tests of Hypotheses*, ch. 3 (the
-max-statistic over many tests, Westfall & Young 1993, §2.5, controls for the selection).
+Cost (per pair; reasoned, not measured). A shuffle costs one grid scoring from prepared states plus
+relabelling the side with fewer layers: at N = 1024, 13 × 13 layers, k = 10 a k-NN shuffle is 13
+gathers and row sorts of ``(N, k)`` lists and 169 list intersections (≈ 2M integer steps, the grid's
+own scoring cost), so 200 shuffles are about 200 grid scorings, of the order of the best cell's
+bootstrap (200 resamples) and far below preparing a run (13 exact searches, ``O(N² d)`` each). A
+packed-CKA shuffle re-indexes 13 half Grams (≈ 0.5M entries each) and contracts 169 of them
+(≈ 90M multiply-adds): 200 shuffles are 200 CKA grid contractions, several seconds a pair, the most
+expensive null; ``--null-perms`` lowers it, and CKA without a packed kernel is not shuffled at all
+(:func:`unshufflable`).
+
+References: Westfall & Young (1993), *Resampling-Based Multiple Testing* (the maximum statistic over
+many tests, resampled as a whole, controls for the selection of the best); Phipson & Smyth (2010),
+"Permutation p-values should never be zero".
 """
 
 from __future__ import annotations
