@@ -149,7 +149,7 @@ def settings_text(settings: dict) -> str:
     """The store's analysis settings in one line (``{}``: never analysed, so the defaults)."""
     if not settings:
         return "the defaults (the store was never analysed)"
-    keys = ("k", "metrics", "n_boot", "seed", "clamp", "reorder_k", "downstream_setting")
+    keys = ("k", "metrics", "n_boot", "seed", "clamp", "reorder_k", "downstream_setting", "n_null")
     parts = []
     for k in keys:
         if k in settings:

@@ -48,7 +48,11 @@ shown = sorted(data["model"].unique())
 budgets = views.budget_text(data, choices, shown)
 title = views.chart_title(f"{metric} per layer", dataset=dataset, details=[budgets], labels=labels, models=shown)
 m = marks[marks["metric"] == metric] if len(marks) else marks
-chart = views.curves_chart(data, metric, labels=labels, marks=m, intervals=intervals, rules=rules, title=title)
+nulls = view("curve_null_levels", dataset) if is_alignment else None
+if nulls is not None:
+    nulls = nulls[nulls["model"].isin(chosen) & (nulls["metric"] == metric)]
+chart = views.curves_chart(data, metric, labels=labels, marks=m, intervals=intervals, rules=rules, title=title,
+                           null_levels=nulls)
 st.altair_chart(chart, width="stretch", key="curves_chart")
 for line in views.flag_lines(data):  # ringed points and missing values, each note said once
     st.caption(md_escape(line))
@@ -59,6 +63,8 @@ if is_alignment:
                  "above chance even for unrelated spaces.")
 st.caption(md_escape(help_text))
 st.caption(md_escape(views.uncertainty_text(intervals, is_alignment, ctx["n_items"])))
+if nulls is not None and len(nulls):
+    st.caption(md_escape(views.null_levels_text(nulls, labels)))
 stem = views.export_name("curves", dataset, metric)
 download_data(data.assign(model=data["model"].map(lambda x: labels.get(x, x))), stem)
 download_chart(chart, stem)

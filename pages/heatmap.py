@@ -88,7 +88,11 @@ def heat_chart(frame, grid, title, color_title, b_name, *, select=False, domain=
     crossed = base.transform_filter(alt.datum.degenerate).mark_text(text="×", color="#d62728", fontSize=14).encode(
         tooltip=tips)
     best = base.transform_filter(alt.datum.best).mark_rect(fill=None, stroke="#ff4b4b", strokeWidth=3)
-    layers = [heat, undefined, crossed, best]
+    layers = [heat, undefined, crossed]
+    if "beyond_null" in frame and frame["beyond_null"].any():  # past the shuffled null's 95th percentile
+        layers.append(base.transform_filter(alt.datum.beyond_null).mark_rect(
+            fill=None, stroke="white", strokeWidth=1, strokeDash=[2, 2]).encode(tooltip=tips))
+    layers.append(best)
     if "near_best" in frame and frame["near_best"].any():  # inside the best cell's interval: a dashed outline
         layers.append(base.transform_filter(alt.datum.near_best).mark_rect(
             fill=None, stroke="#ff4b4b", strokeWidth=1.5, strokeDash=[3, 2]).encode(tooltip=tips))
@@ -160,6 +164,8 @@ if c3.button(f"Neighbours at layers ({la}, {lb}) →", key="to_neighbours",
     open_page("neighbours", {
         "dataset": dataset, "models": [model_a, model_b], "layers": [str(la), str(lb)],
         "runs": [str(g["run_a"]), str(g["run_b"])]})
+if views.grid_null(g):
+    st.caption(views.md_escape(views.null_rule_text(g, int(df["beyond_null"].sum()))))
 n_near = int(df["near_best"].sum()) if "near_best" in df else 0
 if n_near:
     st.caption(f"Dashed outline: {n_near} other cell(s) whose value lies inside the best cell's 95% interval "

@@ -19,6 +19,8 @@ KNOWN_FIELDS = {"id", "video", "captions", "negatives"}
 #: events in another order or the temporally opposite action, a wrong caption; ``negated``: a right
 #: caption with a negation, NegBench-style); ``chiral_group`` names a set of temporally opposite
 #: actions (e.g. ``door``) and ``chiral_action`` the item's own (``opening``), for chiral galleries.
+#: ``group`` names the source an item shares with others (several clips of one scene): each best
+#: cell's shuffled-pairing null then shuffles within groups (``analysis/null.py``).
 NEGATIVES_KINDS = ("temporal", "negated")
 CHIRAL_FIELDS = ("chiral_group", "chiral_action")
 #: bytes read from each end of a video file for its content fingerprint

@@ -6,6 +6,8 @@ import json
 
 import numpy as np
 
+from analysis.null import NULL_ALPHA, beyond_chance  # noqa: F401  (NULL_ALPHA: callers know it from here)
+
 
 def named_layers(config) -> dict[int, str]:
     """The named layers of a run (``{13: "default", 14: "joint"}``) from its config (a dict or JSON
@@ -133,8 +135,6 @@ def describe_pick(model: str, pick: dict, n_layers: int, what: str, *, samples: 
 #: margin a real gain is reported as a tie, with its value and interval.
 PRACTICAL_MARGIN = 0.02
 
-#: a best cell whose shuffled-pairing null p-value is at least this shows no alignment beyond chance
-NULL_ALPHA = 0.05
 
 #: verdict statuses: ``recommend`` (use layer N), ``last`` (the last layer is best), ``default``
 #: (keep the model's own output: the pick is below it), ``tie`` (the gain is not shown or too small),
@@ -268,7 +268,7 @@ def layer_verdict(curves: dict[str, np.ndarray], higher_is_better: dict[str, boo
 
     Voters: every curve except those in ``controls`` (alignment with a random-init model: a
     baseline, never a vote) and alignment curves whose best cell shows no alignment beyond chance
-    (``nulls[m]["p"] >= NULL_ALPHA``). Each voter's pick is its best layer among ``1..last_layer``
+    (:func:`analysis.null.beyond_chance` false: ``p > NULL_ALPHA``). Each voter's pick is its best layer among ``1..last_layer``
     (layer 0 is the embedding output; degenerate and undefined (NaN) layers are never picked;
     ties go to the deepest layer); the candidate is the layer most voters pick (a tie in votes goes
     to the deeper layer). Its *lead* metric is an agreeing voter with paired resamples, the one with
@@ -323,7 +323,7 @@ def layer_verdict(curves: dict[str, np.ndarray], higher_is_better: dict[str, boo
         raise ValueError(f"last_layer {last_layer} is outside 1..{n_layers - 1}")
     ctrl = sorted(m for m in set(controls) if m in arrays)
     chance = {m: dict(nl) for m, nl in (nulls or {}).items()
-              if m in arrays and m not in ctrl and nl and nl.get("p") is not None and nl["p"] >= NULL_ALPHA}
+              if m in arrays and m not in ctrl and nl and nl.get("p") is not None and not beyond_chance(nl)}
     voters = {m: v for m, v in arrays.items() if m not in ctrl and m not in chance}
     picks, undefined = _metric_picks(voters, higher_is_better, last, bad)
     d = default_layer if default_layer is not None and 0 <= default_layer < n_layers else None

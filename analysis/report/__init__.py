@@ -22,6 +22,7 @@ from analysis.storage import results as R
 from analysis import views
 from analysis.methods.layer_selection import describe_pick
 from analysis.methods.scaling import undetermined_params
+from analysis.null import beyond_chance
 
 SECTIONS = ("summary", "heatmaps", "layer_curves", "scaling", "model_map", "downstream", "predictors", "temporal")
 
@@ -109,7 +110,9 @@ def _dataset_section(con, ds, chosen, references, labels, ov) -> dict:
                 "layer": g["best_a"] if a_is_m else g["best_b"], "ref_layer": g["best_b"] if a_is_m else g["best_a"],
                 "final_layer_value": float(finite.max()) if len(finite) else None, "n_frames": g["n_frames"],
                 "n_captions": g["n_captions"], "result_id": g["result_id"],
-                "note": (g.get("flags") or {}).get("best") or ""}
+                "note": (g.get("flags") or {}).get("best") or "",
+                # the best cell against the grid maximum under shuffled pairings (None: not computed)
+                "null": views.grid_null(g)}
             # the reference is its text side: a dual encoder's curve is "alignment with <ref> [text]"
             name = next((n for n in (f"alignment with {ref} [text]", f"alignment with {ref}") if c and n in c["picks"]),
                         None)
@@ -239,6 +242,15 @@ def _spec(chart) -> dict:
     return chart.to_dict()
 
 
+def _null_cell(null: dict | None) -> str:
+    """A best cell's shuffled-pairing null in a table cell: verdict, p and the null's 95th percentile."""
+    if not null:
+        return "—"
+    verdict = "beyond chance" if beyond_chance(null) else "not beyond chance"
+    return (f"{verdict}: p = {_fmt(null['p'])}, {_fmt(null['q95'])} "
+            f"({null['n_perm']} shuffles{', grouped' if null.get('grouped') else ''})")
+
+
 def _heatmap_spec(h) -> dict:
     G = np.asarray(h["grid"])
     a, b = np.meshgrid(range(G.shape[0]), range(G.shape[1]), indexing="ij")
@@ -255,6 +267,10 @@ def _heatmap_spec(h) -> dict:
         base.transform_filter(alt.datum.best).mark_rect(fill=None, stroke="#e4572e", strokeWidth=3) + \
         base.transform_filter("!isValid(datum.value)").mark_rect(color="#c8c8c8") + \
         base.transform_filter(alt.datum.degenerate).mark_text(text="×", color="#d62728", fontSize=12)
+    df["beyond_null"] = views.beyond_null_cells({**h, "grid": G}).ravel() & ~df["degenerate"].to_numpy()
+    if df["beyond_null"].any():  # the null's rule: cells past its 95th percentile, outlined (as on the page)
+        chart += base.transform_filter(alt.datum.beyond_null).mark_rect(fill=None, stroke="white", strokeWidth=1,
+                                                                         strokeDash=[2, 2])
     return _spec(chart.properties(width=360, height=280))
 
 
@@ -427,13 +443,17 @@ def _summary_html(summary) -> str:
             out.append(f"<tr><td>{_e(m['label'])}</td><td>{_e(metric)}</td><td>{p['layer']}</td><td>{_fmt(p['value'])}"
                        f"</td><td>{_fmt(p['final_value'])}</td><td>{p['from_final']}</td></tr>")
     out.append("</table><table><tr><th>model</th><th>reference</th><th>best alignment</th><th>95% CI</th>"
-               "<th>layer pair</th><th>final layer's best</th></tr>")
+               "<th>shuffled null (p, 95th pct.)</th><th>layer pair</th><th>final layer's best</th></tr>")
     for m in summary["models"]:
         for ref, a in m["alignment"].items():
             out.append(f"<tr><td>{_e(m['label'])}</td><td>{_e(ref)}</td><td>{_fmt(a['value'])}</td>"
-                       f"<td>{_fmt(a['ci'][0])}–{_fmt(a['ci'][1])}</td><td>({a['layer']}, {a['ref_layer']})</td>"
-                       f"<td>{_fmt(a['final_layer_value'])}</td></tr>")
+                       f"<td>{_fmt(a['ci'][0])}–{_fmt(a['ci'][1])}</td><td>{_e(_null_cell(a.get('null')))}</td>"
+                       f"<td>({a['layer']}, {a['ref_layer']})</td><td>{_fmt(a['final_layer_value'])}</td></tr>")
     out.append("</table>")
+    if any(a.get("null") for m in summary["models"] for a in m["alignment"].values()):
+        out.append("<p class='note'>Shuffled null: the best cell is a maximum over every layer pair, so it is "
+                   "tested against the same maximum when the items are paired at random; p ≤ 0.05 is alignment "
+                   "beyond chance, above it none. Chance k/(N−1) is the analytic level of one cell.</p>")
     return "".join(out)
 
 
@@ -618,11 +638,13 @@ def render_markdown(report: dict) -> str:
         lines += [f"## {e(d['dataset'])} ({d['n_items']} items)", ""]
         for s in d["sections"].get("summary", {}).get("sentences", []):
             lines.append(f"- {e(s)}")
-        lines += ["", "| model | reference | best alignment | 95% CI | layers |", "|---|---|---|---|---|"]
+        lines += ["", "| model | reference | best alignment | 95% CI | shuffled null (p, 95th pct.) | layers |",
+                  "|---|---|---|---|---|---|"]
         for m in d["sections"].get("summary", {}).get("models", []):
             for ref, a in m["alignment"].items():
                 lines.append(f"| {e(m['label'])} | {e(ref)} | {_fmt(a['value'])} | {_fmt(a['ci'][0])}–"
-                             f"{_fmt(a['ci'][1])} | ({a['layer']}, {a['ref_layer']}) |")
+                             f"{_fmt(a['ci'][1])} | {e(_null_cell(a.get('null')))} | "
+                             f"({a['layer']}, {a['ref_layer']}) |")
         lines += _scaling_md(d["sections"].get("scaling"))
         lines += _predictors_md(d["sections"].get("predictors"))
         t = d["sections"].get("temporal") or {}

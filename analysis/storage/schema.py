@@ -118,7 +118,9 @@ TABLES: list[tuple[str, list[tuple[str, str, str]], str]] = [
         ("n_boot", "INTEGER", "bootstrap resamples behind the interval (0: none)"),
         ("flags", "JSON", "degenerate input: {degenerate_a/_b: {layer: reason}, best: why no best cell "
                           "(best_* NULL), interval: why no interval, best_caveat: a best layer that keeps "
-                          "few of the distinctions its run's other layers make}; {} when healthy"),
+                          "few of the distinctions its run's other layers make}; {} when healthy; and "
+                          "null: {p, q95, n_perm, grouped}, the best cell's shuffled-pairing null "
+                          "(analysis/null.py) when --null-perms > 0, else null_skipped: why none"),
         ("input_key", "VARCHAR", "hash of the input runs' ids and finish times: a change means recompute"),
         ("computed", "TIMESTAMP", "when it was computed"),
     ], ""),

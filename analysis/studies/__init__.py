@@ -81,7 +81,7 @@ def _resolve(con, given: dict) -> Settings:
             continue
         if name in ("metrics", "references"):
             value = tuple(value)
-        elif name in ("k", "n_boot", "seed", "reorder_k", "maps"):
+        elif name in ("k", "n_boot", "seed", "reorder_k", "maps", "n_null"):
             value = int(value)
         setattr(s, name, value)
     return s
@@ -137,7 +137,7 @@ def analyze_store(store, options: AnalyzeOptions | None = None, *, progress: boo
     ``options`` (:class:`AnalyzeOptions`, with keyword ``overrides`` of its fields on top): settings
     left ``None`` are the store's own (from its last analysis), else the defaults (k=10,
     mutual_knn/cka/cknna, every text model as reference, 200 resamples, seed 0, clamp off, reorder
-    k=5, downstream setting ``paper``); the settings used are saved for the next run. ``jobs``
+    k=5, downstream setting ``paper``, 200 shuffled pairings per best cell); the settings used are saved for the next run. ``jobs``
     processes share independent work (each process, this one included, computes on one BLAS thread,
     so results are the same bits whatever ``jobs``); ``executor`` runs it elsewhere instead (see
     :mod:`analysis.studies.parallel`; ``layerscope sweep run --ray`` passes a Ray one).

@@ -30,6 +30,7 @@ from analysis.registry import get_metric
 from analysis.storage.store import connect
 from analysis.methods.temporal import REORDER_K
 from analysis.studies.engine import LRU, Engine
+from analysis.null import NULL_PERMUTATIONS
 
 #: bump when a result payload changes shape (or its values' arithmetic); cached results of another
 #: version are cleared. 6: grids carry ``flags["best_caveat"]``; CKNNA's cosines and LID's
@@ -49,7 +50,7 @@ DEFAULT_METRICS = ("mutual_knn", "cka", "cknna")
 DOWNSTREAM_SETTINGS = ("paper", "largest")
 #: settings that change numbers, stored in the store and part of every result's key
 STORED = ("k", "metrics", "references", "n_boot", "seed", "clamp", "reorder_k", "downstream_setting", "maps",
-          "knn")
+          "knn", "n_null")
 #: neighbour search of the k-NN metrics: exact (float32 candidates, float64 re-rank) or ann (faiss;
 #: its measured recall goes into each grid's flags)
 KNN_SEARCH = ("exact", "ann")
@@ -73,6 +74,8 @@ class Settings:
     downstream_setting: str = "paper"  # which runs downstream correlation uses: paper | largest
     maps: int = DEFAULT_MAPS  # default embedding maps per dataset (0: none)
     knn: str = "exact"  # neighbour search of the k-NN metrics: exact | ann
+    #: shuffled pairings behind each best cell's selection-aware null (0: none); see analysis/null.py
+    n_null: int = NULL_PERMUTATIONS
     jobs: int = 1
 
     def check(self) -> None:
@@ -96,6 +99,8 @@ class Settings:
                 from analysis.metrics.neighbors import INSTALL_FAISS
 
                 raise ValueError(f"--knn ann: {INSTALL_FAISS}; or pass --knn exact") from None
+        if self.n_null < 0:
+            raise ValueError(f"--null-perms must be 0 (off) or a positive count, got {self.n_null}")
         if self.maps < 0:
             raise ValueError(f"--maps must be 0 (none) or a positive count, got {self.maps}")
         if self.jobs < 1:
@@ -137,6 +142,7 @@ class AnalyzeOptions:
     downstream_setting: str | None = None
     maps: int | None = None
     knn: str | None = None
+    n_null: int | None = None
     datasets: tuple | None = None
     jobs: int = 1
 

@@ -22,6 +22,7 @@ from analysis.registry import get_metric
 from analysis.studies.context import MAX_BOOT, Context, DatasetRuns
 from analysis.studies.engine import prepared_by
 from analysis.studies.parallel import run_tasks
+from analysis.null import selection_null, unshufflable
 
 
 def pair_list(d: DatasetRuns, metrics, blocks=None) -> list[tuple]:
@@ -54,22 +55,45 @@ def pair_list(d: DatasetRuns, metrics, blocks=None) -> list[tuple]:
     return out
 
 
-def result_keys(ctx: Context, a, b, metric) -> tuple[str, str]:
+def result_keys(ctx: Context, a, b, metric, groups=None) -> tuple[str, str]:
     s = ctx.settings
     params = s.params_for(metric)
     rid = ctx.rid("grid", a["run_id"], b["run_id"], metric, params)
-    ikey = R.key(a["run_id"], a["finished"], b["run_id"], b["finished"], s.n_boot, s.seed)
+    # the null's shuffles (their count, and the groups they respect) are inputs of the stored row too
+    null = (s.n_null, None if groups is None else R.key(*groups)) if s.n_null else ()
+    ikey = R.key(a["run_id"], a["finished"], b["run_id"], b["finished"], s.n_boot, s.seed, *null)
     return rid, ikey
 
 
-def score_pair(engine, run_a: str, run_b: str, metric: str, params: dict, n_boot: int, seed: int) -> dict:
-    """The grid, its best cell, the best cell's bootstrap interval and the degenerate-input flags.
+def item_groups(ctx: Context, dataset: str) -> np.ndarray | None:
+    """``(N,)`` group label of each item from the manifest's ``group`` field (kept in the items'
+    metadata: several clips of one source video share one), for grouped null shuffles; None when
+    no item shares its group with another (every shuffle is then plain)."""
+    from analysis.null import has_groups
+
+    rows = ctx.con.execute("SELECT idx, json_extract_string(metadata, '$.group') FROM items WHERE dataset = ? "
+                           "ORDER BY idx", [dataset]).fetchall()
+    if not rows or all(g is None for _, g in rows):
+        return None
+    # an item without a group is a group of its own (shuffled among the other lone items)
+    labels = np.array([f"g:{g}" if g is not None else f"item:{i}" for i, g in rows])
+    return labels if has_groups(labels) else None
+
+
+def score_pair(engine, run_a: str, run_b: str, metric: str, params: dict, n_boot: int, seed: int,
+               n_null: int = 0, groups=None) -> dict:
+    """The grid, its best cell, the best cell's bootstrap interval, its shuffled-pairing null and the
+    degenerate-input flags.
 
     Cells on a degenerate layer of either run (collapsed, rank 1: neighbours and kernels are
     undefined there) are flagged and never best; a flat grid has no best cell. Then ``best_*``
     are None and ``flags["best"]`` says why; ``flags["interval"]`` says why an interval is missing;
     ``flags["best_caveat"]`` names a best layer that keeps few of the distinctions its run's other
-    layers make (:func:`analysis.metrics.degenerate.lost_distinctions`).
+    layers make (:func:`analysis.metrics.degenerate.lost_distinctions`). With ``n_null`` shuffles, ``flags["null"]``
+    is the best cell's selection-aware null ``{"p", "q95", "n_perm", "grouped"}``
+    (:func:`analysis.null.selection_null`: the grid maximum under random item pairings, the same
+    degenerate cells excluded; ``groups`` shuffles within the items' groups), or ``flags["null_skipped"]``
+    says why there is none (:func:`analysis.null.unshufflable`).
     """
     grid = engine.grid(run_a, run_b, metric, **params)
     spec = get_metric(metric)
@@ -103,6 +127,16 @@ def score_pair(engine, run_a: str, run_b: str, metric: str, params: dict, n_boot
                if (note := lost_distinctions(engine.status(run), layer))]
     if caveats:
         flags["best_caveat"] = "; ".join(caveats)
+    if n_null >= 1:
+        # the states the grid was scored from, relabelled per shuffle: no search or Gram is rebuilt
+        sa, sb = engine.states(run_a, metric, **params), engine.states(run_b, metric, **params)
+        skip = unshufflable(sa[0]) or unshufflable(sb[0])
+        if skip:
+            flags["null_skipped"] = skip
+        else:
+            flags["null"] = selection_null(spec.kernel, sa, sb, value, invalid=invalid,
+                                           higher_is_better=spec.higher_is_better is not False, n_perm=n_null,
+                                           seed=seed, groups=groups)
     if n_boot >= 2:
         k = derived_lists_k(metric, params)  # exact k-NN metrics: the engine keeps each layer's lists
         spaces = None if k is None else tuple(engine.resample_space(r, layer, k, n_boot)
@@ -125,12 +159,13 @@ def run(ctx: Context, d: DatasetRuns) -> list[tuple]:
                  f"text: {len(d.text)}); grids, scaling and temporal alignment need both")
     s = ctx.settings
     pairs = pair_list(d, s.metrics, ctx.engine.blocks if s.jobs == 1 else None)
+    groups = item_groups(ctx, d.name) if s.n_null else None
     stale = []
     for kind, a, b, metric in pairs:
-        rid, ikey = result_keys(ctx, a, b, metric)
+        rid, ikey = result_keys(ctx, a, b, metric, groups)
         if ctx.fresh("grids", "result_grids", rid, ikey):
             stale.append((kind, a, b, metric, rid, ikey))
-    tasks = [(a["run_id"], b["run_id"], metric, s.params_for(metric), s.n_boot, s.seed)
+    tasks = [(a["run_id"], b["run_id"], metric, s.params_for(metric), s.n_boot, s.seed, s.n_null, groups)
              for _, a, b, metric, _, _ in stale]
     if tasks:
         ctx.log(f"grids {d.name}: {len(tasks)} of {len(pairs)} to compute")

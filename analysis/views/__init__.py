@@ -21,6 +21,7 @@ from analysis.views.nuance import same_space_studies  # noqa: F401  (pages read 
 from analysis.registry import REGISTRY
 from analysis.methods.scaling import FORMS, predict_from_params, undetermined_params
 from analysis.storage.schema import TABLE_NAMES, stored_version
+from analysis.null import beyond_chance
 
 # ---------------------------------------------------------------- text
 
@@ -244,7 +245,65 @@ def grid_long(g: dict) -> pd.DataFrame:
     near = near_best_cells(g)
     df["near_best"] = near.ravel() & ~df["degenerate"].to_numpy()
     df.loc[df["near_best"], "note"] = "within the best cell's 95% interval: not distinguishable from it by that interval"
+    df["beyond_null"] = beyond_null_cells(g).ravel() & ~df["degenerate"].to_numpy()
     return df
+
+
+def grid_null(g: dict) -> dict | None:
+    """The best cell's shuffled-pairing null stored with the grid (``flags["null"]``: ``p``, ``q95``,
+    ``n_perm``, ``grouped``; :func:`analysis.null.selection_null`), as a dict or JSON text, also
+    looked for on the row itself and in a ``payload``; None when there is none (switched off, no best
+    cell, or a grid from before the null was computed)."""
+    for where in (g.get("flags"), g, g.get("payload")):
+        if isinstance(where, str):
+            try:
+                where = json.loads(where)
+            except ValueError:
+                continue
+        null = where.get("null") if isinstance(where, dict) else None
+        if isinstance(null, str):
+            try:
+                null = json.loads(null)
+            except ValueError:
+                null = None
+        if isinstance(null, dict) and null.get("p") is not None:
+            return null
+    return None
+
+
+def beyond_null_cells(g: dict) -> np.ndarray:
+    """``(n_rows, n_cols)`` bool: finite cells past the shuffled-pairing null's 95th percentile
+    (above it when higher is better, below when lower is): values the grid maximum reaches under
+    random item pairings less than 5% of the time. All False without a stored null."""
+    G = np.asarray(g["grid"], dtype=np.float64)
+    null = grid_null(g)
+    if null is None or null.get("q95") is None or not np.isfinite(null["q95"]):
+        return np.zeros(G.shape, dtype=bool)
+    spec = REGISTRY.get(g.get("metric"))
+    with np.errstate(invalid="ignore"):
+        out = G < null["q95"] if spec is not None and spec.higher_is_better is False else G > null["q95"]
+    return out & np.isfinite(G)
+
+
+def null_rule_text(g: dict, n_beyond: int) -> str:
+    """The heatmap's caption for its null rule: which cells are outlined and the best cell's verdict."""
+    null = grid_null(g)
+    return (f"White dotted outline: {n_beyond} cell(s) past {fmt_number(null['q95'])}, the 95th percentile of this "
+            f"grid's best value when the items are paired at random ({null['n_perm']} shuffles"
+            f"{', within groups' if null.get('grouped') else ''}; the maximum over all layer pairs, so the "
+            f"selection is counted). Best cell: {null_text(null)}.")
+
+
+def null_text(null: dict | None) -> str:
+    """One clause on a best cell against its shuffled-pairing null: the verdict, p, and the null's
+    95th percentile ("" without a null). ``p <= NULL_ALPHA`` (0.05): beyond what the grid maximum
+    reaches under random pairings; else "no alignment beyond chance" (DESIGN §9: the best cell is a maximum)."""
+    if not null:
+        return ""
+    how = f"{null['n_perm']} {'within-group ' if null.get('grouped') else ''}shuffled pairings"
+    verdict = "beyond chance" if beyond_chance(null) else "no alignment beyond chance"
+    return (f"{verdict}: p = {fmt_number(null['p'])} against the grid maximum under {how} "
+            f"(its 95th percentile {fmt_number(null['q95'])})")
 
 
 def near_best_cells(g: dict) -> np.ndarray:
@@ -278,6 +337,10 @@ def best_cell_text(g: dict, model_a: str, model_b: str) -> str:
         text += f" (95% CI {fmt_number(g['ci_low'])}–{fmt_number(g['ci_high'])}, {g['n_boot']} resamples)"
     elif flags.get("interval"):
         text += f" (no interval: {flags['interval']})"
+    if grid_null(g):
+        text += f"; {null_text(grid_null(g))}"
+    elif flags.get("null_skipped"):
+        text += f"; {flags['null_skipped']}"
     n_deg = len(flags.get("degenerate_a") or {}) + len(flags.get("degenerate_b") or {})
     if n_deg:
         text += f"; {n_deg} degenerate layer(s) marked and excluded"
@@ -396,6 +459,33 @@ def curve_intervals(con, dataset) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["model", "metric", "layer", "depth", "low", "high", "n_boot"])
 
 
+def curve_null_levels(con, dataset) -> pd.DataFrame:
+    """The shuffled-pairing null of each alignment curve's source grid: per model and curve, the
+    null's 95th percentile ``q95`` of the grid maximum (a rule the curve's peak must clear), ``p`` of
+    the best cell, ``n_perm`` and ``grouped``. The curve is a row maximum, whose own null lies at or
+    below the grid maximum's, so the rule is conservative for layers other than the best."""
+    choices = layer_choices(con, dataset)
+    grids = R.read_grids(con, dataset=dataset, metric="mutual_knn") if has_table(con, "result_grids") else []
+    by_id = {g["result_id"]: g for g in grids}
+    rows = []
+    for model, p in choices.items():
+        for metric, (g, _) in _alignment_sources(p, p.get("curves") or {}, grids, by_id).items():
+            null = grid_null(g)
+            if null is not None and null.get("q95") is not None and np.isfinite(null["q95"]):
+                rows.append({"model": model, "metric": metric, "q95": float(null["q95"]), "p": float(null["p"]),
+                             "n_perm": int(null["n_perm"]), "grouped": bool(null.get("grouped"))})
+    return pd.DataFrame(rows, columns=["model", "metric", "q95", "p", "n_perm", "grouped"])
+
+
+def null_levels_text(nulls: pd.DataFrame, labels: dict) -> str:
+    """A caption for the dotted null rules of the layer curves: what they are and each model's p."""
+    parts = [f"{labels.get(r.model, r.model)}: p = {fmt_number(r.p)}" + (" (grouped)" if r.grouped else "")
+             for r in nulls.itertuples()]
+    return ("Dotted rules: each model's shuffled-pairing null, the 95th percentile of its grid's best value when "
+            "the items are paired at random (the maximum over all layer pairs, so it already counts the "
+            f"selection); a peak below its rule is no alignment beyond chance. Best cells: {'; '.join(parts)}.")
+
+
 def dataset_context(con, dataset) -> dict:
     """What a chart needs to place baselines: ``n_items`` of the dataset and the analysis ``k``
     (from its mutual k-NN grids; None when there are none)."""
@@ -415,27 +505,6 @@ VERDICT_RULE = (
     "intervals exclude zero and both gains reach the practical margin of {margin:.0%}; otherwise a tie. A pick "
     "below the default output is never recommended over it. Random-init models are controls: shown, never "
     "recommended.").format(margin=PRACTICAL_MARGIN)
-
-
-def grid_null(g: dict) -> dict | None:
-    """The shuffled-pairing null of a grid's best cell, ``{"p", "q95", "n_perm"}``, where the grid
-    row carries one (a ``null`` column or key, as a dict or JSON text; also looked for in its
-    ``payload`` and ``flags``); None when the analysis computed none."""
-    for where in (g, g.get("payload"), g.get("flags")):
-        if isinstance(where, str):
-            try:
-                where = json.loads(where)
-            except ValueError:
-                continue
-        nl = where.get("null") if isinstance(where, dict) else None
-        if isinstance(nl, str):
-            try:
-                nl = json.loads(nl)
-            except ValueError:
-                nl = None
-        if isinstance(nl, dict) and nl.get("p") is not None:
-            return nl
-    return None
 
 
 def verdicts(con, dataset) -> list[dict]:
@@ -1104,10 +1173,13 @@ def baseline_rules(rules, field: str) -> list:
 
 
 def curves_chart(data: pd.DataFrame, metric: str, *, labels: dict, marks: pd.DataFrame | None = None,
-                 intervals: pd.DataFrame | None = None, rules=(), title: dict | None = None, height: int = 380):
+                 intervals: pd.DataFrame | None = None, rules=(), title: dict | None = None, height: int = 380,
+                 null_levels: pd.DataFrame | None = None):
     """Per-layer curves on relative depth: one line per model (legend by model label, "(random
     init)" included), the recommended layers as diamonds, flagged values ringed, stored intervals
-    as error bars, and reference rules (chance, bounds) dashed."""
+    as error bars, reference rules (chance, bounds) dashed, and each model's shuffled-pairing null
+    (``null_levels`` rows of :func:`curve_null_levels`: the 95th percentile of the grid maximum
+    under random pairings) dotted in the model's colour."""
     alt = _alt()
     d = data.assign(model=data["model"].map(lambda m: labels.get(m, m)))
     tips = ["model", "layer", alt.Tooltip("value:Q", format=".4g")] + (["note"] if "note" in d else [])
@@ -1132,6 +1204,12 @@ def curves_chart(data: pd.DataFrame, metric: str, *, labels: dict, marks: pd.Dat
         if len(flagged):  # a value that needs a note (collapsed layer, duplicates merged) is ringed
             layers.append(alt.Chart(flagged).mark_point(size=260, shape="circle", color="#d62728", filled=False)
                           .encode(x="depth:Q", y="value:Q", tooltip=["model", "layer", "value", "note"]))
+    if null_levels is not None and len(null_levels):
+        nl = null_levels.assign(model=null_levels["model"].map(lambda m: labels.get(m, m)))
+        layers.append(alt.Chart(nl).mark_rule(strokeDash=[2, 3], strokeWidth=1.5).encode(
+            y="q95:Q", color="model:N",
+            tooltip=["model", alt.Tooltip("q95:Q", format=".4g", title="shuffled null, 95th percentile"),
+                     alt.Tooltip("p:Q", format=".3g", title="best cell p"), alt.Tooltip("n_perm:Q", title="shuffles")]))
     layers += baseline_rules(rules, "value")
     chart = alt.layer(*layers).properties(height=height)
     return chart.properties(title=title) if title else chart

@@ -87,3 +87,21 @@ def test_curve_notes_are_grouped_per_model_and_note():
                          "note": ["LID on 4 distinct of 6 items", "LID on 4 distinct of 6 items", "", ""]})
     assert flag_lines(data) == ["a: LID on 4 distinct of 6 items (layers 0, 1)", "b: undefined (layer 0)"]
 
+
+
+def test_the_heatmap_draws_the_shuffled_null_and_never_on_degenerate_cells(collapsed_store, monkeypatch):
+    """Issue #29, item 5: cells past the null's 95th percentile are outlined, the caption says the
+    best cell's p; a degenerate cell is never one of them, as it is never best."""
+    at = app(collapsed_store, monkeypatch, "heatmap", {"a": "vid", "b": "txt", "metric": "mutual_knn"})
+    _, values = _heat_data(at)
+    beyond = {(v["layer_a"], v["layer_b"]) for v in values if v.get("beyond_null")}
+    assert beyond and all(a >= 2 for a, _ in beyond)  # planted structure: past the null, healthy layers only
+    assert any("White dotted outline" in c.value and "shuffles" in c.value for c in at.caption)
+    assert any("beyond chance\\: p = " in c.value for c in at.caption)  # ":" is Markdown-escaped
+
+
+def test_the_alignment_curves_draw_each_model_s_null_rule(collapsed_store, monkeypatch):
+    at = app(collapsed_store, monkeypatch, "curves", {"metric": "alignment with txt", "models": ["vid"]})
+    spec = json.loads(charts(at)[0].proto.spec)
+    assert any(layer.get("mark", {}).get("strokeDash") == [2, 3] for layer in spec["layer"])
+    assert any("Dotted rules" in c.value for c in at.caption)
