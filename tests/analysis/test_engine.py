@@ -271,7 +271,7 @@ def test_profiles_on_degenerate_layers_equal_the_references(tmp_path):
     from analysis.metrics.single import RANKME_RTOL, rankme, rankme_fast
     from analysis.storage.store import connect
     from analysis.studies.engine import Engine
-    from analysis.studies.threads import params_for, profile
+    from analysis.studies.profiles import params_for, profile
     from precompute.synthetic_store import write_run
 
     rng = np.random.default_rng(5)
