@@ -37,7 +37,11 @@ from analysis.null import NULL_PERMUTATIONS
 #: distances are summed in a new fixed order (values move in the last bits). 7: scaling fits solve
 #: their small systems by Cholesky (fitted exponents move within the search's ~1e-7 resolution).
 #: 8: CKA's packed contractions run on 32-row tiles of 2048 columns (values move in the last bits)
-ANALYSIS_VERSION = 8
+#: 9: verdicts you can defend (issue #29): layer choice stores paired item resamples and its
+#: controls; grids carry a shuffled-pairing null; downstream and predictors read best cells as the
+#: grid study defines them and name model sides; CiA mAP counts one query per action; the whole
+#: analysis computes on one BLAS thread (results no longer depend on --jobs; last bits move)
+ANALYSIS_VERSION = 9
 
 #: resamples for the scaling study's parameter intervals (each one refits the law): at most this
 #: many; the grids study keeps this many of each vision×text best cell's resample scores for them
@@ -50,7 +54,7 @@ DEFAULT_METRICS = ("mutual_knn", "cka", "cknna")
 DOWNSTREAM_SETTINGS = ("paper", "largest")
 #: settings that change numbers, stored in the store and part of every result's key
 STORED = ("k", "metrics", "references", "n_boot", "seed", "clamp", "reorder_k", "downstream_setting", "maps",
-          "knn", "n_null")
+          "knn", "n_null", "null_cka")
 #: neighbour search of the k-NN metrics: exact (float32 candidates, float64 re-rank) or ann (faiss;
 #: its measured recall goes into each grid's flags)
 KNN_SEARCH = ("exact", "ann")
@@ -76,6 +80,8 @@ class Settings:
     knn: str = "exact"  # neighbour search of the k-NN metrics: exact | ann
     #: shuffled pairings behind each best cell's selection-aware null (0: none); see analysis/null.py
     n_null: int = NULL_PERMUTATIONS
+    #: CKA's shuffled null too (off by default: see :meth:`null_for`)
+    null_cka: bool = False
     jobs: int = 1
 
     def check(self) -> None:
@@ -108,6 +114,19 @@ class Settings:
         for m in self.metrics:
             if get_metric(m).kind != "pairwise":
                 raise ValueError(f"analyze grids take pairwise metrics; {m!r} is {get_metric(m).kind}")
+
+    def null_for(self, metric: str) -> tuple[int, str | None]:
+        """``(shuffles, why none)`` of ``metric``'s selection-aware null. k-NN lists and SVCCA bases
+        are relabelled per shuffle at a small fraction of a grid's cost; CKA's packed Grams are
+        re-contracted, so each shuffle costs about one whole grid (200 shuffles: ~30 s for one 13×13
+        pair at N = 1024, against well under a second for its grid), and CKA's null is computed only
+        with ``null_cka`` (``--null-cka``)."""
+        if not self.n_null:
+            return 0, None
+        if get_metric(metric).name == "cka" and not self.null_cka:
+            return 0, ("no shuffled-pairing null: CKA's costs about one grid contraction per shuffle, so it is "
+                       "computed only with --null-cka; mutual k-NN and CKNNA carry one")
+        return self.n_null, None
 
     def params_for(self, metric: str) -> dict:
         """The metric's parameters from the settings. ``knn`` appears only when approximate, so
@@ -143,6 +162,7 @@ class AnalyzeOptions:
     maps: int | None = None
     knn: str | None = None
     n_null: int | None = None
+    null_cka: bool | None = None
     datasets: tuple | None = None
     jobs: int = 1
 

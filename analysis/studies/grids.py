@@ -60,7 +60,8 @@ def result_keys(ctx: Context, a, b, metric, groups=None) -> tuple[str, str]:
     params = s.params_for(metric)
     rid = ctx.rid("grid", a["run_id"], b["run_id"], metric, params)
     # the null's shuffles (their count, and the groups they respect) are inputs of the stored row too
-    null = (s.n_null, None if groups is None else R.key(*groups)) if s.n_null else ()
+    n_null, _ = s.null_for(metric)
+    null = (n_null, None if groups is None else R.key(*groups)) if n_null else ()
     ikey = R.key(a["run_id"], a["finished"], b["run_id"], b["finished"], s.n_boot, s.seed, *null)
     return rid, ikey
 
@@ -81,7 +82,7 @@ def item_groups(ctx: Context, dataset: str) -> np.ndarray | None:
 
 
 def score_pair(engine, run_a: str, run_b: str, metric: str, params: dict, n_boot: int, seed: int,
-               n_null: int = 0, groups=None) -> dict:
+               n_null: int = 0, null_skipped: str | None = None, groups=None) -> dict:
     """The grid, its best cell, the best cell's bootstrap interval, its shuffled-pairing null and the
     degenerate-input flags.
 
@@ -127,7 +128,9 @@ def score_pair(engine, run_a: str, run_b: str, metric: str, params: dict, n_boot
                if (note := lost_distinctions(engine.status(run), layer))]
     if caveats:
         flags["best_caveat"] = "; ".join(caveats)
-    if n_null >= 1:
+    if null_skipped:
+        flags["null_skipped"] = null_skipped
+    elif n_null >= 1:
         # the states the grid was scored from, relabelled per shuffle: no search or Gram is rebuilt
         sa, sb = engine.states(run_a, metric, **params), engine.states(run_b, metric, **params)
         skip = unshufflable(sa[0]) or unshufflable(sb[0])
@@ -165,7 +168,7 @@ def run(ctx: Context, d: DatasetRuns) -> list[tuple]:
         rid, ikey = result_keys(ctx, a, b, metric, groups)
         if ctx.fresh("grids", "result_grids", rid, ikey):
             stale.append((kind, a, b, metric, rid, ikey))
-    tasks = [(a["run_id"], b["run_id"], metric, s.params_for(metric), s.n_boot, s.seed, s.n_null, groups)
+    tasks = [(a["run_id"], b["run_id"], metric, s.params_for(metric), s.n_boot, s.seed, *s.null_for(metric), groups)
              for _, a, b, metric, _, _ in stale]
     if tasks:
         ctx.log(f"grids {d.name}: {len(tasks)} of {len(pairs)} to compute")
