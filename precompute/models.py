@@ -16,6 +16,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from .model_info import ModelInfo  # noqa: F401  (re-exported: loaders, bench and tests import it from here)
 from .video import clip_indices
 
 #: Video families transformers exposes with hidden_states: model_type -> pooling
@@ -52,21 +53,6 @@ RANDOM_SEED = 0
 
 class ModelError(ValueError):
     """A model that cannot be used, with the reason and what would work."""
-
-
-@dataclass
-class ModelInfo:
-    source: str
-    model_type: str
-    modality: str  # video | image | text | mllm
-    pooling: str  # cls | mean | last_token
-    n_layers: int  # including layer 0
-    dim: int
-    params: int
-    native_frames: int | None
-    revision: str
-    random_init: bool
-    config: dict
 
 
 def resolve_device(device: str) -> torch.device:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from .manifest import Item, Manifest
-from .models import ModelInfo
+from .model_info import ModelInfo
 from .writer import StoreWriter
 
 

@@ -14,7 +14,7 @@ from analysis.store import StoreError, connect
 
 from . import __version__
 from .manifest import Manifest
-from .models import ModelInfo
+from .model_info import ModelInfo
 
 
 #: key of each item's video fingerprint in the items table's metadata JSON

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from analysis.store import StoreError, connect, load_embeddings, load_layer, load_run
-from precompute.models import ModelInfo
+from precompute.model_info import ModelInfo
 from precompute.writer import StoreWriter
 
 
