@@ -97,6 +97,7 @@ def test_damaged_store_gives_one_line_for_every_command(good_store, tmp_path, ca
     assert not (tmp_path / "r.html").exists()
 
 
+@pytest.mark.slow  # builds a tiny BERT
 def test_precompute_into_a_damaged_store_gives_one_line(good_store, tmp_path, capsys):
     from precompute import tiny_models
     from tests.precompute.helpers import make_dataset

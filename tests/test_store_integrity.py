@@ -119,6 +119,7 @@ def test_store_that_is_another_kind_of_file_is_refused_untouched(store, tmp_path
     assert digest(target) == before
 
 
+@pytest.mark.slow  # builds a tiny BERT
 def test_precompute_into_a_csv_is_refused_before_any_model_runs(tmp_path, capsys):
     from precompute import tiny_models
     from tests.precompute.helpers import make_dataset

@@ -18,7 +18,7 @@ from analysis.neighbors import knn_search
 from analysis.store import connect
 from analysis.studies import analyze_store
 from precompute.synthetic_store import write_sweep
-from tests.analysis.conftest import quiet
+from tests.helpers import quiet
 
 
 def _reference(X, ix, k):

@@ -13,7 +13,7 @@ from analysis.store import load_embeddings
 from analysis.studies import analyze_store
 from precompute.cli import main
 from precompute.synthetic_store import write_sweep
-from tests.analysis.conftest import SHAPE, quiet
+from tests.helpers import SHAPE, quiet
 
 
 def _tables(path):

@@ -5,7 +5,7 @@ from analysis import neighbors
 from analysis.grid import best_cell, layer_grid, layer_profile
 from analysis.preprocess import clamp_outliers
 from analysis.registry import REGISTRY, metrics_of_kind
-from tests.conftest import planted
+from tests.helpers import planted
 
 
 def stack(n=80, layers=3, d=10, seed=0, same_dim=None):

@@ -14,7 +14,7 @@ from analysis import results as R
 from analysis.schema import create_all
 from analysis.studies import analyze_store
 from analysis.studies.context import Context, Settings
-from tests.analysis.conftest import quiet
+from tests.helpers import quiet
 
 TABLES = ("result_grids", "result_profiles", "result_studies")
 

@@ -1,33 +1,13 @@
 """Every dashboard page driven headlessly with AppTest on stores built by the tests."""
 
-from pathlib import Path
-
 import duckdb
 import pytest
-from streamlit.testing.v1 import AppTest
 
 from analysis.views import choose, layers_from_params, selection_to_layers
+from tests.helpers import app, charts
 
-APP = str(Path(__file__).resolve().parents[2] / "app.py")
 PAGES = ["overview", "heatmap", "curves", "scaling", "model_map", "downstream", "temporal", "neighbours", "predictors",
          "embedding_map"]
-
-
-def app(store, monkeypatch, page="overview", params=None):
-    monkeypatch.setenv("LAYERSCOPE_STORE", str(store))
-    at = AppTest.from_file(APP, default_timeout=120)
-    for k, v in (params or {}).items():
-        at.query_params[k] = v
-    at.run()
-    if page != "overview":
-        at.switch_page(f"pages/{page}.py")
-        at.run()
-    assert not at.exception, [e.value for e in at.exception]
-    return at
-
-
-def charts(at):
-    return at.get("vega_lite_chart")
 
 
 @pytest.mark.parametrize("page", PAGES)

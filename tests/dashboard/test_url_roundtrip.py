@@ -9,7 +9,7 @@ import pyarrow as pa
 import pytest
 
 from analysis import results as R
-from tests.dashboard.test_app import app
+from tests.helpers import app
 
 MS = {"dataset": "moving_shapes"}
 

@@ -12,7 +12,7 @@ import pytest
 from analysis import results as R
 from analysis.registry import REGISTRY
 from precompute.synthetic_store import write_run
-from tests.dashboard.test_app import app, charts
+from tests.helpers import app, charts
 
 NAN = float("nan")
 

@@ -13,6 +13,8 @@ from precompute import ray_backend
 from precompute.cli import main
 from tests.precompute.helpers import make_dataset, stored_contents, write_sweep
 
+pytestmark = pytest.mark.slow  # starts a local Ray instance and builds tiny models
+
 REPO = Path(__file__).resolve().parents[2]
 
 
