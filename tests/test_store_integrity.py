@@ -198,6 +198,7 @@ def shards(tmp_path_factory):
     return paths
 
 
+@pytest.mark.slow  # six merges in subprocesses, five of them killed
 def test_merge_killed_at_any_statement_then_rerun_equals_an_uninterrupted_merge(shards, tmp_path):
     whole = tmp_path / "whole.duckdb"
     r = _merge_subprocess(0, whole, shards)
