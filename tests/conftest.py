@@ -78,3 +78,14 @@ def predictor_stores(tmp_path_factory):
     import_downstream(full, write_downstream_csv(root / "r.csv", rows))
     analyze_store(full, log=lambda m: None)
     return {"bare": bare, "full": full}
+
+
+@pytest.fixture(scope="session")
+def dashboard_store(tmp_path_factory):
+    """The small analysed store named like the demo's (tests/stores.py: write_dashboard_store), built
+    once in seconds; copy it before changing it."""
+    from tests.stores import write_dashboard_store
+
+    store = tmp_path_factory.mktemp("dashboard") / "dashboard.duckdb"
+    write_dashboard_store(store)
+    return store

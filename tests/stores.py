@@ -150,7 +150,8 @@ def write_predictor_store(path, *, collapse=None):
     """The predictor tests' store (dataset ``synthetic``, not analysed): three video models whose layer
     l is ``sqrt(w_l) Z + sqrt(1 - w_l) E_l`` (Z shared with the text model, E_l fresh noise, both
     isotropic N(0, I)): every layer has the same distribution, so RankMe, LID and uniformity cannot
-    tell the layers apart, while alignment with the text model grows with w_l. ``collapse=(model, layer)`` makes that layer one repeated row."""
+    tell the layers apart, while alignment with the text model grows with w_l. ``collapse=(model, layer)``
+    makes that layer one repeated row."""
     N, D = PREDICTOR_ITEMS, PREDICTOR_DIM
     rng = np.random.default_rng(7)
     Z = rng.normal(size=(N, D))
@@ -169,3 +170,48 @@ def write_downstream_csv(path, rows):
     path.write_text("model,task,metric,value,higher_is_better,layer,setting\n"
                     + "".join(",".join(map(str, r)) + "\n" for r in rows))
     return path
+
+
+#: the dashboard store's catalogue, named like the demo's so links and pickers read the same:
+#: model -> (modality, stored layers, dim); MiniLM's 7 layers give grids of another shape
+DASHBOARD_MODELS = {"vit-tiny": ("image", 5, 16), "llama-tiny": ("text", 5, 16),
+                    "all-MiniLM-L6-v2": ("text", 7, 12)}
+#: dataset -> (item id prefix, items)
+DASHBOARD_DATASETS = {"moving_shapes": ("shape", 24), "test_of_time": ("tot", 20)}
+DASHBOARD_BUDGETS = (1, 2, 4)  # n_f of the vision model, n_c of the text models
+
+
+def write_dashboard_store(path) -> None:
+    """A small analysed store shaped like the demo's for the dashboard's page-mechanics tests (built in
+    seconds, no model or video): :data:`DASHBOARD_MODELS` on both :data:`DASHBOARD_DATASETS`, one
+    done run per budget of :data:`DASHBOARD_BUDGETS`, items ``shape0000``... with two captions each,
+    analysed with the default metrics, k=5 and 5 resamples. Layer ``l`` of item ``i`` is
+    ``z_i P_m + (0.5 + |depth_l| + 1/s) e`` (:func:`precompute.synthetic_store.write_sweep`'s recipe),
+    so models agree more at some layers and budgets than at others."""
+    w = StoreWriter(path)
+    try:
+        for d_i, (dataset, (prefix, n)) in enumerate(DASHBOARD_DATASETS.items()):
+            items = [Item(i, f"{prefix}{i:04d}", f"/nonexistent/{prefix}{i}.mkv",
+                          [f"{dataset} caption {i}", f"another caption {i}"]) for i in range(n)]
+            w.put_dataset(dataset, Manifest(f"{dataset}.jsonl", items))
+            latent = np.random.default_rng([d_i, 1]).normal(size=(n, 8))
+            for m_i, (model, (modality, n_layers, dim)) in enumerate(DASHBOARD_MODELS.items()):
+                if d_i == 0:
+                    w.put_model(model, ModelInfo(f"/models/{model}", "toy", modality, "mean", n_layers, dim, 1000,
+                                                 None, "r", True, {}))
+                rng = np.random.default_rng([d_i, m_i])
+                proj = rng.normal(size=(8, dim))
+                depth = np.abs(np.linspace(-1, 1, n_layers))
+                for s in DASHBOARD_BUDGETS:
+                    run = f"{model}-{dataset}-{s}"
+                    vision = modality != "text"
+                    X = np.stack([latent @ proj + (0.5 + depth[l] + 1.0 / s) * rng.normal(size=(n, dim))
+                                  for l in range(n_layers)]).astype(np.float32)
+                    w.start_run(run, model=model, dataset=dataset, modality=modality,
+                                n_frames=s if vision else None, n_captions=None if vision else s,
+                                variant="original", image_mode="frames" if vision else None, pooling="mean",
+                                dtype="float32", device="cpu", n_items=n, n_layers=n_layers, dim=dim, config={})
+                    w.write_batch(run, 0, X, n_done=n, n_items=n)
+    finally:
+        w.close()
+    analyze_store(path, k=5, n_boot=5, log=lambda m: None)
