@@ -129,6 +129,7 @@ def _scaling_payloads(path):
     return {r["subject"]: json.dumps(r["payload"], sort_keys=True) for r in rows}
 
 
+@pytest.mark.slow  # rescoring every resample from scratch
 def test_scaling_intervals_reuse_the_grids_resamples_and_equal_a_rescoring(tmp_path, monkeypatch):
     import analysis.studies.scaling as S
 

@@ -60,6 +60,7 @@ def test_same_space_grids(name):
     np.testing.assert_array_equal(grid, [[spec(a, b, **params) for b in B] for a in A])
 
 
+@pytest.mark.slow  # a grid of many layers
 def test_grid_with_many_layers_spans_several_gemm_tiles():
     A, B = stack(layers=11)
     grid = layer_grid(A, B, metric="cka")

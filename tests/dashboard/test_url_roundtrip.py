@@ -12,6 +12,9 @@ import pytest
 from analysis import results as R
 from tests.helpers import app
 
+#: some 80 AppTest sessions on the dashboard store: CI runs them, the fast tier leaves them out
+pytestmark = pytest.mark.slow
+
 MS = {"dataset": "moving_shapes"}
 
 
