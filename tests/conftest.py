@@ -2,33 +2,15 @@
 
 Tiers: ``python -m pytest -m "not slow"`` is the fast tier for contributors; plain ``python -m pytest``
 (CI) runs everything. A test is ``slow`` when it carries the mark itself (its module's ``pytestmark``
-or a decorator: model builds, Ray, whole pipelines), when it is a ``browser`` test, or when it uses,
-directly or through another fixture, one of :data:`HEAVY_FIXTURES` (marked here at collection, so a
-new test on the demo store joins the slow tier without anyone remembering to mark it).
+or a decorator: model builds, Ray, other processes), when it is a ``browser`` test, or when it uses,
+directly or through another fixture, one of :data:`tests.helpers.HEAVY_FIXTURES` (marked here at
+collection, so a new test on the demo store joins the slow tier without anyone remembering to mark it).
 """
 
 import numpy as np
 import pytest
 
-#: fixture name -> why a test that uses it is slow
-HEAVY_FIXTURES = {
-    "small_demo": "builds, precomputes and analyses the whole --small demo",
-    "tiny": "builds every tiny random model (tests/precompute/conftest.py)",
-    "one_model_store": "builds a tiny ViT and runs precompute and analyze through the CLI",
-    "ray_local": "starts a local Ray instance",
-    "server": "starts the dashboard in a streamlit subprocess",
-}
-
-
-def slow_reason(item) -> str | None:
-    """Why ``item`` belongs to the slow tier, or None: the first heavy fixture in its closure
-    (``item.fixturenames`` holds every fixture it uses, transitively) or its ``browser`` mark."""
-    for name in item.fixturenames:
-        if name in HEAVY_FIXTURES:
-            return f"uses {name}: {HEAVY_FIXTURES[name]}"
-    if item.get_closest_marker("browser") is not None:
-        return "drives a real browser"
-    return None
+from tests.helpers import slow_reason
 
 
 def pytest_collection_modifyitems(config, items):

@@ -1,4 +1,5 @@
-"""Helpers shared by tests (not tests, not fixtures): seeded planted data and a headless chromium.
+"""Helpers shared by tests (not tests, not fixtures): the slow tier's rule, seeded planted data, the
+dashboard under AppTest, reports, and a headless chromium.
 
 Test modules import from here (or from :mod:`tests.stores`, :mod:`tests.reference`), never from
 another ``test_*.py`` or a ``conftest.py``.
@@ -11,6 +12,27 @@ import pytest
 
 #: the dashboard's entry point
 APP = str(Path(__file__).resolve().parents[1] / "app.py")
+
+
+#: fixture name -> why a test that uses it is slow
+HEAVY_FIXTURES = {
+    "small_demo": "builds, precomputes and analyses the whole --small demo",
+    "tiny": "builds every tiny random model (tests/precompute/conftest.py)",
+    "one_model_store": "builds a tiny ViT and runs precompute and analyze through the CLI",
+    "ray_local": "starts a local Ray instance",
+    "server": "starts the dashboard in a streamlit subprocess",
+}
+
+
+def slow_reason(item) -> str | None:
+    """Why ``item`` belongs to the slow tier, or None: the first heavy fixture in its closure
+    (``item.fixturenames`` holds every fixture it uses, transitively) or its ``browser`` mark."""
+    for name in item.fixturenames:
+        if name in HEAVY_FIXTURES:
+            return f"uses {name}: {HEAVY_FIXTURES[name]}"
+    if item.get_closest_marker("browser") is not None:
+        return "drives a real browser"
+    return None
 
 
 def planted(n=120, *, latent=4, dx=12, dy=9, noise=0.3, seed=0):
