@@ -118,3 +118,12 @@ def make_report(store, tmp_path, *extra):
     out = tmp_path / "report.html"
     assert main(["report", "--store", str(store), "--out", str(out), *extra]) == 0
     return out, json.loads(out.with_suffix(".json").read_text()), out.read_text()
+
+
+def error_matrix(commands, kinds, *, fast_command, fast_kind):
+    """``(kind, command)`` cases of an error matrix with the ids two stacked parametrize decorators give
+    (``command-kind``): the fast tier keeps every command with ``fast_kind`` and every kind with
+    ``fast_command``; the other cells are marked slow (CI runs the whole matrix)."""
+    return [pytest.param(kind, command, id=f"{command}-{kind}",
+                         marks=() if fast_kind == kind or fast_command == command else pytest.mark.slow)
+            for command in commands for kind in kinds]

@@ -17,6 +17,7 @@ import pytest
 
 from analysis.schema import embedding_tables
 from precompute.cli import main
+from tests.helpers import error_matrix
 from tests.stores import write_store
 
 REPO = Path(__file__).resolve().parents[1]
@@ -98,8 +99,9 @@ def _foreign_file(path: Path, kind: str):
         pq.write_table(pa.table({"a": [1, 2, 3]}), path)
 
 
-@pytest.mark.parametrize("kind", ["csv", "json", "parquet"])
-@pytest.mark.parametrize("command", ["runs", "analyze", "merge", "downstream", "report", "migrate", "dashboard"])
+@pytest.mark.parametrize("kind, command", error_matrix(
+    ["runs", "analyze", "merge", "downstream", "report", "migrate", "dashboard"], ["csv", "json", "parquet"],
+    fast_command="runs", fast_kind="csv"))
 def test_store_that_is_another_kind_of_file_is_refused_untouched(store, tmp_path, capsys, monkeypatch, kind, command):
     import precompute.dashboard
 
