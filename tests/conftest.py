@@ -1,19 +1,22 @@
+"""Session fixtures and the test tiers.
+
+Tiers: ``python -m pytest -m "not slow"`` is the fast tier for contributors; plain ``python -m pytest``
+(CI) runs everything. A test is ``slow`` when it carries the mark itself (its module's ``pytestmark``
+or a decorator: model builds, Ray, other processes), when it is a ``browser`` test, or when it uses,
+directly or through another fixture, one of :data:`tests.helpers.HEAVY_FIXTURES` (marked here at
+collection, so a new test on the demo store joins the slow tier without anyone remembering to mark it).
+"""
+
 import numpy as np
 import pytest
 
-
-def planted(n=120, *, latent=4, dx=12, dy=9, noise=0.3, seed=0):
-    """Two views of one latent structure: X = Z A + e, Y = Z B + e (paired rows)."""
-    rng = np.random.default_rng(seed)
-    Z = rng.normal(size=(n, latent))
-    X = Z @ rng.normal(size=(latent, dx)) + noise * rng.normal(size=(n, dx))
-    Y = Z @ rng.normal(size=(latent, dy)) + noise * rng.normal(size=(n, dy))
-    return X, Y
+from tests.helpers import slow_reason
 
 
-def random_rotation(d, seed):
-    Q, R = np.linalg.qr(np.random.default_rng(seed).normal(size=(d, d)))
-    return Q * np.sign(np.diag(R))
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if item.get_closest_marker("slow") is None and (why := slow_reason(item)):
+            item.add_marker(pytest.mark.slow(reason=why))
 
 
 @pytest.fixture
@@ -33,30 +36,46 @@ def small_demo(tmp_path_factory):
     return store
 
 
-CHROMIUM_FLAGS = ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                  "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-quic")
-
-
-def chromium_driver(profile_dir, *, window="1400,1000", offline=False):
-    """Debian's chromium under selenium with the flags this workplace needs; fails (not skips) when absent."""
-    import os
+@pytest.fixture(scope="session")
+def predictor_stores(tmp_path_factory):
+    """The predictor store (tests/stores.py) analysed: ``bare`` without per-layer downstream results,
+    ``full`` with a planted task and a fabricated one; copy them before changing them."""
     import shutil
 
-    chromium = shutil.which("chromium") or "/usr/bin/chromium"
-    driver_path = shutil.which("chromedriver") or "/usr/bin/chromedriver"
-    if not (os.path.exists(chromium) and os.path.exists(driver_path)):
-        pytest.fail("browser tests need Debian's chromium and chromium-driver (apt-get install -y chromium "
-                    "chromium-driver), or deselect them with -m 'not browser'")
-    from selenium import webdriver
-    from selenium.webdriver.chrome.service import Service
+    from analysis.storage.downstream_import import import_downstream
+    from analysis.studies import analyze_store
+    from tests.stores import SHARE, write_downstream_csv, write_predictor_store
 
-    opts = webdriver.ChromeOptions()
-    opts.binary_location = chromium
-    for flag in CHROMIUM_FLAGS + (f"--window-size={window}", f"--user-data-dir={profile_dir}"):
-        opts.add_argument(flag)
-    driver = webdriver.Chrome(service=Service(driver_path), options=opts)
-    if offline:
-        driver.execute_cdp_cmd("Network.enable", {})
-        driver.execute_cdp_cmd("Network.emulateNetworkConditions", {"offline": True, "latency": 0,
-                                                                    "downloadThroughput": 0, "uploadThroughput": 0})
-    return driver
+    root = tmp_path_factory.mktemp("pred_page")
+    bare = root / "bare.duckdb"
+    write_predictor_store(bare)
+    analyze_store(bare, k=5, metrics=("mutual_knn",), n_boot=20, log=lambda m: None)
+    full = root / "full.duckdb"
+    shutil.copy(bare, full)
+    rows = []
+    for m, share in SHARE.items():
+        for layer, w in enumerate(share):
+            rows.append((m, "probe", "top1", round(0.2 + 0.6 * w, 4), "true", layer, "linear"))
+            rows.append((m, "made-up task (fabricated)", "err", round(1 - w, 4), "false", layer, "demo"))
+    import_downstream(full, write_downstream_csv(root / "r.csv", rows))
+    analyze_store(full, log=lambda m: None)
+    return {"bare": bare, "full": full}
+
+
+@pytest.fixture(scope="session")
+def dashboard_store(tmp_path_factory):
+    """The small analysed store named like the demo's (tests/stores.py: write_dashboard_store), built
+    once in seconds; copy it before changing it."""
+    from tests.stores import write_dashboard_store
+
+    store = tmp_path_factory.mktemp("dashboard") / "dashboard.duckdb"
+    write_dashboard_store(store)
+    return store
+
+
+@pytest.fixture(scope="session")
+def sides_store(tmp_path_factory):
+    """Tiny class-token models, a dual encoder's two towers and BERT, analysed (:func:`tests.stores.write_sides_store`)."""
+    from tests.stores import write_sides_store
+
+    return write_sides_store(tmp_path_factory.mktemp("sides"))

@@ -1,12 +1,15 @@
-"""Small stores written directly through the store writer (no models, no videos): fast fixtures for
-store-integrity, CLI-error and concurrency tests."""
+"""Small stores written directly through the store writer (no models, no videos), built in well under a
+second: a two-model store for store-integrity, CLI-error and concurrency tests; the same_space study's
+``nuance`` store and the predictor tests' store, both with planted answers."""
 
 from __future__ import annotations
 
 import numpy as np
 
+from analysis.studies import analyze_store
 from precompute.manifest import Item, Manifest
 from precompute.model_info import ModelInfo
+from precompute.synthetic_store import write_run
 from precompute.writer import StoreWriter, run_id_for
 
 #: model name -> (modality, n_layers, dim)
@@ -138,3 +141,182 @@ def write_scaling_studies(con, dataset: str = "toy", n_items: int = 101, grids=N
         R.put_study(con, result_id=subject, study="scaling", dataset=dataset, subject=subject,
                     params={"metric": metric, "k": 10, "n_boot": 0},
                     payload=fit_subject(None, "ra", metric, {"k": 10}, points, 0, 0), input_key="x")
+
+NUANCE_ITEMS, NUANCE_DIM = 40, 8
+#: even items have a negated (true) caption as their negative; odd items a temporal opposite
+NUANCE_NEGATED = set(range(0, NUANCE_ITEMS, 2))
+
+
+def _nuance_arrays():
+    N, D = NUANCE_ITEMS, NUANCE_DIM
+    rng = np.random.default_rng(7)
+    V = rng.normal(size=(3, N, D))
+    V[0] = V[0, :1]  # layer 0 of the video side collapsed (one point)
+    T = rng.normal(size=(3, N, D))
+    T[2] = V[2] + 0.05 * rng.normal(size=(N, D))  # layer 2: captions sit by their videos
+    neg = rng.normal(size=(3, N, D))
+    neg[2] = np.where(np.isin(np.arange(N), list(NUANCE_NEGATED))[:, None],
+                      V[2] + 0.05 * rng.normal(size=(N, D)), -T[2])
+    back = V + 3.0 * rng.normal(size=V.shape)
+    back[1] = V[1]  # layer 1: reversal changes nothing
+    joint_v = rng.normal(size=(N, 6))
+    clip_v = np.zeros((4, N, 10))
+    clip_v[:3] = rng.normal(size=(3, N, 10))
+    clip_v[3, :, :6] = joint_v
+    clip_t = np.zeros((3, N, 8))
+    clip_t[:2] = rng.normal(size=(2, N, 8))
+    clip_t[2, :, :6] = joint_v + 0.3 * rng.normal(size=(N, 6))
+    out = {"V": V, "T": T, "neg": neg, "back": back, "clip_v": clip_v, "clip_t": clip_t}
+    return {k: v.astype(np.float32) for k, v in out.items()}
+
+
+def write_nuance_store(path):
+    """The same_space study's store with planted answers: an MLLM (both sides at every layer) and a dual
+    encoder (a zero-padded joint layer on each tower) on dataset ``nuance``, analysed (k=3, mutual
+    k-NN grids, 20 resamples); returns the arrays."""
+    N, D = NUANCE_ITEMS, NUANCE_DIM
+    P = _nuance_arrays()
+    items = [Item(i, f"it{i}", f"/none/v{i}.mp4", [f"caption {i}"], [f"neg {i}"],
+                  {"negatives_kind": "negated" if i in NUANCE_NEGATED else "temporal",
+                   "chiral_group": f"g{i // 4}", "chiral_action": "up" if i % 4 < 2 else "down"})
+             for i in range(N)]
+    w = StoreWriter(path)
+    try:
+        w.put_dataset("nuance", Manifest("nuance.jsonl", items))
+        w.put_model("mllm", ModelInfo("/m/mllm", "toy", "mllm", "last_token", 3, D, 1, None, "r1", True, {}))
+        w.put_model("clip", ModelInfo("/m/clip", "toy", "video", "cls", 4, 10, 1, None, "r2", True, {}))
+        runs = [("mv", "mllm", "video", 4, None, "original", P["V"], {"side": "video"}),
+                ("mvr", "mllm", "video", 4, None, "reversed", P["back"], {"side": "video"}),
+                ("mt", "mllm", "text", None, 1, "original", P["T"], {"side": "text"}),
+                ("mn", "mllm", "text", None, 1, "negative", P["neg"], {"side": "text"}),
+                ("cv", "clip", "video", 4, None, "original", P["clip_v"],
+                 {"layer_names": {"3": "joint"}, "layer_dims": {"3": 6}}),
+                ("ct", "clip", "text", None, 1, "original", P["clip_t"],
+                 {"layer_names": {"2": "joint"}, "layer_dims": {"2": 6}})]
+        for rid, model, mod, nf, nc, variant, X, cfg in runs:
+            w.start_run(rid, model=model, dataset="nuance", modality=mod, n_frames=nf, n_captions=nc,
+                        variant=variant, image_mode=None, pooling="mean", dtype="float32", device="cpu",
+                        n_items=N, n_layers=X.shape[0], dim=X.shape[2], config=cfg)
+            w.write_batch(rid, 0, X, n_done=N, n_items=N)
+    finally:
+        w.close()
+    analyze_store(path, k=3, metrics=("mutual_knn",), n_boot=20, log=lambda m: None)
+    return P
+
+
+PREDICTOR_ITEMS, PREDICTOR_DIM = 64, 16
+#: the planted per-layer performance: how much of the shared latent each layer holds, in an order
+#: unrelated to depth (so depth alone cannot explain it)
+SHARE = {"va": [0.1, 0.8, 0.4, 0.95, 0.25, 0.6], "vb": [0.6, 0.1, 0.95, 0.4, 0.8, 0.25],
+         "vc": [0.25, 0.4, 0.1, 0.6, 0.95, 0.8]}
+
+
+def write_predictor_store(path, *, collapse=None):
+    """The predictor tests' store (dataset ``synthetic``, not analysed): three video models whose layer
+    l is ``sqrt(w_l) Z + sqrt(1 - w_l) E_l`` (Z shared with the text model, E_l fresh noise, both
+    isotropic N(0, I)): every layer has the same distribution, so RankMe, LID and uniformity cannot
+    tell the layers apart, while alignment with the text model grows with w_l. ``collapse=(model, layer)``
+    makes that layer one repeated row."""
+    N, D = PREDICTOR_ITEMS, PREDICTOR_DIM
+    rng = np.random.default_rng(7)
+    Z = rng.normal(size=(N, D))
+    Q, _ = np.linalg.qr(rng.normal(size=(D, D)))
+    text = np.stack([Z @ Q + 0.05 * rng.normal(size=(N, D)) for _ in range(3)])
+    write_run(path, "txt-1", text, model="txt", modality="text", n_captions=1)
+    for m, share in SHARE.items():
+        X = np.stack([np.sqrt(w) * Z + np.sqrt(1 - w) * rng.normal(size=(N, D)) for w in share])
+        if collapse and collapse[0] == m:
+            X[collapse[1]] = X[collapse[1], 0]
+        write_run(path, f"{m}-1", X, model=m, modality="video", n_frames=1)
+
+
+def write_downstream_csv(path, rows):
+    """``rows`` of (model, task, metric, value, higher_is_better, layer, setting) as an import CSV."""
+    path.write_text("model,task,metric,value,higher_is_better,layer,setting\n"
+                    + "".join(",".join(map(str, r)) + "\n" for r in rows))
+    return path
+
+
+#: the dashboard store's catalogue, named like the demo's so links and pickers read the same:
+#: model -> (modality, stored layers, dim); MiniLM's 7 layers give grids of another shape
+DASHBOARD_MODELS = {"vit-tiny": ("image", 5, 16), "llama-tiny": ("text", 5, 16),
+                    "all-MiniLM-L6-v2": ("text", 7, 12)}
+#: dataset -> (item id prefix, items)
+DASHBOARD_DATASETS = {"moving_shapes": ("shape", 24), "test_of_time": ("tot", 20)}
+DASHBOARD_BUDGETS = (1, 2, 4)  # n_f of the vision model, n_c of the text models
+
+
+def write_dashboard_store(path) -> None:
+    """A small analysed store shaped like the demo's for the dashboard's page-mechanics tests (built in
+    seconds, no model or video): :data:`DASHBOARD_MODELS` on both :data:`DASHBOARD_DATASETS`, one
+    done run per budget of :data:`DASHBOARD_BUDGETS`, items ``shape0000``... with two captions each,
+    analysed with the default metrics, k=5 and 5 resamples. Layer ``l`` of item ``i`` is
+    ``z_i P_m + (0.5 + |depth_l| + 1/s) e`` (:func:`precompute.synthetic_store.write_sweep`'s recipe),
+    so models agree more at some layers and budgets than at others."""
+    w = StoreWriter(path)
+    try:
+        for d_i, (dataset, (prefix, n)) in enumerate(DASHBOARD_DATASETS.items()):
+            items = [Item(i, f"{prefix}{i:04d}", f"/nonexistent/{prefix}{i}.mkv",
+                          [f"{dataset} caption {i}", f"another caption {i}"]) for i in range(n)]
+            w.put_dataset(dataset, Manifest(f"{dataset}.jsonl", items))
+            latent = np.random.default_rng([d_i, 1]).normal(size=(n, 8))
+            for m_i, (model, (modality, n_layers, dim)) in enumerate(DASHBOARD_MODELS.items()):
+                if d_i == 0:
+                    w.put_model(model, ModelInfo(f"/models/{model}", "toy", modality, "mean", n_layers, dim, 1000,
+                                                 None, "r", True, {}))
+                rng = np.random.default_rng([d_i, m_i])
+                proj = rng.normal(size=(8, dim))
+                depth = np.abs(np.linspace(-1, 1, n_layers))
+                for s in DASHBOARD_BUDGETS:
+                    run = f"{model}-{dataset}-{s}"
+                    vision = modality != "text"
+                    X = np.stack([latent @ proj + (0.5 + depth[l] + 1.0 / s) * rng.normal(size=(n, dim))
+                                  for l in range(n_layers)]).astype(np.float32)
+                    w.start_run(run, model=model, dataset=dataset, modality=modality,
+                                n_frames=s if vision else None, n_captions=None if vision else s,
+                                variant="original", image_mode="frames" if vision else None, pooling="mean",
+                                dtype="float32", device="cpu", n_items=n, n_layers=n_layers, dim=dim, config={})
+                    w.write_batch(run, 0, X, n_done=n, n_items=n)
+    finally:
+        w.close()
+    analyze_store(path, k=5, n_boot=5, log=lambda m: None)
+
+
+# ---------------------------------------------------------------- class-token models and a dual encoder
+SIDES_K, SIDES_N = 3, 14
+SIDES_VISION = ("vit", "dino", "tinyclip")
+
+
+def write_sides_store(root):
+    """Class-token vision models (tiny ViT, DINOv2), a dual encoder (tiny CLIP, both towers) and BERT
+    precomputed on ``SIDES_N`` items, with per-model and per-layer downstream results, analysed
+    (k = ``SIDES_K``, 20 resamples); returns the store's path (issue #29 items 1, 2)."""
+    from analysis.storage.downstream_import import import_downstream
+    from analysis.storage.store import load_embeddings
+    from analysis.studies import analyze_store
+    from precompute import tiny_models
+    from precompute.cli import main
+    from tests.precompute.helpers import make_dataset
+
+    N, K, VISION = SIDES_N, SIDES_K, SIDES_VISION
+    manifest = make_dataset(root / "d", n=N, frames=2, captions=1)
+    tiny_models.build_vit(root / "vit", seed=1)
+    tiny_models.build_dinov2(root / "dino", seed=2)
+    tiny_models.build_clip(root / "tinyclip", seed=3)
+    tiny_models.build_bert(root / "bert", seed=4)
+    path = root / "s.duckdb"
+    base = ["precompute", "--store", str(path), "--manifest", str(manifest), "--dataset", "d", "--frames", "1",
+            "--captions", "1", "--quiet"]
+    for name in ("vit", "dino", "tinyclip", "bert"):
+        assert main(base + ["--model", str(root / name)]) == 0
+    assert main(base + ["--model", str(root / "tinyclip"), "--modality", "text"]) == 0  # the text tower
+    layers = {m: load_embeddings(path, model=m, dataset="d", n_frames=1).shape[0] for m in VISION}
+    csv = root / "results.csv"
+    lines = ["model,task,metric,value,higher_is_better,layer"]
+    lines += [f"{m},probe,top1,{v},true," for m, v in zip(VISION, (0.31, 0.52, 0.47))]
+    lines += [f"{m},probe,top1,{0.1 + 0.05 * layer + 0.01 * i},true,{layer}"
+              for i, m in enumerate(VISION) for layer in range(layers[m])]
+    csv.write_text("\n".join(lines) + "\n")
+    import_downstream(path, csv)
+    analyze_store(path, k=K, n_boot=20, maps=0, log=lambda *_: None)
+    return path

@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 from precompute.cli import main
+from tests.helpers import error_matrix
 from tests.stores import write_store
 
 
@@ -74,8 +75,10 @@ COMMANDS = {
 }
 
 
-@pytest.mark.parametrize("kind", ["truncated", "random", "empty", "text", "corrupt_blocks", "schema_text"])
-@pytest.mark.parametrize("command", list(COMMANDS))
+DAMAGES = ["truncated", "random", "empty", "text", "corrupt_blocks", "schema_text"]
+
+
+@pytest.mark.parametrize("kind, command", error_matrix(COMMANDS, DAMAGES, fast_command="runs", fast_kind="truncated"))
 def test_damaged_store_gives_one_line_for_every_command(good_store, tmp_path, capsys, monkeypatch, kind, command):
     import precompute.dashboard
 
@@ -97,6 +100,7 @@ def test_damaged_store_gives_one_line_for_every_command(good_store, tmp_path, ca
     assert not (tmp_path / "r.html").exists()
 
 
+@pytest.mark.slow  # builds a tiny BERT
 def test_precompute_into_a_damaged_store_gives_one_line(good_store, tmp_path, capsys):
     from precompute import tiny_models
     from tests.precompute.helpers import make_dataset

@@ -12,9 +12,12 @@ import time
 from pathlib import Path
 
 import duckdb
+import pytest
 
 from precompute.cli import main
 from tests.stores import write_store
+
+pytestmark = pytest.mark.slow  # other processes hold the store: a dashboard, busy readers, waits
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -9,13 +9,7 @@ import pytest
 
 from analysis.storage import results as R
 from precompute.cli import main
-from tests.conftest import chromium_driver
-
-
-def make_report(store, tmp_path, *extra):
-    out = tmp_path / "report.html"
-    assert main(["report", "--store", str(store), "--out", str(out), *extra]) == 0
-    return out, json.loads(out.with_suffix(".json").read_text()), out.read_text()
+from tests.helpers import chromium_driver, make_report
 
 
 def test_demo_report_sections_and_numbers(small_demo, tmp_path):
@@ -71,6 +65,7 @@ def hostile_store(tmp_path_factory):
     return store
 
 
+@pytest.mark.slow  # hostile_store builds a tiny ViT and BERT and precomputes
 def test_injection_strings_stay_text(hostile_store, tmp_path):
     _, data, page = make_report(hostile_store, tmp_path)
     assert "<script>window.__pwned" not in page and "<img src=x" not in page and "<b>ds</b>" not in page

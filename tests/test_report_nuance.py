@@ -4,13 +4,13 @@ import pytest
 
 from analysis.report import build_report, render_html, render_markdown
 from analysis.storage.store import connect
-from tests.analysis.test_same_space_study import write_planted_store
+from tests.stores import write_nuance_store
 
 
 @pytest.fixture(scope="module")
 def report(tmp_path_factory):
     path = tmp_path_factory.mktemp("rep") / "r.duckdb"
-    write_planted_store(path)
+    write_nuance_store(path)
     con = connect(path, read_only=True)
     try:
         return build_report(con, store=str(path), command="layerscope report")

@@ -6,15 +6,14 @@ import duckdb
 
 from analysis.storage import results as R
 from analysis.views import md_escape
-from tests.dashboard.test_predictors_page import stores  # noqa: F401  (the fixture: planted stores)
-from tests.test_report import make_report
+from tests.helpers import make_report
 
 
-def test_report_shows_the_predictor_table(stores, tmp_path):  # noqa: F811
-    _, data, page = make_report(stores["full"], tmp_path)
+def test_report_shows_the_predictor_table(predictor_stores, tmp_path):
+    _, data, page = make_report(predictor_stores["full"], tmp_path)
     (sec,) = data["datasets"]
     pred = sec["sections"]["predictors"]
-    con = duckdb.connect(str(stores["full"]), read_only=True)
+    con = duckdb.connect(str(predictor_stores["full"]), read_only=True)
     payload = R.read_studies(con, study="predictors", dataset="synthetic")[0]["payload"]
     con.close()
     probe = next(t for t in payload["tasks"] if t["task"] == "probe")
@@ -32,7 +31,7 @@ def test_report_shows_the_predictor_table(stores, tmp_path):  # noqa: F811
     assert best == {e["model"]: e["best_layer"] for e in probe["models"]}
 
 
-def test_report_without_per_layer_results_omits_the_section(stores, tmp_path):  # noqa: F811
-    _, data, page = make_report(stores["bare"], tmp_path)
+def test_report_without_per_layer_results_omits_the_section(predictor_stores, tmp_path):
+    _, data, page = make_report(predictor_stores["bare"], tmp_path)
     assert "predictors" in data["datasets"][0]["omitted"]
     assert "no per-layer downstream results" in page

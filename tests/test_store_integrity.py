@@ -17,6 +17,7 @@ import pytest
 
 from analysis.storage.schema import embedding_tables
 from precompute.cli import main
+from tests.helpers import error_matrix
 from tests.stores import write_store
 
 REPO = Path(__file__).resolve().parents[1]
@@ -98,8 +99,9 @@ def _foreign_file(path: Path, kind: str):
         pq.write_table(pa.table({"a": [1, 2, 3]}), path)
 
 
-@pytest.mark.parametrize("kind", ["csv", "json", "parquet"])
-@pytest.mark.parametrize("command", ["runs", "analyze", "merge", "downstream", "report", "migrate", "dashboard"])
+@pytest.mark.parametrize("kind, command", error_matrix(
+    ["runs", "analyze", "merge", "downstream", "report", "migrate", "dashboard"], ["csv", "json", "parquet"],
+    fast_command="runs", fast_kind="csv"))
 def test_store_that_is_another_kind_of_file_is_refused_untouched(store, tmp_path, capsys, monkeypatch, kind, command):
     import precompute.dashboard
 
@@ -119,6 +121,7 @@ def test_store_that_is_another_kind_of_file_is_refused_untouched(store, tmp_path
     assert digest(target) == before
 
 
+@pytest.mark.slow  # builds a tiny BERT
 def test_precompute_into_a_csv_is_refused_before_any_model_runs(tmp_path, capsys):
     from precompute import tiny_models
     from tests.precompute.helpers import make_dataset
@@ -197,6 +200,7 @@ def shards(tmp_path_factory):
     return paths
 
 
+@pytest.mark.slow  # six merges in subprocesses, five of them killed
 def test_merge_killed_at_any_statement_then_rerun_equals_an_uninterrupted_merge(shards, tmp_path):
     whole = tmp_path / "whole.duckdb"
     r = _merge_subprocess(0, whole, shards)

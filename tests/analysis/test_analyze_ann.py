@@ -23,6 +23,7 @@ def _grids(path):
     return {(g["run_a"], g["run_b"], g["metric"]): g for g in rows}
 
 
+@pytest.mark.slow  # exact and approximate analyses of one store
 def test_ann_grids_carry_their_recall_and_equal_exact_where_recall_is_one(tmp_path):
     exact, ann = tmp_path / "exact.duckdb", tmp_path / "ann.duckdb"
     for p in (exact, ann):

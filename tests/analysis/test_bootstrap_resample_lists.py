@@ -18,7 +18,7 @@ from analysis.metrics.neighbors import knn_search
 from analysis.storage.store import connect
 from analysis.studies import analyze_store
 from precompute.synthetic_store import write_sweep
-from tests.analysis.conftest import quiet
+from tests.helpers import quiet
 
 
 def _reference(X, ix, k):
@@ -129,6 +129,7 @@ def _scaling_payloads(path):
     return {r["subject"]: json.dumps(r["payload"], sort_keys=True) for r in rows}
 
 
+@pytest.mark.slow  # rescoring every resample from scratch
 def test_scaling_intervals_reuse_the_grids_resamples_and_equal_a_rescoring(tmp_path, monkeypatch):
     import analysis.studies.scaling as S
 

@@ -17,6 +17,7 @@ def _pair(n=120):
     return X, Y
 
 
+@pytest.mark.slow  # rescoring every resample from scratch
 def test_linear_cka_resamples_equal_cka_on_the_resampled_rows():
     X, Y = _pair()
     IX = resample_indices(len(X), 25, np.random.default_rng(0))
@@ -35,6 +36,7 @@ def test_degenerate_resamples_match_the_one_pair_rules():
     assert score_resamples("cka", X, flat, IX[1:])[0] == cka(X, flat) == 0.0
 
 
+@pytest.mark.slow  # rescoring every resample from scratch
 def test_bootstrap_ci_for_cka_is_the_percentile_interval_of_the_resampled_values():
     X, Y = _pair()
     ci = bootstrap_ci("cka", X, Y, n_boot=40, seed=3)

@@ -17,13 +17,10 @@ from analysis.sides import pair_kind, resolve_reference, side_label, split_side
 from analysis.storage.store import connect, load_embeddings
 from analysis.studies import analyze_store
 
-K = 3
-N = 14
-VISION = ("vit", "dino", "tinyclip")
-
-
-def quiet(*_a, **_k):
-    pass
+from tests.helpers import quiet
+from tests.stores import SIDES_K as K
+from tests.stores import SIDES_N as N
+from tests.stores import SIDES_VISION as VISION
 
 
 def brute_mutual_knn(X, Y, k):
@@ -42,34 +39,9 @@ def constant_layers(stack) -> set[int]:
     return {i for i, layer in enumerate(np.asarray(stack, float)) if np.ptp(layer, axis=0).max() == 0}
 
 
-@pytest.fixture(scope="module")
-def store(tmp_path_factory):
-    from precompute import tiny_models
-    from precompute.cli import main
-    from tests.precompute.helpers import make_dataset
-
-    root = tmp_path_factory.mktemp("sides")
-    manifest = make_dataset(root / "d", n=N, frames=2, captions=1)
-    tiny_models.build_vit(root / "vit", seed=1)
-    tiny_models.build_dinov2(root / "dino", seed=2)
-    tiny_models.build_clip(root / "tinyclip", seed=3)
-    tiny_models.build_bert(root / "bert", seed=4)
-    path = root / "s.duckdb"
-    base = ["precompute", "--store", str(path), "--manifest", str(manifest), "--dataset", "d", "--frames", "1",
-            "--captions", "1", "--quiet"]
-    for name in ("vit", "dino", "tinyclip", "bert"):
-        assert main(base + ["--model", str(root / name)]) == 0
-    assert main(base + ["--model", str(root / "tinyclip"), "--modality", "text"]) == 0  # the text tower
-    layers = {m: load_embeddings(path, model=m, dataset="d", n_frames=1).shape[0] for m in VISION}
-    csv = root / "results.csv"
-    lines = ["model,task,metric,value,higher_is_better,layer"]
-    lines += [f"{m},probe,top1,{v},true," for m, v in zip(VISION, (0.31, 0.52, 0.47))]
-    lines += [f"{m},probe,top1,{0.1 + 0.05 * layer + 0.01 * i},true,{layer}"
-              for i, m in enumerate(VISION) for layer in range(layers[m])]
-    csv.write_text("\n".join(lines) + "\n")
-    import_downstream(path, csv)
-    analyze_store(path, k=K, n_boot=20, maps=0, log=quiet)
-    return path
+@pytest.fixture
+def store(sides_store):
+    return sides_store
 
 
 def study(store, name, subject="all"):

@@ -13,7 +13,7 @@ from analysis.storage.store import load_embeddings
 from analysis.studies import analyze_store
 from precompute.cli import main
 from precompute.synthetic_store import write_sweep
-from tests.analysis.conftest import SHAPE, quiet
+from tests.helpers import SHAPE, quiet
 
 
 def _tables(path):
@@ -56,6 +56,7 @@ def test_adding_a_model_scores_only_its_new_pairs(sweep):
     assert out["preparations"] == 2 + 4 + 2
 
 
+@pytest.mark.slow  # starts a pool of worker processes
 def test_worker_processes_give_the_same_numbers(sweep, tmp_path):
     other = tmp_path / "copy.duckdb"
     shutil.copy(sweep, other)

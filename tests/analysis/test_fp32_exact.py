@@ -70,6 +70,7 @@ def naive_float32_knn(X, k):
     return np.sort(np.argsort(-S, axis=1, kind="stable")[:, :k], axis=1)
 
 
+@pytest.mark.slow  # float64 references of many grids
 def test_error_bound_holds_and_is_of_the_documented_size():
     rng = np.random.default_rng(1)
     for d in (3, 64, 768):

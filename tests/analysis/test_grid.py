@@ -5,7 +5,7 @@ from analysis.metrics import neighbors
 from analysis.grid import best_cell, layer_grid, layer_profile
 from analysis.metrics.preprocess import clamp_outliers
 from analysis.registry import REGISTRY, metrics_of_kind
-from tests.conftest import planted
+from tests.helpers import planted
 
 
 def stack(n=80, layers=3, d=10, seed=0, same_dim=None):
@@ -60,6 +60,7 @@ def test_same_space_grids(name):
     np.testing.assert_array_equal(grid, [[spec(a, b, **params) for b in B] for a in A])
 
 
+@pytest.mark.slow  # a grid of many layers
 def test_grid_with_many_layers_spans_several_gemm_tiles():
     A, B = stack(layers=11)
     grid = layer_grid(A, B, metric="cka")

@@ -7,7 +7,7 @@ import pytest
 
 from analysis.grid import layer_grid
 from analysis.metrics import knn as knn_mod
-from tests.analysis.test_metrics_reference import ref_cknna, ref_mutual_knn
+from tests.reference import ref_cknna, ref_mutual_knn
 
 
 def stack(n, layers, d, seed, *, degenerate=False):

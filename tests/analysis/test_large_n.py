@@ -10,7 +10,7 @@ import pytest
 from analysis.grid import layer_grid
 from analysis.metrics import cka
 from analysis.metrics import kernel as K
-from tests.conftest import planted
+from tests.helpers import planted
 
 
 def hsic_biased(Km, Lm):

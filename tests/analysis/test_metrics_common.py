@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from analysis.registry import REGISTRY
-from tests.conftest import planted, random_rotation
+from tests.helpers import planted, random_rotation
 
 ALL = sorted(REGISTRY)
 TWO_SPACE = [n for n in ALL if REGISTRY[n].kind != "single"]

@@ -16,7 +16,7 @@ from analysis.metrics.kernel import cka
 from analysis.metrics.knn import cknna, mutual_knn
 from analysis.null import (null_maxima, null_summary, pairing_permutations, permuted_state, selection_null)
 from analysis.registry import get_metric
-from tests.conftest import planted
+from tests.helpers import planted
 
 
 def _states(metric, stack, **params):

@@ -15,7 +15,7 @@ from analysis.metrics.knn import mutual_knn
 from analysis.null import pairing_permutations
 from analysis.storage.store import load_embeddings
 from analysis.studies import analyze_store
-from tests.analysis.conftest import quiet
+from tests.helpers import quiet
 from tests.stores import write_store
 
 N = 30

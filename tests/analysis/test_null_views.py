@@ -13,7 +13,7 @@ from analysis.storage import results as R
 from analysis import views
 from analysis.report import build_report, render_html, render_markdown
 from analysis.studies import analyze_store
-from tests.analysis.conftest import quiet
+from tests.helpers import quiet
 from tests.stores import write_store
 
 

@@ -13,7 +13,9 @@ from analysis.storage.downstream_import import import_downstream
 from analysis.methods.predictors import (Series, best_layer, layer_comparison, predictor_correlation, rank_rows,
                                  signal_pick, spearman, spearman_rows)
 from analysis.studies import analyze_store
-from precompute.synthetic_store import write_run
+from tests.stores import SHARE
+from tests.stores import write_downstream_csv as _csv
+from tests.stores import write_predictor_store as _planted_store
 
 # ---------------------------------------------------------------- pure maths
 
@@ -128,34 +130,7 @@ def test_a_one_model_signal_ranks_below_a_weaker_signal_over_three_models(rng):
 
 # ---------------------------------------------------------------- planted store
 
-N, D, L = 64, 16, 6
-#: the planted per-layer performance: how much of the shared latent each layer holds, in an order
-#: unrelated to depth (so depth alone cannot explain it)
-SHARE = {"va": [0.1, 0.8, 0.4, 0.95, 0.25, 0.6], "vb": [0.6, 0.1, 0.95, 0.4, 0.8, 0.25],
-         "vc": [0.25, 0.4, 0.1, 0.6, 0.95, 0.8]}
-
-
-def _planted_store(path, *, collapse=None):
-    """Three video models whose layer l is ``sqrt(w_l) Z + sqrt(1 - w_l) E_l`` (Z shared with the text
-    model, E_l fresh noise, both isotropic N(0, I)): every layer has the same distribution, so
-    RankMe, LID and uniformity cannot tell the layers apart, while alignment with the text model
-    grows with w_l. ``collapse=(model, layer)`` makes that layer one repeated row."""
-    rng = np.random.default_rng(7)
-    Z = rng.normal(size=(N, D))
-    Q, _ = np.linalg.qr(rng.normal(size=(D, D)))
-    text = np.stack([Z @ Q + 0.05 * rng.normal(size=(N, D)) for _ in range(3)])
-    write_run(path, "txt-1", text, model="txt", modality="text", n_captions=1)
-    for m, share in SHARE.items():
-        X = np.stack([np.sqrt(w) * Z + np.sqrt(1 - w) * rng.normal(size=(N, D)) for w in share])
-        if collapse and collapse[0] == m:
-            X[collapse[1]] = X[collapse[1], 0]
-        write_run(path, f"{m}-1", X, model=m, modality="video", n_frames=1)
-
-
-def _csv(path, rows):
-    path.write_text("model,task,metric,value,higher_is_better,layer,setting\n"
-                    + "".join(",".join(map(str, r)) + "\n" for r in rows))
-    return path
+L = len(SHARE["va"])  # layers of every planted video model
 
 
 def _payload(store):

@@ -7,7 +7,7 @@ from hypothesis.extra.numpy import arrays
 from analysis import metrics as M
 from analysis.bootstrap import bootstrap_ci
 from analysis.registry import KINDS, REGISTRY, get_metric
-from tests.conftest import planted
+from tests.helpers import planted
 
 
 def test_registry_entries_are_complete():

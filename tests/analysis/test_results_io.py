@@ -14,7 +14,7 @@ from analysis.storage import results as R
 from analysis.storage.schema import create_all
 from analysis.studies import analyze_store
 from analysis.studies.context import Context, Settings
-from tests.analysis.conftest import quiet
+from tests.helpers import quiet
 
 TABLES = ("result_grids", "result_profiles", "result_studies")
 

@@ -17,70 +17,14 @@ from analysis.metrics import (
 from analysis.storage.store import connect
 from analysis.studies import analyze_store
 from analysis.methods.temporal import chiral_gallery_map
-from precompute.manifest import Item, Manifest
-from precompute.model_info import ModelInfo
-from precompute.writer import StoreWriter
-
-N, D = 40, 8
-NEGATED = set(range(0, N, 2))  # even items: a negated (true) caption; odd items: a temporal opposite
-
-
-def _planted():
-    rng = np.random.default_rng(7)
-    V = rng.normal(size=(3, N, D))
-    V[0] = V[0, :1]  # layer 0 of the video side collapsed (one point)
-    T = rng.normal(size=(3, N, D))
-    T[2] = V[2] + 0.05 * rng.normal(size=(N, D))  # layer 2: captions sit by their videos
-    neg = rng.normal(size=(3, N, D))
-    neg[2] = np.where(np.isin(np.arange(N), list(NEGATED))[:, None], V[2] + 0.05 * rng.normal(size=(N, D)), -T[2])
-    back = V + 3.0 * rng.normal(size=V.shape)
-    back[1] = V[1]  # layer 1: reversal changes nothing
-    joint_v = rng.normal(size=(N, 6))
-    clip_v = np.zeros((4, N, 10))
-    clip_v[:3] = rng.normal(size=(3, N, 10))
-    clip_v[3, :, :6] = joint_v
-    clip_t = np.zeros((3, N, 8))
-    clip_t[:2] = rng.normal(size=(2, N, 8))
-    clip_t[2, :, :6] = joint_v + 0.3 * rng.normal(size=(N, 6))
-    out = {"V": V, "T": T, "neg": neg, "back": back, "clip_v": clip_v, "clip_t": clip_t}
-    return {k: v.astype(np.float32) for k, v in out.items()}
-
-
-def write_planted_store(path):
-    """The store described above, analysed (k=3, mutual k-NN grids, 20 resamples); returns the arrays."""
-    P = _planted()
-    items = [Item(i, f"it{i}", f"/none/v{i}.mp4", [f"caption {i}"], [f"neg {i}"],
-                  {"negatives_kind": "negated" if i in NEGATED else "temporal",
-                   "chiral_group": f"g{i // 4}", "chiral_action": "up" if i % 4 < 2 else "down"})
-             for i in range(N)]
-    w = StoreWriter(path)
-    try:
-        w.put_dataset("nuance", Manifest("nuance.jsonl", items))
-        w.put_model("mllm", ModelInfo("/m/mllm", "toy", "mllm", "last_token", 3, D, 1, None, "r1", True, {}))
-        w.put_model("clip", ModelInfo("/m/clip", "toy", "video", "cls", 4, 10, 1, None, "r2", True, {}))
-        runs = [("mv", "mllm", "video", 4, None, "original", P["V"], {"side": "video"}),
-                ("mvr", "mllm", "video", 4, None, "reversed", P["back"], {"side": "video"}),
-                ("mt", "mllm", "text", None, 1, "original", P["T"], {"side": "text"}),
-                ("mn", "mllm", "text", None, 1, "negative", P["neg"], {"side": "text"}),
-                ("cv", "clip", "video", 4, None, "original", P["clip_v"],
-                 {"layer_names": {"3": "joint"}, "layer_dims": {"3": 6}}),
-                ("ct", "clip", "text", None, 1, "original", P["clip_t"],
-                 {"layer_names": {"2": "joint"}, "layer_dims": {"2": 6}})]
-        for rid, model, mod, nf, nc, variant, X, cfg in runs:
-            w.start_run(rid, model=model, dataset="nuance", modality=mod, n_frames=nf, n_captions=nc,
-                        variant=variant, image_mode=None, pooling="mean", dtype="float32", device="cpu",
-                        n_items=N, n_layers=X.shape[0], dim=X.shape[2], config=cfg)
-            w.write_batch(rid, 0, X, n_done=N, n_items=N)
-    finally:
-        w.close()
-    analyze_store(path, k=3, metrics=("mutual_knn",), n_boot=20, log=lambda m: None)
-    return P
-
+from tests.stores import NUANCE_ITEMS as N
+from tests.stores import NUANCE_NEGATED as NEGATED
+from tests.stores import write_nuance_store
 
 @pytest.fixture(scope="module")
 def planted_store(tmp_path_factory):
     path = tmp_path_factory.mktemp("ss") / "s.duckdb"
-    P = write_planted_store(path)
+    P = write_nuance_store(path)
     con = connect(path, read_only=True)
     try:
         rows = {r["subject"]: r["payload"] for r in R.read_studies(con, study="same_space", dataset="nuance")}

@@ -5,7 +5,6 @@ import inspect
 
 import numpy as np
 import pytest
-import torch
 
 from analysis.metrics import mutual_knn, recall_at_k
 from analysis.metrics.preprocess import clamp, clamp_outliers, platonic_threshold
@@ -15,9 +14,11 @@ from analysis.methods.temporal import reorder_alignment, reorder_at_best_pair
 RNG = np.random.default_rng(7)
 
 
-def platonic_remove_outliers(feats: torch.Tensor, q: float, exact: bool) -> torch.Tensor:
+def platonic_remove_outliers(feats, q: float, exact: bool):
     """The rule of platonic-rep's metrics.remove_outliers, written out with torch on its own
-    (N, L, D) layout (one scalar threshold for the whole tensor)."""
+    (N, L, D) layout (one scalar threshold for the whole tensor); ``feats`` a float tensor."""
+    import torch  # here, not at the top: the other analysis tests never need torch
+
     if q == 1:
         return feats
     if exact:
@@ -31,6 +32,8 @@ def platonic_remove_outliers(feats: torch.Tensor, q: float, exact: bool) -> torc
 @pytest.mark.parametrize("q", [0.95, 0.8])
 def test_platonic_clamp_matches_platonic_rep_rule(exact, q):
     A = RNG.standard_t(3, size=(5, 40, 24))  # (L, N, d), heavy tails so clamping bites
+    import torch
+
     ref = platonic_remove_outliers(torch.from_numpy(A.transpose(1, 0, 2).copy()), q, exact).numpy()
     out = clamp(A, mode="platonic", q=q, exact=exact)
     np.testing.assert_allclose(out, ref.transpose(1, 0, 2), rtol=1e-12, atol=0)

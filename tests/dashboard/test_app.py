@@ -1,33 +1,14 @@
-"""Every dashboard page driven headlessly with AppTest on stores built by the tests."""
-
-from pathlib import Path
+"""Every dashboard page driven headlessly with AppTest on stores built by the tests: the demo for what only
+the demo holds, the small demo-shaped store of tests/stores.py for page mechanics."""
 
 import duckdb
 import pytest
-from streamlit.testing.v1 import AppTest
 
 from analysis.views import choose, layers_from_params, selection_to_layers
+from tests.helpers import app, charts
 
-APP = str(Path(__file__).resolve().parents[2] / "app.py")
 PAGES = ["overview", "heatmap", "curves", "scaling", "model_map", "downstream", "temporal", "neighbours", "predictors",
          "embedding_map"]
-
-
-def app(store, monkeypatch, page="overview", params=None):
-    monkeypatch.setenv("LAYERSCOPE_STORE", str(store))
-    at = AppTest.from_file(APP, default_timeout=120)
-    for k, v in (params or {}).items():
-        at.query_params[k] = v
-    at.run()
-    if page != "overview":
-        at.switch_page(f"pages/{page}.py")
-        at.run()
-    assert not at.exception, [e.value for e in at.exception]
-    return at
-
-
-def charts(at):
-    return at.get("vega_lite_chart")
 
 
 @pytest.mark.parametrize("page", PAGES)
@@ -50,10 +31,10 @@ def test_every_page_renders_on_the_demo_store(small_demo, monkeypatch, page):
         assert any("Layer predictors page" in i for i in infos)
 
 
-def test_heatmap_state_lives_in_the_url_and_selections_change_the_view(small_demo, monkeypatch):
+def test_heatmap_state_lives_in_the_url_and_selections_change_the_view(dashboard_store, monkeypatch):
     params = {"dataset": "moving_shapes", "a": "vit-tiny", "b": "llama-tiny", "metric": "cknna", "nf": "2",
               "nc": "4", "la": "1", "lb": "3"}
-    at = app(small_demo, monkeypatch, "heatmap", params)
+    at = app(dashboard_store, monkeypatch, "heatmap", params)
     values = {s.label: s.value for s in at.selectbox}
     assert values["Model A (rows)"] == "vit-tiny" and values["Metric"] == "cknna"
     assert (values["Selected layer of A"], values["Selected layer of B"]) == (1, 3)
@@ -67,12 +48,12 @@ def test_heatmap_state_lives_in_the_url_and_selections_change_the_view(small_dem
 
 @pytest.mark.parametrize("bad", [{"a": "no-such-model"}, {"metric": "'; DROP TABLE runs; --"},
                                  {"dataset": "x' OR 1=1 --"}, {"la": "99", "lb": "-1"}, {"nf": "banana"}])
-def test_bad_query_parameters_get_a_friendly_message(small_demo, monkeypatch, bad):
-    at = app(small_demo, monkeypatch, "heatmap", bad)
+def test_bad_query_parameters_get_a_friendly_message(dashboard_store, monkeypatch, bad):
+    at = app(dashboard_store, monkeypatch, "heatmap", bad)
     assert len(charts(at)) == 1  # the page still works
     if "la" not in bad:
         assert any("unknown" in w.value and "showing" in w.value for w in at.warning)
-    con = duckdb.connect(str(small_demo), read_only=True)
+    con = duckdb.connect(str(dashboard_store), read_only=True)
     assert con.execute("SELECT count(*) FROM runs").fetchall()[0][0] > 0
     con.close()
 
@@ -129,8 +110,8 @@ def test_selection_logic():
     assert choose(4, [1, 2, 4], "n_f").value == 4 and choose("4", [1, 2, 4], "n_f").value == 4
 
 
-def test_overview_offers_the_report_for_download(small_demo, monkeypatch):
-    at = app(small_demo, monkeypatch)
+def test_overview_offers_the_report_for_download(dashboard_store, monkeypatch):
+    at = app(dashboard_store, monkeypatch)
     at.toggle(key="prepare_report").set_value(True).run()
     assert not at.exception
     labels = [b.label for b in at.get("download_button")]
@@ -145,10 +126,10 @@ def test_the_dashboard_starts_without_the_developer_toolbar(tmp_path):
     assert cmd[cmd.index("--server.address") + 1] == "127.0.0.1"
 
 
-def test_heatmap_explains_its_metric_from_the_registry(small_demo, monkeypatch):
+def test_heatmap_explains_its_metric_from_the_registry(dashboard_store, monkeypatch):
     from analysis.registry import REGISTRY
 
-    at = app(small_demo, monkeypatch, "heatmap", {"dataset": "moving_shapes", "metric": "mutual_knn"})
+    at = app(dashboard_store, monkeypatch, "heatmap", {"dataset": "moving_shapes", "metric": "mutual_knn"})
     captions = " ".join(c.value for c in at.caption)
     assert REGISTRY["mutual_knn"].summary in captions and "Chance" in captions and "k/(N−1)" in captions
     assert "layerscope metrics" not in " ".join(str(s.help) for s in at.selectbox)

@@ -14,7 +14,7 @@ import pytest
 from analysis import jobs
 from analysis.storage.store import read_store
 from analysis.studies import stored_settings
-from tests.dashboard.test_app import app
+from tests.helpers import app
 
 GOOD_CSV = (b"model,task,metric,value,higher_is_better\n"
             b"videomae-tiny,ssv2,top1,40.0,true\nvit-tiny,ssv2,top1,30.0,true\n"

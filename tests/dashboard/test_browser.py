@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from precompute.dashboard import command
-from tests.conftest import chromium_driver
+from tests.helpers import chromium_driver
 
 REPO = Path(__file__).resolve().parents[2]
 SCREENSHOTS = Path(os.environ.get("LAYERSCOPE_SCREENSHOTS") or REPO / "test-artifacts" / "screenshots")

@@ -10,7 +10,7 @@ import pytest
 from analysis.studies import analyze_store
 from precompute.cli import main
 from precompute.synthetic_store import write_run
-from tests.dashboard.test_app import app, charts
+from tests.helpers import app, charts
 
 N, D = 30, 8
 

@@ -2,11 +2,17 @@
 items 1, 2 and 4): finite correlations labelled with the reference's side and pair kind, the depth
 curve's left-out models, and the predictor table's coverage column."""
 
-from tests.analysis.test_downstream_sides import store  # noqa: F401  (the fixture: a tiny-model store)
-from tests.dashboard.test_app import app
+import pytest
+
+from tests.helpers import app
 
 
-def test_downstream_page_names_the_text_side_and_the_pair_kind(store, monkeypatch):  # noqa: F811
+@pytest.fixture
+def store(sides_store):
+    return sides_store
+
+
+def test_downstream_page_names_the_text_side_and_the_pair_kind(store, monkeypatch):
     at = app(store, monkeypatch, "downstream")
     table = at.dataframe[0].value
     alignment = table[table["score"].str.startswith("alignment with")]
@@ -16,7 +22,7 @@ def test_downstream_page_names_the_text_side_and_the_pair_kind(store, monkeypatc
     assert len(at.get("vega_lite_chart")) >= 2  # the scatter and the depth curves
 
 
-def test_predictors_page_shows_coverage(store, monkeypatch):  # noqa: F811
+def test_predictors_page_shows_coverage(store, monkeypatch):
     at = app(store, monkeypatch, "predictors", {"task": "probe · top1"})
     signals = at.dataframe[1].value
     assert "coverage" in signals.columns and "interval excludes 0" in signals.columns

@@ -1,43 +1,20 @@
 """The Layer predictors page, driven headlessly on a store whose answer is planted
-(tests/analysis/test_predictors.py): the table, the per-model comparison, the URL state, the
+(tests/stores.py: write_predictor_store): the table, the per-model comparison, the URL state, the
 fabricated-numbers warning, and the start-here message when there are no per-layer results."""
 
-import shutil
-
-import pytest
-
 from analysis.storage.downstream_import import import_downstream
-from analysis.studies import analyze_store
-from tests.analysis.test_predictors import SHARE, _csv, _planted_store
-from tests.dashboard.test_app import app
+from tests.helpers import app
+from tests.stores import SHARE
 
 
-@pytest.fixture(scope="module")
-def stores(tmp_path_factory):
-    root = tmp_path_factory.mktemp("pred_page")
-    bare = root / "bare.duckdb"
-    _planted_store(bare)
-    analyze_store(bare, k=5, metrics=("mutual_knn",), n_boot=20, log=lambda m: None)
-    full = root / "full.duckdb"
-    shutil.copy(bare, full)
-    rows = []
-    for m, share in SHARE.items():
-        for layer, w in enumerate(share):
-            rows.append((m, "probe", "top1", round(0.2 + 0.6 * w, 4), "true", layer, "linear"))
-            rows.append((m, "made-up task (fabricated)", "err", round(1 - w, 4), "false", layer, "demo"))
-    import_downstream(full, _csv(root / "r.csv", rows))
-    analyze_store(full, log=lambda m: None)
-    return {"bare": bare, "full": full}
-
-
-def test_page_explains_how_to_import_per_layer_results(stores, monkeypatch):
-    at = app(stores["bare"], monkeypatch, "predictors")
+def test_page_explains_how_to_import_per_layer_results(predictor_stores, monkeypatch):
+    at = app(predictor_stores["bare"], monkeypatch, "predictors")
     assert "No per-layer downstream results" in at.info[0].value
     assert any("layer,setting" in c.value for c in at.code)
 
 
-def test_page_shows_the_table_the_picks_and_the_fabricated_warning(stores, monkeypatch):
-    at = app(stores["full"], monkeypatch, "predictors", {"task": "probe · top1 [linear]"})
+def test_page_shows_the_table_the_picks_and_the_fabricated_warning(predictor_stores, monkeypatch):
+    at = app(predictor_stores["full"], monkeypatch, "predictors", {"task": "probe · top1 [linear]"})
     # the store may also carry the random-init banner: find the page's own warning
     assert any("FABRICATED" in w.value and "made-up task" in w.value for w in at.warning)
     matrix = at.dataframe[0].value
@@ -73,7 +50,7 @@ def test_hostile_model_and_task_names_stay_text(tmp_path, monkeypatch):
 
     from precompute.cli import main
     from tests.stores import write_store
-    from tests.test_escaping import CAPTION, IMAGE, NAMES, SCRIPT, assert_inert, markdown_sources
+    from tests.hostile import CAPTION, IMAGE, NAMES, SCRIPT, assert_inert, markdown_sources
 
     store = tmp_path / "h.duckdb"
     write_store(store, n=16, names=NAMES)  # vis is stored as SCRIPT (3 layers), txt as IMAGE

@@ -5,14 +5,14 @@ import json
 
 import pytest
 
-from tests.analysis.test_same_space_study import write_planted_store
-from tests.dashboard.test_app import app, charts
+from tests.helpers import app, charts
+from tests.stores import write_nuance_store
 
 
 @pytest.fixture(scope="module")
 def nuance_store(tmp_path_factory):
     path = tmp_path_factory.mktemp("nuance") / "n.duckdb"
-    write_planted_store(path)
+    write_nuance_store(path)
     return path
 
 

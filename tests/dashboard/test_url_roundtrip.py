@@ -1,5 +1,6 @@
 """Every selection lives in the URL: change a control, copy the link, open it fresh, see the same view.
-Also the defaults a first visit gets, the heatmap → Neighbours carry-over, and the comparison views."""
+Also the defaults a first visit gets, the heatmap → Neighbours carry-over, and the comparison views.
+All on the small analysed store of tests/stores.py (write_dashboard_store), named like the demo's."""
 
 import json
 
@@ -9,7 +10,10 @@ import pyarrow as pa
 import pytest
 
 from analysis.storage import results as R
-from tests.dashboard.test_app import app
+from tests.helpers import app
+
+#: some 80 AppTest sessions on the dashboard store: CI runs them, the fast tier leaves them out
+pytestmark = pytest.mark.slow
 
 MS = {"dataset": "moving_shapes"}
 
@@ -72,15 +76,15 @@ def run_id(store, model, dataset="moving_shapes", n_captions=None, n_frames=None
 
 @pytest.mark.parametrize("page,start,kind,key,value,param,text", [r for r in ROUND_TRIPS if r[3]],
                          ids=[f"{r[0]}-{r[5]}" for r in ROUND_TRIPS if r[3]])
-def test_control_round_trips_through_the_url(small_demo, monkeypatch, page, start, kind, key, value, param, text):
+def test_control_round_trips_through_the_url(dashboard_store, monkeypatch, page, start, kind, key, value, param, text):
     if value == "r1":  # a run id is only known once the store exists: llama-tiny's smallest caption budget
-        value = text = run_id(small_demo, "llama-tiny", n_captions=1)
-    at = app(small_demo, monkeypatch, page, start)
+        value = text = run_id(dashboard_store, "llama-tiny", n_captions=1)
+    at = app(dashboard_store, monkeypatch, page, start)
     widget(at, kind, key).set_value(value).run()
     assert not at.exception, [e.value for e in at.exception]
     assert as_list(at.query_params[param]) == as_list(text)
     # the link as the browser now shows it, opened in a fresh session
-    again = app(small_demo, monkeypatch, page, dict(at.query_params))
+    again = app(dashboard_store, monkeypatch, page, dict(at.query_params))
     shown = widget(again, kind, key).value
     assert (list(shown) if kind == "multiselect" else shown) == value
     assert not [w.value for w in again.warning if "in the link" in w.value]
@@ -98,37 +102,37 @@ def test_control_round_trips_through_the_url(small_demo, monkeypatch, page, star
     ("neighbours", {**MS, "models": "vit-tiny", "runs": "r-unknown"}, "unknown run of vit-tiny"),
     ("neighbours", {**MS, "item": "<script>"}, "unknown item"),
 ])
-def test_invalid_link_values_fall_back_with_a_note(small_demo, monkeypatch, page, params, fragment):
-    at = app(small_demo, monkeypatch, page, params)  # never an exception
+def test_invalid_link_values_fall_back_with_a_note(dashboard_store, monkeypatch, page, params, fragment):
+    at = app(dashboard_store, monkeypatch, page, params)  # never an exception
     assert any(fragment in w.value.replace("\\", "") for w in at.warning), [w.value for w in at.warning]
 
 
-def test_first_visit_defaults(small_demo, monkeypatch):
-    at = app(small_demo, monkeypatch, "heatmap", MS)
+def test_first_visit_defaults(dashboard_store, monkeypatch):
+    at = app(dashboard_store, monkeypatch, "heatmap", MS)
     a, b = at.selectbox(key="pick_a").value, at.selectbox(key="pick_b").value
-    con = duckdb.connect(str(small_demo), read_only=True)
+    con = duckdb.connect(str(dashboard_store), read_only=True)
     nf, nc = con.execute("SELECT max(n_frames), max(n_captions) FROM result_grids WHERE dataset = ? AND model_a = ? "
                          "AND model_b = ? AND metric = 'mutual_knn'", ["moving_shapes", a, b]).fetchall()[0]
     con.close()
     assert at.selectbox(key="pick_metric").value == "mutual_knn"  # not CKA, the alphabetical first
     assert (at.selectbox(key="pick_nf").value, at.selectbox(key="pick_nc").value) == (nf, nc) == (4, 4)
     assert at.radio(key="pick_view").value == "one grid"
-    curves = app(small_demo, monkeypatch, "curves", MS)
+    curves = app(dashboard_store, monkeypatch, "curves", MS)
     assert curves.selectbox(key="pick_metric").value.startswith("alignment with")  # not LID
-    scaling = app(small_demo, monkeypatch, "scaling", MS)
+    scaling = app(dashboard_store, monkeypatch, "scaling", MS)
     assert scaling.selectbox(key="pick_pair").value.endswith("|mutual_knn")
 
 
-def test_heatmap_cell_carries_to_neighbours_with_the_same_layers_and_runs(small_demo, monkeypatch):
+def test_heatmap_cell_carries_to_neighbours_with_the_same_layers_and_runs(dashboard_store, monkeypatch):
     params = {**MS, "a": "vit-tiny", "b": "llama-tiny", "metric": "cknna", "nf": "2", "nc": "1", "la": "3", "lb": "1"}
-    at = app(small_demo, monkeypatch, "heatmap", params)
+    at = app(dashboard_store, monkeypatch, "heatmap", params)
     at.button(key="to_neighbours").click().run()
     assert not at.exception
     assert at.title[0].value == "Neighbours"
     assert at.slider(key="nn_layer_vit-tiny").value == 3 and at.slider(key="nn_layer_llama-tiny").value == 1
     # the runs behind the grid: vit-tiny at n_f=2, llama-tiny at n_c=1 (looked up in the store directly)
-    assert at.selectbox(key="nn_run_vit-tiny").value == run_id(small_demo, "vit-tiny", n_frames=2)
-    assert at.selectbox(key="nn_run_llama-tiny").value == run_id(small_demo, "llama-tiny", n_captions=1)
+    assert at.selectbox(key="nn_run_vit-tiny").value == run_id(dashboard_store, "vit-tiny", n_frames=2)
+    assert at.selectbox(key="nn_run_llama-tiny").value == run_id(dashboard_store, "llama-tiny", n_captions=1)
     assert as_list(at.query_params["models"]) == ["vit-tiny", "llama-tiny"]
     assert as_list(at.query_params["layers"]) == ["3", "1"]
     assert not [w for w in at.warning if w.icon != "🧪"]  # no URL notice; the random-init banner is expected
@@ -150,15 +154,15 @@ def stored_grid(store, **where):
     return g["grid"]
 
 
-def test_difference_view_draws_this_grid_minus_the_other_with_values_in_cells(small_demo, monkeypatch):
+def test_difference_view_draws_this_grid_minus_the_other_with_values_in_cells(dashboard_store, monkeypatch):
     params = {**MS, "a": "vit-tiny", "b": "llama-tiny", "metric": "mutual_knn", "nf": "4", "nc": "4",
               "view": "difference", "vs": "budgets", "with_budgets": "n_f=1, n_c=1"}
-    at = app(small_demo, monkeypatch, "heatmap", params)
+    at = app(dashboard_store, monkeypatch, "heatmap", params)
     (_, diff) = at.get("vega_lite_chart")  # this grid, then the difference beside it
     spec, rows = chart_rows(diff)
     base = {"dataset": "moving_shapes", "model_a": "vit-tiny", "model_b": "llama-tiny", "metric": "mutual_knn"}
-    want = stored_grid(small_demo, **base, n_frames=4, n_captions=4) - stored_grid(small_demo, **base, n_frames=1,
-                                                                                 n_captions=1)
+    want = (stored_grid(dashboard_store, **base, n_frames=4, n_captions=4)
+            - stored_grid(dashboard_store, **base, n_frames=1, n_captions=1))
     got = np.full(want.shape, np.nan)
     for r in rows:
         got[r["layer_a"], r["layer_b"]] = np.nan if r["value"] is None else r["value"]
@@ -170,10 +174,10 @@ def test_difference_view_draws_this_grid_minus_the_other_with_values_in_cells(sm
     assert "minus n_f=1, n_c=1" in json.dumps(spec["title"])
 
 
-def test_side_by_side_of_one_metric_shares_one_colour_scale(small_demo, monkeypatch):
+def test_side_by_side_of_one_metric_shares_one_colour_scale(dashboard_store, monkeypatch):
     params = {**MS, "a": "vit-tiny", "b": "llama-tiny", "metric": "mutual_knn", "view": "side by side",
               "vs": "budgets", "with_budgets": "n_f=1, n_c=1"}
-    at = app(small_demo, monkeypatch, "heatmap", params)
+    at = app(dashboard_store, monkeypatch, "heatmap", params)
     left, right = at.get("vega_lite_chart")
     (ls, lrows), (rs, rrows) = chart_rows(left), chart_rows(right)
     values = [r["value"] for r in lrows + rrows if r["value"] is not None]
@@ -182,11 +186,11 @@ def test_side_by_side_of_one_metric_shares_one_colour_scale(small_demo, monkeypa
         assert scale["domain"] == pytest.approx([min(values), max(values)])
 
 
-def test_difference_of_grids_of_other_shapes_falls_back_to_side_by_side(small_demo, monkeypatch):
-    # videomae-tiny has 5 layers, all-MiniLM 7 and llama-tiny 5: model B differs in shape
+def test_difference_of_grids_of_other_shapes_falls_back_to_side_by_side(dashboard_store, monkeypatch):
+    # all-MiniLM has 7 layers and llama-tiny 5: model B differs in shape
     params = {**MS, "a": "vit-tiny", "b": "all-MiniLM-L6-v2", "metric": "mutual_knn", "view": "difference",
               "vs": "model B"}
-    at = app(small_demo, monkeypatch, "heatmap", params)
+    at = app(dashboard_store, monkeypatch, "heatmap", params)
     second = next(s for s in at.selectbox if s.label == "Second grid")
     at = second.select(next(o for o in second.options if o.startswith("llama-tiny"))).run()
     assert any("a difference needs grids of one shape" in w.value for w in at.warning)

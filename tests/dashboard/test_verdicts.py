@@ -12,7 +12,7 @@ import pytest
 from analysis.storage import results as R
 from analysis.registry import REGISTRY
 from precompute.synthetic_store import write_run
-from tests.dashboard.test_app import app, charts
+from tests.helpers import app, charts
 
 NAN = float("nan")
 
@@ -165,7 +165,7 @@ def test_grid_null_reads_the_null_beside_the_best_cell_or_none():
     assert grid_null({"best_a": 1}) is None and grid_null({"null": None, "flags": {}}) is None
 
 
-# ---------------------------------------------------------------- on the demo store
+# ------------------------------------ on the demo-shaped dashboard store (the last one: the demo itself)
 
 
 def _spec(chart):
@@ -179,21 +179,21 @@ def _select_metric(at, metric):
     return at
 
 
-def test_curves_show_the_metrics_help_from_the_registry(small_demo, monkeypatch):
-    at = _select_metric(app(small_demo, monkeypatch, "curves", {"dataset": "moving_shapes"}), "rankme")
+def test_curves_show_the_metrics_help_from_the_registry(dashboard_store, monkeypatch):
+    at = _select_metric(app(dashboard_store, monkeypatch, "curves", {"dataset": "moving_shapes"}), "rankme")
     text = " ".join(c.value for c in at.caption).replace("\\", "")
     spec = REGISTRY["rankme"]
     assert spec.summary in text and "Range [1, ∞)" in text and "higher is better" in text
     assert "see `layerscope metrics`" not in text
 
 
-def test_alignment_curves_draw_chance_and_the_stored_intervals(small_demo, monkeypatch):
-    con = duckdb.connect(str(small_demo), read_only=True)
+def test_alignment_curves_draw_chance_and_the_stored_intervals(dashboard_store, monkeypatch):
+    con = duckdb.connect(str(dashboard_store), read_only=True)
     n_items = con.execute("SELECT n_items FROM datasets WHERE dataset = 'test_of_time'").fetchall()[0][0]
     grids = R.read_grids(con, dataset="test_of_time", metric="mutual_knn")
     con.close()
     k = grids[0]["params"]["k"]
-    at = app(small_demo, monkeypatch, "curves", {"dataset": "test_of_time"})
+    at = app(dashboard_store, monkeypatch, "curves", {"dataset": "test_of_time"})
     metric = next(o for o in next(s for s in at.sidebar.selectbox if s.label == "Metric").options
                   if o.startswith("alignment with"))
     at = _select_metric(at, metric)
@@ -209,12 +209,12 @@ def test_alignment_curves_draw_chance_and_the_stored_intervals(small_demo, monke
         assert any(f"{b} item resamples" in text for b in boots)
 
 
-def test_chart_titles_say_dataset_and_random_init(small_demo, monkeypatch):
-    at = app(small_demo, monkeypatch, "curves", {"dataset": "moving_shapes"})
+def test_chart_titles_say_dataset_and_random_init(dashboard_store, monkeypatch):
+    at = app(dashboard_store, monkeypatch, "curves", {"dataset": "moving_shapes"})
     title = _spec(charts(at)[0])["title"]
     assert "dataset moving_shapes" in title["subtitle"]
     assert any("random init" in line for line in title["subtitle"])
-    at = app(small_demo, monkeypatch, "model_map", {"dataset": "moving_shapes"})
+    at = app(dashboard_store, monkeypatch, "model_map", {"dataset": "moving_shapes"})
     for chart in charts(at):
         spec = _spec(chart)
         assert any("random init" in line for line in spec["title"]["subtitle"])
@@ -225,8 +225,8 @@ def test_chart_titles_say_dataset_and_random_init(small_demo, monkeypatch):
     assert sx[1] - sx[0] == pytest.approx(sy[1] - sy[0]) and scatter["width"] == scatter["height"]
 
 
-def test_scaling_panels_have_their_own_colour_scales_and_error_bars(small_demo, monkeypatch):
-    at = app(small_demo, monkeypatch, "scaling", {"dataset": "moving_shapes"})
+def test_scaling_panels_have_their_own_colour_scales_and_error_bars(dashboard_store, monkeypatch):
+    at = app(dashboard_store, monkeypatch, "scaling", {"dataset": "moving_shapes"})
     by_frames, by_captions = (_spec(c) for c in charts(at)[:2])
     assert by_frames["layer"][0]["encoding"]["color"]["field"] == "n_captions"
     assert by_captions["layer"][0]["encoding"]["color"]["field"] == "n_frames"

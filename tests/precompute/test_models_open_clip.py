@@ -17,6 +17,8 @@ from precompute.loading import load_adapter  # noqa: E402
 from precompute.models import ModelError  # noqa: E402
 from tests.precompute.helpers import make_dataset  # noqa: E402
 
+pytestmark = pytest.mark.slow  # builds open_clip models with random weights
+
 CONFIG = {"model_cfg": {"embed_dim": 16,
                         "vision_cfg": {"image_size": 32, "layers": 2, "width": 32, "patch_size": 8, "head_width": 16},
                         "text_cfg": {"context_length": 16, "vocab_size": 49408, "width": 24, "heads": 2, "layers": 2}},

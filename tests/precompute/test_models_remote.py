@@ -15,6 +15,8 @@ from precompute.tiny_models import build_remote_videomae_v2
 from precompute.video import read_frames, sample_indices
 from tests.precompute.helpers import make_dataset
 
+pytestmark = pytest.mark.slow  # builds a tiny remote-code model
+
 
 def cli(*args):
     return main([str(a) for a in args])

@@ -9,6 +9,8 @@ import timm  # noqa: F401  (required, not skipped: in the `models` and `dev` ext
 
 from precompute.loading import load_adapter  # noqa: E402
 
+pytestmark = pytest.mark.slow  # builds timm backbones with random weights
+
 FRAMES = [np.random.default_rng(i).integers(0, 256, size=(3, 40, 48, 3), dtype=np.uint8) for i in range(2)]
 
 

@@ -14,6 +14,8 @@ from precompute.cli import main
 from tests.precompute.helpers import make_dataset, stored_contents, write_sweep
 from tests.stores import result_tables as results
 
+pytestmark = pytest.mark.slow  # starts a local Ray instance and builds tiny models
+
 REPO = Path(__file__).resolve().parents[2]
 
 

@@ -13,6 +13,8 @@ from precompute.cli import main
 from precompute.tiny_models import build_clip
 from tests.precompute.helpers import make_dataset
 
+pytestmark = pytest.mark.slow  # builds a tiny CLIP and precomputes with it
+
 
 def test_dual_encoder_towers_meet_at_the_joint_layer(tmp_path):
     clip = str(build_clip(tmp_path / "tinyclip"))

@@ -1,0 +1,130 @@
+"""Helpers shared by tests (not tests, not fixtures): the slow tier's rule, seeded planted data, the
+dashboard under AppTest, reports, and a headless chromium.
+
+Test modules import from here (or from :mod:`tests.stores`, :mod:`tests.reference`), never from
+another ``test_*.py`` or a ``conftest.py``.
+"""
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+#: the dashboard's entry point
+APP = str(Path(__file__).resolve().parents[1] / "app.py")
+
+
+#: fixture name -> why a test that uses it is slow
+HEAVY_FIXTURES = {
+    "small_demo": "builds, precomputes and analyses the whole --small demo",
+    "tiny": "builds every tiny random model (tests/precompute/conftest.py)",
+    "one_model_store": "builds a tiny ViT and runs precompute and analyze through the CLI",
+    "ray_local": "starts a local Ray instance",
+    "server": "starts the dashboard in a streamlit subprocess",
+    "sides_store": "builds four tiny models, precomputes them through the CLI and analyses the store",
+}
+
+
+def slow_reason(item) -> str | None:
+    """Why ``item`` belongs to the slow tier, or None: the first heavy fixture in its closure
+    (``item.fixturenames`` holds every fixture it uses, transitively) or its ``browser`` mark."""
+    for name in item.fixturenames:
+        if name in HEAVY_FIXTURES:
+            return f"uses {name}: {HEAVY_FIXTURES[name]}"
+    if item.get_closest_marker("browser") is not None:
+        return "drives a real browser"
+    return None
+
+
+def planted(n=120, *, latent=4, dx=12, dy=9, noise=0.3, seed=0):
+    """Two views of one latent structure: X = Z A + e, Y = Z B + e (paired rows)."""
+    rng = np.random.default_rng(seed)
+    Z = rng.normal(size=(n, latent))
+    X = Z @ rng.normal(size=(latent, dx)) + noise * rng.normal(size=(n, dx))
+    Y = Z @ rng.normal(size=(latent, dy)) + noise * rng.normal(size=(n, dy))
+    return X, Y
+
+
+def random_rotation(d, seed):
+    Q, R = np.linalg.qr(np.random.default_rng(seed).normal(size=(d, d)))
+    return Q * np.sign(np.diag(R))
+
+
+def quiet(_msg):
+    """A ``log`` callback that drops every message."""
+
+
+CHROMIUM_FLAGS = ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                  "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-quic")
+
+
+def chromium_driver(profile_dir, *, window="1400,1000", offline=False):
+    """Debian's chromium under selenium with the flags this workplace needs; fails (not skips) when absent."""
+    import os
+    import shutil
+
+    chromium = shutil.which("chromium") or "/usr/bin/chromium"
+    driver_path = shutil.which("chromedriver") or "/usr/bin/chromedriver"
+    if not (os.path.exists(chromium) and os.path.exists(driver_path)):
+        pytest.fail("browser tests need Debian's chromium and chromium-driver (apt-get install -y chromium "
+                    "chromium-driver), or deselect them with -m 'not browser'")
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    opts = webdriver.ChromeOptions()
+    opts.binary_location = chromium
+    for flag in CHROMIUM_FLAGS + (f"--window-size={window}", f"--user-data-dir={profile_dir}"):
+        opts.add_argument(flag)
+    driver = webdriver.Chrome(service=Service(driver_path), options=opts)
+    if offline:
+        driver.execute_cdp_cmd("Network.enable", {})
+        driver.execute_cdp_cmd("Network.emulateNetworkConditions", {"offline": True, "latency": 0,
+                                                                    "downloadThroughput": 0, "uploadThroughput": 0})
+    return driver
+
+
+#: the analysis tests' small synthetic sweep (the ``sweep`` fixture): 2 vision and 2 text models at
+#: 2 budgets each, 40 items, 4 layers of 12 dims
+SHAPE = dict(frames=(1, 2), captions=(1, 2), n_items=40, n_layers=4, dim=12)
+
+
+def app(store, monkeypatch, page="overview", params=None):
+    """The dashboard on ``store`` driven headlessly (AppTest), opened at ``page`` with URL ``params``;
+    fails on any exception the page raised."""
+    from streamlit.testing.v1 import AppTest
+
+    monkeypatch.setenv("LAYERSCOPE_STORE", str(store))
+    at = AppTest.from_file(APP, default_timeout=120)
+    for k, v in (params or {}).items():
+        at.query_params[k] = v
+    at.run()
+    if page != "overview":
+        at.switch_page(f"pages/{page}.py")
+        at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    return at
+
+
+def charts(at):
+    """The Vega-Lite charts a page drew."""
+    return at.get("vega_lite_chart")
+
+
+def make_report(store, tmp_path, *extra):
+    """``layerscope report`` on ``store`` into ``tmp_path``: (html path, the JSON data, the HTML text)."""
+    import json
+
+    from precompute.cli import main
+
+    out = tmp_path / "report.html"
+    assert main(["report", "--store", str(store), "--out", str(out), *extra]) == 0
+    return out, json.loads(out.with_suffix(".json").read_text()), out.read_text()
+
+
+def error_matrix(commands, kinds, *, fast_command, fast_kind):
+    """``(kind, command)`` cases of an error matrix with the ids two stacked parametrize decorators give
+    (``command-kind``): the fast tier keeps every command with ``fast_kind`` and every kind with
+    ``fast_command``; the other cells are marked slow (CI runs the whole matrix)."""
+    return [pytest.param(kind, command, id=f"{command}-{kind}",
+                         marks=() if fast_kind == kind or fast_command == command else pytest.mark.slow)
+            for command in commands for kind in kinds]
