@@ -39,10 +39,11 @@ def store_path() -> str:
 
 
 @st.cache_data(show_spinner=False, max_entries=256)
-def cached(fn_name: str, path: str, stamp: tuple, *args, _wait: float = 2.0):
-    """``views.<fn_name>(con, *args)`` on a connection opened for this call only (``_wait``: seconds
-    to wait for a writer's lock; not part of the cache key)."""
-    return read_store(path, getattr(views, fn_name), *args, wait=_wait)
+def cached(name: str, path: str, stamp: tuple, *args, _fn, _wait: float = 2.0):
+    """``_fn(con, *args)`` on a connection opened for this call only. ``name`` (the function's module
+    and name) keys the cache in its place; ``_wait``: seconds to wait for a writer's lock; neither
+    underscored argument is part of the cache key."""
+    return read_store(path, _fn, *args, wait=_wait)
 
 
 @st.cache_data(show_spinner=False, max_entries=4)
@@ -81,10 +82,12 @@ def _read(key, fn):
     return value
 
 
-def view(fn_name: str, *args):
-    """A cached call of ``analysis.views.<fn_name>(con, *args)`` (a fresh read when the store changed)."""
+def view(fn, *args):
+    """A cached call of the view function ``fn(con, *args)`` (one of :mod:`analysis.views`; a fresh
+    read when the store changed)."""
     path = store_path()
-    return _read((fn_name, path, args), lambda: cached(fn_name, path, store_stamp(path), *args, _wait=_wait(path)))
+    name = f"{fn.__module__}.{fn.__qualname__}"
+    return _read((name, path, args), lambda: cached(name, path, store_stamp(path), *args, _fn=fn, _wait=_wait(path)))
 
 
 def report_files() -> dict[str, str]:
@@ -207,7 +210,7 @@ def download_chart(chart, name: str):
 def require_store():
     """The store path, or a friendly start-here message (and stop) for a missing or empty store."""
     path = store_path()
-    if not os.path.exists(path) or not view("is_layerscope_store"):
+    if not os.path.exists(path) or not view(views.is_layerscope_store):
         st.info(f"No LayerScope store at {md_escape(path)} yet. Start with the demo (`layerscope demo`), or embed "
                 "your own data:")
         st.code("layerscope demo\n\n"
@@ -227,7 +230,7 @@ def require_results(what: str, available: bool):
 
 
 def dataset_picker():
-    ov = view("overview", store_path())
+    ov = view(views.overview, store_path())
     if ov.get("empty"):
         require_results("runs", False)
     return pick("Dataset", list(ov["datasets"]["dataset"]), param="dataset", container=st.sidebar)
@@ -259,7 +262,7 @@ def reproducibility(run_ids, params: dict | None = None):
     """The sidebar panel: revisions, sizes, code versions and parameters behind the current view."""
     if not run_ids:
         return
-    prov = view("provenance", tuple(run_ids))
+    prov = view(views.provenance, tuple(run_ids))
     with st.sidebar.expander("Reproducibility", expanded=False):
         if "runs" in prov:
             st.dataframe(prov["runs"], hide_index=True, width="stretch")

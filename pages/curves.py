@@ -12,10 +12,10 @@ st.caption("Per-layer metrics on relative depth (0 = embeddings, 1 = last layer)
            "metric recommends, dashed rules the chance level and bounds near the data.")
 require_store()
 dataset = dataset_picker()
-prof = view("profiles_long", dataset)
-choices = view("layer_choices", dataset)
+prof = view(views.profiles_long, dataset)
+choices = view(views.layer_choices, dataset)
 require_results("per-layer profiles", len(prof) > 0)
-labels = view("model_labels")
+labels = view(views.model_labels)
 models = sorted(prof["model"].unique())
 chosen = pick_many("Models", models, param="models", default=models, fmt=lambda m: labels.get(m, m), container=st.sidebar)
 if not chosen:
@@ -36,19 +36,19 @@ data = curves[curves["metric"] == metric] if metric in set(curves["metric"]) els
 if data.empty:
     st.info("No model has this curve.")
     st.stop()
-ctx = view("dataset_context", dataset)
+ctx = view(views.dataset_context, dataset)
 is_alignment = metric.startswith("alignment with ")
 base_metric = "mutual_knn" if is_alignment else metric  # an alignment curve is a mutual k-NN row maximum
 params = {"k": ctx["k"]} if ctx["k"] else None
 rules = views.baselines(base_metric, data["value"], n_items=ctx["n_items"], params=params,
                         chance_label="chance k/(N−1)" if base_metric == "mutual_knn" else None)
-intervals = view("curve_intervals", dataset)
+intervals = view(views.curve_intervals, dataset)
 intervals = intervals[intervals["model"].isin(chosen) & (intervals["metric"] == metric)]
 shown = sorted(data["model"].unique())
 budgets = views.budget_text(data, choices, shown)
 title = views.chart_title(f"{metric} per layer", dataset=dataset, details=[budgets], labels=labels, models=shown)
 m = marks[marks["metric"] == metric] if len(marks) else marks
-nulls = view("curve_null_levels", dataset) if is_alignment else None
+nulls = view(views.curve_null_levels, dataset) if is_alignment else None
 if nulls is not None:
     nulls = nulls[nulls["model"].isin(chosen) & (nulls["metric"] == metric)]
 chart = views.curves_chart(data, metric, labels=labels, marks=m, intervals=intervals, rules=rules, title=title,
@@ -69,7 +69,7 @@ stem = views.export_name("curves", dataset, metric)
 download_data(data.assign(model=data["model"].map(lambda x: labels.get(x, x))), stem)
 download_chart(chart, stem)
 st.subheader("Which layer to use")
-for v in view("verdicts", dataset):
+for v in view(views.verdicts, dataset):
     if v["model"] in chosen:
         st.markdown(md_escape(v["sentence"]))
 st.subheader("Each metric's pick")

@@ -1,6 +1,7 @@
 import altair as alt
 import streamlit as st
 
+from analysis import views
 from analysis.views import downstream_view, md_escape, scatter_frame
 from pages._shared import (
     background_job,
@@ -29,9 +30,9 @@ with st.expander("Import downstream results (CSV: model, task, metric, value, hi
 # stays in view on every rerun and refresh
 background_job("import", "Import and analyse", csv=None if upload is None else upload.getvalue())
 
-payload = view("study", "downstream", dataset)
+payload = view(views.study, "downstream", dataset)
 if payload is None:
-    if view("study", "predictors", dataset) is not None:  # per-layer results only: they feed the predictor table
+    if view(views.study, "predictors", dataset) is not None:  # per-layer results only: they feed the predictor table
         st.info("This dataset's downstream results are per layer: they are correlated layer by layer on the "
                 "Layer predictors page. This page correlates whole-model results (rows without a `layer`).")
         st.page_link(page_path("predictors"), label="Layer predictors →")

@@ -1,6 +1,7 @@
 import altair as alt
 import streamlit as st
 
+from analysis import views
 from analysis.methods.embedding_map import frame_data_uri, sample_items
 from analysis.views import map_command, md_escape
 from pages._shared import (
@@ -44,16 +45,16 @@ st.caption("UMAP of one layer of one run, or of a model's video and text sides t
            "Computed by `layerscope analyze` (cosine geometry, exact k-NN graph, fixed seed).")
 require_store()
 dataset = dataset_picker()
-maps = view("embedding_maps", dataset)
+maps = view(views.embedding_maps, dataset)
 require_results("embedding maps", not maps.empty)
-labels = view("model_labels")
+labels = view(views.model_labels)
 subjects = list(maps["subject"])
 why = dict(zip(maps["subject"], maps["why"]))
 random_init = {s: any(labels.get(m, m) != m for m in models) for s, models in zip(maps["subject"], maps["models"])}
 subject = pick("Map", subjects, param="map", container=st.sidebar,
                fmt=lambda s: f"{s}{' (random init)' if random_init.get(s) else ''} — {why.get(s, '')}")
 row = maps[maps["subject"] == subject].iloc[0]
-mp = view("embedding_map_points", row["result_id"])
+mp = view(views.embedding_map_points, row["result_id"])
 meta = mp["meta"]
 ri = [m for m, r in zip(meta["models"], meta["random_init"]) if r]
 if ri:
@@ -102,7 +103,7 @@ else:
     download_data(pts.drop(columns=[c for c in ("image",) if c in pts]), "embedding_map")
 
 with st.expander("Map another layer"):
-    runs = view("runs_for_neighbours", dataset)
+    runs = view(views.runs_for_neighbours, dataset)
     models = sorted(runs["model"].unique())
     if models:
         c1, c2, c3 = st.columns(3)

@@ -12,10 +12,10 @@ from pages._shared import (dataset_picker, download_chart, download_data, drop_p
 st.title("Layer × layer heatmap")
 require_store()
 dataset = dataset_picker()
-index = view("grid_index")
+index = view(views.grid_index)
 index = index[index["dataset"] == dataset]
 require_results("layer grids", len(index) > 0)
-labels = view("model_labels")
+labels = view(views.model_labels)
 
 
 def name(model) -> str:
@@ -44,7 +44,7 @@ elif sub["n_frames_b"].notna().any():
     n_fb = pick("Frames n_f of B", fb, param="nfb", container=side, default=url_state.largest(fb))
     sub = sub[sub["n_frames_b"] == n_fb]
 row = sub.iloc[0]
-g = view("grid_by_id", row["result_id"])
+g = view(views.grid_by_id, row["result_id"])
 df = views.grid_long(g)
 setting = grid_compare.budget_text(row)
 
@@ -62,7 +62,7 @@ else:
         other = pick("Second grid", list(others["label"]), param=f"with_{grid_compare.VARY_PARAM[vary]}",
                      container=side)
         second = others[others["label"] == other].iloc[0]
-        g2 = view("grid_by_id", second["result_id"])
+        g2 = view(views.grid_by_id, second["result_id"])
 
 def title_of(r) -> str:
     return f"{name(r['model_a'])} × {name(r['model_b'])} · {r['metric']} · {grid_compare.budget_text(r)}"
@@ -171,7 +171,7 @@ if n_near:
     st.caption(f"Dashed outline: {n_near} other cell(s) whose value lies inside the best cell's 95% interval "
                f"({g['n_boot']} resamples): the data do not tell them apart from the best. Only the best cell's "
                "interval is computed, so this compares values with that one interval.")
-st.caption(views.md_escape(views.metric_help(metric, view("dataset_context", dataset)["n_items"],
+st.caption(views.md_escape(views.metric_help(metric, view(views.dataset_context, dataset)["n_items"],
                                              {k: v for k, v in (g.get("params") or {}).items() if k != "n_boot"})))
 st.metric(f"{views.md_escape(metric)} at layers ({la}, {lb})", views.fmt_number(g["grid"][la, lb], 4))
 note = df[(df["layer_a"] == la) & (df["layer_b"] == lb)]["note"].iloc[0]

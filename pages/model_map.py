@@ -9,11 +9,11 @@ st.caption("Best-layer mutual k-NN between every two models, clustered (average 
            "and a 2-D map (classical MDS of the same distances).")
 require_store()
 dataset = dataset_picker()
-payload = view("study", "model_map", dataset)
+payload = view(views.study, "model_map", dataset)
 require_results("model map", payload is not None)
 
 mv = model_map_view(payload)
-labels = view("model_labels")
+labels = view(views.model_labels)
 budgets = sorted({f"n_f {v['n_frames']}" for v in payload["settings"].values() if v.get("n_frames")}
                  | {f"n_c {v['n_captions']}" for v in payload["settings"].values() if v.get("n_captions")})
 title = views.chart_title("Best-layer mutual k-NN between models", dataset=dataset,

@@ -1,5 +1,6 @@
 import streamlit as st
 
+from analysis import views
 from analysis.views import url_state
 from analysis.methods.grid_compare import budget_text
 from analysis.views import choose, md_escape
@@ -9,8 +10,8 @@ st.title("Neighbours")
 st.caption("An item's nearest items in each model's space at a chosen layer, and which neighbours the spaces share.")
 require_store()
 dataset = dataset_picker()
-items = view("items", dataset)
-runs = view("runs_for_neighbours", dataset)
+items = view(views.items, dataset)
+runs = view(views.runs_for_neighbours, dataset)
 if runs.empty:
     st.info("No finished runs for this dataset.")
     st.stop()
@@ -29,7 +30,7 @@ try:
 except Exception as exc:  # the video may live on another machine than the store
     st.caption(md_escape(f"frames unavailable: {exc}"))
 
-labels = view("model_labels")
+labels = view(views.model_labels)
 models = sorted(runs["model"].unique())
 # a link names models, their runs (budgets) and layers as three aligned lists (?models=a&runs=r1&layers=3&...),
 # read before the model picker rewrites the list
@@ -55,7 +56,7 @@ for col, model in zip(cols, chosen):
     layer = col.slider(f"{md_escape(model)} layer", 0, top, min(layer.value, top), key=f"nn_layer_{model}")
     chosen_runs.append(run_id)
     chosen_layers.append(str(layer))
-    nn = view("neighbours", r["run_id"], layer, idx, k)
+    nn = view(views.neighbours, r["run_id"], layer, idx, k)
     nn = nn.merge(items[["idx", "item_id", "captions"]], on="idx")
     nn["caption"] = nn["captions"].map(lambda c: c[0])
     sets[model] = set(nn["item_id"])

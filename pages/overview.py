@@ -1,5 +1,6 @@
 import streamlit as st
 
+from analysis import views
 from analysis.views import VERDICT_RULE, display_table, md_escape
 from pages._shared import (
     background_job,
@@ -14,7 +15,7 @@ from pages._shared import (
 st.title("LayerScope")
 st.caption("How every layer of your encoders represents the same data — without labels.")
 require_store()
-ov = view("overview", store_path())
+ov = view(views.overview, store_path())
 if ov.get("empty"):
     st.info(f"The store {md_escape(store_path())} holds no runs yet. Fill it with `layerscope precompute` "
             "or try `layerscope demo`.")
@@ -27,7 +28,7 @@ _ICON = {"recommend": "✅", "last": "✅", "default": "↩️", "tie": "🟰", 
 st.subheader("Which layer to use")
 st.caption(md_escape(VERDICT_RULE))
 for ds in list(ov["datasets"]["dataset"]):
-    found = view("verdicts", ds)
+    found = view(views.verdicts, ds)
     if len(ov["datasets"]) > 1:
         st.markdown(f"**{md_escape(ds)}**")
     if not found:

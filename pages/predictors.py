@@ -1,6 +1,7 @@
 import altair as alt
 import streamlit as st
 
+from analysis import views
 from analysis.views import md_escape, predictor_matrix
 from pages._shared import (
     dataset_picker,
@@ -24,7 +25,7 @@ st.caption("Which label-free signal predicts which task, layer by layer: Spearma
 require_store()
 dataset = dataset_picker()
 
-data = view("predictors_tables", dataset)
+data = view(views.predictors_tables, dataset)
 if data is None or not data["tasks"]:
     st.info("No per-layer downstream results in this store yet. Import a CSV with a `layer` column (an index, or "
             "`default` / `joint`) and, optionally, a `setting`, then analyse:")

@@ -11,9 +11,9 @@ st.caption("Best-layer-pair alignment against the frames (n_f) and captions (n_c
            "points better, that form beside it (each with its own R²).")
 require_store()
 dataset = dataset_picker()
-subjects = view("scaling_subjects", dataset)
+subjects = view(views.scaling_subjects, dataset)
 require_results("scaling fits", len(subjects) > 0)
-labels = view("model_labels")
+labels = view(views.model_labels)
 
 
 def fmt(subject):
@@ -29,7 +29,7 @@ columns = st.columns(2) if compare != "(none)" else [st.container()]
 for col, subject in zip(columns, [left] + ([compare] if compare != "(none)" else [])):
     with col:
         st.subheader(md_escape(fmt(subject)))
-        sv = view("scaling_view", dataset, subject)
+        sv = view(views.scaling_view, dataset, subject)
         a, b, metric = subject.split("|")
         title = views.chart_title(f"{metric} of the best layer pair: {labels.get(a, a)} × {labels.get(b, b)}; "
                                   f"{views.scaling_heading(sv)}",

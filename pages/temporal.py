@@ -1,6 +1,7 @@
 import altair as alt
 import streamlit as st
 
+from analysis import views
 from analysis.views.nuance import nuance_view, same_space_long
 from analysis.views import md_escape, temporal_view
 from pages._shared import (
@@ -18,8 +19,8 @@ st.caption("Does a space encode the order of events? Test of Time alignment, wha
            "share one space, retrieval, the modality gap and the nuanced-retrieval probes.")
 require_store()
 dataset = dataset_picker()
-payload = view("study", "temporal", dataset)
-same_rows = view("same_space_studies", dataset)
+payload = view(views.study, "temporal", dataset)
+same_rows = view(views.same_space_studies, dataset)
 require_results("temporal probes for this dataset", payload is not None or bool(same_rows))
 payload = payload or {}
 

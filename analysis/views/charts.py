@@ -1,0 +1,30 @@
+"""Shared pieces of Altair charts (pages and reports draw them): titles, export names."""
+
+from __future__ import annotations
+
+import re
+
+
+def _alt():
+    import altair as alt  # only pages and reports draw
+
+    return alt
+
+
+def chart_title(text: str, *, dataset: str | None = None, details=(), labels: dict | None = None,
+                models=()) -> dict:
+    """A self-describing chart title: the text, then the dataset, budgets and other details, and
+    "(random init)" on models with random weights, so an exported PNG/SVG says what it shows."""
+    sub = [f"dataset {dataset}"] if dataset else []
+    sub += [d for d in details if d]
+    untrained = [m for m in models if (labels or {}).get(m, m).endswith("(random init)")]
+    if untrained:
+        sub.append(f"random init (untrained weights): {', '.join(untrained)}")
+    return {"text": text, "subtitle": sub, "anchor": "start"}  # one subtitle line each: exports stay narrow
+
+
+def export_name(kind: str, dataset: str, *parts) -> str:
+    """A file name stem for downloads that says what they hold: ``curves_DATASET_METRIC`` (unsafe
+    characters replaced)."""
+    stem = "_".join(str(x) for x in (kind, dataset, *parts) if x not in (None, ""))
+    return re.sub(r"[^A-Za-z0-9._=-]+", "-", stem).strip("-")[:150]

@@ -1,0 +1,123 @@
+"""The embedding-map page's data: stored maps, points with captions and metadata, the map command."""
+
+from __future__ import annotations
+
+
+import numpy as np
+import pandas as pd
+
+from analysis.storage import results as R
+from analysis.views.neighbours import items
+from analysis.views.store_info import _df, has_table, model_labels
+
+
+def embedding_maps(con, dataset) -> pd.DataFrame:
+    """The stored embedding maps of a dataset (what the page can pick): one row per map with
+    ``result_id, subject, kind, models, layers, why, requested, reason`` (``reason``: why the layer
+    has no picture, else empty). Two-sided maps (a shared space) come first."""
+    cols = ["result_id", "subject", "kind", "models", "layers", "why", "requested", "reason"]
+    if not has_table(con, "result_studies"):
+        return pd.DataFrame(columns=cols)
+    rows = R.read_studies(con, study="embedding_map", dataset=dataset)
+    out = pd.DataFrame([{"result_id": r["result_id"], "subject": r["subject"], "kind": r["payload"]["kind"],
+                         "models": tuple(r["payload"]["models"]), "layers": tuple(r["payload"]["layers"]),
+                         "why": r["payload"]["why"], "requested": bool(r["payload"].get("requested")),
+                         "reason": r["payload"].get("reason") or ""} for r in rows], columns=cols)
+    if out.empty:
+        return out
+    out["order"] = out["kind"] != "pair"
+    return out.sort_values(["order", "subject"]).drop(columns="order").reset_index(drop=True)
+
+
+def _caption_text(captions, n_captions) -> str:
+    """The caption(s) a run embedded (its first ``n_captions``; a vision run: the first), shortened."""
+    caps = [str(c) for c in (list(captions) if captions is not None else [])]
+    text = " | ".join(caps[: max(1, int(n_captions or 1))])
+    return text if len(text) <= 160 else text[:157] + "..."
+
+
+#: a metadata field colours a map when it has between 2 and this many values over the items
+MAX_COLOUR_LEVELS = 12
+
+
+def categorical_metadata(metadata: list, max_levels: int = MAX_COLOUR_LEVELS) -> pd.DataFrame:
+    """Item metadata usable as a map's colour: one column per field with 2..``max_levels`` distinct
+    values over the items (``metadata``: one dict per item, in order). Nested dicts are flattened one
+    level (``{"scene": {"colour": ..}}`` gives ``scene_colour``: no dots, which Vega-Lite would read
+    as nesting); lists and private fields (a leading ``_``) are left out; a missing value is ``none``."""
+    flat = []
+    for md in metadata:
+        row = {}
+        for k, v in (md or {}).items():
+            if str(k).startswith("_"):
+                continue
+            inner = v.items() if isinstance(v, dict) else [(None, v)]
+            for k2, v2 in inner:
+                if v2 is None or isinstance(v2, (str, int, float, bool)):
+                    name = str(k) if k2 is None else f"{k}_{k2}"
+                    row[name.replace(".", "_")] = "none" if v2 is None else str(v2)
+        flat.append(row)
+    df = pd.DataFrame(flat, index=range(len(metadata))).fillna("none")
+    keep = [c for c in df.columns if 2 <= df[c].nunique() <= max_levels]
+    return df[sorted(keep)]
+
+
+def embedding_map_points(con, result_id) -> dict:
+    """One stored map as points to draw: ``{"points": DataFrame, "meta": dict, "reason": str | None}``.
+
+    ``points`` has one row per drawn point: ``x, y, side`` (``video``/``image``/``text``), ``series``
+    (model, side and layer, with "(random init)" where the weights are random), ``idx, item_id,
+    caption`` (the caption(s) that side embedded), ``video`` (the item's file, for a frame on hover).
+    ``meta`` holds the map's settings and notes (sampled items, duplicates, n_neighbors, seed), and
+    ``colour_fields``: the item metadata columns added to ``points`` (:func:`categorical_metadata`).
+    """
+    rows = R.read_studies(con, study="embedding_map", result_id=result_id)
+    if not rows:
+        raise ValueError(f"no embedding map {result_id!r} in this store")
+    r = rows[0]
+    p = r["payload"]
+    labels = model_labels(con)
+    meta = {k: p.get(k) for k in ("kind", "models", "layers", "layer_names", "sides", "why", "requested", "n_items",
+                                  "sampled", "n_neighbors", "min_dist", "seed", "n_distinct", "n_duplicates")}
+    meta.update(subject=r["subject"], dataset=r["dataset"], run_ids=p["run_ids"],
+                random_init=[labels.get(m, m) != m for m in p["models"]])
+    if p.get("reason"):
+        return {"points": pd.DataFrame(), "meta": meta, "reason": p["reason"]}
+    import json
+
+    it = items(con, r["dataset"]).set_index("idx")
+    md = _df(con, "SELECT idx, metadata FROM items WHERE dataset = ? ORDER BY idx", [r["dataset"]])
+    cats = categorical_metadata([json.loads(m) if isinstance(m, str) else (m or {}) for m in md["metadata"]])
+    cats.index = md["idx"].to_numpy()
+    meta["colour_fields"] = [c for c in cats.columns if c not in {"x", "y", "side", "series", "idx", "item_id",
+                                                                  "video", "caption", "image"}]
+    idx = np.asarray(p["items"], dtype=int)
+    n = len(idx)
+    side_of = np.asarray(p["side"] if p.get("side") is not None else [0] * n, dtype=int)
+    pos = np.tile(idx, len(p["run_ids"]))
+    frames = []
+    for s, (model, side, layer, name, setting) in enumerate(zip(p["models"], p["sides"], p["layers"],
+                                                                p["layer_names"], p["settings"])):
+        sel = side_of == s
+        ids = pos[sel]
+        layer_text = f"L{layer}" + (f" ({name})" if name else "")
+        frames.append(pd.DataFrame({
+            "x": np.asarray(p["x"])[sel], "y": np.asarray(p["y"])[sel], "side": side,
+            "series": f"{labels.get(model, model)} · {side} {layer_text}", "idx": ids,
+            "item_id": it.loc[ids, "item_id"].to_numpy(), "video": it.loc[ids, "video"].to_numpy(),
+            "caption": [_caption_text(it.at[i, "captions"], setting.get("n_captions") if side == "text" else 1)
+                        for i in ids]}))
+    points = pd.concat(frames, ignore_index=True)
+    for c in meta["colour_fields"]:
+        points[c] = cats.loc[points["idx"], c].to_numpy()
+    return {"points": points, "meta": meta, "reason": None}
+
+
+def map_command(store_path: str, dataset: str, model: str, layer, side: str = "auto") -> str:
+    """The command that computes a map the dashboard does not hold (the dashboard never writes)."""
+    import shlex
+
+    parts = ["layerscope", "map", "--store", store_path, "--dataset", dataset, "--model", model, "--layer", str(layer)]
+    if side != "auto":
+        parts += ["--side", side]
+    return " ".join(shlex.quote(str(x)) for x in parts)

@@ -1,0 +1,120 @@
+"""The heatmap page's data: grid index, one grid in long form, near-best cells, the best cell in words."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from analysis.storage import results as R
+from analysis.registry import REGISTRY
+from analysis.views.null import grid_null, null_text
+from analysis.views.store_info import _df, has_table
+from analysis.views.text import fmt_number
+
+
+def grid_index(con) -> pd.DataFrame:
+    """One row per stored grid: what can be picked."""
+    if not has_table(con, "result_grids"):
+        return pd.DataFrame(columns=["dataset", "pair_kind", "model_a", "model_b", "metric", "n_frames",
+                                     "n_captions", "n_frames_b", "result_id"])
+    return _df(con, "SELECT dataset, pair_kind, model_a, model_b, metric, n_frames, n_captions, n_frames_b, "
+                    "result_id FROM result_grids ORDER BY dataset, model_a, model_b, metric, n_frames, n_captions")
+
+
+def grid_by_id(con, result_id) -> dict:
+    (g,) = R.read_grids(con, result_id=result_id)
+    return g
+
+
+def grid_long(g: dict) -> pd.DataFrame:
+    """Long table of a grid for a heatmap: layer_a, layer_b, value, best flag, interval text,
+    ``degenerate`` (the cell sits on a degenerate layer of either model: marked, never best) with
+    ``note`` saying why (the reason travels from analyze in ``flags``), and ``near_best``
+    (:func:`near_best_cells`)."""
+    G = g["grid"]
+    flags = g.get("flags") or {}
+    deg_a = {int(k): v for k, v in (flags.get("degenerate_a") or {}).items()}
+    deg_b = {int(k): v for k, v in (flags.get("degenerate_b") or {}).items()}
+    a, b = np.meshgrid(np.arange(G.shape[0]), np.arange(G.shape[1]), indexing="ij")
+    df = pd.DataFrame({"layer_a": a.ravel(), "layer_b": b.ravel(), "value": G.ravel()})
+    df["value"] = df["value"].where(np.isfinite(df["value"]), None)
+    df["best"] = (df["layer_a"] == g["best_a"]) & (df["layer_b"] == g["best_b"])
+    df["degenerate"] = df["layer_a"].isin(list(deg_a)) | df["layer_b"].isin(list(deg_b))
+    df["note"] = [("; ".join(x for x in (f"A layer {i}: {deg_a[i]}" if i in deg_a else "",
+                                          f"B layer {j}: {deg_b[j]}" if j in deg_b else "") if x)
+                   or ("undefined" if v is None else ""))
+                  for i, j, v in zip(df["layer_a"], df["layer_b"], df["value"])]
+    df["interval"] = ""
+    if g.get("ci_low") is not None and g["best_a"] is not None:
+        df.loc[df["best"], "interval"] = f"[{g['ci_low']:.3f}, {g['ci_high']:.3f}] ({g['n_boot']} resamples)"
+    near = near_best_cells(g)
+    df["near_best"] = near.ravel() & ~df["degenerate"].to_numpy()
+    df.loc[df["near_best"], "note"] = "within the best cell's 95% interval: not distinguishable from it by that interval"
+    df["beyond_null"] = beyond_null_cells(g).ravel() & ~df["degenerate"].to_numpy()
+    return df
+
+
+def beyond_null_cells(g: dict) -> np.ndarray:
+    """``(n_rows, n_cols)`` bool: finite cells past the shuffled-pairing null's 95th percentile
+    (above it when higher is better, below when lower is): values the grid maximum reaches under
+    random item pairings less than 5% of the time. All False without a stored null."""
+    G = np.asarray(g["grid"], dtype=np.float64)
+    null = grid_null(g)
+    if null is None or null.get("q95") is None or not np.isfinite(null["q95"]):
+        return np.zeros(G.shape, dtype=bool)
+    spec = REGISTRY.get(g.get("metric"))
+    with np.errstate(invalid="ignore"):
+        out = G < null["q95"] if spec is not None and spec.higher_is_better is False else G > null["q95"]
+    return out & np.isfinite(G)
+
+
+def null_rule_text(g: dict, n_beyond: int) -> str:
+    """The heatmap's caption for its null rule: which cells are outlined and the best cell's verdict."""
+    null = grid_null(g)
+    return (f"White dotted outline: {n_beyond} cell(s) past {fmt_number(null['q95'])}, the 95th percentile of this "
+            f"grid's best value when the items are paired at random ({null['n_perm']} shuffles"
+            f"{', within groups' if null.get('grouped') else ''}; the maximum over all layer pairs, so the "
+            f"selection is counted). Best cell: {null_text(null)}.")
+
+
+def near_best_cells(g: dict) -> np.ndarray:
+    """``(n_rows, n_cols)`` bool: cells other than the best whose value lies inside the best cell's
+    bootstrap interval, on the metric's better side of its bound (``value >= ci_low`` when higher is
+    better, ``value <= ci_high`` when lower is better). Only the best cell's interval is computed
+    (per-cell intervals would cost a bootstrap per cell), so this is the overlap test the stored data
+    allow: such a cell cannot be told apart from the best by that interval. All False when the grid
+    has no best cell or no interval; NaN cells are never near-best."""
+    G = np.asarray(g["grid"], dtype=np.float64)
+    out = np.zeros(G.shape, dtype=bool)
+    if g.get("best_a") is None or g.get("ci_low") is None or g.get("ci_high") is None:
+        return out
+    spec = REGISTRY.get(g.get("metric"))
+    lower_better = spec is not None and spec.higher_is_better is False
+    with np.errstate(invalid="ignore"):
+        out = (G <= float(g["ci_high"])) if lower_better else (G >= float(g["ci_low"]))
+    out &= np.isfinite(G)
+    out[int(g["best_a"]), int(g["best_b"])] = False
+    return out
+
+
+def best_cell_text(g: dict, model_a: str, model_b: str) -> str:
+    """One sentence on the grid's best cell, or why it has none (flat or degenerate grid)."""
+    flags = g.get("flags") or {}
+    if g.get("best_a") is None:
+        return f"no best cell — {flags.get('best', 'no cell could be scored')}"
+    text = (f"best cell: layer {g['best_a']} of {model_a} × layer {g['best_b']} of {model_b} = "
+            f"{fmt_number(g['best_value'])}")
+    if g.get("ci_low") is not None:
+        text += f" (95% CI {fmt_number(g['ci_low'])}–{fmt_number(g['ci_high'])}, {g['n_boot']} resamples)"
+    elif flags.get("interval"):
+        text += f" (no interval: {flags['interval']})"
+    if grid_null(g):
+        text += f"; {null_text(grid_null(g))}"
+    elif flags.get("null_skipped"):
+        text += f"; {flags['null_skipped']}"
+    n_deg = len(flags.get("degenerate_a") or {}) + len(flags.get("degenerate_b") or {})
+    if n_deg:
+        text += f"; {n_deg} degenerate layer(s) marked and excluded"
+    if flags.get("best_caveat"):
+        text += f". Caveat: {flags['best_caveat']}"
+    return text

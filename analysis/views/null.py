@@ -1,0 +1,75 @@
+"""The shuffled-pairing null of a grid's best cell on screen: reading it, in words, as curve levels."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pandas as pd
+
+from analysis.storage import results as R
+from analysis.null import beyond_chance
+from analysis.views.curves import _alignment_sources, layer_choices
+from analysis.views.store_info import has_table
+from analysis.views.text import fmt_number
+
+
+def grid_null(g: dict) -> dict | None:
+    """The best cell's shuffled-pairing null stored with the grid (``flags["null"]``: ``p``, ``q95``,
+    ``n_perm``, ``grouped``; :func:`analysis.null.selection_null`), as a dict or JSON text, also
+    looked for on the row itself and in a ``payload``; None when there is none (switched off, no best
+    cell, or a grid from before the null was computed)."""
+    for where in (g.get("flags"), g, g.get("payload")):
+        if isinstance(where, str):
+            try:
+                where = json.loads(where)
+            except ValueError:
+                continue
+        null = where.get("null") if isinstance(where, dict) else None
+        if isinstance(null, str):
+            try:
+                null = json.loads(null)
+            except ValueError:
+                null = None
+        if isinstance(null, dict) and null.get("p") is not None:
+            return null
+    return None
+
+
+def null_text(null: dict | None) -> str:
+    """One clause on a best cell against its shuffled-pairing null: the verdict, p, and the null's
+    95th percentile ("" without a null). ``p <= NULL_ALPHA`` (0.05): beyond what the grid maximum
+    reaches under random pairings; else "no alignment beyond chance" (DESIGN §9: the best cell is a maximum)."""
+    if not null:
+        return ""
+    how = f"{null['n_perm']} {'within-group ' if null.get('grouped') else ''}shuffled pairings"
+    verdict = "beyond chance" if beyond_chance(null) else "no alignment beyond chance"
+    return (f"{verdict}: p = {fmt_number(null['p'])} against the grid maximum under {how} "
+            f"(its 95th percentile {fmt_number(null['q95'])})")
+
+
+def curve_null_levels(con, dataset) -> pd.DataFrame:
+    """The shuffled-pairing null of each alignment curve's source grid: per model and curve, the
+    null's 95th percentile ``q95`` of the grid maximum (a rule the curve's peak must clear), ``p`` of
+    the best cell, ``n_perm`` and ``grouped``. The curve is a row maximum, whose own null lies at or
+    below the grid maximum's, so the rule is conservative for layers other than the best."""
+    choices = layer_choices(con, dataset)
+    grids = R.read_grids(con, dataset=dataset, metric="mutual_knn") if has_table(con, "result_grids") else []
+    by_id = {g["result_id"]: g for g in grids}
+    rows = []
+    for model, p in choices.items():
+        for metric, (g, _) in _alignment_sources(p, p.get("curves") or {}, grids, by_id).items():
+            null = grid_null(g)
+            if null is not None and null.get("q95") is not None and np.isfinite(null["q95"]):
+                rows.append({"model": model, "metric": metric, "q95": float(null["q95"]), "p": float(null["p"]),
+                             "n_perm": int(null["n_perm"]), "grouped": bool(null.get("grouped"))})
+    return pd.DataFrame(rows, columns=["model", "metric", "q95", "p", "n_perm", "grouped"])
+
+
+def null_levels_text(nulls: pd.DataFrame, labels: dict) -> str:
+    """A caption for the dotted null rules of the layer curves: what they are and each model's p."""
+    parts = [f"{labels.get(r.model, r.model)}: p = {fmt_number(r.p)}" + (" (grouped)" if r.grouped else "")
+             for r in nulls.itertuples()]
+    return ("Dotted rules: each model's shuffled-pairing null, the 95th percentile of its grid's best value when "
+            "the items are paired at random (the maximum over all layer pairs, so it already counts the "
+            f"selection); a peak below its rule is no alignment beyond chance. Best cells: {'; '.join(parts)}.")

@@ -1,0 +1,99 @@
+"""The predictors page's data: signal × task tables and their matrix."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from analysis.views.store_info import study
+
+
+def _ci_text(ci) -> str:
+    return "" if not ci or ci[0] is None else f"[{ci[0]:.2f}, {ci[1]:.2f}]"
+
+
+def _coverage_text(s: dict) -> str:
+    """How many models a signal's ρ stands on, ``"1 model only"`` marked (payloads written before
+    the coverage was stored: from the per-model counts)."""
+    n = s.get("n_models_covered")
+    if n is None:
+        n = s["n_models_layers"] if s.get("rho_layers") is not None else s.get("n_models") or 0
+    return "1 model only" if n == 1 else f"{n} models"
+
+
+def predictor_task_label(t: dict) -> str:
+    """``task · metric [setting]``, marked ``(fabricated)`` when its numbers are made up (the demo)."""
+    label = f"{t['task']} · {t['metric']}" + (f" [{t['setting']}]" if t.get("setting") else "")
+    return label + (" (fabricated)" if t.get("fabricated") and "fabricated" not in label.lower() else "")
+
+
+def predictors_tables(con, dataset) -> dict | None:
+    """The predictors study of ``dataset`` as tables (None when it has none):
+
+    - ``table``: one row per (task, signal): rank (coverage first: the models the ρ stands on, then
+      whether its interval excludes 0, then |ρ|; :func:`analysis.methods.predictors.rank_rows`), ``coverage``
+      (``"3 models"``, ``"1 model only"``), Spearman ρ across layers (mean of per-model ρ)
+      and pooled over models × layers, each with its bootstrap interval, counts of models, points
+      and excluded layers, the task's direction and whether a higher signal goes with better results;
+    - ``picks``: per (task, signal, model) the layer the signal picks vs the truly best, last and
+      ``default`` layer, gaps in the task's metric (positive: the pick is better; ``shortfall`` >= 0);
+    - ``models``: per (task, model) the truly best layer vs the last numbered layer and ``default``;
+    - ``curves``: per (task, model, layer) the imported result, for a chart;
+    - ``tasks`` (labels in order), ``fabricated`` (labels whose numbers are made up), ``notes``, ``setting``.
+    """
+    payload = study(con, "predictors", dataset)
+    if payload is None:
+        return None
+    table, picks, models, curves = [], [], [], []
+    for t in payload.get("tasks", []):
+        label = predictor_task_label(t)
+        direction = "higher is better" if t["higher_is_better"] else "lower is better"
+        for s in t["signals"]:
+            exc = s.get("excluded") or {}
+            table.append({"task": label, "rank": s["rank"], "signal": s["signal"], "kind": s["kind"],
+                          "coverage": _coverage_text(s), "interval excludes 0": s.get("ci_excludes_zero"),
+                          "ρ across layers": s["rho_layers"], "interval (layers)": _ci_text(s["rho_layers_ci"]),
+                          "models with ρ": s["n_models_layers"], "ρ pooled": s["rho_pooled"],
+                          "interval (pooled)": _ci_text(s["rho_pooled_ci"]), "models": s["n_models"],
+                          "layers used": s["n_points"],
+                          "layers excluded": ", ".join(f"{v} {k}" for k, v in sorted(exc.items()) if v),
+                          "higher signal goes with": ("" if s.get("better") is None else
+                                                      "better results" if s["better"] else "worse results"),
+                          "task direction": direction})
+            for p in s.get("picks", []):
+                picks.append({"task": label, "signal": s["signal"], "model": p["model"],
+                              "picked layer": p["pick_layer"], "result there": p["pick_value"],
+                              "truly best layer": p["best_layer"], "best result": p["best_value"],
+                              "shortfall vs best": p["shortfall"], "last layer": p["last_layer"],
+                              "pick vs last": p["vs_last"], "default layer": p["default_layer"],
+                              "pick vs default": p["vs_default"], "found best": bool(p["found_best"])})
+        for e in t["models"]:
+            models.append({"task": label, "model": e["model"], "truly best layer": e["best_layer"],
+                           "best result": e["best_value"], "last layer": e["last_layer"],
+                           "last result": e["last_value"], "best vs last": e["best_vs_last"],
+                           "default layer": e["default_layer"], "default result": e["default_value"],
+                           "best vs default": e["best_vs_default"]})
+            curves += [{"task": label, "model": e["model"], "layer": layer, "result": v}
+                       for layer, v in zip(e["layers"], e["values"])]
+    tasks = [predictor_task_label(t) for t in payload.get("tasks", [])]
+    return {"table": pd.DataFrame(table), "picks": pd.DataFrame(picks), "models": pd.DataFrame(models),
+            "curves": pd.DataFrame(curves), "tasks": tasks,
+            "fabricated": [predictor_task_label(t) for t in payload.get("tasks", []) if t.get("fabricated")],
+            "notes": payload.get("notes", []), "setting": payload.get("setting"),
+            "level": payload.get("level"), "n_boot": payload.get("n_boot")}
+
+
+def predictor_matrix(table: pd.DataFrame, statistic: str = "ρ across layers") -> pd.DataFrame:
+    """Signal × task grid of ``statistic`` with its interval as text (``"0.93 [0.80, 1.00]"``, marked
+    ``(1 model only)`` when it stands on one model), rows ordered by the best rank a signal reaches
+    in any task."""
+    if not len(table):
+        return pd.DataFrame()
+    ci = "interval (layers)" if statistic == "ρ across layers" else "interval (pooled)"
+    one = table["coverage"] == "1 model only" if "coverage" in table else [False] * len(table)
+    cells = table.assign(cell=[("—" if v is None or not np.isfinite(v) else
+                                f"{v:+.2f} {c}".strip() + (" (1 model only)" if o else ""))
+                               for v, c, o in zip(table[statistic], table[ci], one)])
+    grid = cells.pivot_table(index="signal", columns="task", values="cell", aggfunc="first")
+    order = cells.groupby("signal")["rank"].min().sort_values(kind="stable").index
+    return grid.reindex(order).reset_index()

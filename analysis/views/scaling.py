@@ -1,0 +1,230 @@
+"""The scaling page's data and panels: subjects, fitted laws, intervals, budgets."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from analysis.storage import results as R
+from analysis.methods.scaling import FORMS, predict_from_params, undetermined_params
+from analysis.views.charts import _alt
+from analysis.views.metric_help import baseline_rules, baselines, chance_level
+from analysis.views.store_info import has_table
+from analysis.views.text import fmt_number
+
+
+def scaling_subjects(con, dataset) -> list[str]:
+    if not has_table(con, "result_studies"):
+        return []
+    return [s["subject"] for s in R.read_studies(con, study="scaling", dataset=dataset)]
+
+
+def scaling_view(con, dataset, subject) -> dict:
+    """Points (degenerate ones marked); the curves of :func:`drawn_forms` (DR's saturating law, and
+    the held-out-best form beside it when that is another one; ``curves`` with each one's own R²,
+    ``drawn`` their forms, ``held_out_best``) on a dense n_f/n_c range, one ``form`` label per curve;
+    the saturating law's parameter table with intervals, blank where the data do not determine a
+    parameter (``undetermined``: ``{parameter: why}``, issue #29 item 7); the fit's status, and
+    every form's held-out error."""
+    (s,) = R.read_studies(con, study="scaling", dataset=dataset, subject=subject)
+    p = s["payload"]
+    n = len(p["scores"])
+    points = pd.DataFrame({"n_frames": p["n_frames"], "n_captions": p["n_captions"], "score": p["scores"],
+                           "degenerate": p.get("degenerate", [False] * n)})
+    score = pd.to_numeric(points["score"], errors="coerce").astype(float)  # stored NaN comes back as null
+    points["score"] = score.where(np.isfinite(score), None)
+    # each point is a grid's best cell: its stored bootstrap interval is the point's error bar
+    model_a, model_b, metric = subject.split("|")
+    cis = {}
+    for g in R.read_grids(con, dataset=dataset, metric=metric) if has_table(con, "result_grids") else []:
+        if (g["model_a"], g["model_b"]) == (model_a, model_b) and g.get("ci_low") is not None:
+            cis[(float(g["n_frames"] or 0), float(g["n_captions"] or 0))] = (g["ci_low"], g["ci_high"], g["n_boot"])
+    got = [cis.get((float(f), float(c)), (None, None, None)) for f, c in zip(points["n_frames"], points["n_captions"])]
+    points["ci_low"], points["ci_high"] = [x[0] for x in got], [x[1] for x in got]
+    points["n_boot"] = [x[2] for x in got]
+    row = con.execute("SELECT n_items FROM datasets WHERE dataset = ?", [dataset]).fetchall()
+    n_items = int(row[0][0]) if row else None
+    hib = p.get("higher_is_better") is not False
+    fit = p.get("fit") or {}
+    best = p.get("drawn") or ("saturating" if fit else None)  # stored: the lowest held-out error
+    drawn = drawn_forms(p)
+    blank = undetermined_params("saturating", fit.get("params") or {}, fit.get("status"), fit.get("reason"),
+                                bounds=p.get("bounds")) if fit.get("params") else {}
+    out = {"points": points, "error": p.get("error"), "fit": p.get("fit"), "forms": p.get("forms", []),
+           "intervals": p.get("intervals"), "params": s["params"], "drawn": [c["form"] for c in drawn],
+           "held_out_best": best, "curves": drawn, "undetermined": blank, "notes": p.get("notes", []),
+           "bounds": p.get("bounds"),
+           "status": fit.get("status"), "reason": fit.get("reason"),
+           "intervals_detail": p.get("intervals_detail"), "metric": metric, "n_items": n_items,
+           "intervals_n_boot": p.get("intervals_n_boot"),
+           "chance": chance_level(metric, n_items, {k: v for k, v in s["params"].items() if k != "n_boot"})}
+    if drawn:
+        good = points[~points["degenerate"]]
+        dense_f = np.geomspace(1, max(good["n_frames"]), 40)
+        dense_c = np.geomspace(1, max(good["n_captions"]), 40)
+
+        def curve(c, f, n):
+            return float(predict_from_params(c["form"], c["params"], f, n, higher_is_better=hib))
+
+        out["curve_vs_frames"] = pd.DataFrame([{"n_frames": f, "n_captions": n, "score": curve(c, f, n),
+                                                "form": c["label"]}
+                                               for c in drawn for n in sorted(good["n_captions"].unique())
+                                               for f in dense_f])
+        out["curve_vs_captions"] = pd.DataFrame([{"n_frames": f, "n_captions": n, "score": curve(c, f, n),
+                                                  "form": c["label"]}
+                                                 for c in drawn for f in sorted(good["n_frames"].unique())
+                                                 for n in dense_c])
+        out["table"] = pd.DataFrame(saturating_param_rows(fit["params"], p.get("intervals"), blank))
+        out["held_out"] = pd.DataFrame([{"form": f["form"], "formula": f["formula"],
+                                         "drawn": "yes" if f["form"] in out["drawn"] else "",
+                                         "held-out best": "yes" if f.get("best") else "",
+                                         "status": f.get("status") or "", "r2": fmt_number(f.get("r2")),
+                                         "loo_rmse": fmt_number(f.get("loo_rmse")),
+                                         "extrapolation_rmse": fmt_number((f.get("extrapolation") or {}).get("rmse")),
+                                         "note": f.get("error") or f.get("reason")
+                                         or (f.get("extrapolation") or {}).get("error") or ""}
+                                        for f in p.get("forms", [])])
+    return out
+
+
+#: DR's law, the one every scaling chart draws and names first (DESIGN §4)
+SATURATING_TITLE = "DR's saturating law S∞ − (C_f·n_f^−α + C_c·n_c^−β)"
+
+
+def drawn_forms(payload: dict) -> list[dict]:
+    """The curves a scaling chart draws, from a stored scaling payload: DR's saturating law first
+    (whenever it was fitted), then the form with the lowest held-out error when that is another
+    one. Each: ``form``, ``formula``, ``params``, ``r2`` (in-sample R² of *that* form's own fit),
+    ``status``, ``reason``, ``held_out_best``, ``name`` and ``label`` (the legend entry, naming the
+    form and its R²)."""
+    fit = payload.get("fit") or {}
+    if not fit.get("params"):
+        return []
+    forms = {f["form"]: f for f in payload.get("forms", [])}
+    best = payload.get("drawn") or "saturating"
+    law = {"form": "saturating", "formula": FORMS["saturating"].formula, "params": fit["params"], "r2": fit.get("r2"),
+           "status": fit.get("status"), "reason": fit.get("reason"), "held_out_best": best == "saturating"}
+    out = [law]
+    other = forms.get(best) if best != "saturating" else None
+    if other and other.get("params"):
+        out.append({"form": best, "formula": other["formula"], "params": other["params"], "r2": other.get("r2"),
+                    "status": other.get("status"), "reason": other.get("reason"), "held_out_best": True})
+    for c in out:
+        c["name"] = name = ("DR's saturating law" if c["form"] == "saturating"
+                            else f"{c['form'].replace('_', '-')} form")
+        c["label"] = f"{name}{' (held-out best)' if c['held_out_best'] else ''}, R² {fmt_number(c['r2'])}"
+    return out
+
+
+def saturating_param_rows(params: dict, intervals: dict | None, blank: dict[str, str]) -> list[dict]:
+    """The saturating law's parameter table: ``parameter, value, low, high, note``; a parameter the
+    data do not determine (``blank``, from :func:`analysis.methods.scaling.undetermined_params`) is an empty
+    cell with the reason in ``note``, its interval too (never a number)."""
+    rows = []
+    for name in FORMS["saturating"].params:
+        lo, hi = (intervals or {}).get(name, (None, None))
+        why = blank.get(name)
+        rows.append({"parameter": name, "value": "" if why else fmt_number(params.get(name)),
+                     "low": "" if why else fmt_number(lo), "high": "" if why else fmt_number(hi),
+                     "note": f"not determined: {why}" if why else ""})
+    return rows
+
+
+def scaling_heading(sv: dict) -> str:
+    """What a scaling chart's title says it draws: DR's saturating law, and the held-out-best form
+    beside it when that is another one (the page and the report title their charts with it)."""
+    others = [c["form"].replace("_", "-") for c in sv.get("curves", []) if c["form"] != "saturating"]
+    if not sv.get("curves"):
+        return "no law fitted"
+    return SATURATING_TITLE + (f", and the held-out-best {others[0]} form" if others else "")
+
+
+def scaling_fit_lines(sv: dict) -> list[str]:
+    """One sentence per drawn curve: which form, its own in-sample R², and why it is drawn."""
+    n = (sv.get("fit") or {}).get("n_points")
+    lines = []
+    for c in sv.get("curves", []):
+        why = ("DR's law, drawn by default" if c["form"] == "saturating" else "drawn beside it")
+        best = "; lowest held-out error" if c["held_out_best"] else ""
+        lines.append(f"{c['name']} {c['formula']}: R² = {fmt_number(c['r2'])} in sample on {n} grid points "
+                     f"({why}{best})")
+    return lines
+
+
+def scaling_panels(sv: dict, *, title: dict | None = None):
+    """The two scaling panels of :func:`scaling_view` — score against n_f (one colour per n_c) and
+    against n_c (one colour per n_f) — as separate charts, so each has its own colour scale and
+    legend and each fits its column. Points carry their best cell's stored 95% bootstrap interval as
+    an error bar; the drawn law's curves, the chance level, the fitted ceiling S∞ (when the fit is
+    trusted) and bounds near the data are drawn. Returns ``(panel_frames, panel_captions, export)``,
+    ``export`` being both stacked with independent colours and the title, for PNG/SVG."""
+    alt = _alt()
+    pts = sv["points"][sv["points"]["score"].notna()]
+    fit = sv.get("fit") or {}
+    rules = []
+    if sv.get("chance") is not None:
+        rules.append((sv["chance"], "chance"))
+    s_inf = (fit.get("params") or {}).get("s_inf")
+    if s_inf is not None and sv.get("status") in (None, "ok") and "s_inf" not in sv.get("undetermined", {}):
+        rules.append((s_inf, f"fitted ceiling S∞ {fmt_number(s_inf)}"))
+    rules += [r for r in baselines(sv.get("metric", ""), pts["score"]) if "bound" in r[1]]
+    panels = []
+    for x, other, x_title, other_title, curve in (
+            ("n_frames", "n_captions", "frames n_f", "n_c", sv.get("curve_vs_frames")),
+            ("n_captions", "n_frames", "captions n_c", "n_f", sv.get("curve_vs_captions"))):
+        color = alt.Color(f"{other}:O", title=other_title, scale=alt.Scale(scheme="tableau10"),
+                          legend=alt.Legend(orient="bottom", direction="horizontal"))
+        # the data's own range (a "nice" log axis would run on to the next power of ten)
+        budgets = sorted(float(v) for v in pts[x].unique())
+        xs = alt.X(f"{x}:Q", title=x_title, axis=alt.Axis(values=budgets) if budgets else alt.Undefined,
+                   scale=alt.Scale(type="log", nice=False, padding=14,
+                                   domain=[budgets[0], budgets[-1]] if budgets else alt.Undefined))
+        tips = [alt.Tooltip("n_frames:Q", title="n_f"), alt.Tooltip("n_captions:Q", title="n_c"),
+                alt.Tooltip("score:Q", format=".4g"), alt.Tooltip("ci_low:Q", format=".4g", title="95% CI low"),
+                alt.Tooltip("ci_high:Q", format=".4g", title="95% CI high"), alt.Tooltip("n_boot:Q", title="resamples")]
+        layers = [alt.Chart(pts).mark_point(filled=True, size=70).encode(
+            x=xs, y=alt.Y("score:Q", title=sv.get("metric") or "score", scale=alt.Scale(zero=False)), color=color,
+            tooltip=tips)]
+        bars = pts[pts["ci_low"].notna()]
+        if len(bars):
+            layers.append(alt.Chart(bars).mark_rule().encode(x=f"{x}:Q", y="ci_low:Q", y2="ci_high:Q", color=color))
+        if curve is not None and len(curve):
+            # one dash per form, named with its own R² in the legend (DR's law solid, listed first)
+            dash = alt.StrokeDash("form:N", title="curve", sort=list(dict.fromkeys(curve["form"])),
+                                  legend=alt.Legend(orient="bottom", direction="vertical", labelLimit=400))
+            layers.append(alt.Chart(curve).mark_line().encode(
+                x=f"{x}:Q", y="score:Q", color=color, strokeDash=dash,
+                tooltip=[alt.Tooltip("n_frames:Q", format=".3g", title="n_f"),
+                         alt.Tooltip("n_captions:Q", format=".3g", title="n_c"),
+                         alt.Tooltip("score:Q", format=".4g", title="law"), alt.Tooltip("form:N", title="curve")]))
+        layers += baseline_rules(rules, "score")
+        panels.append(alt.layer(*layers).properties(height=240))
+    export = alt.vconcat(*(p.properties(width=520) for p in panels)).resolve_scale(color="independent")
+    return panels[0], panels[1], (export.properties(title=title) if title else export)
+
+
+def scaling_uncertainty_text(sv: dict) -> str:
+    """What the scaling panels show of uncertainty and baselines, and what was not computed."""
+    pts = sv["points"]
+    with_ci = pts["ci_low"].notna().sum() if "ci_low" in pts else 0
+    boots = sorted({int(b) for b in pts.get("n_boot", pd.Series(dtype=float)).dropna()})
+    parts = []
+    if with_ci:
+        parts.append(f"Error bars: each point's 95% bootstrap interval (its grid's best cell, {', '.join(map(str, boots))} "
+                     f"item resamples; {with_ci} of {len(pts)} points).")
+    else:
+        parts.append("No error bars: the grids' bootstrap was off or undefined.")
+    if sv.get("intervals"):
+        parts.append(f"The parameter intervals in the table come from {sv.get('intervals_n_boot') or 'the'} refits on "
+                     "item resamples; no band is drawn around the curve (per-parameter intervals do not make one).")
+    if sv.get("chance") is not None:
+        parts.append(f"Chance (unrelated spaces) = {fmt_number(sv['chance'])} at N = {sv['n_items']}.")
+    if (sv.get("fit") or {}).get("params") and sv.get("status") not in (None, "ok"):
+        parts.append("S∞ is not drawn: the fit cannot determine it here.")
+    return " ".join(parts)
+
+
+def budget_lists(points: pd.DataFrame) -> list[str]:
+    """``["n_f 1, 2, 4", "n_c 1, 2"]``: the budgets a scaling chart spans."""
+    return [f"{name} {', '.join(str(int(x)) for x in sorted(points[col].dropna().unique()))}"
+            for col, name in (("n_frames", "n_f"), ("n_captions", "n_c")) if col in points]

@@ -1,0 +1,131 @@
+"""What a store holds: overview, model labels, runs' provenance, a dataset's context, study payloads."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from analysis.storage import results as R
+from analysis.storage.schema import TABLE_NAMES, stored_version
+from analysis.views.text import fmt_number
+
+
+def is_layerscope_store(con) -> bool:
+    try:
+        return stored_version(con) is not None
+    except Exception:
+        return False
+
+
+def _df(con, sql, args=()):
+    cur = con.execute(sql, list(args))
+    return pd.DataFrame(cur.fetchall(), columns=[d[0] for d in cur.description])
+
+
+def has_table(con, name) -> bool:
+    return bool(con.execute("SELECT count(*) FROM information_schema.tables WHERE table_name = ?", [name])
+                .fetchall()[0][0])
+
+
+def overview(con, store_path: str = "STORE") -> dict:
+    """Datasets, models, runs, and what is missing with the command that would fill it."""
+    if not is_layerscope_store(con):
+        return {"empty": True}
+    datasets = _df(con, "SELECT dataset, n_items, manifest, created FROM datasets ORDER BY dataset")
+    models = _df(con, "SELECT model, modality, model_type, n_layers, dim, params, random_init, revision, source "
+                      "FROM models ORDER BY modality, model")
+    models["label"] = np.where(models["random_init"], models["model"] + " (random init)", models["model"])
+    runs = _df(con, "SELECT dataset, model, modality, n_frames, n_captions, variant, status, n_done, n_items, "
+                    "run_id, finished FROM runs ORDER BY dataset, model, variant, n_frames, n_captions")
+    missing = []
+    for r in runs[runs["status"] != "done"].itertuples():
+        missing.append({"what": f"run {r.run_id}: {r.model} on {r.dataset} is at {r.n_done}/{r.n_items} items",
+                        "command": "rerun the same `layerscope precompute ...` command; it resumes at item "
+                                   f"{r.n_done}"})
+    n_results = 0
+    if has_table(con, "result_grids"):
+        n_results = con.execute("SELECT count(*) FROM result_grids").fetchall()[0][0]
+    if len(runs) and not n_results:
+        missing.append({"what": "no analysis results yet (heatmaps, curves, scaling, model map need them)",
+                        "command": f"layerscope analyze --store {store_path}"})
+    if len(runs):
+        done = runs[(runs["status"] == "done") & (runs["variant"] == "original")]
+        for ds, g in done.groupby("dataset"):
+            if not (g["modality"].isin(["video", "image"]).any() and (g["modality"] == "text").any()):
+                missing.append({"what": f"dataset {ds} has no vision×text pair of runs",
+                                "command": f"layerscope precompute --store {store_path} --manifest MANIFEST "
+                                           f"--dataset {ds} --model VIDEO_OR_TEXT_MODEL"})
+    if has_table(con, "result_studies") and len(runs):
+        have = {r[0] for r in con.execute("SELECT DISTINCT study FROM result_studies").fetchall()}
+        if "downstream" not in have:
+            missing.append({"what": "no downstream results to correlate with",
+                            "command": f"layerscope downstream import results.csv --store {store_path} && "
+                                       f"layerscope analyze --store {store_path}"})
+    return {"empty": len(runs) == 0, "datasets": datasets, "models": models, "runs": runs, "missing": missing}
+
+
+def untrained_banner(models: list[str], n_models: int) -> str | None:
+    """The warning every page shows when models of the store have random (untrained) weights."""
+    if not models:
+        return None
+    which = "All models" if len(models) == n_models else f"{len(models)} of {n_models} models"
+    return (f"{which} in this store have random, untrained weights ({', '.join(models[:6])}"
+            f"{', …' if len(models) > 6 else ''}): it is a demo or test store, and their scores say nothing "
+            "about the trained models.")
+
+
+def display_table(df: pd.DataFrame) -> pd.DataFrame:
+    """A copy of ``df`` for people: missing values as empty cells (not ``None``/``nan``), floats as
+    :func:`fmt_number` text, whole-number floats (a column with gaps) as integers."""
+    out = df.copy()
+    for col in out.columns:
+        s = out[col]
+        if pd.api.types.is_bool_dtype(s):
+            continue
+        if pd.api.types.is_float_dtype(s) or s.dtype == object or pd.api.types.is_string_dtype(s):
+            def cell(x):
+                if x is None or (isinstance(x, float) and not np.isfinite(x)) or x is pd.NaT:
+                    return ""
+                if isinstance(x, (float, np.floating)):
+                    return str(int(x)) if float(x).is_integer() and abs(x) < 1e15 else fmt_number(x)
+                if isinstance(x, (np.integer,)):
+                    return str(int(x))
+                return x
+            out[col] = s.astype(object).map(cell)
+        elif pd.api.types.is_datetime64_any_dtype(s):
+            out[col] = s.map(lambda x: "" if pd.isna(x) else str(x)[:19])
+    return out
+
+
+def model_labels(con) -> dict[str, str]:
+    rows = con.execute("SELECT model, random_init FROM models").fetchall()
+    return {m: f"{m} (random init)" if ri else m for m, ri in rows}
+
+
+def dataset_context(con, dataset) -> dict:
+    """What a chart needs to place baselines: ``n_items`` of the dataset and the analysis ``k``
+    (from its mutual k-NN grids; None when there are none)."""
+    row = con.execute("SELECT n_items FROM datasets WHERE dataset = ?", [dataset]).fetchall()
+    k = None
+    for g in (R.read_grids(con, dataset=dataset, metric="mutual_knn") if has_table(con, "result_grids") else [])[:1]:
+        k = (g.get("params") or {}).get("k")
+    return {"n_items": int(row[0][0]) if row else None, "k": k}
+
+
+def study(con, study_name, dataset, subject="all") -> dict | None:
+    if not has_table(con, "result_studies"):
+        return None
+    rows = R.read_studies(con, study=study_name, dataset=dataset, subject=subject)
+    return rows[0]["payload"] if rows else None
+
+
+def provenance(con, run_ids=()) -> dict:
+    """Model revisions, dataset sizes, code versions and parameters behind a view."""
+    out = {"schema_tables": TABLE_NAMES}
+    if not run_ids:
+        return out
+    placeholders = ", ".join("?" * len(run_ids))
+    out["runs"] = _df(con, f"SELECT r.run_id, r.model, m.revision, r.dataset, r.n_items, r.n_frames, r.n_captions, "
+                           f"r.dtype, r.code_version, r.finished FROM runs r JOIN models m USING (model) "
+                           f"WHERE r.run_id IN ({placeholders})", list(run_ids))
+    return out

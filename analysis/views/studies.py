@@ -1,0 +1,123 @@
+"""The model map, downstream and temporal pages' data and charts."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from analysis.views.charts import _alt
+
+
+def model_map_view(payload: dict) -> dict:
+    names = payload["models"]
+    S = np.asarray(payload["similarity"])
+    order = [names[i] for i in payload["order"]]
+    cells = [{"model_a": names[i], "model_b": names[j], "similarity": float(S[i, j])}
+             for i in range(len(names)) for j in range(len(names))]
+    coords = pd.DataFrame({"model": names, "x": [c[0] for c in payload["coords"]],
+                           "y": [c[1] for c in payload["coords"]], "cluster": [str(c) for c in payload["clusters"]],
+                           "modality": [payload["settings"][m]["modality"] for m in names]})
+    return {"cells": pd.DataFrame(cells), "order": order, "coords": coords}
+
+
+def downstream_view(payload: dict) -> dict:
+    """The downstream study as tables: ``table`` one row per (task, score) with the pair kind of an
+    alignment score and the models left out with their reason; ``curves`` one row per (task, curve,
+    depth) with the models used there and those left out (their layer has no value)."""
+    rows = payload.get("rows", [])
+    table = pd.DataFrame([{**{k: r.get(k) for k in ("task", "task_metric", "score", "n", "pearson_r", "pearson_p",
+                                                     "spearman_rho", "spearman_p", "r_ci", "rho_ci")},
+                           "pair kind": r.get("pair_kind") or "",
+                           "task direction": ("higher is better" if r.get("higher_is_better", True)
+                                              else "lower is better"),
+                           "higher score goes with": ("" if r.get("better") is None
+                                                      else "better results" if r["better"] else "worse results"),
+                           "left out": "; ".join(f"{m}: {why}" for m, why in sorted((r.get("excluded") or {}).items())),
+                           "error": r.get("error") or ""}
+                          for r in rows if "score" in r])
+    curves = pd.DataFrame([{"task": r["task"], "curve": r["curve"], "depth": d, "r": v,
+                            "models": (r.get("n_models") or [None] * len(r["depth"]))[i],
+                            "left out": ", ".join(f"{e['model']} (layer {e['layer']})"
+                                                  for e in (r.get("excluded") or [[]] * len(r["depth"]))[i])}
+                           for r in rows if "curve" in r and "depth" in r
+                           for i, (d, v) in enumerate(zip(r["depth"], r["r"]))])
+    return {"table": table, "curves": curves, "rows": [r for r in rows if "score" in r]}
+
+
+def scatter_frame(row: dict) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Points and the least-squares line of one downstream correlation."""
+    df = pd.DataFrame({"model": row["models"], "score": row["x"], "result": row["y"]})
+    line = pd.DataFrame()
+    if len(df) >= 2 and np.ptp(df["score"]) > 0:
+        slope, intercept = np.polyfit(df["score"], df["result"], 1)
+        xs = np.linspace(df["score"].min(), df["score"].max(), 20)
+        line = pd.DataFrame({"score": xs, "result": slope * xs + intercept})
+    return df, line
+
+
+def temporal_view(payload: dict) -> dict:
+    """Long tables of the temporal probes; undefined values stay as rows with a note (never dropped)."""
+    tot = []
+    types = []
+    types_missing = []  # pairs without a k = 1 best layer pair, so without first-neighbour types
+    for e in payload.get("test_of_time", []):
+        for k, v in e["alignment"].items():
+            tot.append({"pair": f"{e['vision']} × {e['text']}", "k": int(k), "alignment": v["value"],
+                        "note": v.get("reason") or ""})
+        for space in ("vision", "text"):
+            for t, share in (e["first_neighbours"].get(space) or {}).items():
+                types.append({"pair": f"{e['vision']} × {e['text']}", "space": space, "type": t, "share": share,
+                              "model": e[space]})
+        if e["first_neighbours"].get("reason"):
+            types_missing.append(f"{e['vision']} × {e['text']}: {e['first_neighbours']['reason']}")
+    reorder = [{"pair": f"{e['vision']} × {e['text']}", "k": e.get("k"),
+                "layers": "" if not e.get("layers") else f"{e['layers'][0]} × {e['layers'][1]}",
+                "positive": e.get("positive"), "negative": e.get("negative"), "drop": e.get("drop"),
+                "note": e.get("reason") or ""}
+               for e in payload.get("reorder", [])]
+    arrow = [{"model": e["vision"], "n_frames": e["n_frames"], "layer": l,
+              "depth": l / max(1, len(e["per_layer"]) - 1),
+              "arrow_of_time": v if v is not None and np.isfinite(v) else None,
+              "note": (e.get("reasons") or {}).get(str(l), "")}
+             for e in payload.get("arrow_of_time", []) for l, v in enumerate(e["per_layer"])]
+    return {"tot": pd.DataFrame(tot), "types": pd.DataFrame(types), "reorder": pd.DataFrame(reorder),
+            "arrow": pd.DataFrame(arrow), "chiral": payload.get("chiral", []), "notes": payload.get("notes", []),
+            "types_missing": types_missing}
+
+
+def model_map_charts(mv: dict, *, labels: dict, title: dict | None = None):
+    """The model map's two charts: the similarity matrix (values written in the cells while the
+    matrix is small enough to read) and the 2-D map with one shape per modality, one colour per
+    cluster, and equal scales on both axes (a distance on the map means the same either way).
+    Model names carry "(random init)". Returns ``(matrix, map)``."""
+    alt = _alt()
+    cells = mv["cells"].assign(model_a=mv["cells"]["model_a"].map(lambda m: labels.get(m, m)),
+                               model_b=mv["cells"]["model_b"].map(lambda m: labels.get(m, m)))
+    order = [labels.get(m, m) for m in mv["order"]]
+    base = alt.Chart(cells).encode(x=alt.X("model_b:N", sort=order, title=None),
+                                   y=alt.Y("model_a:N", sort=order, title=None))
+    heat = base.mark_rect().encode(color=alt.Color("similarity:Q", scale=alt.Scale(scheme="viridis"),
+                                                   title="mutual k-NN"),
+                                   tooltip=["model_a", "model_b", alt.Tooltip("similarity:Q", format=".3f")])
+    if len(order) <= 10:
+        heat = heat + base.mark_text(fontSize=11).encode(
+            text=alt.Text("similarity:Q", format=".2f"),
+            color=alt.condition(alt.datum.similarity > 0.5 * float(cells["similarity"].max() or 1),
+                                alt.value("black"), alt.value("white")))
+    coords = mv["coords"].assign(model=mv["coords"]["model"].map(lambda m: labels.get(m, m)))
+    half = max(float(np.ptp(coords["x"])), float(np.ptp(coords["y"])), 1e-9) / 2 * 1.25
+    cx, cy = float(coords["x"].mean()) if len(coords) else 0.0, float(coords["y"].mean()) if len(coords) else 0.0
+    sx = alt.Scale(domain=[cx - half, cx + half], nice=False, zero=False)
+    sy = alt.Scale(domain=[cy - half, cy + half], nice=False, zero=False)
+    points = alt.Chart(coords).mark_point(filled=True, size=220, opacity=0.9).encode(
+        x=alt.X("x:Q", title="MDS 1", scale=sx), y=alt.Y("y:Q", title="MDS 2", scale=sy),
+        color=alt.Color("cluster:N", title="cluster"), shape=alt.Shape("modality:N", title="modality"),
+        tooltip=["model", "modality", "cluster"])
+    names = points.mark_text(dy=-16, fontSize=11).encode(text="model:N", shape=alt.value("circle"))
+    side = 380
+    matrix = heat.properties(width=side, height=side)
+    mapped = (points + names).properties(width=side, height=side)  # square, same domain span: equal scales
+    if title:
+        matrix = matrix.properties(title=title)
+        mapped = mapped.properties(title={**title, "text": "2-D map (classical MDS of 1 − similarity)"})
+    return matrix, mapped
