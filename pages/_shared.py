@@ -86,8 +86,16 @@ def view(fn, *args):
     """A cached call of the view function ``fn(con, *args)`` (one of :mod:`analysis.views`; a fresh
     read when the store changed)."""
     path = store_path()
-    name = f"{fn.__module__}.{fn.__qualname__}"
-    return _read((name, path, args), lambda: cached(name, path, store_stamp(path), *args, _fn=fn, _wait=_wait(path)))
+    return _read((_name(fn), path, args), lambda: _cached_view(fn, path, *args))
+
+
+def _name(fn) -> str:
+    return f"{fn.__module__}.{fn.__qualname__}"
+
+
+def _cached_view(fn, path: str, *args):
+    """:func:`cached` of ``fn`` on the store at ``path``, keyed by the function's name and the store's stamp."""
+    return cached(_name(fn), path, store_stamp(path), *args, _fn=fn, _wait=_wait(path))
 
 
 def report_files() -> dict[str, str]:
@@ -242,7 +250,7 @@ def untrained_banner():
     if not os.path.exists(path):
         return
     try:
-        ov = cached("overview", path, store_stamp(path), path, _wait=_wait(path))
+        ov = _cached_view(views.overview, path, path)
     except Exception:  # noqa: BLE001 - a busy, damaged or older store is explained by the page itself
         return
     if ov.get("empty") or "models" not in ov:

@@ -68,10 +68,13 @@ def untrained_banner(models: list[str], n_models: int) -> str | None:
     """The warning every page shows when models of the store have random (untrained) weights."""
     if not models:
         return None
-    which = "All models" if len(models) == n_models else f"{len(models)} of {n_models} models"
-    return (f"{which} in this store have random, untrained weights ({', '.join(models[:6])}"
-            f"{', …' if len(models) > 6 else ''}): it is a demo or test store, and their scores say nothing "
-            "about the trained models.")
+    listed = f"{', '.join(models[:6])}{', …' if len(models) > 6 else ''}"
+    if len(models) == n_models:
+        return (f"All models in this store have random, untrained weights ({listed}): every score here is a "
+                "control's, what architecture and chance give without training, and no verdict recommends a layer.")
+    # --random-init is the standard control: beside trained models it is a baseline, not a defect
+    return (f"{len(models)} of {n_models} models in this store have random, untrained weights ({listed}): they are "
+            "controls, drawn beside the trained models and never counted in their verdicts.")
 
 
 def display_table(df: pd.DataFrame) -> pd.DataFrame:
