@@ -208,17 +208,26 @@ class Precompute:
     def _wanted_frames(self, n_total: int) -> np.ndarray:
         return frames_wanted(n_total, self.frames, self.variants)
 
-    def check_captions(self):
-        """Only relevant when a text or MLLM model is in the call; run before any model runs."""
+    def check_captions(self, asked_by: str | None = None, fix=None):
+        """Only relevant when a text or MLLM model is in the call; run before any model runs.
+
+        ``asked_by``: what set the caption budgets, as the error names it (default: the ``--captions``
+        flag, or the default budgets when they are the defaults, which a user who never passed
+        ``--captions`` did not choose); ``fix(fewest)``: how to lower them (default: the flags)."""
         need = max(self.captions) if self.captions else 0
         short = [(it.item_id, len(it.captions)) for it in self.manifest.items if len(it.captions) < need]
         if short and not self.allow_fewer:
             listed = ", ".join(f"{i} ({n})" for i, n in short[:10]) + (" ..." if len(short) > 10 else "")
-            raise ValueError(
-                f"--captions asks for up to {need} captions but {len(short)} item(s) have fewer: {listed}. "
-                "Lower --captions, or pass --allow-fewer-captions to use all of an item's captions when it "
-                "has fewer (recorded in each run's notes)."
-            )
+            budgets = ",".join(map(str, self.captions))
+            if asked_by is None:
+                asked_by = (f"the default --captions {budgets} (used when --captions is not given)"
+                            if tuple(self.captions) == DEFAULTS.captions else f"--captions {budgets}")
+            fix = fix or (lambda fewest: (
+                f"Pass --captions with values up to {fewest} (e.g. --captions {','.join(map(str, range(1, fewest + 1)))}), "
+                "or --allow-fewer-captions to use all of an item's captions when it has fewer (recorded in each "
+                "run's notes)."))
+            raise ValueError(f"{asked_by} asks for up to {need} captions but {len(short)} item(s) have fewer: "
+                             f"{listed}. {fix(min(n for _, n in short))}")
 
     # ---- planning ----------------------------------------------------------------------
     def plan(self, adapter: Adapter, name: str, info) -> list[RunPlan]:

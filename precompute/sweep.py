@@ -384,6 +384,13 @@ def _stored_runs(store) -> list[dict]:
     return rows
 
 
+def _fewer_captions_fix(fewest: int) -> str:
+    """How a sweep file lowers its caption budgets to what every item has (``fewest`` captions)."""
+    return (f"Set captions in [precompute] to values up to {fewest} (e.g. captions = "
+            f"[{', '.join(map(str, range(1, fewest + 1)))}]), or allow_fewer_captions = true to use all of an "
+            "item's captions when it has fewer (recorded in each run's notes).")
+
+
 def plan_sweep(sweep: Sweep, store) -> Plan:
     """Every run the sweep asks for and how much of it the store holds (no model is loaded).
 
@@ -410,10 +417,15 @@ def plan_sweep(sweep: Sweep, store) -> Plan:
             job.close()
             if {"text", "mllm"} & {probe.modality} and opts["variants"] != ["reversed"] \
                     and not opts["allow_fewer_captions"]:
+                line = sweep.lines.get(("precompute", "captions"))
+                budgets = ", ".join(map(str, opts["captions"]))
+                asked = (f"precompute.captions = [{budgets}]" if line else
+                         f"the default captions = [{budgets}] (no `captions` in [precompute])")
                 try:
-                    job.check_captions()
+                    job.check_captions(asked_by=asked, fix=_fewer_captions_fix)
                 except ValueError as exc:
-                    raise SweepError(f"{sweep.path}: datasets {d.name!r} with models {name!r}: {exc}") from None
+                    raise SweepError(f"{sweep.path}:{line or d.line}: datasets {d.name!r} with models {name!r}: "
+                                     f"{exc}") from None
             info, fixed, unknown, dims = _known_identity(probe)
             fake = SimpleNamespace(prompt_format=lambda side: None)
             pair_done = True

@@ -212,3 +212,18 @@ def test_blocks_random_init_and_named_layers_in_a_sweep_are_the_cli_flags(root, 
     after = plan_sweep(load_sweep(path), store)
     assert [(r.model, r.status) for r in after.runs] == [(r.model, "done") for r in after.runs]
     assert after.done_pairs == {("toy", "vit-hooks"), ("toy", "bert-random-init")}
+
+
+def test_caption_shortfall_names_the_sweeps_own_field_or_its_default(root, tiny):
+    """Issue #34 item 16, in a sweep: the budgets are the file's ``captions`` (its line) or the default."""
+    path = write_sweep(root, tiny)
+    path.write_text(path.read_text().replace("captions = [1, 3]", "captions = [1, 5]"))
+    with pytest.raises(SweepError) as exc:
+        plan_sweep(load_sweep(path), root / "s.duckdb")
+    msg = str(exc.value)
+    assert msg.startswith(f"{path}:{line_of(path, 'captions = [1, 5]')}: ") and "precompute.captions = [1, 5]" in msg
+    assert "captions = [1, 2, 3]" in msg and "allow_fewer_captions = true" in msg and "--" not in msg
+    path.write_text(path.read_text().replace("captions = [1, 5]\n", ""))
+    with pytest.raises(SweepError) as exc:
+        plan_sweep(load_sweep(path), root / "s.duckdb")
+    assert "the default captions = [1, 2, 4, 8, 10] (no `captions` in [precompute])" in str(exc.value)
