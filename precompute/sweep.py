@@ -54,6 +54,7 @@ anything runs. The format (every field optional unless marked)::
 from __future__ import annotations
 
 import json
+import math
 import re
 import sys
 import time
@@ -145,7 +146,42 @@ def _int(lo):
 
 
 def _num(lo):
-    return lambda v: None if type(v) in (int, float) and v >= lo else f"expected a number >= {lo}, got {v!r}"
+    # inf and nan are TOML floats; no count of GPUs is either
+    return lambda v: None if type(v) in (int, float) and math.isfinite(v) and v >= lo else \
+        f"expected a finite number >= {lo}, got {v!r}"
+
+
+def _frames(v):
+    from .runner import MAX_FRAMES
+
+    err = _ints(v)
+    if err is None and max(v) > MAX_FRAMES:
+        return f"at most {MAX_FRAMES} frames per video (more than a video holds only repeats frames), got {max(v)}"
+    return err
+
+
+#: what :func:`precompute.models.resolve_device` takes (whether that device exists is the run's to find out)
+_DEVICE = re.compile(r"^(auto|cpu|cuda|cuda:\d+)$")
+
+
+def _device(v):
+    return None if isinstance(v, str) and _DEVICE.match(v) else f"expected auto, cpu, cuda or cuda:N, got {v!r}"
+
+
+def _metrics(v):
+    err = _strs(v)
+    if err:
+        return err
+    from analysis.registry import get_metric
+
+    for name in v:
+        try:
+            kind = get_metric(name).kind
+        except ValueError as exc:
+            return str(exc)
+        if kind != "pairwise":
+            return f"analyze grids take pairwise metrics; {name!r} is {kind}"
+    return None
 
 
 def _one_of(*choices):
@@ -172,22 +208,34 @@ def _variants(v):
 
 #: the [precompute] table's fields and their checks; defaults are :data:`precompute.options.DEFAULTS`
 PRECOMPUTE_FIELDS = {
-    "frames": _ints, "captions": _ints, "variants": _variants, "batch_size": _int(1), "dtype": _one_of(*DTYPES),
-    "device": _str, "image_mode": _one_of("frames", "first"), "caption_order": _one_of("first", "random"),
+    "frames": _frames, "captions": _ints, "variants": _variants, "batch_size": _int(1), "dtype": _one_of(*DTYPES),
+    "device": _device, "image_mode": _one_of("frames", "first"), "caption_order": _one_of("first", "random"),
     "caption_seed": _int(0), "prompt_template": _one_of("auto", "none"), "allow_fewer_captions": _bool,
     "trust_remote_code": _bool, "named_layers": _bool, "random_init": _bool, "blocks": _str,
 }
 #: fields of a [[models]] table that override [precompute] for that model
 MODEL_OPTIONS = ("dtype", "batch_size", "device", "trust_remote_code", "named_layers", "random_init", "blocks")
 MODEL_FIELDS = {"source": _str, "name": _str, "modality": _one_of("video", "image", "text", "mllm"),
-                "dtype": _one_of(*DTYPES), "batch_size": _int(1), "device": _str, "trust_remote_code": _bool,
+                "dtype": _one_of(*DTYPES), "batch_size": _int(1), "device": _device, "trust_remote_code": _bool,
                 "named_layers": _bool, "random_init": _bool, "blocks": _str}
 DATASET_FIELDS = {"name": _str, "manifest": _str}
-ANALYZE_FIELDS = {"enabled": _bool, "k": _int(1), "metrics": _strs, "references": _strs, "bootstrap": _int(0),
+ANALYZE_FIELDS = {"enabled": _bool, "k": _int(1), "metrics": _metrics, "references": _strs, "bootstrap": _int(0),
                   "clamp": _one_of("off", "platonic", "feature"), "reorder_k": _int(1),
                   "downstream_setting": _one_of("paper", "largest"), "jobs": _int(1)}
 RAY_FIELDS = {"address": _str, "gpus_per_model": _num(0), "replicas": _int(1), "decoders": _int(1)}
 TOP = {"precompute", "datasets", "models", "analyze", "ray"}
+
+
+def _read_text(path: Path) -> str:
+    """The file as UTF-8 text (a byte-order mark, as Windows editors write, is dropped); other bytes
+    are a :class:`SweepError` naming the line and byte."""
+    data = path.read_bytes()
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        line = data[:exc.start].count(b"\n") + 1
+        raise SweepError(f"{path}:{line}: not UTF-8 text (byte 0x{data[exc.start]:02x}); save the file as "
+                         "UTF-8") from None
 
 
 def load_sweep(path) -> Sweep:
@@ -198,7 +246,7 @@ def load_sweep(path) -> Sweep:
     path = Path(path)
     if not path.is_file():
         raise SweepError(f"{path}: sweep file does not exist")
-    text = path.read_text(encoding="utf-8")
+    text = _read_text(path)
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
@@ -253,7 +301,9 @@ def load_sweep(path) -> Sweep:
             out.append((v, key, label))
         return out
 
-    base = path.parent
+    # absolute: a sweep given as `sweep.toml` has parent `.`, and `./nope` joined to it is `nope`,
+    # which would pass for a hub id
+    base = path.parent.absolute()
     datasets, seen = [], {}
     for v, key, label in array("datasets", DATASET_FIELDS, ("name", "manifest")):
         if v["name"] in seen:
@@ -367,6 +417,19 @@ def _known_identity(probe) -> tuple[SimpleNamespace, dict, tuple, tuple | None]:
     return info, {"layer_names": names or None}, unknown, (n_layers, dim)
 
 
+def _check_references(sweep: Sweep, known: set) -> None:
+    """``[analyze] references`` name models of the sweep or of the store (a side may follow the name,
+    ``clip [text]``), as analysis requires after all precompute: refused here, before it."""
+    from analysis.sides import split_side
+
+    bad = [r for r in sweep.analyze.get("references", ()) if split_side(r)[0] not in known]
+    if bad:
+        line = sweep.lines.get(("analyze", "references"), sweep.lines.get(("analyze",), 0))
+        raise SweepError(f"{sweep.path}:{line}: analyze.references: unknown model(s) {bad}; the sweep's and the "
+                         f"store's models are {sorted(n for n in known if n)} (a side may follow the name: "
+                         "'clip [text]', 'clip [image]')")
+
+
 def _stored_runs(store) -> list[dict]:
     from analysis.storage.store import connect
 
@@ -408,6 +471,7 @@ def plan_sweep(sweep: Sweep, store) -> Plan:
             raise SweepError(f"{sweep.path}:{d.line}: datasets {d.name!r}: {exc}") from None
     probes = {m.store_name: (m, _probe(sweep, m)) for m in sweep.models}
     stored = _stored_runs(store)
+    _check_references(sweep, {m.store_name for m in sweep.models} | {r["config"].get("model") for r in stored})
     runs, done_pairs = [], set()
     for d in sweep.datasets:
         manifest = manifests[d.name]
