@@ -4,7 +4,8 @@
 not, with the size of what is left; ``layerscope sweep run SWEEP.toml --store S [--ray ...]``
 precomputes what is missing (a model whose runs are all done is not even loaded) and then
 analyses. Every problem in the file is reported as ``FILE:LINE: FIELD: what is wrong`` before
-anything runs. The format (every field optional unless marked)::
+anything runs (metrics, references and a ``blocks`` path included). ``sweep plan`` loads no weights
+and runs no model code: a ``trust_remote_code`` model is planned from its ``config.json``. The format (every field optional unless marked)::
 
     [precompute]                      # defaults of every model
     frames = [1, 2, 4, 8, 16]         # n_f budgets (video, image and MLLM models)
@@ -12,7 +13,7 @@ anything runs. The format (every field optional unless marked)::
     variants = ["original"]           # and/or "reversed"
     batch_size = 8
     dtype = "float32"                 # float32 | bfloat16 | float16
-    device = "auto"
+    device = "auto"                   # auto | cpu | cuda | cuda:N
     image_mode = "frames"             # frames | first
     caption_order = "first"           # first | random
     caption_seed = 0
@@ -53,7 +54,6 @@ anything runs. The format (every field optional unless marked)::
 
 from __future__ import annotations
 
-import json
 import math
 import re
 import sys
@@ -61,7 +61,6 @@ import time
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
-from types import SimpleNamespace
 
 from .options import DEFAULTS
 
@@ -334,11 +333,6 @@ def load_sweep(path) -> Sweep:
 
 
 # ---- planning --------------------------------------------------------------------------------
-#: identity fields the plan cannot know without loading the model (checked by the run itself); a
-#: hook-path model (timm, open_clip, remote code, blocks) adds those only its probe forward tells
-_LOADED_ONLY = ("native_frames", "prompt")
-
-
 @dataclass
 class PlannedRun:
     dataset: str
@@ -357,6 +351,8 @@ class Plan:
     done_pairs: set
     manifests: dict  # dataset -> Manifest
     probes: dict  # model name -> config-only Adapter
+    #: what the plan cannot know (a remote-code model it did not run), one line each
+    notes: list = field(default_factory=list)
 
     def lines(self) -> list[str]:
         """Human-readable table and totals."""
@@ -372,6 +368,7 @@ class Plan:
         known = sum(r.bytes_left or 0 for r in todo)
         unknown = sum(r.bytes_left is None for r in todo)
         items = sum(r.n_items - r.n_done for r in todo)
+        out.extend(self.notes)
         out.append(f"\n{len(self.runs)} run(s): {len(self.runs) - len(todo)} done, {len(todo)} to run "
                    f"({items} item embeddings, about {_size(known)} of vectors"
                    + (f", plus {unknown} run(s) of a width known only once the model loads" if unknown else "")
@@ -387,34 +384,33 @@ def _size(n: int) -> str:
 
 
 def _probe(sweep: Sweep, m: ModelSpec):
-    """The model's config-only adapter (no weights), errors pointing at the sweep file."""
+    """The model's config-only adapter (no weights), errors pointing at the sweep file. A model that
+    brings its own code is planned from its config JSON without running that code
+    (:class:`precompute.remote_code.RemoteCodeProbe`): the plan loads and runs nothing."""
     from .models import probe_model
+    from .remote_code import RemoteCodeProbe, remote_code_config
 
     opts = sweep.model_options(m)
     try:
-        return probe_model(m.source, device="cpu", dtype=opts["dtype"], trust_remote_code=opts["trust_remote_code"],
-                           modality=m.modality, prompt_template=opts["prompt_template"], blocks=opts["blocks"],
-                           random_init=opts["random_init"], named_layers=opts["named_layers"])
+        config = remote_code_config(m.source) if opts["trust_remote_code"] else None
+        if config is not None:
+            return RemoteCodeProbe(m.source, config, modality=m.modality, blocks=opts["blocks"],
+                                   random_init=opts["random_init"])
+        probe = probe_model(m.source, device="cpu", dtype=opts["dtype"], trust_remote_code=opts["trust_remote_code"],
+                            modality=m.modality, prompt_template=opts["prompt_template"], blocks=opts["blocks"],
+                            random_init=opts["random_init"], named_layers=opts["named_layers"])
     except ValueError as exc:
         raise SweepError(f"{sweep.path}:{m.line}: models source {m.source!r}: {exc}") from None
+    if opts["blocks"] and hasattr(probe, "config"):  # a transformers model: its skeleton shows the path
+        from .hooks import check_block_path
 
-
-def _known_identity(probe) -> tuple[SimpleNamespace, dict, tuple, tuple | None]:
-    """``(info, fixed, unknown, dims)`` of a config-only adapter: the ``info`` fields the run plan
-    reads, identity fields pinned beyond the plan's (``layer_names``: None for a run without
-    them), identity fields only a load can tell, and ``(n_layers, dim)`` when the config states them."""
-    planned = probe.planned_layers()
-    hf = hasattr(probe, "config")  # timm / open_clip: revision and pooling come with the weights
-    info = SimpleNamespace(source=probe.source, revision=probe.config_revision() if hf else None,
-                           modality=probe.modality, pooling=getattr(probe, "pooling", None), native_frames=None,
-                           config={})
-    unknown = _LOADED_ONLY + (() if hf else ("revision",)) + (() if info.pooling else ("pooling",))
-    if planned is None:  # the hook path: its layers (and their names) are known after its probe forward
-        return info, {}, unknown + ("layer_names",), None
-    n_layers, dim, names = planned
-    if names:
-        info.config = {"layerscope": {"layer_names": names}}
-    return info, {"layer_names": names or None}, unknown, (n_layers, dim)
+        why = check_block_path(probe.config, opts["blocks"])
+        if why:
+            i = sweep.models.index(m)
+            key = ("models", i, "blocks") if "blocks" in m.options else ("precompute", "blocks")
+            label = f"models[{i}].blocks" if "blocks" in m.options else "precompute.blocks"
+            raise SweepError(f"{sweep.path}:{sweep.lines.get(key, m.line)}: {label}: {why}")
+    return probe
 
 
 def _check_references(sweep: Sweep, known: set) -> None:
@@ -433,18 +429,15 @@ def _check_references(sweep: Sweep, known: set) -> None:
 def _stored_runs(store) -> list[dict]:
     from analysis.storage.store import connect
 
+    from .known_runs import stored_runs
+
     if not Path(store).exists():
         return []
     con = connect(store, read_only=True)
     try:
-        cur = con.execute("SELECT run_id, status, n_done, n_items, config FROM runs")
-        cols = [d[0] for d in cur.description]
-        rows = [dict(zip(cols, r)) for r in cur.fetchall()]
+        return stored_runs(con)
     finally:
         con.close()
-    for r in rows:
-        r["config"] = json.loads(r["config"]) if isinstance(r["config"], str) else (r["config"] or {})
-    return rows
 
 
 def _fewer_captions_fix(fewest: int) -> str:
@@ -457,9 +450,9 @@ def _fewer_captions_fix(fewest: int) -> str:
 def plan_sweep(sweep: Sweep, store) -> Plan:
     """Every run the sweep asks for and how much of it the store holds (no model is loaded).
 
-    A stored run matches a planned one when every identity field of the plan agrees (dataset,
-    manifest hash, model source and revision, dtype, budgets, variant, caption rules, ...) except
-    the few known only after loading (native frame count, MLLM prompt)."""
+    A stored run matches a planned one by :func:`precompute.known_runs.match` (every identity field
+    the config tells, as ``layerscope precompute`` decides to skip a model)."""
+    from .known_runs import known_identity, match
     from .manifest import load_manifest
     from .runner import Precompute
 
@@ -490,22 +483,20 @@ def plan_sweep(sweep: Sweep, store) -> Plan:
                 except ValueError as exc:
                     raise SweepError(f"{sweep.path}:{line or d.line}: datasets {d.name!r} with models {name!r}: "
                                      f"{exc}") from None
-            info, fixed, unknown, dims = _known_identity(probe)
-            fake = SimpleNamespace(prompt_format=lambda side: None)
+            known = known_identity(probe)
             pair_done = True
-            for p in job.plan(fake, name, info):
-                want = {**{k: v for k, v in p.identity.items() if k not in unknown}, **fixed}
-                match = [r for r in stored if all(r["config"].get(k) == v for k, v in want.items())]
-                best = max(match, key=lambda r: (r["status"] == "done", r["n_done"]), default=None)
-                n = len(manifest.items)
-                n_done = n if best and best["status"] == "done" else (best["n_done"] if best else 0)
-                status = "done" if n_done >= n and best else ("partial" if n_done else "todo")
+            for p in job.plan(known.adapter, name, known.info):
+                n = len(Precompute.run_items(p, manifest.items))
+                n_done, status = match(p, known, stored, n)
                 pair_done &= status == "done"
-                left = None if dims is None else (n - n_done) * dims[0] * dims[1] * 4
+                left = None if known.dims is None else (n - n_done) * known.dims[0] * known.dims[1] * 4
                 runs.append(PlannedRun(d.name, name, Precompute._label(p), n, n_done, status, left))
             if pair_done:
                 done_pairs.add((d.name, name))
-    return Plan(runs, done_pairs, manifests, probes)
+    from .remote_code import RemoteCodeProbe, cannot_know
+
+    notes = [cannot_know(name) for name, (_, probe) in probes.items() if isinstance(probe, RemoteCodeProbe)]
+    return Plan(runs, done_pairs, manifests, probes, notes)
 
 
 # ---- running -----------------------------------------------------------------------------

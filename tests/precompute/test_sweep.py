@@ -298,3 +298,26 @@ def test_unknown_reference_stops_the_plan_with_its_line(root, tiny):
     assert "'bart-tiny'" in msg and "bert-tiny" in msg
     path.write_text(path.read_text().replace('"bart-tiny"', '"vit [image]"'))
     assert plan_sweep(load_sweep(path), root / "s.duckdb").runs  # a known model with a side is fine
+
+
+def test_a_blocks_path_the_model_lacks_stops_the_plan_at_its_line(root, tiny):
+    """Issue #34 item 6: a bad ``blocks`` passed ``sweep plan`` and failed only when its model loaded."""
+    from precompute.hooks import find_blocks
+    from precompute.models import load_adapter
+
+    good = find_blocks(load_adapter(tiny["vit"]).model)[0]  # the loaded model's own block list
+    path = write_sweep(root, tiny, "[analyze]\nenabled = false\n", models=f"""
+        [[models]]
+        source = "{tiny['bert']}"
+
+        [[models]]
+        source = "{tiny['vit']}"
+        blocks = "{good}z"
+    """)
+    with pytest.raises(SweepError) as exc:
+        plan_sweep(load_sweep(path), root / "s.duckdb")
+    msg = str(exc.value)
+    assert msg.startswith(f"{path}:{line_of(path, good + 'z')}: models[1].blocks: "), msg
+    assert good in msg.split(f"{good}z", 1)[1]  # the lists it does have
+    path.write_text(path.read_text().replace(f"{good}z", good))
+    assert plan_sweep(load_sweep(path), root / "s.duckdb").runs  # the right path plans
