@@ -196,6 +196,23 @@ def _is_duckdb_file(path) -> bool:
         return False
 
 
+def current_umask() -> int:
+    """The process's umask, read without changing it where the kernel tells it (``/proc/self/status``
+    on Linux 4.7+); elsewhere set and restored at once (``os.umask`` can only be read by setting it)."""
+    import os
+
+    try:
+        with open("/proc/self/status", encoding="ascii") as fh:
+            for line in fh:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError):
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
 def write_atomic(path, text: str) -> None:
     """Write ``text`` to a temporary file beside ``path``, then rename it over ``path``: a reader or a
     crash sees the old file or the new one, never half of one."""
@@ -204,6 +221,9 @@ def write_atomic(path, text: str) -> None:
 
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
+        # mkstemp makes the file 0600 (private); a report is for colleagues, so it gets the mode a
+        # plain open() would give it under the user's umask (0644 under umask 022)
+        os.fchmod(fd, 0o666 & ~current_umask())
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
             fh.write(text)
         os.replace(tmp, path)

@@ -178,8 +178,11 @@ def _register_precompute(sub):
     p.add_argument("--prompt-template", choices=["auto", "none"], default=DEFAULTS.prompt_template,
                    help="MLLMs: wrap the one-word prompt in the model's chat template when it has one (auto, "
                         "default) or use the bare prompt (none); the prompt used is recorded in each run")
-    p.add_argument("--trust-remote-code", action="store_true", help="allow model code from the hub (off by default); "
-                   "models of a type transformers does not know (VideoMAEv2) run through hooks on their blocks")
+    p.add_argument("--trust-remote-code", action="store_true",
+                   help="run a model's own Python code (auto_map in its config.json; off by default): arbitrary "
+                   "code, run with your user's rights, so only for models whose code you trust (a warning is "
+                   "printed before it runs); models of a type transformers does not know (VideoMAEv2) run "
+                   "through hooks on their blocks")
     p.add_argument("--blocks", metavar="PATH", help="dotted path of the model's block list (e.g. encoder.layer): "
                    "extract through forward hooks on it instead of hidden_states (found automatically for "
                    "remote-code, timm and open_clip models)")

@@ -75,6 +75,29 @@ def find_blocks(module: nn.Module, path: str | None = None) -> tuple[str, nn.Mod
                      "name it with --blocks PATH (dotted attributes, e.g. --blocks encoder.layers)")
 
 
+def check_block_path(config, path: str) -> str | None:
+    """Why ``--blocks path`` names no block list of a transformers model built from ``config``, or
+    None when it does (or when the skeleton cannot be built here: the load checks it then). The
+    skeleton is built on the meta device (no memory, no weights) from a copy of the config (building
+    rewrites a config); the path may start at the model or at a tower it hands the extraction (a
+    dual encoder's vision_model / text_model, an encoder-decoder's encoder)."""
+    import copy
+
+    from transformers import AutoModel
+
+    try:
+        with torch.device("meta"):
+            model = AutoModel.from_config(copy.deepcopy(config))
+    except Exception:  # noqa: BLE001 - not buildable from its config alone (remote code, ...)
+        return None
+    roots = [model] + [getattr(model, a) for a in ("vision_model", "text_model", "encoder") if hasattr(model, a)]
+    if any(_is_block_list(get_path(r, path)) for r in roots):
+        return None
+    lists = _candidate_lists(model)
+    return (f"{type(model).__name__} has no module list at {path!r}"
+            + (f"; its block-like lists are {', '.join(n for n, _ in lists[:6])}" if lists else ""))
+
+
 def _candidate_lists(module):
     found = []
     for name, mod in module.named_modules():

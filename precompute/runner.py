@@ -35,6 +35,8 @@ class RunPlan:
     identity: dict
     state: dict = field(default_factory=dict)
     batch: int = 8
+    #: the items the run embeds (set by :meth:`Precompute.run_model`; see :meth:`Precompute.run_items`)
+    items: list = field(default_factory=list)
 
 
 @dataclass
@@ -209,17 +211,26 @@ class Precompute:
     def _wanted_frames(self, n_total: int) -> np.ndarray:
         return frames_wanted(n_total, self.frames, self.variants)
 
-    def check_captions(self):
-        """Only relevant when a text or MLLM model is in the call; run before any model runs."""
+    def check_captions(self, asked_by: str | None = None, fix=None):
+        """Only relevant when a text or MLLM model is in the call; run before any model runs.
+
+        ``asked_by``: what set the caption budgets, as the error names it (default: the ``--captions``
+        flag, or the default budgets when they are the defaults, which a user who never passed
+        ``--captions`` did not choose); ``fix(fewest)``: how to lower them (default: the flags)."""
         need = max(self.captions) if self.captions else 0
         short = [(it.item_id, len(it.captions)) for it in self.manifest.items if len(it.captions) < need]
         if short and not self.allow_fewer:
             listed = ", ".join(f"{i} ({n})" for i, n in short[:10]) + (" ..." if len(short) > 10 else "")
-            raise ValueError(
-                f"--captions asks for up to {need} captions but {len(short)} item(s) have fewer: {listed}. "
-                "Lower --captions, or pass --allow-fewer-captions to use all of an item's captions when it "
-                "has fewer (recorded in each run's notes)."
-            )
+            budgets = ",".join(map(str, self.captions))
+            if asked_by is None:
+                asked_by = (f"the default --captions {budgets} (used when --captions is not given)"
+                            if tuple(self.captions) == DEFAULTS.captions else f"--captions {budgets}")
+            fix = fix or (lambda fewest: (
+                f"Pass --captions with values up to {fewest} (e.g. --captions {','.join(map(str, range(1, fewest + 1)))}), "
+                "or --allow-fewer-captions to use all of an item's captions when it has fewer (recorded in each "
+                "run's notes)."))
+            raise ValueError(f"{asked_by} asks for up to {need} captions but {len(short)} item(s) have fewer: "
+                             f"{listed}. {fix(min(n for _, n in short))}")
 
     # ---- planning ----------------------------------------------------------------------
     def plan(self, adapter: Adapter, name: str, info) -> list[RunPlan]:
@@ -294,31 +305,59 @@ class Precompute:
                             modality=modality, prompt_template=self.prompt_template, blocks=self.blocks,
                             random_init=self.random_init, named_layers=self.named_layers)
 
+    def probe(self, spec: str, modality: str | None):
+        """The config-only adapter of ``spec`` with this job's options (no weights)."""
+        return probe_model(spec, device=self.device, dtype=self.dtype, trust_remote_code=self.trust, modality=modality,
+                           prompt_template=self.prompt_template, blocks=self.blocks, random_init=self.random_init,
+                           named_layers=self.named_layers)
+
+    def all_done(self, probe, name: str) -> int:
+        """The number of this model's planned runs when the store holds every one of them done (told
+        from the config alone, by the rule ``sweep plan`` uses: :mod:`precompute.known_runs`), else 0."""
+        from .known_runs import known_identity, match, stored_runs
+
+        known = known_identity(probe)
+        plans = self.plan(known.adapter, name, known.info)
+        stored = stored_runs(self.w.con)
+        items = [self.manifest.items[i] for i in self.items_range]
+        done = plans and all(match(p, known, stored, len(self.run_items(p, items)))[1] == "done" for p in plans)
+        return len(plans) if done else 0
+
     def run_model(self, spec: str, name: str | None = None, modality: str | None = None,
-                  spec_modality: str | None = None) -> None:
+                  spec_modality: str | None = None, probe=None) -> None:
+        """Every run of one model: skipped before loading when the store holds them all, else the model
+        loads and its missing runs are computed (unfinished ones resume). ``probe``: its config-only
+        adapter when the caller has one (:meth:`probe` otherwise)."""
         if spec_modality == "text" and self.variants == ["reversed"]:
             # said and done: no model load, no runs
             print(f"note: {name or default_name(spec)} is a text model; text has no reversed variant, "
                   "nothing to do for it", file=self.out)
+            return
+        probe = probe or self.probe(spec, modality)
+        name = store_name(spec, name, self.random_init)
+        n_done = self.all_done(probe, name)
+        if n_done:  # a rerun of a finished job: no weights loaded, no video decoded
+            self.summary.runs_done_before += n_done
+            print(f"{name}: all {n_done} run(s) already done, skipped", file=self.out)
             return
         if spec_modality in ("video", "image", "mllm") and self.frames and self.prefetch_first:
             # decode the first batch's videos while the model loads (the worker is otherwise idle)
             first = [self.manifest.items[i].video for i in self.items_range[:self.batch_size]]
             self.pool.submit(lambda: [self.frames_cache.get(v) for v in first])
         adapter = self.load_model(spec, modality)
-        name = store_name(spec, name, self.random_init)
-        info = adapter.info()
+        info = pinned_revision(adapter.info(), probe)
         self.w.put_model(name, info)
         plans = self.plan(adapter, name, info)
         items = [self.manifest.items[i] for i in self.items_range]
         pending = []
         self._note_runs_without_names(name, plans)
         for p in plans:
+            p.items = self.run_items(p, items)
             existing = self.w.get_run(p.run_id)
             if existing and existing["status"] == "done":
                 self.summary.runs_done_before += 1
                 continue
-            if not items:
+            if not p.items:
                 self.summary.runs_computed += 1
             # an MLLM embeds both sides in one space: its runs are video runs and text runs
             run_modality = info.modality if info.modality != "mllm" else ("video" if p.n_frames else "text")
@@ -326,7 +365,7 @@ class Precompute:
                 p.run_id, model=name, dataset=self.dataset, modality=run_modality, n_frames=p.n_frames,
                 n_captions=p.n_captions, variant=p.variant,
                 image_mode=self.image_mode if info.modality == "image" else None, pooling=info.pooling,
-                dtype=self.dtype, device=str(adapter.device), n_items=len(items), n_layers=info.n_layers,
+                dtype=self.dtype, device=str(adapter.device), n_items=len(p.items), n_layers=info.n_layers,
                 dim=info.dim, config=run_config(p.identity, {**adapter.run_config(), "batch_size": self.batch_size,
                                                              "code_version": __version__,
                                                              "device": str(adapter.device)}),
@@ -336,7 +375,7 @@ class Precompute:
             cfg = p.state["config"]
             cfg = json.loads(cfg) if isinstance(cfg, str) else (cfg or {})
             p.batch = int(cfg.get("batch_size", self.batch_size))
-            if items:
+            if p.items:
                 pending.append(p)
         if not items:
             # more shards than items: this shard's runs hold nothing and are done (start_run marks
@@ -352,31 +391,48 @@ class Precompute:
     def _batches(self, name, pending, items, suffix=""):
         """``(tasks, notes, bar)`` of an execution: every batch ``(plan, b0, items)`` of every pending
         run, in order (the order and composition every backend keeps, so the vectors are the same
-        bitwise), each run's notes so far, and the progress bar. idx values are manifest positions
-        (a shard starts at its first item); ``n_done`` counts the run's own items."""
+        bitwise), each run's notes so far (the items it leaves out), and the progress bar. Each run
+        batches its own :attr:`RunPlan.items` (``items``, the shard's, is kept for subclasses);
+        ``n_done`` counts the run's own items."""
         from tqdm.auto import tqdm
 
-        total = sum(len(items) - p.state["n_done"] for p in pending)
+        total = sum(len(p.items) - p.state["n_done"] for p in pending)
         bar = tqdm(total=total, desc=f"{name}{suffix}", unit="item", disable=not self.progress, file=self.out,
                    dynamic_ncols=True)
-        tasks = [(p, b0, items[b0:b0 + p.batch]) for p in pending
-                 for b0 in range(p.state["n_done"], len(items), p.batch)]
-        return tasks, {p.run_id: {} for p in pending}, bar
+        tasks = [(p, b0, p.items[b0:b0 + p.batch]) for p in pending
+                 for b0 in range(p.state["n_done"], len(p.items), p.batch)]
+        return tasks, {p.run_id: self._left_out(p, items) for p in pending}, bar
+
+    @staticmethod
+    def run_items(p: RunPlan, items: list) -> list:
+        """The items run ``p`` embeds: all of ``items``, except that a negative run takes only those
+        with a negative caption (embedding another caption in its place would pass it off as one)."""
+        return [it for it in items if it.negatives] if p.variant == "negative" else list(items)
+
+    @staticmethod
+    def _left_out(p: RunPlan, items: list) -> dict:
+        """Notes naming the items of ``items`` that run ``p`` leaves out (recorded with its first batch)."""
+        kept = {it.idx for it in p.items}
+        out = {it.item_id: {"handled": "left out of the negative run: the item has no negative caption"}
+               for it in items if it.idx not in kept}
+        return {"no_negative": out} if out else {}
 
     def _commit(self, name, p, b0, batch, items, vectors, notes, bar, *batch_notes) -> None:
         """Write one batch's vectors (one transaction: a killed job keeps every earlier batch),
-        after merging its notes into the run's and checking the numbers; close the run at its end."""
+        after merging its notes into the run's and checking the numbers; close the run at its end.
+        ``items``: the shard's (the run writes its own, ``p.items``, at their manifest positions)."""
         run_notes = notes[p.run_id]
         for more in batch_notes:
             for kind, entries in more.items():
                 run_notes.setdefault(kind, {}).update(entries)
         self._check_finite(vectors, name, p, batch)
-        self.w.write_batch(p.run_id, items[0].idx + b0, vectors, n_done=b0 + len(batch), n_items=len(items),
+        self.w.write_batch(p.run_id, batch[0].idx, vectors, n_done=b0 + len(batch), n_items=len(p.items),
+                           idx=[it.idx for it in batch],
                            notes=run_notes or None)
         self.summary.items_embedded += len(batch)
         bar.update(len(batch))
         _crash_point()
-        if b0 + len(batch) >= len(items):
+        if b0 + len(batch) >= len(p.items):
             self._finished(name, p, run_notes, bar)
 
     def _note_runs_without_names(self, name, plans) -> None:
@@ -445,11 +501,8 @@ class Precompute:
         if p.n_captions is not None:
             texts = []
             for it in batch:
-                if p.variant == "negative":
-                    if not it.negatives:
-                        notes.setdefault("no_negative", {})[it.item_id] = {
-                            "handled": "the item has no negative caption; its first caption was embedded"}
-                    texts.append(it.negatives[0] if it.negatives else it.captions[0])
+                if p.variant == "negative":  # only items with a negative are in its run (run_items)
+                    texts.append(it.negatives[0])
                     continue
                 if len(it.captions) < p.n_captions:
                     notes.setdefault("fewer_captions", {})[it.item_id] = {
@@ -485,6 +538,18 @@ class Precompute:
             f"({Precompute._label(p)}); earlier batches are kept, this run stays unfinished. "
             "Try --dtype float32 if you used half precision."
         )
+
+
+def pinned_revision(info, probe):
+    """``info`` with the revision of a random-init transformers build as its config states it before
+    loading (what ``sweep plan`` and :meth:`Precompute.all_done` match on): loading rewrites the config
+    (``dtype``, T5's ``is_encoder_decoder``, sub-config dtypes) and with it the hash the loaded adapter
+    reports. Trained weights' revisions (folder fingerprint, hub commit) do not depend on the config."""
+    if not (getattr(probe, "random_init", False) and hasattr(probe, "config")):
+        return info
+    from dataclasses import replace
+
+    return replace(info, revision=probe.config_revision())
 
 
 def run_config(identity: dict, extras: dict) -> dict:
@@ -524,13 +589,21 @@ def run_precompute(*, store, manifest, dataset, models, names=None, modality=Non
     names = list(names or [])
     if names and len(names) != len(models):
         raise ValueError(f"--name was given {len(names)} time(s) for {len(models)} model(s); give one per --model")
-    # read every model's config first (no weights): a bad spec or a caption shortfall is reported
-    # before anything runs or is written
-    modalities = [probe_model(spec, device=options.get("device", "auto"), modality=modality,
-                              trust_remote_code=options.get("trust_remote_code", False), blocks=options.get("blocks"),
-                              random_init=options.get("random_init", False)).modality for spec in models]
-    # options are checked before the store is opened: a bad flag leaves no trace
+    # options are checked before the store is opened: a bad flag leaves no trace; then every model's
+    # config is read (no weights): a bad spec or a caption shortfall is reported before anything runs
     job = (job_cls or Precompute)(None, manifest, dataset, progress=progress, out=out, **options)
+    if job.trust:  # before the probes below import any model's own code
+        from .remote_code import remote_code_config, warning_line
+
+        for spec in models:
+            if remote_code_config(spec) is not None:
+                print(warning_line(spec), file=job.out)
+    try:
+        probes = [job.probe(spec, modality) for spec in models]
+    except BaseException:
+        job.close()
+        raise
+    modalities = [p.modality for p in probes]
     if {"text", "mllm"} & set(modalities) and job.variants != ["reversed"]:  # reversed: no caption runs
         job.check_captions()
     writer = StoreWriter(store)
@@ -539,7 +612,8 @@ def run_precompute(*, store, manifest, dataset, models, names=None, modality=Non
         writer.put_dataset(dataset, manifest)
         try:
             for i, spec in enumerate(models):
-                job.run_model(spec, names[i] if names else None, modality, spec_modality=modalities[i])
+                job.run_model(spec, names[i] if names else None, modality, spec_modality=modalities[i],
+                              probe=probes[i])
         finally:
             job.close()
     finally:

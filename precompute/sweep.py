@@ -4,7 +4,8 @@
 not, with the size of what is left; ``layerscope sweep run SWEEP.toml --store S [--ray ...]``
 precomputes what is missing (a model whose runs are all done is not even loaded) and then
 analyses. Every problem in the file is reported as ``FILE:LINE: FIELD: what is wrong`` before
-anything runs. The format (every field optional unless marked)::
+anything runs (metrics, references and a ``blocks`` path included). ``sweep plan`` loads no weights
+and runs no model code: a ``trust_remote_code`` model is planned from its ``config.json``. The format (every field optional unless marked)::
 
     [precompute]                      # defaults of every model
     frames = [1, 2, 4, 8, 16]         # n_f budgets (video, image and MLLM models)
@@ -12,7 +13,7 @@ anything runs. The format (every field optional unless marked)::
     variants = ["original"]           # and/or "reversed"
     batch_size = 8
     dtype = "float32"                 # float32 | bfloat16 | float16
-    device = "auto"
+    device = "auto"                   # auto | cpu | cuda | cuda:N
     image_mode = "frames"             # frames | first
     caption_order = "first"           # first | random
     caption_seed = 0
@@ -53,14 +54,13 @@ anything runs. The format (every field optional unless marked)::
 
 from __future__ import annotations
 
-import json
+import math
 import re
 import sys
 import time
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
-from types import SimpleNamespace
 
 from .options import DEFAULTS
 
@@ -145,7 +145,42 @@ def _int(lo):
 
 
 def _num(lo):
-    return lambda v: None if type(v) in (int, float) and v >= lo else f"expected a number >= {lo}, got {v!r}"
+    # inf and nan are TOML floats; no count of GPUs is either
+    return lambda v: None if type(v) in (int, float) and math.isfinite(v) and v >= lo else \
+        f"expected a finite number >= {lo}, got {v!r}"
+
+
+def _frames(v):
+    from .runner import MAX_FRAMES
+
+    err = _ints(v)
+    if err is None and max(v) > MAX_FRAMES:
+        return f"at most {MAX_FRAMES} frames per video (more than a video holds only repeats frames), got {max(v)}"
+    return err
+
+
+#: what :func:`precompute.models.resolve_device` takes (whether that device exists is the run's to find out)
+_DEVICE = re.compile(r"^(auto|cpu|cuda|cuda:\d+)$")
+
+
+def _device(v):
+    return None if isinstance(v, str) and _DEVICE.match(v) else f"expected auto, cpu, cuda or cuda:N, got {v!r}"
+
+
+def _metrics(v):
+    err = _strs(v)
+    if err:
+        return err
+    from analysis.registry import get_metric
+
+    for name in v:
+        try:
+            kind = get_metric(name).kind
+        except ValueError as exc:
+            return str(exc)
+        if kind != "pairwise":
+            return f"analyze grids take pairwise metrics; {name!r} is {kind}"
+    return None
 
 
 def _one_of(*choices):
@@ -172,22 +207,34 @@ def _variants(v):
 
 #: the [precompute] table's fields and their checks; defaults are :data:`precompute.options.DEFAULTS`
 PRECOMPUTE_FIELDS = {
-    "frames": _ints, "captions": _ints, "variants": _variants, "batch_size": _int(1), "dtype": _one_of(*DTYPES),
-    "device": _str, "image_mode": _one_of("frames", "first"), "caption_order": _one_of("first", "random"),
+    "frames": _frames, "captions": _ints, "variants": _variants, "batch_size": _int(1), "dtype": _one_of(*DTYPES),
+    "device": _device, "image_mode": _one_of("frames", "first"), "caption_order": _one_of("first", "random"),
     "caption_seed": _int(0), "prompt_template": _one_of("auto", "none"), "allow_fewer_captions": _bool,
     "trust_remote_code": _bool, "named_layers": _bool, "random_init": _bool, "blocks": _str,
 }
 #: fields of a [[models]] table that override [precompute] for that model
 MODEL_OPTIONS = ("dtype", "batch_size", "device", "trust_remote_code", "named_layers", "random_init", "blocks")
 MODEL_FIELDS = {"source": _str, "name": _str, "modality": _one_of("video", "image", "text", "mllm"),
-                "dtype": _one_of(*DTYPES), "batch_size": _int(1), "device": _str, "trust_remote_code": _bool,
+                "dtype": _one_of(*DTYPES), "batch_size": _int(1), "device": _device, "trust_remote_code": _bool,
                 "named_layers": _bool, "random_init": _bool, "blocks": _str}
 DATASET_FIELDS = {"name": _str, "manifest": _str}
-ANALYZE_FIELDS = {"enabled": _bool, "k": _int(1), "metrics": _strs, "references": _strs, "bootstrap": _int(0),
+ANALYZE_FIELDS = {"enabled": _bool, "k": _int(1), "metrics": _metrics, "references": _strs, "bootstrap": _int(0),
                   "clamp": _one_of("off", "platonic", "feature"), "reorder_k": _int(1),
                   "downstream_setting": _one_of("paper", "largest"), "jobs": _int(1)}
 RAY_FIELDS = {"address": _str, "gpus_per_model": _num(0), "replicas": _int(1), "decoders": _int(1)}
 TOP = {"precompute", "datasets", "models", "analyze", "ray"}
+
+
+def _read_text(path: Path) -> str:
+    """The file as UTF-8 text (a byte-order mark, as Windows editors write, is dropped); other bytes
+    are a :class:`SweepError` naming the line and byte."""
+    data = path.read_bytes()
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        line = data[:exc.start].count(b"\n") + 1
+        raise SweepError(f"{path}:{line}: not UTF-8 text (byte 0x{data[exc.start]:02x}); save the file as "
+                         "UTF-8") from None
 
 
 def load_sweep(path) -> Sweep:
@@ -198,7 +245,7 @@ def load_sweep(path) -> Sweep:
     path = Path(path)
     if not path.is_file():
         raise SweepError(f"{path}: sweep file does not exist")
-    text = path.read_text(encoding="utf-8")
+    text = _read_text(path)
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
@@ -253,7 +300,9 @@ def load_sweep(path) -> Sweep:
             out.append((v, key, label))
         return out
 
-    base = path.parent
+    # absolute: a sweep given as `sweep.toml` has parent `.`, and `./nope` joined to it is `nope`,
+    # which would pass for a hub id
+    base = path.parent.absolute()
     datasets, seen = [], {}
     for v, key, label in array("datasets", DATASET_FIELDS, ("name", "manifest")):
         if v["name"] in seen:
@@ -284,11 +333,6 @@ def load_sweep(path) -> Sweep:
 
 
 # ---- planning --------------------------------------------------------------------------------
-#: identity fields the plan cannot know without loading the model (checked by the run itself); a
-#: hook-path model (timm, open_clip, remote code, blocks) adds those only its probe forward tells
-_LOADED_ONLY = ("native_frames", "prompt")
-
-
 @dataclass
 class PlannedRun:
     dataset: str
@@ -307,6 +351,8 @@ class Plan:
     done_pairs: set
     manifests: dict  # dataset -> Manifest
     probes: dict  # model name -> config-only Adapter
+    #: what the plan cannot know (a remote-code model it did not run), one line each
+    notes: list = field(default_factory=list)
 
     def lines(self) -> list[str]:
         """Human-readable table and totals."""
@@ -322,6 +368,7 @@ class Plan:
         known = sum(r.bytes_left or 0 for r in todo)
         unknown = sum(r.bytes_left is None for r in todo)
         items = sum(r.n_items - r.n_done for r in todo)
+        out.extend(self.notes)
         out.append(f"\n{len(self.runs)} run(s): {len(self.runs) - len(todo)} done, {len(todo)} to run "
                    f"({items} item embeddings, about {_size(known)} of vectors"
                    + (f", plus {unknown} run(s) of a width known only once the model loads" if unknown else "")
@@ -337,72 +384,75 @@ def _size(n: int) -> str:
 
 
 def _probe(sweep: Sweep, m: ModelSpec):
-    """The model's config-only adapter (no weights), errors pointing at the sweep file."""
+    """The model's config-only adapter (no weights), errors pointing at the sweep file. A model that
+    brings its own code is planned from its config JSON without running that code
+    (:class:`precompute.remote_code.RemoteCodeProbe`): the plan loads and runs nothing."""
     from .loading import probe_model
+    from .remote_code import RemoteCodeProbe, remote_code_config
 
     opts = sweep.model_options(m)
     try:
-        return probe_model(m.source, device="cpu", dtype=opts["dtype"], trust_remote_code=opts["trust_remote_code"],
-                           modality=m.modality, prompt_template=opts["prompt_template"], blocks=opts["blocks"],
-                           random_init=opts["random_init"], named_layers=opts["named_layers"])
+        config = remote_code_config(m.source) if opts["trust_remote_code"] else None
+        if config is not None:
+            return RemoteCodeProbe(m.source, config, modality=m.modality, blocks=opts["blocks"],
+                                   random_init=opts["random_init"])
+        probe = probe_model(m.source, device="cpu", dtype=opts["dtype"], trust_remote_code=opts["trust_remote_code"],
+                            modality=m.modality, prompt_template=opts["prompt_template"], blocks=opts["blocks"],
+                            random_init=opts["random_init"], named_layers=opts["named_layers"])
     except ValueError as exc:
         raise SweepError(f"{sweep.path}:{m.line}: models source {m.source!r}: {exc}") from None
+    if opts["blocks"] and hasattr(probe, "config"):  # a transformers model: its skeleton shows the path
+        from .hooks import check_block_path
+
+        why = check_block_path(probe.config, opts["blocks"])
+        if why:
+            i = sweep.models.index(m)
+            key = ("models", i, "blocks") if "blocks" in m.options else ("precompute", "blocks")
+            label = f"models[{i}].blocks" if "blocks" in m.options else "precompute.blocks"
+            raise SweepError(f"{sweep.path}:{sweep.lines.get(key, m.line)}: {label}: {why}")
+    return probe
 
 
-def _known_identity(probe) -> tuple[SimpleNamespace, dict, tuple, tuple | None]:
-    """``(info, fixed, unknown, dims)`` of a config-only adapter: the ``info`` fields the run plan
-    reads, identity fields pinned beyond the plan's (``layer_names``: None for a run without
-    them), identity fields only a load can tell, and ``(n_layers, dim)`` when the config states them."""
-    planned = probe.planned_layers()
-    hf = hasattr(probe, "config")  # timm / open_clip: revision and pooling come with the weights
-    info = SimpleNamespace(source=probe.source, revision=probe.config_revision() if hf else None,
-                           modality=probe.modality, pooling=getattr(probe, "pooling", None), native_frames=None,
-                           config={})
-    unknown = _LOADED_ONLY + (() if hf else ("revision",)) + (() if info.pooling else ("pooling",))
-    if planned is None:  # the hook path: its layers (and their names) are known after its probe forward
-        return info, {}, unknown + ("layer_names",), None
-    n_layers, dim, names = planned
-    if names:
-        info.config = {"layerscope": {"layer_names": names}}
-    head = _sentence_head(probe) if names else None
-    if head is not None:  # the load records it in the run identity (precompute.runner.Precompute.plan)
-        info.config["layerscope"]["sentence_transformers"] = head.record()
-    return info, {"layer_names": names or None}, unknown, (n_layers, dim)
+def _check_references(sweep: Sweep, known: set) -> None:
+    """``[analyze] references`` name models of the sweep or of the store (a side may follow the name,
+    ``clip [text]``), as analysis requires after all precompute: refused here, before it."""
+    from analysis.sides import split_side
 
-
-def _sentence_head(probe):
-    """A sentence-transformers folder's head, or None (also for a head the load will refuse)."""
-    from .sentence_head import HeadError
-
-    try:
-        return probe.planned_sentence_head() if hasattr(probe, "planned_sentence_head") else None
-    except HeadError:
-        return None
+    bad = [r for r in sweep.analyze.get("references", ()) if split_side(r)[0] not in known]
+    if bad:
+        line = sweep.lines.get(("analyze", "references"), sweep.lines.get(("analyze",), 0))
+        raise SweepError(f"{sweep.path}:{line}: analyze.references: unknown model(s) {bad}; the sweep's and the "
+                         f"store's models are {sorted(n for n in known if n)} (a side may follow the name: "
+                         "'clip [text]', 'clip [image]')")
 
 
 def _stored_runs(store) -> list[dict]:
     from analysis.storage.store import connect
 
+    from .known_runs import stored_runs
+
     if not Path(store).exists():
         return []
     con = connect(store, read_only=True)
     try:
-        cur = con.execute("SELECT run_id, status, n_done, n_items, config FROM runs")
-        cols = [d[0] for d in cur.description]
-        rows = [dict(zip(cols, r)) for r in cur.fetchall()]
+        return stored_runs(con)
     finally:
         con.close()
-    for r in rows:
-        r["config"] = json.loads(r["config"]) if isinstance(r["config"], str) else (r["config"] or {})
-    return rows
+
+
+def _fewer_captions_fix(fewest: int) -> str:
+    """How a sweep file lowers its caption budgets to what every item has (``fewest`` captions)."""
+    return (f"Set captions in [precompute] to values up to {fewest} (e.g. captions = "
+            f"[{', '.join(map(str, range(1, fewest + 1)))}]), or allow_fewer_captions = true to use all of an "
+            "item's captions when it has fewer (recorded in each run's notes).")
 
 
 def plan_sweep(sweep: Sweep, store) -> Plan:
     """Every run the sweep asks for and how much of it the store holds (no model is loaded).
 
-    A stored run matches a planned one when every identity field of the plan agrees (dataset,
-    manifest hash, model source and revision, dtype, budgets, variant, caption rules, ...) except
-    the few known only after loading (native frame count, MLLM prompt)."""
+    A stored run matches a planned one by :func:`precompute.known_runs.match` (every identity field
+    the config tells, as ``layerscope precompute`` decides to skip a model)."""
+    from .known_runs import known_identity, match
     from .manifest import load_manifest
     from .runner import Precompute
 
@@ -414,6 +464,7 @@ def plan_sweep(sweep: Sweep, store) -> Plan:
             raise SweepError(f"{sweep.path}:{d.line}: datasets {d.name!r}: {exc}") from None
     probes = {m.store_name: (m, _probe(sweep, m)) for m in sweep.models}
     stored = _stored_runs(store)
+    _check_references(sweep, {m.store_name for m in sweep.models} | {r["config"].get("model") for r in stored})
     runs, done_pairs = [], set()
     for d in sweep.datasets:
         manifest = manifests[d.name]
@@ -423,26 +474,29 @@ def plan_sweep(sweep: Sweep, store) -> Plan:
             job.close()
             if {"text", "mllm"} & {probe.modality} and opts["variants"] != ["reversed"] \
                     and not opts["allow_fewer_captions"]:
+                line = sweep.lines.get(("precompute", "captions"))
+                budgets = ", ".join(map(str, opts["captions"]))
+                asked = (f"precompute.captions = [{budgets}]" if line else
+                         f"the default captions = [{budgets}] (no `captions` in [precompute])")
                 try:
-                    job.check_captions()
+                    job.check_captions(asked_by=asked, fix=_fewer_captions_fix)
                 except ValueError as exc:
-                    raise SweepError(f"{sweep.path}: datasets {d.name!r} with models {name!r}: {exc}") from None
-            info, fixed, unknown, dims = _known_identity(probe)
-            fake = SimpleNamespace(prompt_format=lambda side: None)
+                    raise SweepError(f"{sweep.path}:{line or d.line}: datasets {d.name!r} with models {name!r}: "
+                                     f"{exc}") from None
+            known = known_identity(probe)
             pair_done = True
-            for p in job.plan(fake, name, info):
-                want = {**{k: v for k, v in p.identity.items() if k not in unknown}, **fixed}
-                match = [r for r in stored if all(r["config"].get(k) == v for k, v in want.items())]
-                best = max(match, key=lambda r: (r["status"] == "done", r["n_done"]), default=None)
-                n = len(manifest.items)
-                n_done = n if best and best["status"] == "done" else (best["n_done"] if best else 0)
-                status = "done" if n_done >= n and best else ("partial" if n_done else "todo")
+            for p in job.plan(known.adapter, name, known.info):
+                n = len(Precompute.run_items(p, manifest.items))
+                n_done, status = match(p, known, stored, n)
                 pair_done &= status == "done"
-                left = None if dims is None else (n - n_done) * dims[0] * dims[1] * 4
+                left = None if known.dims is None else (n - n_done) * known.dims[0] * known.dims[1] * 4
                 runs.append(PlannedRun(d.name, name, Precompute._label(p), n, n_done, status, left))
             if pair_done:
                 done_pairs.add((d.name, name))
-    return Plan(runs, done_pairs, manifests, probes)
+    from .remote_code import RemoteCodeProbe, cannot_know
+
+    notes = [cannot_know(name) for name, (_, probe) in probes.items() if isinstance(probe, RemoteCodeProbe)]
+    return Plan(runs, done_pairs, manifests, probes, notes)
 
 
 # ---- running -----------------------------------------------------------------------------

@@ -178,17 +178,20 @@ class StoreWriter:
             self.con.execute("UPDATE runs SET status = 'done', finished = ? WHERE run_id = ?", [now(), run_id])
             return self.get_run(run_id)
         if existing["status"] != "done":
-            # batches commit atomically, so nothing past n_done should exist; be defensive anyway
+            # batches commit atomically, so nothing past n_done should exist; be defensive anyway.
+            # The run's first n_done items by position are kept: a run's items need not be
+            # consecutive (a negative run holds only the items that have a negative)
             table = self._table(existing["dim"])
             self.con.execute(
-                f"DELETE FROM {table} WHERE run_id = $r AND idx >= "
-                f"(SELECT min(idx) FROM {table} WHERE run_id = $r) + $done",
+                f"DELETE FROM {table} WHERE run_id = $r AND idx NOT IN "
+                f"(SELECT DISTINCT idx FROM {table} WHERE run_id = $r ORDER BY idx LIMIT $done)",
                 {"r": run_id, "done": existing["n_done"]})
         return existing
 
     def write_batch(self, run_id: str, first_idx: int, vectors: np.ndarray, *, n_done: int, n_items: int,
-                    notes: dict | None = None) -> None:
-        """Append ``vectors`` ``(L, B, d)`` of items ``first_idx .. first_idx+B-1`` in one transaction.
+                    notes: dict | None = None, idx=None) -> None:
+        """Append ``vectors`` ``(L, B, d)`` of items ``first_idx .. first_idx+B-1`` in one transaction
+        (or of the manifest positions ``idx`` ``(B,)``, increasing, for a run of scattered items).
 
         ``n_done``: the run's items written once this batch is in (``n_items`` of them make it done);
         it differs from ``first_idx + B`` for a shard, whose first item is past 0.
@@ -196,8 +199,10 @@ class StoreWriter:
         L, B, d = vectors.shape
         if not 0 < n_done <= n_items:
             raise ValueError(f"run {run_id}: n_done={n_done} outside 1..{n_items}")
-        table = embedding_rows(run_id, np.repeat(np.arange(L), B), np.tile(np.arange(first_idx, first_idx + B), L),
-                               vectors.reshape(L * B, d))
+        idx = np.arange(first_idx, first_idx + B) if idx is None else np.asarray(idx)
+        if idx.shape != (B,):
+            raise ValueError(f"run {run_id}: {len(idx)} item positions for a batch of {B} vectors")
+        table = embedding_rows(run_id, np.repeat(np.arange(L), B), np.tile(idx, L), vectors.reshape(L * B, d))
         target = self._table(d)
         with transaction(self.con):
             insert_arrow(self.con, target, table, "run_id, layer, idx, vec")

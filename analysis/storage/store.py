@@ -334,7 +334,8 @@ def load_layer(con, run_id: str, layer: int, *, with_idx: bool = False):
 def _read_vectors(con, run_id, n_layers, n_items, dim, layer=None) -> tuple[np.ndarray, np.ndarray]:
     """A run's rows as ``(L, N, d)`` float32 (or ``(1, N, d)`` for one layer) and the items' idx ``(N,)``.
 
-    Streams Arrow batches of the FLOAT[dim] column (each a contiguous float buffer) and copies each
+    A run's items are consecutive manifest positions (a shard's start past 0), except a negative run,
+    which holds only the items that have a negative: its rows are read in position order. Streams Arrow batches of the FLOAT[dim] column (each a contiguous float buffer) and copies each
     into place by runs of consecutive items while DuckDB produces the next: one copy, and memory
     for the result plus one batch. No ORDER BY, which would make DuckDB sort the whole payload.
     """
@@ -345,7 +346,12 @@ def _read_vectors(con, run_id, n_layers, n_items, dim, layer=None) -> tuple[np.n
         params["layer"] = int(layer)
     try:
         # the run's first item (a shard's run starts past 0): an index-free scan of one small column
-        first = con.sql(f"SELECT min(idx) FROM {table} WHERE {where}", params=params).fetchall()[0][0]
+        first, last = con.sql(f"SELECT min(idx), max(idx) FROM {table} WHERE {where}", params=params).fetchall()[0]
+        positions = None
+        if first is not None and last - first + 1 != n_items:  # scattered items: each one's rank
+            positions = np.array([r[0] for r in con.sql(
+                f"SELECT DISTINCT idx FROM {table} WHERE {where} ORDER BY idx", params=params).fetchall()],
+                dtype=np.int64)
         reader = con.sql(f"SELECT layer, idx, vec FROM {table} WHERE {where}",
                          params=params).to_arrow_reader(_BATCH_ROWS)
     except duckdb.CatalogException:
@@ -359,8 +365,9 @@ def _read_vectors(con, run_id, n_layers, n_items, dim, layer=None) -> tuple[np.n
     bad = False
     try:
         for batch in reader:
-            pos = (batch.column(0).to_numpy().astype(np.int64) - lay0) * n_items + (
-                batch.column(1).to_numpy().astype(np.int64) - first)
+            item = batch.column(1).to_numpy().astype(np.int64)
+            rank = item - first if positions is None else np.searchsorted(positions, item)
+            pos = (batch.column(0).to_numpy().astype(np.int64) - lay0) * n_items + rank
             if len(pos) == 0:
                 continue
             if pos.min() < 0 or pos.max() >= len(seen) or seen[pos].any() or len(np.unique(pos)) != len(pos):
@@ -379,7 +386,7 @@ def _read_vectors(con, run_id, n_layers, n_items, dim, layer=None) -> tuple[np.n
     if bad or not seen.all():
         raise StoreError(f"run {run_id} is incomplete or inconsistent: {int(seen.sum())} of {len(seen)} "
                          "item-layer vectors in place")
-    return out, np.arange(first, first + n_items)
+    return out, (np.arange(first, first + n_items) if positions is None else positions)
 
 
 #: rows per Arrow batch when reading embeddings: a few MB, copied into place while still in cache

@@ -22,6 +22,7 @@ import json
 import numpy as np
 
 from analysis.storage import results as R
+from analysis.storage.store import StoreError
 from analysis.grid import NoBestCell, best_cell
 from analysis.methods.temporal import (
     arrow_of_time_report,
@@ -127,7 +128,7 @@ def run(ctx: Context, d: DatasetRuns) -> None:
             payload["notes"].append(f"{tm}: only {len(keep)} items have negatives, too few for the reorder "
                                     f"probe's k={rk}; skipped")
             continue
-        P, Nn = emb(t_one[tm]["run_id"]), emb(neg_run["run_id"])
+        P, Nn = emb(t_one[tm]["run_id"]), negatives_by_item(emb(neg_run["run_id"]), has_neg, neg_run)
         for vm, vr in v_top.items():
             V = emb(vr["run_id"])
             entry = {"vision": vm, "text": tm, "n_items": len(keep), "k": rk}
@@ -149,6 +150,23 @@ def run(ctx: Context, d: DatasetRuns) -> None:
     _shared_space_probes(ctx, d, md, payload, has_neg, negatives)
     ctx.put_study(result_id=rid, study="temporal", dataset=d.name, subject="all",
                 params={"k": k, "reorder_k": ctx.settings.reorder_k}, payload=payload, input_key=ikey)
+
+
+def negatives_by_item(E: np.ndarray, has_neg: np.ndarray, run: dict) -> np.ndarray:
+    """A negative run's ``(L, n, d)`` rows placed at their items: ``(L, N, d)`` (``has_neg`` ``(N,)``
+    bool, from the items table). Since issue #34 a negative run holds only the items with a negative
+    (``n = has_neg.sum()``, in item order) and the others' rows here are zeros; a run from before holds
+    every item (``n = N``; an item without a negative has its first caption there). Either way those
+    rows are never read: every probe takes only items with a negative (as queries or as kept rows)."""
+    n, N = E.shape[1], len(has_neg)
+    if n == N:
+        return E
+    if n != int(has_neg.sum()):
+        raise StoreError(f"negative run {run['run_id']} holds {n} item(s), but {int(has_neg.sum())} of the "
+                         f"dataset's {N} items have a negative; rerun its precompute")
+    out = np.zeros((E.shape[0], N, E.shape[2]), dtype=E.dtype)
+    out[:, has_neg] = E
+    return out
 
 
 def _degenerate(**statuses) -> str | None:
@@ -220,7 +238,7 @@ def _shared_space_probes(ctx, d, md, payload, has_neg, negatives) -> None:
                 "n_captions": rt["n_captions"], "layers_a": la, "layers_b": lb}
         neg_run = negatives.get(sp.model_b)
         if neg_run is not None and len(temporal_neg):
-            Nn = cut(emb(neg_run["run_id"]), lb, width)
+            Nn = cut(negatives_by_item(emb(neg_run["run_id"]), has_neg, neg_run), lb, width)
             keep = temporal_neg
             # statuses of the whole runs: a subset of a healthy layer's items is taken as healthy
             out = _choices([x[keep] for x in V], [x[keep] for x in T], [x[keep] for x in Nn],
@@ -261,7 +279,7 @@ def _shared_space_probes(ctx, d, md, payload, has_neg, negatives) -> None:
                         entry["reasons"][f"{s} {e}"] = reason
             payload["chiral_gallery"].append(entry)
         if neg_run is not None and len(negated):
-            Nn = cut(emb(neg_run["run_id"]), lb, width)
+            Nn = cut(negatives_by_item(emb(neg_run["run_id"]), has_neg, neg_run), lb, width)
             ks = (1, 5, 10)
             entry = {**base, "n_queries": len(negated), "recall": {f"{w}@{k}": [] for w in ("standard", "negated")
                                                                    for k in ks}, "reasons": {}}

@@ -168,3 +168,19 @@ def test_truncated_captions_are_noted_per_item_and_said(tmp_path, dataset, capsy
         assert {i: v["tokens"] for i, v in noted.items()} == expected, n_c
         assert all(v["limit"] == 16 for v in noted.values())
     assert any(len(tok(caption_text(it["captions"], 3))["input_ids"]) > 16 for it in items)
+
+
+def test_caption_shortfall_under_the_default_budget_says_it_is_the_default(tmp_path, dataset, tiny, capsys):
+    """Issue #34 item 16: "--captions asks for 10" was said to a user who never passed --captions."""
+    store = tmp_path / "s.duckdb"
+    common = ["precompute", "--store", store, "--manifest", dataset, "--dataset", "d", "--model", tiny["bert"],
+              "--quiet"]
+    assert cli(*common) == 2
+    err = capsys.readouterr().err
+    assert "default" in err and "--captions 1,2,4,8,10" in err and "up to 10" in err
+    assert "--captions" in err and "--allow-fewer-captions" in err
+    assert len(err.strip().splitlines()) == 1 and not store.exists()
+    # asked for explicitly: the message does not call it the default
+    assert cli(*common, "--captions", "1,5") == 2
+    err = capsys.readouterr().err
+    assert "--captions 1,5 asks for up to 5" in err and "default" not in err

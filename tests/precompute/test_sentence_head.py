@@ -145,9 +145,10 @@ def test_a_plain_transformers_folder_has_no_head(folders):
 def test_sweep_plan_pins_the_head_in_the_run_identity(folders):
     """A run made before the head was read (no ``sentence_transformers`` key) must not count as done."""
     from precompute.loading import probe_model
-    from precompute.sweep import _known_identity
+    from precompute.known_runs import known_identity
 
-    info, fixed, unknown, _ = _known_identity(probe_model(str(folders["cls"]), named_layers=True))
+    known = known_identity(probe_model(str(folders["cls"]), named_layers=True))
+    info, unknown = known.info, known.unknown
     assert info.config["layerscope"]["sentence_transformers"] == {"pooling": "cls", "normalize": True}
     assert "sentence_transformers" not in unknown
 

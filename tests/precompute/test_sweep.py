@@ -212,3 +212,112 @@ def test_blocks_random_init_and_named_layers_in_a_sweep_are_the_cli_flags(root, 
     after = plan_sweep(load_sweep(path), store)
     assert [(r.model, r.status) for r in after.runs] == [(r.model, "done") for r in after.runs]
     assert after.done_pairs == {("toy", "vit-hooks"), ("toy", "bert-random-init")}
+
+
+def test_caption_shortfall_names_the_sweeps_own_field_or_its_default(root, tiny):
+    """Issue #34 item 16, in a sweep: the budgets are the file's ``captions`` (its line) or the default."""
+    path = write_sweep(root, tiny)
+    path.write_text(path.read_text().replace("captions = [1, 3]", "captions = [1, 5]"))
+    with pytest.raises(SweepError) as exc:
+        plan_sweep(load_sweep(path), root / "s.duckdb")
+    msg = str(exc.value)
+    assert msg.startswith(f"{path}:{line_of(path, 'captions = [1, 5]')}: ") and "precompute.captions = [1, 5]" in msg
+    assert "captions = [1, 2, 3]" in msg and "allow_fewer_captions = true" in msg and "--" not in msg
+    path.write_text(path.read_text().replace("captions = [1, 5]\n", ""))
+    with pytest.raises(SweepError) as exc:
+        plan_sweep(load_sweep(path), root / "s.duckdb")
+    assert "the default captions = [1, 2, 4, 8, 10] (no `captions` in [precompute])" in str(exc.value)
+
+
+@pytest.mark.parametrize("extra, needle, field, says", [
+    ('[[models]]\nsource = "x"\ndevice = "tpu"\n', 'device = "tpu"', "models[2].device", "cuda:N"),
+    ('[ray]\ngpus_per_model = inf\n', "gpus_per_model", "ray.gpus_per_model", "finite"),
+    ('[ray]\ngpus_per_model = nan\n', "gpus_per_model", "ray.gpus_per_model", "finite"),
+    ('[analyze]\nmetrics = ["mutual_knn", "ckaa"]\n', "ckaa", "analyze.metrics", "Did you mean 'cka'"),
+    ('[analyze]\nmetrics = ["rankme"]\n', "rankme", "analyze.metrics", "pairwise"),
+])
+def test_more_field_errors_name_file_line_and_field(root, tiny, extra, needle, field, says):
+    """Issue #34 item 6: values the run would refuse only after precompute (or never) stop the load."""
+    path = write_sweep(root, tiny, extra)
+    with pytest.raises(SweepError) as exc:
+        load_sweep(path)
+    msg = str(exc.value)
+    assert msg.startswith(f"{path}:{line_of(path, needle, -1)}: {field}: "), msg
+    assert says in msg
+
+
+def test_frames_beyond_the_runners_limit_name_the_line(root, tiny):
+    from precompute.runner import MAX_FRAMES
+
+    path = write_sweep(root, tiny)
+    path.write_text(path.read_text().replace("frames = [1, 3]", f"frames = [1, {MAX_FRAMES + 1}]"))
+    with pytest.raises(SweepError) as exc:
+        load_sweep(path)
+    assert str(exc.value).startswith(f"{path}:{line_of(path, 'frames =')}: precompute.frames: ")
+    assert str(MAX_FRAMES) in str(exc.value)
+    path.write_text(path.read_text().replace(f"frames = [1, {MAX_FRAMES + 1}]", f"frames = [1, {MAX_FRAMES}]"))
+    assert load_sweep(path).precompute["frames"] == [1, MAX_FRAMES]  # the limit itself is allowed
+
+
+def test_a_bom_is_read_and_non_utf8_bytes_name_their_line(root, tiny):
+    path = write_sweep(root, tiny)
+    text = path.read_text()
+    path.write_bytes(b"\xef\xbb\xbf" + text.encode())  # Notepad's UTF-8 with BOM
+    assert [m.store_name for m in load_sweep(path).models] == ["vit", "bert-tiny"]
+    bad = text.replace('name = "bert-tiny"', 'name = "bert-tiny"\n# caf\xe9 in Latin-1').encode("latin-1")
+    path.write_bytes(bad)
+    with pytest.raises(SweepError) as exc:
+        load_sweep(path)
+    msg = str(exc.value)
+    line = bad.split(b"caf")[0].count(b"\n") + 1  # the comment's line, counted on the bytes
+    assert msg.startswith(f"{path}:{line}: "), msg
+    assert "UTF-8" in msg and "0xe9" in msg
+
+
+def test_a_relative_source_in_a_sweep_given_by_a_relative_path_is_a_folder_not_a_hub_id(root, tiny, monkeypatch):
+    """``source = "./nope"`` must be checked as a folder next to the sweep file, never become hub id ``nope``."""
+    import shutil
+
+    shutil.copytree(tiny["bert"], root / "mybert")
+    path = write_sweep(root, tiny, models='[[models]]\nsource = "./nope"\n')
+    monkeypatch.chdir(root)
+    with pytest.raises(SweepError) as exc:
+        load_sweep(path.name)
+    assert str(exc.value).startswith(f"sweep.toml:{line_of(path, './nope')}: models[0].source: model folder")
+    path.write_text(path.read_text().replace("./nope", "./mybert"))
+    m = load_sweep(path.name).models[0]
+    assert m.source == str(root / "mybert") and m.store_name == "mybert"
+
+
+def test_unknown_reference_stops_the_plan_with_its_line(root, tiny):
+    path = write_sweep(root, tiny, '[analyze]\nreferences = ["bert-tiny", "bart-tiny"]\n')
+    with pytest.raises(SweepError) as exc:
+        plan_sweep(load_sweep(path), root / "s.duckdb")
+    msg = str(exc.value)
+    assert msg.startswith(f"{path}:{line_of(path, 'references')}: analyze.references: "), msg
+    assert "'bart-tiny'" in msg and "bert-tiny" in msg
+    path.write_text(path.read_text().replace('"bart-tiny"', '"vit [image]"'))
+    assert plan_sweep(load_sweep(path), root / "s.duckdb").runs  # a known model with a side is fine
+
+
+def test_a_blocks_path_the_model_lacks_stops_the_plan_at_its_line(root, tiny):
+    """Issue #34 item 6: a bad ``blocks`` passed ``sweep plan`` and failed only when its model loaded."""
+    from precompute.hooks import find_blocks
+    from precompute.loading import load_adapter
+
+    good = find_blocks(load_adapter(tiny["vit"]).model)[0]  # the loaded model's own block list
+    path = write_sweep(root, tiny, "[analyze]\nenabled = false\n", models=f"""
+        [[models]]
+        source = "{tiny['bert']}"
+
+        [[models]]
+        source = "{tiny['vit']}"
+        blocks = "{good}z"
+    """)
+    with pytest.raises(SweepError) as exc:
+        plan_sweep(load_sweep(path), root / "s.duckdb")
+    msg = str(exc.value)
+    assert msg.startswith(f"{path}:{line_of(path, good + 'z')}: models[1].blocks: "), msg
+    assert good in msg.split(f"{good}z", 1)[1]  # the lists it does have
+    path.write_text(path.read_text().replace(f"{good}z", good))
+    assert plan_sweep(load_sweep(path), root / "s.duckdb").runs  # the right path plans
