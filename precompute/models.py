@@ -55,6 +55,43 @@ class ModelError(ValueError):
     """A model that cannot be used, with the reason and what would work."""
 
 
+#: the hub's reachability, probed once per process: None (reachable) or why it is not
+_HUB_OFFLINE: list = []
+
+
+def hub_offline(timeout: float = 3.0) -> str | None:
+    """Why a hub id can only come from the local cache now, or None when the hub may be used.
+
+    Offline when ``HF_HUB_OFFLINE`` (or ``TRANSFORMERS_OFFLINE``) is set, also when it was set after
+    huggingface_hub read it at import, or when the endpoint (``HF_ENDPOINT``, default huggingface.co)
+    does not take a TCP connection within ``timeout`` seconds. In either case huggingface_hub is put in
+    offline mode for the rest of the process, so a model missing from the cache fails at once with
+    the clear error instead of after a minute of retries."""
+    import os
+    import socket
+    from urllib.parse import urlparse
+
+    import huggingface_hub.constants as hub
+
+    if not _HUB_OFFLINE:
+        flag = (os.environ.get("HF_HUB_OFFLINE") or os.environ.get("TRANSFORMERS_OFFLINE") or "").strip().lower()
+        if hub.HF_HUB_OFFLINE or flag in ("1", "on", "yes", "true"):
+            why = "HF_HUB_OFFLINE is set"
+        else:
+            url = urlparse(os.environ.get("HF_ENDPOINT") or "https://huggingface.co")
+            try:
+                socket.create_connection((url.hostname, url.port or (80 if url.scheme == "http" else 443)),
+                                         timeout=timeout).close()
+                why = None
+            except OSError as exc:
+                why = f"the hub ({url.hostname}) cannot be reached ({exc.strerror or exc})"
+        _HUB_OFFLINE.append(why)
+    why = _HUB_OFFLINE[0]
+    if why:
+        hub.HF_HUB_OFFLINE = True
+    return why
+
+
 def resolve_device(device: str) -> torch.device:
     if device == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
@@ -257,10 +294,12 @@ class Adapter:
         local = Path(spec)
         self.is_local = local.exists()
         self.source = str(local.resolve()) if self.is_local else spec
+        offline = None if self.is_local else hub_offline()
         try:
             self.config = AutoConfig.from_pretrained(self.source, trust_remote_code=trust_remote_code)
         except Exception as exc:
             hint = "" if self.is_local else (
+                f" (no such local folder, and {offline}: as a hub id it needs a cached copy)" if offline else
                 " (no such local folder; as a hub id it needs the hub or a cached copy — "
                 "set HF_HUB_OFFLINE=1 to use the cache only)"
             )

@@ -225,11 +225,43 @@ def test_model_without_hidden_states_is_refused(tiny, monkeypatch):
         a.embed_texts(["x"])
 
 
-@pytest.mark.slow  # ~20 s in a full run: transformers imported earlier misses HF_HUB_OFFLINE, tries the network
-def test_hub_id_offline_gives_a_clear_error(monkeypatch):
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+@pytest.fixture
+def fresh_hub_state(monkeypatch):
+    """The hub's reachability unprobed and huggingface_hub online, restored after the test."""
+    import huggingface_hub.constants as hub
+
+    from precompute import models
+
+    monkeypatch.setattr(models, "_HUB_OFFLINE", [])
+    monkeypatch.setattr(hub, "HF_HUB_OFFLINE", False)
+    return hub
+
+
+def test_hub_id_offline_gives_a_clear_error(monkeypatch, fresh_hub_state):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")  # set after huggingface_hub read it at import: still honoured
     with pytest.raises(ModelError, match="HF_HUB_OFFLINE"):
         load_adapter("some-org/not-a-cached-model")
+    assert fresh_hub_state.HF_HUB_OFFLINE is True
+
+
+def test_an_unreachable_hub_fails_at_once_naming_it(monkeypatch, fresh_hub_state):
+    """No network and no cached copy: the error says the hub cannot be reached, and huggingface_hub is
+    in offline mode, so it does not spend its retries (a minute) before saying so."""
+    import socket
+
+    tried = []
+
+    def refuse(address, timeout=None, *a, **k):
+        tried.append((address, timeout))
+        raise OSError(101, "Network is unreachable")
+
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    monkeypatch.delenv("TRANSFORMERS_OFFLINE", raising=False)
+    monkeypatch.setenv("HF_ENDPOINT", "https://hub.example:8443")
+    monkeypatch.setattr(socket, "create_connection", refuse)
+    with pytest.raises(ModelError, match=r"the hub \(hub.example\) cannot be reached \(Network is unreachable\)"):
+        load_adapter("some-org/not-a-cached-model")
+    assert tried == [(("hub.example", 8443), 3.0)] and fresh_hub_state.HF_HUB_OFFLINE is True
 
 
 def test_mllm_last_token_under_the_one_word_prompt(tiny):

@@ -164,7 +164,6 @@ def test_models_command_lists_loaders_and_refusals_name_the_way_in(capsys, tmp_p
         assert needle in str(exc.value)
 
 
-@pytest.mark.slow  # ~20 s in a full run: transformers imported earlier misses HF_HUB_OFFLINE, tries the network
 def test_timm_and_open_clip_checkpoints_given_as_transformers_models_name_their_loader(tmp_path, monkeypatch):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     with pytest.raises(ModelError, match="--model timm:vit_base_patch16_224.augreg_in21k"):
