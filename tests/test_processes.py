@@ -58,11 +58,11 @@ def wait_for(condition, timeout: float, step: float = 0.1):
 @pytest.mark.slow
 def test_kill_9_of_an_analyze_parent_leaves_no_worker_and_the_rerun_equals_an_uninterrupted_one(tmp_path):
     store = tmp_path / "s.duckdb"
-    write_sweep(store, video=["v1", "v2", "v3"], text=["t1", "t2"], frames=(1, 2, 4), captions=(1, 2, 4),
-                n_items=160, n_layers=6, dim=24)
+    write_sweep(store, video=["v1", "v2"], text=["t1", "t2"], frames=(1, 2, 4), captions=(1, 2),
+                n_items=96, n_layers=5, dim=16)
     whole = tmp_path / "whole.duckdb"
     shutil.copy(store, whole)
-    args = ["analyze", "--jobs", "2", "--bootstrap", "40", "--quiet", "--maps", "0"]
+    args = ["analyze", "--jobs", "2", "--bootstrap", "20", "--quiet", "--maps", "0"]
     proc = subprocess.Popen([*CLI, *args[:1], "--store", str(store), *args[1:]], cwd=REPO,
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     workers = wait_for(lambda: children(proc.pid) if proc.poll() is None else {-1}, timeout=120, step=0.05)
