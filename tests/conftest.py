@@ -26,13 +26,24 @@ def rng():
 
 @pytest.fixture(scope="session")
 def small_demo(tmp_path_factory):
-    """The --small demo store (precomputed and analysed) built once; copy it before changing it."""
+    """The --small demo store (precomputed and analysed) built once per test run, shared by the
+    pytest-xdist workers of the run (the first builds it under a file lock, the others wait and read
+    it); read it only: copy it before changing it."""
+    import os
+
+    from filelock import FileLock
+
     from precompute.demo import run_demo
 
-    root = tmp_path_factory.mktemp("demo")
-    store = root / "demo.duckdb"
-    run_demo(store=store, small=True, dashboard=False, data_dir=root / "data", progress=False,
-             out=open(root / "demo.log", "w"))
+    base = tmp_path_factory.getbasetemp()
+    root = (base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / "shared-small-demo"
+    store, done = root / "demo.duckdb", root / "built"
+    with FileLock(str(root) + ".lock"):
+        if not done.exists():
+            root.mkdir(parents=True, exist_ok=True)
+            with open(root / "demo.log", "w") as log:
+                run_demo(store=store, small=True, dashboard=False, data_dir=root / "data", progress=False, out=log)
+            done.touch()
     return store
 
 
