@@ -156,6 +156,7 @@ def test_scaling_intervals_reuse_the_grids_resamples_and_equal_a_rescoring(tmp_p
 
 
 
+@pytest.mark.slow  # several seconds: whole analyses or hundreds of trials
 def test_grid_intervals_equal_bootstrap_ci_computed_from_scratch(sweep):
     """The grids study hands bootstrap_ci its best cell as the estimate and scores resamples from
     derived lists: the stored interval equals bootstrap_ci's own, computed from the rows alone."""

@@ -152,6 +152,7 @@ def test_knn_metrics_share_one_prepared_state_per_run(sweep):
     con.close()
 
 
+@pytest.mark.slow  # several seconds: whole analyses or hundreds of trials
 def test_the_grid_memo_is_bounded_and_mutual_knn_still_takes_cknna_counts(sweep, tmp_path, monkeypatch):
     """Scored grids are memoised in a small LRU, not kept for the whole analysis; with room for two
     4×4 grids every mutual k-NN grid still comes from CKNNA's counts (the pair order asks for it in
@@ -179,6 +180,7 @@ def test_the_grid_memo_is_bounded_and_mutual_knn_still_takes_cknna_counts(sweep,
     assert _tables(sweep) == _tables(reference)
 
 
+@pytest.mark.slow  # several seconds: whole analyses or hundreds of trials
 def test_grid_rows_are_cached_without_their_grids_and_read_back_equal(sweep, tmp_path, monkeypatch):
     """The analysis keeps its grid rows in memory without their grids (a grid LRU of
     ``Context.GRID_BYTES``); with room for one grid, the studies that read grids (model map,

@@ -124,6 +124,7 @@ def test_summary_counts_ties_as_reaching_and_follows_the_direction():
         null_summary(float("nan"), m)
 
 
+@pytest.mark.slow  # several seconds: whole analyses or hundreds of trials
 @pytest.mark.parametrize("metric", ["mutual_knn", "cka"])
 def test_p_values_are_uniform_when_the_two_sides_share_no_structure(metric):
     """300 seeded trials of N = 40 items, 3 x 3 layers, each side clustered on its own (5 clusters)

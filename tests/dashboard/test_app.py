@@ -110,6 +110,7 @@ def test_selection_logic():
     assert choose(4, [1, 2, 4], "n_f").value == 4 and choose("4", [1, 2, 4], "n_f").value == 4
 
 
+@pytest.mark.slow  # several seconds: whole analyses or hundreds of trials
 def test_overview_offers_the_report_for_download(dashboard_store, monkeypatch):
     at = app(dashboard_store, monkeypatch)
     at.toggle(key="prepare_report").set_value(True).run()
