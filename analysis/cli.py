@@ -77,7 +77,7 @@ def cmd_analyze(args) -> int:
         print(f"note: {note}", file=sys.stderr)
     options = AnalyzeOptions(k=args.k, metrics=grid_metrics or None, references=args.reference, n_boot=args.bootstrap,
                              clamp=args.clamp, reorder_k=args.reorder_k, downstream_setting=args.downstream_setting,
-                             maps=args.maps, knn=args.knn, n_null=args.null_perms, null_cka=args.null_cka, datasets=args.dataset,
+                             maps=args.maps, knn=args.knn, n_null=args.null_perms, null_metrics=args.null_metric, datasets=args.dataset,
                              jobs=default_jobs() if args.jobs is None else args.jobs)
     out = analyze_store(args.store, options, progress=not args.quiet,
                         log=lambda m: print(m, file=sys.stderr, flush=True))
@@ -98,7 +98,7 @@ def summary_lines(out: dict, store, seconds: float) -> str:
                  f"{len(out['notes'])} note(s), {seconds:.1f} s -> {store}  "
                  f"[k={s['k']}, metrics={','.join(s['metrics'])}, bootstrap={s['n_boot']}, seed={s['seed']}, "
                  f"clamp={s['clamp']}, reorder k={s['reorder_k']}, downstream={s['downstream_setting']}, maps={s.get('maps')}, knn={s.get('knn')}, "
-                 f"null perms={s.get('n_null')}{' (CKA too)' if s.get('null_cka') else ''}]")
+                 f"null perms={s.get('n_null')} on {','.join(s.get('null_metrics') or ()) or 'none'}]")
     return "\n".join(lines)
 
 
@@ -127,9 +127,9 @@ def register_analyze(sub):
     p.add_argument("--null-perms", type=count(0), help="shuffled item pairings behind each best cell's "
                    "selection-aware null: p-value and 95th percentile of the grid maximum under random pairings "
                    "(0: none; default: the store's last setting, else 200)")
-    p.add_argument("--null-cka", action=argparse.BooleanOptionalAction, default=None, help="also the shuffled "
-                   "null of CKA grids: each shuffle costs about one grid contraction (default: the store's last "
-                   "setting, else off; mutual k-NN and CKNNA always carry it)")
+    p.add_argument("--null-metric", action="append", help="grid metric whose best cells carry the shuffled "
+                   "null (repeatable; default: the store's last setting, else mutual_knn, the one verdicts read; "
+                   "each shuffle rescores the whole grid, which costs little for mutual_knn, ~1 grid for cka)")
     p.add_argument("--clamp", choices=("off", "platonic", "feature"), help="outlier clamp before every metric: "
                    "platonic-rep's one threshold over the whole stack (q=0.95), per feature, or off (default: the "
                    "store's last setting, else off)")

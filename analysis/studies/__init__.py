@@ -79,7 +79,7 @@ def _resolve(con, given: dict) -> Settings:
         value = value if value is not None else saved.get(name)
         if value is None:
             continue
-        if name in ("metrics", "references"):
+        if name in ("metrics", "references", "null_metrics"):
             value = tuple(value)
         elif name in ("k", "n_boot", "seed", "reorder_k", "maps", "n_null"):
             value = int(value)

@@ -54,7 +54,7 @@ DEFAULT_METRICS = ("mutual_knn", "cka", "cknna")
 DOWNSTREAM_SETTINGS = ("paper", "largest")
 #: settings that change numbers, stored in the store and part of every result's key
 STORED = ("k", "metrics", "references", "n_boot", "seed", "clamp", "reorder_k", "downstream_setting", "maps",
-          "knn", "n_null", "null_cka")
+          "knn", "n_null", "null_metrics")
 #: neighbour search of the k-NN metrics: exact (float32 candidates, float64 re-rank) or ann (faiss;
 #: its measured recall goes into each grid's flags)
 KNN_SEARCH = ("exact", "ann")
@@ -62,6 +62,13 @@ KNN_SEARCH = ("exact", "ann")
 #: ``layerscope map`` come on top): each costs about a second, the first of a process 10-40 s of
 #: umap-learn's compilation
 DEFAULT_MAPS = 24
+
+
+#: grids whose best cells carry the shuffled null by default: mutual k-NN, the one the verdicts read,
+#: whose shuffles only relabel k-NN lists and recount intersections (no measurable cost at N = 1024,
+#: 13 × 13 layers). CKNNA's 200 shuffles cost ~5 s a 13 × 13 pair there and CKA's ~30 s (each
+#: re-contracts the Grams), against ~4 s for the pair's whole analysis: asked for with --null-metric.
+NULL_METRICS = ("mutual_knn",)
 
 
 @dataclass
@@ -80,8 +87,8 @@ class Settings:
     knn: str = "exact"  # neighbour search of the k-NN metrics: exact | ann
     #: shuffled pairings behind each best cell's selection-aware null (0: none); see analysis/null.py
     n_null: int = NULL_PERMUTATIONS
-    #: CKA's shuffled null too (off by default: see :meth:`null_for`)
-    null_cka: bool = False
+    #: the grid metrics whose best cells carry the shuffled null (see :meth:`null_for`)
+    null_metrics: tuple = NULL_METRICS
     jobs: int = 1
 
     def check(self) -> None:
@@ -111,21 +118,22 @@ class Settings:
             raise ValueError(f"--maps must be 0 (none) or a positive count, got {self.maps}")
         if self.jobs < 1:
             raise ValueError(f"--jobs must be at least 1, got {self.jobs}")
+        for m in self.null_metrics:
+            if get_metric(m).kind != "pairwise":
+                raise ValueError(f"--null-metric takes pairwise metrics; {m!r} is {get_metric(m).kind}")
         for m in self.metrics:
             if get_metric(m).kind != "pairwise":
                 raise ValueError(f"analyze grids take pairwise metrics; {m!r} is {get_metric(m).kind}")
 
     def null_for(self, metric: str) -> tuple[int, str | None]:
-        """``(shuffles, why none)`` of ``metric``'s selection-aware null. k-NN lists and SVCCA bases
-        are relabelled per shuffle at a small fraction of a grid's cost; CKA's packed Grams are
-        re-contracted, so each shuffle costs about one whole grid (200 shuffles: ~30 s for one 13×13
-        pair at N = 1024, against well under a second for its grid), and CKA's null is computed only
-        with ``null_cka`` (``--null-cka``)."""
+        """``(shuffles, why none)`` of ``metric``'s selection-aware null: ``n_null`` for the metrics
+        of ``null_metrics``, else none, with the reason stored in the grid's flags."""
         if not self.n_null:
             return 0, None
-        if get_metric(metric).name == "cka" and not self.null_cka:
-            return 0, ("no shuffled-pairing null: CKA's costs about one grid contraction per shuffle, so it is "
-                       "computed only with --null-cka; mutual k-NN and CKNNA carry one")
+        if get_metric(metric).name not in self.null_metrics:
+            return 0, (f"no shuffled-pairing null for {metric}: only the grids of --null-metric carry one "
+                       f"(now {', '.join(self.null_metrics) or 'none'}; each of the {self.n_null} shuffles "
+                       "rescores the whole grid)")
         return self.n_null, None
 
     def params_for(self, metric: str) -> dict:
@@ -162,7 +170,7 @@ class AnalyzeOptions:
     maps: int | None = None
     knn: str | None = None
     n_null: int | None = None
-    null_cka: bool | None = None
+    null_metrics: tuple | None = None
     datasets: tuple | None = None
     jobs: int = 1
 

@@ -94,7 +94,7 @@ def test_cka_without_a_packed_kernel_stores_why_it_has_no_null(tmp_path, monkeyp
     monkeypatch.setattr(kernel_mod, "GRAM_CACHE_MAX_N", N - 1)  # as at N > 1024: blocks rebuilt per call
     path = tmp_path / "s.duckdb"
     write_store(path, n=N)
-    analyze_store(path, k=3, metrics=("cka",), n_boot=0, n_null=10, null_cka=True, maps=0, log=quiet)
+    analyze_store(path, k=3, metrics=("cka",), n_boot=0, n_null=10, null_metrics=("cka",), maps=0, log=quiet)
     flags = _grid(path, "cka")["flags"]
     assert "null" not in flags and "keeps no packed kernel" in flags["null_skipped"]
 
@@ -105,7 +105,7 @@ def test_cka_carries_its_null_only_when_asked_and_says_why_not_otherwise(tmp_pat
     analyze_store(path, k=3, metrics=("cka", "mutual_knn"), n_boot=0, n_null=10, maps=0, log=quiet)
     assert "null" in _grid(path, "mutual_knn")["flags"]
     flags = _grid(path, "cka")["flags"]
-    assert "null" not in flags and "--null-cka" in flags["null_skipped"]
-    analyze_store(path, null_cka=True, log=quiet)  # a changed setting recomputes the CKA grid with its null
+    assert "null" not in flags and "--null-metric" in flags["null_skipped"]
+    analyze_store(path, null_metrics=("mutual_knn", "cka"), log=quiet)  # a changed setting recomputes the CKA grid with its null
     flags = _grid(path, "cka")["flags"]
     assert flags["null"]["n_perm"] == 10 and "null_skipped" not in flags
