@@ -77,7 +77,8 @@ def cmd_analyze(args) -> int:
         print(f"note: {note}", file=sys.stderr)
     options = AnalyzeOptions(k=args.k, metrics=grid_metrics or None, references=args.reference, n_boot=args.bootstrap,
                              clamp=args.clamp, reorder_k=args.reorder_k, downstream_setting=args.downstream_setting,
-                             maps=args.maps, knn=args.knn, n_null=args.null_perms, null_metrics=args.null_metric, datasets=args.dataset,
+                             maps=args.maps, knn=args.knn, n_null=args.null_perms, null_metrics=args.null_metric, null_budgets=args.null_budgets,
+                             datasets=args.dataset,
                              jobs=default_jobs() if args.jobs is None else args.jobs)
     out = analyze_store(args.store, options, progress=not args.quiet,
                         log=lambda m: print(m, file=sys.stderr, flush=True))
@@ -130,6 +131,9 @@ def register_analyze(sub):
     p.add_argument("--null-metric", action="append", help="grid metric whose best cells carry the shuffled "
                    "null (repeatable; default: the store's last setting, else mutual_knn, the one verdicts read; "
                    "each shuffle rescores the whole grid, which costs little for mutual_knn, ~1 grid for cka)")
+    p.add_argument("--null-budgets", choices=("largest", "all"), help="which grids carry the shuffled null: each "
+                   "model pair's largest setting (what verdicts read) or every budget (default: the store's last "
+                   "setting, else largest)")
     p.add_argument("--clamp", choices=("off", "platonic", "feature"), help="outlier clamp before every metric: "
                    "platonic-rep's one threshold over the whole stack (q=0.95), per feature, or off (default: the "
                    "store's last setting, else off)")

@@ -169,11 +169,11 @@ def warm_up(tmp) -> None:
     analyze_store(path, metrics=METRICS, n_boot=0, maps=0, jobs=1, log=lambda m: None)
 
 
-def analyze(path, jobs) -> tuple[float, dict]:
+def analyze(path, jobs, n_null=None) -> tuple[float, dict]:
     from analysis.studies import analyze_store
 
     t0 = time.perf_counter()
-    out = analyze_store(path, metrics=METRICS, n_boot=0, maps=0, jobs=jobs, log=lambda m: None)
+    out = analyze_store(path, metrics=METRICS, n_boot=0, maps=0, jobs=jobs, n_null=n_null, log=lambda m: None)
     return time.perf_counter() - t0, out
 
 
@@ -187,6 +187,8 @@ def main(argv=None):
     ap.add_argument("--text", type=int, default=2)
     ap.add_argument("--jobs", type=int, default=1)
     ap.add_argument("--repeat", type=int, default=2, help="best of this many runs of each side")
+    ap.add_argument("--null-perms", type=int, default=None, help="shuffles of the best cells' null (default: "
+                    "analyze's, 200 on the mutual k-NN grids; 0: off, as the floor has no such work)")
     args = ap.parse_args(argv)
     for name, value in SHAPES[args.shape].items():
         if getattr(args, name) is None:
@@ -211,13 +213,15 @@ def main(argv=None):
                 for k in spent:
                     spent[k] = 0.0
                 pair["seconds"] = 0.0
-                t, out = analyze(fresh, args.jobs)
+                t, out = analyze(fresh, args.jobs, args.null_perms)
                 if n_text not in best or t < best[n_text][0]:
                     best[n_text] = (t, out, {**spent, "pair": pair["seconds"]})
         for n_text, _, runs in sides:
             rows.append((n_text, runs, floors[n_text], *best[n_text]))
     print(f"sweep ({args.shape} shape): {args.video} video models, N={args.items}, L={args.layers}, d={args.dim}, 3 budgets each, "
-          f"metrics {', '.join(METRICS)}, bootstrap off, jobs={args.jobs}, best of {max(1, args.repeat)} interleaved rounds")
+          f"metrics {', '.join(METRICS)}, bootstrap off, shuffled null "
+          f"{'analyze default' if args.null_perms is None else args.null_perms}, jobs={args.jobs}, "
+          f"best of {max(1, args.repeat)} interleaved rounds")
     print(f"{'text models':>11} {'runs':>5} {'floor s':>8} {'analyze s':>10} {'analyze/floor':>14} "
           f"{'(w/o spectrum)':>15} {'prepared':>9}")
     for n_text, runs, (f, f_spec), t, out, spent in rows:

@@ -54,7 +54,7 @@ DEFAULT_METRICS = ("mutual_knn", "cka", "cknna")
 DOWNSTREAM_SETTINGS = ("paper", "largest")
 #: settings that change numbers, stored in the store and part of every result's key
 STORED = ("k", "metrics", "references", "n_boot", "seed", "clamp", "reorder_k", "downstream_setting", "maps",
-          "knn", "n_null", "null_metrics")
+          "knn", "n_null", "null_metrics", "null_budgets")
 #: neighbour search of the k-NN metrics: exact (float32 candidates, float64 re-rank) or ann (faiss;
 #: its measured recall goes into each grid's flags)
 KNN_SEARCH = ("exact", "ann")
@@ -89,6 +89,8 @@ class Settings:
     n_null: int = NULL_PERMUTATIONS
     #: the grid metrics whose best cells carry the shuffled null (see :meth:`null_for`)
     null_metrics: tuple = NULL_METRICS
+    #: which budgets' grids carry it: ``largest`` (each model pair's largest setting) | ``all``
+    null_budgets: str = "largest"
     jobs: int = 1
 
     def check(self) -> None:
@@ -118,6 +120,8 @@ class Settings:
             raise ValueError(f"--maps must be 0 (none) or a positive count, got {self.maps}")
         if self.jobs < 1:
             raise ValueError(f"--jobs must be at least 1, got {self.jobs}")
+        if self.null_budgets not in ("largest", "all"):
+            raise ValueError(f"--null-budgets must be largest or all, got {self.null_budgets!r}")
         for m in self.null_metrics:
             if get_metric(m).kind != "pairwise":
                 raise ValueError(f"--null-metric takes pairwise metrics; {m!r} is {get_metric(m).kind}")
@@ -171,6 +175,7 @@ class AnalyzeOptions:
     knn: str | None = None
     n_null: int | None = None
     null_metrics: tuple | None = None
+    null_budgets: str | None = None
     datasets: tuple | None = None
     jobs: int = 1
 

@@ -55,12 +55,24 @@ def pair_list(d: DatasetRuns, metrics, blocks=None) -> list[tuple]:
     return out
 
 
-def result_keys(ctx: Context, a, b, metric, groups=None) -> tuple[str, str]:
+def null_of_pair(s, a, b, metric, largest: set) -> tuple[int, str | None]:
+    """``(shuffles, why none)`` of one grid's null: the metric's (:meth:`Settings.null_for`), at each
+    model pair's largest setting only unless ``null_budgets`` is ``all``. The verdicts and the
+    heatmap's default view read the largest settings; the null costs about as much as the bootstrap,
+    so every budget would multiply that cost by the number of budget pairs."""
+    n, why = s.null_for(metric)
+    if n and s.null_budgets != "all" and not (a["run_id"] in largest and b["run_id"] in largest):
+        return 0, ("no shuffled-pairing null at this budget: each model pair's largest setting carries it "
+                   "(what verdicts read); --null-budgets all gives every budget one")
+    return n, why
+
+
+def result_keys(ctx: Context, a, b, metric, groups=None, n_null: int = 0) -> tuple[str, str]:
+    """``(result id, input key)`` of a grid; the id names the runs, metric and parameters only."""
     s = ctx.settings
     params = s.params_for(metric)
     rid = ctx.rid("grid", a["run_id"], b["run_id"], metric, params)
     # the null's shuffles (their count, and the groups they respect) are inputs of the stored row too
-    n_null, _ = s.null_for(metric)
     null = (n_null, None if groups is None else R.key(*groups)) if n_null else ()
     ikey = R.key(a["run_id"], a["finished"], b["run_id"], b["finished"], s.n_boot, s.seed, *null)
     return rid, ikey
@@ -163,17 +175,19 @@ def run(ctx: Context, d: DatasetRuns) -> list[tuple]:
     s = ctx.settings
     pairs = pair_list(d, s.metrics, ctx.engine.blocks if s.jobs == 1 else None)
     groups = item_groups(ctx, d.name) if s.n_null else None
+    largest = {r["run_id"] for r in d.largest_settings().values()}
     stale = []
     for kind, a, b, metric in pairs:
-        rid, ikey = result_keys(ctx, a, b, metric, groups)
+        null = null_of_pair(s, a, b, metric, largest)
+        rid, ikey = result_keys(ctx, a, b, metric, groups, null[0])
         if ctx.fresh("grids", "result_grids", rid, ikey):
-            stale.append((kind, a, b, metric, rid, ikey))
-    tasks = [(a["run_id"], b["run_id"], metric, s.params_for(metric), s.n_boot, s.seed, *s.null_for(metric), groups)
-             for _, a, b, metric, _, _ in stale]
+            stale.append((kind, a, b, metric, rid, ikey, null))
+    tasks = [(a["run_id"], b["run_id"], metric, s.params_for(metric), s.n_boot, s.seed, *null, groups)
+             for _, a, b, metric, _, _, null in stale]
     if tasks:
         ctx.log(f"grids {d.name}: {len(tasks)} of {len(pairs)} to compute")
 
-    for (kind, a, b, metric, rid, ikey), res in zip(stale, run_tasks(ctx, "grid", tasks, unit=score_pair, label=f"grids {d.name}")):
+    for (kind, a, b, metric, rid, ikey, _), res in zip(stale, run_tasks(ctx, "grid", tasks, unit=score_pair, label=f"grids {d.name}")):
         if res.get("samples") is not None and kind == "vision_text":
             # the scaling intervals use the first MAX_BOOT resamples of vision×text best cells: a
             # copy of those (not a view that keeps all n_boot alive) for each of the analysis's pairs

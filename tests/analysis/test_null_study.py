@@ -109,3 +109,24 @@ def test_cka_carries_its_null_only_when_asked_and_says_why_not_otherwise(tmp_pat
     analyze_store(path, null_metrics=("mutual_knn", "cka"), log=quiet)  # a changed setting recomputes the CKA grid with its null
     flags = _grid(path, "cka")["flags"]
     assert flags["null"]["n_perm"] == 10 and "null_skipped" not in flags
+
+
+def test_the_null_sits_on_each_model_pairs_largest_setting_unless_every_budget_is_asked(tmp_path):
+    from precompute.synthetic_store import write_sweep
+
+    path = tmp_path / "sweep.duckdb"
+    write_sweep(path, video=["v"], text=["t"], frames=(1, 4), captions=(1, 2), n_items=30, n_layers=3, dim=8)
+    analyze_store(path, k=3, metrics=("mutual_knn",), n_boot=0, n_null=10, maps=0, log=quiet)
+    con = duckdb.connect(str(path), read_only=True)
+    rows = con.execute("SELECT n_frames, n_captions, flags FROM result_grids").fetchall()
+    con.close()
+    by_budget = {(f, c): json.loads(fl) for f, c, fl in rows}
+    assert set(by_budget) == {(1, 1), (1, 2), (4, 1), (4, 2)}
+    assert by_budget[(4, 2)]["null"]["n_perm"] == 10  # the largest setting of both models
+    for budget in ((1, 1), (1, 2), (4, 1)):
+        assert "null" not in by_budget[budget] and "--null-budgets all" in by_budget[budget]["null_skipped"]
+    analyze_store(path, null_budgets="all", log=quiet)
+    con = duckdb.connect(str(path), read_only=True)
+    flags = [json.loads(fl) for (fl,) in con.execute("SELECT flags FROM result_grids").fetchall()]
+    con.close()
+    assert len(flags) == 4 and all(f["null"]["n_perm"] == 10 for f in flags)
