@@ -6,7 +6,7 @@ import json
 
 import numpy as np
 
-from analysis.null import NULL_ALPHA, beyond_chance  # noqa: F401  (NULL_ALPHA: callers know it from here)
+from analysis.null import beyond_chance
 
 
 def named_layers(config) -> dict[int, str]:
