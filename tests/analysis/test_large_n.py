@@ -1,7 +1,7 @@
 """Issue #18, large N: CKA without N x N Grams, and the packed small-N form, against the Gram formula.
 
-References are explicit N x N matrices (``H K H`` and the unbiased HSIC of Song et al. 2012) written
-here, independent of the code under test; the large-N switch is lowered so the cases stay small.
+References are explicit N x N matrices (``H K H`` and the unbiased HSIC of Song et al. 2012, from
+``tests/reference.py``), independent of the code under test; the large-N switch is lowered so the cases stay small.
 """
 
 import numpy as np
@@ -11,27 +11,12 @@ from analysis.grid import layer_grid
 from analysis.metrics import cka
 from analysis.metrics import kernel as K
 from tests.helpers import planted
-
-
-def hsic_biased(Km, Lm):
-    n = len(Km)
-    H = np.eye(n) - 1.0 / n
-    return np.trace(Km @ H @ Lm @ H) / (n - 1) ** 2
-
-
-def hsic_unbiased(Km, Lm):
-    n = len(Km)
-    Kt, Lt = Km.copy(), Lm.copy()
-    np.fill_diagonal(Kt, 0)
-    np.fill_diagonal(Lt, 0)
-    one = np.ones(n)
-    return (np.trace(Kt @ Lt) + one @ Kt @ one * (one @ Lt @ one) / ((n - 1) * (n - 2))
-            - 2.0 / (n - 2) * one @ Kt @ Lt @ one) / (n * (n - 3))
+from tests.reference import ref_hsic_biased, ref_hsic_unbiased
 
 
 def gram_cka(X, Y, debiased):
     X, Y = np.asarray(X, np.float64), np.asarray(Y, np.float64)
-    h = hsic_unbiased if debiased else hsic_biased
+    h = ref_hsic_unbiased if debiased else ref_hsic_biased
     Km, Lm = X @ X.T, Y @ Y.T
     return h(Km, Lm) / np.sqrt(h(Km, Km) * h(Lm, Lm))
 
