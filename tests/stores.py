@@ -320,3 +320,81 @@ def write_sides_store(root):
     import_downstream(path, csv)
     analyze_store(path, k=K, n_boot=20, maps=0, log=lambda *_: None)
     return path
+
+
+# ---------------------------------------------------------------- DR's figures (issue #31)
+#: vision model -> (modality, random init, {(n_f, image_mode): {(text, n_c): best value}}); text
+#: models gemma and minilm. Planted so that the figures' numbers can be worked out by hand:
+#: Fig. 7 (gemma, n_f largest): x = n_c 1, y = n_c 10 for the four trained models; Figs. 11/12 at
+#: n_c 1: gemma ranks vmae > vjepa > dino > clip, minilm vjepa > vmae > dino > clip (τ = 2/3, W = 0.9);
+#: ``rand`` is an untrained control and its minilm cell at n_c 10 has no best cell.
+PAPER_VISION = {
+    "vmae": ("video", False, {(16, "frames"): {("gemma", 1): 0.25, ("gemma", 10): 0.39,
+                                               ("minilm", 1): 0.20, ("minilm", 10): 0.30}}),
+    "vjepa": ("video", False, {(16, "frames"): {("gemma", 1): 0.20, ("gemma", 10): 0.31,
+                                                ("minilm", 1): 0.22, ("minilm", 10): 0.33}}),
+    "dino": ("image", False, {(1, "first"): {("gemma", 1): 0.14},
+                              (8, "frames"): {("gemma", 1): 0.18, ("gemma", 10): 0.27,
+                                              ("minilm", 1): 0.15, ("minilm", 10): 0.24}}),
+    "clip": ("image", False, {(1, "first"): {("gemma", 1): 0.09},
+                              (8, "frames"): {("gemma", 1): 0.12, ("gemma", 10): 0.18,
+                                              ("minilm", 1): 0.10, ("minilm", 10): 0.16}}),
+    "rand": ("video", True, {(16, "frames"): {("gemma", 1): 0.03, ("gemma", 10): 0.05,
+                                              ("minilm", 1): 0.02, ("minilm", 10): None}}),
+}
+#: whole-model downstream results (task k400, metric top1): the ● points dino and clip lie on
+#: y = 2x + 0.14; vmae sits 0.02 and vjepa 0.01 above it, so "video − image" = 0.015
+PAPER_DOWNSTREAM = {"dino": 0.50, "clip": 0.38, "vmae": 0.66, "vjepa": 0.55, "rand": 0.10}
+
+
+def write_paper_store(path, dataset: str = "mine") -> None:
+    """A store of result rows only (no embeddings) for the Paper figures page, its views and the
+    report: :data:`PAPER_VISION` × gemma/minilm best cells of mutual k-NN, :data:`PAPER_DOWNSTREAM`,
+    and a scaling study of vmae × gemma on DR's VideoMAEv2-H law (:data:`SCALING_GRIDS` ``law``)."""
+    import duckdb
+
+    from analysis.storage import results as R
+    from analysis.storage.schema import MODEL_LEVEL, create_all
+    from analysis.studies.scaling import fit_subject
+
+    con = duckdb.connect(str(path))
+    try:
+        create_all(con)
+        con.execute("INSERT INTO datasets (dataset, n_items) VALUES (?, 100)", [dataset])
+        models = {m: (mod, ri) for m, (mod, ri, _) in PAPER_VISION.items()}
+        models.update({"gemma": ("text", False), "minilm": ("text", False)})
+        for m, (mod, ri) in models.items():
+            con.execute("INSERT INTO models (model, modality, n_layers, dim, random_init) VALUES (?, ?, 13, 8, ?)",
+                        [m, mod, ri])
+
+        def run(run_id, model, modality, n_f, n_c, mode):
+            con.execute("INSERT INTO runs (run_id, model, dataset, modality, n_frames, n_captions, variant, image_mode, "
+                        "status, n_items, n_done) VALUES (?, ?, ?, ?, ?, ?, 'original', ?, 'done', 100, 100)",
+                        [run_id, model, dataset, modality, n_f, n_c, mode])
+
+        for t in ("gemma", "minilm"):
+            for n_c in (1, 10):
+                run(f"{t}-c{n_c}", t, "text", None, n_c, None)
+        for v, (mod, _, settings) in PAPER_VISION.items():
+            for (n_f, mode), cells in settings.items():
+                run(f"{v}-f{n_f}", v, mod, n_f, None, mode)
+                for (t, n_c), value in cells.items():
+                    # best layers planted from the value, so a cell's text can be checked: L(100·v mod 13)
+                    a, b = (None, None) if value is None else (int(round(value * 100)) % 13, 5)
+                    R.put_grid(con, result_id=f"{v}-{n_f}-{t}-{n_c}", dataset=dataset, pair_kind="vision_text",
+                               model_a=v, model_b=t, run_a=f"{v}-f{n_f}", run_b=f"{t}-c{n_c}", n_frames=n_f,
+                               n_captions=n_c, n_frames_b=None, metric="mutual_knn", params={"k": 10},
+                               grid=np.full((2, 2), value if value is not None else np.nan), best_a=a, best_b=b,
+                               best_value=value, ci_low=None, ci_high=None, n_boot=0,
+                               flags={} if value is not None else {"best": "every layer of rand is collapsed"},
+                               input_key="x")
+        for m, value in PAPER_DOWNSTREAM.items():
+            con.execute("INSERT INTO downstream_results (model, task, metric, setting, layer, value, higher_is_better) "
+                        "VALUES (?, 'k400', 'top1', '', ?, ?, true)", [m, MODEL_LEVEL, value])
+        subject = "vmae|gemma|mutual_knn"
+        R.put_study(con, result_id=subject, study="scaling", dataset=dataset, subject=subject,
+                    params={"metric": "mutual_knn", "k": 10, "n_boot": 0},
+                    payload=fit_subject(None, "vmae-f16", "mutual_knn", {"k": 10}, SCALING_GRIDS["v|law|mutual_knn"], 0, 0),
+                    input_key="x")
+    finally:
+        con.close()

@@ -94,6 +94,12 @@ TABLES: list[tuple[str, list[tuple[str, str, str]], str]] = [
         ("source", "VARCHAR", "CSV file it was imported from"),
         ("imported", "TIMESTAMP", "when it was imported"),
     ], "PRIMARY KEY (model, task, metric, setting, layer)"),
+    ("paper_names", [
+        ("kind", "VARCHAR", "model | dataset: which of the store's names this maps"),
+        ("name", "VARCHAR", "models.model or datasets.dataset as stored"),
+        ("paper_name", "VARCHAR", "the name data/published/papers.csv gives it (e.g. VideoMAEv2-H, VATEX)"),
+        ("set", "TIMESTAMP", "when the mapping was set (layerscope papers map)"),
+    ], "PRIMARY KEY (kind, name)"),
     ("result_grids", [
         ("result_id", "VARCHAR PRIMARY KEY", "hash of the inputs' run ids and the parameters"),
         ("dataset", "VARCHAR", "datasets.dataset"),

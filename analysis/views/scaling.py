@@ -8,6 +8,7 @@ import pandas as pd
 from analysis.storage import results as R
 from analysis.methods.scaling import FORMS, predict_from_params, undetermined_params
 from analysis.views.charts import _alt
+from analysis.views.paper_figures import add_dimension_and_published, published_scaling
 from analysis.views.metric_help import baseline_rules, baselines, chance_level
 from analysis.views.store_info import has_table
 from analysis.views.text import fmt_number
@@ -74,7 +75,10 @@ def scaling_view(con, dataset, subject) -> dict:
                                                   "form": c["label"]}
                                                  for c in drawn for f in sorted(good["n_frames"].unique())
                                                  for n in dense_c])
-        out["table"] = pd.DataFrame(saturating_param_rows(fit["params"], p.get("intervals"), blank))
+        # d_v = 2/α beside α, and DR's Table 1 beside the fit where the user mapped the names (issue #31)
+        out["table"] = add_dimension_and_published(
+            pd.DataFrame(saturating_param_rows(fit["params"], p.get("intervals"), blank)), fit["params"],
+            p.get("intervals"), blank, published_scaling(con, dataset, model_a, model_b), r2=fit.get("r2"))
         out["held_out"] = pd.DataFrame([{"form": f["form"], "formula": f["formula"],
                                          "drawn": "yes" if f["form"] in out["drawn"] else "",
                                          "held-out best": "yes" if f.get("best") else "",
