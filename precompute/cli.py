@@ -28,6 +28,7 @@ EPILOG = """examples:
 def build_parser() -> argparse.ArgumentParser:
     """The ``layerscope`` parser: the commands of ``analysis/cli.py`` and of this package, in help order."""
     from analysis import cli as analysis
+    from analysis import papers_cli as papers
 
     parser = argparse.ArgumentParser(
         prog="layerscope",
@@ -38,7 +39,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     order = [analysis.register_metrics, _register_precompute, _register_models, _register_demo,
              analysis.register_analyze, _register_dashboard, analysis.register_report, _register_merge,
-             _register_migrate, analysis.register_map, _register_sweep]
+             _register_migrate, analysis.register_map, papers.register_papers, _register_sweep]
     for register in order:
         register(sub)
     return parser
