@@ -25,6 +25,7 @@ PAGES = [
     st.Page(HERE / "pages" / "predictors.py", title="Layer predictors", icon="🎯"),
     st.Page(HERE / "pages" / "temporal.py", title="Temporal", icon="⏱️"),
     st.Page(HERE / "pages" / "neighbours.py", title="Neighbours", icon="👥"),
+    st.Page(HERE / "pages" / "paper_figures.py", title="Paper figures", icon="📄"),
 ]
 
 nav = st.navigation(PAGES)

@@ -8,7 +8,7 @@ from analysis.views import choose, layers_from_params, selection_to_layers
 from tests.helpers import app, charts
 
 PAGES = ["overview", "heatmap", "curves", "scaling", "model_map", "downstream", "temporal", "neighbours", "predictors",
-         "embedding_map"]
+         "embedding_map", "paper_figures"]
 
 
 @pytest.mark.parametrize("page", PAGES)
@@ -89,7 +89,7 @@ def test_one_model_store_explains_what_is_missing(one_model_store, monkeypatch, 
     if page == "overview":
         text = " ".join(m.value for m in at.markdown)
         assert "no vision×text pair" in text
-    elif page in ("heatmap", "scaling", "model_map", "temporal"):
+    elif page in ("heatmap", "scaling", "model_map", "temporal", "paper_figures"):
         assert "layerscope analyze" in at.info[0].value
     elif page == "curves":
         assert len(charts(at)) == 1  # single-space profiles exist for one model

@@ -1,0 +1,102 @@
+import streamlit as st
+
+from analysis import views
+from analysis.views import md_escape
+from analysis.views import paper_figures as pf
+from pages._shared import (dataset_picker, download_chart, download_data, pick, require_results, require_store,
+                           view)
+
+st.title("Paper figures")
+st.caption("DR's figures on this store's results, one section each (its own link): Fig. 7 (smallest against "
+           "largest caption budget), Figs. 11/12 (vision × text best alignment with its layers, and whether the "
+           "ranking survives a change of text encoder), Fig. 2 (alignment against a downstream score), and the "
+           "papers' published numbers. A paper's number is shown beside yours where you mapped your names to "
+           "the paper's (`layerscope papers map`), never mixed into yours.")
+require_store()
+dataset = dataset_picker()
+choices = view(pf.figure_choices, dataset)
+labels = view(views.model_labels)
+SECTIONS = {"fig7": "Fig. 7: 1 vs many captions", "fig11": "Figs. 11/12: vision × text matrix",
+            "fig2": "Fig. 2: alignment vs downstream", "published": "Published numbers"}
+section = pick("Figure", list(SECTIONS), param="figure", fmt=SECTIONS.get, widget="radio", container=st.sidebar)
+
+if section != "published":
+    require_results("vision × text grids", bool(choices["metrics"]))
+    metric = pick("Metric", choices["metrics"], param="metric", default="mutual_knn", container=st.sidebar)
+
+
+def _notes(fv):
+    for note in fv.get("notes", []):
+        st.caption(md_escape(note))
+
+
+if section == "fig7":
+    text_model = pick("Text model", choices["text"], param="text", fmt=lambda m: labels.get(m, m), container=st.sidebar)
+    fv = view(pf.fig7_view, dataset, metric, text_model)
+    st.subheader("DR Fig. 7: best alignment at the smallest against the largest caption budget")
+    if fv["error"]:
+        st.info(md_escape(fv["error"]))
+    else:
+        lo, hi = fv["n_c"]
+        title = views.chart_title(f"{metric}: n_c {lo} against n_c {hi}, text model {labels.get(text_model, text_model)}",
+                                  dataset=dataset, labels=labels, models=list(fv["points"]["vision"]))
+        chart = pf.fig7_chart(fv, title=title)
+        st.altair_chart(chart, width="content", key="fig7")
+        st.markdown(md_escape(pf.fig7_text(fv)))
+        _notes(fv)
+        st.dataframe(fv["points"], hide_index=True, width="stretch")
+        stem = views.export_name("fig7", dataset, metric, text_model)
+        download_data(fv["points"], stem)
+        download_chart(chart, stem)
+elif section == "fig11":
+    budget = pick("Caption budget", ["smallest", "largest"], param="budget", widget="radio", container=st.sidebar)
+    av = view(pf.fig11_view, dataset, metric, budget)
+    st.subheader(f"DR Figs. 11/12: best alignment and its layers (vision/text), {budget} n_c")
+    if av["error"]:
+        st.info(md_escape(av["error"]))
+    else:
+        title = views.chart_title(f"{metric} at n_c {av['n_c']}, each vision model at its largest n_f; cell: best "
+                                  "value (vision layer/text layer)", dataset=dataset, labels=labels,
+                                  models=sorted(set(av["cells"]["vision"]) | set(av["cells"]["text"])))
+        chart = pf.fig11_chart(av, title=title)
+        st.altair_chart(chart, width="content", key="fig11")
+        st.dataframe(av["table"], hide_index=True, width="stretch")
+        st.markdown("**Rank agreement across text encoders.** " + md_escape(pf.agreement_text(av)))
+        st.dataframe(pf.agreement_frame(av), hide_index=True, width="stretch")
+        _notes(av)
+        stem = views.export_name("fig11", dataset, metric, f"nc{av['n_c']}")
+        download_data(av["table"], stem)
+        download_chart(chart, stem)
+elif section == "fig2":
+    text_model = pick("Text model", choices["text"], param="text", fmt=lambda m: labels.get(m, m), container=st.sidebar)
+    st.subheader("DR Fig. 2: alignment against a downstream result, by kind of vision input")
+    if not choices["tasks"]:
+        st.info("No whole-model downstream results in this store. Import them with "
+                "`layerscope downstream import results.csv`.")
+        st.stop()
+    task = pick("Downstream task", choices["tasks"], param="task", container=st.sidebar)
+    fv = view(pf.fig2_view, dataset, metric, text_model, task)
+    if fv["error"]:
+        st.info(md_escape(fv["error"]))
+    else:
+        title = views.chart_title(f"{task} against {metric} with {labels.get(text_model, text_model)} (n_c {fv['n_c']})",
+                                  dataset=dataset, labels=labels, models=list(fv["points"]["vision"]))
+        chart = pf.fig2_chart(fv, title=title)
+        st.altair_chart(chart, width="content", key="fig2")
+        st.markdown(md_escape(pf.fig2_text(fv)))
+        st.caption("■ an image model on one frame, ● an image model on its largest n_f, ▲ a video model at its "
+                   "largest n_f. The dashed line is fitted on the ● points; the offset is the mean height of the ▲ "
+                   "points above it, in the task's units.")
+        _notes(fv)
+        st.dataframe(fv["points"], hide_index=True, width="stretch")
+        stem = views.export_name("fig2", dataset, metric, text_model, task)
+        download_data(fv["points"], stem)
+        download_chart(chart, stem)
+else:
+    st.subheader("Published numbers (DR and TARA), with your mapped names")
+    st.caption("Only numbers the papers state, each with its section. Map your names once: "
+               "`layerscope papers map --store STORE MYMODEL VideoMAEv2-H`, "
+               "`layerscope papers map --store STORE --dataset MYDATASET VATEX`.")
+    table = view(pf.published_table)
+    st.dataframe(table, hide_index=True, width="stretch")
+    download_data(table, views.export_name("published", dataset))
