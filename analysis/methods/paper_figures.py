@@ -126,13 +126,17 @@ def rank_agreement(scores, raters: list[str]) -> dict:
     """Does the vision-model ranking survive a change of text encoder (DR Figs. 11/12)?
 
     ``scores``: ``(n, m)`` best alignment of n vision models (rows) with m text encoders (columns);
-    ``raters``: the m column names. Returns ``{pairs: [{a, b, tau}], w: kendall_w(...)}``, τ-b for every
-    pair of text encoders (None where a column ties every model)."""
+    ``raters``: the m column names. Returns ``{pairs: [{a, b, tau, why}], w: kendall_w(...)}``, τ-b for
+    every pair of text encoders (None, with ``why``, where fewer than two models or a column ties them all)."""
     X = np.asarray(scores, dtype=float)
     if X.ndim != 2 or X.shape[1] != len(raters):
         raise ValueError(f"scores {X.shape} do not match {len(raters)} text encoder name(s)")
-    pairs = [{"a": raters[i], "b": raters[j], "tau": kendall_tau_b(X[:, i], X[:, j])}
-             for i, j in itertools.combinations(range(len(raters)), 2)]
+    pairs = []
+    for i, j in itertools.combinations(range(len(raters)), 2):
+        tau = kendall_tau_b(X[:, i], X[:, j])
+        why = None if tau is not None else ("fewer than two vision models" if len(X) < 2
+                                            else "a text encoder gives every vision model the same score")
+        pairs.append({"a": raters[i], "b": raters[j], "tau": tau, "why": why})
     return {"pairs": pairs, "w": kendall_w(X)}
 
 

@@ -23,8 +23,10 @@ from analysis import views
 from analysis.methods.layer_selection import describe_pick
 from analysis.methods.scaling import undetermined_params
 from analysis.null import beyond_chance
+from analysis.report.paper_figures import paper_figures_html, paper_figures_md, paper_figures_section
 
-SECTIONS = ("summary", "heatmaps", "layer_curves", "scaling", "model_map", "downstream", "predictors", "temporal")
+SECTIONS = ("summary", "heatmaps", "layer_curves", "scaling", "model_map", "downstream", "predictors", "temporal",
+            "paper_figures")
 
 
 def _largest(rows, key):
@@ -206,6 +208,14 @@ def _dataset_section(con, ds, chosen, references, labels, ov) -> dict:
     else:
         sec["omitted"]["temporal"] = "no temporal probes for this dataset"
 
+    # ---- DR's figures (issue #31)
+    figures, figure_charts = paper_figures_section(con, ds)
+    if figures:
+        sec["sections"]["paper_figures"] = figures
+        sec["charts"] += [("paper_figures", title, _spec(chart)) for title, chart in figure_charts]
+    else:
+        sec["omitted"]["paper_figures"] = "no vision×text grids (needs vision and text runs, then `layerscope analyze`)"
+
     # ---- provenance
     used = sorted({g["run_a"] for g in heat} | {g["run_b"] for g in heat})
     prov = views.provenance(con, tuple(used)) if used else {}
@@ -305,7 +315,9 @@ def scaling_entry(subject: str, sv: dict) -> dict:
             "drawn": [c["form"] for c in curves], "held_out_best": sv.get("held_out_best"),
             "error": sv.get("error"), "status": sv.get("status"), "reason": sv.get("reason"),
             "notes": sv.get("notes"), "points": sv["points"].to_dict(orient="records"),
-            "held_out": sv["held_out"].to_dict(orient="records") if "held_out" in sv else []}
+            "held_out": sv["held_out"].to_dict(orient="records") if "held_out" in sv else [],
+            # the page's parameter table: d_v = 2/α, and DR's Table 1 beside the fit where names are mapped
+            "parameter_table": sv["table"].to_dict(orient="records") if "table" in sv else []}
 
 
 def _scaling_spec(sv) -> dict:
@@ -395,6 +407,8 @@ def render_html(report: dict) -> str:
                 parts.append(_predictors_html(d["sections"]["predictors"]))
             if name == "temporal":
                 parts.append(_temporal_html(d["sections"]["temporal"]))
+            if name == "paper_figures":
+                parts.append(paper_figures_html(d["sections"]["paper_figures"]))
             parts.append("<div class='charts'>")
             for t, s in charts:
                 i = len(specs)
@@ -481,14 +495,21 @@ def scaling_rows(fits) -> list[dict]:
         pair = f["subject"].replace("|", " × ", 1).replace("|", " · ")
         fit = f.get("fit")
         if not fit:
-            rows.append({"pair": pair, **{h: None for _, h in SCALING_COLUMNS}, "R² (saturating)": None,
-                         "held-out best (R²)": "", "fit": "", "not determined": "", "note": f.get("error")})
+            rows.append({"pair": pair, **{h: None for _, h in SCALING_COLUMNS}, "d_v = 2/α": None, "R² (saturating)": None,
+                         "held-out best (R²)": "", "DR Table 1 (published)": "", "fit": "", "not determined": "",
+                         "note": f.get("error")})
             continue
         other = next((c for c in f.get("curves", []) if c["form"] != "saturating"), None)
         best = (f"{other['form']} ({_fmt(other['r2'])})" if other else "saturating") if f.get("curves") else ""
         why = fit.get("undetermined") or {}
+        table = {r["parameter"]: r for r in f.get("parameter_table", [])}
+        dv = table.get("d_v = 2/α") or {}
+        published = "; ".join(f"{h} {table[k]['paper']}" for k, h in (*SCALING_COLUMNS, ("d_v = 2/α", "d_v"), ("R²", "R²"))
+                              if (table.get(k) or {}).get("paper"))
         rows.append({"pair": pair, **{h: fit["params"].get(k) for k, h in SCALING_COLUMNS},
-                     "R² (saturating)": fit["r2"], "held-out best (R²)": best, "fit": f.get("status") or "",
+                     "d_v = 2/α": dv.get("value") or None,
+                     "R² (saturating)": fit["r2"], "held-out best (R²)": best,
+                     "DR Table 1 (published)": published, "fit": f.get("status") or "",
                      "not determined": "; ".join(f"{h}: {why[k]}" for k, h in SCALING_COLUMNS if k in why),
                      "note": ("" if why else (f.get("reason") or "")) + "; ".join(f.get("notes") or [])})
     return rows
@@ -647,6 +668,7 @@ def render_markdown(report: dict) -> str:
                              f"({a['layer']}, {a['ref_layer']}) |")
         lines += _scaling_md(d["sections"].get("scaling"))
         lines += _predictors_md(d["sections"].get("predictors"))
+        lines += paper_figures_md(d["sections"].get("paper_figures"))
         t = d["sections"].get("temporal") or {}
         probes = (("chiral", "chiral choice (video → caption)"), ("time_reversal", "time reversal (caption → video)"))
         for key, what in probes:

@@ -121,3 +121,10 @@ def test_dimension_from_exponent_blanks_with_reasons():
     assert "not positive" in dimension_from_exponent(0.0)["note"]
     d = dimension_from_exponent(0.5, 0.0, 1.0)
     assert d["low"] == pytest.approx(2.0) and d["high"] is None and "no upper end" in d["note"]
+
+
+def test_rank_agreement_says_why_a_tau_is_missing():
+    (one,) = rank_agreement(np.array([[0.2, 0.3]]), ["t1", "t2"])["pairs"]
+    assert one["tau"] is None and "fewer than two" in one["why"]
+    (flat,) = rank_agreement(np.array([[0.2, 0.3], [0.2, 0.4]]), ["t1", "t2"])["pairs"]
+    assert flat["tau"] is None and "same score" in flat["why"]

@@ -1,0 +1,96 @@
+"""The report's "Paper figures" section (issue #31): DR Fig. 7's fit, Figs. 11/12's matrices with
+their layers and rank agreement, Fig. 2's "video − image" offset, each with the papers' published
+number beside it where the user mapped the names. Numbers come from :mod:`analysis.views.paper_figures`
+(nothing recomputed); rendering escapes every store string."""
+
+from __future__ import annotations
+
+import html
+
+from analysis.views import md_escape
+from analysis.views import paper_figures as pf
+
+#: the metric DR's figures use, when the store has it
+FIGURE_METRIC = "mutual_knn"
+
+
+def paper_figures_section(con, ds) -> tuple[dict | None, list]:
+    """``(section, charts)``: the section's numbers (None when the dataset has no vision×text grids)
+    and ``[(title, chart)]`` Altair charts for the report to draw."""
+    choices = pf.figure_choices(con, ds)
+    if not choices["metrics"]:
+        return None, []
+    metric = FIGURE_METRIC if FIGURE_METRIC in choices["metrics"] else choices["metrics"][0]
+    sec = {"metric": metric, "fig7": [], "fig11": [], "fig2": []}
+    charts = []
+    for text in choices["text"]:
+        fv = pf.fig7_view(con, ds, metric, text)
+        sec["fig7"].append({"text_model": text, "sentence": pf.fig7_text(fv), "notes": fv["notes"],
+                            "points": fv["points"].to_dict(orient="records") if len(fv["points"]) else [],
+                            "fit": fv["fit"], "published": fv["published"]})
+        if not fv["error"]:
+            charts.append((f"DR Fig. 7: {metric}, n_c {fv['n_c'][0]} against {fv['n_c'][1]}, text model {text}",
+                           pf.fig7_chart(fv)))
+    for budget in ("smallest", "largest"):
+        av = pf.fig11_view(con, ds, metric, budget)
+        if av["error"]:
+            continue
+        sec["fig11"].append({"budget": budget, "n_c": av["n_c"], "table": av["table"].to_dict(orient="records"),
+                             "agreement": av["agreement"], "sentence": pf.agreement_text(av),
+                             "pairs": pf.agreement_frame(av).to_dict(orient="records"), "notes": av["notes"]})
+        charts.append((f"DR Figs. 11/12: {metric} at n_c {av['n_c']}, best value (vision layer/text layer)",
+                       pf.fig11_chart(av)))
+    for task in choices["tasks"]:
+        for text in choices["text"]:
+            fv = pf.fig2_view(con, ds, metric, text, task)
+            if fv["error"]:
+                continue
+            sec["fig2"].append({"task": task, "text_model": text, "sentence": pf.fig2_text(fv), "offset": fv["offset"],
+                                "published": fv["published"], "notes": fv["notes"]})
+            charts.append((f"DR Fig. 2: {task} against {metric} with {text}", pf.fig2_chart(fv)))
+    return sec, charts
+
+
+def _e(value) -> str:
+    return html.escape(str(value), quote=True)
+
+
+def _table(rows) -> str:
+    if not rows:
+        return ""
+    cols = list(rows[0])
+    head = "".join(f"<th>{_e(c)}</th>" for c in cols)
+    body = "".join("<tr>" + "".join(f"<td>{_e('' if r.get(c) is None else r.get(c))}</td>" for c in cols) + "</tr>"
+                   for r in rows)
+    return f"<table><tr>{head}</tr>{body}</table>"
+
+
+def paper_figures_html(sec: dict) -> str:
+    parts = [f"<p>DR's figures on this store's {_e(sec['metric'])} best cells; a paper's number is shown beside "
+             "yours only where you mapped your names to the paper's (<code>layerscope papers map</code>).</p>"]
+    for f in sec["fig7"]:
+        parts.append(f"<p><b>Fig. 7, text model {_e(f['text_model'])}:</b> {_e(f['sentence'])}</p>")
+    for m in sec["fig11"]:
+        parts.append(f"<p><b>Figs. 11/12, {_e(m['budget'])} caption budget (n_c {m['n_c']}):</b> "
+                     f"{_e(m['sentence'])}</p>" + _table(m["table"]) + _table(m["pairs"]))
+        parts += [f"<p class='note'>{_e(n)}</p>" for n in m["notes"]]
+    for f in sec["fig2"]:
+        parts.append(f"<p><b>Fig. 2, {_e(f['task'])} with {_e(f['text_model'])}:</b> {_e(f['sentence'])}</p>")
+    return "".join(parts)
+
+
+def paper_figures_md(sec: dict | None) -> list[str]:
+    if not sec:
+        return []
+    e = md_escape
+    out = ["", "Paper figures (DR):", ""]
+    out += [f"- Fig. 7, text model {e(f['text_model'])}: {e(f['sentence'])}" for f in sec["fig7"]]
+    for m in sec["fig11"]:
+        out.append(f"- Figs. 11/12, n_c {m['n_c']}: {e(m['sentence'])}")
+        if m["table"]:
+            cols = list(m["table"][0])
+            out += ["", "| " + " | ".join(e(c) for c in cols) + " |", "|" + "---|" * len(cols)]
+            out += ["| " + " | ".join(e(r.get(c)) for c in cols) + " |" for r in m["table"]]
+            out.append("")
+    out += [f"- Fig. 2, {e(f['task'])} with {e(f['text_model'])}: {e(f['sentence'])}" for f in sec["fig2"]]
+    return out
