@@ -40,6 +40,11 @@ def _drop_results(con, *, runs=(), datasets=(), models=()) -> int:
     return n
 
 
+def has_paper_names(con) -> bool:
+    return bool(con.execute("SELECT count(*) FROM information_schema.tables WHERE table_name = 'paper_names'")
+                .fetchone()[0])
+
+
 def _open(store):
     check_store_path(store, must_exist=True)  # a typo in --store is not a new, empty store
     return connect(store, read_only=False)
@@ -83,6 +88,8 @@ def remove_runs(store, run_ids=(), *, model: str | None = None) -> dict:
                                                 [model]).fetchone()[0]
                 con.execute("DELETE FROM downstream_results WHERE model = ?", [model])
                 con.execute("DELETE FROM models WHERE model = ?", [model])
+                if has_paper_names(con):
+                    con.execute("DELETE FROM paper_names WHERE kind = 'model' AND name = ?", [model])
         return out
     finally:
         con.close()
@@ -135,6 +142,8 @@ def rename_model(store, old: str, new: str) -> dict:
             # runs and results first: a model row is renamed by a new row, then the old one goes
             con.execute("UPDATE runs SET model = ? WHERE model = ?", [new, old])
             con.execute("UPDATE downstream_results SET model = ? WHERE model = ?", [new, old])
+            if has_paper_names(con):  # the papers' name follows the model (a store from before the table has none)
+                con.execute("UPDATE paper_names SET name = ? WHERE kind = 'model' AND name = ?", [new, old])
             con.execute("CREATE TEMP TABLE _renamed AS SELECT * FROM models WHERE model = ?", [old])
             con.execute("UPDATE _renamed SET model = ?", [new])
             con.execute("DELETE FROM models WHERE model = ?", [old])

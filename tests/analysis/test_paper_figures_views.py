@@ -176,3 +176,15 @@ def test_a_bad_published_file_names_its_line(tmp_path, body, message):
     path.write_text(body)
     with pytest.raises(ValueError, match=f"bad.csv{message}"):
         P.load_published(path)
+
+
+def test_renaming_or_removing_a_model_carries_its_paper_name(store, tmp_path):
+    from precompute.manage import remove_runs, rename_model
+
+    with duckdb.connect(str(store)) as con:
+        P.set_paper_name(con, "model", "vmae", "VideoMAEv2-H")
+        P.set_paper_name(con, "model", "dino", "DINOv2-G")
+    rename_model(str(store), "vmae", "videomae-huge")
+    remove_runs(str(store), model="dino")
+    with _con(store) as con:
+        assert P.paper_names(con)["model"] == {"videomae-huge": "VideoMAEv2-H"}
