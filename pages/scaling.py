@@ -54,6 +54,9 @@ for col, subject in zip(columns, [left] + ([compare] if compare != "(none)" else
             for line in views.scaling_fit_lines(sv):
                 st.markdown(f"- {md_escape(line)}")
             st.dataframe(sv["table"], hide_index=True, width="stretch")
+            st.caption("d_v = 2/α: the frame exponent read as the dimension of the video manifold the encoder sees "
+                       "(DR App. B); its interval is α's mapped through 2/x, ends swapped. A `paper` column shows DR's "
+                       "Table 1 beside the fit where the names are mapped (`layerscope papers map`).")
             st.caption("Held-out error: leave-one-out over grid points, and fitting small budgets to predict "
                        "the largest ones; lower is better.")
             st.dataframe(sv["held_out"], hide_index=True, width="stretch")

@@ -188,3 +188,21 @@ def test_renaming_or_removing_a_model_carries_its_paper_name(store, tmp_path):
     remove_runs(str(store), model="dino")
     with _con(store) as con:
         assert P.paper_names(con)["model"] == {"videomae-huge": "VideoMAEv2-H"}
+
+
+def test_d_v_is_blank_with_the_reason_where_alpha_is_not_determined(tmp_path):
+    """The runaway grid of tests.stores leaves α at its bound: d_v = 2/α must not be printed."""
+    from tests.stores import write_scaling_studies
+
+    path = tmp_path / "s.duckdb"
+    with duckdb.connect(str(path)) as con:
+        write_scaling_studies(con)
+    with _con(path) as con:
+        sv = scaling_view(con, "toy", "v|runaway|cknna")
+        law = scaling_view(con, "toy", "v|law|mutual_knn")
+    rows = {r["parameter"]: r for r in sv["table"].to_dict(orient="records")}
+    assert rows["alpha"]["value"] == "" and rows["d_v = 2/α"]["value"] == ""
+    assert rows["d_v = 2/α"]["note"].startswith("not determined:")
+    assert rows["d_v = 2/α"]["note"] == rows["alpha"]["note"]
+    fitted = {r["parameter"]: r for r in law["table"].to_dict(orient="records")}
+    assert float(fitted["d_v = 2/α"]["value"]) == pytest.approx(2 / float(fitted["alpha"]["value"]), rel=2e-3)
