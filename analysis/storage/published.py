@@ -45,6 +45,9 @@ def load_published(path: str | Path | None = None) -> list[Published]:
     :data:`COLUMNS`; every row has a paper, model, dataset, metric, source and a finite number.
     A bad row raises ``ValueError("FILE:LINE: what is wrong")``."""
     path = Path(path or PUBLISHED_CSV)
+    if not path.is_file():
+        raise ValueError(f"{path}: no published table here (it ships in the repository's data/published/; "
+                         "install LayerScope from its repository with `pip install -e .`)")
     with open(path, newline="", encoding="utf-8") as fh:
         lines = [(i, text) for i, text in enumerate(fh, start=1) if text.strip() and not text.lstrip().startswith("#")]
     if not lines:

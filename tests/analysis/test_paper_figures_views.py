@@ -206,3 +206,8 @@ def test_d_v_is_blank_with_the_reason_where_alpha_is_not_determined(tmp_path):
     assert rows["d_v = 2/α"]["note"] == rows["alpha"]["note"]
     fitted = {r["parameter"]: r for r in law["table"].to_dict(orient="records")}
     assert float(fitted["d_v = 2/α"]["value"]) == pytest.approx(2 / float(fitted["alpha"]["value"]), rel=2e-3)
+
+
+def test_a_missing_published_table_is_a_clear_error(tmp_path):
+    with pytest.raises(ValueError, match="no published table here"):
+        P.load_published(tmp_path / "nothing.csv")
