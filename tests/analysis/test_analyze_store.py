@@ -45,8 +45,8 @@ def test_demo_store_holds_every_study(store):
 
 
 def test_demo_dual_encoder_fills_the_shared_space_studies(store):
-    """The dual encoder (both towers, named layers, as the demo precomputes it) gives a same-space row at ``joint``, the
-    temporal page's shared-space probes, and a two-sided embedding map."""
+    """The dual encoder (both towers, named layers, as the demo precomputes it) gives a same-space row
+    at ``joint``, the temporal page's shared-space probes, and a two-sided embedding map."""
     from analysis.metrics import recall_at_k
     from tests.stores import DEMO_LIKE_DUAL as clip
     con = duckdb.connect(str(store), read_only=True)
