@@ -12,10 +12,16 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import tiny_models
 from .manifest import load_manifest
-from .runner import run_precompute
 from .synthetic import write_moving_shapes, write_test_of_time
+
+
+def _tiny():
+    """precompute.tiny_models, imported when a model is built (it imports torch, which the demo's
+    fabricated rows and a test store built in its shape do not need)."""
+    from . import tiny_models
+
+    return tiny_models
 
 
 @dataclass(frozen=True)
@@ -31,17 +37,17 @@ SMALL = DemoSize(tot_items=36, shape_items=48, frames=(1, 2, 4), captions=(1, 2,
 
 #: store name -> builder of a randomly initialised model (labelled "random init" everywhere)
 RANDOM_MODELS = {
-    "videomae-tiny": lambda out: tiny_models.build_videomae(out, size=32, frames=4, hidden=64, layers=4),
-    "vit-tiny": lambda out: tiny_models.build_vit(out, size=32, hidden=64, layers=4),
-    "llama-tiny": lambda out: tiny_models.build_llama(
-        out, corpus=tiny_models.DEFAULT_CORPUS + _demo_corpus(), hidden=64, layers=4),
+    "videomae-tiny": lambda out: _tiny().build_videomae(out, size=32, frames=4, hidden=64, layers=4),
+    "vit-tiny": lambda out: _tiny().build_vit(out, size=32, hidden=64, layers=4),
+    "llama-tiny": lambda out: _tiny().build_llama(
+        out, corpus=_tiny().DEFAULT_CORPUS + _demo_corpus(), hidden=64, layers=4),
 }
 #: store name -> builder of a randomly initialised dual encoder, precomputed on both towers (image
 #: side with frames, text side with captions) with named layers, so its towers meet at ``joint``
 #: and the same-space study, the shared-space temporal probes and two-sided embedding maps have data
 DUAL_ENCODERS = {
-    "clip-tiny": lambda out: tiny_models.build_clip(
-        out, corpus=tiny_models.DEFAULT_CORPUS + _demo_corpus(), hidden=64, projection=32, layers=4),
+    "clip-tiny": lambda out: _tiny().build_clip(
+        out, corpus=_tiny().DEFAULT_CORPUS + _demo_corpus(), hidden=64, projection=32, layers=4),
 }
 REAL_TEXT_MODEL = "all-MiniLM-L6-v2"
 DEMO_BOOTSTRAP = 20
@@ -104,6 +110,8 @@ def run_demo(*, store="data/demo.duckdb", small=False, dashboard=True, data_dir=
     data_dir = Path(data_dir)
     manifests = _generate(data_dir / ("generated-small" if small else "generated"), size, seed, log)
     models = _models(data_dir / "models", log)
+    from .runner import run_precompute
+
     summary = {"runs_computed": 0, "runs_reused": 0, "store": str(store)}
     single = [n for n in models if n not in DUAL_ENCODERS]
     for dataset, manifest_path in manifests.items():

@@ -25,24 +25,25 @@ def rng():
 
 
 @pytest.fixture(scope="session")
-def small_demo(tmp_path_factory):
-    """The --small demo store (precomputed and analysed) built once per test run, shared by the
-    pytest-xdist workers of the run (the first builds it under a file lock, the others wait and read
-    it); read it only: copy it before changing it."""
+def demo_like(tmp_path_factory):
+    """The demo's shape analysed (:func:`tests.stores.write_demo_like_store`: the demo's models, datasets,
+    budgets, variants and fabricated downstream rows, synthetic vectors), built once per test run and
+    shared by the pytest-xdist workers of the run (the first builds it under a file lock, the others
+    wait and read it); read it only: copy it before changing it. The real demo is built by
+    tests/test_demo.py alone."""
     import os
 
     from filelock import FileLock
 
-    from precompute.demo import run_demo
+    from tests.stores import write_demo_like_store
 
     base = tmp_path_factory.getbasetemp()
-    root = (base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / "shared-small-demo"
-    store, done = root / "demo.duckdb", root / "built"
+    root = (base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / "shared-demo-like"
+    store, done = root / "demo_like.duckdb", root / "built"
     with FileLock(str(root) + ".lock"):
         if not done.exists():
             root.mkdir(parents=True, exist_ok=True)
-            with open(root / "demo.log", "w") as log:
-                run_demo(store=store, small=True, dashboard=False, data_dir=root / "data", progress=False, out=log)
+            assert write_demo_like_store(root) == store
             done.touch()
     return store
 

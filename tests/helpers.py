@@ -16,7 +16,8 @@ APP = str(Path(__file__).resolve().parents[1] / "app.py")
 
 #: fixture name -> why a test that uses it is slow
 HEAVY_FIXTURES = {
-    "small_demo": "builds, precomputes and analyses the whole --small demo",
+    "demo_like": "builds and analyses the demo-shaped synthetic store (about 12 s of CPU, half of it UMAP's "
+                 "numba compilation)",
     "tiny": "builds every tiny random model (tests/precompute/conftest.py)",
     "one_model_store": "builds a tiny ViT and runs precompute and analyze through the CLI",
     "ray_local": "starts a local Ray instance",

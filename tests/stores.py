@@ -398,3 +398,109 @@ def write_paper_store(path, dataset: str = "mine") -> None:
                     input_key="x")
     finally:
         con.close()
+
+# ---------------------------------------------------------------- the demo's shape, analysed, in seconds
+#: model -> (modality, pooling, stored layers, dim, native frames, random init); the demo's names
+#: (precompute/demo.py) so pages, links and reports read the same. vit-tiny is a class-token model
+#: whose layer 0 is one vector for every item (a CLS token before any attention); videomae-tiny and
+#: all-MiniLM-L6-v2 count as trained, the others are random-init controls.
+DEMO_LIKE_MODELS = {
+    "videomae-tiny": ("video", "mean", 5, 16, 4, False),
+    "vit-tiny": ("image", "cls", 5, 16, None, True),
+    "llama-tiny": ("text", "mean", 5, 16, None, True),
+    "all-MiniLM-L6-v2": ("text", "mean", 7, 12, None, False),
+    "clip-tiny": ("image", "cls", 7, 16, None, True),
+}
+#: the dual encoder's two towers meet at their last layer, ``joint``, zero-padded past its width
+DEMO_LIKE_DUAL = "clip-tiny"
+DEMO_LIKE_JOINT_WIDTH = 8
+DEMO_LIKE_LAYER_NAMES = {"layer_names": {"5": "default", "6": "joint"}, "layer_dims": {"6": DEMO_LIKE_JOINT_WIDTH}}
+#: dataset -> (items, caption budgets); the demo's frame budgets for every vision model
+DEMO_LIKE_DATASETS = {"moving_shapes": (32, (1, 2, 4)), "test_of_time": (24, (1, 2))}
+DEMO_LIKE_FRAMES = (1, 2, 4)
+#: resamples and shuffled pairings of its analysis (few: the tests check the plumbing, not the intervals)
+DEMO_LIKE_BOOT = 5
+DEMO_LIKE_NULL = 10
+
+
+def _demo_like_layers(rng, latent, n_layers, dim, noise) -> np.ndarray:
+    """``(L, N, dim)``: layer ``l`` is ``z P_l + (0.4 + |depth_l| + noise) e`` (a fresh projection per
+    layer), so models agree more at middle layers and larger budgets (``noise`` shrinks with them)."""
+    N = len(latent)
+    depth = np.abs(np.linspace(-1, 1, n_layers))
+    return np.stack([latent @ rng.normal(size=(latent.shape[1], dim))
+                     + (0.4 + depth[l] + noise) * rng.normal(size=(N, dim)) for l in range(n_layers)])
+
+
+def _demo_like_runs(name, d_i, dataset, latent, has_neg, captions):
+    """One model's runs on one dataset: ``(variant, n_frames, n_captions, X (L, n, d), idx or None)``."""
+    modality, _, n_layers, dim, _, _ = DEMO_LIKE_MODELS[name]
+    m_i = list(DEMO_LIKE_MODELS).index(name)
+    sides = [modality, "text"] if name == DEMO_LIKE_DUAL else [modality]
+    out = []
+    for side in sides:
+        budgets = DEMO_LIKE_FRAMES if side != "text" else captions
+        for s in budgets:
+            rng = np.random.default_rng([d_i, m_i, s, side == "text"])
+            X = _demo_like_layers(rng, latent, n_layers, dim, 1.0 / s)
+            if name == DEMO_LIKE_DUAL:  # the joint layer: one projection for both towers, zero-padded
+                joint = latent @ np.random.default_rng([d_i, m_i]).normal(size=(latent.shape[1], DEMO_LIKE_JOINT_WIDTH))
+                X[-1] = 0.0
+                X[-1, :, :DEMO_LIKE_JOINT_WIDTH] = joint + (0.2 + 0.5 / s) * rng.normal(size=joint.shape)
+            if DEMO_LIKE_MODELS[name][1] == "cls" and side != "text":
+                X[0] = X[0, :1]  # a CLS token before attention: one vector for every item
+            if side == "text":
+                out.append(("original", None, s, X, None))
+                if s == 1:  # the manifest's negatives, only the items that have one (issue #34)
+                    neg = X[:, has_neg] + 0.3 * rng.normal(size=(n_layers, int(has_neg.sum()), dim))
+                    out.append(("negative", None, 1, neg, np.flatnonzero(has_neg)))
+                continue
+            out.append(("original", s, None, X, None))
+            # an image model averages frames, so the reversed video gives the same vectors
+            back = X if side == "image" else X + 0.5 * rng.normal(size=X.shape)
+            out.append(("reversed", s, None, back, None))
+    return [(variant, nf, nc, X.astype(np.float32), idx) for variant, nf, nc, X, idx in out]
+
+
+def write_demo_like_store(root):
+    """The demo's shape (:data:`DEMO_LIKE_MODELS` on :data:`DEMO_LIKE_DATASETS`, real videos of the demo's
+    generators, reversed and negative runs, the dual encoder's two towers with a ``joint`` layer, the
+    demo's fabricated per-layer downstream rows) with synthetic vectors instead of models, analysed by
+    the real :func:`analysis.studies.analyze_store` with the default metrics and k, few resamples and
+    one process. Built in seconds; returns the store's path."""
+    from pathlib import Path
+
+    from precompute.demo import _fabricated_downstream
+    from precompute.manifest import load_manifest
+    from precompute.synthetic import write_moving_shapes, write_test_of_time
+
+    root = Path(root)
+    data = root / "data"
+    writers = {"moving_shapes": write_moving_shapes, "test_of_time": write_test_of_time}
+    path = root / "demo_like.duckdb"
+    w = StoreWriter(path)
+    try:
+        for name, (modality, pooling, n_layers, dim, native, random_init) in DEMO_LIKE_MODELS.items():
+            config = DEMO_LIKE_LAYER_NAMES if name == DEMO_LIKE_DUAL else {}
+            w.put_model(name, ModelInfo(f"/models/{name}", name.split("-")[0], modality, pooling, n_layers, dim,
+                                        1000, native, "r", random_init, config))
+        for d_i, (dataset, (n, captions)) in enumerate(DEMO_LIKE_DATASETS.items()):
+            man = load_manifest(writers[dataset](data, n=n, size=32))
+            w.put_dataset(dataset, man)
+            latent = np.random.default_rng([d_i, 99]).normal(size=(n, 8))
+            has_neg = np.array([bool(it.negatives) for it in man.items])
+            for name, (_, pooling, n_layers, dim, _, _) in DEMO_LIKE_MODELS.items():
+                for variant, nf, nc, X, idx in _demo_like_runs(name, d_i, dataset, latent, has_neg, captions):
+                    side = "text" if nc is not None else DEMO_LIKE_MODELS[name][0]
+                    run = f"{name}-{dataset}-{side}-{variant}-{nf or nc}"
+                    config = DEMO_LIKE_LAYER_NAMES if name == DEMO_LIKE_DUAL else {}
+                    w.start_run(run, model=name, dataset=dataset, modality=side, n_frames=nf, n_captions=nc,
+                                variant=variant, image_mode="frames" if side == "image" else None,
+                                pooling="mean" if side == "text" else pooling, dtype="float32", device="cpu",
+                                n_items=X.shape[1], n_layers=n_layers, dim=dim, config=config)
+                    w.write_batch(run, 0, X, n_done=X.shape[1], n_items=X.shape[1], idx=idx)
+    finally:
+        w.close()
+    _fabricated_downstream(path, root, 0, lambda m: None)
+    analyze_store(path, n_boot=DEMO_LIKE_BOOT, n_null=DEMO_LIKE_NULL, jobs=1, log=lambda m: None)
+    return path

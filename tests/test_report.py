@@ -12,8 +12,8 @@ from precompute.cli import main
 from tests.helpers import chromium_driver, make_report
 
 
-def test_demo_report_sections_and_numbers(small_demo, tmp_path):
-    out, data, page = make_report(small_demo, tmp_path)
+def test_demo_report_sections_and_numbers(demo_like, tmp_path):
+    out, data, page = make_report(demo_like, tmp_path)
     assert out.with_suffix(".md").read_text().startswith("# LayerScope layer-selection report")
     by_ds = {d["dataset"]: d for d in data["datasets"]}
     for ds in ("test_of_time", "moving_shapes"):
@@ -21,7 +21,7 @@ def test_demo_report_sections_and_numbers(small_demo, tmp_path):
         assert {"summary", "heatmaps", "layer_curves", "scaling", "model_map", "temporal"} <= sections
         assert "downstream" in by_ds[ds]["omitted"]  # the demo imports no downstream results
     assert "Omitted: no downstream results" in page
-    con = duckdb.connect(str(small_demo), read_only=True)
+    con = duckdb.connect(str(demo_like), read_only=True)
     for entry in by_ds["moving_shapes"]["sections"]["summary"]["models"]:
         for ref, a in entry["alignment"].items():
             (g,) = R.read_grids(con, result_id=a["result_id"])
@@ -38,8 +38,8 @@ def test_demo_report_sections_and_numbers(small_demo, tmp_path):
     assert "random init" in page and "layerscope report --store" in data["command"]
 
 
-def test_report_rejects_unknown_models(small_demo, tmp_path, capsys):
-    assert main(["report", "--store", str(small_demo), "--out", str(tmp_path / "r.html"), "--models", "nope"]) == 2
+def test_report_rejects_unknown_models(demo_like, tmp_path, capsys):
+    assert main(["report", "--store", str(demo_like), "--out", str(tmp_path / "r.html"), "--models", "nope"]) == 2
     assert "unknown model(s) ['nope']" in capsys.readouterr().err
 
 
@@ -89,8 +89,8 @@ def _rendered(driver, expected, timeout=30):
 
 
 @pytest.mark.browser
-def test_report_renders_offline_in_chromium(small_demo, tmp_path):
-    out, data, page = make_report(small_demo, tmp_path)
+def test_report_renders_offline_in_chromium(demo_like, tmp_path):
+    out, data, page = make_report(demo_like, tmp_path)
     n_charts = page.count("class='vis'")
     assert n_charts >= 10
     driver = _browser(tmp_path)
@@ -118,16 +118,16 @@ def test_hostile_report_is_inert_in_chromium(hostile_store, tmp_path):
         driver.quit()
 
 
-def test_the_report_opens_with_one_verdict_per_model(small_demo, tmp_path):
+def test_the_report_opens_with_one_verdict_per_model(demo_like, tmp_path):
     """The first section is the verdicts, the Overview's lines; each verdict's layer is the one most
     stored per-metric picks name (the deeper on equal votes) and its agreement counts them."""
     from collections import Counter
 
-    out, data, page = make_report(small_demo, tmp_path)
+    out, data, page = make_report(demo_like, tmp_path)
     md = out.with_suffix(".md").read_text()
     assert page.index("Which layer to use") < page.index("Dataset moving_shapes")
     assert md.index("## Which layer to use") < md.index("## moving")
-    con = duckdb.connect(str(small_demo), read_only=True)
+    con = duckdb.connect(str(demo_like), read_only=True)
     for d in data["datasets"]:
         # a verdict per model side (a dual encoder's text tower is "<model> [text]"), a summary row per model
         assert ({v["model"].removesuffix(" [text]") for v in d["verdicts"]}

@@ -18,9 +18,9 @@ class FakeItem:
 
 
 def test_a_heavy_fixture_anywhere_in_the_closure_makes_a_test_slow():
-    # the analysis tests' `store(small_demo, tmp_path)`: small_demo is in the closure, not the signature
-    why = slow_reason(FakeItem(["store", "small_demo", "tmp_path", "tmp_path_factory"]))
-    assert why is not None and "small_demo" in why
+    # a test's `store(sides_store, tmp_path)`: sides_store is in the closure, not the signature
+    why = slow_reason(FakeItem(["store", "sides_store", "tmp_path", "tmp_path_factory"]))
+    assert why is not None and "sides_store" in why
 
 
 @pytest.mark.parametrize("name", sorted(HEAVY_FIXTURES))

@@ -12,12 +12,13 @@ from analysis.grid import layer_grid
 from analysis.storage.store import StoreError, load_embeddings
 from analysis.studies import analyze_store
 from precompute.cli import main
+from tests.stores import DEMO_LIKE_BOOT
 
 
 @pytest.fixture
-def store(small_demo, tmp_path):
+def store(demo_like, tmp_path):
     path = tmp_path / "s.duckdb"
-    shutil.copy(small_demo, path)
+    shutil.copy(demo_like, path)
     return path
 
 
@@ -29,6 +30,7 @@ def test_demo_store_holds_every_study(store):
     con = duckdb.connect(str(store), read_only=True)
     studies = {r[0] for r in con.execute("SELECT DISTINCT study FROM result_studies").fetchall()}
     # downstream needs imported whole-model results; predictors reads the demo's fabricated per-layer ones
+    # (the demo-shaped store imports them as the demo does)
     assert studies == {"scaling", "model_map", "temporal", "layer_choice", "predictors", "embedding_map",
                        "same_space"}
     grids = R.read_grids(con, dataset="moving_shapes", model_a="videomae-tiny", model_b="all-MiniLM-L6-v2",
@@ -43,12 +45,10 @@ def test_demo_store_holds_every_study(store):
 
 
 def test_demo_dual_encoder_fills_the_shared_space_studies(store):
-    """The demo's dual encoder (both towers, named layers) gives a same-space row at ``joint``, the
-    temporal page's shared-space probes, and a two-sided embedding map."""
+    """The dual encoder (both towers, named layers, as the demo precomputes it) gives a same-space row
+    at ``joint``, the temporal page's shared-space probes, and a two-sided embedding map."""
     from analysis.metrics import recall_at_k
-    from precompute.demo import DUAL_ENCODERS
-
-    (clip,) = DUAL_ENCODERS
+    from tests.stores import DEMO_LIKE_DUAL as clip
     con = duckdb.connect(str(store), read_only=True)
     rows = R.read_studies(con, study="same_space", dataset="moving_shapes")
     (temporal,) = R.read_studies(con, study="temporal", dataset="moving_shapes")
@@ -85,14 +85,14 @@ def test_demo_dual_encoder_fills_the_shared_space_studies(store):
 
 
 def test_second_analyze_computes_nothing_and_changed_inputs_are_recomputed(store):
-    again = analyze_store(store, n_boot=20, log=quiet)
+    again = analyze_store(store, n_boot=DEMO_LIKE_BOOT, log=quiet)
     assert again["computed"] == 0 and again["skipped"] > 0
     con = duckdb.connect(str(store))
     run = con.execute("SELECT run_id FROM runs WHERE model = 'vit-tiny' AND dataset = 'moving_shapes' "
                       "AND n_frames = 2 AND variant = 'original'").fetchall()[0][0]
     con.execute("UPDATE runs SET finished = finished + INTERVAL 1 SECOND WHERE run_id = ?", [run])
     con.close()
-    redo = analyze_store(store, n_boot=20, log=quiet)
+    redo = analyze_store(store, n_boot=DEMO_LIKE_BOOT, log=quiet)
     assert 0 < redo["computed"] < again["skipped"]
 
 
@@ -104,7 +104,7 @@ def test_scaling_study_matches_its_grids(store):
                          metric="mutual_knn")
     con.close()
     p = s["payload"]
-    assert len(p["scores"]) == len(grids) == 9  # 3 n_f x 3 n_c in the small demo
+    assert len(p["scores"]) == len(grids) == 9  # 3 n_f x 3 n_c, the small demo's budgets
     best = {(g["n_frames"], g["n_captions"]): g["best_value"] for g in grids}
     for nf, nc, y in zip(p["n_frames"], p["n_captions"], p["scores"]):
         assert best[(nf, nc)] == y
@@ -119,7 +119,7 @@ def test_downstream_import_and_correlation(store, tmp_path, capsys):
                    "videomae-tiny,depth,rmse,0.5,false\nvit-tiny,depth,rmse,0.7,false\n"
                    "llama-tiny,depth,rmse,0.9,false\nall-MiniLM-L6-v2,depth,rmse,0.8,false\n")
     assert main(["downstream", "import", str(csv), "--store", str(store)]) == 0
-    analyze_store(store, n_boot=20, log=quiet)
+    analyze_store(store, n_boot=DEMO_LIKE_BOOT, log=quiet)
     con = duckdb.connect(str(store), read_only=True)
     (d,) = R.read_studies(con, study="downstream", dataset="moving_shapes")
     con.close()
@@ -164,6 +164,7 @@ def test_downstream_csv_errors_import_nothing(store, tmp_path, capsys):
     assert "missing column(s) task, metric, higher_is_better" in capsys.readouterr().err
 
 
+@pytest.mark.slow  # builds a tiny ViT and precomputes it
 def test_bad_analyze_inputs(tmp_path, store, capsys):
     from precompute import tiny_models
     from tests.precompute.helpers import make_dataset

@@ -154,8 +154,8 @@ def test_layerscope_map_names_what_is_wrong(store, args, message, capsys):
     assert message in capsys.readouterr().err
 
 
-def test_the_demo_store_has_maps(small_demo):
-    con = duckdb.connect(str(small_demo), read_only=True)
+def test_the_demo_store_has_maps(demo_like):
+    con = duckdb.connect(str(demo_like), read_only=True)
     rows = R.read_studies(con, study="embedding_map")
     con.close()
     drawn = [r for r in rows if not r["payload"]["reason"]]

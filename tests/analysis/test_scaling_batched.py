@@ -10,14 +10,8 @@ import numpy as np
 import pytest
 from scipy.optimize import lsq_linear
 
-from analysis.methods.scaling import (
-    FORMS,
-    _box_lstsq,
-    bootstrap_params,
-    fit_scaling_law,
-    leave_one_out_rmse,
-    refit_many,
-)
+from analysis.methods.scaling import FORMS, bootstrap_params, fit_scaling_law, leave_one_out_rmse, refit_many
+from analysis.methods.scaling.solver import _box_lstsq
 
 NF, NC = (a.ravel().astype(float) for a in np.meshgrid([1, 2, 4, 8], [1, 2, 4]))
 RNG = np.random.default_rng(3)
@@ -91,7 +85,7 @@ def test_batched_bootstrap_intervals_equal_the_loop():
 
 @pytest.mark.parametrize("m", [1, 2, 3])
 def test_spd_solve_equals_lapack_and_is_the_same_bits_in_any_batch(m):
-    from analysis.methods.scaling import _spd_solve
+    from analysis.methods.scaling.solver import _spd_solve
 
     R = RNG.normal(size=(200, m + 2, m))
     M = np.einsum("gpi,gpj->gij", R, R) + 1e-9 * np.eye(m)  # SPD, some badly conditioned
@@ -111,7 +105,7 @@ def test_spd_solve_equals_lapack_and_is_the_same_bits_in_any_batch(m):
 
 
 def test_box_solve_gives_each_design_the_same_bits_alone_and_in_a_batch():
-    from analysis.methods.scaling import _box_solve
+    from analysis.methods.scaling.solver import _box_solve
 
     X = RNG.normal(size=(300, 9, 3))
     z = RNG.normal(size=(300, 9))

@@ -19,21 +19,16 @@ import pytest
 from scipy.optimize import least_squares
 
 from analysis.metrics.degenerate import flat_grid
-from analysis.methods.scaling import (
-    FORMS,
-    TooFewPoints,
+from analysis.methods.scaling import FORMS, TooFewPoints, compare_forms, fit_scaling_law, leave_one_out_rmse
+from analysis.methods.scaling.forms import _Grid, _plain_axes
+from analysis.methods.scaling.solver import (
     _check,
     _check_rows,
     _flat_rows,
-    _Grid,
     _grid_settings,
     _normal_equations,
-    _plain_axes,
     _Target,
     _zoom_settings,
-    compare_forms,
-    fit_scaling_law,
-    leave_one_out_rmse,
 )
 
 RNG = np.random.default_rng(11)

@@ -97,8 +97,8 @@ def test_lid_uses_distinct_items_and_says_how_many(tmp_path, latent):
         assert p["flags"][str(layer)].startswith("LID on 30 distinct of 60 items")
 
 
-def test_demo_scaling_fits_stay_inside_the_metric_range(small_demo):
-    con = duckdb.connect(str(small_demo), read_only=True)
+def test_demo_scaling_fits_stay_inside_the_metric_range(demo_like):
+    con = duckdb.connect(str(demo_like), read_only=True)
     fits = R.read_studies(con, study="scaling")
     con.close()
     assert fits

@@ -1,5 +1,6 @@
-"""Every dashboard page driven headlessly with AppTest on stores built by the tests: the demo for what only
-the demo holds, the small demo-shaped store of tests/stores.py for page mechanics."""
+"""Every dashboard page driven headlessly with AppTest on stores built by the tests: the demo-shaped
+store (tests/stores.py: write_demo_like_store) for what the demo holds, the small dashboard store for
+page mechanics."""
 
 import duckdb
 import pytest
@@ -12,16 +13,16 @@ PAGES = ["overview", "heatmap", "curves", "scaling", "model_map", "downstream", 
 
 
 @pytest.mark.parametrize("page", PAGES)
-def test_every_page_renders_on_the_demo_store(small_demo, monkeypatch, page):
+def test_every_page_renders_on_the_demo_store(demo_like, monkeypatch, page):
     params = {"dataset": "test_of_time"} if page == "temporal" else {}
-    at = app(small_demo, monkeypatch, page, params)
+    at = app(demo_like, monkeypatch, page, params)
     # temporal on Test of Time: alignment at k, neighbour types, reorder negatives, arrow of time
     expected_charts = {"heatmap": 1, "curves": 1, "scaling": 1, "model_map": 2, "temporal": 4}
     assert len(charts(at)) >= expected_charts.get(page, 0)
     if page == "overview":
-        from precompute.demo import DUAL_ENCODERS, RANDOM_MODELS
+        from tests.stores import DEMO_LIKE_MODELS
 
-        n_models = len(RANDOM_MODELS) + len(DUAL_ENCODERS) + 1  # + the real MiniLM text model
+        n_models = len(DEMO_LIKE_MODELS)  # the demo's models: three random-init, a dual encoder, MiniLM
         assert len(at.dataframe) == 3 and at.metric[1].value == str(n_models)
         assert any("random init" in str(df.value.to_dict()) for df in at.dataframe)
     if page == "downstream":

@@ -127,8 +127,8 @@ def test_overview_starts_the_analysis_in_the_background_and_shows_its_progress(o
     assert not at.button(key="job_analyze").disabled
 
 
-def test_downstream_import_job_then_the_page_shows_the_correlations(small_demo, tmp_path, monkeypatch):
-    store = copy(small_demo, tmp_path)
+def test_downstream_import_job_then_the_page_shows_the_correlations(demo_like, tmp_path, monkeypatch):
+    store = copy(demo_like, tmp_path)
     jobs.start(store, "import", csv=GOOD_CSV)
     done = wait_done(store)
     assert done["state"] == "done", done

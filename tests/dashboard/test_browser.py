@@ -1,4 +1,5 @@
-"""A real browser: Debian's chromium loads the dashboard on the demo store and draws its charts.
+"""A real browser: Debian's chromium loads the dashboard on the demo-shaped store
+(tests/stores.py: write_demo_like_store, every page has data) and draws its charts.
 
 CI installs chromium and chromium-driver with apt (see .ci/run). A screenshot of every page lands in
 $LAYERSCOPE_SCREENSHOTS (default: test-artifacts/screenshots/, gitignored), which CI keeps as artifacts.
@@ -30,10 +31,10 @@ def free_port() -> int:
 
 
 @pytest.fixture(scope="module")
-def server(small_demo):
+def server(demo_like):
     port = free_port()
-    env = {**os.environ, "LAYERSCOPE_STORE": str(small_demo)}
-    proc = subprocess.Popen(command(small_demo, port=port), cwd=REPO, env=env, stdout=subprocess.PIPE,
+    env = {**os.environ, "LAYERSCOPE_STORE": str(demo_like)}
+    proc = subprocess.Popen(command(demo_like, port=port), cwd=REPO, env=env, stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True)
     url = f"http://127.0.0.1:{port}"
     deadline = time.time() + 60

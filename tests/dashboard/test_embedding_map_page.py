@@ -52,8 +52,8 @@ def synthetic(tmp_path_factory):
     return path
 
 
-def test_the_demo_store_shows_a_map_with_captions_and_frames_on_hover(small_demo, monkeypatch):
-    at = page(small_demo, monkeypatch, {"dataset": "moving_shapes"})
+def test_the_demo_store_shows_a_map_with_captions_and_frames_on_hover(demo_like, monkeypatch):
+    at = page(demo_like, monkeypatch, {"dataset": "moving_shapes"})
     assert len(at.get("vega_lite_chart")) == 1
     assert tooltip_fields(at) == ["series", "item_id", "caption", "image"]
     assert "no frame on hover" not in texts(at.caption)  # the demo's videos are on this machine
@@ -61,8 +61,8 @@ def test_the_demo_store_shows_a_map_with_captions_and_frames_on_hover(small_demo
     assert at.code[0].value.startswith("layerscope map --store ")
 
 
-def test_items_metadata_colours_the_map(small_demo, monkeypatch):
-    at = page(small_demo, monkeypatch, {"dataset": "moving_shapes", "colour": "scene_shape"})
+def test_items_metadata_colours_the_map(demo_like, monkeypatch):
+    at = page(demo_like, monkeypatch, {"dataset": "moving_shapes", "colour": "scene_shape"})
     (chart,) = at.get("vega_lite_chart")
     spec = json.loads(chart.proto.spec)
     mark = spec.get("layer", [spec])[-1]
@@ -82,8 +82,8 @@ def test_categorical_metadata_keeps_fields_with_a_few_values():
     assert df["scene_colour"].tolist() == ["red", "blue", "red", "green"]
 
 
-def test_a_random_init_model_is_labelled(small_demo, monkeypatch):
-    at = page(small_demo, monkeypatch, {"dataset": "moving_shapes", "map": "vit-tiny · image L4"})
+def test_a_random_init_model_is_labelled(demo_like, monkeypatch):
+    at = page(demo_like, monkeypatch, {"dataset": "moving_shapes", "map": "vit-tiny · image L4"})
     assert at.selectbox(key="pick_map").value == "vit-tiny · image L4"
     assert any(o.startswith("vit-tiny · image L4 (random init) — ") for o in at.selectbox(key="pick_map").options)
     assert any(o.startswith("all-MiniLM-L6-v2 · text L6 — ") for o in at.selectbox(key="pick_map").options)

@@ -18,8 +18,8 @@ PAGES = Path(__file__).resolve().parents[2] / "pages"
     ("downstream", {"dataset": "moving_shapes"}),
     ("predictors", {"dataset": "moving_shapes"}),
 ])
-def test_pages_with_links_render_from_the_real_entry_script(small_demo, monkeypatch, page, params):
-    monkeypatch.setenv("LAYERSCOPE_STORE", str(small_demo))
+def test_pages_with_links_render_from_the_real_entry_script(demo_like, monkeypatch, page, params):
+    monkeypatch.setenv("LAYERSCOPE_STORE", str(demo_like))
     at = AppTest.from_file(str(ENTRY), default_timeout=120)
     for k, v in params.items():
         at.query_params[k] = v

@@ -50,8 +50,8 @@ def test_metric_and_pair_choices_live_in_the_url(nuance_store, monkeypatch):
     assert any("unknown" in w.value for w in at.warning)
 
 
-def test_facet_labels_do_not_overlap(small_demo, monkeypatch):
-    at = app(small_demo, monkeypatch, "temporal", {"dataset": "test_of_time"})
+def test_facet_labels_do_not_overlap(demo_like, monkeypatch):
+    at = app(demo_like, monkeypatch, "temporal", {"dataset": "test_of_time"})
     specs = [_spec(c) for c in charts(at)]
     faceted = [s for s in specs if "facet" in s or "row" in (s.get("encoding") or {})]
     for s in faceted:

@@ -235,8 +235,8 @@ def test_scaling_panels_have_their_own_colour_scales_and_error_bars(dashboard_st
     assert "resamples" in text or "No error bars" in text
 
 
-def test_tables_have_no_none_cells(small_demo, monkeypatch):
-    at = app(small_demo, monkeypatch)
+def test_tables_have_no_none_cells(demo_like, monkeypatch):
+    at = app(demo_like, monkeypatch)
     for df in at.dataframe:
         assert not df.value.astype(str).isin(["None", "nan", "NaN", "<NA>"]).any().any()
 
