@@ -298,10 +298,9 @@ def load_manifest(path, *, check_videos: bool = True) -> Manifest:
             items.append(Item(len(items), item_id, None if video_path is None else str(video_path), captions,
                               negatives, metadata, n_video_frames, content))
     if with_video and without_video:
-        shown = ", ".join(str(n) for n in without_video[:10]) + (" ..." if len(without_video) > 10 else "")
-        problems.append(f"{path}: field 'video' is missing or empty on line(s) {shown} while {len(with_video)} "
-                        "other item(s) have one; give every item a video, or leave it out of every item for a "
-                        "text-only dataset (text models only)")
+        problems.extend(f"{path}:{no}: field 'video' is missing or empty while {len(with_video)} other item(s) have "
+                        "one; give every item a video, or leave it out of every item for a text-only dataset "
+                        "(text models only)" for no in without_video)
     if not items and not problems:
         problems.append(f"{path}: no items")
     if problems:
