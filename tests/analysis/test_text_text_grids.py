@@ -54,6 +54,25 @@ def test_n_close_to_k_gives_every_item_as_a_neighbour_so_mutual_knn_is_one(tmp_p
     assert np.allclose(g["grid"], 1.0)
 
 
+def test_the_model_map_labels_each_cell_with_its_pair_kind(tmp_path):
+    from analysis.views import model_map_view, study
+
+    rng = np.random.default_rng(2)
+    write_text_store(tmp_path / "s.duckdb", {("a", 1): rng.normal(size=(2, 9, 4)), ("b", 1): rng.normal(size=(2, 9, 4))},
+                     analyze=dict(k=2, n_boot=0, n_null=0, maps=0, jobs=1))
+    con = duckdb.connect(str(tmp_path / "s.duckdb"), read_only=True)
+    try:
+        cells = model_map_view(study(con, "model_map", "sentences"))["cells"]
+        (g,) = stored(tmp_path / "s.duckdb")
+    finally:
+        con.close()
+    off = cells[cells["model_a"] != cells["model_b"]]
+    assert list(off["pair_kind"]) == ["text_text", "text_text"]
+    assert (cells[cells["model_a"] == cells["model_b"]]["pair_kind"] == "").all()
+    # the map's cell is the stored text×text grid's best cell (the grids study's, reused)
+    assert off["similarity"].iloc[0] == pytest.approx(g["best"])
+
+
 def test_duplicated_items_and_a_one_layer_model_score_as_the_brute_force_reference(tmp_path):
     """Items 0 and 1 are one caption (identical vectors in every layer of both models); model ``one``
     stores a single layer."""
