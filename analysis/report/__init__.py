@@ -176,7 +176,8 @@ def _dataset_section(con, ds, chosen, references, labels, ov) -> dict:
     if fits:
         sec["sections"]["scaling"] = fits
     else:
-        sec["omitted"]["scaling"] = "no scaling fits (needs several n_f and n_c settings, then `layerscope analyze`)"
+        sec["omitted"]["scaling"] = ("no scaling fits (needs vision×text pairs at several n_f and n_c settings, then "
+                                     "`layerscope analyze`)")
 
     # ---- model map
     mm = views.study(con, "model_map", ds)
