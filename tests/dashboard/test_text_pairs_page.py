@@ -60,3 +60,9 @@ def test_heatmap_offers_every_pair_kind_a_store_holds(dashboard_store, monkeypat
     labels = {s.label: s.value for s in at.selectbox}
     assert (labels["Model A (rows)"], labels["Model B (columns)"]) == ("all-MiniLM-L6-v2", "llama-tiny")
     assert "Frames n_f" not in labels and labels["Captions n_c"] == 4  # the largest shared n_c
+
+
+@pytest.mark.parametrize("page", ["overview", "model_map", "neighbours", "scaling", "temporal", "downstream",
+                                  "predictors", "embedding_map"])
+def test_every_other_page_renders_on_a_text_only_store(text_store, monkeypatch, page):
+    app(text_store, monkeypatch, page)  # fails on any exception the page raised
