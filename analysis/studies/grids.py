@@ -34,7 +34,7 @@ def same_budget_pairs(runs: list, budget: str) -> list[tuple[dict, dict]]:
     the same input. Two text runs at different n_c embed different strings (one caption against ten
     concatenated), and two vision runs at different n_f different frames; their alignment would mix
     the models' difference with the input's. The budget sweep itself is the scaling study's, on
-    vision×text pairs (DR §4)."""
+    vision×text pairs."""
     by_model: dict = defaultdict(dict)
     for r in runs:
         by_model[r["model"]][r[budget]] = r

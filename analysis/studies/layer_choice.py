@@ -86,8 +86,9 @@ def _json_samples(resamples: dict) -> dict:
 
 #: the grids an "alignment with" curve comes from: cross-modal ones (either model's curve), and text×text
 #: ones, whose partner is a text side as a reference should be (DESIGN §9), so a text model is judged
-#: against another text model in a text-only store. Vision×vision grids stay on the heatmap: a vision
-#: model is never a reference unless the user asks (``downstream --reference``).
+#: against the other text models too (in a text-only store, only against them). Vision×vision grids
+#: stay on the heatmap and model map: a vision model is not a reference. Curves join runs at each
+#: model's largest setting, so a text×text curve needs the two models' largest n_c to be equal.
 ALIGNMENT_KINDS = ("vision_text", "text_text")
 
 

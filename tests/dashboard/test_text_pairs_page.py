@@ -66,3 +66,9 @@ def test_heatmap_offers_every_pair_kind_a_store_holds(dashboard_store, monkeypat
                                   "predictors", "embedding_map"])
 def test_every_other_page_renders_on_a_text_only_store(text_store, monkeypatch, page):
     app(text_store, monkeypatch, page)  # fails on any exception the page raised
+
+
+def test_neighbours_page_shows_a_text_item_by_its_captions_without_a_frames_error(text_store, monkeypatch):
+    at = app(text_store, monkeypatch, "neighbours")
+    assert not any("frames unavailable" in c.value for c in at.caption)
+    assert any("sentence 0" in m.value for m in at.markdown)
