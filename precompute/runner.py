@@ -583,7 +583,7 @@ def check_text_only(manifest, models: list, modalities: list, close) -> None:
     if manifest.text_only and vision:
         close()
         raise ValueError(f"manifest {manifest.path} has no videos (a text-only dataset), so it cannot feed "
-                         f"{', '.join(vision)}; run text models on it (a dual encoder's or an MLLM's text side "
+                         f"{', '.join(vision)}; run text models on it (a dual encoder's text tower "
                          "with --modality text), or give every item a video")
 
 
