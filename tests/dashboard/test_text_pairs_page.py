@@ -72,3 +72,30 @@ def test_neighbours_page_shows_a_text_item_by_its_captions_without_a_frames_erro
     at = app(text_store, monkeypatch, "neighbours")
     assert not any("frames unavailable" in c.value for c in at.caption)
     assert any("sentence 0" in m.value for m in at.markdown)
+
+
+def test_a_verdicts_heatmap_link_opens_its_text_text_grid(text_store, monkeypatch):
+    from analysis.views import verdicts
+
+    con = duckdb.connect(str(text_store), read_only=True)
+    try:
+        (v,) = [v for v in verdicts(con, "sentences") if v["model"] == "alpha"]
+    finally:
+        con.close()
+    link = v["heatmap"]
+    assert link["kind"] == "text_text" and {link["a"], link["b"]} == {"alpha", "beta"} and "nf" not in link
+    at = app(text_store, monkeypatch, "heatmap", link)
+    assert not at.warning  # every parameter of the link is one the page offers
+    assert at.metric[0].label == f"mutual\\_knn at layers ({link['la']}, {link['lb']})"  # markdown-escaped
+    assert at.metric[0].value == f"{stored_cell(text_store, int(link['nc']), int(link['la']), int(link['lb'])):.4f}"
+
+
+def test_a_text_model_in_a_mixed_store_has_curves_against_vision_and_text_models(dashboard_store):
+    from analysis.views import layer_choices
+
+    con = duckdb.connect(str(dashboard_store), read_only=True)
+    try:
+        curves = layer_choices(con, "moving_shapes")["llama-tiny"]["curves"]
+    finally:
+        con.close()
+    assert {"alignment with vit-tiny", "alignment with all-MiniLM-L6-v2"} <= set(curves)
