@@ -146,8 +146,9 @@ def _dataset_section(con, ds, chosen, references, labels, ov) -> dict:
                                         "flags": g.get("flags") or {}}
                                        for g in heat]
         for h in sec["sections"]["heatmaps"]:
-            sec["charts"].append(("heatmaps", f"{h['model_a']} × {h['model_b']} ({_KIND_WORDS.get(h['pair_kind'], h['pair_kind'])}, "
-                                              f"{h['metric']}, {grid_compare.budget_text(h)})", _heatmap_spec(h)))
+            kind = _KIND_WORDS.get(h["pair_kind"], h["pair_kind"])
+            sec["charts"].append(("heatmaps", f"{h['model_a']} × {h['model_b']} ({kind}, {h['metric']}, "
+                                              f"{grid_compare.budget_text(h)})", _heatmap_spec(h)))
     else:
         sec["omitted"]["heatmaps"] = ("no vision×text or text×text grids for the chosen models against a text "
                                       "reference (run `layerscope analyze`; a text×text grid needs two text models "
