@@ -13,18 +13,26 @@ from precompute.cli import main
 from precompute.manifest import load_manifest
 
 
-@pytest.mark.parametrize("suffix", [".png", ".jpg"])
-def test_an_image_per_item_is_a_one_frame_video(tmp_path, suffix):
-    from precompute import tiny_models
-
+def image_manifest(root, suffix: str, n: int = 5):
     rng = np.random.default_rng(0)
     rows = []
-    for i in range(5):
-        Image.fromarray(rng.integers(0, 256, size=(32, 32, 3), dtype=np.uint8)).save(tmp_path / f"im{i}{suffix}")
+    for i in range(n):
+        Image.fromarray(rng.integers(0, 256, size=(32, 32, 3), dtype=np.uint8)).save(root / f"im{i}{suffix}")
         rows.append({"id": f"i{i}", "video": f"im{i}{suffix}", "captions": [f"image {i}"]})
-    (tmp_path / "m.jsonl").write_text("\n".join(json.dumps(r) for r in rows) + "\n")
-    m = load_manifest(tmp_path / "m.jsonl")
+    (root / "m.jsonl").write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    return root / "m.jsonl"
+
+
+@pytest.mark.parametrize("suffix", [".png", ".jpg", ".jpeg"])
+def test_the_manifest_counts_one_frame_per_image(tmp_path, suffix):
+    m = load_manifest(image_manifest(tmp_path, suffix))
     assert [it.n_video_frames for it in m.items] == [1] * 5 and not m.text_only
+
+
+def test_an_image_per_item_is_a_one_frame_video(tmp_path):
+    from precompute import tiny_models
+
+    image_manifest(tmp_path, ".png")
     tiny_models.build_vit(tmp_path / "vit", seed=1)
     store = tmp_path / "s.duckdb"
     assert main(["precompute", "--store", str(store), "--manifest", str(tmp_path / "m.jsonl"), "--dataset", "d",
