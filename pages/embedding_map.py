@@ -64,12 +64,12 @@ if mp["reason"]:
     st.warning(md_escape(f"No map of {subject}: {mp['reason']}"))
 else:
     pts = mp["points"]
-    show_frames = st.sidebar.toggle("Frames on hover", value=True, key="map_frames")
+    videos = sorted({v for v in pts["video"] if isinstance(v, str)})  # none in a text-only dataset
+    show_frames = bool(videos) and st.sidebar.toggle("Frames on hover", value=True, key="map_frames")
     colour = pick("Colour by", ["series"] + meta["colour_fields"], param="colour", container=st.sidebar,
                   help="the model side and layer, or a field of the items' metadata")
     tooltip = ["series:N", "item_id:N", "caption:N"] + ([f"{colour}:N"] if colour != "series" else [])
     if show_frames:
-        videos = sorted(set(pts["video"]))
         keep = [videos[i] for i in sample_items(len(videos), THUMB_CAP, 0)]
         uris, note = thumbnails(tuple(keep))
         pts = pts.assign(image=pts["video"].map(uris))

@@ -24,25 +24,25 @@ def name(model) -> str:
 
 
 side = st.sidebar
-model_a = pick("Model A (rows)", sorted(index["model_a"].unique()), param="a", fmt=name, container=side)
-sub = index[index["model_a"] == model_a]
+kinds = views.pair_kinds(index)
+kind = pick("Pair kind", kinds, param="kind", fmt=views.pair_kind_label, container=side, default=kinds[0],
+            help="vision × text: a vision model against a text model; vision × vision and text × text: two "
+                 "models of one modality at an equal budget.")
+of_kind = index[index["pair_kind"] == kind]
+model_a = pick("Model A (rows)", sorted(of_kind["model_a"].unique()), param="a", fmt=name, container=side)
+sub = of_kind[of_kind["model_a"] == model_a]
 model_b = pick("Model B (columns)", sorted(sub["model_b"].unique()), param="b", fmt=name, container=side)
 sub = sub[sub["model_b"] == model_b]
 # defaults: mutual k-NN (the alignment the project is about) at the largest budgets, where it is steadiest
 metric = pick("Metric", sorted(sub["metric"].unique()), param="metric", container=side, default="mutual_knn",
               help="What each metric measures, its range, direction and chance level: under the chart.")
 sub = sub[sub["metric"] == metric]
-n_f = pick("Frames n_f", sorted(sub["n_frames"].unique()), param="nf", container=side,
-           default=url_state.largest(sub["n_frames"].unique()))
-sub = sub[sub["n_frames"] == n_f]
-if sub["pair_kind"].iloc[0] == "vision_text":
-    caps = sorted(sub["n_captions"].dropna().astype(int).unique())
-    n_c = pick("Captions n_c", caps, param="nc", container=side, default=url_state.largest(caps))
-    sub = sub[sub["n_captions"] == n_c]
-elif sub["n_frames_b"].notna().any():
-    fb = sorted(sub["n_frames_b"].dropna().astype(int).unique())
-    n_fb = pick("Frames n_f of B", fb, param="nfb", container=side, default=url_state.largest(fb))
-    sub = sub[sub["n_frames_b"] == n_fb]
+for column, label, param in views.budget_pickers(kind):  # the budgets this kind of pair has
+    values = sorted(sub[column].dropna().astype(int).unique())
+    if not values:
+        continue
+    chosen = pick(label, values, param=param, container=side, default=url_state.largest(values))
+    sub = sub[sub[column] == chosen]
 row = sub.iloc[0]
 g = view(views.grid_by_id, row["result_id"])
 df = views.grid_long(g)

@@ -20,15 +20,16 @@ idx = int(items.loc[items["item_id"] == item, "idx"].iloc[0])
 k = pick_int("k", 1, min(20, max(1, len(items) - 1)), param="k", default=5, container=st.sidebar)
 row = items[items["idx"] == idx].iloc[0]
 st.markdown(f"**{md_escape(item)}** — " + " · ".join(md_escape(c) for c in row["captions"][:3]))
-try:
-    from PIL import Image
+if isinstance(row["video"], str):  # a text-only dataset's items are their captions
+    try:
+        from PIL import Image
 
-    from precompute.video import read_video, sample_indices
+        from precompute.video import read_video, sample_indices
 
-    strip = [Image.fromarray(f) for f in read_video(row["video"], lambda T: sample_indices(T, 6)).frames]
-    st.image(strip, width=96)
-except Exception as exc:  # the video may live on another machine than the store
-    st.caption(md_escape(f"frames unavailable: {exc}"))
+        strip = [Image.fromarray(f) for f in read_video(row["video"], lambda T: sample_indices(T, 6)).frames]
+        st.image(strip, width=96)
+    except Exception as exc:  # the video may live on another machine than the store
+        st.caption(md_escape(f"frames unavailable: {exc}"))
 
 labels = view(views.model_labels)
 models = sorted(runs["model"].unique())

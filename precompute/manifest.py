@@ -41,7 +41,7 @@ class ManifestError(ValueError):
 class Item:
     idx: int
     item_id: str
-    video: str  # absolute path
+    video: str | None  # absolute path; None in a text-only manifest (no item has a video)
     captions: list[str]
     negatives: list[str] = field(default_factory=list)
     metadata: dict = field(default_factory=dict)
@@ -87,11 +87,18 @@ class Manifest:
     items: list[Item]
 
     @property
+    def text_only(self) -> bool:
+        """No item has a video: only text models can run on it (captions are the whole dataset)."""
+        return all(it.video is None for it in self.items)
+
+    @property
     def sha(self) -> str:
         """Hash of what changes embeddings: ids, video paths as written, captions, negatives."""
         h = hashlib.sha256()
         for it in self.items:
-            h.update(json.dumps([it.item_id, Path(it.video).name, it.captions, it.negatives]).encode())
+            # (a text-only item hashes None: the hash of a manifest with videos is what it always was)
+            h.update(json.dumps([it.item_id, Path(it.video).name if it.video else None, it.captions,
+                                 it.negatives]).encode())
         return h.hexdigest()[:16]
 
 
@@ -227,10 +234,12 @@ def _check_nuance_fields(metadata: dict, negatives: list, where: str, problems: 
 def load_manifest(path, *, check_videos: bool = True) -> Manifest:
     """Read and validate a manifest. Raises ``ManifestError`` listing every problem found.
 
-    Checks: parsable lines, ``id`` present and unique, ``video`` present, existing and decodable
-    (when ``check_videos``), ``captions`` a non-empty list of non-empty strings, ``negatives`` the same
-    when given; the optional ``negatives_kind``, ``chiral_group`` and ``chiral_action`` fields well
-    formed. Other fields are kept as metadata (these three too).
+    Checks: parsable lines, ``id`` present and unique, ``video`` existing and decodable (when
+    ``check_videos``; a video file, a frame folder or one image), ``captions`` a non-empty list of
+    non-empty strings, ``negatives`` the same when given; the optional ``negatives_kind``,
+    ``chiral_group`` and ``chiral_action`` fields well formed. Other fields are kept as metadata
+    (these three too). ``video`` may be left out of every item (a text-only dataset: ``Item.video``
+    None, text models only), never out of some: a vision run needs every item's video.
     """
     path = Path(path)
     if not path.exists():
@@ -240,6 +249,8 @@ def load_manifest(path, *, check_videos: bool = True) -> Manifest:
     problems: list[str] = []
     items: list[Item] = []
     seen: dict[str, int] = {}
+    with_video: list[int] = []  # line numbers: every item has a video, or none has (text-only)
+    without_video: list[int] = []
     for no, row in _read_rows(path):
         where = f"{path}:{no}"
         if isinstance(row, ValueError):
@@ -257,10 +268,14 @@ def load_manifest(path, *, check_videos: bool = True) -> Manifest:
                 seen[item_id] = no
         video = row.get("video")
         n_video_frames = None
-        if not isinstance(video, str) or not video.strip():
-            problems.append(f"{where}: field 'video' is missing or empty")
-            video_path = None
+        video_path = None
+        if video is None or (isinstance(video, str) and not video.strip()):
+            without_video.append(no)  # fine when no item has one (a text-only manifest), checked below
+        elif not isinstance(video, str):
+            problems.append(f"{where}: field 'video' must be a path (text), got {type(video).__name__}")
+            with_video.append(no)
         else:
+            with_video.append(no)
             video_path = (path.parent / video.strip()).resolve()
             if not video_path.exists():
                 problems.append(f"{where}: field 'video': {video_path} does not exist")
@@ -279,9 +294,13 @@ def load_manifest(path, *, check_videos: bool = True) -> Manifest:
                 content = video_fingerprint(video_path)
             except OSError as exc:
                 problems.append(f"{where}: field 'video': {video_path} cannot be read ({exc.strerror or exc})")
-        if item_id is not None and video_path is not None:
-            items.append(Item(len(items), item_id, str(video_path), captions, negatives, metadata, n_video_frames,
-                              content))
+        if item_id is not None:  # (any problem above raises below: such an item is never used)
+            items.append(Item(len(items), item_id, None if video_path is None else str(video_path), captions,
+                              negatives, metadata, n_video_frames, content))
+    if with_video and without_video:
+        problems.extend(f"{path}:{no}: field 'video' is missing or empty while {len(with_video)} other item(s) have "
+                        "one; give every item a video, or leave it out of every item for a text-only dataset "
+                        "(text models only)" for no in without_video)
     if not items and not problems:
         problems.append(f"{path}: no items")
     if problems:

@@ -576,6 +576,17 @@ def model_inputs(adapter: Adapter, kind: str, raw: list, item_ids: list[str], im
     return adapter.prepare_texts(raw), notes
 
 
+def check_text_only(manifest, models: list, modalities: list, close) -> None:
+    """A text-only manifest (no item has a video) runs text models only: any other model is named in a
+    ``ValueError`` before the store is opened (``close()`` first: nothing was written)."""
+    vision = [f"{spec} ({m})" for spec, m in zip(models, modalities) if m != "text"]
+    if manifest.text_only and vision:
+        close()
+        raise ValueError(f"manifest {manifest.path} has no videos (a text-only dataset), so it cannot feed "
+                         f"{', '.join(vision)}; run text models on it (a dual encoder's text tower "
+                         "with --modality text), or give every item a video")
+
+
 def run_precompute(*, store, manifest, dataset, models, names=None, modality=None, options=None, progress=True,
                    out=None, job_cls=None, **overrides) -> Summary:
     """Library entry of ``layerscope precompute``: validate everything, then run every model.
@@ -604,6 +615,7 @@ def run_precompute(*, store, manifest, dataset, models, names=None, modality=Non
         job.close()
         raise
     modalities = [p.modality for p in probes]
+    check_text_only(manifest, models, modalities, job.close)
     if {"text", "mllm"} & set(modalities) and job.variants != ["reversed"]:  # reversed: no caption runs
         job.check_captions()
     writer = StoreWriter(store)

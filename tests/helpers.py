@@ -23,6 +23,8 @@ HEAVY_FIXTURES = {
     "ray_local": "starts a local Ray instance",
     "server": "starts the dashboard in a streamlit subprocess",
     "sides_store": "builds four tiny models, precomputes them through the CLI and analyses the store",
+    "text_only_store": "precomputes MiniLM (twice) and a tiny BERT on a text-only manifest through the CLI, "
+                       "then analyses it",
 }
 
 

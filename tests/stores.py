@@ -504,3 +504,33 @@ def write_demo_like_store(root):
     _fabricated_downstream(path, root, 0, lambda m: None)
     analyze_store(path, n_boot=DEMO_LIKE_BOOT, n_null=DEMO_LIKE_NULL, jobs=1, log=lambda m: None)
     return path
+
+# ---------------------------------------------------------------- text-only stores (issue #31)
+def write_text_store(path, runs: dict, *, dataset: str = "sentences", captions=None, analyze: dict | None = None):
+    """A text-only dataset (items without a video) with one done text run per ``runs`` entry
+    ``{(model, n_c): (L, N, d) array}``, analysed with ``analyze`` (keyword options of
+    :func:`analysis.studies.analyze_store`; no analysis when None). ``captions``: each item's caption
+    list (default ``["sentence i", "other i"]``). Returns ``{(model, n_c): run_id}``."""
+    n = next(iter(runs.values())).shape[1]
+    caps = captions or [[f"sentence {i}", f"other {i}"] for i in range(n)]
+    man = Manifest(f"/data/{dataset}.jsonl", [Item(i, f"s{i}", None, list(caps[i])) for i in range(n)])
+    w = StoreWriter(path)
+    ids = {}
+    try:
+        w.put_dataset(dataset, man)
+        for (model, n_c), X in runs.items():
+            if model not in {m for m, _ in ids}:
+                w.put_model(model, ModelInfo(f"/models/{model}", "toy", "text", "mean", X.shape[0] - 1, X.shape[2],
+                                             1000, None, f"rev-{model}", False, {}))
+            run = run_id_for({"model": model, "dataset": dataset, "modality": "text", "variant": "original",
+                              "n_frames": None, "n_captions": n_c})
+            w.start_run(run, model=model, dataset=dataset, modality="text", n_frames=None, n_captions=n_c,
+                        variant="original", image_mode=None, pooling="mean", dtype="float32", device="cpu",
+                        n_items=n, n_layers=X.shape[0], dim=X.shape[2], config={})
+            w.write_batch(run, 0, np.asarray(X, dtype=np.float32), n_done=n, n_items=n)
+            ids[(model, n_c)] = run
+    finally:
+        w.close()
+    if analyze is not None:
+        analyze_store(path, log=lambda *_: None, **analyze)
+    return ids

@@ -20,11 +20,14 @@ import pandas as pd
 from analysis import __version__
 from analysis.storage import results as R
 from analysis import views
+from analysis.methods import grid_compare
 from analysis.methods.layer_selection import describe_pick
 from analysis.methods.scaling import undetermined_params
 from analysis.null import beyond_chance
 from analysis.report.paper_figures import paper_figures_html, paper_figures_md, paper_figures_section
 
+#: a grid's pair kind in words (report titles and tables)
+_KIND_WORDS = {"vision_text": "vision×text", "vision_vision": "vision×vision", "text_text": "text×text"}
 SECTIONS = ("summary", "heatmaps", "layer_curves", "scaling", "model_map", "downstream", "predictors", "temporal",
             "paper_figures")
 
@@ -133,20 +136,25 @@ def _dataset_section(con, ds, chosen, references, labels, ov) -> dict:
     for m in chosen:
         for ref in refs:
             g = _best_grid(grids, m, ref) if m != ref else None
-            if g is not None:
+            # a text×text grid is each model's against the other: drawn once
+            if g is not None and all(h["result_id"] != g["result_id"] for h in heat):
                 heat.append(g)
     if heat:
-        sec["sections"]["heatmaps"] = [{"model_a": g["model_a"], "model_b": g["model_b"], "metric": g["metric"],
+        sec["sections"]["heatmaps"] = [{"pair_kind": g.get("pair_kind", "vision_text"),
+                                        "model_a": g["model_a"], "model_b": g["model_b"], "metric": g["metric"],
                                         "n_frames": g["n_frames"], "n_captions": g["n_captions"],
                                         "grid": g["grid"].tolist(), "best": [g["best_a"], g["best_b"]],
                                         "best_value": g["best_value"], "ci": [g["ci_low"], g["ci_high"]],
                                         "flags": g.get("flags") or {}}
                                        for g in heat]
         for h in sec["sections"]["heatmaps"]:
-            sec["charts"].append(("heatmaps", f"{h['model_a']} × {h['model_b']} ({h['metric']}, n_f={h['n_frames']}, "
-                                              f"n_c={h['n_captions']})", _heatmap_spec(h)))
+            kind = _KIND_WORDS.get(h["pair_kind"], h["pair_kind"])
+            sec["charts"].append(("heatmaps", f"{h['model_a']} × {h['model_b']} ({kind}, {h['metric']}, "
+                                              f"{grid_compare.budget_text(h)})", _heatmap_spec(h)))
     else:
-        sec["omitted"]["heatmaps"] = "no vision×text grids for the chosen models (run `layerscope analyze`)"
+        sec["omitted"]["heatmaps"] = ("no vision×text or text×text grids for the chosen models against a text "
+                                      "reference (run `layerscope analyze`; a text×text grid needs two text models "
+                                      "at one n_c)")
 
     # ---- layer curves
     prof = views.profiles_long(con, ds)
@@ -171,7 +179,8 @@ def _dataset_section(con, ds, chosen, references, labels, ov) -> dict:
     if fits:
         sec["sections"]["scaling"] = fits
     else:
-        sec["omitted"]["scaling"] = "no scaling fits (needs several n_f and n_c settings, then `layerscope analyze`)"
+        sec["omitted"]["scaling"] = ("no scaling fits (needs vision×text pairs at several n_f and n_c settings, then "
+                                     "`layerscope analyze`)")
 
     # ---- model map
     mm = views.study(con, "model_map", ds)
@@ -236,13 +245,19 @@ def _dataset_section(con, ds, chosen, references, labels, ov) -> dict:
 
 
 def _best_grid(grids, m, ref):
-    """The mutual k-NN grid of m against ref's text side at the largest setting stored (either
-    orientation): a reference is a text side, so a dual encoder's image tower never stands in for it."""
-    cands = [g for g in grids if g["metric"] == "mutual_knn" and {g["model_a"], g["model_b"]} == {m, ref}
-             and g.get("pair_kind", "vision_text") == "vision_text"]
-    if not cands:
-        return None
-    return max(cands, key=lambda g: ((g["n_frames"] or 0), (g["n_captions"] or 0)))
+    """The mutual k-NN grid of m against ref's text side at the largest setting stored: ``m``'s vision
+    side × ``ref`` (vision×text), else the two text models' grid (text×text, either orientation: a
+    text-only store's heatmaps), else, as before text×text grids existed, ``ref``'s vision side × ``m``."""
+    def cands(ok):
+        return [g for g in grids if g["metric"] == "mutual_knn" and ok(g, g.get("pair_kind", "vision_text"))]
+
+    for ok in (lambda g, kind: kind == "vision_text" and (g["model_a"], g["model_b"]) == (m, ref),
+               lambda g, kind: kind == "text_text" and {g["model_a"], g["model_b"]} == {m, ref},
+               lambda g, kind: kind == "vision_text" and (g["model_a"], g["model_b"]) == (ref, m)):
+        found = cands(ok)
+        if found:
+            return max(found, key=lambda g: ((g["n_frames"] or 0), (g["n_captions"] or 0)))
+    return None
 
 
 # ---------------------------------------------------------------- chart specs

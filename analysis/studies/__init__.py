@@ -4,8 +4,9 @@ One module per study, run in this order per dataset (payloads are JSON in ``resu
 said otherwise):
 
 - :mod:`.profiles` (``result_profiles``): RankMe, LID (MLE), uniformity per layer for every run.
-- :mod:`.grids` (``result_grids``): every vision×text pair of done runs at every (n_f, n_c), and every
-  vision×vision pair at each shared n_f; best cell and a bootstrap interval for it.
+- :mod:`.grids` (``result_grids``): every vision×text pair of done runs at every (n_f, n_c), every
+  vision×vision pair at each shared n_f and every text×text pair of different models at each shared
+  n_c (``pair_kind``); best cell and a bootstrap interval for it.
 - :mod:`.scaling`: per vision×text model pair and metric, the best-cell score over the (n_f, n_c)
   grid, the saturating law's fit, held-out errors, parameter intervals and the other forms.
 - :mod:`.model_map`: best-layer mutual k-NN between every two models, clustering, 2-D map.

@@ -1,5 +1,6 @@
 """Grids study: every vision×text pair of done runs at every (n_f, n_c), every vision×vision pair at
-each shared n_f, for each pairwise metric; the best cell and a bootstrap interval for it.
+each shared n_f, every text×text pair of different models at each shared n_c, for each pairwise
+metric; the best cell and a bootstrap interval for it. Each row carries its ``pair_kind``.
 
 Rows go to ``result_grids``. The pair loop is ``metric → block of partner runs → run``: each run's
 layers are prepared once per metric (once per block when the partners do not fit the engine's
@@ -25,8 +26,30 @@ from analysis.studies.parallel import run_tasks
 from analysis.null import selection_null, unshufflable
 
 
+def same_budget_pairs(runs: list, budget: str) -> list[tuple[dict, dict]]:
+    """``(run_a, run_b)`` for every two different models of ``runs`` at each ``budget`` value
+    (``n_frames`` or ``n_captions``) both hold; ``model_a < model_b`` by name, budgets ascending.
+
+    Why equal budgets: a same-modality grid compares two encoders of the same input, so both must see
+    the same input. Two text runs at different n_c embed different strings (one caption against ten
+    concatenated), and two vision runs at different n_f different frames; their alignment would mix
+    the models' difference with the input's. The budget sweep itself is the scaling study's, on
+    vision×text pairs."""
+    by_model: dict = defaultdict(dict)
+    for r in runs:
+        by_model[r["model"]][r[budget]] = r
+    models = sorted(by_model)
+    return [(by_model[ma][n], by_model[mb][n]) for i, ma in enumerate(models) for mb in models[i + 1:]
+            for n in sorted(set(by_model[ma]) & set(by_model[mb]))]
+
+
 def pair_list(d: DatasetRuns, metrics, blocks=None) -> list[tuple]:
     """``(kind, run_a, run_b, metric)`` for every grid the dataset gets, in scoring order.
+
+    Kinds: ``vision_text`` (every vision run × every text run), ``vision_vision`` and ``text_text``
+    (two different models at an equal budget, :func:`same_budget_pairs`). A model with both sides (a
+    dual encoder's text tower, an MLLM's caption side) takes part in ``text_text`` through its text
+    runs, under its own model name.
 
     Order: metrics that share a preparation (the k-NN metrics share one state per run), then block
     of text runs, then vision run, then text run in the block, then metric of the group (CKNNA
@@ -39,19 +62,15 @@ def pair_list(d: DatasetRuns, metrics, blocks=None) -> list[tuple]:
     by_prep: dict = {}
     for metric in sorted(metrics, key=lambda m: m != "cknna"):
         by_prep.setdefault(prepared_by(get_metric(metric), metric), []).append(metric)
-    by_model = defaultdict(dict)
-    for r in d.vision:
-        by_model[r["model"]][r["n_frames"]] = r
-    models = sorted(by_model)
+    same_kind = ([("vision_vision", a, b) for a, b in same_budget_pairs(d.vision, "n_frames")]
+                 + [("text_text", a, b) for a, b in same_budget_pairs(d.text, "n_captions")])
     for shared in by_prep.values():
         for group in groups:
             for a in d.vision:
                 for b in group:
                     out.extend(("vision_text", a, b, metric) for metric in shared)
-        for i, ma in enumerate(models):
-            for mb in models[i + 1:]:
-                for n_f in sorted(set(by_model[ma]) & set(by_model[mb])):
-                    out.extend(("vision_vision", by_model[ma][n_f], by_model[mb][n_f], metric) for metric in shared)
+        for kind, a, b in same_kind:
+            out.extend((kind, a, b, metric) for metric in shared)
     return out
 
 
@@ -171,7 +190,8 @@ def run(ctx: Context, d: DatasetRuns) -> list[tuple]:
     """Compute stale grids; returns every ``(run_a, run_b, metric)`` vision×text pair (for scaling)."""
     if not d.vision or not d.text:
         ctx.note(f"dataset {d.name!r}: no vision×text pair of done runs (vision: {len(d.vision)}, "
-                 f"text: {len(d.text)}); grids, scaling and temporal alignment need both")
+                 f"text: {len(d.text)}); scaling and temporal alignment need both"
+                 + ("; text×text grids are scored" if len({r["model"] for r in d.text}) > 1 else ""))
     s = ctx.settings
     pairs = pair_list(d, s.metrics, ctx.engine.blocks if s.jobs == 1 else None)
     groups = item_groups(ctx, d.name) if s.n_null else None
@@ -194,7 +214,7 @@ def run(ctx: Context, d: DatasetRuns) -> list[tuple]:
             ctx.boot_samples[rid] = np.array(res["samples"][:MAX_BOOT])
         ctx.put_grid(result_id=rid, dataset=d.name, pair_kind=kind, model_a=a["model"], model_b=b["model"],
                    run_a=a["run_id"], run_b=b["run_id"], n_frames=a["n_frames"],
-                   n_captions=b["n_captions"] if kind == "vision_text" else None,
+                   n_captions=b["n_captions"] if kind != "vision_vision" else None,
                    n_frames_b=b["n_frames"] if kind == "vision_vision" else None, metric=metric,
                    params=s.params_for(metric), grid=res["grid"], best_a=res["best_a"], best_b=res["best_b"],
                    best_value=res["best_value"], ci_low=res["ci_low"], ci_high=res["ci_high"],

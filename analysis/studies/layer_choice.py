@@ -84,6 +84,20 @@ def _json_samples(resamples: dict) -> dict:
             for m, per in resamples.items()}
 
 
+#: the grids an "alignment with" curve comes from: cross-modal ones (either model's curve), and text×text
+#: ones, whose partner is a text side as a reference should be (DESIGN §9), so a text model is judged
+#: against the other text models too (in a text-only store, only against them). Vision×vision grids
+#: stay on the heatmap and model map: a vision model is not a reference. Curves join runs at each
+#: model's largest setting, so a text×text curve needs the two models' largest n_c to be equal.
+ALIGNMENT_KINDS = ("vision_text", "text_text")
+
+
+def alignment_grids(ctx: Context, dataset: str) -> list[dict]:
+    """The dataset's mutual k-NN rows of :data:`ALIGNMENT_KINDS`, vision×text first."""
+    return [g for kind in ALIGNMENT_KINDS
+            for g in ctx.result_rows("result_grids", dataset, metric="mutual_knn", pair_kind=kind)]
+
+
 def run(ctx: Context, d: DatasetRuns) -> None:
     chosen = d.largest_settings()
     random = {r[0] for r in ctx.con.execute("SELECT model FROM models WHERE random_init").fetchall()}
@@ -96,7 +110,7 @@ def run(ctx: Context, d: DatasetRuns) -> None:
             if hib is None:
                 continue  # LID has no direction: shown, not used to pick
             curves[prof["metric"]] = (prof["layer_values"], hib)
-        for g in ctx.result_rows("result_grids", d.name, metric="mutual_knn", pair_kind="vision_text"):
+        for g in alignment_grids(ctx, d.name):
             if g["result_id"] != ctx.rid("grid", g["run_a"], g["run_b"], "mutual_knn", params):
                 continue  # computed with other settings (k, --clamp): not this analysis's grid
             # the partner by its run, named by its side: a dual encoder's text tower is "clip [text]",

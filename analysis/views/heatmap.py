@@ -21,6 +21,35 @@ def grid_index(con) -> pd.DataFrame:
                     "result_id FROM result_grids ORDER BY dataset, model_a, model_b, metric, n_frames, n_captions")
 
 
+#: each pair kind a grid can have, in the order the heatmap offers them, with its words
+PAIR_KINDS = {"vision_text": "vision × text", "vision_vision": "vision × vision", "text_text": "text × text"}
+#: per pair kind, the budgets that tell its grids of one model pair apart: ``(index column, label,
+#: URL parameter)``, picked in this order (same-modality pairs share one budget, so text×text has one)
+BUDGET_PICKERS = {
+    "vision_text": (("n_frames", "Frames n_f", "nf"), ("n_captions", "Captions n_c", "nc")),
+    "vision_vision": (("n_frames", "Frames n_f", "nf"), ("n_frames_b", "Frames n_f of B", "nfb")),
+    "text_text": (("n_captions", "Captions n_c", "nc"),),
+}
+
+
+def pair_kinds(index: pd.DataFrame) -> list[str]:
+    """The pair kinds :func:`grid_index` holds, in :data:`PAIR_KINDS` order (vision×text first: the
+    default view); a kind the code does not know (a newer store) goes last, by name."""
+    have = set(index["pair_kind"].dropna()) if "pair_kind" in index else set()
+    return [k for k in PAIR_KINDS if k in have] + sorted(have - set(PAIR_KINDS))
+
+
+def pair_kind_label(kind: str) -> str:
+    """``"text × text"`` for ``"text_text"``; an unknown kind as stored."""
+    return PAIR_KINDS.get(kind, str(kind))
+
+
+def budget_pickers(kind: str) -> tuple:
+    """:data:`BUDGET_PICKERS` of ``kind``; an unknown kind gets every budget column a grid has."""
+    return BUDGET_PICKERS.get(kind, (("n_frames", "Frames n_f", "nf"), ("n_captions", "Captions n_c", "nc"),
+                                     ("n_frames_b", "Frames n_f of B", "nfb")))
+
+
 def grid_by_id(con, result_id) -> dict:
     (g,) = R.read_grids(con, result_id=result_id)
     return g

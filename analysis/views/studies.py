@@ -9,10 +9,17 @@ from analysis.views.charts import _alt
 
 
 def model_map_view(payload: dict) -> dict:
+    """The model map as tables: ``cells`` one row per (model_a, model_b) with the similarity and the
+    pair kind of the two runs compared (``vision_text``, ``vision_vision``, ``text_text``; empty on the
+    diagonal), ``order`` the clustering's order, ``coords`` the 2-D map."""
+    from analysis.sides import pair_kind
+
     names = payload["models"]
     S = np.asarray(payload["similarity"])
     order = [names[i] for i in payload["order"]]
-    cells = [{"model_a": names[i], "model_b": names[j], "similarity": float(S[i, j])}
+    settings = payload["settings"]
+    cells = [{"model_a": names[i], "model_b": names[j], "similarity": float(S[i, j]),
+              "pair_kind": "" if i == j else pair_kind(settings[names[i]], settings[names[j]])}
              for i in range(len(names)) for j in range(len(names))]
     coords = pd.DataFrame({"model": names, "x": [c[0] for c in payload["coords"]],
                            "y": [c[1] for c in payload["coords"]], "cluster": [str(c) for c in payload["clusters"]],
@@ -98,7 +105,8 @@ def model_map_charts(mv: dict, *, labels: dict, title: dict | None = None):
                                    y=alt.Y("model_a:N", sort=order, title=None))
     heat = base.mark_rect().encode(color=alt.Color("similarity:Q", scale=alt.Scale(scheme="viridis"),
                                                    title="mutual k-NN"),
-                                   tooltip=["model_a", "model_b", alt.Tooltip("similarity:Q", format=".3f")])
+                                   tooltip=["model_a", "model_b", alt.Tooltip("similarity:Q", format=".3f"),
+                                            alt.Tooltip("pair_kind:N", title="pair kind")])
     if len(order) <= 10:
         heat = heat + base.mark_text(fontSize=11).encode(
             text=alt.Text("similarity:Q", format=".2f"),

@@ -85,7 +85,8 @@ def verdicts(con, dataset) -> list[dict]:
             g, is_a = found[lead]
             layer = v["layer"] if v["layer"] is not None else (g["best_a"] if is_a else g["best_b"]) or 0
             other = _row_best(g["grid"], layer, is_a)
-            heat = {"dataset": dataset, "a": g["model_a"], "b": g["model_b"], "metric": "mutual_knn",
+            heat = {"dataset": dataset, "kind": g.get("pair_kind") or "vision_text", "a": g["model_a"],
+                    "b": g["model_b"], "metric": "mutual_knn",
                     "nf": str(int(g["n_frames"])) if g["n_frames"] is not None else None,
                     "nc": str(int(g["n_captions"])) if g["n_captions"] is not None else None,
                     "la": str(layer if is_a else other), "lb": str(other if is_a else layer)}

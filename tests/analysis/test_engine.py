@@ -35,7 +35,8 @@ def test_each_run_is_prepared_once_per_metric_and_grids_equal_layer_grid(sweep):
     assert out["preparations"] == runs * 2
     vt = 2 * 2 * 2 * 2  # vision runs x text runs
     vv = 2  # v1 x v2 at each shared n_f
-    assert out["computed_by_study"]["grids"] == (vt + vv) * 2
+    tt = 2  # t1 x t2 at each shared n_c
+    assert out["computed_by_study"]["grids"] == (vt + vv + tt) * 2
     con = duckdb.connect(str(sweep), read_only=True)
     (g,) = R.read_grids(con, run_a="v1-2", run_b="t2-1", metric="cka")
     con.close()
@@ -48,12 +49,13 @@ def test_adding_a_model_scores_only_its_new_pairs(sweep):
     analyze_store(sweep, metrics=("mutual_knn",), n_boot=0, log=quiet)
     write_sweep(sweep, video=["v1", "v2"], text=["t1", "t2", "t3"], **SHAPE)  # adds t3 only
     out = analyze_store(sweep, log=quiet)
-    assert out["computed_by_study"]["grids"] == 2 * 2 * 2  # t3's 2 runs x the 4 vision runs
-    assert out["reused_by_study"]["grids"] == 2 * 2 * 2 * 2 + 2
+    # t3's 2 runs x the 4 vision runs, and t3 x t1, t3 x t2 at each of the 2 shared n_c
+    assert out["computed_by_study"]["grids"] == 2 * 2 * 2 + 2 * 2
+    assert out["reused_by_study"]["grids"] == 2 * 2 * 2 * 2 + 2 + 2
     assert out["computed_by_study"]["profiles"] == 2 * 3  # t3's runs only
-    # each run prepared at most once: t3's runs and the 4 vision runs for the new grids, and the old
-    # text models' largest runs for the model map's new t1 x t3 and t2 x t3 cells
-    assert out["preparations"] == 2 + 4 + 2
+    # each run prepared at most once: t3's runs and the 4 vision runs for the new vision x text grids,
+    # and the old text models' 4 runs for the new text x text grids (the model map reuses those)
+    assert out["preparations"] == 2 + 4 + 4
 
 
 @pytest.mark.slow  # starts a pool of worker processes
@@ -86,7 +88,7 @@ def test_analyze_prints_what_it_computed_and_reused(sweep, capsys):
     assert main(["analyze", "--store", str(sweep), "--quiet"]) == 0
     out = capsys.readouterr().out.splitlines()
     grids_line = [line for line in out if line.strip().startswith("grids")][-1]
-    assert grids_line.split() == ["grids", "0", "computed", "18", "reused"]
+    assert grids_line.split() == ["grids", "0", "computed", str(16 + 2 + 2), "reused"]  # vt + vv + tt
     assert "bootstrap=0" in out[-1] and "metrics=mutual_knn" in out[-1]
 
 
@@ -172,9 +174,9 @@ def test_the_grid_memo_is_bounded_and_mutual_knn_still_takes_cknna_counts(sweep,
     monkeypatch.setattr(context, "Engine", small_memo)
     out = analyze_store(sweep, metrics=("mutual_knn", "cknna"), n_boot=0, log=quiet)
     pairs = out["computed_by_study"]["grids"] // 2  # each pair's mutual k-NN and CKNNA grid
-    # CKNNA's grids, plus the model map's text × text cell (not a grids-study pair): mutual k-NN's
+    # CKNNA's grids (the model map's text × text cell is a grids-study pair, read back): mutual k-NN's
     # came from CKNNA's counts, as with an unbounded memo
-    assert out["grids_scored"] == unbounded["grids_scored"] == pairs + 1
+    assert out["grids_scored"] == unbounded["grids_scored"] == pairs
     (eng,) = engines
     assert len(eng._grids.items) == 2 and eng._grids.used <= eng._grids.budget
     assert _tables(sweep) == _tables(reference)
@@ -203,7 +205,7 @@ def test_grid_rows_are_cached_without_their_grids_and_read_back_equal(sweep, tmp
     analyze_store(sweep, n_boot=0, log=quiet)
     (ctx,) = contexts
     rows = ctx._rows["result_grids"].values()
-    assert len(rows) == 3 * (2 * 2 * 2 * 2 + 2) and not any("grid" in r for r in rows)
+    assert len(rows) == 3 * (2 * 2 * 2 * 2 + 2 + 2) and not any("grid" in r for r in rows)
     assert len(ctx._grids.items) == 1
     assert _tables(sweep) == _tables(reference)
 
