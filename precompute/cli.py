@@ -361,6 +361,11 @@ def _register_sweep(sub):
     r.set_defaults(func=cmd_sweep_run)
 
 
+#: commands that read or change an existing store: a --store that does not exist is refused as
+#: such (DuckDB would create an empty one and the command would answer "no runs yet")
+STORE_MUST_EXIST = frozenset({"analyze", "map", "downstream", "report", "runs", "migrate"})
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -368,6 +373,10 @@ def main(argv: list[str] | None = None) -> int:
         parser.print_help()
         return 2
     try:
+        if args.command in STORE_MUST_EXIST and getattr(args, "store", None) is not None:
+            from analysis.storage.store import check_store_path
+
+            check_store_path(args.store, must_exist=True)  # a typo must not leave a new, empty store
         return int(args.func(args) or 0)
     except KeyboardInterrupt:
         print("interrupted; finished batches are kept and a rerun resumes", file=sys.stderr)
