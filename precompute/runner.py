@@ -519,6 +519,11 @@ class Precompute:
                 notes.setdefault("frame_count_mismatch", {})[it.item_id] = {
                     "declared": video.declared_frames, "decoded": T,
                     "handled": "the header's frame count is wrong; frames were sampled from the decoded ones"}
+            if video.truncated():
+                notes.setdefault("truncated_videos", {})[it.item_id] = {
+                    "duration_frames": video.duration_frames, "decoded": T,
+                    "handled": "the file ends before the duration its header states (cut short?); frames were "
+                               "sampled from the decoded ones"}
             if T < p.n_frames:
                 notes.setdefault("short_videos", {})[it.item_id] = {
                     "frames": T, "asked": p.n_frames,
