@@ -254,8 +254,10 @@ def resolve_request(d: DatasetRuns, model: str, layer, *, side: str = "auto", te
         side = "video" if vision is not None else "text"
     want = {"video": [vision], "text": [text], "both": [vision, text]}[side]
     if any(r is None for r in want):
-        raise ValueError(f"model {model!r} has no {'video' if want[0] is None else 'text'} run on dataset "
-                         f"{d.name!r}")
+        missing = "video" if want[0] is None else "text"
+        has = "text" if text is not None else "video" if vision is not None else None
+        raise ValueError(f"model {model!r} has no {missing} run on dataset {d.name!r}"
+                         + (f"; it has a {has} run: pass --side {has}" if has and has != missing else ""))
 
     def index(run, value):
         names = {n: i for i, n in layer_names(run).items()}
