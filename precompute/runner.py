@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import math
@@ -346,6 +347,12 @@ class Precompute:
             self.pool.submit(lambda: [self.frames_cache.get(v) for v in first])
         adapter = self.load_model(spec, modality)
         info = pinned_revision(adapter.info(), probe)
+        stored = self.w.moved_from(name, info)
+        if stored is not None:  # the folder moved: same content hash, so the same model and runs
+            print(f"note: {name}: {info.source} holds the same weights (revision {info.revision}) as {stored}, "
+                  "where its runs were made; they are used as its runs (done ones skipped, unfinished ones "
+                  "resumed)", file=sys.stderr)
+            info = dataclasses.replace(info, source=stored)
         self.w.put_model(name, info)
         plans = self.plan(adapter, name, info)
         items = [self.manifest.items[i] for i in self.items_range]
