@@ -56,6 +56,7 @@ def cmd_precompute(args) -> int:
         shard=args.shard, allow_fewer_captions=args.allow_fewer_captions, trust_remote_code=args.trust_remote_code,
         caption_order=args.caption_order, caption_seed=args.caption_seed, prompt_template=args.prompt_template,
         blocks=args.blocks, random_init=args.random_init, named_layers=args.named_layers,
+        revision=args.revision, cache_dir=args.cache_dir,
     )
     job = dict(store=args.store, manifest=manifest, dataset=args.dataset, models=args.model, names=args.name,
                modality=args.modality, options=options, progress=not args.quiet)
@@ -188,6 +189,11 @@ def _register_precompute(sub):
                    "remote-code, timm and open_clip models)")
     p.add_argument("--random-init", action="store_true", help="build each model with seeded random weights "
                    "(the standard control; labelled random_init in the store, '-random-init' in the default name)")
+    p.add_argument("--revision", metavar="REV", help="hub models: the branch, tag or commit to load (default: main); "
+                   "the commit it resolves to is stored as the model's revision and is part of each run's identity. "
+                   "Refused for a local folder (its revision is its content hash)")
+    p.add_argument("--cache-dir", metavar="DIR", help="hub models: where downloads are cached and looked up "
+                   "(default: huggingface_hub's, under HF_HOME); with HF_HUB_OFFLINE=1 only this cache is read")
     p.add_argument("--named-layers", action=argparse.BooleanOptionalAction, default=DEFAULTS.named_layers,
                    help="transformers models: also store the model's default output (`default`) and, for "
                    "CLIP/SigLIP/X-CLIP, the projected joint embedding (`joint`) after the numbered layers (on by "

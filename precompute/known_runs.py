@@ -74,7 +74,8 @@ def _prompts(probe):
         from transformers import AutoProcessor
 
         try:
-            shell.processor = AutoProcessor.from_pretrained(probe.source, trust_remote_code=probe.trust)
+            shell.processor = AutoProcessor.from_pretrained(probe.source, trust_remote_code=probe.trust,
+                                                             **getattr(probe, "hub", {}))
         except Exception:  # the load reports it; meanwhile no stored run matches an unknown prompt
             return lambda side: None
     else:

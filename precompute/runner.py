@@ -166,7 +166,8 @@ class Precompute:
                  allow_fewer_captions=DEFAULTS.allow_fewer_captions, trust_remote_code=DEFAULTS.trust_remote_code,
                  progress=True, out=None, caption_order=DEFAULTS.caption_order, caption_seed=DEFAULTS.caption_seed,
                  prompt_template=DEFAULTS.prompt_template, blocks=DEFAULTS.blocks,
-                 random_init=DEFAULTS.random_init, named_layers=DEFAULTS.named_layers):
+                 random_init=DEFAULTS.random_init, named_layers=DEFAULTS.named_layers, revision=DEFAULTS.revision,
+                 cache_dir=DEFAULTS.cache_dir):
         self.w = writer
         self.manifest = manifest
         self.dataset = dataset
@@ -189,6 +190,8 @@ class Precompute:
         # transformers models also store default / joint (issue #15); part of each run's identity,
         # so named_layers=False reproduces the run ids of stores made before they were stored
         self.named_layers = bool(named_layers)
+        #: hub models: which revision, and where the hub's files are cached (from_pretrained's own keywords)
+        self.hub = {k: v for k, v in (("revision", revision), ("cache_dir", cache_dir)) if v}
         self.out = out or sys.stderr  # resolved at call time, so redirected stderr is honoured
         self.summary = Summary()
         self.frames_cache = FrameCache(self._wanted_frames)
@@ -304,13 +307,13 @@ class Precompute:
         actor instead; :meth:`run_model` needs ``info()``, ``prompt_format(side)`` and ``device``)."""
         return load_adapter(spec, device=self.device, dtype=self.dtype, trust_remote_code=self.trust,
                             modality=modality, prompt_template=self.prompt_template, blocks=self.blocks,
-                            random_init=self.random_init, named_layers=self.named_layers)
+                            random_init=self.random_init, named_layers=self.named_layers, hub=self.hub)
 
     def probe(self, spec: str, modality: str | None):
         """The config-only adapter of ``spec`` with this job's options (no weights)."""
         return probe_model(spec, device=self.device, dtype=self.dtype, trust_remote_code=self.trust, modality=modality,
                            prompt_template=self.prompt_template, blocks=self.blocks, random_init=self.random_init,
-                           named_layers=self.named_layers)
+                           named_layers=self.named_layers, hub=self.hub)
 
     def all_done(self, probe, name: str) -> int:
         """The number of this model's planned runs when the store holds every one of them done (told
