@@ -105,6 +105,16 @@ def cmd_runs_rename(args) -> int:
     return 0
 
 
+def cmd_runs_tag(args) -> int:
+    from .manage import tag_runs
+
+    remove = args.action == "untag"
+    out = tag_runs(_runs_store(args), [args.run_id], args.tags, remove=remove)
+    print(f"runs {args.action}: {args.run_id} {'lost' if remove else 'has'} tag(s) {', '.join(sorted(set(args.tags)))} "
+          f"({out['changed']} change(s)); `layerscope runs --store {args.store} --tag TAG` lists runs by tag")
+    return 0
+
+
 def cmd_runs(args) -> int:
     from analysis.storage.store import list_runs
 
@@ -113,14 +123,22 @@ def cmd_runs(args) -> int:
     if not runs:
         print(f"{args.store}: no runs yet. Start with `layerscope precompute ...` or `layerscope demo`.")
         return 0
+    if args.tag:  # runs holding every tag asked for
+        wanted = set(args.tag)
+        runs = [r for r in runs if wanted <= set(r["tags"])]
+        if not runs:
+            print(f"{args.store}: no run has tag(s) {', '.join(sorted(wanted))}")
+            return 0
     # DuckDB lets a store be read only while no process writes it: this read succeeding means the
     # process that marked a run `running` is gone (killed, crashed), so the run is interrupted
     for r in runs:
         if r["status"] == "running":
             r["status"] = "interrupted"
-    header = ("dataset", "model", "modality", "n_f", "n_c", "variant", "status", "items", "layers", "dim", "run_id")
+    header = ("dataset", "model", "modality", "n_f", "n_c", "variant", "status", "items", "layers", "dim", "run_id",
+              "tags")
     rows = [(r["dataset"], r["model"], r["modality"], r["n_frames"] or "-", r["n_captions"] or "-", r["variant"],
-             r["status"], f"{r['n_done']}/{r['n_items']}", r["n_layers"], r["dim"], r["run_id"]) for r in runs]
+             r["status"], f"{r['n_done']}/{r['n_items']}", r["n_layers"], r["dim"], r["run_id"],
+             ",".join(r["tags"]) or "-") for r in runs]
     widths = [max(len(str(x)) for x in col) for col in zip(header, *rows)]
     for row in [header, *rows]:
         print("  ".join(str(x).ljust(w) for x, w in zip(row, widths)))
@@ -204,9 +222,11 @@ def _register_precompute(sub):
     p.set_defaults(func=cmd_precompute)
     r = sub.add_parser("runs", help="list the runs a store holds; remove runs (rm) or rename a model (rename)",
                        epilog="examples:\n  layerscope runs --store S\n  layerscope runs rm --store S RUN_ID [RUN_ID ...]\n"
-                              "  layerscope runs rm --store S --model NAME\n  layerscope runs rename --store S OLD NEW",
+                              "  layerscope runs rm --store S --model NAME\n  layerscope runs rename --store S OLD NEW\n"
+                              "  layerscope runs tag --store S RUN_ID baseline v2\n  layerscope runs --store S --tag baseline",
                        formatter_class=argparse.RawDescriptionHelpFormatter)
     r.add_argument("--store", help="the store (required)")
+    r.add_argument("--tag", action="append", metavar="TAG", help="only runs with this tag (repeatable: every tag)")
     r.set_defaults(func=cmd_runs)
     rsub = r.add_subparsers(dest="action", metavar="ACTION")
     rm = rsub.add_parser("rm", help="remove runs (their embeddings) by id, or a whole model with --model; results "
@@ -221,6 +241,13 @@ def _register_precompute(sub):
     rn.add_argument("new")
     rn.add_argument("--store", dest="sub_store", help="the store")
     rn.set_defaults(func=cmd_runs_rename)
+    for action, what in (("tag", "add tags to a run (shown by `runs`, filtered by `runs --tag`)"),
+                         ("untag", "take tags off a run")):
+        t = rsub.add_parser(action, help=what)
+        t.add_argument("run_id", metavar="RUN_ID")
+        t.add_argument("tags", nargs="+", metavar="TAG", help="words without spaces or commas")
+        t.add_argument("--store", dest="sub_store", help="the store")
+        t.set_defaults(func=cmd_runs_tag)
 
 
 def cmd_models(args) -> int:
