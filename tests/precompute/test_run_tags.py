@@ -111,3 +111,12 @@ def test_tagging_waits_for_a_reader_holding_the_store(store, capsys):
     reader.wait(timeout=30)
     assert (ids["vis"], "busy") in tags(path)
     assert time.monotonic() - t0 < 30
+
+
+def test_merge_carries_tags_of_the_runs_it_copies(tmp_path):
+    src = tmp_path / "src.duckdb"
+    ids = write_store(src)
+    assert main(["runs", "tag", "--store", str(src), ids["vis"], "from-src"]) == 0
+    target = tmp_path / "t.duckdb"
+    assert main(["merge", "--store", str(target), str(src)]) == 0
+    assert tags(target) == [(ids["vis"], "from-src")]
