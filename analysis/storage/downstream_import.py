@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from analysis.storage.schema import MODEL_LEVEL, create_all
-from analysis.storage.store import StoreError, connect, transaction
+from analysis.storage.store import StoreError, check_store_path, connect, transaction
 
 COLUMNS = ("model", "task", "metric", "value", "higher_is_better")
 OPTIONAL = ("layer", "setting")
@@ -175,6 +175,7 @@ def parse_downstream_csv(path, known_models) -> list[dict]:
 
 def import_downstream(store, path) -> int:
     """Validate, then replace rows with the same (model, task, metric, setting, layer) in one transaction."""
+    check_store_path(store, must_exist=True)  # a mistyped path must not become a new, empty store
     con = connect(store, read_only=False)
     try:
         create_all(con, str(store))
