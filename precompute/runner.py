@@ -356,6 +356,12 @@ class Precompute:
                   "where its runs were made; they are used as its runs (done ones skipped, unfinished ones "
                   "resumed)", file=sys.stderr)
             info = dataclasses.replace(info, source=stored)
+        if not self.hub.get("revision") and self.w.stored_without_commit(name, info):
+            # its runs' identities hold "unknown": keep it, or every stored run would be computed again
+            print(f"note: {name} is stored without its hub commit (revision unknown); its runs are used as they "
+                  f"are (the files loaded now are commit {info.revision}). To pin the commit: `layerscope runs rm "
+                  f"--store STORE --model {name}` and precompute again", file=sys.stderr)
+            info = dataclasses.replace(info, revision="unknown")
         self.w.put_model(name, info)
         plans = self.plan(adapter, name, info)
         items = [self.manifest.items[i] for i in self.items_range]

@@ -147,6 +147,13 @@ class StoreWriter:
             return None  # hub ids: another id is another model, whatever its commit
         return str(row[0])
 
+    def stored_without_commit(self, name: str, info: ModelInfo) -> bool:
+        """True when model ``name`` is stored from the same hub source with revision ``unknown`` (what
+        transformers 5, which stopped setting ``config._commit_hash``, left before
+        :func:`precompute.models.hub_commit`), while ``info`` now knows the commit."""
+        row = fetch_one(self.con, "SELECT source, revision FROM models WHERE model = ?", [name])
+        return row is not None and row[0] == info.source and row[1] == "unknown" and info.revision != "unknown"
+
     def put_model(self, name: str, info: ModelInfo) -> None:
         row = fetch_one(self.con, "SELECT source, revision FROM models WHERE model = ?", [name])
         if row is not None:

@@ -77,3 +77,21 @@ def test_revision_of_a_local_folder_is_refused_in_one_line(tmp_path, capsys):
     assert main(["precompute", "--store", str(store), "--manifest", str(data), "--dataset", "d", "--captions", "1",
                  "--quiet", "--model", "timm:vit_tiny_patch16_224", "--random-init", "--revision", "v1"]) == 2
     assert "--revision apply to transformers hub ids" in capsys.readouterr().err
+
+
+def test_runs_stored_without_their_commit_are_still_found(tmp_path):
+    """A store made while transformers 5 left hub revisions ``unknown``: a rerun finds its runs done."""
+    data = make_dataset(tmp_path / "data", n=3, captions=1)
+    cache = fake_hub_cache(tmp_path / "cache", {"main": ("3" * 40, tiny_models.build_bert(tmp_path / "m"))})
+    store = tmp_path / "s.duckdb"
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+    old = ("import sys; import precompute.models as m; m.hub_commit = lambda *a: None; "
+           "from precompute.cli import main; sys.exit(main(sys.argv[1:]))")
+    args = ["precompute", "--store", str(store), "--manifest", str(data), "--dataset", "d", "--captions", "1",
+            "--quiet", "--name", "bert", "--model", HUB_ID, "--cache-dir", str(cache)]
+    r = subprocess.run([sys.executable, "-c", old, *args], cwd=REPO, env=env, capture_output=True, text=True,
+                       timeout=300)
+    assert r.returncode == 0 and revision_of(store) == "unknown", r.stderr
+    r = precompute(store, data, "--model", HUB_ID, "--cache-dir", cache)
+    assert r.returncode == 0, r.stderr
+    assert "0 run(s) computed" in r.stdout and "revision unknown" in r.stderr
