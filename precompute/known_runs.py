@@ -83,6 +83,18 @@ def _prompts(probe):
     return shell.prompt_format
 
 
+def keep_unknown_revision(known: KnownIdentity, name: str, stored: list[dict], explicit_revision) -> None:
+    """Plan a hub model whose stored runs say revision ``unknown`` (made while transformers 5 left
+    hub commits unrecorded) with that revision, as :meth:`precompute.runner.Precompute.run_model`
+    then runs it, so the plan agrees with the run: only when no ``--revision`` was asked for."""
+    info = known.info
+    if explicit_revision or not info.revision or info.revision == "unknown":
+        return
+    if any(r["config"].get("model") == name and r["config"].get("source") == info.source
+           and r["config"].get("revision") == "unknown" for r in stored):
+        info.revision = "unknown"
+
+
 def stored_runs(con) -> list[dict]:
     """``[{"run_id", "status", "n_done", "n_items", "config"}]`` of every run in the store (config parsed)."""
     cur = con.execute("SELECT run_id, status, n_done, n_items, config FROM runs")

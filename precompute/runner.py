@@ -318,11 +318,12 @@ class Precompute:
     def all_done(self, probe, name: str) -> int:
         """The number of this model's planned runs when the store holds every one of them done (told
         from the config alone, by the rule ``sweep plan`` uses: :mod:`precompute.known_runs`), else 0."""
-        from .known_runs import known_identity, match, stored_runs
+        from .known_runs import keep_unknown_revision, known_identity, match, stored_runs
 
         known = known_identity(probe)
-        plans = self.plan(known.adapter, name, known.info)
         stored = stored_runs(self.w.con)
+        keep_unknown_revision(known, name, stored, self.hub.get("revision"))
+        plans = self.plan(known.adapter, name, known.info)
         items = [self.manifest.items[i] for i in self.items_range]
         done = plans and all(match(p, known, stored, len(self.run_items(p, items)))[1] == "done" for p in plans)
         return len(plans) if done else 0

@@ -459,7 +459,7 @@ def plan_sweep(sweep: Sweep, store) -> Plan:
 
     A stored run matches a planned one by :func:`precompute.known_runs.match` (every identity field
     the config tells, as ``layerscope precompute`` decides to skip a model)."""
-    from .known_runs import known_identity, match
+    from .known_runs import keep_unknown_revision, known_identity, match
     from .manifest import load_manifest
     from .runner import Precompute
 
@@ -491,6 +491,7 @@ def plan_sweep(sweep: Sweep, store) -> Plan:
                     raise SweepError(f"{sweep.path}:{line or d.line}: datasets {d.name!r} with models {name!r}: "
                                      f"{exc}") from None
             known = known_identity(probe)
+            keep_unknown_revision(known, name, stored, opts.get("revision"))
             pair_done = True
             for p in job.plan(known.adapter, name, known.info):
                 n = len(Precompute.run_items(p, manifest.items))
