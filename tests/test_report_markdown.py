@@ -6,7 +6,6 @@ the number of items (RankMe <= min(N, d)) is said so."""
 import html
 import re
 
-import numpy as np
 import pytest
 
 from analysis.report.markdown import md_block, md_cell, md_inline
