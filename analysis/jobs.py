@@ -23,6 +23,7 @@ Status (``status.json``)::
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
@@ -107,6 +108,21 @@ def latest(store) -> dict | None:
     return status(dirs[-1]) if dirs else None
 
 
+@contextlib.contextmanager
+def _start_lock(root: Path):
+    """An exclusive ``flock`` on ``root/start.lock`` for the block: between processes, and between
+    threads of one process too (each ``open`` is its own open file description, and flock locks
+    conflict across descriptions). Released when the file closes, also when the holder dies."""
+    import fcntl
+
+    with open(root / "start.lock", "a") as fh:
+        fcntl.flock(fh.fileno(), fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
+
+
 def start(store, kind: str, *, csv: bytes | None = None, jobs: int | None = None) -> dict:
     """Start a background job on ``store`` and return its first status at once.
 
@@ -119,23 +135,27 @@ def start(store, kind: str, *, csv: bytes | None = None, jobs: int | None = None
         raise ValueError(f"unknown job kind {kind!r}; expected one of {', '.join(KINDS)}")
     if kind == "import" and not csv:
         raise ValueError("an import job needs the CSV's bytes")
-    running = latest(store)
-    if running is not None and running.get("state") == "running":
-        return running
     root = jobs_dir(store)
     root.mkdir(parents=True, exist_ok=True)
-    job_id = time.strftime("%Y%m%d-%H%M%S") + f"-{time.time_ns() % 10**9:09d}-{kind}"
-    job_dir = root / job_id
-    job_dir.mkdir()
-    spec = {"id": job_id, "kind": kind, "store": str(Path(store).resolve()), "jobs": int(jobs or 1)}
-    if csv:
-        (job_dir / "upload.csv").write_bytes(csv)
-        spec["csv"] = str(job_dir / "upload.csv")
-    _write_json(job_dir / "spec.json", spec)
-    # the status exists before the child does: a page never finds a job directory without one
-    _write_json(job_dir / "status.json", {"id": job_id, "kind": kind, "state": "running", "step": "starting",
-                                          "message": "", "lines": 0, "pid": None, "started": time.time(),
-                                          "finished": None})
+    # check-then-create under one lock: without it, pages starting at once each saw no running job
+    # and each started one. The job's status.json ("running") is written before the lock is let go,
+    # so the next starter's check finds it.
+    with _start_lock(root):
+        running = latest(store)
+        if running is not None and running.get("state") == "running":
+            return running
+        job_id = time.strftime("%Y%m%d-%H%M%S") + f"-{time.time_ns() % 10**9:09d}-{kind}"
+        job_dir = root / job_id
+        job_dir.mkdir()
+        spec = {"id": job_id, "kind": kind, "store": str(Path(store).resolve()), "jobs": int(jobs or 1)}
+        if csv:
+            (job_dir / "upload.csv").write_bytes(csv)
+            spec["csv"] = str(job_dir / "upload.csv")
+        _write_json(job_dir / "spec.json", spec)
+        # the status exists before the child does: a page never finds a job directory without one
+        _write_json(job_dir / "status.json", {"id": job_id, "kind": kind, "state": "running", "step": "starting",
+                                              "message": "", "lines": 0, "pid": None, "started": time.time(),
+                                              "finished": None})
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO)] + [p for p in [os.environ.get("PYTHONPATH")] if p])}
     with open(job_dir / "output.txt", "wb") as out:
         child = subprocess.Popen([sys.executable, "-m", "analysis.jobs", "run", str(job_dir)], cwd=str(REPO), env=env,

@@ -59,6 +59,7 @@ def cmd_precompute(args) -> int:
         shard=args.shard, allow_fewer_captions=args.allow_fewer_captions, trust_remote_code=args.trust_remote_code,
         caption_order=args.caption_order, caption_seed=args.caption_seed, prompt_template=args.prompt_template,
         blocks=args.blocks, random_init=args.random_init, named_layers=args.named_layers,
+        revision=args.revision, cache_dir=args.cache_dir,
     )
     job = dict(store=args.store, manifest=manifest, dataset=args.dataset, models=args.model, names=args.name,
                modality=args.modality, options=options, progress=not args.quiet)
@@ -107,6 +108,16 @@ def cmd_runs_rename(args) -> int:
     return 0
 
 
+def cmd_runs_tag(args) -> int:
+    from .manage import tag_runs
+
+    remove = args.action == "untag"
+    out = tag_runs(_runs_store(args), [args.run_id], args.tags, remove=remove)
+    print(f"runs {args.action}: {args.run_id} {'lost' if remove else 'has'} tag(s) {', '.join(sorted(set(args.tags)))} "
+          f"({out['changed']} change(s)); `layerscope runs --store {args.store} --tag TAG` lists runs by tag")
+    return 0
+
+
 def cmd_runs(args) -> int:
     from analysis.storage.store import list_runs
 
@@ -115,14 +126,22 @@ def cmd_runs(args) -> int:
     if not runs:
         print(f"{args.store}: no runs yet. Start with `layerscope precompute ...` or `layerscope demo`.")
         return 0
+    if args.tag:  # runs holding every tag asked for
+        wanted = set(args.tag)
+        runs = [r for r in runs if wanted <= set(r["tags"])]
+        if not runs:
+            print(f"{args.store}: no run has tag(s) {', '.join(sorted(wanted))}")
+            return 0
     # DuckDB lets a store be read only while no process writes it: this read succeeding means the
     # process that marked a run `running` is gone (killed, crashed), so the run is interrupted
     for r in runs:
         if r["status"] == "running":
             r["status"] = "interrupted"
-    header = ("dataset", "model", "modality", "n_f", "n_c", "variant", "status", "items", "layers", "dim", "run_id")
+    header = ("dataset", "model", "modality", "n_f", "n_c", "variant", "status", "items", "layers", "dim", "run_id",
+              "tags")
     rows = [(r["dataset"], r["model"], r["modality"], r["n_frames"] or "-", r["n_captions"] or "-", r["variant"],
-             r["status"], f"{r['n_done']}/{r['n_items']}", r["n_layers"], r["dim"], r["run_id"]) for r in runs]
+             r["status"], f"{r['n_done']}/{r['n_items']}", r["n_layers"], r["dim"], r["run_id"],
+             ",".join(r["tags"]) or "-") for r in runs]
     widths = [max(len(str(x)) for x in col) for col in zip(header, *rows)]
     for row in [header, *rows]:
         print("  ".join(str(x).ljust(w) for x, w in zip(row, widths)))
@@ -191,6 +210,11 @@ def _register_precompute(sub):
                    "remote-code, timm and open_clip models)")
     p.add_argument("--random-init", action="store_true", help="build each model with seeded random weights "
                    "(the standard control; labelled random_init in the store, '-random-init' in the default name)")
+    p.add_argument("--revision", metavar="REV", help="hub models: the branch, tag or commit to load (default: main); "
+                   "the commit it resolves to is stored as the model's revision and is part of each run's identity. "
+                   "Refused for a local folder (its revision is its content hash)")
+    p.add_argument("--cache-dir", metavar="DIR", help="hub models: where downloads are cached and looked up "
+                   "(default: huggingface_hub's, under HF_HOME); with HF_HUB_OFFLINE=1 only this cache is read")
     p.add_argument("--named-layers", action=argparse.BooleanOptionalAction, default=DEFAULTS.named_layers,
                    help="transformers models: also store the model's default output (`default`) and, for "
                    "CLIP/SigLIP/X-CLIP, the projected joint embedding (`joint`) after the numbered layers (on by "
@@ -201,9 +225,11 @@ def _register_precompute(sub):
     p.set_defaults(func=cmd_precompute)
     r = sub.add_parser("runs", help="list the runs a store holds; remove runs (rm) or rename a model (rename)",
                        epilog="examples:\n  layerscope runs --store S\n  layerscope runs rm --store S RUN_ID [RUN_ID ...]\n"
-                              "  layerscope runs rm --store S --model NAME\n  layerscope runs rename --store S OLD NEW",
+                              "  layerscope runs rm --store S --model NAME\n  layerscope runs rename --store S OLD NEW\n"
+                              "  layerscope runs tag --store S RUN_ID baseline v2\n  layerscope runs --store S --tag baseline",
                        formatter_class=argparse.RawDescriptionHelpFormatter)
     r.add_argument("--store", help="the store (required)")
+    r.add_argument("--tag", action="append", metavar="TAG", help="only runs with this tag (repeatable: every tag)")
     r.set_defaults(func=cmd_runs)
     rsub = r.add_subparsers(dest="action", metavar="ACTION")
     rm = rsub.add_parser("rm", help="remove runs (their embeddings) by id, or a whole model with --model; results "
@@ -218,6 +244,13 @@ def _register_precompute(sub):
     rn.add_argument("new")
     rn.add_argument("--store", dest="sub_store", help="the store")
     rn.set_defaults(func=cmd_runs_rename)
+    for action, what in (("tag", "add tags to a run (shown by `runs`, filtered by `runs --tag`)"),
+                         ("untag", "take tags off a run")):
+        t = rsub.add_parser(action, help=what)
+        t.add_argument("run_id", metavar="RUN_ID")
+        t.add_argument("tags", nargs="+", metavar="TAG", help="words without spaces or commas")
+        t.add_argument("--store", dest="sub_store", help="the store")
+        t.set_defaults(func=cmd_runs_tag)
 
 
 def cmd_models(args) -> int:
@@ -364,6 +397,11 @@ def _register_sweep(sub):
     r.set_defaults(func=cmd_sweep_run)
 
 
+#: commands that read or change an existing store: a --store that does not exist is refused as
+#: such (DuckDB would create an empty one and the command would answer "no runs yet")
+STORE_MUST_EXIST = frozenset({"analyze", "map", "downstream", "report", "runs", "migrate"})
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -371,6 +409,10 @@ def main(argv: list[str] | None = None) -> int:
         parser.print_help()
         return 2
     try:
+        if args.command in STORE_MUST_EXIST and getattr(args, "store", None) is not None:
+            from analysis.storage.store import check_store_path
+
+            check_store_path(args.store, must_exist=True)  # a typo must not leave a new, empty store
         return int(args.func(args) or 0)
     except KeyboardInterrupt:
         print("interrupted; finished batches are kept and a rerun resumes", file=sys.stderr)

@@ -74,12 +74,25 @@ def _prompts(probe):
         from transformers import AutoProcessor
 
         try:
-            shell.processor = AutoProcessor.from_pretrained(probe.source, trust_remote_code=probe.trust)
+            shell.processor = AutoProcessor.from_pretrained(probe.source, trust_remote_code=probe.trust,
+                                                             **getattr(probe, "hub", {}))
         except Exception:  # the load reports it; meanwhile no stored run matches an unknown prompt
             return lambda side: None
     else:
         shell.processor = None
     return shell.prompt_format
+
+
+def keep_unknown_revision(known: KnownIdentity, name: str, stored: list[dict], explicit_revision) -> None:
+    """Plan a hub model whose stored runs say revision ``unknown`` (made while transformers 5 left
+    hub commits unrecorded) with that revision, as :meth:`precompute.runner.Precompute.run_model`
+    then runs it, so the plan agrees with the run: only when no ``--revision`` was asked for."""
+    info = known.info
+    if explicit_revision or not info.revision or info.revision == "unknown":
+        return
+    if any(r["config"].get("model") == name and r["config"].get("source") == info.source
+           and r["config"].get("revision") == "unknown" for r in stored):
+        info.revision = "unknown"
 
 
 def stored_runs(con) -> list[dict]:

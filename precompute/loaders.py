@@ -65,6 +65,85 @@ def parse_kwargs(text: str, spec: str) -> dict:
     return out
 
 
+#: longest error line a library's own message may make (open_clip lists every architecture it has)
+MESSAGE_CHARS = 200
+
+
+def short(message: str, limit: int = MESSAGE_CHARS) -> str:
+    """``message`` on one line, cut to ``limit`` characters (with an ellipsis)."""
+    text = " ".join(str(message).split())
+    return text if len(text) <= limit else text[:limit - 1] + "…"
+
+
+def _close(word: str, choices) -> str:
+    import difflib
+
+    near = difflib.get_close_matches(word, list(choices), n=3, cutoff=0.6)
+    return f" (closest: {', '.join(near)})" if near else ""
+
+
+def check_open_clip_name(open_clip, arch: str, pretrained, spec: str, random_init: bool) -> None:
+    """A one-line :class:`ModelError` for an architecture open_clip does not have, or weights it does
+    not list for it, saying how to list the valid ones (open_clip's own message lists them all)."""
+    if arch not in open_clip.list_models():
+        raise ModelError(f"--model {spec}: open_clip has no architecture {arch!r}{_close(arch, open_clip.list_models())}; "
+                         "list them: python -c \"import open_clip; print(open_clip.list_models())\"")
+    if pretrained and not random_init:
+        tags = open_clip.list_pretrained_tags_by_model(arch)
+        if tags and pretrained not in tags and not Path(pretrained).exists():
+            raise ModelError(short(f"--model {spec}: open_clip has no weights {pretrained!r} for {arch} "
+                                   f"(it has: {', '.join(tags)})"))
+
+
+def _option_default(name: str, key: str):
+    """The default of keyword ``key`` in the timm model class built by ``name``'s entry point: the
+    first ``nn.Module`` class of the entry point's module whose ``__init__`` takes ``key`` (timm
+    passes keywords through to it). ``inspect.Parameter.empty`` when none is found."""
+    import inspect
+    import sys
+
+    from timm.models import model_entrypoint
+
+    module = sys.modules.get(model_entrypoint(name).__module__)
+    best, most = inspect.Parameter.empty, -1
+    for obj in vars(module).values() if module else ():
+        if inspect.isclass(obj) and issubclass(obj, torch.nn.Module) and obj.__module__ == module.__name__:
+            try:
+                params = inspect.signature(obj.__init__).parameters
+            except (TypeError, ValueError):
+                continue
+            # the model class itself takes the most keywords (its blocks take a few of the same names)
+            if key in params and params[key].default is not inspect.Parameter.empty and len(params) > most:
+                best, most = params[key].default, len(params)
+    return best
+
+
+#: how an option's expected type is named in messages
+TYPE_WORDS = {bool: "true or false (True, False)", int: "an integer", float: "a number", tuple: "a tuple, e.g. (1, 2)",
+              list: "a list, e.g. [1, 2]"}
+
+
+def timm_option_error(name: str, kwargs: dict, spec: str) -> str | None:
+    """One line naming the ``?key=value`` option that cannot be right: a value left as text (it did
+    not parse as a number, tuple or bool) where the model's default is a number, tuple or bool. None
+    when no option explains the failure."""
+    import inspect
+
+    for key, value in kwargs.items():
+        if not isinstance(value, str):
+            continue
+        try:
+            default = _option_default(name, key)
+        except Exception:  # an unknown entry point: timm's own message says so
+            return None
+        if default is inspect.Parameter.empty or isinstance(default, str) or default is None:
+            continue
+        want = TYPE_WORDS.get(type(default), f"a {type(default).__name__}")
+        return (f"--model {spec}: option {key}={value!r} is not {want}; {name} takes {key} as {want} "
+                f"(default {key}={default!r})")
+    return None
+
+
 class HookRun:
     """``run`` through :class:`~precompute.hooks.BlockCapture` plus the named layers.
 
@@ -241,8 +320,11 @@ class TimmAdapter(ImageFrames, _Standalone):
         try:
             model = timm.create_model(name, pretrained=not self.random_init, num_classes=0, **kwargs)
         except Exception as exc:
+            bad = timm_option_error(name, kwargs, self.spec) if isinstance(exc, (TypeError, ValueError)) else None
+            if bad:
+                raise ModelError(bad) from None
             hint = "" if self.random_init else " (pretrained weights come from the hub; --random-init builds it offline)"
-            raise ModelError(f"timm cannot create {name!r}: {type(exc).__name__}: {exc}{hint}") from None
+            raise ModelError(short(f"timm cannot create {name!r}: {type(exc).__name__}: {exc}") + hint) from None
         self.model_type = f"timm:{name}"
         size = kwargs.get("img_size")  # a size given to create_model wins over the pretrained config's
         args = {"input_size": (3, *(size if isinstance(size, (tuple, list)) else (size, size)))} if size else {}
@@ -325,15 +407,17 @@ class OpenClipAdapter(ImageFrames, _Standalone):
                 f.suffix in (".safetensors", ".bin", ".pt", ".pth") for f in Path(arch[len("local-dir:"):]).glob("*")):
             raise ModelError(f"--model {self.spec}: the folder holds no open_clip weights "
                              "(*.safetensors, *.bin, *.pt); pass --random-init for random weights")
+        if not arch.startswith(("hf-hub:", "local-dir:")):
+            check_open_clip_name(open_clip, arch, pretrained, self.spec, self.random_init)
         torch.manual_seed(RANDOM_SEED)
         try:
             model, _, preprocess = open_clip.create_model_and_transforms(
                 arch, pretrained=pretrained, load_weights=not self.random_init)
             self.tokenizer = open_clip.get_tokenizer(arch) if self.modality == "text" else None
         except Exception as exc:
-            raise ModelError(f"open_clip cannot create {arch!r}"
-                             f"{'' if pretrained is None else ' with weights ' + repr(pretrained)}: "
-                             f"{type(exc).__name__}: {exc}") from None
+            raise ModelError(short(f"open_clip cannot create {arch!r}"
+                                   f"{'' if pretrained is None else ' with weights ' + repr(pretrained)}: "
+                                   f"{type(exc).__name__}: {exc}")) from None
         self.model_type = f"open_clip:{arch}"
         self.transform = preprocess
         self.model_config = {"arch": arch, "pretrained": pretrained}

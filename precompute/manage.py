@@ -1,4 +1,5 @@
-"""Removing runs and renaming models in a store: each one transaction, refused whole on bad input.
+"""Removing runs, renaming models and tagging runs in a store: each one transaction, refused whole on
+bad input.
 
 Result tables are caches of what ``analyze`` computed from the runs: results that read a removed
 run, and the study results of its dataset, are dropped with it (the next ``analyze`` recomputes
@@ -81,6 +82,8 @@ def remove_runs(store, run_ids=(), *, model: str | None = None) -> dict:
                                                   [run_id]).fetchone()[0]
                     con.execute(f"DELETE FROM {table} WHERE run_id = ?", [run_id])
                 con.execute("DELETE FROM runs WHERE run_id = ?", [run_id])
+                if "run_tags" in tables:
+                    con.execute("DELETE FROM run_tags WHERE run_id = ?", [run_id])
             out["results"] = _drop_results(con, runs=run_ids, datasets={r[2] for r in rows},
                                            models=[model] if model else [])
             if model is not None:
@@ -91,6 +94,52 @@ def remove_runs(store, run_ids=(), *, model: str | None = None) -> dict:
                 if has_paper_names(con):
                     con.execute("DELETE FROM paper_names WHERE kind = 'model' AND name = ?", [model])
         return out
+    finally:
+        con.close()
+
+
+def _check_tags(tags) -> list[str]:
+    """The tags as given, refused whole when one is empty or holds a space or a comma (it would not
+    survive ``runs --tag`` or the listing's comma-separated column)."""
+    bad = [t for t in tags if not t or any(c.isspace() or c == "," for c in t)]
+    if bad or not tags:
+        raise StoreError(f"tag(s) {bad!r} are not tags: a tag is a non-empty word without spaces or commas "
+                         "(e.g. baseline, v2-data)" if bad else "name at least one tag")
+    return sorted(set(tags))
+
+
+def _known_runs(con, store, run_ids) -> None:
+    have = {r[0] for r in con.execute("SELECT run_id FROM runs WHERE run_id IN (SELECT unnest(?))",
+                                      [list(run_ids) or [""]]).fetchall()}
+    unknown = sorted(set(run_ids) - have)
+    if unknown:
+        raise StoreError(f"store {store} has no run(s) {', '.join(unknown)}; `layerscope runs --store {store}` "
+                         "lists them (nothing was changed)")
+
+
+def tag_runs(store, run_ids, tags, *, remove: bool = False) -> dict:
+    """Add ``tags`` to each of ``run_ids`` (``remove``: take them off), in one transaction; tags a
+    run already has (or lacks) are left as they are. Unknown runs or bad tags: StoreError naming
+    them, nothing changed. Returns ``{"runs": n, "changed": rows added or removed}``."""
+    from analysis.storage.schema import create_all
+
+    tags = _check_tags(list(tags))
+    if not run_ids:
+        raise StoreError("name the run(s) to tag (run ids, see `layerscope runs`)")
+    con = _open(store)
+    try:
+        _known_runs(con, store, run_ids)
+        pairs = [(r, t) for r in sorted(set(run_ids)) for t in tags]
+        with transaction(con):
+            create_all(con, str(store))  # a store made before run tags gains the table
+            before = con.execute("SELECT count(*) FROM run_tags").fetchone()[0]
+            for run_id, tag in pairs:
+                if remove:
+                    con.execute("DELETE FROM run_tags WHERE run_id = ? AND tag = ?", [run_id, tag])
+                else:
+                    con.execute("INSERT INTO run_tags VALUES (?, ?, now()) ON CONFLICT DO NOTHING", [run_id, tag])
+            after = con.execute("SELECT count(*) FROM run_tags").fetchone()[0]
+        return {"runs": len(set(run_ids)), "changed": abs(after - before)}
     finally:
         con.close()
 
@@ -109,6 +158,8 @@ def _rekey_runs(con, old: str, new: str) -> int:
                     [new_id, json.dumps({**config, "model": new}), run_id])
         if dim and embedding_table(dim) in tables:
             con.execute(f"UPDATE {embedding_table(dim)} SET run_id = ? WHERE run_id = ?", [new_id, run_id])
+        if "run_tags" in tables:  # the run keeps its tags under its new id
+            con.execute("UPDATE run_tags SET run_id = ? WHERE run_id = ?", [new_id, run_id])
         n += 1
     return n
 

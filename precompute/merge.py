@@ -22,7 +22,7 @@ from pathlib import Path
 
 from analysis.storage.results import rows
 from analysis.storage.schema import create_all, embedding_table, embedding_writer_settings, ensure_embedding_table
-from analysis.storage.store import StoreError, connect, transaction
+from analysis.storage.store import StoreError, connect, run_tags, transaction
 
 from .writer import identity_of, insert_arrow, run_id_for
 
@@ -162,6 +162,9 @@ def _write_full_run(con, full_id, parts):
             try:
                 table = s.sql(f"SELECT layer, idx, vec FROM {embedding_table(run['dim'])} WHERE run_id = $r",
                               params={"r": run["run_id"]}).to_arrow_table()
+                tags = run_tags(s).get(run["run_id"], [])
             finally:
                 s.close()
             insert_arrow(con, target, table, "?, layer, idx, vec", [full_id])
+            for tag in tags:  # a merged run carries the tags of each of its shards
+                con.execute("INSERT INTO run_tags VALUES (?, ?, now()) ON CONFLICT DO NOTHING", [full_id, tag])

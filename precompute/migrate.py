@@ -11,6 +11,8 @@ are kept: their numbers do not depend on the storage layout.
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 
 from analysis.storage.schema import (
@@ -59,6 +61,8 @@ def migrate_store(path, *, log=print) -> dict:
             n_vectors = 0
             if version == 2:
                 n_vectors = sum(_copy_run_v2(con, run_id, dim) for run_id, dim in runs)
+                for run_id, reason in _unfinish_incomplete_runs(con):
+                    log(f"{path}: run {run_id}: {reason}")
                 con.execute("DROP TABLE embeddings")
             if version <= 4:
                 _rebuild_downstream_v5(con)
@@ -91,6 +95,50 @@ def _copy_run_v2(con, run_id: str, dim: int) -> int:
                            np.concatenate(vecs).reshape(-1, dim))
     insert_arrow(con, target, table, "run_id, layer, idx, vec")
     return len(table)
+
+
+def _complete_prefix(present: list[set[int]]) -> tuple[int, list[int]]:
+    """``(n, missing)`` for one run's stored item positions per layer: ``n`` items, in position
+    order, are stored in every layer before the first one some layer lacks; ``missing``: positions
+    some layer lacks (among those any layer holds, or gaps in the positions' sequence, which a
+    version-2 writer, writing batches of consecutive items, never left)."""
+    union = sorted(set().union(*present)) if present else []
+    whole = set.intersection(*present) if present else set()
+    n = 0
+    for i, pos in enumerate(union):
+        if pos not in whole or (i and pos != union[i - 1] + 1):
+            break
+        n += 1
+    missing = [p for p in union if p not in whole]
+    return n, missing
+
+
+def _unfinish_incomplete_runs(con) -> list[tuple[str, str]]:
+    """Version-2 runs marked done whose blocks do not cover every item of every layer (a block lost
+    from the store): marked ``running`` with ``n_done`` at their first missing item, so that ``runs``
+    calls them interrupted and rerunning their precompute command recomputes the rest (it keeps the
+    first ``n_done`` items by position and drops the others). The reason goes into the run's config
+    (``incomplete``). Returns ``[(run_id, reason)]``."""
+    out = []
+    runs = con.execute("SELECT run_id, n_items, n_layers FROM runs WHERE status = 'done'").fetchall()
+    for run_id, n_items, n_layers in runs:
+        present = [set() for _ in range(n_layers)]
+        for layer, first, n in con.execute("SELECT layer, first_idx, n_items FROM embeddings WHERE run_id = ?",
+                                           [run_id]).fetchall():
+            if 0 <= layer < n_layers:
+                present[layer].update(range(first, first + n))
+        n_done, missing = _complete_prefix(present)
+        if n_done >= n_items and not missing:
+            continue
+        lacking = [layer for layer, have in enumerate(present) if len(have) < n_items]
+        reason = (f"version-2 blocks missing (layers {lacking}, {n_items - min(map(len, present), default=0)} "
+                  f"of {n_items} items at most); {n_done} whole item(s) kept, marked unfinished: rerun its "
+                  "precompute command to compute the rest")
+        con.execute("UPDATE runs SET status = 'running', n_done = ?, finished = NULL, "
+                    "config = json_merge_patch(config, ?) WHERE run_id = ?",
+                    [n_done, json.dumps({"incomplete": reason}), run_id])
+        out.append((run_id, reason))
+    return out
 
 
 def _rebuild_downstream_v5(con) -> int:

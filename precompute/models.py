@@ -140,6 +140,22 @@ def check_local_weights(path: Path) -> None:
                              "download or save the model again")
 
 
+def hub_commit(repo_id: str, hub: dict) -> str | None:
+    """The commit a hub model's files come from: the ``snapshots/<commit>/`` folder its config.json
+    resolves to in the hub cache (``hub``: ``revision``, ``cache_dir``), or None. transformers 5 no
+    longer sets ``config._commit_hash``, which is what older versions recorded."""
+    import re
+
+    from transformers.utils import cached_file
+
+    try:
+        path = cached_file(repo_id, "config.json", **hub)
+    except Exception:  # offline without a cached copy: the config load has already said so
+        return None
+    found = re.search(r"[/\\]snapshots[/\\]([0-9a-f]{40})[/\\]", str(path or ""))
+    return found.group(1) if found else None
+
+
 def local_revision(path: Path) -> str:
     """Content hash of a local model folder: config and weight files (name, size, bytes)."""
     h = hashlib.sha256()
@@ -274,7 +290,7 @@ class Adapter:
 
     def __init__(self, spec: str, *, device="cpu", dtype="float32", trust_remote_code=False,
                  modality: str | None = None, prompt_template: str = "auto", blocks: str | None = None,
-                 random_init: bool = False, named_layers: bool = False):
+                 random_init: bool = False, named_layers: bool = False, hub: dict | None = None):
         from transformers import AutoConfig
 
         self.spec = spec
@@ -294,9 +310,15 @@ class Adapter:
         local = Path(spec)
         self.is_local = local.exists()
         self.source = str(local.resolve()) if self.is_local else spec
+        #: from_pretrained's hub keywords (``revision``, ``cache_dir``) for every file of the model
+        self.hub = dict(hub or {})
+        if self.is_local and self.hub.get("revision"):
+            # a folder has one version; its revision is its content hash (models.local_revision)
+            raise ModelError(f"--revision {self.hub['revision']}: {spec} is a local folder, which holds one version "
+                             "(stored as its content hash); --revision applies to hub ids")
         offline = None if self.is_local else hub_offline()
         try:
-            self.config = AutoConfig.from_pretrained(self.source, trust_remote_code=trust_remote_code)
+            self.config = AutoConfig.from_pretrained(self.source, trust_remote_code=trust_remote_code, **self.hub)
         except Exception as exc:
             hint = "" if self.is_local else (
                 f" (no such local folder, and {offline}: as a hub id it needs a cached copy)" if offline else
@@ -325,7 +347,7 @@ class Adapter:
     # ---- loading -----------------------------------------------------------------
     def _load_kwargs(self):
         # transformers prefers model.safetensors over pickled .bin weights when both exist
-        return {"trust_remote_code": self.trust, "dtype": self.dtype}
+        return {"trust_remote_code": self.trust, "dtype": self.dtype, **getattr(self, "hub", {})}
 
     def _pretrained(self, cls):
         """``cls.from_pretrained(source)``, or with ``--random-init`` ``cls.from_config`` under the
@@ -382,7 +404,7 @@ class Adapter:
             return f"random-init-seed{RANDOM_SEED}-" + hashlib.sha256(
                 self.config.to_json_string(use_diff=False).encode()).hexdigest()[:16]
         return local_revision(Path(self.source)) if self.is_local else (
-            getattr(self.config, "_commit_hash", None) or "unknown")
+            getattr(self.config, "_commit_hash", None) or hub_commit(self.source, getattr(self, "hub", {})) or "unknown")
 
     def planned_layers(self):
         """``(n_layers, dim, layer_names)`` a load will give, from the config alone (what ``sweep plan``
@@ -668,12 +690,12 @@ class VisionAdapter(Adapter):
         from transformers import AutoImageProcessor, AutoModel
 
         try:
-            self.processor = AutoImageProcessor.from_pretrained(self.source, trust_remote_code=self.trust)
+            self.processor = AutoImageProcessor.from_pretrained(self.source, trust_remote_code=self.trust, **getattr(self, "hub", {}))
         except Exception as exc:
             try:
                 from transformers import AutoVideoProcessor
 
-                self.processor = AutoVideoProcessor.from_pretrained(self.source, trust_remote_code=self.trust)
+                self.processor = AutoVideoProcessor.from_pretrained(self.source, trust_remote_code=self.trust, **getattr(self, "hub", {}))
             except Exception:
                 raise ModelError(f"cannot load the image/video processor of {self.spec!r}: {exc}") from None
         mt = self.config.model_type
@@ -762,7 +784,7 @@ class TextAdapter(Adapter):
         from transformers import AutoModel, AutoTokenizer
 
         try:
-            self.tokenizer = AutoTokenizer.from_pretrained(self.source, trust_remote_code=self.trust)
+            self.tokenizer = AutoTokenizer.from_pretrained(self.source, trust_remote_code=self.trust, **getattr(self, "hub", {}))
         except Exception as exc:
             raise ModelError(f"cannot load the tokenizer of {self.spec!r}: {exc}") from None
         if self.tokenizer.pad_token is None:
@@ -845,7 +867,7 @@ class MllmAdapter(Adapter):
         from transformers import AutoProcessor
 
         try:
-            self.processor = AutoProcessor.from_pretrained(self.source, trust_remote_code=self.trust)
+            self.processor = AutoProcessor.from_pretrained(self.source, trust_remote_code=self.trust, **getattr(self, "hub", {}))
         except Exception as exc:
             raise ModelError(f"cannot load the processor of {self.spec!r}: {exc}") from None
         model = None

@@ -40,6 +40,10 @@ class PrecomputeOptions:
     random_init: bool = False
     #: also store ``default`` (and ``joint``) after the numbered layers of transformers models
     named_layers: bool = True
+    #: hub models: the branch, tag or commit to load (default: the hub's main); refused for a local folder
+    revision: str | None = None
+    #: hub models: where downloads are cached (default: huggingface_hub's, HF_HOME)
+    cache_dir: str | None = None
 
     def __post_init__(self):
         for name in ("frames", "captions", "variants"):

@@ -54,6 +54,37 @@ def import_ray():
     return ray
 
 
+#: seconds to wait for a TCP connection to a cluster address before calling it unreachable
+PROBE_TIMEOUT_S = 5.0
+
+
+def host_port(address: str) -> tuple[str, int] | None:
+    """``(host, port)`` of ``HOST:PORT`` or ``ray://HOST:PORT`` (IPv6 in brackets), else None (``auto``,
+    a bare host: Ray resolves those itself)."""
+    rest = address[len("ray://"):] if address.startswith("ray://") else address
+    host, sep, port = rest.rpartition(":")
+    if not sep or not port.isdigit() or not host:
+        return None
+    return host.strip("[]"), int(port)
+
+
+def check_reachable(address: str, timeout: float = PROBE_TIMEOUT_S) -> None:
+    """Refuse, in at most ``timeout`` seconds, an address where nothing accepts a TCP connection.
+    ``ray.init`` does not give up on such an address: it retries for ever, warning every 30 s."""
+    import socket
+
+    target = host_port(address)
+    if target is None:
+        return
+    try:
+        with socket.create_connection(target, timeout=timeout):
+            return
+    except OSError as exc:
+        why = "timed out" if isinstance(exc, socket.timeout) else (exc.strerror or type(exc).__name__).lower()
+        raise ValueError(f"--ray {address}: nothing answers at {target[0]}:{target[1]} ({why}); start the cluster "
+                         "there (`ray start --head`), check the address and port, or pass --ray local") from None
+
+
 class RaySession:
     """Connect to Ray for the duration of a ``with`` block (at the first :meth:`connect`).
 
@@ -84,6 +115,7 @@ class RaySession:
                 ray.init(address="local", num_cpus=self.num_cpus, include_dashboard=False,
                          log_to_driver=False, configure_logging=False)
             else:
+                check_reachable(self.address)
                 ray.init(address=self.address, log_to_driver=False)
         except Exception as exc:  # no cluster at that address, version mismatch, ...
             first = (str(exc).strip().splitlines() or [""])[0]
@@ -260,7 +292,7 @@ class RayPrecompute(Precompute):
             threads = torch.get_num_threads()
         opts = {"device": self.device, "dtype": self.dtype, "trust_remote_code": self.trust,
                 "modality": modality, "prompt_template": self.prompt_template, "blocks": self.blocks,
-                "random_init": self.random_init, "named_layers": self.named_layers}
+                "random_init": self.random_init, "named_layers": self.named_layers, "hub": self.hub}
         cls = _model_class(ray)
         actors = [cls.options(num_cpus=1, num_gpus=self.gpus).remote(spec, opts, threads, os.environ.get(KILL_ENV))
                   for _ in range(self.replicas)]

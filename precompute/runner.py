@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import math
@@ -165,7 +166,8 @@ class Precompute:
                  allow_fewer_captions=DEFAULTS.allow_fewer_captions, trust_remote_code=DEFAULTS.trust_remote_code,
                  progress=True, out=None, caption_order=DEFAULTS.caption_order, caption_seed=DEFAULTS.caption_seed,
                  prompt_template=DEFAULTS.prompt_template, blocks=DEFAULTS.blocks,
-                 random_init=DEFAULTS.random_init, named_layers=DEFAULTS.named_layers):
+                 random_init=DEFAULTS.random_init, named_layers=DEFAULTS.named_layers, revision=DEFAULTS.revision,
+                 cache_dir=DEFAULTS.cache_dir):
         self.w = writer
         self.manifest = manifest
         self.dataset = dataset
@@ -188,6 +190,8 @@ class Precompute:
         # transformers models also store default / joint (issue #15); part of each run's identity,
         # so named_layers=False reproduces the run ids of stores made before they were stored
         self.named_layers = bool(named_layers)
+        #: hub models: which revision, and where the hub's files are cached (from_pretrained's own keywords)
+        self.hub = {k: v for k, v in (("revision", revision), ("cache_dir", cache_dir)) if v}
         self.out = out or sys.stderr  # resolved at call time, so redirected stderr is honoured
         self.summary = Summary()
         self.frames_cache = FrameCache(self._wanted_frames)
@@ -303,22 +307,23 @@ class Precompute:
         actor instead; :meth:`run_model` needs ``info()``, ``prompt_format(side)`` and ``device``)."""
         return load_adapter(spec, device=self.device, dtype=self.dtype, trust_remote_code=self.trust,
                             modality=modality, prompt_template=self.prompt_template, blocks=self.blocks,
-                            random_init=self.random_init, named_layers=self.named_layers)
+                            random_init=self.random_init, named_layers=self.named_layers, hub=self.hub)
 
     def probe(self, spec: str, modality: str | None):
         """The config-only adapter of ``spec`` with this job's options (no weights)."""
         return probe_model(spec, device=self.device, dtype=self.dtype, trust_remote_code=self.trust, modality=modality,
                            prompt_template=self.prompt_template, blocks=self.blocks, random_init=self.random_init,
-                           named_layers=self.named_layers)
+                           named_layers=self.named_layers, hub=self.hub)
 
     def all_done(self, probe, name: str) -> int:
         """The number of this model's planned runs when the store holds every one of them done (told
         from the config alone, by the rule ``sweep plan`` uses: :mod:`precompute.known_runs`), else 0."""
-        from .known_runs import known_identity, match, stored_runs
+        from .known_runs import keep_unknown_revision, known_identity, match, stored_runs
 
         known = known_identity(probe)
-        plans = self.plan(known.adapter, name, known.info)
         stored = stored_runs(self.w.con)
+        keep_unknown_revision(known, name, stored, self.hub.get("revision"))
+        plans = self.plan(known.adapter, name, known.info)
         items = [self.manifest.items[i] for i in self.items_range]
         done = plans and all(match(p, known, stored, len(self.run_items(p, items)))[1] == "done" for p in plans)
         return len(plans) if done else 0
@@ -346,6 +351,18 @@ class Precompute:
             self.pool.submit(lambda: [self.frames_cache.get(v) for v in first])
         adapter = self.load_model(spec, modality)
         info = pinned_revision(adapter.info(), probe)
+        stored = self.w.moved_from(name, info)
+        if stored is not None:  # the folder moved: same content hash, so the same model and runs
+            print(f"note: {name}: {info.source} holds the same weights (revision {info.revision}) as {stored}, "
+                  "where its runs were made; they are used as its runs (done ones skipped, unfinished ones "
+                  "resumed)", file=sys.stderr)
+            info = dataclasses.replace(info, source=stored)
+        if not self.hub.get("revision") and self.w.stored_without_commit(name, info):
+            # its runs' identities hold "unknown": keep it, or every stored run would be computed again
+            print(f"note: {name} is stored without its hub commit (revision unknown); its runs are used as they "
+                  f"are (the files loaded now are commit {info.revision}). To pin the commit: `layerscope runs rm "
+                  f"--store STORE --model {name}` and precompute again", file=sys.stderr)
+            info = dataclasses.replace(info, revision="unknown")
         self.w.put_model(name, info)
         plans = self.plan(adapter, name, info)
         items = [self.manifest.items[i] for i in self.items_range]
@@ -519,6 +536,11 @@ class Precompute:
                 notes.setdefault("frame_count_mismatch", {})[it.item_id] = {
                     "declared": video.declared_frames, "decoded": T,
                     "handled": "the header's frame count is wrong; frames were sampled from the decoded ones"}
+            if video.truncated():
+                notes.setdefault("truncated_videos", {})[it.item_id] = {
+                    "duration_frames": video.duration_frames, "decoded": T,
+                    "handled": "the file ends before the duration its header states (cut short?); frames were "
+                               "sampled from the decoded ones"}
             if T < p.n_frames:
                 notes.setdefault("short_videos", {})[it.item_id] = {
                     "frames": T, "asked": p.n_frames,

@@ -31,8 +31,9 @@ and runs no model code: a ``trust_remote_code`` model is planned from its ``conf
     name = "videomae-base"            # store name (default: the hub id or folder name)
     modality = "video"                # override: video | image | text | mllm
     dtype = "bfloat16"                # per-model overrides of [precompute]: dtype, batch_size, device,
-    trust_remote_code = false         # trust_remote_code, named_layers, random_init
+    trust_remote_code = false         # trust_remote_code, named_layers, random_init, cache_dir
     blocks = "encoder.layer"          # extract through hooks on this block list (--blocks)
+    revision = "main"                 # hub ids only: branch, tag or commit (--revision)
 
     [analyze]
     enabled = true                    # false: precompute only
@@ -210,13 +211,14 @@ PRECOMPUTE_FIELDS = {
     "frames": _frames, "captions": _ints, "variants": _variants, "batch_size": _int(1), "dtype": _one_of(*DTYPES),
     "device": _device, "image_mode": _one_of("frames", "first"), "caption_order": _one_of("first", "random"),
     "caption_seed": _int(0), "prompt_template": _one_of("auto", "none"), "allow_fewer_captions": _bool,
-    "trust_remote_code": _bool, "named_layers": _bool, "random_init": _bool, "blocks": _str,
+    "trust_remote_code": _bool, "named_layers": _bool, "random_init": _bool, "blocks": _str, "cache_dir": _str,
 }
 #: fields of a [[models]] table that override [precompute] for that model
-MODEL_OPTIONS = ("dtype", "batch_size", "device", "trust_remote_code", "named_layers", "random_init", "blocks")
+MODEL_OPTIONS = ("dtype", "batch_size", "device", "trust_remote_code", "named_layers", "random_init", "blocks",
+                 "revision", "cache_dir")
 MODEL_FIELDS = {"source": _str, "name": _str, "modality": _one_of("video", "image", "text", "mllm"),
                 "dtype": _one_of(*DTYPES), "batch_size": _int(1), "device": _device, "trust_remote_code": _bool,
-                "named_layers": _bool, "random_init": _bool, "blocks": _str}
+                "named_layers": _bool, "random_init": _bool, "blocks": _str, "revision": _str, "cache_dir": _str}
 DATASET_FIELDS = {"name": _str, "manifest": _str}
 ANALYZE_FIELDS = {"enabled": _bool, "k": _int(1), "metrics": _metrics, "references": _strs, "bootstrap": _int(0),
                   "clamp": _one_of("off", "platonic", "feature"), "reorder_k": _int(1),
@@ -312,6 +314,8 @@ def load_sweep(path) -> Sweep:
         if not manifest.is_file():
             fail((*key, "manifest"), f"{label}.manifest", f"{manifest} does not exist")
         datasets.append(DatasetSpec(v["name"], manifest, lines.get(key, 0)))
+    if precompute.get("cache_dir") and not Path(precompute["cache_dir"]).is_absolute():
+        precompute["cache_dir"] = str(base / precompute["cache_dir"])
     models, seen = [], {}
     from .models import store_name
 
@@ -323,6 +327,8 @@ def load_sweep(path) -> Sweep:
         if source.startswith((".", "/")) and not Path(source).exists():
             fail((*key, "source"), f"{label}.source", f"model folder {source} does not exist")
         options = {f: v[f] for f in MODEL_OPTIONS if f in v}
+        if options.get("cache_dir") and not Path(options["cache_dir"]).is_absolute():
+            options["cache_dir"] = str(base / options["cache_dir"])  # as every path: from the sweep file
         name = store_name(source, v.get("name"), options.get("random_init", precompute["random_init"]))
         if name in seen:
             fail((*key, "name" if "name" in v else "source"), f"{label}.name",
@@ -398,7 +404,8 @@ def _probe(sweep: Sweep, m: ModelSpec):
                                    random_init=opts["random_init"])
         probe = probe_model(m.source, device="cpu", dtype=opts["dtype"], trust_remote_code=opts["trust_remote_code"],
                             modality=m.modality, prompt_template=opts["prompt_template"], blocks=opts["blocks"],
-                            random_init=opts["random_init"], named_layers=opts["named_layers"])
+                            random_init=opts["random_init"], named_layers=opts["named_layers"],
+                            hub={k: opts[k] for k in ("revision", "cache_dir") if opts.get(k)})
     except ValueError as exc:
         raise SweepError(f"{sweep.path}:{m.line}: models source {m.source!r}: {exc}") from None
     if opts["blocks"] and hasattr(probe, "config"):  # a transformers model: its skeleton shows the path
@@ -452,7 +459,7 @@ def plan_sweep(sweep: Sweep, store) -> Plan:
 
     A stored run matches a planned one by :func:`precompute.known_runs.match` (every identity field
     the config tells, as ``layerscope precompute`` decides to skip a model)."""
-    from .known_runs import known_identity, match
+    from .known_runs import keep_unknown_revision, known_identity, match
     from .manifest import load_manifest
     from .runner import Precompute
 
@@ -484,6 +491,7 @@ def plan_sweep(sweep: Sweep, store) -> Plan:
                     raise SweepError(f"{sweep.path}:{line or d.line}: datasets {d.name!r} with models {name!r}: "
                                      f"{exc}") from None
             known = known_identity(probe)
+            keep_unknown_revision(known, name, stored, opts.get("revision"))
             pair_done = True
             for p in job.plan(known.adapter, name, known.info):
                 n = len(Precompute.run_items(p, manifest.items))

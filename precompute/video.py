@@ -31,11 +31,22 @@ class DecodedVideo:
     720p clip is ~0.8 GB as RGB: a sweep that samples 16 of its 300 frames keeps 16.
     """
 
-    def __init__(self, n_frames: int, index: np.ndarray, frames: np.ndarray, declared_frames: int | None = None):
+    def __init__(self, n_frames: int, index: np.ndarray, frames: np.ndarray, declared_frames: int | None = None,
+                 duration_frames: int | None = None):
         self.n_frames, self.index, self.frames = int(n_frames), np.asarray(index, dtype=np.int64), frames
         #: the frame count the container's header states (None: it states none, or a frame folder);
         #: differs from ``n_frames`` when the header is wrong (runs note it)
         self.declared_frames = declared_frames
+        #: frames the header's duration implies at the stream's average rate, for containers that
+        #: state a duration but no count (Matroska): an estimate, so only a clear shortfall
+        #: (:meth:`truncated`) is noted, never used to pick frames
+        self.duration_frames = duration_frames
+
+    def truncated(self) -> bool:
+        """Fewer frames decoded than the header's duration implies, by more than rounding and a
+        variable frame rate explain (at least 2 frames and 5%): a file cut short."""
+        d = self.duration_frames
+        return self.declared_frames is None and d is not None and self.n_frames <= min(d - 2, 0.95 * d)
 
     @property
     def nbytes(self) -> int:
@@ -82,6 +93,7 @@ def read_video(path, wanted=None) -> DecodedVideo:
         n, numbers, kept, trusted, declared = _decode(path, wanted, None)
         if not trusted:  # the container stated a wrong frame count: decode again with the true one
             n, numbers, kept, _, _ = _decode(path, wanted, n)
+        implied = None if declared else _duration_frames(path)
     except VideoError:
         raise
     except Exception as exc:  # PyAV raises many error types for corrupt files
@@ -89,7 +101,27 @@ def read_video(path, wanted=None) -> DecodedVideo:
     if n == 0:
         raise VideoError(f"video {path} has no decodable frames")
     return DecodedVideo(n, np.asarray(numbers), np.stack(kept) if kept else np.zeros((0, 0, 0, 3), np.uint8),
-                        declared_frames=declared or None)
+                        declared_frames=declared or None, duration_frames=implied)
+
+
+def _duration_frames(path) -> int | None:
+    """``round(duration × average frame rate)`` from the container's header (no decoding), or None
+    when it states either not at all."""
+    import av
+
+    try:
+        with av.open(str(path)) as container:
+            stream = container.streams.video[0]
+            rate = stream.average_rate
+            if stream.duration is not None and stream.time_base is not None:
+                seconds = float(stream.duration * stream.time_base)
+            elif container.duration:
+                seconds = container.duration / 1e6  # av.time_base: microseconds
+            else:
+                return None
+            return int(round(seconds * float(rate))) if rate else None
+    except Exception:  # only an estimate for a note: a header PyAV cannot read states nothing
+        return None
 
 
 def _decode(path, wanted, count):

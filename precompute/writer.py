@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import json
+import os
 
 import numpy as np
 import pyarrow as pa
@@ -133,6 +134,26 @@ class StoreWriter:
             )
 
     # ---- models ------------------------------------------------------------------
+    def moved_from(self, name: str, info: ModelInfo) -> str | None:
+        """The source model ``name`` was stored from, when ``info`` is the same weights from another
+        folder: both sources local paths and the revisions equal (a local revision is a hash of the
+        folder's config and weight files, :func:`precompute.models.local_revision`, so it does not
+        depend on where the folder is). None otherwise. The runs keep the stored source in their
+        identity, so the moved folder resumes them rather than starting a second copy."""
+        row = fetch_one(self.con, "SELECT source, revision FROM models WHERE model = ?", [name])
+        if row is None or row[0] == info.source or row[1] != info.revision or not info.revision:
+            return None
+        if not (os.path.isabs(str(row[0])) and os.path.isabs(str(info.source))):
+            return None  # hub ids: another id is another model, whatever its commit
+        return str(row[0])
+
+    def stored_without_commit(self, name: str, info: ModelInfo) -> bool:
+        """True when model ``name`` is stored from the same hub source with revision ``unknown`` (what
+        transformers 5, which stopped setting ``config._commit_hash``, left before
+        :func:`precompute.models.hub_commit`), while ``info`` now knows the commit."""
+        row = fetch_one(self.con, "SELECT source, revision FROM models WHERE model = ?", [name])
+        return row is not None and row[0] == info.source and row[1] == "unknown" and info.revision != "unknown"
+
     def put_model(self, name: str, info: ModelInfo) -> None:
         row = fetch_one(self.con, "SELECT source, revision FROM models WHERE model = ?", [name])
         if row is not None:

@@ -272,9 +272,16 @@ def uniformity(X, *, t: float = 2.0) -> float:
     relative error is at most ``γ_N + γ_N ≈ 2N·u`` in any order of summation (Higham 2002 §4.2;
     numpy's pairwise sums make it about ``2 log₂N · u``), which is the absolute error it adds to the
     value after the log: below ``3e-13`` for ``N = 1000``. Reference: Wang & Isola, ICML 2020.
+
+    Raises ``ValueError`` when every row of ``X`` is zero (no direction is defined; the engine
+    stores NaN with the layer's flag). A single zero row counts as orthogonal to every other.
     """
     X = as_matrix(X)
     check_positive(t, "t")
+    if not X.any():
+        # every row zero: no directions at all. l2_normalize keeps zero rows zero, which would make
+        # every pair look orthogonal (the value of a well-spread layer), so refuse, as rankme does
+        raise ValueError("uniformity: X is all zeros (no directions to spread); the layer is degenerate")
     Xn = l2_normalize(X)
     n = Xn.shape[0]
     per_row = np.empty(n)

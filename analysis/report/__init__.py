@@ -24,6 +24,7 @@ from analysis.methods import grid_compare
 from analysis.methods.layer_selection import describe_pick
 from analysis.methods.scaling import undetermined_params
 from analysis.null import beyond_chance
+from analysis.report.markdown import md_block, md_cell, md_inline
 from analysis.report.paper_figures import paper_figures_html, paper_figures_md, paper_figures_section
 
 #: a grid's pair kind in words (report titles and tables)
@@ -129,7 +130,8 @@ def _dataset_section(con, ds, chosen, references, labels, ov) -> dict:
             sentences.append(describe_pick(labels.get(m, m), c["picks"]["rankme"], c.get("last_layer", c["n_layers"] - 1) + 1,
                                            "RankMe", samples=(c.get("resamples") or {}).get("rankme")))
         rows.append(entry)
-    sec["sections"]["summary"] = {"models": rows, "sentences": sentences}
+    sec["sections"]["summary"] = {"models": rows, "sentences": sentences,
+                                  "notes": rankme_cap_notes(con, rows, sec["n_items"])}
 
     # ---- heatmaps: each chosen model against each reference at its largest setting
     heat = []
@@ -242,6 +244,38 @@ def _dataset_section(con, ds, chosen, references, labels, ov) -> dict:
         "example_items": [{"id": r.item_id, "captions": list(r.captions)[:2]} for r in examples.itertuples()],
     }
     return sec
+
+
+#: RankMe above this share of its bound min(N, d) is said to be held down by the bound
+RANKME_CAP_SHARE = 0.8
+
+
+def rankme_cap_notes(con, models: list[dict], n_items: int) -> list[str]:
+    """A sentence when RankMe's bound binds: RankMe ``exp(H(σ/Σσ))`` of an ``(N, d)`` layer has at
+    most ``min(N, d)`` non-zero singular values, so it is at most ``min(N, d)`` (Garrido et al. 2023).
+    With fewer items than dimensions (``N < d``) the bound is the dataset's size, not the model's:
+    a recommended RankMe above :data:`RANKME_CAP_SHARE` of ``N`` compares layers by how well they fill
+    ``N`` dimensions. ``models``: the summary's entries (``recommended["rankme"]["value"]``, the
+    pick's RankMe). Returns ``[]`` or one sentence naming the models."""
+    capped = []
+    for m in models:
+        pick = m.get("recommended", {}).get("rankme")
+        row = con.execute("SELECT dim FROM models WHERE model = ?", [m["model"]]).fetchall()
+        if not pick or pick.get("value") is None or not row or row[0][0] is None:
+            continue
+        if n_items < int(row[0][0]) and float(pick["value"]) > RANKME_CAP_SHARE * n_items:
+            capped.append(f"{m['label']} ({float(pick['value']):.1f})")
+    if not capped:
+        return []
+    return [f"RankMe is at most min(N, d), here N = {n_items} items: {', '.join(capped)} come within "
+            f"{1 - RANKME_CAP_SHARE:.0%} of that bound, so these values are limited by the number of items, not by "
+            "the model; compare their layers with care, or embed more items to lift the bound."]
+
+
+def alignment_heading(summary: dict) -> str:
+    """The best-alignment column's heading, naming the metric(s) its values are."""
+    metrics = sorted({a["metric"] for m in summary.get("models", []) for a in m["alignment"].values()})
+    return f"best alignment ({', '.join(metrics)})" if metrics else "best alignment"
 
 
 def _best_grid(grids, m, ref):
@@ -465,13 +499,15 @@ def _summary_html(summary) -> str:
         return "<p class='note'>No model of the selection has runs on this dataset.</p>"
     out = ["<h3>Per-metric picks</h3><ul>"]
     out += [f"<li>{_e(s)}</li>" for s in summary["sentences"]]
-    out.append("</ul><table><tr><th>model</th><th>metric</th><th>recommended layer</th><th>value</th>"
+    out.append("</ul>")
+    out += [f"<p class='note'>{_e(n)}</p>" for n in summary.get("notes", [])]
+    out.append("<table><tr><th>model</th><th>metric</th><th>recommended layer</th><th>value</th>"
                "<th>final layer value</th><th>layers from final</th></tr>")
     for m in summary["models"]:
         for metric, p in m["recommended"].items():
             out.append(f"<tr><td>{_e(m['label'])}</td><td>{_e(metric)}</td><td>{p['layer']}</td><td>{_fmt(p['value'])}"
                        f"</td><td>{_fmt(p['final_value'])}</td><td>{p['from_final']}</td></tr>")
-    out.append("</table><table><tr><th>model</th><th>reference</th><th>best alignment</th><th>95% CI</th>"
+    out.append(f"</table><table><tr><th>model</th><th>reference</th><th>{_e(alignment_heading(summary))}</th><th>95% CI</th>"
                "<th>shuffled null (p, 95th pct.)</th><th>layer pair</th><th>final layer's best</th></tr>")
     for m in summary["models"]:
         for ref, a in m["alignment"].items():
@@ -656,30 +692,34 @@ def _provenance_html(p) -> str:
 
 def render_markdown(report: dict) -> str:
     """A short Markdown summary. Every user string (store path, dataset, model and reference names,
-    sentences quoting them) is escaped with :func:`views.md_escape`, so a name such as
-    ``![x](http://host/x.png)`` or ``<script>`` stays text in any CommonMark renderer; the command
-    sits in an indented code block on one line."""
-    e = views.md_escape
-    lines = [f"# {e(report['title'])}", "", f"Store {e(report['store'])}, generated {e(report['generated'])}, "
-             f"LayerScope {e(report['code_version'])}.", ""]
+    sentences quoting them) is escaped for where it lands (:mod:`analysis.report.markdown`: inside a
+    line, at a line's or list item's start, in a table cell), so a name such as
+    ``![x](http://host/x.png)`` or ``<script>`` stays text in any CommonMark renderer while times and
+    versions (``19:48 UTC``, ``0.1.0``) stay as written; the command sits in an indented code block
+    on one line."""
+    lines = [f"# {md_block(report['title'])}", "", f"Store {md_inline(report['store'])}, generated "
+             f"{md_inline(report['generated'])}, LayerScope {md_inline(report['code_version'])}.", ""]
     lines += ["## Which layer to use", ""]
     for d in report["datasets"]:
-        prefix = f"{e(d['dataset'])}: " if len(report["datasets"]) > 1 else ""
+        prefix = f"{md_block(d['dataset'])}: " if len(report["datasets"]) > 1 else ""
         for v in d.get("verdicts", []):
-            lines.append(f"- {prefix}{e(v['sentence'])}")
+            lines.append(f"- {prefix}{md_inline(v['sentence']) if prefix else md_block(v['sentence'])}")
         if not d.get("verdicts"):
             lines.append(f"- {prefix}no layer choice (no per-layer results)")
     lines.append("")
     for d in report["datasets"]:
-        lines += [f"## {e(d['dataset'])} ({d['n_items']} items)", ""]
-        for s in d["sections"].get("summary", {}).get("sentences", []):
-            lines.append(f"- {e(s)}")
-        lines += ["", "| model | reference | best alignment | 95% CI | shuffled null (p, 95th pct.) | layers |",
-                  "|---|---|---|---|---|---|"]
-        for m in d["sections"].get("summary", {}).get("models", []):
+        lines += [f"## {md_block(d['dataset'])} ({d['n_items']} items)", ""]
+        summary = d["sections"].get("summary", {})
+        for s in summary.get("sentences", []):
+            lines.append(f"- {md_block(s)}")
+        for note in summary.get("notes", []):
+            lines += ["", md_block(note)]
+        lines += ["", f"| model | reference | {md_cell(alignment_heading(summary))} | 95% CI | "
+                      "shuffled null (p, 95th pct.) | layers |", "|---|---|---|---|---|---|"]
+        for m in summary.get("models", []):
             for ref, a in m["alignment"].items():
-                lines.append(f"| {e(m['label'])} | {e(ref)} | {_fmt(a['value'])} | {_fmt(a['ci'][0])}–"
-                             f"{_fmt(a['ci'][1])} | {e(_null_cell(a.get('null')))} | "
+                lines.append(f"| {md_cell(m['label'])} | {md_cell(ref)} | {_fmt(a['value'])} | {_fmt(a['ci'][0])}–"
+                             f"{_fmt(a['ci'][1])} | {md_cell(_null_cell(a.get('null')))} | "
                              f"({a['layer']}, {a['ref_layer']}) |")
         lines += _scaling_md(d["sections"].get("scaling"))
         lines += _predictors_md(d["sections"].get("predictors"))
@@ -688,10 +728,11 @@ def render_markdown(report: dict) -> str:
         probes = (("chiral", "chiral choice (video → caption)"), ("time_reversal", "time reversal (caption → video)"))
         for key, what in probes:
             for c in t.get(key, []):
-                lines.append(f"- {what}, {e(c['video'])} × {e(c['text'])} ({c['space']}): best {_fmt(c['best'])} at "
-                             f"layer {c['best_layer']}, last layer {_fmt(c['last'])} (chance 0.5)")
+                lines.append(f"- {what}, {md_inline(c['video'])} × {md_inline(c['text'])} ({md_inline(c['space'])}): "
+                             f"best {_fmt(c['best'])} at layer {c['best_layer']}, last layer {_fmt(c['last'])} "
+                             "(chance 0.5)")
         if d["omitted"]:
-            lines += ["", "Omitted: " + "; ".join(f"{e(k)} ({e(v)})" for k, v in d["omitted"].items())]
+            lines += ["", "Omitted: " + "; ".join(f"{md_inline(k)} ({md_inline(v)})" for k, v in d["omitted"].items())]
         lines.append("")
     lines += ["Reproduce:", "", "    " + " ".join(str(report["command"]).splitlines()), ""]
     return "\n".join(lines)
@@ -701,13 +742,12 @@ def _scaling_md(fits) -> list[str]:
     """The scaling table in Markdown: the rows of :func:`scaling_rows`, blanks as –."""
     if not fits:
         return []
-    e = views.md_escape
     rows = scaling_rows(fits)
     cols = list(rows[0])
-    out = ["", f"{e(views.SATURATING_TITLE)} per pair (blank –: not determined by the data, reason given):", "",
-           "| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
+    out = ["", f"{md_block(views.SATURATING_TITLE)} per pair (blank –: not determined by the data, reason given):", "",
+           "| " + " | ".join(md_cell(c) for c in cols) + " |", "|" + "---|" * len(cols)]
     for r in rows:
-        out.append("| " + " | ".join(e(_fmt(r[c])) for c in cols) + " |")
+        out.append("| " + " | ".join(md_cell(_fmt(r[c])) for c in cols) + " |")
     return out
 
 
@@ -785,17 +825,16 @@ def _predictors_html(pred) -> str:
 def _predictors_md(pred) -> list[str]:
     if not pred:
         return []
-    e = views.md_escape
     lines = ["", "### Layer predictors", ""]
     if pred["fabricated"]:
-        lines += [f"**{e(_fabricated_text(pred))}**", ""]
-    lines += [RANKING_TEXT, "",
+        lines += [f"**{md_inline(_fabricated_text(pred))}**", ""]
+    lines += [md_block(RANKING_TEXT), "",
               "| task | rank | signal | ρ across layers | interval | ρ pooled | interval | coverage |",
               "|---|---|---|---|---|---|---|---|"]
     for r in pred["table"]:
-        lines.append(f"| {e(r['task'])} | {r['rank']} | {e(r['signal'])} | {_fmt(r['ρ across layers'])} | "
-                     f"{r['interval (layers)']} | {_fmt(r['ρ pooled'])} | {r['interval (pooled)']} | "
-                     f"{e(r['coverage'])} |")
+        lines.append(f"| {md_cell(r['task'])} | {r['rank']} | {md_cell(r['signal'])} | {_fmt(r['ρ across layers'])} | "
+                     f"{md_cell(r['interval (layers)'])} | {_fmt(r['ρ pooled'])} | {md_cell(r['interval (pooled)'])} | "
+                     f"{md_cell(r['coverage'])} |")
     return lines
 
 

@@ -14,11 +14,12 @@ import datetime as dt
 import io
 import json
 import math
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from analysis.storage.schema import MODEL_LEVEL, create_all
-from analysis.storage.store import StoreError, connect, transaction
+from analysis.storage.store import StoreError, check_store_path, connect, transaction
 
 COLUMNS = ("model", "task", "metric", "value", "higher_is_better")
 OPTIONAL = ("layer", "setting")
@@ -67,15 +68,32 @@ def parse_layer(text, model: str, info: ModelLayers | None) -> tuple[int, str | 
             raise ValueError(f"model {model!r}: runs disagree on which layer is {name!r} "
                              f"({sorted(info.conflicts[name])}); give the index instead")
         return info.names[name], name
-    try:
-        idx = int(raw)
-    except ValueError:
-        raise ValueError(f"{raw!r} is not a layer index (0, 1, ...) or one of {', '.join(LAYER_NAMES)}") from None
+    if not _INDEX.fullmatch(raw):  # int() would take "1_0" and non-ASCII digits
+        raise ValueError(f"{raw!r} is not a layer index (0, 1, ...) or one of {', '.join(LAYER_NAMES)}")
+    idx = int(raw)
     if idx < 0:
         raise ValueError(f"layer {idx} is negative; layers count from 0 (the embedding output)")
     if info is not None and info.n_layers and idx >= info.n_layers:
         raise ValueError(f"layer {idx} is past the last layer of model {model!r} ({info.n_layers - 1})")
     return idx, None
+#: a CSV number as a spreadsheet writes it: ASCII digits, an optional sign, point and exponent.
+#: float() also takes "1_000", "١٢" (Arabic-Indic digits), "nan" and "inf", none of which a results
+#: table should hold (a digit group separator or another script's digits is a sign of a mangled file)
+_NUMBER = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
+_INDEX = re.compile(r"[+-]?[0-9]+")
+
+
+def parse_value(text) -> float:
+    """A CSV ``value`` cell as a finite float; raises ValueError for anything :data:`_NUMBER` refuses."""
+    raw = (text or "").strip()
+    if not _NUMBER.fullmatch(raw):
+        raise ValueError(raw)
+    value = float(raw)
+    if not math.isfinite(value):  # 1e999
+        raise ValueError(raw)
+    return value
+
+
 TRUE = {"true", "1", "yes", "y", "t"}
 FALSE = {"false", "0", "no", "n", "f"}
 
@@ -103,8 +121,15 @@ def parse_downstream_csv(path, known_models) -> list[dict]:
         if missing:
             raise ValueError(f"{path}: missing column(s) {', '.join(missing)}; expected {', '.join(COLUMNS)} "
                              f"(optional: {', '.join(OPTIONAL)})")
-        for no, r in enumerate(reader, 2):
+        width = len(reader.fieldnames)
+        for r in reader:
+            no = reader.line_num  # the physical line the row ends on (a quoted cell may span lines)
             where = f"{path}:{no}"
+            if None in r:  # DictReader puts fields past the header's under the key None
+                problems.append(f"{where}: {width + len(r[None])} fields, the header has {width} "
+                                f"({', '.join(reader.fieldnames)}); remove the extra field(s) or quote a value "
+                                "holding a comma")
+                continue
             model = (r["model"] or "").strip()
             if model not in known_models:
                 problems.append(f"{where}: column 'model': unknown model {model!r} "
@@ -115,11 +140,10 @@ def parse_downstream_csv(path, known_models) -> list[dict]:
             if not metric:
                 problems.append(f"{where}: column 'metric' is empty")
             try:
-                value = float(r["value"])
-                if not math.isfinite(value):
-                    raise ValueError
-            except (TypeError, ValueError):
-                problems.append(f"{where}: column 'value': {r['value']!r} is not a finite number")
+                value = parse_value(r["value"])
+            except ValueError:
+                problems.append(f"{where}: column 'value': {r['value']!r} is not a finite number written with "
+                                "ASCII digits 0-9 (optional sign, decimal point, exponent; no digit grouping)")
                 value = None
             hib = (r["higher_is_better"] or "").strip().lower()
             if hib not in TRUE | FALSE:
@@ -151,6 +175,7 @@ def parse_downstream_csv(path, known_models) -> list[dict]:
 
 def import_downstream(store, path) -> int:
     """Validate, then replace rows with the same (model, task, metric, setting, layer) in one transaction."""
+    check_store_path(store, must_exist=True)  # a mistyped path must not become a new, empty store
     con = connect(store, read_only=False)
     try:
         create_all(con, str(store))

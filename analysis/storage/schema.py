@@ -80,6 +80,11 @@ TABLES: list[tuple[str, list[tuple[str, str, str]], str]] = [
         ("started", "TIMESTAMP", "first start"),
         ("finished", "TIMESTAMP", "when it became done"),
     ], ""),
+    ("run_tags", [
+        ("run_id", "VARCHAR", "runs.run_id (tags of a removed run go with it; a renamed model's runs keep theirs)"),
+        ("tag", "VARCHAR", "a label the user gave the run (`layerscope runs tag RUN TAG`): no spaces or commas"),
+        ("added", "TIMESTAMP", "when the tag was added"),
+    ], "PRIMARY KEY (run_id, tag)"),
     ("downstream_results", [
         ("model", "VARCHAR", "models.model the result belongs to"),
         ("task", "VARCHAR", "downstream task, e.g. ssv2 or depth"),

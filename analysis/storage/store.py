@@ -240,10 +240,24 @@ def list_runs(store) -> list[dict]:
             "ORDER BY dataset, model, modality, variant, n_frames NULLS FIRST, n_captions NULLS FIRST"
         )
         cols = [d[0] for d in cur.description]
-        return [dict(zip(cols, r)) for r in cur.fetchall()]
+        runs = [dict(zip(cols, r)) for r in cur.fetchall()]
+        tags = run_tags(con)
+        for r in runs:
+            r["tags"] = tags.get(r["run_id"], [])
+        return runs
     finally:
         if owned:
             con.close()
+
+
+def run_tags(con) -> dict[str, list[str]]:
+    """``{run_id: sorted tags}`` (``{}`` for a store made before run tags, which has no such table)."""
+    if not con.execute("SELECT 1 FROM duckdb_tables() WHERE table_name = 'run_tags'").fetchall():
+        return {}
+    out: dict[str, list[str]] = {}
+    for run_id, tag in con.execute("SELECT run_id, tag FROM run_tags ORDER BY run_id, tag").fetchall():
+        out.setdefault(run_id, []).append(tag)
+    return out
 
 
 SETTING = ("model", "dataset", "modality", "n_frames", "n_captions", "variant")

@@ -29,7 +29,8 @@ import json
 
 from analysis.storage.schema import create_all
 from analysis.sides import split_side
-from analysis.storage.store import StoreError, connect, latest_per_setting, transaction
+from analysis.storage.integrity import scan_store
+from analysis.storage.store import StoreError, check_store_path, connect, latest_per_setting, transaction
 from analysis.studies import (
     downstream, embedding_map, grids, layer_choice, model_map, predictors, profiles, same_space, scaling, temporal,
 )
@@ -88,9 +89,20 @@ def _resolve(con, given: dict) -> Settings:
     return s
 
 
-def _plan(con, datasets, ctx) -> dict[str, DatasetRuns]:
+def _non_finite_note(r: dict, n_bad: int, store) -> str:
+    # a done run is skipped by precompute, so rerunning it changes nothing: it must be removed first
+    return (f"run {r['run_id']} ({r['model']} on {r['dataset']}) holds NaN or inf in {n_bad} of {r['n_items']} "
+            f"items; left out. Remove it (`layerscope runs rm --store {store} {r['run_id']}`) and run its "
+            "precompute command again (a half-precision model that overflows: --dtype float32)")
+
+
+def _plan(con, datasets, ctx, non_finite: dict[str, int] | None = None) -> dict[str, DatasetRuns]:
+    """The done runs to analyse per dataset. Runs not done, superseded, or holding NaN/inf
+    (``non_finite``: ``{run_id: items}`` from :func:`analysis.storage.integrity.scan_store`) are left
+    out with a note; when that leaves nothing, a :class:`StoreError` naming the runs left out."""
     from analysis.storage.results import rows as fetch
 
+    non_finite = non_finite or {}
     rows = fetch(con, "SELECT * FROM runs ORDER BY dataset, model, run_id")
     if not rows:
         raise StoreError("the store has no runs yet; run `layerscope precompute` or `layerscope demo` first")
@@ -98,7 +110,13 @@ def _plan(con, datasets, ctx) -> dict[str, DatasetRuns]:
         if r["status"] != "done":
             ctx.note(f"run {r['run_id']} ({r['model']} on {r['dataset']}) is not done "
                      f"({r['n_done']}/{r['n_items']}); left out — rerun its precompute command to finish it")
-    done, superseded = latest_per_setting([r for r in rows if r["status"] == "done"])
+    damaged = [r for r in rows if r["status"] == "done" and r["run_id"] in non_finite]
+    if damaged and all(r["status"] != "done" or r["run_id"] in non_finite for r in rows):
+        raise StoreError("nothing could be analysed: " + "; ".join(
+            _non_finite_note(r, non_finite[r["run_id"]], ctx.store) for r in damaged))
+    for r in damaged:
+        ctx.note(_non_finite_note(r, non_finite[r["run_id"]], ctx.store))
+    done, superseded = latest_per_setting([r for r in rows if r["status"] == "done" and r["run_id"] not in non_finite])
     for r in superseded:
         ctx.note(f"run {r['run_id']} ({r['model']} on {r['dataset']}, n_f={r['n_frames']}, n_c={r['n_captions']}) "
                  "is superseded by a newer run of the same setting (another configuration); the newer one is used")
@@ -148,9 +166,12 @@ def analyze_store(store, options: AnalyzeOptions | None = None, *, progress: boo
     """
     options = (options or AnalyzeOptions()).with_overrides(**overrides)
     datasets = options.datasets
+    check_store_path(store, must_exist=True)  # a mistyped path must not become a new, empty store
     con = connect(store, read_only=False)
     ctx = None
     try:
+        # read everything before the first write: a damaged block is refused with the file unchanged
+        non_finite = scan_store(con)
         create_all(con, str(store))
         s = _resolve(con, options.given())
         s.jobs = int(options.jobs)
@@ -163,7 +184,7 @@ def analyze_store(store, options: AnalyzeOptions | None = None, *, progress: boo
                              "follow the name: 'clip [text]', 'clip [image]')")
         _drop_stale_results(con, log)
         ctx = Context(store, con, s, log=log, progress=progress, executor=executor)
-        plan = _plan(con, datasets, ctx)
+        plan = _plan(con, datasets, ctx, non_finite)
         saved = s.stored()
         _put_meta(ctx.con, SETTINGS_KEY, json.dumps(saved))
         # every number on one BLAS thread, in this process as in every worker: OpenBLAS's products

@@ -254,8 +254,10 @@ def resolve_request(d: DatasetRuns, model: str, layer, *, side: str = "auto", te
         side = "video" if vision is not None else "text"
     want = {"video": [vision], "text": [text], "both": [vision, text]}[side]
     if any(r is None for r in want):
-        raise ValueError(f"model {model!r} has no {'video' if want[0] is None else 'text'} run on dataset "
-                         f"{d.name!r}")
+        missing = "video" if want[0] is None else "text"
+        has = "text" if text is not None else "video" if vision is not None else None
+        raise ValueError(f"model {model!r} has no {missing} run on dataset {d.name!r}"
+                         + (f"; it has a {has} run: pass --side {has}" if has and has != missing else ""))
 
     def index(run, value):
         names = {n: i for i, n in layer_names(run).items()}
@@ -287,17 +289,20 @@ def request_map(store, *, dataset: str, model: str, layer, side: str = "auto", t
     clamp), and keep it: later ``analyze`` runs recompute it when its runs change. Returns
     ``{"subject", "computed", "reason"}`` (``reason``: why the layer has no map, else None)."""
     from analysis.storage.schema import create_all
-    from analysis.storage.store import connect
+    from analysis.storage.integrity import scan_store
+    from analysis.storage.store import check_store_path, connect
     from analysis.studies import _drop_stale_results, _plan, _resolve
     from analysis.studies.context import Context
 
+    check_store_path(store, must_exist=True)  # a mistyped path must not become a new, empty store
     con = connect(store, read_only=False)
     ctx = None
     try:
+        non_finite = scan_store(con)  # as analyze: read everything before the first write
         create_all(con, str(store))
         _drop_stale_results(con, log)  # as analyze does: stamps the version, so a later analyze keeps this map
         ctx = Context(store, con, _resolve(con, {}), log=log)
-        plan = _plan(con, [dataset], ctx)
+        plan = _plan(con, [dataset], ctx, non_finite)
         d = plan[dataset]
         spec = resolve_request(d, model, layer, side=side, text_layer=text_layer)
         computed = compute_map(ctx, dataset, spec, {r["run_id"]: r for r in d.runs}, requested=True)

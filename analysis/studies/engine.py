@@ -359,16 +359,23 @@ class Engine:
         key = (run_id, metric, _key_params(params))
         if key not in self._profiles:
             with np.errstate(divide="ignore", invalid="ignore"):
+                sts = self.status(run_id)
+                # an all-zero layer has no spectrum and no directions: RankMe, uniformity (and any
+                # single-space value) is undefined there, NaN; its status flag says why
+                zero = [st.scale == 0.0 for st in sts]
                 if metric == "rankme" and not params:
                     import dataclasses
 
-                    sts = self.status(run_id)
-                    values = np.array([rankme_fast(layer, spectrum=st.spectrum)
-                                       for layer, st in zip(self.emb(run_id), sts)], dtype=np.float64)
+                    values = np.array([np.nan if z else rankme_fast(layer, spectrum=st.spectrum)
+                                       for layer, st, z in zip(self.emb(run_id), sts, zero)], dtype=np.float64)
                     # used: the memoised statuses need not hold min(N, d) eigenvalues per layer any more
                     self._status[run_id] = [dataclasses.replace(st, spectrum=None) for st in sts]
                 else:
-                    values = layer_profile(self.emb(run_id), metric=metric, **params)
+                    E = self.emb(run_id)
+                    values = np.full(len(E), np.nan)
+                    live = [i for i, z in enumerate(zero) if not z]
+                    if live:
+                        values[live] = layer_profile(E[live], metric=metric, **params)
             self._profiles[key] = values
             self.counters.profiles += 1
         return self._profiles[key]

@@ -12,6 +12,8 @@ from analysis.studies.parallel import run_tasks
 from analysis.studies.threads import blas_threads_for
 
 PROFILE_METRICS = ("rankme", "lid", "uniformity")
+#: the words of an all-zero layer's status (analysis.metrics.degenerate.layer_status)
+ZERO_LAYER = "rows are zero"
 
 
 def params_for(metric: str, n_items: int) -> dict:
@@ -30,6 +32,10 @@ def run(ctx: Context, d: DatasetRuns) -> None:
     tasks = [(r["run_id"], metric, params_for(metric, r["n_items"])) for r, metric, _, _ in stale]
     for (r, metric, rid, ikey), (values, flags) in zip(stale, run_tasks(ctx, "profile", tasks, unit=profile,
                                                                         label=f"profiles {d.name}")):
+        if metric == "rankme":  # once per run: which layers have no value anywhere, and why
+            for layer in sorted(int(i) for i, flag in flags.items() if ZERO_LAYER in str(flag)):
+                ctx.note(f"run {r['run_id']} ({r['model']} on {d.name}) layer {layer}: {flags[layer]}; its "
+                         "RankMe, LID and uniformity are undefined (NaN) and its grid cells are left out")
         ctx.put_profile(result_id=rid, dataset=d.name, model=r["model"], run_id=r["run_id"],
                       modality=r["modality"], n_frames=r["n_frames"], n_captions=r["n_captions"],
                       metric=metric, params=params_for(metric, r["n_items"]), layer_values=values, flags=flags,

@@ -156,3 +156,39 @@ def test_a_failed_migration_leaves_the_version_4_store_as_it_was(store, tmp_path
     assert "layer" not in cols
     assert con.execute("SELECT model, value FROM downstream_results").fetchall() == [("vis", 0.5)]
     con.close()
+
+
+@pytest.mark.parametrize("line, column, needle", [
+    ("vis,ssv2,top1,0.5,true,extra", None, "6 fields, the header has 5"),
+    ("vis,ssv2,top1,1_000,true", "value", "'1_000' is not a finite number"),
+    ("vis,ssv2,top1,\u0661\u0662,true", "value", "is not a finite number written with ASCII digits"),  # Arabic-Indic 12
+    ("vis,ssv2,top1,\uff10.5,true", "value", "ASCII digits"),  # a full-width zero
+    ("vis,ssv2,top1,nan,true", "value", "'nan' is not a finite number"),
+    ("vis,ssv2,top1,1e999,true", "value", "is not a finite number"),
+])
+def test_values_float_would_take_and_extra_fields_are_refused_with_file_and_line(store, tmp_path, capsys, line,
+                                                                                  column, needle):
+    csv = tmp_path / "bad.csv"
+    csv.write_text(f"{HEADER}\ntxt,ssv2,top1,0.5,true\n{line}\n", encoding="utf-8")
+    assert main(["downstream", "import", str(csv), "--store", str(store)]) == 2
+    err = capsys.readouterr().err
+    bad = [l for l in err.splitlines() if "bad.csv:3" in l]
+    assert len(bad) == 1 and needle in bad[0], err
+    assert column is None or f"column '{column}'" in bad[0]
+    assert "bad.csv:2" not in err and rows(store) == []
+
+
+@pytest.mark.parametrize("cell", ["1_0", "\u0661", "1e0", "1.0"])
+def test_a_layer_index_is_ascii_digits_only(store, tmp_path, capsys, cell):
+    csv = tmp_path / "bad.csv"
+    csv.write_text(f"{HEADER},layer\nvis,ssv2,top1,0.4,true,{cell}\n", encoding="utf-8")
+    assert main(["downstream", "import", str(csv), "--store", str(store)]) == 2
+    assert "bad.csv:2: column 'layer'" in capsys.readouterr().err and rows(store) == []
+
+
+def test_plain_numbers_in_every_spreadsheet_form_import(store, tmp_path):
+    csv = tmp_path / "ok.csv"
+    values = ["0.5", "-1", "+2.", ".25", "1e-3", "3E+2", " 7 "]
+    csv.write_text(HEADER + ",setting\n" + "".join(f"vis,t,m,{v},true,s{i}\n" for i, v in enumerate(values)))
+    assert main(["downstream", "import", str(csv), "--store", str(store)]) == 0
+    assert sorted(r[6] for r in rows(store)) == sorted(float(v) for v in values)

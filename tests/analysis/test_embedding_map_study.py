@@ -176,3 +176,18 @@ def test_large_datasets_are_mapped_on_a_seeded_sample_of_items(tmp_path, monkeyp
     X = load_run(con, "a")[2][p["items"]]
     con.close()
     np.testing.assert_allclose(np.c_[p["x"], p["y"]], umap_coords(X, seed=0).coords, atol=1e-4)
+
+
+def test_map_of_a_text_only_store_needs_no_video_run(tmp_path, capsys):
+    from tests.stores import write_store
+
+    store = tmp_path / "t.duckdb"
+    write_store(store, models=("txt",))  # no analyze first: `map` is what a newcomer tries
+    for side in ("text", "auto"):
+        assert main(["map", "--store", str(store), "--dataset", "toy", "--model", "txt", "--layer", "1",
+                     "--side", side]) == 0
+        out = capsys.readouterr()
+        assert "txt · text L1" in out.out and "video" not in out.out + out.err
+    assert main(["map", "--store", str(store), "--dataset", "toy", "--model", "txt", "--layer", "1",
+                 "--side", "video"]) == 2
+    assert "has no video run on dataset 'toy'; it has a text run: pass --side text" in capsys.readouterr().err

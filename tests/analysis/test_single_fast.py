@@ -236,3 +236,13 @@ def test_knn_distances_candidates_cover_near_ties():
     base = RNG.normal(size=(60, 8))
     X = np.concatenate([base, base[:30] + 1e-7 * RNG.normal(size=(30, 8))])
     np.testing.assert_allclose(knn_distances(X, 5), _brute_knn(X, 5), rtol=1e-12)
+
+
+def test_uniformity_of_an_all_zero_layer_is_refused_not_the_best_value():
+    from analysis.metrics.single import uniformity
+
+    # what it used to return: every pair "orthogonal", log exp(-2t) = -2t, the value of a well-spread layer
+    with pytest.raises(ValueError, match="all zeros"):
+        uniformity(np.zeros((6, 4)))
+    X = np.random.default_rng(0).normal(size=(6, 4))
+    assert np.isfinite(uniformity(X))

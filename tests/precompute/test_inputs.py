@@ -228,3 +228,30 @@ def test_shards_cover_every_item_once_on_whole_batches(n_items, batch, n):
         assert r.start % batch == 0 or len(r) == 0  # starts on a batch boundary of the unsharded run
         shard_batches = {range(b, min(r.stop, b + batch)) for b in range(r.start, r.stop, batch)}
         assert shard_batches <= unsharded_batches  # the same batches the unsharded run forms
+
+
+def test_a_truncated_mkv_is_embedded_with_a_note(tmp_path, tiny, capsys):
+    # Matroska states a duration (3 s at 10 fps), not a frame count: a file cut on disk decodes fewer
+    from precompute.synthetic_video import write_video
+
+    whole = write_video(tmp_path / "whole.mkv", index_frames(30))
+    cut = tmp_path / "cut.mkv"
+    cut.write_bytes(whole.read_bytes()[: int(whole.stat().st_size * 0.35)])
+    with av.open(str(cut)) as c:  # independent count: PyAV's own decode
+        real = sum(1 for _ in c.decode(c.streams.video[0]))
+    assert 2 <= real < 28
+    manifest = tmp_path / "m.jsonl"
+    manifest.write_text("".join(json.dumps({"id": i, "video": f"{i}.mkv", "captions": ["x"]}) + "\n"
+                                for i in ("whole", "cut")))
+    store = tmp_path / "s.duckdb"
+    assert cli("precompute", "--store", store, "--manifest", manifest, "--dataset", "d", "--model", tiny["vit"],
+               "--frames", "2", "--quiet") == 0
+    assert "truncated_videos" in capsys.readouterr().err
+    (run,) = list_runs(store)
+    assert run["status"] == "done"
+    con = duckdb.connect(str(store), read_only=True)
+    (cfg,) = [json.loads(r[0]) for r in con.execute("SELECT config FROM runs").fetchall()]
+    con.close()
+    assert cfg["notes"]["truncated_videos"] == {"cut": {"duration_frames": 30, "decoded": real, "handled": (
+        "the file ends before the duration its header states (cut short?); frames were sampled from the decoded "
+        "ones")}}

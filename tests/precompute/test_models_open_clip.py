@@ -128,3 +128,20 @@ def test_avg_pooled_tower_with_a_class_embedding_pools_the_class_token(tmp_path)
     # default @ proj is encode_image: the head's avg pooling, not the class token
     np.testing.assert_allclose(out[3] @ a.model.visual.proj.detach().numpy(), joint.numpy(), rtol=1e-5, atol=1e-6)
     assert "pool_type='avg'" in a.info().config["layerscope"]["default_pooling"]
+
+
+@pytest.mark.parametrize("spec, needles", [
+    ("open_clip:BAD/BAD", ["no architecture 'BAD'", "open_clip.list_models()"]),
+    ("open_clip:ViT-B-33/openai", ["no architecture 'ViT-B-33'", "closest: ViT-B-32"]),
+    ("open_clip:ViT-B-32/nonesuch", ["no weights 'nonesuch' for ViT-B-32", "openai"]),
+])
+def test_a_bad_open_clip_name_is_one_short_line(tmp_path, capsys, spec, needles):
+    data = make_dataset(tmp_path / "data", n=2, captions=1)
+    assert main(["precompute", "--store", str(tmp_path / "s.duckdb"), "--manifest", str(data), "--dataset", "d",
+                 "--model", spec, "--frames", "2", "--quiet"]) == 2
+    lines = [l for l in capsys.readouterr().err.splitlines() if l.strip()]
+    assert len(lines) == 1, lines
+    # the message itself (after the command's prefix) is at most 200 characters
+    assert len(lines[0].split("error: ", 1)[1]) <= 200, lines[0]
+    for n in needles:
+        assert n in lines[0], lines[0]

@@ -111,3 +111,20 @@ def test_timm_class_token_per_layer_and_default_is_the_heads_pre_logits(spec):
     assert not np.allclose(out[idx, :, :head.shape[1]], out[idx - 1], atol=1e-3)  # the head is not the CLS
     cfg = a.info().config["layerscope"]
     assert cfg["default_pooling"].startswith("timm forward_head(pre_logits=True)")
+
+
+def test_a_text_value_for_a_numeric_option_names_the_option_and_its_type(tmp_path, capsys):
+    import inspect
+
+    from precompute.cli import main
+    from timm.models.vision_transformer import VisionTransformer
+    from tests.precompute.helpers import make_dataset
+
+    default = inspect.signature(VisionTransformer).parameters["depth"].default  # timm's own, independently
+    data = make_dataset(tmp_path / "data", n=2, captions=1)
+    assert main(["precompute", "--store", str(tmp_path / "s.duckdb"), "--manifest", str(data), "--dataset", "d",
+                 "--model", "timm:vit_tiny_patch16_224?depth=abc", "--random-init", "--frames", "2", "--quiet"]) == 2
+    lines = [l for l in capsys.readouterr().err.splitlines() if l.strip()]
+    assert len(lines) == 1 and len(lines[0]) <= 300, lines
+    assert "option depth='abc' is not an integer" in lines[0] and f"default depth={default}" in lines[0]
+    assert "TypeError" not in lines[0]

@@ -179,3 +179,34 @@ def test_decoders_decode_and_preprocess_on_cpu_workers(ray_local, data, tiny):
         assert all(torch.equal(got.inputs[k], want.inputs[k]) for k in want.inputs)
         assert (got.owner is None) == (want.owner is None) and got.masked == want.masked
         ray_local.kill(decoder)
+
+
+def test_an_address_where_nothing_listens_fails_fast_with_one_line(tmp_path):
+    import socket
+    import time
+
+    from precompute import tiny_models
+
+    with socket.socket() as s:  # a port nothing listens on: bound, then released
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    data = make_dataset(tmp_path / "data", n=2, captions=1)
+    bert = tiny_models.build_bert(tmp_path / "bert")
+    address = f"127.0.0.1:{port}"
+    t0 = time.monotonic()
+    # a subprocess: ray.init on such an address used to retry for ever (a warning every 30 s)
+    r = subprocess.run([sys.executable, "-m", "precompute.cli", "precompute", "--store", str(tmp_path / "s.duckdb"),
+                        "--manifest", str(data), "--dataset", "toy", "--model", str(bert), "--captions", "1",
+                        "--quiet", "--ray", address], cwd=Path(__file__).resolve().parents[2], capture_output=True,
+                       text=True, timeout=90)
+    assert time.monotonic() - t0 < 60
+    lines = [l for l in r.stderr.splitlines() if l.strip()]
+    assert r.returncode == 2 and len(lines) == 1, r.stderr
+    assert f"--ray {address}: nothing answers at {address}" in lines[0]
+
+
+@pytest.mark.parametrize("address, expected", [("127.0.0.1:6379", ("127.0.0.1", 6379)),
+                                               ("ray://head:10001", ("head", 10001)),
+                                               ("[::1]:6379", ("::1", 6379)), ("auto", None), ("head", None)])
+def test_host_port_of_cluster_addresses(address, expected):
+    assert ray_backend.host_port(address) == expected

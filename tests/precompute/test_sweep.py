@@ -1,5 +1,6 @@
 """Sweep files: validation errors that point at file, line and field; plans; reruns that do nothing."""
 
+import json
 import textwrap
 
 import pytest
@@ -62,6 +63,8 @@ def test_key_lines_index_tables_arrays_and_keys():
     ('[[models]]\nsource = "x"\nnamed_layers = "yes"\n', "named_layers", "models[2].named_layers", "true or false"),
     ('[[models]]\nsource = "x"\nrandom_init = 1\n', "random_init", "models[2].random_init", "true or false"),
     ('[[models]]\nsource = "x"\nblocks = 3\n', "blocks = 3", "models[2].blocks", "non-empty string"),
+    ('[[models]]\nsource = "x"\nrevision = 5\n', "revision = 5", "models[2].revision", "non-empty string"),
+    ('[[models]]\nsource = "x"\ncache_dir = ""\n', "cache_dir", "models[2].cache_dir", "non-empty string"),
 ])
 def test_field_errors_name_file_line_and_field(root, tiny, extra, needle, field, says):
     path = write_sweep(root, tiny, extra)
@@ -321,3 +324,18 @@ def test_a_blocks_path_the_model_lacks_stops_the_plan_at_its_line(root, tiny):
     assert good in msg.split(f"{good}z", 1)[1]  # the lists it does have
     path.write_text(path.read_text().replace(f"{good}z", good))
     assert plan_sweep(load_sweep(path), root / "s.duckdb").runs  # the right path plans
+
+
+def test_a_local_folder_with_a_revision_stops_the_plan_at_its_line(root, tiny):
+    path = write_sweep(root, tiny, f'[[models]]\nsource = {json.dumps(tiny["bert"])}\nname = "b2"\nrevision = "v1"\n')
+    with pytest.raises(SweepError) as exc:
+        plan_sweep(load_sweep(path), root / "s.duckdb")
+    msg = str(exc.value)
+    assert "--revision v1" in msg and "local folder" in msg and str(path) in msg, msg
+
+
+def test_a_relative_cache_dir_is_relative_to_the_sweep_file(root, tiny, monkeypatch):
+    path = write_sweep(root, tiny, '[[models]]\nsource = "org/some-model"\ncache_dir = "hub-cache"\n')
+    monkeypatch.chdir("/")
+    m = load_sweep(path).models[2]
+    assert m.options["cache_dir"] == str(root / "hub-cache")
