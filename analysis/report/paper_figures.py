@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import html
 
-from analysis.views import md_escape
+from analysis.report.markdown import md_cell, md_inline
 from analysis.views import paper_figures as pf
 
 #: the metric DR's figures use, when the store has it
@@ -82,15 +82,15 @@ def paper_figures_html(sec: dict) -> str:
 def paper_figures_md(sec: dict | None) -> list[str]:
     if not sec:
         return []
-    e = md_escape
+    e = md_inline
     out = ["", "Paper figures (DR):", ""]
     out += [f"- Fig. 7, text model {e(f['text_model'])}: {e(f['sentence'])}" for f in sec["fig7"]]
     for m in sec["fig11"]:
         out.append(f"- Figs. 11/12, n_c {m['n_c']}: {e(m['sentence'])}")
         if m["table"]:
             cols = list(m["table"][0])
-            out += ["", "| " + " | ".join(e(c) for c in cols) + " |", "|" + "---|" * len(cols)]
-            out += ["| " + " | ".join(e(r.get(c)) for c in cols) + " |" for r in m["table"]]
+            out += ["", "| " + " | ".join(md_cell(c) for c in cols) + " |", "|" + "---|" * len(cols)]
+            out += ["| " + " | ".join(md_cell(r.get(c)) for c in cols) + " |" for r in m["table"]]
             out.append("")
     out += [f"- Fig. 2, {e(f['task'])} with {e(f['text_model'])}: {e(f['sentence'])}" for f in sec["fig2"]]
     return out
