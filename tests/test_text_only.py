@@ -172,5 +172,7 @@ def test_the_report_shows_text_text_heatmaps_instead_of_saying_run_analyze(text_
         ("bert1", "minilm"), ("bert1", "minilm-copy"), ("minilm", "minilm-copy")]  # each pair once
     assert all(h["n_captions"] == 2 for h in heat)  # the largest shared setting
     html = (root / "report.html").read_text()
-    assert "text×text" in html and "no vision×text" not in html
+    # the heatmaps' omission line is gone (the Paper figures section may still say it needs vision×text)
+    assert "text×text" in html and "no vision×text or text×text grids" not in html
+    assert set(sec["omitted"]) <= {"paper_figures", "scaling", "downstream", "predictors", "temporal", "model_map"}
     assert "alignment" in json.dumps(sec["sections"]["summary"])
