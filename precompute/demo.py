@@ -200,23 +200,28 @@ def warm_analysis_kernels() -> None:
 
 
 def _start_warm_up(log):
-    """:func:`warm_analysis_kernels` in a low-priority child process, so the compiling overlaps the
-    embedding (which leaves part of the second core idle); None where it cannot start."""
+    """:func:`warm_analysis_kernels` in a child process, so the compiling overlaps the embedding
+    (which leaves part of the second core idle); None where it cannot start. Not niced: on a loaded
+    machine a niced child starves and the analysis waits for it."""
     root = str(Path(__file__).resolve().parents[1])  # this checkout's analysis (its cache files)
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([root, os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)}
-    nice = (lambda: os.nice(10)) if hasattr(os, "nice") else None
     try:
         return subprocess.Popen([sys.executable, "-c", "from precompute.demo import warm_analysis_kernels as w; w()"],
                                 cwd=root, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                stderr=subprocess.PIPE, preexec_fn=nice)
+                                stderr=subprocess.PIPE)
     except OSError as exc:
         log(f"analysis: could not start compiling its kernels ahead ({exc}); the analysis compiles them itself")
         return None
 
 
-def _finish_warm_up(proc, log) -> None:
-    """Wait for the warm-up child; on failure say so (the analysis then compiles what it needs)."""
+def _finish_warm_up(proc, log, *, needed: bool = True) -> None:
+    """Wait for the warm-up child; on failure say so (the analysis then compiles what it needs).
+    ``needed=False`` (nothing new was embedded: the analysis reuses its results) stops it instead."""
     if proc is None:
+        return
+    if not needed:
+        proc.kill()  # numba writes each cache file whole (a temporary file renamed), so none is left half written
+        proc.communicate()
         return
     _, err = proc.communicate()
     if proc.returncode != 0:
@@ -283,27 +288,33 @@ def run_demo(*, store="data/demo.duckdb", small=False, dashboard=True, data_dir=
     size = SMALL if small else FULL
     data_dir = Path(data_dir)
     warm_up = _start_warm_up(log)
-    with timer.stage("generate datasets"):
-        paths = _generate(data_dir / ("generated-small" if small else "generated"), size, seed, log)
-    with timer.stage("build models"):
-        models = _models(data_dir / "models", log)
-    with timer.stage("read manifests"):
-        manifests = {name: load_manifest(p) for name, p in paths.items()}
-    _check_stored_datasets(store, manifests, log)
-    summary = {"runs_computed": 0, "runs_reused": 0, "store": str(store)}
-    shared = SharedLoads(timer)
-    with torch_threads(DEMO_TORCH_THREADS):
-        for dataset, manifest in manifests.items():
-            with timer.stage(f"precompute {dataset}"):
-                computed, reused = _precompute(store, dataset, manifest, size, models, shared, progress, out, log)
-            summary["runs_computed"] += computed
-            summary["runs_reused"] += reused
-    with timer.stage("downstream (fabricated)"):
-        summary["fabricated_downstream"] = _fabricated_downstream(store, data_dir, seed, log)
-    with timer.stage("wait for compiled kernels"):
-        _finish_warm_up(warm_up, log)
-    with timer.stage("analyze"):
-        summary.update(_analyze(store, log))
+    try:
+        with timer.stage("generate datasets"):
+            paths = _generate(data_dir / ("generated-small" if small else "generated"), size, seed, log)
+        with timer.stage("build models"):
+            models = _models(data_dir / "models", log)
+        with timer.stage("read manifests"):
+            manifests = {name: load_manifest(p) for name, p in paths.items()}
+        _check_stored_datasets(store, manifests, log)
+        summary = {"runs_computed": 0, "runs_reused": 0, "store": str(store)}
+        shared = SharedLoads(timer)
+        with torch_threads(DEMO_TORCH_THREADS):
+            for dataset, manifest in manifests.items():
+                with timer.stage(f"precompute {dataset}"):
+                    computed, reused = _precompute(store, dataset, manifest, size, models, shared, progress, out, log)
+                summary["runs_computed"] += computed
+                summary["runs_reused"] += reused
+        with timer.stage("downstream (fabricated)"):
+            summary["fabricated_downstream"] = _fabricated_downstream(store, data_dir, seed, log)
+        with timer.stage("wait for compiled kernels"):
+            _finish_warm_up(warm_up, log, needed=summary["runs_computed"] > 0)
+        with timer.stage("analyze"):
+            summary.update(_analyze(store, log))
+    except BaseException:
+        if warm_up is not None:
+            warm_up.kill()
+            warm_up.communicate()
+        raise
     log(f"done: {summary['runs_computed']} run(s) computed, {summary['runs_reused']} reused -> {store}")
     summary["seconds"] = timer.total()
     summary["stages"] = timer.rows()
