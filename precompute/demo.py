@@ -230,19 +230,18 @@ def _finish_warm_up(proc, log, *, needed: bool = True) -> None:
             "the analysis compiles them itself")
 
 
-def _check_stored_datasets(store, manifests: dict, log) -> None:
+def _check_stored_datasets(store, manifests: dict) -> None:
     """Fail before anything runs when ``store`` holds a demo dataset made by other generators (an
     older LayerScope's data): its runs would not match the new items. Nothing is changed."""
-    import duckdb
-
-    from analysis.storage.store import StoreError
+    from analysis.storage.store import StoreError, connect
 
     if not Path(store).exists():
         return
-    con = duckdb.connect(str(store), read_only=True)
+    con = connect(store, read_only=True, check_schema=False)  # the writer checks the schema next
     try:
         tables = {r[0] for r in con.execute("SELECT table_name FROM information_schema.tables").fetchall()}
-        stored = dict(con.execute("SELECT dataset, manifest_sha FROM datasets").fetchall()) if "datasets" in tables else {}
+        stored = (dict(con.execute("SELECT dataset, manifest_sha FROM datasets").fetchall())
+                  if "datasets" in tables else {})
     finally:
         con.close()
     stale = [name for name, m in manifests.items() if name in stored and stored[name] != m.sha]
@@ -295,7 +294,7 @@ def run_demo(*, store="data/demo.duckdb", small=False, dashboard=True, data_dir=
             models = _models(data_dir / "models", log)
         with timer.stage("read manifests"):
             manifests = {name: load_manifest(p) for name, p in paths.items()}
-        _check_stored_datasets(store, manifests, log)
+        _check_stored_datasets(store, manifests)
         summary = {"runs_computed": 0, "runs_reused": 0, "store": str(store)}
         shared = SharedLoads(timer)
         with torch_threads(DEMO_TORCH_THREADS):

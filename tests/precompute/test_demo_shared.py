@@ -86,3 +86,52 @@ def test_stage_timer_counts_nested_stages_once():
     table = timer.table().splitlines()
     assert table[0].split() == ["stage", "seconds", "share"]
     assert table[-1].split() == ["total", "15.0", "100.0%"] and table[1].split() == ["outer", "3.0", "20.0%"]
+
+
+def test_a_store_with_an_older_demo_dataset_is_refused_before_anything_runs(tmp_path):
+    """The Test of Time captions changed (issue #33): a store made by an older demo holds a
+    ``test_of_time`` with other captions. The demo stops with an error naming the store and the
+    dataset, and leaves the store as it was; the same data passes."""
+    import duckdb
+
+    from analysis.storage.store import StoreError
+    from precompute.demo import _check_stored_datasets
+    from precompute.writer import StoreWriter
+
+    old = load_manifest(make_dataset(tmp_path / "old", n=3, seed=0))
+    new = load_manifest(make_dataset(tmp_path / "new", n=3, seed=1))
+    store = tmp_path / "demo.duckdb"
+    writer = StoreWriter(store)
+    writer.put_dataset("test_of_time", old)
+    writer.close()
+    before = store.read_bytes()
+    with pytest.raises(StoreError, match=r"demo\.duckdb holds the demo dataset\(s\) test_of_time"):
+        _check_stored_datasets(store, {"test_of_time": new, "moving_shapes": new})
+    assert store.read_bytes() == before
+    _check_stored_datasets(store, {"test_of_time": old, "moving_shapes": new})  # same data: fine
+    _check_stored_datasets(tmp_path / "absent.duckdb", {"test_of_time": new})  # no store yet: fine
+    con = duckdb.connect(str(store), read_only=True)
+    assert con.execute("SELECT count(*) FROM items").fetchone()[0] == 3
+    con.close()
+
+
+def test_demo_data_made_by_an_older_generator_is_regenerated(tmp_path):
+    """A data folder stamped with another generator version is written again (an old folder's Test
+    of Time would keep its 12 repeated captions); the current stamp reuses it."""
+    import json
+
+    from precompute.demo import DATA_VERSION, DemoSize, _generate
+
+    size = DemoSize(tot_items=4, shape_items=3, frames=(1,), captions=(1,), tot_frames=(1,), tot_captions=(1,))
+    logs = []
+    _generate(tmp_path, size, 0, logs.append)
+    stamp = json.loads((tmp_path / "stamp.json").read_text())
+    assert stamp["version"] == DATA_VERSION
+    _generate(tmp_path, size, 0, logs.append)
+    (tmp_path / "stamp.json").write_text(json.dumps({**stamp, "version": DATA_VERSION - 1}))
+    (tmp_path / "test_of_time.jsonl").write_text("stale\n")
+    _generate(tmp_path, size, 0, logs.append)
+    assert [m.split(":")[0] + ":" + m.split(":")[1].split()[0] for m in logs] == [
+        "datasets:generating", "datasets:reusing", "datasets:generating"]
+    rows = [json.loads(line) for line in (tmp_path / "test_of_time.jsonl").read_text().splitlines()]
+    assert len(rows) == 4 and len({r["captions"][0] for r in rows}) == 4
