@@ -6,13 +6,17 @@ run reuses the generated files and the store, and finishes in seconds.
 
 from __future__ import annotations
 
+import hashlib
 import json
+import os
+import subprocess
 import sys
-import time
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
 from .manifest import load_manifest
+from .stages import StageTimer
 from .synthetic import write_moving_shapes, write_test_of_time
 
 
@@ -26,14 +30,36 @@ def _tiny():
 
 @dataclass(frozen=True)
 class DemoSize:
+    """Items and budgets per dataset. Moving shapes carries the scaling study (>= 4 frame and 4
+    caption budgets, so every law form has more grid points than parameters); Test of Time carries
+    the temporal probes (its largest frame budget shows both circles' order; its captions are one
+    sentence and its equivalent, so caption budgets past 2 would repeat them)."""
     tot_items: int
     shape_items: int
-    frames: tuple
-    captions: tuple
+    frames: tuple  # moving shapes
+    captions: tuple  # moving shapes
+    tot_frames: tuple
+    tot_captions: tuple
+
+    def budgets(self, dataset: str) -> tuple[tuple, tuple]:
+        """``(frames, captions)`` of ``dataset``."""
+        if dataset == "test_of_time":
+            return self.tot_frames, self.tot_captions
+        return self.frames, self.captions
 
 
-FULL = DemoSize(tot_items=180, shape_items=256, frames=(1, 2, 4, 8, 16), captions=(1, 2, 4, 8, 10))
-SMALL = DemoSize(tot_items=36, shape_items=48, frames=(1, 2, 4), captions=(1, 2, 4))
+#: Sized to what the pages need (issue #32: the demo was 180 + 256 items, frames 1-16 on both and
+#: captions 1-10 on moving shapes, 110 s on a quiet 2-core machine): k = 10 neighbours among 160-192 items, 4 frame and
+#: 4 caption budgets for the scaling laws (the saturating law's 5 parameters need 6+ grid points;
+#: 16 frames and 10 captions cost about as much embedding as all smaller budgets together, for one
+#: more point on each axis).
+FULL = DemoSize(tot_items=160, shape_items=192, frames=(1, 2, 4, 8), captions=(1, 2, 4, 8),
+                tot_frames=(1, 2, 4, 8), tot_captions=(1, 2))
+SMALL = DemoSize(tot_items=36, shape_items=48, frames=(1, 2, 4), captions=(1, 2, 4),
+                 tot_frames=(1, 2, 4), tot_captions=(1, 2))
+#: Version of the demo's data generators: a data folder stamped with another one is regenerated
+#: (2: Test of Time captions name each circle's region, no two items share a caption)
+DATA_VERSION = 2
 
 #: store name -> builder of a randomly initialised model (labelled "random init" everywhere)
 RANDOM_MODELS = {
@@ -51,12 +77,18 @@ DUAL_ENCODERS = {
 }
 REAL_TEXT_MODEL = "all-MiniLM-L6-v2"
 DEMO_BOOTSTRAP = 20
+#: torch threads while the demo embeds: its models are tiny (64 wide), so a forward's operations are
+#: too small to gain from a second thread, and the prefetch worker decodes the next batch on the
+#: other core meanwhile (two torch threads beside it oversubscribe a 2-core machine)
+DEMO_TORCH_THREADS = 1
 
 
 def _demo_corpus() -> list[str]:
+    """Every sentence the demo's word-level tokenizers must know: all Test of Time captions (every
+    colour and region pair) and moving-shape captions and negatives."""
     from .synthetic import shape_scenes, time_scenes
 
-    lines = [s.caption for s in time_scenes(24)] + [s.negative for s in time_scenes(24)]
+    lines = sorted({s.caption for s in time_scenes(720)})
     for s in shape_scenes(60):
         lines += s.captions() + ([s.negative()] if s.negative() else [])
     return lines
@@ -69,9 +101,9 @@ def minilm_path() -> Path:
 
 
 def _generate(root: Path, size: DemoSize, seed: int, log) -> dict[str, Path]:
-    """Datasets, regenerated only when missing or made with other sizes/seed (a stamp file says)."""
+    """Datasets, regenerated only when missing or made with other sizes/seed/generators (a stamp file says)."""
     stamp = root / "stamp.json"
-    want = {"tot": size.tot_items, "shapes": size.shape_items, "seed": seed}
+    want = {"tot": size.tot_items, "shapes": size.shape_items, "seed": seed, "version": DATA_VERSION}
     manifests = {"test_of_time": root / "test_of_time.jsonl", "moving_shapes": root / "moving_shapes.jsonl"}
     if stamp.exists() and json.loads(stamp.read_text()) == want and all(p.exists() for p in manifests.values()):
         log(f"datasets: reusing {root}")
@@ -85,56 +117,217 @@ def _generate(root: Path, size: DemoSize, seed: int, log) -> dict[str, Path]:
     return manifests
 
 
+def _models_stamp() -> str:
+    """What the demo's model builds depend on besides code: the tokenizers' corpus."""
+    return hashlib.sha256("\n".join(_tiny().DEFAULT_CORPUS + _demo_corpus()).encode()).hexdigest()[:16]
+
+
 def _models(root: Path, log) -> dict[str, str]:
-    paths = {}
+    """Paths of the demo's models; a random-init model is built when missing or built for another
+    corpus (its tokenizer would not know the captions' words)."""
+    paths, stamp = {}, _models_stamp()
     for name, build in {**RANDOM_MODELS, **DUAL_ENCODERS}.items():
         out = root / name
-        if not (out / "config.json").exists():
+        mark = out / "layerscope-demo.json"
+        current = mark.exists() and json.loads(mark.read_text()).get("corpus") == stamp
+        if not ((out / "config.json").exists() and current):
             log(f"models: building {name} (random init) in {out}")
             build(out)
+            mark.write_text(json.dumps({"corpus": stamp}))
         paths[name] = str(out)
     paths[REAL_TEXT_MODEL] = str(minilm_path())
     return paths
 
 
+class SharedLoads:
+    """What the demo's precompute calls share: each model loads once (not once per dataset and
+    job), and each dataset's videos decode once for all its jobs (the frame budgets and variants of
+    a dataset are the same in every job, so one :class:`~precompute.runner.FrameCache` serves them).
+    ``job_cls(dataset)`` is the ``job_cls`` to pass to :func:`~precompute.runner.run_precompute`.
+    Seconds spent loading go to ``timer``'s ``load models`` stage."""
+
+    def __init__(self, timer: StageTimer | None = None):
+        self.adapters: dict = {}
+        self.caches: dict = {}
+        self.timer = timer or StageTimer()
+
+    def job_cls(self, dataset: str):
+        from .runner import Precompute  # imports torch: only when the demo embeds
+
+        shared = self
+
+        class SharedJob(Precompute):
+            def __init__(self, *args, **kwargs):
+                super().__init__(*args, **kwargs)
+                key = (dataset, tuple(self.frames), tuple(self.variants))
+                self.frames_cache = shared.caches.setdefault(key, self.frames_cache)
+
+            def load_model(self, spec, modality):
+                key = (spec, modality, self.device, self.dtype, self.named_layers, self.blocks,
+                       self.random_init, self.prompt_template, self.trust)
+                if key not in shared.adapters:
+                    with shared.timer.stage("load models"):
+                        shared.adapters[key] = super().load_model(spec, modality)
+                return shared.adapters[key]
+
+        return SharedJob
+
+
+@contextmanager
+def torch_threads(n: int):
+    """``torch.set_num_threads(n)`` inside the block, the previous count restored after it."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(n)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
+
+
+def warm_analysis_kernels() -> None:
+    """Compile the analysis's numba kernels and UMAP's into numba's on-disk cache, on tiny inputs of
+    the types ``analyze`` passes (float32 layers, float64): what a fresh clone otherwise compiles at
+    the start of its first analysis (about 20 s of one core on the 2-core VM). Numbers are discarded;
+    a signature missed here is compiled by the analysis itself, as before."""
+    import numpy as np
+
+    from analysis.grid import layer_grid
+    from analysis.methods.embedding_map import umap_coords
+    from analysis.metrics.single import knn_distances
+
+    X = np.random.default_rng(0).normal(size=(2, 24, 6))
+    for dtype in (np.float32, np.float64):
+        A = X.astype(dtype)
+        for metric in ("mutual_knn", "cknna", "cka"):
+            layer_grid(A, A + 1.0, metric=metric, k=3)
+        layer_grid(A, metric="mutual_knn", k=3)
+    knn_distances(X[0], 3)
+    umap_coords(X[0])
+
+
+def _start_warm_up(log):
+    """:func:`warm_analysis_kernels` in a child process, so the compiling overlaps the embedding
+    (which leaves part of the second core idle); None where it cannot start. Not niced: on a loaded
+    machine a niced child starves and the analysis waits for it."""
+    root = str(Path(__file__).resolve().parents[1])  # this checkout's analysis (its cache files)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([root, os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)}
+    try:
+        return subprocess.Popen([sys.executable, "-c", "from precompute.demo import warm_analysis_kernels as w; w()"],
+                                cwd=root, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                stderr=subprocess.PIPE)
+    except OSError as exc:
+        log(f"analysis: could not start compiling its kernels ahead ({exc}); the analysis compiles them itself")
+        return None
+
+
+def _finish_warm_up(proc, log, *, needed: bool = True) -> None:
+    """Wait for the warm-up child; on failure say so (the analysis then compiles what it needs).
+    ``needed=False`` (nothing new was embedded: the analysis reuses its results) stops it instead."""
+    if proc is None:
+        return
+    if not needed:
+        proc.kill()  # numba writes each cache file whole (a temporary file renamed), so none is left half written
+        proc.communicate()
+        return
+    _, err = proc.communicate()
+    if proc.returncode != 0:
+        last = (err or b"").decode(errors="replace").strip().splitlines()[-1:] or ["no message"]
+        log(f"analysis: compiling its kernels ahead failed (exit {proc.returncode}: {last[0]}); "
+            "the analysis compiles them itself")
+
+
+def _check_stored_datasets(store, manifests: dict) -> None:
+    """Fail before anything runs when ``store`` holds a demo dataset made by other generators (an
+    older LayerScope's data): its runs would not match the new items. Nothing is changed."""
+    from analysis.storage.store import StoreError, connect
+
+    if not Path(store).exists():
+        return
+    con = connect(store, read_only=True, check_schema=False)  # the writer checks the schema next
+    try:
+        tables = {r[0] for r in con.execute("SELECT table_name FROM information_schema.tables").fetchall()}
+        stored = (dict(con.execute("SELECT dataset, manifest_sha FROM datasets").fetchall())
+                  if "datasets" in tables else {})
+    finally:
+        con.close()
+    stale = [name for name, m in manifests.items() if name in stored and stored[name] != m.sha]
+    if stale:
+        raise StoreError(f"{store} holds the demo dataset(s) {', '.join(stale)} with other items or captions than "
+                         f"this version generates (an older demo's data); its runs would not match. Remove {store} "
+                         "or pass --store with another path (nothing was changed).")
+
+
+def _precompute(store, dataset: str, manifest, size: DemoSize, models: dict, shared: SharedLoads, progress,
+                out, log) -> tuple[int, int]:
+    """Every demo model on one dataset; ``(runs computed, runs reused)``."""
+    frames, captions = size.budgets(dataset)
+    common = {"store": store, "manifest": manifest, "dataset": dataset, "frames": frames,
+              "captions": captions, "variants": ["original", "reversed"], "batch_size": 16, "device": "auto",
+              "dtype": "float32", "progress": progress, "out": out, "job_cls": shared.job_cls(dataset)}
+    single = [n for n in models if n not in DUAL_ENCODERS]
+    # numbered layers only for single-tower models: their named layers would add nothing the demo shows
+    jobs = [{"models": [models[n] for n in single], "names": single, "named_layers": False}]
+    for name in DUAL_ENCODERS:  # both towers, named layers (``joint``) so the towers can be compared
+        jobs += [{"models": [models[name]], "names": [name], "named_layers": True, "modality": side}
+                 for side in (None, "text")]
+    log(f"precompute: {dataset} ({len(manifest.items)} items, frames {','.join(map(str, frames))}, captions "
+        f"{','.join(map(str, captions))}) with {', '.join(single)}, and {', '.join(DUAL_ENCODERS)} "
+        "(image and text towers, named layers)")
+    from .runner import run_precompute
+
+    computed = reused = 0
+    for job in jobs:
+        s = run_precompute(**common, **job)
+        computed, reused = computed + s.runs_computed, reused + s.runs_done_before
+    return computed, reused
+
+
 def run_demo(*, store="data/demo.duckdb", small=False, dashboard=True, data_dir="data", seed=0,
              progress=True, out=None) -> dict:
-    """Generate, precompute, analyse, and (optionally) open the dashboard. Returns a summary dict."""
+    """Generate, precompute, analyse, and (optionally) open the dashboard. Returns a summary dict
+    whose ``stages`` lists ``(stage, seconds, share)`` (also printed as a table at the end)."""
     out = out or sys.stderr
-    t0 = time.perf_counter()
+    timer = StageTimer()
 
     def log(msg):
-        print(f"[demo {time.perf_counter() - t0:5.1f}s] {msg}", file=out, flush=True)
+        print(f"[demo {timer.total():5.1f}s] {msg}", file=out, flush=True)
 
     size = SMALL if small else FULL
     data_dir = Path(data_dir)
-    manifests = _generate(data_dir / ("generated-small" if small else "generated"), size, seed, log)
-    models = _models(data_dir / "models", log)
-    from .runner import run_precompute
-
-    summary = {"runs_computed": 0, "runs_reused": 0, "store": str(store)}
-    single = [n for n in models if n not in DUAL_ENCODERS]
-    for dataset, manifest_path in manifests.items():
-        manifest = load_manifest(manifest_path)
-        captions = size.captions if dataset == "moving_shapes" else tuple(c for c in size.captions if c <= 2)
-        common = {"store": store, "manifest": manifest, "dataset": dataset, "frames": size.frames,
-                  "captions": captions, "variants": ["original", "reversed"], "batch_size": 16, "device": "auto",
-                  "dtype": "float32", "progress": progress, "out": out}
-        log(f"precompute: {dataset} with {', '.join(single)}")
-        # numbered layers only for single-tower models: their named layers would add nothing the demo shows
-        jobs = [{"models": [models[n] for n in single], "names": single, "named_layers": False}]
-        for name in DUAL_ENCODERS:  # both towers, named layers (``joint``) so the towers can be compared
-            log(f"precompute: {dataset} with {name} (image and text towers, named layers)")
-            jobs += [{"models": [models[name]], "names": [name], "named_layers": True, "modality": side}
-                     for side in (None, "text")]
-        for job in jobs:
-            s = run_precompute(**common, **job)
-            summary["runs_computed"] += s.runs_computed
-            summary["runs_reused"] += s.runs_done_before
-    summary["fabricated_downstream"] = _fabricated_downstream(store, data_dir, seed, log)
-    summary.update(_analyze(store, log))
+    warm_up = _start_warm_up(log)
+    try:
+        with timer.stage("generate datasets"):
+            paths = _generate(data_dir / ("generated-small" if small else "generated"), size, seed, log)
+        with timer.stage("build models"):
+            models = _models(data_dir / "models", log)
+        with timer.stage("read manifests"):
+            manifests = {name: load_manifest(p) for name, p in paths.items()}
+        _check_stored_datasets(store, manifests)
+        summary = {"runs_computed": 0, "runs_reused": 0, "store": str(store)}
+        shared = SharedLoads(timer)
+        with torch_threads(DEMO_TORCH_THREADS):
+            for dataset, manifest in manifests.items():
+                with timer.stage(f"precompute {dataset}"):
+                    computed, reused = _precompute(store, dataset, manifest, size, models, shared, progress, out, log)
+                summary["runs_computed"] += computed
+                summary["runs_reused"] += reused
+        with timer.stage("downstream (fabricated)"):
+            summary["fabricated_downstream"] = _fabricated_downstream(store, data_dir, seed, log)
+        with timer.stage("wait for compiled kernels"):
+            _finish_warm_up(warm_up, log, needed=summary["runs_computed"] > 0)
+        with timer.stage("analyze"):
+            summary.update(_analyze(store, log))
+    except BaseException:
+        if warm_up is not None:
+            warm_up.kill()
+            warm_up.communicate()
+        raise
     log(f"done: {summary['runs_computed']} run(s) computed, {summary['runs_reused']} reused -> {store}")
-    summary["seconds"] = time.perf_counter() - t0
+    summary["seconds"] = timer.total()
+    summary["stages"] = timer.rows()
+    print("where the time went:\n" + timer.table(), file=out, flush=True)
     if dashboard:
         _launch_dashboard(store, log)
     return summary

@@ -1,8 +1,11 @@
 """Synthetic temporal benchmarks written as real video files with precompute manifests.
 
 - **Test of Time** (video–text alignment paper): two coloured circles appear one after the other
-  in two of four regions of a black square; captions say which came first ("before"/"after").
-  Metadata marks logical equivalents and bag-of-words swaps for the temporal probes.
+  in two of four regions of a black square; captions say which came first ("before"/"after") and
+  where each appeared. Items come in groups of four over one pair of (colour, region) events: both
+  orders, each in both phrasings, so every caption has its logical equivalent (same events, other
+  phrasing) and its bag-of-words swap (same words, other order) among the items, and no two items
+  share a caption. Metadata marks equivalents and swaps for the temporal probes.
 - **Moving shapes**: a shape of a colour moves in a direction at a speed over a textured
   background, sometimes with a second event (a colour change, or a second shape entering), and
   ten captions that each describe a *different aspect*, so more captions carry more information.
@@ -61,11 +64,20 @@ class TimeScene:
     t_second: int
     n_frames: int = 30
 
+    def _clause(self, which: str) -> str:
+        colour, region = ((self.first, self.first_region) if which == "first"
+                          else (self.second, self.second_region))
+        return f"a {colour} circle appears in the {REGIONS[region]}"
+
     @property
     def caption(self) -> str:
+        """"A red circle appears in the top left before a blue circle appears in the bottom right"
+        (or the same events phrased with "after", second event first)."""
         if self.phrasing == "before":
-            return f"A {self.first} circle appears before a {self.second} circle"
-        return f"A {self.second} circle appears after a {self.first} circle"
+            text = f"{self._clause('first')} before {self._clause('second')}"
+        else:
+            text = f"{self._clause('second')} after {self._clause('first')}"
+        return text[0].upper() + text[1:]
 
     @property
     def equivalent(self) -> str:
@@ -76,25 +88,42 @@ class TimeScene:
     @property
     def negative(self) -> str:
         """The events in the other order, same phrasing: a bag-of-words swap of the caption."""
-        swapped = TimeScene(**{**asdict(self), "first": self.second, "second": self.first})
-        return swapped.caption
+        return self.swapped().caption
+
+    def swapped(self) -> "TimeScene":
+        """The same two (colour, region) events in the other order (timing and phrasing kept)."""
+        return TimeScene(**{**asdict(self), "first": self.second, "second": self.first,
+                            "first_region": self.second_region, "second_region": self.first_region})
 
     @property
     def event(self) -> str:
-        return f"{self.first}>{self.second}"
+        """What happened, in order: ``"red@top left>blue@bottom right"`` (the phrasing aside)."""
+        return f"{self.first}@{REGIONS[self.first_region]}>{self.second}@{REGIONS[self.second_region]}"
 
 
-def time_scenes(n: int = 180, *, seed: int = 0, colours=("red", "blue", "green")) -> list[TimeScene]:
-    """``n`` scenes cycling over ordered colour pairs and both phrasings, with random regions/timing."""
+def time_scenes(n: int = 180, *, seed: int = 0, colours=tuple(COLOURS)) -> list[TimeScene]:
+    """``n`` scenes in groups of four over one unordered pair of (colour, region) events, drawn
+    without replacement (seeded): the events in both orders, each phrased with "before" and with
+    "after" (random timing per item). All captions are distinct while
+    ``n <= 4 * C(len(colours), 2) * 12`` (720 with the six colours); beyond that groups repeat."""
+    if n < 0:
+        raise ValueError(f"time_scenes needs n >= 0, got {n}")
     rng = np.random.default_rng(seed)
-    combos = [(a, b, p) for a in colours for b in colours if a != b for p in ("before", "after")]
+    pairs = [(a, b, r1, r2) for i, a in enumerate(colours) for b in colours[i + 1:]
+             for r1 in range(4) for r2 in range(4) if r1 != r2]
+    if not pairs:
+        raise ValueError(f"time_scenes needs at least two colours, got {colours!r}")
+    order = np.concatenate([rng.permutation(len(pairs)) for _ in range(-(-n // (4 * len(pairs))) or 1)])
     scenes = []
-    for i in range(n):
-        first, second, phrasing = combos[i % len(combos)]
-        r1, r2 = rng.choice(4, size=2, replace=False)
-        t1 = int(rng.integers(3, 12))
-        t2 = int(rng.integers(t1 + 6, 24))
-        scenes.append(TimeScene(f"tot{i:04d}", first, second, int(r1), int(r2), phrasing, t1, t2))
+    for g in order[: -(-n // 4)]:
+        a, b, r1, r2 = pairs[int(g)]
+        for first, second, fr, sr in ((a, b, r1, r2), (b, a, r2, r1)):
+            for phrasing in ("before", "after"):
+                if len(scenes) == n:
+                    return scenes
+                t1 = int(rng.integers(3, 12))
+                t2 = int(rng.integers(t1 + 6, 24))
+                scenes.append(TimeScene(f"tot{len(scenes):04d}", first, second, fr, sr, phrasing, t1, t2))
     return scenes
 
 
