@@ -141,15 +141,28 @@ def test_the_clamp_setting_changes_the_numbers_and_the_keys(tmp_path, latent):
 
 
 @pytest.mark.parametrize("bad", ["nan", "inf"])
-def test_a_non_finite_run_stops_analyze_naming_the_run(tmp_path, latent, bad, capsys):
+def test_a_non_finite_run_is_left_out_naming_the_run(tmp_path, latent, bad, capsys):
+    """One non-finite value leaves its run out (named, with its count of bad items and how to remove
+    it) and the rest is analysed; with nothing else left, analyze stops naming it (issue #34 item 8)."""
     path = tmp_path / "s.duckdb"
     V = _stack(1, latent=latent)
     V[1, 5, 2] = float(bad)
     write_run(path, "broken-run", V, model="vid", modality="video", n_frames=1)
     write_run(path, "t", _stack(2, latent=latent), model="txt", modality="text", n_captions=1)
+    notes = []
+    analyze_store(path, n_boot=0, log=notes.append)
+    (note,) = [n for n in notes if "broken-run" in n]
+    assert f"1 of {N} items" in note and "runs rm" in note
+    with duckdb.connect(str(path), read_only=True) as con:
+        assert con.execute("SELECT count(*) FROM result_profiles WHERE run_id = 'broken-run'").fetchone()[0] == 0
+        assert con.execute("SELECT count(*) FROM result_profiles WHERE run_id = 't'").fetchone()[0] > 0
+    assert main(["analyze", "--store", str(path), "--quiet", "--jobs", "1"]) == 0
+    only = tmp_path / "only.duckdb"
+    write_run(only, "broken-run", V, model="vid", modality="video", n_frames=1)
     with pytest.raises(StoreError, match="broken-run"):
-        analyze_store(path, n_boot=0, log=quiet)
-    assert main(["analyze", "--store", str(path), "--quiet", "--jobs", "1"]) == 2
+        analyze_store(only, n_boot=0, log=quiet)
+    capsys.readouterr()
+    assert main(["analyze", "--store", str(only), "--quiet", "--jobs", "1"]) == 2
     err = capsys.readouterr().err
     assert "broken-run" in err and "Traceback" not in err
 
