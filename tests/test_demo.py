@@ -47,7 +47,9 @@ def test_small_demo_end_to_end(tmp_path, capsys):
              len([r for r in originals if r["dataset"] == ds and r["modality"] == "text"])
              for ds in ("test_of_time", "moving_shapes"))
     vv = vision_models * (vision_models - 1) // 2 * len(SMALL.frames) * 2  # vision pairs at each shared n_f, per dataset
-    assert n_grids == 3 * (vt + vv)  # mutual_knn, cka, cknna
+    # text pairs (different text models, a dual encoder's text tower under its own name) at each shared n_c
+    tt = text_models * (text_models - 1) // 2 * (len(tot_captions) + len(SMALL.captions))
+    assert n_grids == 3 * (vt + vv + tt)  # mutual_knn, cka, cknna
     # embedding maps, per dataset: every model side at its last numbered layer, each dual encoder side's
     # named layers (default, joint), one two-sided map per dual encoder, plus each side's recommended
     # layer where that differs from those
