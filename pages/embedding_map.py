@@ -1,4 +1,3 @@
-import altair as alt
 import streamlit as st
 
 from analysis import views
@@ -8,6 +7,7 @@ from pages._shared import (
     dataset_picker,
     download_data,
     pick,
+    pick_flag,
     require_results,
     require_store,
     store_path,
@@ -64,7 +64,7 @@ if mp["reason"]:
     st.warning(md_escape(f"No map of {subject}: {mp['reason']}"))
 else:
     pts = mp["points"]
-    show_frames = st.sidebar.toggle("Frames on hover", value=True, key="map_frames")
+    show_frames = pick_flag("Frames on hover", param="frames", default=True, container=st.sidebar)
     colour = pick("Colour by", ["series"] + meta["colour_fields"], param="colour", container=st.sidebar,
                   help="the model side and layer, or a field of the items' metadata")
     tooltip = ["series:N", "item_id:N", "caption:N"] + ([f"{colour}:N"] if colour != "series" else [])
@@ -78,19 +78,11 @@ else:
             st.caption(f"Frames on hover for {THUMB_CAP} sampled items of {len(videos)}.")
         if note:
             st.caption(md_escape(note))
-    base = alt.Chart(pts)
-    points = base.mark_point(size=50, opacity=0.75, filled=True).encode(
-        x=alt.X("x:Q", title=None, axis=None), y=alt.Y("y:Q", title=None, axis=None),
-        color=alt.Color(f"{colour}:N", title=None if colour == "series" else colour,
-                        legend=alt.Legend(orient="bottom")),
-        # colour by metadata on a two-sided map: the side is the shape
-        **({"shape": alt.Shape("side:N", legend=alt.Legend(orient="bottom"))}
-           if colour != "series" and meta["kind"] == "pair" else {}),
-        tooltip=tooltip)
-    layers = [points]
-    if meta["kind"] == "pair" and st.sidebar.toggle("Connect each item's two points", value=False, key="map_links"):
-        layers.insert(0, base.mark_line(opacity=0.15, color="gray").encode(x="x:Q", y="y:Q", detail="idx:N"))
-    st.altair_chart(alt.layer(*layers).properties(height=560), width="stretch", key="embedding_map")
+    two_sided = meta["kind"] == "pair"
+    connect = two_sided and pick_flag("Connect each item's two points", param="links", container=st.sidebar)
+    chart = views.map_chart(pts, colour=colour, two_sided=two_sided, connect=connect,
+                            tooltip_fields=[t.split(":")[0] for t in tooltip])
+    st.altair_chart(chart, width="stretch", key="embedding_map")
     notes = [(f"{len(pts)} points; UMAP n_neighbors={meta['n_neighbors']}, min_dist={meta['min_dist']}, "
               f"seed={meta['seed']}; {meta['why']}")]
     if meta.get("sampled"):
@@ -98,7 +90,8 @@ else:
     if meta.get("n_duplicates"):
         notes.append(f"{meta['n_duplicates']} point(s) duplicate others and are drawn on top of them")
     if meta["kind"] == "pair":
-        notes.append("the two sides share one space: a gap between the clouds is the modality gap")
+        notes.append(views.gap_text(view(views.map_modality_gap, meta["dataset"], tuple(meta["run_ids"]),
+                                                tuple(int(x) for x in meta["layers"]))))
     st.caption(md_escape("; ".join(notes)))
     download_data(pts.drop(columns=[c for c in ("image",) if c in pts]), "embedding_map")
 

@@ -320,3 +320,43 @@ def write_sides_store(root):
     import_downstream(path, csv)
     analyze_store(path, k=K, n_boot=20, maps=0, log=lambda *_: None)
     return path
+
+
+# ---------------------------------------------------------------- named layers and a shared space (issue #33)
+#: a dual encoder's stored layers: 4 numbered, then its pooled ``default`` output and the ``joint`` projection
+NAMED_LAYERS = {"4": "default", "5": "joint"}
+NAMED_N, NAMED_DIM = 20, 8
+
+
+def write_named_layers_store(path) -> None:
+    """A dual encoder ``dual-tiny`` (an image run and a text run, layers 0-3 numbered, 4 ``default``, 5
+    ``joint``) and a plain text model ``plain-txt`` on dataset ``pairs`` of :data:`NAMED_N` items with a
+    ``colour`` metadata field, analysed with k=3 and 5 resamples (seconds, no model). Both towers'
+    joint layers are ``z_i P + 0.3 e`` with one shared ``P``, so the joint space pairs items and the
+    same-space study stores a modality gap for the two-sided map."""
+    n, dim = NAMED_N, NAMED_DIM
+    rng = np.random.default_rng(33)
+    latent = rng.normal(size=(n, 4))
+    shared = rng.normal(size=(4, dim))
+    w = StoreWriter(path)
+    try:
+        items = [Item(i, f"pair{i:03d}", f"/nonexistent/pair{i}.mkv", [f"pair caption {i}"],
+                      metadata={"colour": ("red", "green", "blue")[i % 3]}) for i in range(n)]
+        w.put_dataset("pairs", Manifest("pairs.jsonl", items))
+        for model, modality in (("dual-tiny", "image"), ("plain-txt", "text")):
+            w.put_model(model, ModelInfo(f"/models/{model}", "toy", modality, "mean", 6, dim, 1000, None, "r", True, {}))
+        runs = [("dual-tiny-image", "dual-tiny", "image", NAMED_LAYERS), ("dual-tiny-text", "dual-tiny", "text", NAMED_LAYERS),
+                ("plain-txt", "plain-txt", "text", {})]
+        for r_i, (run, model, modality, names) in enumerate(runs):
+            own = np.random.default_rng([33, r_i]).normal(size=(4, dim))
+            X = np.stack([latent @ (own if l < 5 else shared) + (0.3 + 0.2 * abs(l - 2)) * rng.normal(size=(n, dim))
+                          for l in range(6)]).astype(np.float32)
+            vision = modality != "text"
+            w.start_run(run, model=model, dataset="pairs", modality=modality, n_frames=1 if vision else None,
+                        n_captions=None if vision else 1, variant="original", image_mode="frames" if vision else None,
+                        pooling="mean", dtype="float32", device="cpu", n_items=n, n_layers=6, dim=dim,
+                        config={"layer_names": dict(names)} if names else {})
+            w.write_batch(run, 0, X, n_done=n, n_items=n)
+    finally:
+        w.close()
+    analyze_store(path, k=3, n_boot=5, log=lambda m: None)
