@@ -110,8 +110,10 @@ def _url_notice(message: str | None):
         st.warning(md_escape(message))
 
 
-def pick(label: str, options, *, param: str, default=None, fmt=None, container=st, help=None, widget="selectbox"):
-    """A single choice whose value lives in the URL (``?param=value``): a selectbox (or ``widget="radio"``).
+def pick(label: str, options, *, param: str, default=None, fmt=None, container=st, help=None, widget="selectbox",
+         key: str | None = None, horizontal: bool = False):
+    """A single choice whose value lives in the URL (``?param=value``): a selectbox (or ``widget="radio"``,
+    ``horizontal`` or not); ``key``: the widget's key (default ``pick_<param>``).
 
     The URL's value wins when it is one of ``options``; anything else falls back to ``default`` (else
     the first option) with a one-line note. Returns ``None`` when there are no options."""
@@ -122,20 +124,23 @@ def pick(label: str, options, *, param: str, default=None, fmt=None, container=s
     if choice.value is None:
         return None
     index = options.index(choice.value)
+    extra = {"horizontal": horizontal} if widget == "radio" else {}
     make = container.radio if widget == "radio" else container.selectbox
-    value = make(label, options, index=index, format_func=fmt or str, key=f"pick_{param}", help=help)
+    value = make(label, options, index=index, format_func=fmt or str, key=key or f"pick_{param}", help=help, **extra)
     st.query_params[param] = str(value)
     return value
 
 
-def pick_many(label: str, options, *, param: str, default=(), fmt=None, container=st, help=None) -> list:
+def pick_many(label: str, options, *, param: str, default=(), fmt=None, container=st, help=None,
+              key: str | None = None) -> list:
     """A multiselect whose values live in the URL as a repeated parameter (``?m=a&m=b``; ``?m=`` for
-    none). Unknown values in the link are dropped with a one-line note."""
+    none; ``key``: the widget's key, default ``pick_<param>``). Unknown values in the link are dropped
+    with a one-line note."""
     options = list(options)
     choice = url_state.choose_many(url_list(param), options, label.lower(), list(default))
     _url_notice(choice.message)
     value = container.multiselect(label, options, default=choice.value, format_func=fmt or str,
-                                  key=f"pick_{param}", help=help)
+                                  key=key or f"pick_{param}", help=help)
     st.query_params[param] = [str(v) for v in value] if value else ""
     return value
 

@@ -54,6 +54,9 @@ if nulls is not None:
 chart = views.curves_chart(data, metric, labels=labels, marks=m, intervals=intervals, rules=rules, title=title,
                            null_levels=nulls)
 st.altair_chart(chart, width="stretch", key="curves_chart")
+named_text = views.named_layers_text(views.named_layer_rows(data), labels)
+if named_text:
+    st.caption(md_escape(named_text))
 for line in views.flag_lines(data):  # ringed points and missing values, each note said once
     st.caption(md_escape(line))
 help_text = views.metric_help(base_metric, ctx["n_items"], params)
@@ -79,7 +82,8 @@ for model, p in choices.items():
         continue
     last = p.get("last_layer", p["n_layers"] - 1)
     for metric_name, pick_ in p["picks"].items():
-        rows.append({"model": labels.get(model, model), "metric": metric_name, "layer": pick_["layer"],
+        rows.append({"model": labels.get(model, model), "metric": metric_name,
+                     "layer": views.layer_label(pick_["layer"], p.get("layer_names")),
                      "last layer": last, "layers before the last": pick_["from_final"],
                      "last layer shortfall": f"{round(pick_['final_shortfall'], 4) + 0.0:.1%}"
                      if pick_.get("final_shortfall") is not None else ""})

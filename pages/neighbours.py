@@ -31,6 +31,7 @@ except Exception as exc:  # the video may live on another machine than the store
     st.caption(md_escape(f"frames unavailable: {exc}"))
 
 labels = view(views.model_labels)
+layer_names = view(views.run_layer_names, dataset)  # {run_id: {index: "default" / "joint"}}
 models = sorted(runs["model"].unique())
 # a link names models, their runs (budgets) and layers as three aligned lists (?models=a&runs=r1&layers=3&...),
 # read before the model picker rewrites the list
@@ -60,7 +61,9 @@ for col, model in zip(cols, chosen):
     nn = nn.merge(items[["idx", "item_id", "captions"]], on="idx")
     nn["caption"] = nn["captions"].map(lambda c: c[0])
     sets[model] = set(nn["item_id"])
-    col.markdown(f"**{md_escape(labels.get(model, model))}** (layer {layer}, {md_escape(budget_text(r))})")
+    shown = views.layer_label(layer, layer_names.get(run_id))
+    where = f"layer {layer}" if shown == str(layer) else f"the {shown} layer ({layer})"  # a named layer by name
+    col.markdown(f"**{md_escape(labels.get(model, model))}** ({md_escape(where)}, {md_escape(budget_text(r))})")
     col.dataframe(nn[["rank", "item_id", "cosine", "caption"]], hide_index=True, width="stretch")
 st.query_params["runs"] = chosen_runs or ""
 st.query_params["layers"] = chosen_layers or ""

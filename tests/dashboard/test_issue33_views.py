@@ -90,3 +90,88 @@ def test_a_one_sided_map_has_no_link_toggle_and_no_gap_sentence(named_store, mon
     assert "modality gap 0" not in " ".join(c.value for c in at.caption)
     assert "last numbered layer" in " ".join(c.value for c in at.caption)  # the map asked for is shown
     assert_draws(spec_of(charts(at)[0]))
+
+
+def chart_layers(spec):
+    """``[(mark type, rows)]`` of a layered chart whose layers each name their dataset."""
+    out = []
+    for m in layers_of(spec):
+        mark = m["mark"]["type"] if isinstance(m["mark"], dict) else m["mark"]
+        name = (m.get("data") or spec.get("data") or {}).get("name")
+        out.append((mark, spec["datasets"].get(name, [])))
+    return out
+
+
+def rankme_reference(X) -> float:
+    """RankMe (Garrido et al. 2023): exp of the entropy of the normalised singular values (+1e-7)."""
+    s = np.linalg.svd(np.asarray(X, dtype=np.float64), compute_uv=False)
+    p = s / s.sum() + 1e-7
+    return float(np.exp(-(p * np.log(p)).sum()))
+
+
+def test_named_layers_are_labelled_levels_not_points_past_the_depth_axis(named_store, monkeypatch):
+    from analysis.storage.store import load_embeddings
+
+    at = app(named_store, monkeypatch, "curves", {"dataset": "pairs", "metric": "rankme", "models": "dual-tiny"})
+    spec = spec_of(charts(at)[0])
+    parts = chart_layers(spec)
+    lines = [rows for mark, rows in parts if mark == "line"]
+    assert lines and all(0 <= r["depth"] <= 1 for rows in lines for r in rows)
+    # dual-tiny stores layers 0-3 numbered, then default (4) and joint (5): depths 0, 1/3, 2/3, 1
+    assert sorted(r["depth"] for r in lines[0]) == pytest.approx([0, 1 / 3, 2 / 3, 1])
+    assert spec["layer"][0]["encoding"]["x"]["scale"]["domain"] == [0, 1]
+    texts = [rows for mark, rows in parts if mark == "text" and rows and "layer_name" in rows[0]]
+    assert texts, parts
+    named = {r["layer_name"]: r for r in texts[0]}
+    assert set(named) == {"default", "joint"}
+    # the chart's value is the store's, which is the formula's on the stored layer (largest setting: n_f 1)
+    X = load_embeddings(named_store, model="dual-tiny", dataset="pairs", n_frames=1)
+    for name, layer in (("default", 4), ("joint", 5)):
+        assert named[name]["value"] == pytest.approx(rankme_reference(X[layer]), rel=1e-4)
+        assert named[name]["label"].startswith(f"{name} {fmt_number(rankme_reference(X[layer]))}")
+    legend = spec["layer"][0]["encoding"]["color"]["legend"]
+    assert legend["orient"] == "bottom" and legend["labelLimit"] == 0
+    svg = assert_draws(spec)
+    assert ">joint " in svg and ">default " in svg and ">model<" in svg  # labels and the legend's title drawn
+    assert "Named layers have no depth" in " ".join(c.value for c in at.caption)
+
+
+def test_alignment_curves_put_named_layers_aside_too(named_store, monkeypatch):
+    at = app(named_store, monkeypatch, "curves", {"dataset": "pairs", "metric": "alignment with plain-txt",
+                                                   "models": "dual-tiny"})
+    spec = spec_of(charts(at)[0])
+    for mark, rows in chart_layers(spec):
+        for r in rows:
+            if r.get("depth") is not None:
+                assert 0 <= r["depth"] <= 1, (mark, r)
+    assert_draws(spec)
+    picks = at.dataframe[-1].value
+    assert set(picks["layer"]) <= {"0", "1", "2", "3", "default", "joint"}
+
+
+def test_predictors_name_the_default_layer(named_store, monkeypatch):
+    at = app(named_store, monkeypatch, "predictors", {"dataset": "pairs"})
+    best = at.dataframe[2].value.set_index("model")
+    # the planted results: dual-tiny's best is its default layer (0.9 against at most 0.5)
+    assert best.loc["dual-tiny", "truly best layer"] == "default"
+    assert best.loc["dual-tiny", "default layer"] == "default"
+    assert best.loc["plain-txt", "truly best layer"] == "5"
+    spec = spec_of(charts(at)[0])
+    assert spec["encoding"]["x"]["sort"] == ["0", "1", "2", "3", "4", "5", "default", "joint"]
+    assert spec["encoding"]["x"]["axis"]["labelAngle"] == 0
+
+
+def test_predictors_correlation_and_signals_live_in_the_url(named_store, monkeypatch):
+    at = app(named_store, monkeypatch, "predictors", {"dataset": "pairs", "stat": "ρ pooled", "kinds": "profile"})
+    assert at.radio(key="pred_stat").value == "ρ pooled"
+    assert at.multiselect(key="pred_kinds").value == ["profile"]
+    assert set(at.dataframe[1].value["kind"]) == {"profile"}
+    at.radio(key="pred_stat").set_value("ρ across layers").run()
+    assert at.query_params["stat"] == "ρ across layers"
+
+
+def test_neighbours_name_the_joint_layer(named_store, monkeypatch):
+    at = app(named_store, monkeypatch, "neighbours", {"dataset": "pairs", "models": "dual-tiny",
+                                                       "runs": "dual-tiny-image", "layers": "5"})
+    heads = " ".join(m.value for m in at.markdown)
+    assert "the joint layer (5)" in heads
