@@ -4,6 +4,7 @@ vl-convert, which raises on specs the browser cannot draw), its legends are not 
 states the modality gap's number."""
 
 import json
+import re
 
 import numpy as np
 import pyarrow as pa
@@ -175,3 +176,39 @@ def test_neighbours_name_the_joint_layer(named_store, monkeypatch):
                                                        "runs": "dual-tiny-image", "layers": "5"})
     heads = " ".join(m.value for m in at.markdown)
     assert "the joint layer (5)" in heads
+
+
+#: URL values that GFM (Streamlit's Markdown) would turn into links: Markdown links, javascript: URLs,
+#: and the autolink literals no backslash escape stops (bare www., https://, e-mail addresses)
+LINKS = ["[click](https://evil.example/a)", "[a](javascript:alert(1))", "<javascript:alert(2)>",
+         "www.evil.example/b", "https://evil.example/c", "javascript:alert(3)", "x@evil.example"]
+
+
+def unescaped(md: str) -> str:
+    """The text a Markdown source shows: backslash escapes of ASCII punctuation resolved (CommonMark)."""
+    import re
+
+    return re.sub(r"\\([!-/:-@\[-`{-~])", r"\1", md)
+
+
+def gfm_autolinks(text: str) -> list[str]:
+    """The GFM autolink literals in shown text (GFM spec, extension "Autolinks"): ``www.`` and
+    ``http(s)://`` after a line start, space or ``*_~(``, and e-mail addresses ``a@b.c``."""
+    import re
+
+    return re.findall(r"(?:^|[\s*_~(])((?:www\.|https?://)\S+)|([\w.+-]+@[\w-]+\.[\w.-]*\w)", text, flags=re.I)
+
+
+@pytest.mark.parametrize("page", ["heatmap", "curves", "embedding_map", "neighbours", "predictors"])
+def test_link_parameters_stay_text(named_store, monkeypatch, page):
+    from tests.hostile import assert_inert, markdown_sources
+
+    for value in LINKS:
+        params = {p: value for p in ("dataset", "a", "b", "metric", "item", "map", "colour", "task", "stat")}
+        at = app(named_store, monkeypatch, page, params)
+        sources = markdown_sources(at)
+        assert any("unknown" in s for s in sources), page  # refused, and said so
+        for md in sources:
+            assert_inert(md)  # no link, image or raw HTML (CommonMark)
+            assert not gfm_autolinks(unescaped(md)), (value, md)  # nor a GFM autolink literal
+            assert not re.search(r"(?<!\\)\]\(", md), md  # every "](" of a parameter is escaped
