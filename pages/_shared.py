@@ -26,6 +26,7 @@ from analysis import jobs, report, views
 from analysis.views import url_state
 from analysis.storage.store import StoreBusy, read_store, store_stamp
 from analysis.views import md_escape
+from analysis.views.store_info import UNTRAINED_ICON
 
 DEFAULT_STORE = "data/demo.duckdb"
 
@@ -263,7 +264,7 @@ def untrained_banner():
     models = list(ov["models"].loc[ov["models"]["random_init"].astype(bool), "model"])
     text = views.untrained_banner(models, len(ov["models"]))
     if text:
-        st.warning(md_escape(text), icon="🧪")
+        st.warning(md_escape(text), icon=UNTRAINED_ICON)
 
 
 def render_sidebar(path: str):

@@ -99,5 +99,5 @@ if signals and len(picks):
 for note in data["notes"]:
     st.caption(md_escape(note))
 cols = st.columns(2)
-cols[0].page_link(page_path("curves"), label="Layer curves: the signals per layer", icon="📈")
-cols[1].page_link(page_path("downstream"), label="Downstream: whole-model correlations", icon="🔗")
+cols[0].page_link(page_path("curves"), label="Layer curves: the signals per layer", icon=":material/show_chart:")
+cols[1].page_link(page_path("downstream"), label="Downstream: whole-model correlations", icon=":material/link:")

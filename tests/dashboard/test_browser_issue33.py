@@ -127,16 +127,21 @@ def chart_fits(browser):
 
 
 @pytest.mark.parametrize("width", [1400, 390])
-@pytest.mark.parametrize("page,title,query", [
-    ("curves", "Layer curves", "?dataset=pairs&metric=rankme"),
-    ("embedding_map", "Embedding map", "?dataset=pairs&links=1&frames=0"),
-    ("predictors", "Layer predictors", "?dataset=pairs")])
-def test_default_views_draw_inside_the_column(server, browser, page, title, query, width):
+@pytest.mark.parametrize("page,title,query,drawn", [
+    ("", "LayerScope", "", False),
+    ("curves", "Layer curves", "?dataset=pairs&metric=rankme", True),
+    ("embedding_map", "Embedding map", "?dataset=pairs&links=1&frames=0", True),
+    ("predictors", "Layer predictors", "?dataset=pairs", True)])
+def test_default_views_draw_inside_the_column(server, browser, page, title, query, drawn, width):
+    from selenium.webdriver.common.by import By
+
     browser.set_window_size(width, 1000)
     try:
         browser.get(f"{server}/{page}{query}")
-        wait_done(browser, title, charts=True)
+        wait_done(browser, title, charts=drawn)
         chart_fits(browser)
-        shoot(browser, f"{page}-{width}")
+        # icons are Material symbols (a font that ships with Streamlit), not emoji
+        assert browser.find_elements(By.CSS_SELECTOR, "[data-testid='stIconMaterial']")
+        shoot(browser, f"{page or 'overview'}-{width}")
     finally:
         browser.set_window_size(1400, 1000)
