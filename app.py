@@ -8,7 +8,7 @@ from pathlib import Path
 
 import streamlit as st
 
-from pages._shared import render_sidebar, store_path
+from pages._shared import new_run, render_sidebar, store_path
 
 HERE = Path(__file__).resolve().parent  # absolute page paths: the entry script may live elsewhere
 
@@ -28,6 +28,7 @@ PAGES = [
     st.Page(HERE / "pages" / "neighbours.py", title="Neighbours", icon=":material/group:"),
 ]
 
+new_run()
 nav = st.navigation(PAGES)
 render_sidebar(store_path())
 nav.run()

@@ -63,14 +63,27 @@ def _wait(path) -> float:
     return 0.0 if time.monotonic() - _BUSY.get(path, -1e9) < 10 else 2.0
 
 
+def new_run():
+    """Called once at the top of every script run (app.py): notes said once per page are reset."""
+    st.session_state["_busy_noted"] = False
+
+
+def _busy_note(exc):
+    """The "being written" note, once per page run however many views fell back to earlier results."""
+    if st.session_state.get("_busy_noted"):
+        return
+    st.session_state["_busy_noted"] = True
+    st.caption(md_escape(f"The store is being written by another process; showing the results read "
+                         f"before. Refresh when it is done. ({exc})"))
+
+
 def _read(key, fn):
     try:
         value = fn()
     except StoreBusy as exc:
         _BUSY[store_path()] = time.monotonic()
         if key in _LAST:
-            st.caption(md_escape(f"The store is being written by another process; showing the results read "
-                                 f"before. Refresh when it is done. ({exc})"))
+            _busy_note(exc)
             return _LAST[key]
         st.warning(md_escape(f"{exc}. Refresh when it is done."))
         st.stop()
@@ -255,9 +268,15 @@ def untrained_banner():
     path = store_path()
     if not os.path.exists(path):
         return
+    key = (_name(views.overview), path, (path,))  # view(views.overview, path)'s key: one memory of it
     try:
         ov = _cached_view(views.overview, path, path)
-    except Exception:  # noqa: BLE001 - a busy, damaged or older store is explained by the page itself
+        _LAST[key] = ov
+    except StoreBusy:  # a job is writing: the models did not change, so the banner stays
+        ov = _LAST.get(key)
+        if ov is None:
+            return
+    except Exception:  # noqa: BLE001 - a damaged or older store is explained by the page itself
         return
     if ov.get("empty") or "models" not in ov:
         return
