@@ -348,3 +348,16 @@ def background_job(kind: str, label: str, *, csv: bytes | None = None, help=None
     else:
         _job_line(job)
     return job
+
+
+def last_job_outcome():
+    """The store's latest background job in one line (running, done or failed), without a button: the
+    outcome stays visible after the job has made nothing missing any more."""
+    job = jobs.latest(store_path())
+    if job is None:
+        return None
+    if job["state"] == "running":
+        _live_job(store_path(), job["id"])
+    else:
+        _job_line(job)
+    return job

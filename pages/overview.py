@@ -6,6 +6,7 @@ from analysis.views.verdicts import VERDICT_BADGES
 from pages._shared import (
     background_job,
     download_data,
+    last_job_outcome,
     page_path,
     report_files,
     require_store,
@@ -68,6 +69,7 @@ if ov["missing"]:
     background_job("analyze", "Run the analysis now, in the background (the store's own settings)")
 else:
     st.success("Every run is done and analysed.")
+    last_job_outcome()  # what the last background analysis did stays in view
 
 st.subheader("Share")
 if st.toggle("Prepare the layer-selection report (HTML, JSON, Markdown)", key="prepare_report"):

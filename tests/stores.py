@@ -334,7 +334,8 @@ def write_named_layers_store(path) -> None:
     ``colour`` metadata field, analysed with k=3 and 5 resamples (seconds, no model). Both towers'
     joint layers are ``z_i P + 0.3 e`` with one shared ``P``, so the joint space pairs items and the
     same-space study stores a modality gap for the two-sided map. Per-layer downstream results
-    (task ``probe``) make ``default`` dual-tiny's truly best layer (0.9 against at most 0.5)."""
+    (task ``probe``) make ``default`` dual-tiny's truly best layer (0.9 against at most 0.5); whole-model
+    results of the same task leave nothing missing on the Overview."""
     n, dim = NAMED_N, NAMED_DIM
     rng = np.random.default_rng(33)
     latent = rng.normal(size=(n, 4))
@@ -367,5 +368,7 @@ def write_named_layers_store(path) -> None:
     rows = [("dual-tiny", "probe", "top1", v, "true", layer, "linear")
             for layer, v in (("0", 0.2), ("1", 0.3), ("2", 0.4), ("3", 0.5), ("default", 0.9), ("joint", 0.45))]
     rows += [("plain-txt", "probe", "top1", 0.1 + 0.05 * layer, "true", layer, "linear") for layer in range(6)]
+    rows += [("dual-tiny", "probe", "top1", 0.6, "true", "", "linear"), ("plain-txt", "probe", "top1", 0.4, "true", "",
+                                                                          "linear")]  # whole-model results too
     import_downstream(path, write_downstream_csv(Path(str(path) + ".csv"), rows))
     analyze_store(path, k=3, n_boot=5, log=lambda m: None)

@@ -40,3 +40,17 @@ def test_a_writer_is_noted_once_and_the_banner_stays(named_store, monkeypatch):
     finally:
         holder.kill()
         holder.wait()
+
+
+def test_the_last_job_outcome_stays_when_nothing_is_missing(named_store, monkeypatch):
+    from analysis import jobs
+
+    at = app(named_store, monkeypatch)
+    assert any("Every run is done and analysed" in s.value for s in at.success)  # nothing missing: no button
+    jobs.start(named_store, "analyze")
+    end = time.monotonic() + 300
+    while jobs.latest(named_store)["state"] == "running" and time.monotonic() < end:
+        time.sleep(0.5)
+    assert jobs.latest(named_store)["state"] == "done"
+    at.run()
+    assert any("Background analysis done" in s.value for s in at.success)
