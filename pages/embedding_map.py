@@ -1,7 +1,8 @@
 import streamlit as st
 
 from analysis import views
-from analysis.methods.embedding_map import frame_data_uri, sample_items
+from analysis.methods.embedding_map import sample_items
+from analysis.views import embedding_tools as tools
 from analysis.views import map_command, md_escape
 from pages._shared import (
     dataset_picker,
@@ -13,30 +14,11 @@ from pages._shared import (
     store_path,
     view,
 )
+from pages._tools import thumbnails
+from pages import _map_tools
 
 #: items that get a frame thumbnail on hover (one first-frame decode each; more are sampled)
 THUMB_CAP = 200
-
-
-@st.cache_data(show_spinner="Reading one frame per item for the hover thumbnails…", max_entries=8)
-def thumbnails(videos: tuple) -> tuple[dict, str | None]:
-    """``{video: data URI}`` of each video's first frame, and a note when some could not be read
-    (videos on another machine than the store: the map then shows captions only)."""
-    from precompute.video import poster_frame
-
-    out, failed, first_error = {}, 0, None
-    for v in videos:
-        try:
-            out[v] = frame_data_uri(poster_frame(v))
-        except Exception as exc:  # noqa: BLE001 - a missing or unreadable video only loses its thumbnail
-            failed += 1
-            first_error = first_error or str(exc)
-            if not out and failed >= 5:  # the videos are not here at all: stop trying
-                failed = len(videos) - len(out)
-                break
-    note = None if not failed else (f"{failed} of {len(videos)} item(s) have no frame on hover (captions only): "
-                                    f"{first_error}")
-    return out, note
 
 
 st.title("Embedding map")
@@ -54,7 +36,7 @@ random_init = {s: any(labels.get(m, m) != m for m in models) for s, models in zi
 subject = pick("Map", subjects, param="map", container=st.sidebar,
                fmt=lambda s: f"{s}{' (random init)' if random_init.get(s) else ''} — {why.get(s, '')}")
 row = maps[maps["subject"] == subject].iloc[0]
-mp = view(views.embedding_map_points, row["result_id"])
+mp = view(tools.map_points_for_tools, row["result_id"])
 meta = mp["meta"]
 ri = [m for m, r in zip(meta["models"], meta["random_init"]) if r]
 if ri:
@@ -65,13 +47,13 @@ if mp["reason"]:
 else:
     pts = mp["points"]
     show_frames = pick_flag("Frames on hover", param="frames", default=True, container=st.sidebar)
-    colour = pick("Colour by", ["series"] + meta["colour_fields"], param="colour", container=st.sidebar,
-                  help="the model side and layer, or a field of the items' metadata")
+    colour = pick("Colour by", ["series"] + list(meta["fields"]), param="colour", container=st.sidebar,
+                  help="the model side and layer, or a field of the items' metadata (numbers on a continuous scale)")
     tooltip = ["series:N", "item_id:N", "caption:N"] + ([f"{colour}:N"] if colour != "series" else [])
     if show_frames:
         videos = sorted(set(pts["video"]))
         keep = [videos[i] for i in sample_items(len(videos), THUMB_CAP, 0)]
-        uris, note = thumbnails(tuple(keep))
+        uris, note = thumbnails(tuple(keep), " on hover")
         pts = pts.assign(image=pts["video"].map(uris))
         tooltip.append("image")  # vega-tooltip draws a field named "image" as a picture
         if len(videos) > THUMB_CAP:
@@ -80,9 +62,13 @@ else:
             st.caption(md_escape(note))
     two_sided = meta["kind"] == "pair"
     connect = two_sided and pick_flag("Connect each item's two points", param="links", container=st.sidebar)
-    chart = views.map_chart(pts, colour=colour, two_sided=two_sided, connect=connect,
-                            tooltip_fields=[t.split(":")[0] for t in tooltip])
-    st.altair_chart(chart, width="stretch", key="embedding_map")
+    tools_state = _map_tools.controls(pts, meta, dataset, row["result_id"])  # search, density, the clicked item, the box
+    chart = tools.explore_chart(pts, colour=colour, kind=meta["fields"].get(colour, "nominal"), two_sided=two_sided,
+                                connect=connect, tooltip_fields=[t.split(":")[0] for t in tooltip],
+                                highlight=tools_state["highlight"], focus=tools_state["focus"],
+                                density=tools_state["density"], box=tools_state["box"])
+    st.altair_chart(chart, width="stretch", key=tools_state["chart_key"], on_select="rerun",
+                    selection_mode=[tools.PICK, tools.BOX])
     notes = [(f"{len(pts)} points; UMAP n_neighbors={meta['n_neighbors']}, min_dist={meta['min_dist']}, "
               f"seed={meta['seed']}; {meta['why']}")]
     if meta.get("sampled"):
@@ -94,6 +80,7 @@ else:
                                                 tuple(int(x) for x in meta["layers"]))))
     st.caption(md_escape("; ".join(notes)))
     download_data(pts.drop(columns=[c for c in ("image",) if c in pts]), "embedding_map")
+    _map_tools.panels(tools_state)
 
 with st.expander("Map another layer"):
     runs = view(views.runs_for_neighbours, dataset)

@@ -372,3 +372,41 @@ def write_named_layers_store(path) -> None:
                                                                           "linear")]  # whole-model results too
     import_downstream(path, write_downstream_csv(Path(str(path) + ".csv"), rows))
     analyze_store(path, k=3, n_boot=5, log=lambda m: None)
+
+
+# ---------------------------------------------------------------- embedding-map tools and curve overlays (issue #33)
+#: items of the tools store; their captions name a colour word so a search has known answers
+TOOLS_N, TOOLS_DIM = 30, 6
+TOOLS_WORDS = ("Red", "green", "blue")
+
+
+def tools_captions(i: int) -> str:
+    """Item ``i``'s caption in :func:`write_map_tools_store` (a search test filters these itself)."""
+    return f"A {TOOLS_WORDS[i % 3]} ball number {i}"
+
+
+def tools_vectors(run: str, n_layers: int) -> np.ndarray:
+    """The ``(L, N, d)`` embeddings of one run of :func:`write_map_tools_store` (a test's brute-force
+    neighbours read these, not the store)."""
+    rng = np.random.default_rng([33, *run.encode()])
+    return rng.normal(size=(n_layers, TOOLS_N, TOOLS_DIM)).astype(np.float32)
+
+
+def write_map_tools_store(path) -> None:
+    """Dataset ``tools`` of :data:`TOOLS_N` items with metadata ``shade`` (3 levels), ``speed`` (a float,
+    all values distinct), ``lane`` (an integer, 3 values: numeric) and ``note`` (Markdown and a
+    ``javascript:`` link, hostile text); a video model ``vid`` at two budgets (n_f 1 and 2) and a text
+    model ``txt``; analysed with k=3, 5 resamples and the default embedding maps (seconds, no model)."""
+    w = StoreWriter(path)
+    try:
+        items = [Item(i, f"clip{i:02d}", f"/nonexistent/clip{i}.mp4", [tools_captions(i)],
+                      metadata={"shade": TOOLS_WORDS[i % 3].lower(), "speed": 0.5 + 0.25 * i, "lane": i % 3,
+                                "note": "[x](javascript:alert(1)) *" if i == 0 else f"n{i % 2}"})
+                 for i in range(TOOLS_N)]
+        w.put_dataset("tools", Manifest("tools.jsonl", items))
+    finally:
+        w.close()
+    write_run(path, "vid-f1", tools_vectors("vid-f1", 4), model="vid", modality="video", n_frames=1, dataset="tools")
+    write_run(path, "vid-f2", tools_vectors("vid-f2", 4), model="vid", modality="video", n_frames=2, dataset="tools")
+    write_run(path, "txt-c1", tools_vectors("txt-c1", 3), model="txt", modality="text", n_captions=1, dataset="tools")
+    analyze_store(path, k=3, n_boot=5, log=lambda m: None)
