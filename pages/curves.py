@@ -4,6 +4,7 @@ from analysis.views import url_state
 
 from analysis import views
 from analysis.views import md_escape
+from pages._curve_overlay import overlay_section
 from pages._shared import (dataset_picker, download_chart, download_data, pick, pick_many, require_results,
                            require_store, view)
 
@@ -71,6 +72,7 @@ if nulls is not None and len(nulls):
 stem = views.export_name("curves", dataset, metric)
 download_data(data.assign(model=data["model"].map(lambda x: labels.get(x, x))), stem)
 download_chart(chart, stem)
+overlay_section(dataset, metric, chosen, labels)  # many runs with their bands, one pinned as the baseline
 st.subheader("Which layer to use")
 for v in view(views.verdicts, dataset):
     if v["model"] in chosen:

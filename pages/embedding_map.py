@@ -68,7 +68,7 @@ else:
                                 highlight=tools_state["highlight"], focus=tools_state["focus"],
                                 density=tools_state["density"], box=tools_state["box"])
     st.altair_chart(chart, width="stretch", key=tools_state["chart_key"], on_select="rerun",
-                    selection_mode=[tools.PICK, tools.BOX])
+                    selection_mode=tools.selection_modes(tools_state["density"]))
     notes = [(f"{len(pts)} points; UMAP n_neighbors={meta['n_neighbors']}, min_dist={meta['min_dist']}, "
               f"seed={meta['seed']}; {meta['why']}")]
     if meta.get("sampled"):

@@ -208,6 +208,12 @@ def density_cells(points: pd.DataFrame, bins: int = DENSITY_BINS) -> pd.DataFram
                          "count": counts[i, j].astype(int)}, columns=cols)
 
 
+def selection_modes(density: bool) -> list[str]:
+    """The chart's selections Streamlit reports: a click and a drag on points, a drag only on the
+    density view (no point is drawn to click)."""
+    return [BOX] if density else [PICK, BOX]
+
+
 def use_density(n_points: int, requested: bool) -> bool:
     """The density view is drawn when asked for or when the map has more than :data:`DENSITY_THRESHOLD` points."""
     return bool(requested) or n_points > DENSITY_THRESHOLD

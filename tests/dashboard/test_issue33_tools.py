@@ -1,0 +1,200 @@
+"""The Embedding map's tools driven headlessly (issue #33) on a small synthetic store (tests/stores.py
+``write_map_tools_store``): search by caption or id, a click's neighbours, a box selection and its
+export, colour by a numeric or categorical metadata field, the density view; every value in the URL,
+hostile links inert. A click or drag is simulated the way Streamlit delivers it: the chart's selection
+state in ``st.session_state`` under the chart's key. Neighbours are checked against a brute-force
+cosine k-NN of the vectors the store was written with."""
+
+import json
+from pathlib import Path
+
+import duckdb
+import numpy as np
+import pyarrow as pa
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from analysis.storage import results as R
+from tests.stores import TOOLS_N, tools_captions, tools_vectors, write_map_tools_store
+
+APP = str(Path(__file__).resolve().parents[2] / "app.py")
+MAP = "vid · video L3"  # the video model's map at its largest budget (run vid-f2), layer 3
+RUN, LAYER = "vid-f2", 3
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory):
+    path = tmp_path_factory.mktemp("maptools") / "s.duckdb"
+    write_map_tools_store(path)
+    return path
+
+
+@pytest.fixture(scope="module")
+def stored_map(store):
+    """The map's result id and its stored coordinates ``{idx: (x, y)}``, read from the payload."""
+    con = duckdb.connect(str(store), read_only=True)
+    try:
+        (row,) = [r for r in R.read_studies(con, study="embedding_map", dataset="tools") if r["subject"] == MAP]
+    finally:
+        con.close()
+    p = row["payload"]
+    assert p["run_ids"] == [RUN] and list(p["layers"]) == [LAYER]
+    return row["result_id"], {int(i): (float(x), float(y)) for i, x, y in zip(p["items"], p["x"], p["y"])}
+
+
+def page(store, monkeypatch, params=None, name="embedding_map"):
+    monkeypatch.setenv("LAYERSCOPE_STORE", str(store))
+    at = AppTest.from_file(APP, default_timeout=180)
+    for k, v in {"dataset": "tools", "map": MAP, **(params or {})}.items():
+        at.query_params[k] = v
+    at.run()
+    at.switch_page(f"pages/{name}.py")
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    return at
+
+
+def click(at, result_id, selection):
+    at.session_state[f"embedding_map_{result_id}"] = {"selection": selection}
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    return at
+
+
+def frame_with(at, columns):
+    found = [d.value for d in at.dataframe if list(d.value.columns) == columns]
+    assert len(found) == 1, [list(d.value.columns) for d in at.dataframe]
+    return found[0]
+
+
+def brute_knn(run, layer, idx, k):
+    X = tools_vectors(run, 4)[layer].astype(np.float64)
+    X /= np.linalg.norm(X, axis=1, keepdims=True)
+    sims = [(float(X[idx] @ X[j]), j) for j in range(len(X)) if j != idx]
+    best = sorted(sims, reverse=True)[:k]
+    return [f"clip{j:02d}" for _, j in best], [s for s, _ in best]
+
+
+def spec(at):
+    (chart,) = at.get("vega_lite_chart")
+    s = json.loads(chart.proto.spec)
+    return s, s.get("layer", [s])
+
+
+NN_COLUMNS = ["rank", "frame", "item_id", "cosine", "caption"]
+
+
+def test_the_tools_read_the_link_and_write_it_back(store, monkeypatch):
+    params = {"q": "RED", "focus": "clip04", "nk": "4", "density": "1", "colour": "speed", "box": "0,1,0,1"}
+    at = page(store, monkeypatch, params)
+    assert at.text_input(key="pick_q").value == "RED"
+    assert at.selectbox(key="pick_focus").value == "clip04"
+    assert at.slider(key="pick_nk").value == 4
+    assert at.toggle(key="pick_density").value is True
+    assert at.selectbox(key="pick_colour").value == "speed"
+    assert {k: at.query_params[k] for k in params} == params
+    at.text_input(key="pick_q").set_value("blue").run()
+    at.selectbox(key="pick_focus").set_value("clip09").run()
+    at.slider(key="pick_nk").set_value(3).run()
+    at.toggle(key="pick_density").set_value(False).run()
+    assert {k: at.query_params[k] for k in ("q", "focus", "nk", "density")} == {
+        "q": "blue", "focus": "clip09", "nk": "3", "density": "0"}
+    at.text_input(key="pick_q").set_value("").run()
+    at.selectbox(key="pick_focus").set_value("(none)").run()
+    assert "q" not in at.query_params and "focus" not in at.query_params
+
+
+@pytest.mark.parametrize("query", ["RED", "clip1", "ball number 2"])
+def test_search_results_equal_a_substring_filter(store, monkeypatch, query):
+    at = page(store, monkeypatch, {"q": query})
+    want = [f"clip{i:02d}" for i in range(TOOLS_N)
+            if query.lower() in tools_captions(i).lower() or query.lower() in f"clip{i:02d}"]
+    got = frame_with(at, ["item_id", "caption"])
+    assert list(got["item_id"]) == want
+    assert list(got["caption"]) == [tools_captions(int(i[4:])) for i in want]
+    (_, marks) = spec(at)
+    ring = [m for m in marks if m["mark"].get("color") == "black"]
+    assert len(ring) == 1
+
+
+def test_a_clicked_point_lists_its_brute_force_neighbours(store, stored_map, monkeypatch):
+    result_id, _ = stored_map
+    at = page(store, monkeypatch, {"nk": "6"})
+    click(at, result_id, {"pick": [{"idx": 7}]})
+    assert at.selectbox(key="pick_focus").value == "clip07"
+    assert at.query_params["focus"] == "clip07"
+    ids, cos = brute_knn(RUN, LAYER, 7, 6)
+    nn = frame_with(at, NN_COLUMNS)
+    assert list(nn["item_id"]) == ids
+    np.testing.assert_allclose(nn["cosine"], cos, rtol=1e-5)
+    assert list(nn["caption"]) == [tools_captions(int(i[4:])) for i in ids]
+    # the videos are not on this machine: no thumbnail, and a note says why
+    assert nn["frame"].isna().all()
+    assert any("have no frame (captions only)" in c.value for c in at.caption)
+    # the same list from a link alone
+    again = frame_with(page(store, monkeypatch, {"nk": "6", "focus": "clip07"}), NN_COLUMNS)
+    assert list(again["item_id"]) == ids
+    # a double-click clears the selection, and the focus with it
+    click(at, result_id, {})
+    assert at.selectbox(key="pick_focus").value == "(none)" and "focus" not in at.query_params
+
+
+def test_a_dragged_box_lists_exactly_its_points_and_offers_them_as_csv(store, stored_map, monkeypatch):
+    result_id, xy = stored_map
+    xs = sorted(x for x, _ in xy.values())
+    ys = sorted(y for _, y in xy.values())
+    box = (xs[5], xs[20], ys[3], ys[25])  # corners on points: the edges count as inside
+    at = page(store, monkeypatch)
+    click(at, result_id, {"box": {"x": [box[1], box[0]], "y": [box[2], box[3]]}})
+    want = sorted(f"clip{i:02d}" for i, (x, y) in xy.items() if box[0] <= x <= box[1] and box[2] <= y <= box[3])
+    assert 0 < len(want) < TOOLS_N
+    listed = frame_with(at, ["item_id", "caption", "series", "x", "y"])
+    assert sorted(listed["item_id"]) == want
+    assert at.get("download_button")  # the CSV's content is tested in tests/analysis/test_embedding_tools.py
+    assert [b for b in at.get("download_button") if "dl_selection" in b.proto.id]
+    # the box is in the link, and the link alone gives the same list
+    again = frame_with(page(store, monkeypatch, {"box": at.query_params["box"]}), ["item_id", "caption", "series", "x", "y"])
+    assert sorted(again["item_id"]) == want
+
+
+def test_colour_by_a_numeric_or_a_categorical_field(store, monkeypatch):
+    at = page(store, monkeypatch, {"colour": "speed"})
+    assert {"speed", "lane", "shade", "note"} <= set(at.selectbox(key="pick_colour").options)
+    _, marks = spec(at)
+    assert marks[0]["encoding"]["color"] == {**marks[0]["encoding"]["color"], "field": "speed",
+                                             "type": "quantitative"}
+    _, marks = spec(page(store, monkeypatch, {"colour": "shade"}))
+    assert marks[0]["encoding"]["color"]["type"] == "nominal"
+
+
+def test_the_density_view_counts_every_point(store, monkeypatch):
+    at = page(store, monkeypatch, {"density": "1"})
+    _, marks = spec(at)
+    assert marks[0]["mark"]["type"] == "rect"
+    (chart,) = at.get("vega_lite_chart")
+    tables = [pa.ipc.open_stream(d.data.data).read_pandas() for d in chart.proto.datasets]
+    (cells,) = [t for t in tables if "count" in t]
+    assert cells["count"].sum() == TOOLS_N
+
+
+def test_hostile_links_are_inert(store, monkeypatch):
+    evil = "[x](javascript:alert(1))"
+    at = page(store, monkeypatch, {"q": evil, "focus": "<script>alert(1)</script>", "box": "javascript:alert(1)",
+                                   "nk": "1e9", "colour": evil})
+    warnings = " ".join(w.value for w in at.warning)
+    assert "unknown item" in warnings and "not four numbers" in warnings
+    assert at.selectbox(key="pick_focus").value == "(none)"
+    markdown = " ".join(str(e.value) for e in list(at.markdown) + list(at.caption) + list(at.warning))
+    assert "](javascript:" not in markdown and "<script>" not in markdown
+    # the hostile caption of item 0 matches its own text literally, and only that
+    got = frame_with(page(store, monkeypatch, {"colour": "note", "q": "ball number 0"}), ["item_id", "caption"])
+    assert list(got["item_id"]) == ["clip00"]
+
+
+def test_the_neighbours_page_shows_each_neighbours_thumbnail_column(store, monkeypatch):
+    at = page(store, monkeypatch, {"item": "clip03", "models": "vid", "runs": "vid-f2", "layers": "3", "k": "4"},
+              name="neighbours")
+    nn = frame_with(at, NN_COLUMNS)
+    ids, _ = brute_knn("vid-f2", 3, 3, 4)
+    assert list(nn["item_id"]) == ids
+    assert any("have no frame (captions only)" in c.value for c in at.caption)
