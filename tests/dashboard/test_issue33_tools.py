@@ -10,6 +10,7 @@ from pathlib import Path
 
 import duckdb
 import numpy as np
+import pandas as pd
 import pyarrow as pa
 import pytest
 from streamlit.testing.v1 import AppTest
@@ -198,3 +199,99 @@ def test_the_neighbours_page_shows_each_neighbours_thumbnail_column(store, monke
     ids, _ = brute_knn("vid-f2", 3, 3, 4)
     assert list(nn["item_id"]) == ids
     assert any("have no frame (captions only)" in c.value for c in at.caption)
+
+
+# ---------------------------------------------------------------- Layer curves: overlaid runs and a baseline
+def curves_page(store, monkeypatch, params):
+    monkeypatch.setenv("LAYERSCOPE_STORE", str(store))
+    at = AppTest.from_file(APP, default_timeout=180)
+    for k, v in params.items():
+        at.query_params[k] = v
+    at.run()
+    at.switch_page("pages/curves.py")
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    return at
+
+
+def overlay_spec(at):
+    charts = [c for c in at.get("vega_lite_chart") if '"title": "run"' in c.proto.spec]  # colour by run
+    assert len(charts) == 1
+    s = json.loads(charts[0].proto.spec)
+    tables = [pa.ipc.open_stream(d.data.data).read_pandas() for d in charts[0].proto.datasets]
+    return s.get("layer", [s]), tables
+
+
+def stored_profile(store, run, metric):
+    con = duckdb.connect(str(store), read_only=True)
+    try:
+        (v,) = con.execute("SELECT layer_values FROM result_profiles WHERE run_id = ? AND metric = ?",
+                           [run, metric]).fetchone()
+    finally:
+        con.close()
+    return np.asarray(v, dtype=float)
+
+
+def test_the_overlay_reads_its_runs_and_baseline_from_the_link_and_writes_them_back(store, monkeypatch):
+    at = curves_page(store, monkeypatch, {"dataset": "tools", "metric": "rankme", "oruns": ["vid-f1", "vid-f2"],
+                                          "base": "vid-f1"})
+    assert at.multiselect(key="pick_oruns").value == ["vid-f1", "vid-f2"]
+    assert set(at.multiselect(key="pick_oruns").options) == {"vid (random init) · n_f 1", "vid (random init) · n_f 2",
+                                                             "txt (random init) · n_c 1"}  # run ids shown by label
+    assert at.selectbox(key="pick_base").value == "vid-f1"
+    assert at.toggle(key="pick_diff").value is False
+    at.toggle(key="pick_diff").set_value(True).run()
+    assert at.query_params["diff"] == "1"
+    at.multiselect(key="pick_oruns").select("txt-c1").run()
+    assert at.query_params["oruns"] == ["vid-f1", "vid-f2", "txt-c1"]
+    at.selectbox(key="pick_base").set_value("(none)").run()
+    assert at.query_params["base"] == "(none)" and "pick_diff" not in [t.key for t in at.toggle]
+
+
+def test_the_difference_to_the_baseline_is_each_layers_difference(store, monkeypatch):
+    at = curves_page(store, monkeypatch, {"dataset": "tools", "metric": "rankme", "oruns": ["vid-f1", "vid-f2"],
+                                          "base": "vid-f1", "diff": "1"})
+    marks, tables = overlay_spec(at)
+    assert marks[-1]["mark"]["type"] == "rule" and marks[-1]["mark"]["strokeDash"]  # the baseline is zero
+    (line,) = [t for t in tables if "run_id" in t and set(t["run_id"]) == {"vid-f2"}]
+    want = stored_profile(store, "vid-f2", "rankme") - stored_profile(store, "vid-f1", "rankme")  # same depths
+    np.testing.assert_allclose(line.sort_values("layer")["value"], want)
+    assert any("each curve minus the baseline" in c.value for c in at.caption)
+
+
+def test_the_baseline_is_drawn_dashed_with_the_others_in_colour(store, monkeypatch):
+    at = curves_page(store, monkeypatch, {"dataset": "tools", "metric": "rankme", "base": "txt-c1"})
+    marks, _ = overlay_spec(at)
+    assert marks[-1]["mark"]["type"] == "line" and marks[-1]["mark"]["color"] == "black"
+    assert "txt" not in " ".join(marks[0]["encoding"]["color"]["scale"]["domain"])
+    assert any("point estimates only" in c.value for c in at.caption)  # profiles store no intervals
+
+
+def test_alignment_curves_overlay_with_their_stored_interval(dashboard_store, monkeypatch):
+    metric = "alignment with vit-tiny"  # the two text models' curves, each with its best cell's interval
+    at = curves_page(dashboard_store, monkeypatch, {"dataset": "moving_shapes", "metric": metric})
+    marks, tables = overlay_spec(at)
+    bars = [m for m in marks if m["mark"]["type"] == "rule" and "y2" in m["encoding"]]
+    assert bars, [m["mark"] for m in marks]
+    con = duckdb.connect(str(dashboard_store), read_only=True)
+    try:
+        from analysis.views import curve_intervals
+
+        iv = curve_intervals(con, "moving_shapes")
+    finally:
+        con.close()
+    iv = iv[iv["metric"] == metric]
+    got = pd.concat([t for t in tables if "low" in t]).dropna(subset=["low"]).drop_duplicates(["model", "layer"])
+    assert sorted(zip(got["model"], got["low"], got["high"])) == sorted(zip(iv["model"], iv["low"], iv["high"]))
+
+
+def test_hostile_overlay_links_fall_back_with_a_note(store, monkeypatch):
+    at = curves_page(store, monkeypatch, {"dataset": "tools", "metric": "rankme",
+                                          "oruns": ["[x](javascript:alert(1))", "vid-f2", "vid-f1"],
+                                          "base": "<script>"})
+    warnings = " ".join(w.value for w in at.warning)
+    assert "unknown runs to overlay" in warnings and "unknown baseline run" in warnings
+    assert at.multiselect(key="pick_oruns").value == ["vid-f2", "vid-f1"]
+    assert at.selectbox(key="pick_base").value == "(none)"
+    markdown = " ".join(str(e.value) for e in list(at.markdown) + list(at.caption) + list(at.warning))
+    assert "](javascript:" not in markdown and "<script>" not in markdown
