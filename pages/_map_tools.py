@@ -28,21 +28,23 @@ def _selection(state) -> dict:
 
 
 def _apply_chart_events(chart_key: str, pts) -> None:
-    """A new click or drag on the map (its state differs from the last one seen) becomes the focus
-    item and the URL box; a cleared selection clears them. The URL wins until the chart changes."""
+    """A new click on the map becomes the focus item, a new drag the URL box, each only when its own
+    part of the chart's selection changed (a drag keeps the clicked item); a cleared part clears its
+    value. The URL wins until the chart changes."""
     sel = _selection(st.session_state.get(chart_key))
     seen_key = f"_seen_{chart_key}"
-    if sel == st.session_state.get(seen_key, {}):
-        return
+    seen = st.session_state.get(seen_key, {})
     st.session_state[seen_key] = sel
-    clicked = tools.picked_items(sel, pts)
-    ids = dict(zip(pts["idx"], pts["item_id"]))
-    st.session_state[FOCUS_KEY] = str(ids[clicked[-1]]) if clicked else NO_ITEM
-    box = tools.box_from_selection(sel)
-    if box is not None:
-        st.query_params["box"] = tools.box_param(box)
-    elif "box" in st.query_params:
-        del st.query_params["box"]
+    if sel.get(tools.PICK) != seen.get(tools.PICK):
+        clicked = tools.picked_items(sel, pts)
+        ids = dict(zip(pts["idx"], pts["item_id"]))
+        st.session_state[FOCUS_KEY] = str(ids[clicked[-1]]) if clicked else NO_ITEM
+    if sel.get(tools.BOX) != seen.get(tools.BOX):
+        box = tools.box_from_selection(sel)
+        if box is not None:
+            st.query_params["box"] = tools.box_param(box)
+        elif "box" in st.query_params:
+            del st.query_params["box"]
 
 
 def _focus_item(pts) -> str | None:

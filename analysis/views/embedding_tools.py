@@ -233,15 +233,17 @@ def explore_chart(points: pd.DataFrame, *, colour: str = "series", kind: str = "
     alt = _alt()
     pick = alt.selection_point(name=PICK, fields=["idx"], on="click", clear="dblclick")
     brush = alt.selection_interval(name=BOX, encodings=["x", "y"])
-    x = alt.X("x:Q", title=None, axis=None)
-    y = alt.Y("y:Q", title=None, axis=None)
+    # UMAP coordinates have no origin: the scales fit the points, not zero
+    x = alt.X("x:Q", title=None, axis=None, scale=alt.Scale(zero=False))
+    y = alt.Y("y:Q", title=None, axis=None, scale=alt.Scale(zero=False))
     legend = alt.Legend(orient="bottom", labelLimit=0, titleLimit=0,
                         columns=1 if colour == "series" else 3)
     layers = []
     if density:
         cells = density_cells(points)
         layers.append(alt.Chart(cells).mark_rect().encode(
-            x=alt.X("x0:Q", title=None, axis=None), x2="x1:Q", y=alt.Y("y0:Q", title=None, axis=None), y2="y1:Q",
+            x=alt.X("x0:Q", title=None, axis=None, scale=alt.Scale(zero=False)), x2="x1:Q",
+            y=alt.Y("y0:Q", title=None, axis=None, scale=alt.Scale(zero=False)), y2="y1:Q",
             color=alt.Color("count:Q", title="points per cell", scale=alt.Scale(scheme="blues"),
                             legend=alt.Legend(orient="bottom")),
             tooltip=[alt.Tooltip("count:Q", title="points")]).add_params(brush))

@@ -135,9 +135,13 @@ def test_a_clicked_point_lists_its_brute_force_neighbours(store, stored_map, mon
     # the same list from a link alone
     again = frame_with(page(store, monkeypatch, {"nk": "6", "focus": "clip07"}), NN_COLUMNS)
     assert list(again["item_id"]) == ids
-    # a double-click clears the selection, and the focus with it
+    # a drag after the click keeps the clicked item
+    click(at, result_id, {"pick": [{"idx": 7}], "box": {"x": [0, 1], "y": [0, 1]}})
+    assert at.selectbox(key="pick_focus").value == "clip07" and at.query_params["box"] == "0,1,0,1"
+    # a double-click clears the selection, and the focus and box with it
     click(at, result_id, {})
     assert at.selectbox(key="pick_focus").value == "(none)" and "focus" not in at.query_params
+    assert "box" not in at.query_params
 
 
 def test_a_dragged_box_lists_exactly_its_points_and_offers_them_as_csv(store, stored_map, monkeypatch):
