@@ -35,4 +35,4 @@ def overlay_section(dataset: str, metric: str, models, labels: dict) -> None:
     st.altair_chart(chart, width="stretch", key="overlay_chart")
     st.caption(md_escape(curve_overlay.overlay_text(shown, baseline, difference)))
     out = curve_overlay.difference_to_baseline(shown, baseline) if difference else shown
-    download_data(out, f"curves_overlay_{dataset}_{metric}".replace(" ", "_"))
+    download_data(out, f"curves_overlay_{dataset}_{metric}".replace(" ", "_"), label="Download overlay (CSV)")

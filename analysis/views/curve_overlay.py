@@ -99,7 +99,8 @@ def overlay_chart(data: pd.DataFrame, metric: str, *, baseline: str | None = Non
         d = difference_to_baseline(d, baseline)
     ytitle = f"{metric} minus {baseline}" if difference and baseline else metric
     x = alt.X("depth:Q", title="relative depth (0 = embeddings, 1 = last numbered layer)",
-              scale=alt.Scale(domain=[0, 1]), axis=alt.Axis(values=[0, 0.25, 0.5, 0.75, 1], titleLimit=0))
+              scale=alt.Scale(domain=[0, 1]), axis=alt.Axis(values=[0, 0.25, 0.5, 0.75, 1], format=".2~f", labelAngle=0,
+                                                              titleLimit=0))
     y = alt.Y("value:Q", title=ytitle, scale=alt.Scale(zero=False), axis=alt.Axis(titleLimit=0))
     others = d[d["run"] != baseline] if baseline is not None else d
     runs = sorted(others["run"].unique())

@@ -24,7 +24,7 @@ from analysis.views.store_info import _df
 PICK, BOX = "pick", "box"
 #: above this many points the map is drawn as binned counts unless points are asked for
 DENSITY_THRESHOLD = 5000
-#: the density view's cells per axis
+#: the density view's most cells per axis
 DENSITY_BINS = 40
 #: a search text longer than this is cut (a pasted paragraph is not a query)
 MAX_QUERY = 200
@@ -192,15 +192,22 @@ def _edges(values: np.ndarray, bins: int) -> np.ndarray:
     return np.linspace(lo, hi, bins + 1)
 
 
-def density_cells(points: pd.DataFrame, bins: int = DENSITY_BINS) -> pd.DataFrame:
+def density_bins(n_points: int) -> int:
+    """Cells per axis for ``n_points``: about four points per cell on average, from 5 to
+    :data:`DENSITY_BINS` (a few dozen points on a 40 × 40 grid would be one point per cell)."""
+    return int(np.clip(round(np.sqrt(max(n_points, 1) / 4)), 5, DENSITY_BINS))
+
+
+def density_cells(points: pd.DataFrame, bins: int | None = None) -> pd.DataFrame:
     """Points counted on a ``bins × bins`` grid over the map's extent: one row per non-empty cell,
     ``x0, x1, y0, y1, count`` (cells are half-open ``[x0, x1)`` except the last, which holds the
     maximum, as :func:`numpy.histogram2d`); the counts sum to the number of points. A flat axis (all
-    points at one coordinate) gets one unit of width around it."""
+    points at one coordinate) gets one unit of width around it. ``bins``: :func:`density_bins` when ``None``."""
     cols = ["x0", "x1", "y0", "y1", "count"]
     if points.empty:
         return pd.DataFrame(columns=cols)
     x, y = points["x"].to_numpy(float), points["y"].to_numpy(float)
+    bins = density_bins(len(x)) if bins is None else int(bins)
     ex, ey = _edges(x, bins), _edges(y, bins)
     counts, _, _ = np.histogram2d(x, y, bins=[ex, ey])
     i, j = np.nonzero(counts)
@@ -244,8 +251,8 @@ def explore_chart(points: pd.DataFrame, *, colour: str = "series", kind: str = "
         layers.append(alt.Chart(cells).mark_rect().encode(
             x=alt.X("x0:Q", title=None, axis=None, scale=alt.Scale(zero=False)), x2="x1:Q",
             y=alt.Y("y0:Q", title=None, axis=None, scale=alt.Scale(zero=False)), y2="y1:Q",
-            color=alt.Color("count:Q", title="points per cell", scale=alt.Scale(scheme="blues"),
-                            legend=alt.Legend(orient="bottom")),
+            color=alt.Color("count:Q", title="points per cell", scale=alt.Scale(scheme="blues", domainMin=0),
+                            legend=alt.Legend(orient="bottom", format="d")),
             tooltip=[alt.Tooltip("count:Q", title="points")]).add_params(brush))
     else:
         tips = [alt.Tooltip(f"{f}:{'Q' if f == colour and kind == 'quantitative' else 'N'}",

@@ -126,6 +126,10 @@ def test_density_cells_count_every_point_once(case):
         assert cells["count"].max() >= 100
 
 
+def test_density_bins_give_about_four_points_per_cell_within_bounds():
+    assert [tools.density_bins(n) for n in (0, 30, 400, 4 * 30 ** 2, 10 ** 6)] == [5, 5, 10, 30, tools.DENSITY_BINS]
+
+
 def test_density_is_used_above_the_threshold_or_on_request():
     assert not tools.use_density(tools.DENSITY_THRESHOLD, False)
     assert tools.use_density(tools.DENSITY_THRESHOLD + 1, False)
