@@ -234,7 +234,7 @@ def explore_chart(points: pd.DataFrame, *, colour: str = "series", kind: str = "
     ``colour``, a ``quantitative`` field on a continuous scale, no axes: UMAP coordinates have no
     units), with a click selection :data:`PICK` (by ``idx``) and a drag selection :data:`BOX` (on x
     and y); ``highlight`` (item ``idx``, e.g. search matches) ringed in black, ``focus`` (a clicked
-    item and its neighbours) ringed in red. ``density``: binned counts (:func:`density_cells`) instead
+    item, ringed wider, then its neighbours) ringed in red. ``density``: binned counts (:func:`density_cells`) instead
     of points, the rings still drawn; a click then selects nothing (no point is drawn). ``box``
     ``(x0, x1, y0, y1)`` (a box from the link) is outlined dashed."""
     alt = _alt()
@@ -269,10 +269,12 @@ def explore_chart(points: pd.DataFrame, *, colour: str = "series", kind: str = "
         if connect and two_sided:
             layers.append(base.mark_line(opacity=0.15, color="gray").encode(x=x, y=y, detail="idx:N"))
         layers.append(base.mark_point(size=50, opacity=0.75, filled=True).encode(**encoding).add_params(pick, brush))
-    for ids, colour_ring in ((highlight, "black"), (focus, "#d62728")):
+    focus = list(focus)
+    # search matches in black, the clicked item (a wider ring) and its neighbours in red
+    for ids, colour_ring, size in ((highlight, "black", 220), (focus[1:], "#d62728", 220), (focus[:1], "#d62728", 480)):
         ring = points[points["idx"].isin(list(ids))] if len(ids) else points.iloc[0:0]
         if len(ring):
-            layers.append(alt.Chart(ring).mark_point(size=220, filled=False, strokeWidth=2, color=colour_ring)
+            layers.append(alt.Chart(ring).mark_point(size=size, filled=False, strokeWidth=2, color=colour_ring)
                           .encode(x=x, y=y, tooltip=[alt.Tooltip("item_id:N", title="item"),
                                                      alt.Tooltip("caption:N", title="caption")]))
     if box is not None:

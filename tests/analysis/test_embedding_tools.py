@@ -143,12 +143,13 @@ def layers(chart):
 
 def test_the_chart_carries_named_click_and_box_selections_and_rings():
     pts = points(10)
-    spec, marks = layers(tools.explore_chart(pts, highlight=[1, 2], focus=[5], box=(0, 1, 0, 1)))
+    spec, marks = layers(tools.explore_chart(pts, highlight=[1, 2], focus=[5, 6, 7], box=(0, 1, 0, 1)))
     names = {p["name"]: p["select"]["type"] for p in spec.get("params", [])
              + [p for m in marks for p in m.get("params", [])]}
     assert names == {tools.PICK: "point", tools.BOX: "interval"}
     rings = [m for m in marks if m["mark"].get("filled") is False]
-    assert [m["mark"]["color"] for m in rings] == ["black", "#d62728"]
+    assert [(m["mark"]["color"], m["mark"]["size"]) for m in rings] == [("black", 220), ("#d62728", 220),
+                                                                          ("#d62728", 480)]
     assert marks[-1]["mark"]["type"] == "rect" and marks[-1]["mark"]["strokeDash"]
 
 

@@ -299,3 +299,34 @@ def test_hostile_overlay_links_fall_back_with_a_note(store, monkeypatch):
     assert at.selectbox(key="pick_base").value == "(none)"
     markdown = " ".join(str(e.value) for e in list(at.markdown) + list(at.caption) + list(at.warning))
     assert "](javascript:" not in markdown and "<script>" not in markdown
+
+
+# ---------------------------------------------------------------- a two-sided map: each side's neighbours
+@pytest.fixture(scope="module")
+def named_store(tmp_path_factory):
+    from tests.stores import write_named_layers_store
+
+    path = tmp_path_factory.mktemp("named_tools") / "named.duckdb"
+    write_named_layers_store(path)
+    return path
+
+
+def test_a_two_sided_map_lists_the_items_neighbours_on_each_side(named_store, monkeypatch):
+    from analysis.storage.store import load_layer
+
+    con = duckdb.connect(str(named_store), read_only=True)
+    try:
+        (row,) = [r for r in R.read_studies(con, study="embedding_map", dataset="pairs") if r["payload"]["kind"] == "pair"]
+        sides = [load_layer(con, run, int(layer), with_idx=True)
+                 for run, layer in zip(row["payload"]["run_ids"], row["payload"]["layers"])]
+    finally:
+        con.close()
+    at = page(named_store, monkeypatch, {"dataset": "pairs", "map": row["subject"], "focus": "pair003", "nk": "4"})
+    tables = [d.value for d in at.dataframe if list(d.value.columns) == NN_COLUMNS]
+    assert len(tables) == 2
+    for (X, ids), nn in zip(sides, tables):
+        X = X.astype(np.float64) / np.linalg.norm(X.astype(np.float64), axis=1, keepdims=True)
+        q = X[list(ids).index(3)]
+        best = sorted(((float(q @ X[j]), int(ids[j])) for j in range(len(ids)) if ids[j] != 3), reverse=True)[:4]
+        assert list(nn["item_id"]) == [f"pair{i:03d}" for _, i in best]
+        np.testing.assert_allclose(nn["cosine"], [c for c, _ in best], rtol=1e-5)
