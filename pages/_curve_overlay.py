@@ -26,7 +26,8 @@ def overlay_section(dataset: str, metric: str, models, labels: dict) -> None:
         return
     c1, c2 = st.columns([3, 2], vertical_alignment="bottom")
     base_id = pick("Baseline run", [NO_BASELINE] + list(chosen), param="base", container=c1,
-                   fmt=lambda r: label_of.get(r, r), help="drawn dashed in black; the others can be shown as differences to it")
+                   fmt=lambda r: label_of.get(r, r),
+                   help="drawn dashed in black; the others can be shown as differences to it")
     baseline = None if base_id == NO_BASELINE else label_of[base_id]
     with c2:
         difference = baseline is not None and pick_flag("Difference to the baseline", param="diff")

@@ -158,7 +158,8 @@ def test_a_dragged_box_lists_exactly_its_points_and_offers_them_as_csv(store, st
     assert at.get("download_button")  # the CSV's content is tested in tests/analysis/test_embedding_tools.py
     assert [b for b in at.get("download_button") if "dl_selection" in b.proto.id]
     # the box is in the link, and the link alone gives the same list
-    again = frame_with(page(store, monkeypatch, {"box": at.query_params["box"]}), ["item_id", "caption", "series", "x", "y"])
+    again = frame_with(page(store, monkeypatch, {"box": at.query_params["box"]}),
+                       ["item_id", "caption", "series", "x", "y"])
     assert sorted(again["item_id"]) == want
 
 
@@ -316,7 +317,8 @@ def test_a_two_sided_map_lists_the_items_neighbours_on_each_side(named_store, mo
 
     con = duckdb.connect(str(named_store), read_only=True)
     try:
-        (row,) = [r for r in R.read_studies(con, study="embedding_map", dataset="pairs") if r["payload"]["kind"] == "pair"]
+        (row,) = [r for r in R.read_studies(con, study="embedding_map", dataset="pairs")
+                  if r["payload"]["kind"] == "pair"]
         sides = [load_layer(con, run, int(layer), with_idx=True)
                  for run, layer in zip(row["payload"]["run_ids"], row["payload"]["layers"])]
     finally:
