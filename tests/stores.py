@@ -392,14 +392,31 @@ def tools_vectors(run: str, n_layers: int) -> np.ndarray:
     return rng.normal(size=(n_layers, TOOLS_N, TOOLS_DIM)).astype(np.float32)
 
 
+def tools_video(path, i: int) -> str:
+    """Item ``i``'s video in :func:`write_map_tools_store` at ``path``: a one-image frame folder next to
+    the store for even items, a missing file for odd ones (thumbnails where frames exist, a note elsewhere)."""
+    from pathlib import Path
+
+    return str(Path(path).parent / "frames" / f"clip{i}") if i % 2 == 0 else f"/nonexistent/clip{i}.mp4"
+
+
 def write_map_tools_store(path) -> None:
     """Dataset ``tools`` of :data:`TOOLS_N` items with metadata ``shade`` (3 levels), ``speed`` (a float,
     all values distinct), ``lane`` (an integer, 3 values: numeric) and ``note`` (Markdown and a
-    ``javascript:`` link, hostile text); a video model ``vid`` at two budgets (n_f 1 and 2) and a text
-    model ``txt``; analysed with k=3, 5 resamples and the default embedding maps (seconds, no model)."""
+    ``javascript:`` link, hostile text), videos by :func:`tools_video`; a video model ``vid`` at two
+    budgets (n_f 1 and 2) and a text model ``txt``; analysed with k=3, 5 resamples and the default
+    embedding maps (seconds, no model)."""
+    from pathlib import Path
+
+    from PIL import Image
+
+    for i in range(0, TOOLS_N, 2):
+        folder = Path(tools_video(path, i))
+        folder.mkdir(parents=True, exist_ok=True)
+        Image.new("RGB", (8, 8), (40 * (i % 6), 120, 200)).save(folder / "000.png")
     w = StoreWriter(path)
     try:
-        items = [Item(i, f"clip{i:02d}", f"/nonexistent/clip{i}.mp4", [tools_captions(i)],
+        items = [Item(i, f"clip{i:02d}", tools_video(path, i), [tools_captions(i)],
                       metadata={"shade": TOOLS_WORDS[i % 3].lower(), "speed": 0.5 + 0.25 * i, "lane": i % 3,
                                 "note": "[x](javascript:alert(1)) *" if i == 0 else f"n{i % 2}"})
                  for i in range(TOOLS_N)]

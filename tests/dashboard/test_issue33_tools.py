@@ -85,6 +85,17 @@ def spec(at):
 NN_COLUMNS = ["rank", "frame", "item_id", "cosine", "caption"]
 
 
+def assert_thumbnails(at, nn, store):
+    """Even items have a frame folder (tests/stores.py ``tools_video``): each shows its first frame as a
+    JPEG; odd items have none, and a note counts them."""
+    even = nn["item_id"].map(lambda i: int(i[4:]) % 2 == 0)
+    assert nn.loc[even, "frame"].map(lambda u: str(u).startswith("data:image/jpeg;base64,")).all()
+    assert nn.loc[~even, "frame"].isna().all()
+    if (~even).any():
+        note = f"{int((~even).sum())} of {len(nn)} item(s) have no frame (captions only)"
+        assert any(note in c.value for c in at.caption), [c.value for c in at.caption]
+
+
 def test_the_tools_read_the_link_and_write_it_back(store, monkeypatch):
     params = {"q": "RED", "focus": "clip04", "nk": "4", "density": "1", "colour": "speed", "box": "0,1,0,1"}
     at = page(store, monkeypatch, params)
@@ -129,9 +140,7 @@ def test_a_clicked_point_lists_its_brute_force_neighbours(store, stored_map, mon
     assert list(nn["item_id"]) == ids
     np.testing.assert_allclose(nn["cosine"], cos, rtol=1e-5)
     assert list(nn["caption"]) == [tools_captions(int(i[4:])) for i in ids]
-    # the videos are not on this machine: no thumbnail, and a note says why
-    assert nn["frame"].isna().all()
-    assert any("have no frame (captions only)" in c.value for c in at.caption)
+    assert_thumbnails(at, nn, store)
     # the same list from a link alone
     again = frame_with(page(store, monkeypatch, {"nk": "6", "focus": "clip07"}), NN_COLUMNS)
     assert list(again["item_id"]) == ids
@@ -203,7 +212,7 @@ def test_the_neighbours_page_shows_each_neighbours_thumbnail_column(store, monke
     nn = frame_with(at, NN_COLUMNS)
     ids, _ = brute_knn("vid-f2", 3, 3, 4)
     assert list(nn["item_id"]) == ids
-    assert any("have no frame (captions only)" in c.value for c in at.caption)
+    assert_thumbnails(at, nn, store)
 
 
 # ---------------------------------------------------------------- Layer curves: overlaid runs and a baseline
