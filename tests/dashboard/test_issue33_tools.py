@@ -260,6 +260,7 @@ def test_the_overlay_reads_its_runs_and_baseline_from_the_link_and_writes_them_b
     assert at.query_params["oruns"] == ["vid-f1", "vid-f2", "txt-c1"]
     at.selectbox(key="pick_base").set_value("(none)").run()
     assert at.query_params["base"] == "(none)" and "pick_diff" not in [t.key for t in at.toggle]
+    assert "diff" not in at.query_params  # a control not on screen leaves the link
 
 
 def test_the_difference_to_the_baseline_is_each_layers_difference(store, monkeypatch):
