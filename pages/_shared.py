@@ -26,6 +26,7 @@ from analysis import jobs, report, views
 from analysis.views import url_state
 from analysis.storage.store import StoreBusy, read_store, store_stamp
 from analysis.views import md_escape
+from analysis.views.store_info import UNTRAINED_ICON
 
 DEFAULT_STORE = "data/demo.duckdb"
 
@@ -62,14 +63,27 @@ def _wait(path) -> float:
     return 0.0 if time.monotonic() - _BUSY.get(path, -1e9) < 10 else 2.0
 
 
+def new_run():
+    """Called once at the top of every script run (app.py): notes said once per page are reset."""
+    st.session_state["_busy_noted"] = False
+
+
+def _busy_note(exc):
+    """The "being written" note, once per page run however many views fell back to earlier results."""
+    if st.session_state.get("_busy_noted"):
+        return
+    st.session_state["_busy_noted"] = True
+    st.caption(md_escape(f"The store is being written by another process; showing the results read "
+                         f"before. Refresh when it is done. ({exc})"))
+
+
 def _read(key, fn):
     try:
         value = fn()
     except StoreBusy as exc:
         _BUSY[store_path()] = time.monotonic()
         if key in _LAST:
-            st.caption(md_escape(f"The store is being written by another process; showing the results read "
-                                 f"before. Refresh when it is done. ({exc})"))
+            _busy_note(exc)
             return _LAST[key]
         st.warning(md_escape(f"{exc}. Refresh when it is done."))
         st.stop()
@@ -110,8 +124,10 @@ def _url_notice(message: str | None):
         st.warning(md_escape(message))
 
 
-def pick(label: str, options, *, param: str, default=None, fmt=None, container=st, help=None, widget="selectbox"):
-    """A single choice whose value lives in the URL (``?param=value``): a selectbox (or ``widget="radio"``).
+def pick(label: str, options, *, param: str, default=None, fmt=None, container=st, help=None, widget="selectbox",
+         key: str | None = None, horizontal: bool = False):
+    """A single choice whose value lives in the URL (``?param=value``): a selectbox (or ``widget="radio"``,
+    ``horizontal`` or not); ``key``: the widget's key (default ``pick_<param>``).
 
     The URL's value wins when it is one of ``options``; anything else falls back to ``default`` (else
     the first option) with a one-line note. Returns ``None`` when there are no options."""
@@ -122,20 +138,23 @@ def pick(label: str, options, *, param: str, default=None, fmt=None, container=s
     if choice.value is None:
         return None
     index = options.index(choice.value)
+    extra = {"horizontal": horizontal} if widget == "radio" else {}
     make = container.radio if widget == "radio" else container.selectbox
-    value = make(label, options, index=index, format_func=fmt or str, key=f"pick_{param}", help=help)
+    value = make(label, options, index=index, format_func=fmt or str, key=key or f"pick_{param}", help=help, **extra)
     st.query_params[param] = str(value)
     return value
 
 
-def pick_many(label: str, options, *, param: str, default=(), fmt=None, container=st, help=None) -> list:
+def pick_many(label: str, options, *, param: str, default=(), fmt=None, container=st, help=None,
+              key: str | None = None) -> list:
     """A multiselect whose values live in the URL as a repeated parameter (``?m=a&m=b``; ``?m=`` for
-    none). Unknown values in the link are dropped with a one-line note."""
+    none; ``key``: the widget's key, default ``pick_<param>``). Unknown values in the link are dropped
+    with a one-line note."""
     options = list(options)
     choice = url_state.choose_many(url_list(param), options, label.lower(), list(default))
     _url_notice(choice.message)
     value = container.multiselect(label, options, default=choice.value, format_func=fmt or str,
-                                  key=f"pick_{param}", help=help)
+                                  key=key or f"pick_{param}", help=help)
     st.query_params[param] = [str(v) for v in value] if value else ""
     return value
 
@@ -249,16 +268,22 @@ def untrained_banner():
     path = store_path()
     if not os.path.exists(path):
         return
+    key = (_name(views.overview), path, (path,))  # view(views.overview, path)'s key: one memory of it
     try:
         ov = _cached_view(views.overview, path, path)
-    except Exception:  # noqa: BLE001 - a busy, damaged or older store is explained by the page itself
+        _LAST[key] = ov
+    except StoreBusy:  # a job is writing: the models did not change, so the banner stays
+        ov = _LAST.get(key)
+        if ov is None:
+            return
+    except Exception:  # noqa: BLE001 - a damaged or older store is explained by the page itself
         return
     if ov.get("empty") or "models" not in ov:
         return
     models = list(ov["models"].loc[ov["models"]["random_init"].astype(bool), "model"])
     text = views.untrained_banner(models, len(ov["models"]))
     if text:
-        st.warning(md_escape(text), icon="🧪")
+        st.warning(md_escape(text), icon=UNTRAINED_ICON)
 
 
 def render_sidebar(path: str):
@@ -320,6 +345,19 @@ def background_job(kind: str, label: str, *, csv: bytes | None = None, help=None
         return None
     if job["state"] == "running":
         _live_job(path, job["id"])
+    else:
+        _job_line(job)
+    return job
+
+
+def last_job_outcome():
+    """The store's latest background job in one line (running, done or failed), without a button: the
+    outcome stays visible after the job has made nothing missing any more."""
+    job = jobs.latest(store_path())
+    if job is None:
+        return None
+    if job["state"] == "running":
+        _live_job(store_path(), job["id"])
     else:
         _job_line(job)
     return job

@@ -4,6 +4,7 @@ from analysis.views import url_state
 
 from analysis import views
 from analysis.views import md_escape
+from pages._curve_overlay import overlay_section
 from pages._shared import (dataset_picker, download_chart, download_data, pick, pick_many, require_results,
                            require_store, view)
 
@@ -54,6 +55,9 @@ if nulls is not None:
 chart = views.curves_chart(data, metric, labels=labels, marks=m, intervals=intervals, rules=rules, title=title,
                            null_levels=nulls)
 st.altair_chart(chart, width="stretch", key="curves_chart")
+named_text = views.named_layers_text(views.named_layer_rows(data), labels)
+if named_text:
+    st.caption(md_escape(named_text))
 for line in views.flag_lines(data):  # ringed points and missing values, each note said once
     st.caption(md_escape(line))
 help_text = views.metric_help(base_metric, ctx["n_items"], params)
@@ -68,6 +72,7 @@ if nulls is not None and len(nulls):
 stem = views.export_name("curves", dataset, metric)
 download_data(data.assign(model=data["model"].map(lambda x: labels.get(x, x))), stem)
 download_chart(chart, stem)
+overlay_section(dataset, metric, chosen, labels)  # many runs with their bands, one pinned as the baseline
 st.subheader("Which layer to use")
 for v in view(views.verdicts, dataset):
     if v["model"] in chosen:
@@ -79,7 +84,8 @@ for model, p in choices.items():
         continue
     last = p.get("last_layer", p["n_layers"] - 1)
     for metric_name, pick_ in p["picks"].items():
-        rows.append({"model": labels.get(model, model), "metric": metric_name, "layer": pick_["layer"],
+        rows.append({"model": labels.get(model, model), "metric": metric_name,
+                     "layer": views.layer_label(pick_["layer"], p.get("layer_names")),
                      "last layer": last, "layers before the last": pick_["from_final"],
                      "last layer shortfall": f"{round(pick_['final_shortfall'], 4) + 0.0:.1%}"
                      if pick_.get("final_shortfall") is not None else ""})

@@ -1,42 +1,24 @@
-import altair as alt
 import streamlit as st
 
 from analysis import views
-from analysis.methods.embedding_map import frame_data_uri, sample_items
+from analysis.methods.embedding_map import sample_items
+from analysis.views import embedding_tools as tools
 from analysis.views import map_command, md_escape
 from pages._shared import (
     dataset_picker,
     download_data,
     pick,
+    pick_flag,
     require_results,
     require_store,
     store_path,
     view,
 )
+from pages._tools import thumbnails
+from pages import _map_tools
 
 #: items that get a frame thumbnail on hover (one first-frame decode each; more are sampled)
 THUMB_CAP = 200
-
-
-@st.cache_data(show_spinner="Reading one frame per item for the hover thumbnails…", max_entries=8)
-def thumbnails(videos: tuple) -> tuple[dict, str | None]:
-    """``{video: data URI}`` of each video's first frame, and a note when some could not be read
-    (videos on another machine than the store: the map then shows captions only)."""
-    from precompute.video import poster_frame
-
-    out, failed, first_error = {}, 0, None
-    for v in videos:
-        try:
-            out[v] = frame_data_uri(poster_frame(v))
-        except Exception as exc:  # noqa: BLE001 - a missing or unreadable video only loses its thumbnail
-            failed += 1
-            first_error = first_error or str(exc)
-            if not out and failed >= 5:  # the videos are not here at all: stop trying
-                failed = len(videos) - len(out)
-                break
-    note = None if not failed else (f"{failed} of {len(videos)} item(s) have no frame on hover (captions only): "
-                                    f"{first_error}")
-    return out, note
 
 
 st.title("Embedding map")
@@ -54,7 +36,7 @@ random_init = {s: any(labels.get(m, m) != m for m in models) for s, models in zi
 subject = pick("Map", subjects, param="map", container=st.sidebar,
                fmt=lambda s: f"{s}{' (random init)' if random_init.get(s) else ''} — {why.get(s, '')}")
 row = maps[maps["subject"] == subject].iloc[0]
-mp = view(views.embedding_map_points, row["result_id"])
+mp = view(tools.map_points_for_tools, row["result_id"])
 meta = mp["meta"]
 ri = [m for m, r in zip(meta["models"], meta["random_init"]) if r]
 if ri:
@@ -65,32 +47,28 @@ if mp["reason"]:
 else:
     pts = mp["points"]
     videos = sorted({v for v in pts["video"] if isinstance(v, str)})  # none in a text-only dataset
-    show_frames = bool(videos) and st.sidebar.toggle("Frames on hover", value=True, key="map_frames")
-    colour = pick("Colour by", ["series"] + meta["colour_fields"], param="colour", container=st.sidebar,
-                  help="the model side and layer, or a field of the items' metadata")
+    show_frames = bool(videos) and pick_flag("Frames on hover", param="frames", default=True, container=st.sidebar)
+    colour = pick("Colour by", ["series"] + list(meta["fields"]), param="colour", container=st.sidebar,
+                  help="the model side and layer, or a field of the items' metadata (numbers on a continuous scale)")
     tooltip = ["series:N", "item_id:N", "caption:N"] + ([f"{colour}:N"] if colour != "series" else [])
     if show_frames:
         keep = [videos[i] for i in sample_items(len(videos), THUMB_CAP, 0)]
-        uris, note = thumbnails(tuple(keep))
+        uris, note = thumbnails(tuple(keep), " on hover")
         pts = pts.assign(image=pts["video"].map(uris))
         tooltip.append("image")  # vega-tooltip draws a field named "image" as a picture
         if len(videos) > THUMB_CAP:
             st.caption(f"Frames on hover for {THUMB_CAP} sampled items of {len(videos)}.")
         if note:
             st.caption(md_escape(note))
-    base = alt.Chart(pts)
-    points = base.mark_point(size=50, opacity=0.75, filled=True).encode(
-        x=alt.X("x:Q", title=None, axis=None), y=alt.Y("y:Q", title=None, axis=None),
-        color=alt.Color(f"{colour}:N", title=None if colour == "series" else colour,
-                        legend=alt.Legend(orient="bottom")),
-        # colour by metadata on a two-sided map: the side is the shape
-        **({"shape": alt.Shape("side:N", legend=alt.Legend(orient="bottom"))}
-           if colour != "series" and meta["kind"] == "pair" else {}),
-        tooltip=tooltip)
-    layers = [points]
-    if meta["kind"] == "pair" and st.sidebar.toggle("Connect each item's two points", value=False, key="map_links"):
-        layers.insert(0, base.mark_line(opacity=0.15, color="gray").encode(x="x:Q", y="y:Q", detail="idx:N"))
-    st.altair_chart(alt.layer(*layers).properties(height=560), width="stretch", key="embedding_map")
+    two_sided = meta["kind"] == "pair"
+    connect = two_sided and pick_flag("Connect each item's two points", param="links", container=st.sidebar)
+    tools_state = _map_tools.controls(pts, meta, dataset, row["result_id"])  # search, density, the clicked item, the box
+    chart = tools.explore_chart(pts, colour=colour, kind=meta["fields"].get(colour, "nominal"), two_sided=two_sided,
+                                connect=connect, tooltip_fields=[t.split(":")[0] for t in tooltip],
+                                highlight=tools_state["highlight"], focus=tools_state["focus"],
+                                density=tools_state["density"], box=tools_state["box"])
+    st.altair_chart(chart, width="stretch", key=tools_state["chart_key"], on_select="rerun",
+                    selection_mode=tools.selection_modes(tools_state["density"]))
     notes = [(f"{len(pts)} points; UMAP n_neighbors={meta['n_neighbors']}, min_dist={meta['min_dist']}, "
               f"seed={meta['seed']}; {meta['why']}")]
     if meta.get("sampled"):
@@ -98,9 +76,11 @@ else:
     if meta.get("n_duplicates"):
         notes.append(f"{meta['n_duplicates']} point(s) duplicate others and are drawn on top of them")
     if meta["kind"] == "pair":
-        notes.append("the two sides share one space: a gap between the clouds is the modality gap")
+        notes.append(views.gap_text(view(views.map_modality_gap, meta["dataset"], tuple(meta["run_ids"]),
+                                                tuple(int(x) for x in meta["layers"]))))
     st.caption(md_escape("; ".join(notes)))
     download_data(pts.drop(columns=[c for c in ("image",) if c in pts]), "embedding_map")
+    _map_tools.panels(tools_state)
 
 with st.expander("Map another layer"):
     runs = view(views.runs_for_neighbours, dataset)

@@ -4,7 +4,9 @@ from analysis import views
 from analysis.views import url_state
 from analysis.methods.grid_compare import budget_text
 from analysis.views import choose, md_escape
+from analysis.views.embedding_tools import neighbour_rows
 from pages._shared import dataset_picker, pick, pick_int, pick_many, require_store, url_list, view
+from pages._tools import neighbour_table
 
 st.title("Neighbours")
 st.caption("An item's nearest items in each model's space at a chosen layer, and which neighbours the spaces share.")
@@ -32,6 +34,7 @@ if isinstance(row["video"], str):  # a text-only dataset's items are their capti
         st.caption(md_escape(f"frames unavailable: {exc}"))
 
 labels = view(views.model_labels)
+layer_names = view(views.run_layer_names, dataset)  # {run_id: {index: "default" / "joint"}}
 models = sorted(runs["model"].unique())
 # a link names models, their runs (budgets) and layers as three aligned lists (?models=a&runs=r1&layers=3&...),
 # read before the model picker rewrites the list
@@ -57,12 +60,12 @@ for col, model in zip(cols, chosen):
     layer = col.slider(f"{md_escape(model)} layer", 0, top, min(layer.value, top), key=f"nn_layer_{model}")
     chosen_runs.append(run_id)
     chosen_layers.append(str(layer))
-    nn = view(views.neighbours, r["run_id"], layer, idx, k)
-    nn = nn.merge(items[["idx", "item_id", "captions"]], on="idx")
-    nn["caption"] = nn["captions"].map(lambda c: c[0])
+    nn = neighbour_rows(view(views.neighbours, r["run_id"], layer, idx, k), items)
     sets[model] = set(nn["item_id"])
-    col.markdown(f"**{md_escape(labels.get(model, model))}** (layer {layer}, {md_escape(budget_text(r))})")
-    col.dataframe(nn[["rank", "item_id", "cosine", "caption"]], hide_index=True, width="stretch")
+    shown = views.layer_label(layer, layer_names.get(run_id))
+    where = f"layer {layer}" if shown == str(layer) else f"the {shown} layer ({layer})"  # a named layer by name
+    col.markdown(f"**{md_escape(labels.get(model, model))}** ({md_escape(where)}, {md_escape(budget_text(r))})")
+    neighbour_table(nn, container=col, key=f"nn_table_{model}")  # each neighbour's first frame where readable
 st.query_params["runs"] = chosen_runs or ""
 st.query_params["layers"] = chosen_layers or ""
 if len(sets) >= 2:

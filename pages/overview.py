@@ -2,9 +2,11 @@ import streamlit as st
 
 from analysis import views
 from analysis.views import VERDICT_RULE, display_table, md_escape
+from analysis.views.verdicts import VERDICT_BADGES
 from pages._shared import (
     background_job,
     download_data,
+    last_job_outcome,
     page_path,
     report_files,
     require_store,
@@ -23,8 +25,6 @@ if ov.get("empty"):
 
 # the answer first: per dataset and model, the layer to use (or a tie, or why none), each with the
 # views that show the evidence
-_ICON = {"recommend": "✅", "last": "✅", "default": "↩️", "tie": "🟰", "untested": "❔", "chance": "🎲",
-         "control": "🧪", "none": "⚠️"}
 st.subheader("Which layer to use")
 st.caption(md_escape(VERDICT_RULE))
 for ds in list(ov["datasets"]["dataset"]):
@@ -36,13 +36,13 @@ for ds in list(ov["datasets"]["dataset"]):
         continue
     for i, v in enumerate(found):
         line, links = st.columns([5, 2], vertical_alignment="center")
-        line.markdown(f"{_ICON[v['verdict']['status']]} {md_escape(v['sentence'])}")
+        line.markdown(f"{VERDICT_BADGES[v['verdict']['status']]} {md_escape(v['sentence'])}")
         with links:
             c_heat, c_curve = st.columns(2)
             if v["heatmap"]:
-                c_heat.page_link(page_path("heatmap"), label="heatmap", icon="🟩", query_params=v["heatmap"],
+                c_heat.page_link(page_path("heatmap"), label="heatmap", icon=":material/grid_on:", query_params=v["heatmap"],
                                  help="the mutual k-NN grid with this layer selected")
-            c_curve.page_link(page_path("curves"), label="curves", icon="📈", query_params=v["curves"],
+            c_curve.page_link(page_path("curves"), label="curves", icon=":material/show_chart:", query_params=v["curves"],
                               help=md_escape(f"the curve of {v['verdict']['lead'] or 'this model'} per layer"))
 
 c1, c2, c3 = st.columns(3)
@@ -69,6 +69,7 @@ if ov["missing"]:
     background_job("analyze", "Run the analysis now, in the background (the store's own settings)")
 else:
     st.success("Every run is done and analysed.")
+    last_job_outcome()  # what the last background analysis did stays in view
 
 st.subheader("Share")
 if st.toggle("Prepare the layer-selection report (HTML, JSON, Markdown)", key="prepare_report"):

@@ -8,6 +8,7 @@ from pages._shared import (
     download_data,
     page_path,
     pick,
+    pick_many,
     require_store,
     store_path,
     view,
@@ -42,14 +43,15 @@ if data["fabricated"]:
                "results to read this table.")
 
 table = data["table"]
-statistic = st.radio("Correlation", ["ρ across layers", "ρ pooled"], horizontal=True, key="pred_stat",
-                     help="across layers: within each model, then the mean over models; pooled: every "
-                          "(model, layer) point together")
+# both controls live in the URL (?stat=...&kinds=...): a shared link shows the same table
+statistic = pick("Correlation", ["ρ across layers", "ρ pooled"], param="stat", widget="radio", horizontal=True,
+                 key="pred_stat", help="across layers: within each model, then the mean over models; pooled: "
+                                       "every (model, layer) point together")
 kinds = sorted(k for k in table["kind"].dropna().unique()) if len(table) else []
-chosen_kinds = st.multiselect("Signals", kinds, default=kinds, key="pred_kinds",
-                              help="profile: one run per layer; pairwise: best alignment of the layer with a "
-                                   "reference text model (row max of the grid); same_space: metrics where the video "
-                                   "and text sides share a space")
+chosen_kinds = pick_many("Signals", kinds, param="kinds", default=kinds, key="pred_kinds",
+                         help="profile: one run per layer; pairwise: best alignment of the layer with a "
+                              "reference text model (row max of the grid); same_space: metrics where the video "
+                              "and text sides share a space")
 shown = table[table["kind"].isin(chosen_kinds)] if len(table) else table
 
 st.subheader("Signal × task")
@@ -71,9 +73,14 @@ st.caption("Gaps are in the task's metric, positive when the first layer named i
            "last numbered one (hidden states); `default` is the model's own output when its runs store it.")
 curves = data["curves"][data["curves"]["task"] == task]
 if len(curves):
+    # named layers (default, joint) by name, after the numbered ones; labels upright
+    order = views.layer_order(curves["layer_name"])
     chart = alt.Chart(curves).mark_line(point=True).encode(
-        x=alt.X("layer:O", title="layer"), y=alt.Y("result:Q", title=task, scale=alt.Scale(zero=False)),
-        color="model:N", tooltip=["model", "layer", "result"])
+        x=alt.X("layer_name:O", title="layer", sort=order, axis=alt.Axis(labelAngle=0)),
+        y=alt.Y("result:Q", title=task, scale=alt.Scale(zero=False), axis=alt.Axis(titleLimit=0)),
+        color=alt.Color("model:N", legend=alt.Legend(orient="bottom", labelLimit=0)),
+        tooltip=[alt.Tooltip("model:N", title="model"), alt.Tooltip("layer_name:N", title="layer"),
+                 alt.Tooltip("result:Q", format=".4g", title="result")])
     st.altair_chart(chart.properties(height=300), width="stretch", key="pred_curves")
 
 signals = list(rows["signal"]) if len(rows) else []
@@ -92,5 +99,5 @@ if signals and len(picks):
 for note in data["notes"]:
     st.caption(md_escape(note))
 cols = st.columns(2)
-cols[0].page_link(page_path("curves"), label="Layer curves: the signals per layer", icon="📈")
-cols[1].page_link(page_path("downstream"), label="Downstream: whole-model correlations", icon="🔗")
+cols[0].page_link(page_path("curves"), label="Layer curves: the signals per layer", icon=":material/show_chart:")
+cols[1].page_link(page_path("downstream"), label="Downstream: whole-model correlations", icon=":material/link:")

@@ -2,7 +2,8 @@ import altair as alt
 import streamlit as st
 
 from analysis import views
-from analysis.views.nuance import nuance_view, same_space_long
+from analysis.views.nuance import (below_chance_text, choice_charts, interval_coverage_text, nuance_view,
+                                   same_space_long, undefined_text)
 from analysis.views import md_escape, temporal_view
 from pages._shared import (
     dataset_picker,
@@ -27,16 +28,14 @@ payload = payload or {}
 #: facet labels above each row, horizontal, never on top of each other
 ROW_HEADER = alt.Header(labelAngle=0, labelOrient="top", labelAnchor="start", labelAlign="left", labelLimit=600,
                         title=None)
-CHANCE = alt.Chart().mark_rule(strokeDash=[4, 4], color="gray").encode(y=alt.datum(0.5))
 
 
 def notes_of(df, what):
-    """Undefined values are not drawn: say which and why."""
+    """Undefined values are not drawn: say how many, each reason once with its count."""
     value_col = next(c for c in ("accuracy", "mAP", "recall", "value") if c in df)
-    missing = df[df[value_col].isna()]
-    if len(missing):
-        st.caption(f"{len(missing)} {what} value(s) undefined (not drawn): " + md_escape(
-            "; ".join(sorted({f"{r.pair} layer {r.layer}: {r.note or 'undefined'}" for r in missing.itertuples()}))))
+    line = undefined_text(df, what, value_col)
+    if line:
+        st.caption(md_escape(line))
 
 
 tv = temporal_view(payload)
@@ -45,10 +44,9 @@ if len(tv["tot"]):
     st.altair_chart(alt.Chart(tv["tot"]).mark_bar().encode(
         x=alt.X("k:O", axis=alt.Axis(labelAngle=0)), y=alt.Y("alignment:Q"), color="pair:N", xOffset="pair:N",
         tooltip=["pair", "k", "alignment"]).properties(height=260), width="stretch", key="tot_chart")
-    undefined = tv["tot"][tv["tot"]["alignment"].isna()]
-    if len(undefined):
-        st.caption(f"{len(undefined)} alignment value(s) undefined (not drawn): " + md_escape(
-            "; ".join(sorted({f"{r.pair} k = {r.k}: {r.note or 'undefined'}" for r in undefined.itertuples()}))))
+    line = undefined_text(tv["tot"], "alignment", "alignment")
+    if line:
+        st.caption(md_escape(line))
     st.subheader("First neighbour types")
     if len(tv["types"]):
         st.altair_chart(alt.Chart(tv["types"]).mark_bar().encode(
@@ -78,10 +76,9 @@ if len(tv["arrow"]):
         x=alt.X("depth:Q", title="relative depth"), y=alt.Y("arrow_of_time:Q"), color="model:N",
         strokeDash="n_frames:N", tooltip=["model", "n_frames", "layer", "arrow_of_time"]).properties(height=280),
         width="stretch", key="arrow_chart")
-    undefined = tv["arrow"][tv["arrow"]["arrow_of_time"].isna()]
-    if len(undefined):
-        st.caption(f"{len(undefined)} layer(s) have no arrow-of-time value (not drawn): " + md_escape(
-            "; ".join(f"{r.model} layer {r.layer}: {r.note or 'undefined'}" for r in undefined.itertuples())))
+    line = undefined_text(tv["arrow"], "arrow-of-time", "arrow_of_time")
+    if line:
+        st.caption(md_escape(line))
     download_data(tv["arrow"], "arrow_of_time")
 
 # ---------------------------------------------------------------- one shared video–text space
@@ -89,8 +86,7 @@ if same_rows:
     st.header("Shared video–text space")
     st.caption("Where a video side and a text side live in one space (an MLLM's two sides at every layer, a dual "
                "encoder's joint layer): retrieval both ways (Recall@k, mAP, median rank), the modality gap "
-               "(‖mean video − mean text‖ on the unit sphere), alignment, MMD and Fréchet distance. Bands: "
-               "bootstrap intervals over items.")
+               "(‖mean video − mean text‖ on the unit sphere), alignment, MMD and Fréchet distance.")
     ss = same_space_long(same_rows)
     pairs = sorted(ss["pair"].unique())
     per_layer = [p for p in pairs if (ss.loc[ss["pair"] == p, "space"] == "layers").all()]
@@ -105,6 +101,7 @@ if same_rows:
     line = base.mark_line(point=True).encode(y="value:Q", tooltip=["layer", "value", "ci_low", "ci_high", "note"])
     st.altair_chart((band + line).properties(height=280), width="stretch", key="same_space_chart")
     notes_of(sel, metric)
+    st.caption(md_escape(interval_coverage_text(sel)))
     wide = ss[ss["pair"] == pair].pivot_table(index="layer_a", columns="metric", values="value", sort=False)
     st.dataframe(wide.reset_index().rename(columns={"layer_a": "layer"}), hide_index=True, width="stretch")
     download_data(ss, "same_space")
@@ -121,11 +118,13 @@ for key, title, caption in (
     if not len(df):
         continue
     st.subheader(title)
-    st.caption(caption)
-    chart = alt.Chart(df).mark_line(point=True).encode(
-        x=alt.X("depth:Q", title="relative depth"), y=alt.Y("accuracy:Q", scale=alt.Scale(domain=[0, 1])),
-        color="pair:N", tooltip=["pair", "layer", "accuracy", "ties", "n_items", "note"])
-    st.altair_chart(alt.layer(chart, CHANCE).properties(height=260), width="stretch", key=f"{key}_chart")
+    st.caption(caption + " Error bars: 95% Wilson intervals over the items' choices (approximate, as ties count "
+               "½); dashed rule: chance. A dual encoder's joint layer has no depth: it is drawn apart.")
+    for i, chart in enumerate(choice_charts(df)):
+        st.altair_chart(chart, width="stretch", key=f"{key}_chart" + (f"_{i}" if i else ""))
+    below = below_chance_text(df, key.replace("_", " "))
+    if below:
+        st.caption(md_escape(below))
     notes_of(df, key.replace("_", " "))
     download_data(df, key)
 if len(nv["gallery"]):

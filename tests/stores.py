@@ -534,3 +534,110 @@ def write_text_store(path, runs: dict, *, dataset: str = "sentences", captions=N
     if analyze is not None:
         analyze_store(path, log=lambda *_: None, **analyze)
     return ids
+
+
+# ---------------------------------------------------------------- named layers and a shared space (issue #33)
+#: a dual encoder's stored layers: 4 numbered, then its pooled ``default`` output and the ``joint`` projection
+NAMED_LAYERS = {"4": "default", "5": "joint"}
+NAMED_N, NAMED_DIM = 20, 8
+
+
+def write_named_layers_store(path) -> None:
+    """A dual encoder ``dual-tiny`` (an image run and a text run, layers 0-3 numbered, 4 ``default``, 5
+    ``joint``) and a plain text model ``plain-txt`` on dataset ``pairs`` of :data:`NAMED_N` items with a
+    ``colour`` metadata field, analysed with k=3 and 5 resamples (seconds, no model). Both towers'
+    joint layers are ``z_i P + 0.3 e`` with one shared ``P``, so the joint space pairs items and the
+    same-space study stores a modality gap for the two-sided map. Per-layer downstream results
+    (task ``probe``) make ``default`` dual-tiny's truly best layer (0.9 against at most 0.5); whole-model
+    results of the same task leave nothing missing on the Overview."""
+    n, dim = NAMED_N, NAMED_DIM
+    rng = np.random.default_rng(33)
+    latent = rng.normal(size=(n, 4))
+    shared = rng.normal(size=(4, dim))
+    w = StoreWriter(path)
+    try:
+        items = [Item(i, f"pair{i:03d}", f"/nonexistent/pair{i}.mkv", [f"pair caption {i}"],
+                      metadata={"colour": ("red", "green", "blue")[i % 3]}) for i in range(n)]
+        w.put_dataset("pairs", Manifest("pairs.jsonl", items))
+        for model, modality in (("dual-tiny", "image"), ("plain-txt", "text")):
+            w.put_model(model, ModelInfo(f"/models/{model}", "toy", modality, "mean", 6, dim, 1000, None, "r", True, {}))
+        runs = [("dual-tiny-image", "dual-tiny", "image", NAMED_LAYERS), ("dual-tiny-text", "dual-tiny", "text", NAMED_LAYERS),
+                ("plain-txt", "plain-txt", "text", {})]
+        for r_i, (run, model, modality, names) in enumerate(runs):
+            own = np.random.default_rng([33, r_i]).normal(size=(4, dim))
+            X = np.stack([latent @ (own if l < 5 else shared) + (0.3 + 0.2 * abs(l - 2)) * rng.normal(size=(n, dim))
+                          for l in range(6)]).astype(np.float32)
+            vision = modality != "text"
+            w.start_run(run, model=model, dataset="pairs", modality=modality, n_frames=1 if vision else None,
+                        n_captions=None if vision else 1, variant="original", image_mode="frames" if vision else None,
+                        pooling="mean", dtype="float32", device="cpu", n_items=n, n_layers=6, dim=dim,
+                        config={"layer_names": dict(names)} if names else {})
+            w.write_batch(run, 0, X, n_done=n, n_items=n)
+    finally:
+        w.close()
+    from pathlib import Path
+
+    from analysis.storage.downstream_import import import_downstream
+
+    rows = [("dual-tiny", "probe", "top1", v, "true", layer, "linear")
+            for layer, v in (("0", 0.2), ("1", 0.3), ("2", 0.4), ("3", 0.5), ("default", 0.9), ("joint", 0.45))]
+    rows += [("plain-txt", "probe", "top1", 0.1 + 0.05 * layer, "true", layer, "linear") for layer in range(6)]
+    rows += [("dual-tiny", "probe", "top1", 0.6, "true", "", "linear"), ("plain-txt", "probe", "top1", 0.4, "true", "",
+                                                                          "linear")]  # whole-model results too
+    import_downstream(path, write_downstream_csv(Path(str(path) + ".csv"), rows))
+    analyze_store(path, k=3, n_boot=5, log=lambda m: None)
+
+
+# ---------------------------------------------------------------- embedding-map tools and curve overlays (issue #33)
+#: items of the tools store; their captions name a colour word so a search has known answers
+TOOLS_N, TOOLS_DIM = 30, 6
+TOOLS_WORDS = ("Red", "green", "blue")
+
+
+def tools_captions(i: int) -> str:
+    """Item ``i``'s caption in :func:`write_map_tools_store` (a search test filters these itself)."""
+    return f"A {TOOLS_WORDS[i % 3]} ball number {i}"
+
+
+def tools_vectors(run: str, n_layers: int) -> np.ndarray:
+    """The ``(L, N, d)`` embeddings of one run of :func:`write_map_tools_store` (a test's brute-force
+    neighbours read these, not the store)."""
+    rng = np.random.default_rng([33, *run.encode()])
+    return rng.normal(size=(n_layers, TOOLS_N, TOOLS_DIM)).astype(np.float32)
+
+
+def tools_video(path, i: int) -> str:
+    """Item ``i``'s video in :func:`write_map_tools_store` at ``path``: a one-image frame folder next to
+    the store for even items, a missing file for odd ones (thumbnails where frames exist, a note elsewhere)."""
+    from pathlib import Path
+
+    return str(Path(path).parent / "frames" / f"clip{i}") if i % 2 == 0 else f"/nonexistent/clip{i}.mp4"
+
+
+def write_map_tools_store(path) -> None:
+    """Dataset ``tools`` of :data:`TOOLS_N` items with metadata ``shade`` (3 levels), ``speed`` (a float,
+    all values distinct), ``lane`` (an integer, 3 values: numeric) and ``note`` (Markdown and a
+    ``javascript:`` link, hostile text), videos by :func:`tools_video`; a video model ``vid`` at two
+    budgets (n_f 1 and 2) and a text model ``txt``; analysed with k=3, 5 resamples and the default
+    embedding maps (seconds, no model)."""
+    from pathlib import Path
+
+    from PIL import Image
+
+    for i in range(0, TOOLS_N, 2):
+        folder = Path(tools_video(path, i))
+        folder.mkdir(parents=True, exist_ok=True)
+        Image.new("RGB", (8, 8), (40 * (i % 6), 120, 200)).save(folder / "000.png")
+    w = StoreWriter(path)
+    try:
+        items = [Item(i, f"clip{i:02d}", tools_video(path, i), [tools_captions(i)],
+                      metadata={"shade": TOOLS_WORDS[i % 3].lower(), "speed": 0.5 + 0.25 * i, "lane": i % 3,
+                                "note": "[x](javascript:alert(1)) *" if i == 0 else f"n{i % 2}"})
+                 for i in range(TOOLS_N)]
+        w.put_dataset("tools", Manifest("tools.jsonl", items))
+    finally:
+        w.close()
+    write_run(path, "vid-f1", tools_vectors("vid-f1", 4), model="vid", modality="video", n_frames=1, dataset="tools")
+    write_run(path, "vid-f2", tools_vectors("vid-f2", 4), model="vid", modality="video", n_frames=2, dataset="tools")
+    write_run(path, "txt-c1", tools_vectors("txt-c1", 3), model="txt", modality="text", n_captions=1, dataset="tools")
+    analyze_store(path, k=3, n_boot=5, log=lambda m: None)

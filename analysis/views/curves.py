@@ -7,26 +7,33 @@ import pandas as pd
 
 from analysis.storage import results as R
 from analysis.views.charts import _alt
+from analysis.views.layers import last_numbered, layer_label, relative_depth, run_layer_names
 from analysis.views.metric_help import baseline_rules
 from analysis.views.store_info import has_table
 
 
 def profiles_long(con, dataset) -> pd.DataFrame:
-    """Per-layer single-space metrics for every model's largest setting, on relative depth."""
+    """Per-layer single-space metrics for every model's largest setting: one row per (model, metric,
+    layer) with ``depth`` (``layer / last numbered layer`` in [0, 1]; ``None`` for a named layer),
+    ``layer_name`` (the index as text, or ``default`` / ``joint``), value, note, flagged, budgets."""
     if not has_table(con, "result_profiles"):
         return pd.DataFrame()
     rows = R.read_profiles(con, dataset=dataset)
     choice = _largest_setting_runs(rows)
+    run_names = run_layer_names(con, dataset)
     out = []
     for r in rows:
         if choice.get(r["model"]) != r["run_id"]:
             continue
         v = r["layer_values"]
+        names = run_names.get(r["run_id"], {})
+        last = last_numbered(len(v), names)
         notes = {int(k): n for k, n in (r.get("flags") or {}).items()}
         for layer, value in enumerate(v):
             finite = bool(np.isfinite(value))
             out.append({"model": r["model"], "metric": r["metric"], "layer": layer,
-                        "depth": layer / max(1, len(v) - 1), "value": float(value) if finite else None,
+                        "depth": relative_depth(layer, last, names), "layer_name": layer_label(layer, names),
+                        "value": float(value) if finite else None,
                         "note": notes.get(layer) or ("" if finite else "undefined"),
                         "flagged": layer in notes or not finite,
                         "n_frames": r["n_frames"], "n_captions": r["n_captions"]})
@@ -40,7 +47,8 @@ def flag_lines(data: pd.DataFrame) -> list[str]:
         return []
     out = []
     for (model, note), g in data[data["flagged"]].groupby(["model", "note"], sort=True):
-        layers = ", ".join(str(int(x)) for x in sorted(g["layer"]))
+        g = g.sort_values("layer")
+        layers = ", ".join(g["layer_name"] if "layer_name" in g else g["layer"].astype(int).astype(str))
         out.append(f"{model}: {note or 'undefined'} (layer{'s' if len(g) > 1 else ''} {layers})")
     return out
 
@@ -103,68 +111,129 @@ def curve_intervals(con, dataset) -> pd.DataFrame:
             if g.get("best_a") is None or g.get("ci_low") is None:
                 continue
             layer = int(g["best_a"] if is_a else g["best_b"])
-            rows.append({"model": model, "metric": metric, "layer": layer, "depth": layer / max(1, last),
-                         "low": float(g["ci_low"]), "high": float(g["ci_high"]), "n_boot": int(g["n_boot"] or 0)})
-    return pd.DataFrame(rows, columns=["model", "metric", "layer", "depth", "low", "high", "n_boot"])
+            names = p.get("layer_names") or {}
+            rows.append({"model": model, "metric": metric, "layer": layer, "depth": relative_depth(layer, last, names),
+                         "layer_name": layer_label(layer, names), "low": float(g["ci_low"]),
+                         "high": float(g["ci_high"]), "n_boot": int(g["n_boot"] or 0)})
+    return pd.DataFrame(rows, columns=["model", "metric", "layer", "depth", "layer_name", "low", "high", "n_boot"])
 
 
 def alignment_curves_long(choices: dict) -> pd.DataFrame:
+    """The alignment curves of layer-choice payloads as long rows: ``model, metric, layer, depth,
+    layer_name, value`` (``depth`` ``None`` for the named layers stored after the last numbered one)."""
     out = []
     for model, p in choices.items():
+        names = p.get("layer_names") or {}
         for metric, values in p.get("curves", {}).items():
             if not metric.startswith("alignment with"):
                 continue
-            last = p.get("last_layer", len(values) - 1)  # named layers after it fall outside [0, 1]
+            last = p.get("last_layer", last_numbered(len(values), names))
             for layer, v in enumerate(values):
-                out.append({"model": model, "metric": metric, "layer": layer, "depth": layer / max(1, last),
+                out.append({"model": model, "metric": metric, "layer": layer,
+                            "depth": relative_depth(layer, last, names), "layer_name": layer_label(layer, names),
                             "value": v if v is not None and np.isfinite(v) else None})
     return pd.DataFrame(out)
 
 
 def recommended_marks(choices: dict) -> pd.DataFrame:
+    """Each metric's recommended layer per model: ``model, metric, layer, depth, layer_name, value``."""
     out = []
     for model, p in choices.items():
-        last = p.get("last_layer", p.get("n_layers", 1) - 1)
+        names = p.get("layer_names") or {}
+        last = p.get("last_layer", last_numbered(p.get("n_layers", 1), names))
         for metric, pick in p.get("picks", {}).items():
             out.append({"model": model, "metric": metric, "layer": pick["layer"],
-                        "depth": pick["layer"] / max(1, last), "value": pick["value"]})
+                        "depth": relative_depth(pick["layer"], last, names),
+                        "layer_name": layer_label(pick["layer"], names), "value": pick["value"]})
     return pd.DataFrame(out)
+
+
+def _split_named(df: pd.DataFrame | None) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """``(numbered rows, named rows)`` of a long table: named layers have no depth."""
+    if df is None or not len(df):
+        return pd.DataFrame(), pd.DataFrame()
+    if "depth" not in df:
+        return df, df.iloc[0:0]
+    named = df["depth"].isna()
+    return df[~named], df[named]
+
+
+def named_layer_rows(data: pd.DataFrame, marks: pd.DataFrame | None = None,
+                     intervals: pd.DataFrame | None = None) -> pd.DataFrame:
+    """The named layers of a curve table, one row each: ``model, layer, layer_name, value, low, high,
+    pick`` (the metrics that recommend it, joined), ``label`` (``"joint 0.412 [0.38, 0.45]"``) — drawn
+    as labelled levels at the plot's right edge, not on the depth axis."""
+    from analysis.views.text import fmt_number
+
+    _, named = _split_named(data)
+    named = named[named["value"].notna()] if len(named) else named
+    rows = []
+    for r in named.itertuples(index=False):
+        iv = (intervals[(intervals["model"] == r.model) & (intervals["layer"] == r.layer)]
+              if intervals is not None and len(intervals) else pd.DataFrame())
+        mk = (marks[(marks["model"] == r.model) & (marks["layer"] == r.layer)]
+              if marks is not None and len(marks) else pd.DataFrame())
+        low, high = (float(iv["low"].iloc[0]), float(iv["high"].iloc[0])) if len(iv) else (None, None)
+        text = f"{r.layer_name} {fmt_number(r.value)}" + (
+            f" [{fmt_number(low)}, {fmt_number(high)}]" if low is not None else "") + (" ◆ pick" if len(mk) else "")
+        rows.append({"model": r.model, "layer": int(r.layer), "layer_name": r.layer_name, "value": float(r.value),
+                     "low": low, "high": high, "pick": ", ".join(sorted(mk["metric"])) if len(mk) else "",
+                     "label": text})
+    return pd.DataFrame(rows, columns=["model", "layer", "layer_name", "value", "low", "high", "pick", "label"])
 
 
 def curves_chart(data: pd.DataFrame, metric: str, *, labels: dict, marks: pd.DataFrame | None = None,
                  intervals: pd.DataFrame | None = None, rules=(), title: dict | None = None, height: int = 380,
                  null_levels: pd.DataFrame | None = None):
-    """Per-layer curves on relative depth: one line per model (legend by model label, "(random
-    init)" included), the recommended layers as diamonds, flagged values ringed, stored intervals
-    as error bars, reference rules (chance, bounds) dashed, and each model's shuffled-pairing null
-    (``null_levels`` rows of :func:`curve_null_levels`: the 95th percentile of the grid maximum
-    under random pairings) dotted in the model's colour."""
+    """Per-layer curves on relative depth in [0, 1]: one line per model (legend below the plot, by
+    model label, "(random init)" included), the recommended layers as diamonds, flagged values ringed,
+    stored intervals as error bars, reference rules (chance, bounds) dashed, and each model's
+    shuffled-pairing null (``null_levels`` rows of :func:`curve_null_levels`: the 95th percentile of
+    the grid maximum under random pairings) dotted in the model's colour. Named layers (``default``,
+    ``joint``: no depth) are drawn as levels in the model's colour, labelled with their name, value
+    and interval at the right edge (:func:`named_layer_rows`), never past the depth axis."""
     alt = _alt()
-    d = data.assign(model=data["model"].map(lambda m: labels.get(m, m)))
-    tips = ["model", "layer", alt.Tooltip("value:Q", format=".4g")] + (["note"] if "note" in d else [])
-    x = alt.X("depth:Q", title="relative depth (0 = embeddings, 1 = last layer)", scale=alt.Scale(domain=[0, 1]))
-    y = alt.Y("value:Q", title=metric, scale=alt.Scale(zero=False))
-    color = alt.Color("model:N", title="model")
+    lab = lambda df: df.assign(model=df["model"].map(lambda m: labels.get(m, m)))  # noqa: E731
+    numbered, _ = _split_named(data)
+    d = lab(numbered)
+    named = named_layer_rows(data, marks, intervals)
+    tips = [alt.Tooltip("model:N", title="model"), alt.Tooltip("layer:O", title="layer"),
+            alt.Tooltip("depth:Q", format=".2f", title="relative depth"),
+            alt.Tooltip("value:Q", format=".4g", title=metric)] + (
+        [alt.Tooltip("note:N", title="note")] if "note" in d else [])
+    x = alt.X("depth:Q", title="relative depth (0 = embeddings, 1 = last numbered layer)",
+              scale=alt.Scale(domain=[0, 1]), axis=alt.Axis(labelAngle=0, values=[0, 0.25, 0.5, 0.75, 1], titleLimit=0))
+    y = alt.Y("value:Q", title=metric, scale=alt.Scale(zero=False), axis=alt.Axis(titleLimit=0))
+    color = alt.Color("model:N", title="model", legend=alt.Legend(orient="bottom", labelLimit=0, titleLimit=0,
+                                                                  columns=2))
     layers = [alt.Chart(d).mark_line().encode(x=x, y=y, color=color, tooltip=tips),
-              alt.Chart(d).mark_point(filled=True, size=40).encode(x=x, y=y, color="model:N",
-                                                                     tooltip=tips)]
-    if intervals is not None and len(intervals):
-        iv = intervals.assign(model=intervals["model"].map(lambda m: labels.get(m, m)))
-        layers.append(alt.Chart(iv).mark_rule(strokeWidth=2).encode(
+              alt.Chart(d).mark_point(filled=True, size=40).encode(x=x, y=y, color="model:N", tooltip=tips)]
+    iv, _ = _split_named(intervals)
+    if len(iv):
+        layers.append(alt.Chart(lab(iv)).mark_rule(strokeWidth=2).encode(
             x="depth:Q", y="low:Q", y2="high:Q", color="model:N",
             tooltip=["model", "layer", alt.Tooltip("low:Q", format=".4g", title="95% CI low"),
                      alt.Tooltip("high:Q", format=".4g", title="95% CI high"), alt.Tooltip("n_boot:Q", title="resamples")]))
-    if marks is not None and len(marks):
-        mk = marks.assign(model=marks["model"].map(lambda m: labels.get(m, m)))
-        layers.append(alt.Chart(mk).mark_point(size=180, shape="diamond", filled=True).encode(
+    mk, _ = _split_named(marks)
+    if len(mk):
+        layers.append(alt.Chart(lab(mk)).mark_point(size=180, shape="diamond", filled=True).encode(
             x="depth:Q", y="value:Q", color="model:N", tooltip=["model", "layer", "metric"]))
     if "flagged" in d:
         flagged = d[d["flagged"] & d["value"].notna()]
         if len(flagged):  # a value that needs a note (collapsed layer, duplicates merged) is ringed
             layers.append(alt.Chart(flagged).mark_point(size=260, shape="circle", color="#d62728", filled=False)
                           .encode(x="depth:Q", y="value:Q", tooltip=["model", "layer", "value", "note"]))
+    if len(named):
+        nm = lab(named)
+        ntips = [alt.Tooltip("model:N", title="model"), alt.Tooltip("layer_name:N", title="named layer"),
+                 alt.Tooltip("value:Q", format=".4g", title=metric), alt.Tooltip("low:Q", format=".3g", title="95% CI low"),
+                 alt.Tooltip("high:Q", format=".3g", title="95% CI high"), alt.Tooltip("pick:N", title="recommended by")]
+        layers.append(alt.Chart(nm).mark_rule(strokeDash=[8, 3], strokeWidth=1.5, opacity=0.8).encode(
+            y="value:Q", color="model:N", tooltip=ntips))
+        layers.append(alt.Chart(nm).mark_text(align="right", dx=-2, dy=-6, fontSize=11).encode(
+            y="value:Q", x=alt.value("width"), text="label:N", color="model:N", tooltip=ntips))
     if null_levels is not None and len(null_levels):
-        nl = null_levels.assign(model=null_levels["model"].map(lambda m: labels.get(m, m)))
+        nl = lab(null_levels)
         layers.append(alt.Chart(nl).mark_rule(strokeDash=[2, 3], strokeWidth=1.5).encode(
             y="q95:Q", color="model:N",
             tooltip=["model", alt.Tooltip("q95:Q", format=".4g", title="shuffled null, 95th percentile"),
@@ -172,6 +241,15 @@ def curves_chart(data: pd.DataFrame, metric: str, *, labels: dict, marks: pd.Dat
     layers += baseline_rules(rules, "value")
     chart = alt.layer(*layers).properties(height=height)
     return chart.properties(title=title) if title else chart
+
+
+def named_layers_text(named: pd.DataFrame, labels: dict) -> str:
+    """A caption line on the named layers drawn at the right edge ("" when none)."""
+    if not len(named):
+        return ""
+    which = sorted({f"{labels.get(m, m)}: {n}" for m, n in zip(named["model"], named["layer_name"])})
+    return ("Named layers have no depth (they are not deeper than the last hidden state): each is a labelled "
+            f"level at the right edge ({'; '.join(which)}).")
 
 
 def budget_text(data: pd.DataFrame, choices: dict, models) -> str:

@@ -8,6 +8,7 @@ import pandas as pd
 
 from analysis.storage import results as R
 from analysis.views.neighbours import items
+from analysis.views.charts import _alt
 from analysis.views.store_info import _df, has_table, model_labels
 
 
@@ -121,3 +122,74 @@ def map_command(store_path: str, dataset: str, model: str, layer, side: str = "a
     if side != "auto":
         parts += ["--side", side]
     return " ".join(shlex.quote(str(x)) for x in parts)
+
+
+#: human names of the point fields shown on hover
+TOOLTIP_TITLES = {"series": "model · side · layer", "item_id": "item", "caption": "caption", "side": "side"}
+
+
+def map_chart(points: pd.DataFrame, *, colour: str = "series", two_sided: bool = False, connect: bool = False,
+              tooltip_fields=("series", "item_id", "caption"), height: int = 560):
+    """The embedding map as a Vega-Lite chart: one point per row of ``points`` (``x, y`` from UMAP, no
+    axes: UMAP coordinates have no units), coloured by ``colour`` (``series`` or a metadata field; on
+    a two-sided map coloured by metadata the side is the shape), legends below the plot with no label
+    truncation (``labelLimit`` 0: "… · image" and "… · text" must stay readable). ``connect`` draws a
+    faint line between each item's two points (its ``idx``) under them; every layer shares the same
+    hidden axes (Vega-Lite fails on layers that disagree about an axis). ``tooltip_fields`` are
+    columns of ``points``; a field named ``image`` is drawn as a picture by vega-tooltip."""
+    alt = _alt()
+    x = alt.X("x:Q", title=None, axis=None)
+    y = alt.Y("y:Q", title=None, axis=None)
+    # one series per row (long "model (random init) · side layer" names fit a phone's width), metadata
+    # levels (short values) three per row
+    legend = alt.Legend(orient="bottom", labelLimit=0, titleLimit=0, columns=1 if colour == "series" else 3)
+    tips = [alt.Tooltip(f"{f}:N", title=TOOLTIP_TITLES.get(f, f)) for f in tooltip_fields]
+    encoding = dict(x=x, y=y, tooltip=tips,
+                    color=alt.Color(f"{colour}:N", title=None if colour == "series" else colour, legend=legend))
+    if colour != "series" and two_sided:
+        encoding["shape"] = alt.Shape("side:N", title="side", legend=legend)
+    base = alt.Chart(points)
+    layers = [base.mark_point(size=50, opacity=0.75, filled=True).encode(**encoding)]
+    if connect and two_sided:
+        layers.insert(0, base.mark_line(opacity=0.15, color="gray").encode(x=x, y=y, detail="idx:N"))
+    return alt.layer(*layers).properties(height=height)
+
+
+def map_modality_gap(con, dataset: str, run_ids: tuple, layers: tuple) -> dict | None:
+    """The modality gap behind a two-sided map (``run_ids``, ``layers``: its video and text runs and
+    layers, from :func:`embedding_map_points`' meta), from the ``same_space`` row of the same runs and
+    layers: ``{"value", "ci": (low, high) or None, "n_boot"}``; ``None`` for a one-sided map or when
+    no such row is stored. The gap is ``||mean(x̂) - mean(ŷ)||`` of the two sides' L2-normalised
+    embeddings, in [0, 2] (Liang et al. 2022, arXiv:2203.02053), measured in the embedding space, not
+    on the map (UMAP distances have no units)."""
+    if len(run_ids) != 2 or not has_table(con, "result_studies"):
+        return None
+    run_a, run_b = run_ids
+    la, lb = layers
+    for r in R.read_studies(con, study="same_space", dataset=dataset):
+        p = r["payload"]
+        if p.get("run_a") != run_a or p.get("run_b") != run_b or "modality_gap" not in p.get("metrics", {}):
+            continue
+        for e, (a, b) in enumerate(zip(p["layers_a"], p["layers_b"])):
+            if int(a) == int(la) and int(b) == int(lb):
+                m = p["metrics"]["modality_gap"]
+                v = m["values"][e]
+                if v is None or not np.isfinite(v):
+                    return None
+                ci = (m.get("ci") or [None] * (e + 1))[e]
+                return {"value": float(v), "ci": tuple(ci) if ci else None,
+                        "n_boot": (r.get("params") or {}).get("n_boot")}
+    return None
+
+
+def gap_text(gap: dict | None) -> str:
+    """The caption's sentence on the gap between a two-sided map's clouds, with its number when stored."""
+    from analysis.views.text import fmt_number
+
+    if gap is None:
+        return ("the two sides share one space: a gap between the clouds suggests a modality gap (not measured "
+                "for these layers: no same-space result is stored)")
+    ci = (f" (95% interval {fmt_number(gap['ci'][0])}–{fmt_number(gap['ci'][1])})" if gap.get("ci")
+          else " (no interval: the bootstrap was off)")
+    return (f"the two sides share one space: modality gap {fmt_number(gap['value'])}{ci} on a 0–2 scale "
+            "(distance between the sides' mean unit embeddings, measured in the embedding space, not on the map)")

@@ -60,12 +60,21 @@ def _entry_label(e: dict) -> str:
 
 
 def _per_layer(entries, value_key="per_layer", **extra) -> list[dict]:
+    """One row per (pair, layer) of a two-way choice probe: ``accuracy`` (0.5 is chance), its 95%
+    Wilson interval over ``n_items`` choices (``ci_low``, ``ci_high``; approximate, as ties count ½),
+    ``depth`` (``None`` on a dual encoder's joint layer: one named layer has no depth)."""
+    from analysis.methods.intervals import wilson_interval
+
     out = []
     for e in entries:
         n = len(e["layers_a"])
+        joint = e["space"] == "joint"
         for i, v in enumerate(e[value_key]):
-            out.append({"pair": _entry_label(e), "layer": "joint" if e["space"] == "joint" else str(e["layers_a"][i]),
-                        "depth": _depth(i, n), "accuracy": _finite(v), "n_items": e.get("n_items"),
+            acc = _finite(v)
+            ci = wilson_interval(acc, e.get("n_items")) if acc is not None else None
+            out.append({"pair": _entry_label(e), "layer": "joint" if joint else str(e["layers_a"][i]),
+                        "depth": None if joint else _depth(i, n), "accuracy": acc,
+                        "ci_low": ci[0] if ci else None, "ci_high": ci[1] if ci else None, "n_items": e.get("n_items"),
                         "ties": (e.get("ties") or [None] * n)[i], "note": (e.get("reasons") or {}).get(str(i), ""),
                         **extra})
     return out
@@ -105,3 +114,92 @@ def nuance_view(payload: dict) -> dict:
                                  "note": (e.get("reasons") or {}).get(str(i), "")})
     return {"chiral": pd.DataFrame(chiral), "time_reversal": pd.DataFrame(rev), "gallery": pd.DataFrame(gallery),
             "negation": pd.DataFrame(negation)}
+
+
+CHANCE_CHOICE = 0.5  # a two-way choice at random
+
+
+def choice_charts(df: pd.DataFrame, *, height: int = 260) -> list:
+    """Charts of a two-way choice probe (:func:`nuance_view`'s ``chiral`` / ``time_reversal``): layers
+    with a depth as lines on relative depth [0, 1], joint layers (no depth) as points per pair in a
+    second chart; both with the 95% interval as error bars and chance (0.5) as a dashed rule."""
+    from analysis.views.charts import _alt
+
+    alt = _alt()
+    chance = alt.Chart(pd.DataFrame({"chance": [CHANCE_CHOICE], "what": ["chance 0.5"]})).mark_rule(
+        strokeDash=[4, 4], color="gray").encode(y="chance:Q", tooltip=[alt.Tooltip("what:N", title="rule")])
+    y = alt.Y("accuracy:Q", scale=alt.Scale(domain=[0, 1]), title="accuracy (0.5 = chance)")
+    tips = [alt.Tooltip("pair:N", title="pair"), alt.Tooltip("layer:N", title="layer"),
+            alt.Tooltip("accuracy:Q", format=".3f"), alt.Tooltip("ci_low:Q", format=".3f", title="95% CI low"),
+            alt.Tooltip("ci_high:Q", format=".3f", title="95% CI high"), alt.Tooltip("ties:Q", title="ties"),
+            alt.Tooltip("n_items:Q", title="items"), alt.Tooltip("note:N", title="note")]
+    legend = alt.Legend(orient="bottom", labelLimit=0, columns=1)
+    out = []
+    deep = df[df["depth"].notna()] if len(df) else df
+    if len(deep):
+        x = alt.X("depth:Q", title="relative depth (0 = embeddings, 1 = last layer)", scale=alt.Scale(domain=[0, 1]),
+                  axis=alt.Axis(labelAngle=0, titleLimit=0))
+        base = alt.Chart(deep).encode(x=x, color=alt.Color("pair:N", legend=legend))
+        out.append(alt.layer(base.mark_errorbar().encode(y=alt.Y("ci_low:Q", title="accuracy (0.5 = chance)",
+                                                                  scale=alt.Scale(domain=[0, 1])), y2="ci_high:Q"),
+                             base.mark_line(point=True).encode(y=y, tooltip=tips), chance).properties(height=height))
+    joint = df[df["depth"].isna()] if len(df) else df
+    if len(joint):
+        x = alt.X("pair:N", title="joint layer of each pair", axis=alt.Axis(labelAngle=0, labelLimit=0))
+        base = alt.Chart(joint).encode(x=x, color=alt.Color("pair:N", legend=None))
+        out.append(alt.layer(base.mark_errorbar(thickness=2).encode(
+                                 y=alt.Y("ci_low:Q", title="accuracy (0.5 = chance)", scale=alt.Scale(domain=[0, 1])),
+                                 y2="ci_high:Q"),
+                             base.mark_point(filled=True, size=80).encode(y=y, tooltip=tips), chance)
+                   .properties(height=height))
+    return out
+
+
+def below_chance_text(df: pd.DataFrame, what: str) -> str:
+    """One line on the values whose whole 95% interval lies below chance 0.5 (the space prefers the
+    wrong answer: the temporal opposite, the reversed video), with their count; ``""`` when none."""
+    if not len(df) or "ci_high" not in df:
+        return ""
+    low = df[df["ci_high"].notna() & (df["ci_high"] < CHANCE_CHOICE)]
+    if not len(low):
+        return ""
+    parts = [f"{r.pair} layer {r.layer}: {r.accuracy:.3f} (95% CI {r.ci_low:.3f}–{r.ci_high:.3f})"
+             for r in low.head(3).itertuples()]
+    more = f"; and {len(low) - 3} more" if len(low) > 3 else ""
+    return (f"{len(low)} {what} value(s) lie below chance with their whole interval: the space systematically "
+            f"prefers the wrong answer, which is a signal, not noise ({'; '.join(parts)}{more}).")
+
+
+def undefined_text(df: pd.DataFrame, what: str, value_col: str) -> str:
+    """One line on the undefined (not drawn) values of a long table: their count, then each distinct
+    reason once with how many values it covers (never one sentence per layer); ``""`` when none."""
+    if not len(df) or value_col not in df:
+        return ""
+    missing = df[df[value_col].isna()]
+    if not len(missing):
+        return ""
+    reasons = missing["note"].fillna("").replace("", "undefined") if "note" in missing else pd.Series(
+        ["undefined"] * len(missing))
+    counts = reasons.value_counts()
+    parts = [f"{n} × {why}" if n > 1 else why for why, n in counts.items()]
+    return f"{len(missing)} of {len(df)} {what} value(s) undefined (not drawn): " + "; ".join(parts)
+
+
+def interval_coverage_text(sel: pd.DataFrame) -> str:
+    """What the same-space chart draws of uncertainty: how many of its values have a bootstrap
+    interval (drawn as error bars) and how many have none (not resampled: MMD and Fréchet; the
+    bootstrap off; an undefined resample), so the caption never promises bands that rows lack."""
+    if not len(sel):
+        return ""
+    defined = sel[sel["value"].notna()]
+    has = defined["ci_low"].notna() & defined["ci_high"].notna()
+    n, k = len(defined), int(has.sum())
+    if n == 0:
+        return "No value is defined here, so no interval is drawn."
+    if k == n:
+        return f"Error bars: 95% bootstrap intervals over items, on all {n} value(s)."
+    if k == 0:
+        return (f"No interval: none of the {n} value(s) was resampled (MMD and Fréchet never are; otherwise the "
+                "bootstrap was off): point estimates only.")
+    return (f"Error bars: 95% bootstrap intervals over items on {k} of {n} value(s); {n - k} have none "
+            "(not resampled) and are point estimates.")

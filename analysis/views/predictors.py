@@ -5,7 +5,16 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from analysis.views.layers import layer_label
 from analysis.views.store_info import study
+
+
+def _by_name(layer, names: dict):
+    """A named layer (``default``, ``joint``) as its name; a numbered one stays its index (a number)."""
+    if layer is None:
+        return None
+    label = layer_label(layer, names)
+    return label if not label.isdigit() else layer
 
 
 def _ci_text(ci) -> str:
@@ -19,6 +28,18 @@ def _coverage_text(s: dict) -> str:
     if n is None:
         n = s["n_models_layers"] if s.get("rho_layers") is not None else s.get("n_models") or 0
     return "1 model only" if n == 1 else f"{n} models"
+
+
+_LAYER_COLUMNS = ("picked layer", "truly best layer", "last layer", "default layer")
+
+
+def _layers_as_text(df: pd.DataFrame) -> pd.DataFrame:
+    """Layer columns holding a named layer become text throughout (``"3"``, ``"default"``, ``""`` for
+    none): one type per column, as Arrow and the table widgets need; columns of indices only stay numbers."""
+    for c in _LAYER_COLUMNS:
+        if c in df and any(isinstance(v, str) for v in df[c]):
+            df[c] = ["" if v is None or (isinstance(v, float) and not np.isfinite(v)) else str(v) for v in df[c]]
+    return df
 
 
 def predictor_task_label(t: dict) -> str:
@@ -38,13 +59,18 @@ def predictors_tables(con, dataset) -> dict | None:
     - ``picks``: per (task, signal, model) the layer the signal picks vs the truly best, last and
       ``default`` layer, gaps in the task's metric (positive: the pick is better; ``shortfall`` >= 0);
     - ``models``: per (task, model) the truly best layer vs the last numbered layer and ``default``;
-    - ``curves``: per (task, model, layer) the imported result, for a chart;
+    - ``curves``: per (task, model, layer) the imported result (``layer_name``: the index as text or the
+      named layer's name), for a chart;
+
+    Named layers (``default``, ``joint``) appear by name in the layer columns, numbered ones as indices.
     - ``tasks`` (labels in order), ``fabricated`` (labels whose numbers are made up), ``notes``, ``setting``.
     """
     payload = study(con, "predictors", dataset)
     if payload is None:
         return None
     table, picks, models, curves = [], [], [], []
+    layout = payload.get("models") or {}
+    names = {m: (layout.get(m) or {}).get("layer_names") or {} for m in layout}
     for t in payload.get("tasks", []):
         label = predictor_task_label(t)
         direction = "higher is better" if t["higher_is_better"] else "lower is better"
@@ -61,22 +87,25 @@ def predictors_tables(con, dataset) -> dict | None:
                                                       "better results" if s["better"] else "worse results"),
                           "task direction": direction})
             for p in s.get("picks", []):
+                nm = names.get(p["model"], {})
                 picks.append({"task": label, "signal": s["signal"], "model": p["model"],
-                              "picked layer": p["pick_layer"], "result there": p["pick_value"],
-                              "truly best layer": p["best_layer"], "best result": p["best_value"],
+                              "picked layer": _by_name(p["pick_layer"], nm), "result there": p["pick_value"],
+                              "truly best layer": _by_name(p["best_layer"], nm), "best result": p["best_value"],
                               "shortfall vs best": p["shortfall"], "last layer": p["last_layer"],
-                              "pick vs last": p["vs_last"], "default layer": p["default_layer"],
+                              "pick vs last": p["vs_last"], "default layer": _by_name(p["default_layer"], nm),
                               "pick vs default": p["vs_default"], "found best": bool(p["found_best"])})
         for e in t["models"]:
-            models.append({"task": label, "model": e["model"], "truly best layer": e["best_layer"],
+            nm = names.get(e["model"], {})
+            models.append({"task": label, "model": e["model"], "truly best layer": _by_name(e["best_layer"], nm),
                            "best result": e["best_value"], "last layer": e["last_layer"],
                            "last result": e["last_value"], "best vs last": e["best_vs_last"],
-                           "default layer": e["default_layer"], "default result": e["default_value"],
+                           "default layer": _by_name(e["default_layer"], nm), "default result": e["default_value"],
                            "best vs default": e["best_vs_default"]})
-            curves += [{"task": label, "model": e["model"], "layer": layer, "result": v}
-                       for layer, v in zip(e["layers"], e["values"])]
+            curves += [{"task": label, "model": e["model"], "layer": layer, "layer_name": layer_label(layer, nm),
+                        "result": v} for layer, v in zip(e["layers"], e["values"])]
     tasks = [predictor_task_label(t) for t in payload.get("tasks", [])]
-    return {"table": pd.DataFrame(table), "picks": pd.DataFrame(picks), "models": pd.DataFrame(models),
+    return {"table": pd.DataFrame(table), "picks": _layers_as_text(pd.DataFrame(picks)),
+            "models": _layers_as_text(pd.DataFrame(models)),
             "curves": pd.DataFrame(curves), "tasks": tasks,
             "fabricated": [predictor_task_label(t) for t in payload.get("tasks", []) if t.get("fabricated")],
             "notes": payload.get("notes", []), "setting": payload.get("setting"),

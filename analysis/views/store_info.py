@@ -64,6 +64,10 @@ def overview(con, store_path: str = "STORE") -> dict:
     return {"empty": len(runs) == 0, "datasets": datasets, "models": models, "runs": runs, "missing": missing}
 
 
+#: the random-init banner's icon (a Material icon: it ships with the app, unlike emoji fonts)
+UNTRAINED_ICON = ":material/science:"
+
+
 def untrained_banner(models: list[str], n_models: int) -> str | None:
     """The warning every page shows when models of the store have random (untrained) weights."""
     if not models:

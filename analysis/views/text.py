@@ -12,6 +12,13 @@ import numpy as np
 _MD_INLINE = re.compile(r"([\\`*_\[\]<>&|~$:!#])")
 
 
+#: GFM's autolink literals (``www.host``, ``https://host``, ``name@host.tld``) become links after
+#: parsing, so no backslash escape stops them: an invisible WORD JOINER (U+2060) between ``www`` and
+#: its dot, between ``:`` and ``//``, and before ``@`` breaks each pattern and shows nothing
+_AUTOLINK = re.compile(r"(?i)(www)(?=\.)|(:)(?=//)|(?=@)")
+WORD_JOINER = "\u2060"
+
+
 #: what starts a block at the start of a line: list items, headings (``#`` is escaped anyway), setext
 #: underlines, block quotes, ordered list numbers
 _MD_LEADING = re.compile(r"^(\s*)([-+=]|\d+(?=[.)]))")
@@ -26,8 +33,12 @@ def md_escape(text) -> str:
     so each character that can open inline syntax is escaped (``<`` becomes ``\\<``, shown as
     ``<``), as is a line start that would begin a list; line breaks become spaces. Plain words,
     ``-``, ``.`` and ``/`` inside a line stay as they are, so messages remain readable as source.
+    GitHub-flavoured Markdown (Streamlit's) also links bare ``www.x``, ``https://x`` and ``a@x.y``
+    after parsing, which no escape prevents: an invisible word joiner (:data:`WORD_JOINER`) breaks
+    those patterns, so a link in a URL parameter is shown, never clickable.
     """
-    text = _MD_INLINE.sub(r"\\\1", " ".join(str(text).splitlines()))
+    text = _AUTOLINK.sub(lambda m: (m.group(1) or m.group(2) or "") + WORD_JOINER, " ".join(str(text).splitlines()))
+    text = _MD_INLINE.sub(r"\\\1", text)
     m = _MD_LEADING.match(text)
     if m:
         lead, mark = m.groups()

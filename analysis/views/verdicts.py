@@ -96,3 +96,17 @@ def verdicts(con, dataset) -> list[dict]:
                     "sentence": verdict_sentence(label, v, n_boot=n_boot), "heatmap": heat,
                     "curves": {"dataset": dataset, "metric": v["lead"] or next(iter(sorted(curves))), "models": base}})
     return out
+
+
+#: how each verdict status is marked on screen: a Streamlit badge with a Material icon (shipped with
+#: the app: no emoji font needed) and a word, so a tie and a recommendation never look alike
+VERDICT_BADGES = {
+    "recommend": ":green-badge[:material/check_circle: recommended]",
+    "last": ":green-badge[:material/check: last layer]",
+    "default": ":blue-badge[:material/undo: default output]",
+    "tie": ":gray-badge[:material/drag_handle: tie]",
+    "untested": ":gray-badge[:material/help: untested]",
+    "chance": ":orange-badge[:material/casino: at chance]",
+    "control": ":violet-badge[:material/science: control]",
+    "none": ":red-badge[:material/warning: no verdict]",
+}

@@ -14,6 +14,7 @@ import pytest
 from analysis import jobs
 from analysis.storage.store import read_store
 from analysis.studies import stored_settings
+from analysis.views.store_info import UNTRAINED_ICON
 from tests.helpers import app
 
 GOOD_CSV = (b"model,task,metric,value,higher_is_better\n"
@@ -140,5 +141,5 @@ def test_downstream_import_job_then_the_page_shows_the_correlations(demo_like, t
     at.selectbox(key="pick_scatter").set_value(1).run()  # the scatter shown is in the URL
     assert at.query_params["scatter"] == "1"
     again = app(store, monkeypatch, "downstream", dict(at.query_params))
-    # no URL notice (the demo store's random-init banner, icon 🧪, is expected on every page)
-    assert again.selectbox(key="pick_scatter").value == 1 and not [w for w in again.warning if w.icon != "🧪"]
+    # no URL notice (the demo store's random-init banner, a Material icon, is expected on every page)
+    assert again.selectbox(key="pick_scatter").value == 1 and not [w for w in again.warning if w.icon != UNTRAINED_ICON]

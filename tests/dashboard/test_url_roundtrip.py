@@ -10,6 +10,7 @@ import pyarrow as pa
 import pytest
 
 from analysis.storage import results as R
+from analysis.views.store_info import UNTRAINED_ICON
 from tests.helpers import app
 
 #: some 80 AppTest sessions on the dashboard store: CI runs them, the fast tier leaves them out
@@ -135,7 +136,7 @@ def test_heatmap_cell_carries_to_neighbours_with_the_same_layers_and_runs(dashbo
     assert at.selectbox(key="nn_run_llama-tiny").value == run_id(dashboard_store, "llama-tiny", n_captions=1)
     assert as_list(at.query_params["models"]) == ["vit-tiny", "llama-tiny"]
     assert as_list(at.query_params["layers"]) == ["3", "1"]
-    assert not [w for w in at.warning if w.icon != "🧪"]  # no URL notice; the random-init banner is expected
+    assert not [w for w in at.warning if w.icon != UNTRAINED_ICON]  # no URL notice; the random-init banner is expected
 
 
 def chart_rows(chart):

@@ -1,0 +1,56 @@
+"""Rendering helpers of the embedding-map and neighbours tools (issue #33): frame thumbnails, a text
+box whose value lives in the URL, a neighbours table with thumbnails. Render only: the logic is in
+:mod:`analysis.views.embedding_tools`."""
+
+import streamlit as st
+
+from analysis.methods.embedding_map import frame_data_uri
+from analysis.views import md_escape
+from analysis.views.embedding_tools import clean_query
+
+
+@st.cache_data(show_spinner="Reading one frame per item for the thumbnails…", max_entries=8)
+def thumbnails(videos: tuple, where: str = "") -> tuple[dict, str | None]:
+    """``{video: data URI}`` of each video's first frame, and a note when some could not be read
+    (videos on another machine than the store: captions only); ``where`` says where frames would show
+    (" on hover")."""
+    from precompute.video import poster_frame
+
+    out, failed, first_error = {}, 0, None
+    for v in videos:
+        try:
+            out[v] = frame_data_uri(poster_frame(v))
+        except Exception as exc:  # noqa: BLE001 - a missing or unreadable video only loses its thumbnail
+            failed += 1
+            first_error = first_error or str(exc)
+            if not out and failed >= 5:  # the videos are not here at all: stop trying
+                failed = len(videos) - len(out)
+                break
+    note = None if not failed else (f"{failed} of {len(videos)} item(s) have no frame{where} (captions only): "
+                                    f"{first_error}")
+    return out, note
+
+
+def pick_text(label: str, *, param: str, container=st, help=None, placeholder: str = "") -> str:
+    """A text box whose value lives in the URL (``?param=text``), cleaned by
+    :func:`analysis.views.embedding_tools.clean_query` (printable, at most 200 characters); ``""`` for none."""
+    value = container.text_input(label, value=clean_query(st.query_params.get(param, "")), key=f"pick_{param}",
+                                 help=help, placeholder=placeholder)
+    value = clean_query(value)
+    if value:
+        st.query_params[param] = value
+    elif param in st.query_params:
+        del st.query_params[param]
+    return value
+
+
+def neighbour_table(rows, *, container=st, key: str | None = None):
+    """A neighbours table (:func:`analysis.views.embedding_tools.neighbour_rows`) with each neighbour's
+    first frame as a thumbnail where its video can be read here; a one-line note when some cannot."""
+    uris, note = thumbnails(tuple(sorted(set(rows["video"])))) if len(rows) else ({}, None)
+    shown = rows.assign(frame=rows["video"].map(uris))[["rank", "frame", "item_id", "cosine", "caption"]]
+    container.dataframe(shown, hide_index=True, width="stretch", key=key,
+                        column_config={"frame": st.column_config.ImageColumn("frame", width="small"),
+                                       "cosine": st.column_config.NumberColumn("cosine", format="%.4f")})
+    if note:
+        container.caption(md_escape(note))
