@@ -266,6 +266,10 @@ class Precompute:
                 # the reorder-negative probe needs each item's first negative caption embedded
                 ident = {**base, "n_captions": 1, "variant": "negative"}
                 plans.append(RunPlan(run_id_for(ident), None, 1, "negative", ident))
+            if self.manifest.items and self.manifest.items[0].long_caption:
+                # DR Fig. 8's baseline: the long original caption, a run of its own (every item has one)
+                ident = {**base, "n_captions": 1, "variant": "long_caption"}
+                plans.append(RunPlan(run_id_for(ident), None, 1, "long_caption", ident))
         elif info.modality == "mllm":  # one model, both sides: video runs and caption runs
             for variant in self.variants:
                 for n_f in self.frames:
@@ -282,6 +286,10 @@ class Precompute:
                 ident = {**base, "n_captions": 1, "variant": "negative", "side": "text",
                          "prompt": adapter.prompt_format("text")}
                 plans.append(RunPlan(run_id_for(ident), None, 1, "negative", ident))
+            if self.manifest.items and self.manifest.items[0].long_caption:
+                ident = {**base, "n_captions": 1, "variant": "long_caption", "side": "text",
+                         "prompt": adapter.prompt_format("text")}
+                plans.append(RunPlan(run_id_for(ident), None, 1, "long_caption", ident))
         else:
             raise ModelError(f"{name}: no run plan for modality {info.modality!r}")
         return plans
@@ -482,7 +490,7 @@ class Precompute:
     def _label(p: RunPlan) -> str:
         if p.n_frames is not None:
             return f"n_f={p.n_frames}" + (" reversed" if p.variant == "reversed" else "")
-        return f"n_c={p.n_captions}" + (" negatives" if p.variant == "negative" else "")
+        return f"n_c={p.n_captions}" + {"negative": " negatives", "long_caption": " long caption"}.get(p.variant, "")
 
     def _prepare(self, adapter, p: RunPlan, batch):
         """Model inputs of one batch and notes on how odd items were handled (runs in the worker)."""
@@ -503,6 +511,9 @@ class Precompute:
             for it in batch:
                 if p.variant == "negative":  # only items with a negative are in its run (run_items)
                     texts.append(it.negatives[0])
+                    continue
+                if p.variant == "long_caption":  # every item has one (the manifest checks)
+                    texts.append(it.long_caption)
                     continue
                 if len(it.captions) < p.n_captions:
                     notes.setdefault("fewer_captions", {})[it.item_id] = {
