@@ -2,6 +2,7 @@ import streamlit as st
 
 from analysis import views
 from analysis.views import md_escape
+from analysis.views import caption_baseline as cb
 from analysis.views import paper_figures as pf
 from pages._shared import (dataset_picker, download_chart, download_data, pick, require_results, require_store,
                            view)
@@ -17,7 +18,8 @@ dataset = dataset_picker()
 choices = view(pf.figure_choices, dataset)
 labels = view(views.model_labels)
 SECTIONS = {"fig7": "Fig. 7: 1 vs many captions", "fig11": "Figs. 11/12: vision × text matrix",
-            "fig2": "Fig. 2: alignment vs downstream", "published": "Published numbers"}
+            "fig2": "Fig. 2: alignment vs downstream", "fig8": "Fig. 8: long-caption baseline",
+            "published": "Published numbers"}
 section = pick("Figure", list(SECTIONS), param="figure", fmt=SECTIONS.get, widget="radio", container=st.sidebar)
 
 if section != "published":
@@ -91,6 +93,37 @@ elif section == "fig2":
         st.dataframe(fv["points"], hide_index=True, width="stretch")
         stem = views.export_name("fig2", dataset, metric, text_model, task)
         download_data(fv["points"], stem)
+        download_chart(chart, stem)
+elif section == "fig8":
+    st.subheader("DR Fig. 8: the long original caption beside the caption sweep")
+    bc = view(cb.baseline_choices, dataset)
+    if not bc["pairs"]:
+        st.info("No long-caption baseline in this store. Give every manifest item a `long_caption` (the dataset's "
+                "own long description), precompute the text model(s) again (a run of its own, variant "
+                "`long_caption`), then run `layerscope analyze`.")
+        st.stop()
+    pair_names = [f"{v}|{t}" for v, t in bc["pairs"]]
+    pair = pick("Vision × text", pair_names, param="pair", container=st.sidebar,
+                fmt=lambda p: " × ".join(labels.get(m, m) for m in p.split("|", 1)))
+    vision, text_model = pair.split("|", 1)
+    fv = view(cb.fig8_view, dataset, metric, vision, text_model)
+    if fv["error"]:
+        st.info(md_escape(fv["error"]))
+    else:
+        budgets = cb.frame_budgets(fv)
+        n_f = int(pick("Frames (n_f)", budgets, param="nf", container=st.sidebar))
+        title = views.chart_title(f"{metric}: {labels.get(vision, vision)} × {labels.get(text_model, text_model)} at "
+                                  f"n_f {n_f}; dashed: the long original caption", dataset=dataset, labels=labels,
+                                  models=[vision, text_model])
+        chart = cb.fig8_chart(fv, n_f, title=title)
+        st.altair_chart(chart, width="content", key="fig8")
+        st.markdown(md_escape(cb.fig8_text(fv, n_f)))
+        st.caption("The line: the best alignment at each caption budget (its band: the bootstrap interval). The dashed "
+                   "line and its band: the same text model on each item's one long original caption, scored the same "
+                   "way against the same vision run.")
+        st.dataframe(fv["baselines"], hide_index=True, width="stretch")
+        stem = views.export_name("fig8", dataset, metric, vision, text_model, f"nf{n_f}")
+        download_data(fv["sweep"], stem)
         download_chart(chart, stem)
 else:
     st.subheader("Published numbers (DR and TARA), with your mapped names")

@@ -8,6 +8,7 @@ from __future__ import annotations
 import html
 
 from analysis.views import md_escape
+from analysis.views import caption_baseline as cb
 from analysis.views import paper_figures as pf
 
 #: the metric DR's figures use, when the store has it
@@ -21,7 +22,7 @@ def paper_figures_section(con, ds) -> tuple[dict | None, list]:
     if not choices["metrics"]:
         return None, []
     metric = FIGURE_METRIC if FIGURE_METRIC in choices["metrics"] else choices["metrics"][0]
-    sec = {"metric": metric, "fig7": [], "fig11": [], "fig2": []}
+    sec = {"metric": metric, "fig7": [], "fig11": [], "fig2": [], "fig8": []}
     charts = []
     for text in choices["text"]:
         fv = pf.fig7_view(con, ds, metric, text)
@@ -48,6 +49,16 @@ def paper_figures_section(con, ds) -> tuple[dict | None, list]:
             sec["fig2"].append({"task": task, "text_model": text, "sentence": pf.fig2_text(fv), "offset": fv["offset"],
                                 "published": fv["published"], "notes": fv["notes"]})
             charts.append((f"DR Fig. 2: {task} against {metric} with {text}", pf.fig2_chart(fv)))
+    for vision, text in cb.baseline_choices(con, ds)["pairs"]:
+        fv = cb.fig8_view(con, ds, metric, vision, text)
+        if fv["error"]:
+            continue
+        for n_f in cb.frame_budgets(fv):
+            sec["fig8"].append({"vision": vision, "text_model": text, "n_frames": n_f, "sentence": cb.fig8_text(fv, n_f)})
+        if cb.frame_budgets(fv):
+            n_f = cb.frame_budgets(fv)[0]
+            charts.append((f"DR Fig. 8: {metric}, {vision} × {text} at n_f {n_f}; dashed: the long original caption",
+                           cb.fig8_chart(fv, n_f)))
     return sec, charts
 
 
@@ -76,6 +87,8 @@ def paper_figures_html(sec: dict) -> str:
         parts += [f"<p class='note'>{_e(n)}</p>" for n in m["notes"]]
     for f in sec["fig2"]:
         parts.append(f"<p><b>Fig. 2, {_e(f['task'])} with {_e(f['text_model'])}:</b> {_e(f['sentence'])}</p>")
+    for f in sec.get("fig8", []):
+        parts.append(f"<p><b>Fig. 8, {_e(f['vision'])} × {_e(f['text_model'])}:</b> {_e(f['sentence'])}</p>")
     return "".join(parts)
 
 
@@ -93,4 +106,5 @@ def paper_figures_md(sec: dict | None) -> list[str]:
             out += ["| " + " | ".join(e(r.get(c)) for c in cols) + " |" for r in m["table"]]
             out.append("")
     out += [f"- Fig. 2, {e(f['task'])} with {e(f['text_model'])}: {e(f['sentence'])}" for f in sec["fig2"]]
+    out += [f"- Fig. 8, {e(f['vision'])} × {e(f['text_model'])}: {e(f['sentence'])}" for f in sec.get("fig8", [])]
     return out

@@ -83,10 +83,10 @@ def fig8_text(fv: dict, n_frames: int) -> str:
     r = fv["reached"].get(int(n_frames), {})
     if r.get("error"):
         tail = r["error"]
-    elif r.get("n_c") is not None:
-        tail = f"the caption sweep reaches it at n_c = {r['n_c']} (largest sweep value {r['margin']:+.3f} beside it)"
     else:
-        tail = f"no caption budget reaches it (the largest sweep value is {r['margin']:+.3f} beside it)"
+        where = f"{abs(r['margin']):.3f} {'above' if r['margin'] >= 0 else 'below'} it"
+        tail = (f"the caption sweep reaches it at n_c = {r['n_c']} (its largest value is {where})" if r.get("n_c") is not None
+                else f"no caption budget reaches it (the sweep's largest value is {where})")
     return f"Long original caption at n_f = {n_frames}: {fv['metric']} {b['value']:.3f}{ci} ({b['layers']}); {tail}."
 
 

@@ -1,0 +1,102 @@
+"""Issue #31's remaining figures on the Paper figures page and in the report: DR Fig. 8 (the long
+original caption's baseline beside the caption sweep), each its own section (its link), from a small
+synthetic store analysed in seconds (no demo)."""
+
+from pathlib import Path
+
+import duckdb
+import numpy as np
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from analysis.report import build_report, render_html, render_markdown
+from analysis.storage import results as R
+from analysis.studies import analyze_store
+from precompute.synthetic_store import write_run
+
+APP = str(Path(__file__).resolve().parents[2] / "app.py")
+N = 24
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory):
+    """vid (video, n_f 1 and 2) against txt (text, n_c 1 and 2, and a long_caption run): one latent
+    with noise that shrinks with n_c, the long caption noisier than either."""
+    path = tmp_path_factory.mktemp("extra") / "s.duckdb"
+    rng = np.random.default_rng(0)
+    z = rng.normal(size=(N, 4))
+    W = [rng.normal(size=(4, 8)) for _ in range(3)]
+
+    def stack(noise):
+        return np.stack([z @ w + noise * rng.normal(size=(N, 8)) for w in W])
+
+    write_run(path, "v1", stack(0.5), model="vid", modality="video", n_frames=1)
+    write_run(path, "v2", stack(0.3), model="vid", modality="video", n_frames=2)
+    write_run(path, "t1", stack(1.0), model="txt", modality="text", n_captions=1)
+    write_run(path, "t2", stack(0.4), model="txt", modality="text", n_captions=2)
+    write_run(path, "tl", stack(2.0), model="txt", modality="text", n_captions=1, variant="long_caption")
+    analyze_store(path, k=3, n_boot=20, metrics=("mutual_knn",), maps=0, n_null=0, log=lambda m: None)
+    return path
+
+
+def _baseline(path, n_f):
+    con = duckdb.connect(str(path), read_only=True)
+    try:
+        (p,) = [r["payload"] for r in R.read_studies(con, study="caption_baseline") if r["payload"]["n_frames"] == n_f]
+        return p
+    finally:
+        con.close()
+
+
+def page(store, monkeypatch, **params):
+    monkeypatch.setenv("LAYERSCOPE_STORE", str(store))
+    at = AppTest.from_file(APP, default_timeout=120)
+    at.query_params["dataset"] = "synthetic"
+    for k, v in params.items():
+        at.query_params[k] = v
+    at.run()
+    at.switch_page("pages/paper_figures.py")
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    return at
+
+
+def test_the_long_caption_never_joins_the_caption_sweep(store):
+    con = duckdb.connect(str(store), read_only=True)
+    got = con.execute("SELECT DISTINCT run_b FROM result_grids WHERE pair_kind = 'vision_text'").fetchall()
+    con.close()
+    assert sorted(r[0] for r in got) == ["t1", "t2"]
+
+
+def test_fig8_section_draws_the_baseline_at_the_linked_frame_budget(store, monkeypatch):
+    at = page(store, monkeypatch, figure="fig8", nf="1")
+    p = _baseline(store, 1)
+    text = " ".join(m.value for m in at.markdown)
+    assert f"Long original caption at n\\_f = 1\\: mutual\\_knn {p['value']:.3f}" in text
+    spec = at.get("vega_lite_chart")
+    assert len(spec) == 1
+    assert at.query_params["nf"] == ["1"] or at.query_params["nf"] == "1"
+
+
+def test_fig8_without_long_captions_says_how_to_get_them(tmp_path, monkeypatch):
+    path = tmp_path / "s.duckdb"
+    rng = np.random.default_rng(1)
+    write_run(path, "v", rng.normal(size=(2, 12, 4)), model="vid", modality="video", n_frames=1)
+    write_run(path, "t", rng.normal(size=(2, 12, 4)), model="txt", modality="text", n_captions=1)
+    analyze_store(path, k=3, n_boot=0, metrics=("mutual_knn",), maps=0, n_null=0, log=lambda m: None)
+    at = page(path, monkeypatch, figure="fig8")
+    assert "Give every manifest item a `long_caption`" in " ".join(i.value for i in at.info)
+
+
+def test_the_report_has_fig8_for_every_frame_budget(store):
+    con = duckdb.connect(str(store), read_only=True)
+    try:
+        rep = build_report(con, store=str(store))
+    finally:
+        con.close()
+    (d,) = rep["datasets"]
+    fig8 = d["sections"]["paper_figures"]["fig8"]
+    assert sorted(f["n_frames"] for f in fig8) == [1, 2]
+    for f in fig8:
+        assert f"{_baseline(store, f['n_frames'])['value']:.3f}" in f["sentence"]
+    assert "Fig. 8, vid × txt" in render_html(rep) and "Fig. 8, vid × txt" in render_markdown(rep)
