@@ -206,3 +206,23 @@ def budget_reaching(n_captions, values, baseline) -> dict:
     reached = n[v >= baseline]
     out["n_c"] = int(reached.min()) if len(reached) else None
     return out
+
+
+def side_by_side(a, b, *, higher_is_better: bool, ci_a=None, ci_b=None) -> dict:
+    """Two runs of one metric side by side (TARA's EOL-prompt against plain-prompt comparison):
+    ``delta = b − a``; ``better``: ``"a"``, ``"b"`` or ``"tie"`` by the metric's direction;
+    ``separated``: whether the two intervals ``ci_a``, ``ci_b`` (``[lo, hi]``, None when absent) are
+    disjoint (None when either is missing): a difference inside overlapping intervals is not one the
+    resamples can tell apart. ``delta`` is None when either value is missing.
+
+    >>> side_by_side(0.8, 0.3, higher_is_better=False, ci_a=[0.7, 0.9], ci_b=[0.2, 0.4])["better"]
+    'b'
+    """
+    out = {"delta": None, "better": None, "separated": None}
+    if a is None or b is None or not (np.isfinite(a) and np.isfinite(b)):
+        return out
+    out["delta"] = float(b - a)
+    out["better"] = "tie" if b == a else ("b" if (b > a) == bool(higher_is_better) else "a")
+    if ci_a is not None and ci_b is not None and None not in (*ci_a, *ci_b):
+        out["separated"] = bool(ci_a[1] < ci_b[0] or ci_b[1] < ci_a[0])
+    return out
