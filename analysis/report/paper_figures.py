@@ -10,6 +10,7 @@ import html
 from analysis.views import md_escape
 from analysis.views import caption_baseline as cb
 from analysis.views import paper_figures as pf
+from analysis.views import prompt_compare as pc
 
 #: the metric DR's figures use, when the store has it
 FIGURE_METRIC = "mutual_knn"
@@ -19,11 +20,16 @@ def paper_figures_section(con, ds) -> tuple[dict | None, list]:
     """``(section, charts)``: the section's numbers (None when the dataset has no vision×text grids)
     and ``[(title, chart)]`` Altair charts for the report to draw."""
     choices = pf.figure_choices(con, ds)
-    if not choices["metrics"]:
+    prompts = _prompt_comparisons(con, ds)
+    if not choices["metrics"] and not prompts:
         return None, []
-    metric = FIGURE_METRIC if FIGURE_METRIC in choices["metrics"] else choices["metrics"][0]
-    sec = {"metric": metric, "fig7": [], "fig11": [], "fig2": [], "fig8": []}
+    metric = FIGURE_METRIC if FIGURE_METRIC in choices["metrics"] or not choices["metrics"] else choices["metrics"][0]
+    sec = {"metric": metric, "fig7": [], "fig11": [], "fig2": [], "fig8": [], "prompts": []}
     charts = []
+    for cv in prompts:
+        sec["prompts"].append({"a": cv["a"], "b": cv["b"], "sentence": pc.compare_text(cv), "prompts": cv["prompts"],
+                               "table": cv["table"].to_dict(orient="records")})
+        charts.append((f"TARA: modality gap per layer, {cv['a']} against {cv['b']}", pc.compare_chart(cv)))
     for text in choices["text"]:
         fv = pf.fig7_view(con, ds, metric, text)
         sec["fig7"].append({"text_model": text, "sentence": pf.fig7_text(fv), "notes": fv["notes"],
@@ -62,6 +68,12 @@ def paper_figures_section(con, ds) -> tuple[dict | None, list]:
     return sec, charts
 
 
+def _prompt_comparisons(con, ds) -> list[dict]:
+    """TARA's comparison for every pair of one source whose stored prompts differ (what the report can
+    tell apart without a user's choice)."""
+    return [cv for a, b in pc.prompt_pairs(con, ds) if not (cv := pc.compare_view(con, ds, a, b))["error"]]
+
+
 def _e(value) -> str:
     return html.escape(str(value), quote=True)
 
@@ -89,6 +101,9 @@ def paper_figures_html(sec: dict) -> str:
         parts.append(f"<p><b>Fig. 2, {_e(f['task'])} with {_e(f['text_model'])}:</b> {_e(f['sentence'])}</p>")
     for f in sec.get("fig8", []):
         parts.append(f"<p><b>Fig. 8, {_e(f['vision'])} × {_e(f['text_model'])}:</b> {_e(f['sentence'])}</p>")
+    for f in sec.get("prompts", []):
+        parts.append(f"<p><b>TARA prompt comparison, {_e(f['a'])} (A) against {_e(f['b'])} (B):</b> "
+                     f"{_e(f['sentence'])}</p>" + _table(f["table"]))
     return "".join(parts)
 
 
@@ -107,4 +122,6 @@ def paper_figures_md(sec: dict | None) -> list[str]:
             out.append("")
     out += [f"- Fig. 2, {e(f['task'])} with {e(f['text_model'])}: {e(f['sentence'])}" for f in sec["fig2"]]
     out += [f"- Fig. 8, {e(f['vision'])} × {e(f['text_model'])}: {e(f['sentence'])}" for f in sec.get("fig8", [])]
+    out += [f"- TARA prompt comparison, {e(f['a'])} (A) against {e(f['b'])} (B): {e(f['sentence'])}"
+            for f in sec.get("prompts", [])]
     return out

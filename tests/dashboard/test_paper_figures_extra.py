@@ -100,3 +100,50 @@ def test_the_report_has_fig8_for_every_frame_budget(store):
     for f in fig8:
         assert f"{_baseline(store, f['n_frames'])['value']:.3f}" in f["sentence"]
     assert "Fig. 8, vid × txt" in render_html(rep) and "Fig. 8, vid × txt" in render_markdown(rep)
+
+
+@pytest.fixture(scope="module")
+def prompt_store(tmp_path_factory):
+    from tests.stores import write_prompt_store
+
+    path = tmp_path_factory.mktemp("prompts") / "s.duckdb"
+    P = write_prompt_store(path, dataset="synthetic")
+    return path, P
+
+
+def _gap(V, T):
+    u = lambda X: X / np.linalg.norm(X, axis=1, keepdims=True)  # noqa: E731
+    return float(np.linalg.norm(u(V.astype(float)).mean(0) - u(T.astype(float)).mean(0)))
+
+
+def test_prompts_section_puts_the_two_models_side_by_side(prompt_store, monkeypatch):
+    path, P = prompt_store
+    at = page(path, monkeypatch, figure="prompts")
+    assert at.selectbox(key="pick_a").value == "eol" and at.selectbox(key="pick_b").value == "plain"
+    ga, gb = _gap(*[X[2] for X in P["eol"]]), _gap(*[X[2] for X in P["plain"]])
+    text = " ".join(m.value for m in at.markdown)
+    assert f"eol {ga:.3f}, plain {gb:.3f}" in text and "do not overlap" in text
+    assert len(at.dataframe) == 1 and len(at.get("vega_lite_chart")) == 1
+    # the link picks the models: swapped, B − A changes sign
+    at = page(path, monkeypatch, figure="prompts", a="plain", b="eol")
+    assert f"(B − A = {ga - gb:+.3f}" in " ".join(m.value for m in at.markdown)
+
+
+def test_prompts_section_without_two_mllms_says_what_it_needs(store, monkeypatch):
+    at = page(store, monkeypatch, figure="prompts")
+    assert "two models whose video and text runs share one space" in " ".join(i.value for i in at.info)
+
+
+def test_the_report_compares_the_two_prompts(prompt_store):
+    path, P = prompt_store
+    con = duckdb.connect(str(path), read_only=True)
+    try:
+        rep = build_report(con, store=str(path))
+    finally:
+        con.close()
+    (d,) = rep["datasets"]
+    (cmp,) = d["sections"]["paper_figures"]["prompts"]
+    ga = _gap(*[X[2] for X in P["eol"]])
+    assert (cmp["a"], cmp["b"]) == ("eol", "plain") and f"eol {ga:.3f}" in cmp["sentence"]
+    assert "TARA prompt comparison, eol (A) against plain (B)" in render_markdown(rep)
+    assert "TARA prompt comparison" in render_html(rep)
