@@ -147,3 +147,20 @@ def test_the_report_compares_the_two_prompts(prompt_store):
     assert (cmp["a"], cmp["b"]) == ("eol", "plain") and f"eol {ga:.3f}" in cmp["sentence"]
     assert "TARA prompt comparison, eol (A) against plain (B)" in render_markdown(rep)
     assert "TARA prompt comparison" in render_html(rep)
+
+
+def test_the_report_draws_the_gap_by_pca_and_tsne(tmp_path):
+    path = tmp_path / "s.duckdb"
+    rng = np.random.default_rng(2)
+    z = rng.normal(size=(20, 6))
+    write_run(path, "m-v", np.stack([z + 2.0, z + 2.0]), model="m", modality="video", n_frames=1)
+    write_run(path, "m-t", np.stack([z - 2.0, z - 2.0]), model="m", modality="text", n_captions=1)
+    analyze_store(path, k=3, n_boot=0, metrics=("mutual_knn",), n_null=0, log=lambda m: None)
+    con = duckdb.connect(str(path), read_only=True)
+    try:
+        rep = build_report(con, store=str(path))
+    finally:
+        con.close()
+    (d,) = rep["datasets"]
+    maps = d["sections"]["paper_figures"]["gap_maps"]
+    assert sorted(m["method"] for m in maps) == ["pca", "tsne"] and all(m["n_points"] == 40 for m in maps)
