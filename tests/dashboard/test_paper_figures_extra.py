@@ -164,3 +164,26 @@ def test_the_report_draws_the_gap_by_pca_and_tsne(tmp_path):
     (d,) = rep["datasets"]
     maps = d["sections"]["paper_figures"]["gap_maps"]
     assert sorted(m["method"] for m in maps) == ["pca", "tsne"] and all(m["n_points"] == 40 for m in maps)
+
+
+def test_a_collapsed_long_caption_gives_no_baseline_and_says_why(tmp_path):
+    """Every item with the same long caption: the run's layers are collapsed, no best cell, the reason shown."""
+    from analysis.views import caption_baseline as CB
+
+    path = tmp_path / "s.duckdb"
+    rng = np.random.default_rng(3)
+    write_run(path, "v", rng.normal(size=(2, 16, 4)), model="vid", modality="video", n_frames=1)
+    write_run(path, "t", rng.normal(size=(2, 16, 4)), model="txt", modality="text", n_captions=1)
+    write_run(path, "tl", np.ones((2, 16, 4)), model="txt", modality="text", n_captions=1, variant="long_caption")
+    analyze_store(path, k=3, n_boot=10, metrics=("mutual_knn",), maps=0, n_null=0, log=lambda m: None)
+    con = duckdb.connect(str(path), read_only=True)
+    try:
+        fv = CB.fig8_view(con, "synthetic", "mutual_knn", "vid", "txt")
+    finally:
+        con.close()
+    b = fv["baselines"].iloc[0]
+    assert b["value"] is None or np.isnan(b["value"])
+    assert b["layers"].startswith("no best cell") and "non-degenerate" in b["layers"]
+    assert fv["reached"][1]["error"].startswith("no baseline value")
+    assert CB.fig8_text(fv, 1).startswith("No long-caption baseline at n_f = 1: ")
+    CB.fig8_chart(fv, 1).to_dict()  # the sweep alone

@@ -118,3 +118,28 @@ def test_a_manifest_without_long_captions_keeps_its_hash(tmp_path):
         h.update(json.dumps([it.item_id, Path(it.video).name, it.captions, it.negatives]).encode())
     assert m.sha == h.hexdigest()[:16]
     assert load_manifest(_with_long_captions(man)).sha != m.sha  # new long captions: new runs
+
+
+def test_an_mllm_plans_its_long_caption_run_on_its_text_side_and_reads_the_long_caption(tmp_path):
+    from types import SimpleNamespace
+
+    from precompute.runner import Precompute
+
+    man = load_manifest(_with_long_captions(make_dataset(tmp_path, n=3)))
+    job = Precompute(None, man, "toy", frames=[1], captions=[1], progress=False)
+    try:
+        adapter = SimpleNamespace(prompt_format=lambda side: f"<{side}> {{text}}")
+        info = SimpleNamespace(source="s", revision="r", modality="mllm", pooling="last_token", config={},
+                               native_frames=None)
+        plans = job.plan(adapter, "m", info)
+        (p,) = [p for p in plans if p.variant == "long_caption"]
+        assert p.n_captions == 1 and p.n_frames is None and p.identity["side"] == "text"
+        kind, texts, _ = job.batch_inputs(p, man.items, get_video=None)
+        assert kind == "text" and texts == [it.metadata["long_caption"] for it in man.items]
+        # without long captions there is no such run
+        plain = Precompute(None, load_manifest(make_dataset(tmp_path / "plain", n=3)), "toy", frames=[1],
+                           captions=[1], progress=False)
+        assert not [p for p in plain.plan(adapter, "m", info) if p.variant == "long_caption"]
+        plain.pool.shutdown()
+    finally:
+        job.pool.shutdown()
