@@ -85,8 +85,8 @@ def fig8_text(fv: dict, n_frames: int) -> str:
         tail = r["error"]
     else:
         where = f"{abs(r['margin']):.3f} {'above' if r['margin'] >= 0 else 'below'} it"
-        tail = (f"the caption sweep reaches it at n_c = {r['n_c']} (its largest value is {where})" if r.get("n_c") is not None
-                else f"no caption budget reaches it (the sweep's largest value is {where})")
+        tail = (f"the caption sweep reaches it at n_c = {r['n_c']} (its largest value is {where})"
+                if r.get("n_c") is not None else f"no caption budget reaches it (the sweep's largest value is {where})")
     return f"Long original caption at n_f = {n_frames}: {fv['metric']} {b['value']:.3f}{ci} ({b['layers']}); {tail}."
 
 
@@ -121,4 +121,6 @@ def fig8_chart(fv: dict, n_frames: int, *, title=None):
 
 def frame_budgets(fv: dict) -> list[int]:
     """The n_f values with a baseline, largest first (the page's default is the richest input)."""
-    return sorted({int(n) for n in fv["baselines"]["n_frames"] if not pd.isna(n)}, reverse=True) if len(fv["baselines"]) else []
+    if not len(fv["baselines"]):
+        return []
+    return sorted({int(n) for n in fv["baselines"]["n_frames"] if not pd.isna(n)}, reverse=True)
