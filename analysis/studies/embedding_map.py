@@ -1,7 +1,8 @@
 """Embedding-map study (``result_studies``, study ``embedding_map``): UMAP maps of chosen layers, one
 row per map, so the dashboard draws clusters and the modality gap without computing anything; each
 two-sided map also by PCA and t-SNE (TARA's pictures of the gap; ``payload["method"]``, subject
-suffix `` · pca`` / `` · tsne``; a map stored before methods existed is UMAP).
+suffix `` · pca`` / `` · tsne``; a map stored before methods existed is UMAP; t-SNE unasked only up to
+:data:`TSNE_DEFAULT_ITEMS` items).
 
 Which maps ``analyze`` computes (:func:`default_maps`), per dataset, each model at its largest
 setting (:meth:`DatasetRuns.largest_settings`):
@@ -49,6 +50,10 @@ STUDY = "embedding_map"
 #: items per map; beyond, a seeded sample (the exact k-NN graph is O(N^2) and a picture of more
 #: points than pixels shows no more)
 MAX_POINTS = 3000
+#: t-SNE maps ``analyze`` computes unasked only up to this many items (TARA draws N = 1000 pairs):
+#: Barnes-Hut t-SNE took ~50 s for 1000 points on a busy 2-core machine, and grows as N log N;
+#: larger datasets get a note and ``layerscope map --method tsne`` computes one on request
+TSNE_DEFAULT_ITEMS = 1000
 
 
 @dataclass(frozen=True)
@@ -150,8 +155,12 @@ def default_maps(d: DatasetRuns, recommended: dict) -> tuple[list[MapSpec], list
             specs.append(MapSpec(model, (run["run_id"],), (i,), (_side(run),), f"named layer '{name}'"))
     # the modality gap as TARA pictures it (PCA, t-SNE) beside UMAP, for every two-sided map; last, so
     # the --maps cap drops them first
-    specs += [MapSpec(s.model, s.run_ids, s.layers, s.sides, s.why, method) for s in list(specs)
-              if len(s.run_ids) == 2 for method in METHODS if method != "umap"]
+    methods = [m for m in METHODS if m != "umap" and (m != "tsne" or d.n_items <= TSNE_DEFAULT_ITEMS)]
+    pairs = [s for s in specs if len(s.run_ids) == 2]
+    specs += [MapSpec(s.model, s.run_ids, s.layers, s.sides, s.why, method) for s in pairs for method in methods]
+    if pairs and "tsne" not in methods:
+        notes.append(f"{d.n_items} items, more than {TSNE_DEFAULT_ITEMS}: two-sided maps by UMAP and PCA only; "
+                     "ask for a t-SNE one with `layerscope map ... --side both --method tsne`")
     seen, out = set(), []
     for s in specs:
         if (s.run_ids, s.layers, s.method) not in seen:

@@ -213,3 +213,18 @@ def test_layerscope_map_takes_a_method(store, tmp_path, capsys):
     assert p["method"] == "pca" and p["requested"] is True
     out = analyze_store(path, k=3, n_boot=0, log=quiet)  # kept current, not recomputed
     assert "embedding_map" not in out["computed_by_study"]
+
+
+def test_large_datasets_get_no_default_tsne_but_a_note(monkeypatch):
+    from analysis.studies.context import DatasetRuns
+
+    run = {"run_id": "v", "model": "m", "modality": "video", "n_frames": 1, "n_captions": None, "variant": "original",
+           "dim": 8, "n_layers": 3, "config": {}, "n_items": N}
+    text = {**run, "run_id": "t", "modality": "text", "n_frames": None, "n_captions": 1}
+    d = DatasetRuns("synthetic", [run, text], N)
+    specs, notes = EM.default_maps(d, {})
+    assert {s.method for s in specs if len(s.run_ids) == 2} == {"umap", "pca", "tsne"} and not notes
+    monkeypatch.setattr(EM, "TSNE_DEFAULT_ITEMS", N - 1)
+    specs, notes = EM.default_maps(d, {})
+    assert {s.method for s in specs if len(s.run_ids) == 2} == {"umap", "pca"}
+    assert any("--method tsne" in n for n in notes)
