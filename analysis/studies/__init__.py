@@ -32,7 +32,8 @@ from analysis.storage.schema import create_all
 from analysis.sides import split_side
 from analysis.storage.store import StoreError, connect, latest_per_setting, transaction
 from analysis.studies import (
-    caption_baseline, downstream, embedding_map, grids, layer_choice, model_map, predictors, profiles, same_space, scaling, temporal,
+    caption_baseline, downstream, embedding_map, grids, layer_choice, model_map, predictors, profiles, same_space,
+    scaling, temporal,
 )
 from analysis.studies.context import ANALYSIS_VERSION, AnalyzeOptions, STORED, Context, DatasetRuns, Settings, group_runs
 from analysis.studies.parallel import default_jobs

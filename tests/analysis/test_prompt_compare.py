@@ -89,3 +89,16 @@ def test_side_by_side_by_hand():
     assert side_by_side(0.5, 0.5, higher_is_better=True)["better"] == "tie"
     assert side_by_side(None, 0.5, higher_is_better=True) == {"delta": None, "better": None, "separated": None}
     assert side_by_side(0.1, 0.2, higher_is_better=True, ci_a=[None, None], ci_b=[0.1, 0.3])["separated"] is None
+
+
+def test_one_mllm_under_two_names_pairs_each_name_with_itself_only(tmp_path):
+    from analysis.studies import analyze_store
+
+    path = tmp_path / "s.duckdb"
+    write_prompt_store(path)
+    out = analyze_store(path, log=lambda m: None)  # the stored settings; everything reused
+    assert not [n for n in out["notes"] if "no shared space" in n]
+    con = duckdb.connect(str(path), read_only=True)
+    subjects = {r[0] for r in con.execute("SELECT DISTINCT subject FROM result_studies WHERE study = 'same_space'").fetchall()}
+    con.close()
+    assert subjects == {"eol|eol", "plain|plain"}
