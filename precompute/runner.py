@@ -164,7 +164,7 @@ class Precompute:
                  device=DEFAULTS.device, dtype=DEFAULTS.dtype, image_mode=DEFAULTS.image_mode, shard=DEFAULTS.shard,
                  allow_fewer_captions=DEFAULTS.allow_fewer_captions, trust_remote_code=DEFAULTS.trust_remote_code,
                  progress=True, out=None, caption_order=DEFAULTS.caption_order, caption_seed=DEFAULTS.caption_seed,
-                 prompt_template=DEFAULTS.prompt_template, blocks=DEFAULTS.blocks,
+                 prompt_template=DEFAULTS.prompt_template, prompt=DEFAULTS.prompt, blocks=DEFAULTS.blocks,
                  random_init=DEFAULTS.random_init, named_layers=DEFAULTS.named_layers):
         self.w = writer
         self.manifest = manifest
@@ -183,6 +183,7 @@ class Precompute:
         self.caption_order = caption_order
         self.caption_seed = int(caption_seed)
         self.prompt_template = prompt_template
+        self.prompt = prompt
         self.blocks = blocks  # --blocks: hook path on this block list (issue #15)
         self.random_init = bool(random_init)
         # transformers models also store default / joint (issue #15); part of each run's identity,
@@ -311,13 +312,13 @@ class Precompute:
         actor instead; :meth:`run_model` needs ``info()``, ``prompt_format(side)`` and ``device``)."""
         return load_adapter(spec, device=self.device, dtype=self.dtype, trust_remote_code=self.trust,
                             modality=modality, prompt_template=self.prompt_template, blocks=self.blocks,
-                            random_init=self.random_init, named_layers=self.named_layers)
+                            random_init=self.random_init, named_layers=self.named_layers, prompt=self.prompt)
 
     def probe(self, spec: str, modality: str | None):
         """The config-only adapter of ``spec`` with this job's options (no weights)."""
         return probe_model(spec, device=self.device, dtype=self.dtype, trust_remote_code=self.trust, modality=modality,
                            prompt_template=self.prompt_template, blocks=self.blocks, random_init=self.random_init,
-                           named_layers=self.named_layers)
+                           named_layers=self.named_layers, prompt=self.prompt)
 
     def all_done(self, probe, name: str) -> int:
         """The number of this model's planned runs when the store holds every one of them done (told
