@@ -130,12 +130,12 @@ elif section == "prompts":
     st.subheader("TARA: one MLLM under two prompts (EOL against plain), side by side")
     st.caption("Two same-space models (an MLLM's video and text sides), each at its largest n_f, n_c and last layer: "
                "modality gap, retrieval, alignment (with their bootstrap intervals) and each side's uniformity. "
-               "Precompute one MLLM twice under two names (e.g. `--prompt-template auto` and `none`); pairs of one "
-               "source whose stored prompts differ are proposed first.")
+               "Precompute one MLLM twice under two names (`--name qwen-eol`, `--name qwen-plain --prompt plain`); pairs "
+               "of one source whose stored prompts differ are proposed first.")
     models = view(pc.prompt_models, dataset)
     if len(models) < 2:
         st.info("This needs two models whose video and text runs share one space (MLLMs), e.g. one MLLM precomputed "
-                "twice under two `--name`s with different prompts, then `layerscope analyze`.")
+                "twice under two `--name`s, once with `--prompt plain`, then `layerscope analyze`.")
         st.stop()
     proposed = view(pc.prompt_pairs, dataset)
     first = proposed[0] if proposed else (models[0], models[1])

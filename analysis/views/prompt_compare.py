@@ -2,9 +2,10 @@
 (an MLLM's video and text sides) side by side: modality gap, retrieval and alignment from the
 same-space study (with their bootstrap intervals), uniformity of each side from the profiles.
 
-Prompts are part of a run's identity (``runs.config["prompt"]``) but not a separate setting of one
-model name: the two runs to compare are two model names (``--name``), e.g. one precomputed with
-``--prompt-template auto`` and one with ``none``, or two checkpoints. :func:`prompt_pairs` proposes the
+Prompts are part of a run's identity (``runs.config["prompt"]``); two prompts of one model name would
+be two runs of one setting (the newer supersedes the older), so the two to compare are two model
+names (``--name``): one precomputed with ``--prompt eol`` (default) and one with ``--prompt plain``
+(or ``--prompt-template auto`` / ``none``), or two checkpoints. :func:`prompt_pairs` proposes the
 pairs of one source and revision whose stored prompts differ (the comparison TARA makes); any two
 same-space models can be picked. Nothing is recomputed here.
 
