@@ -275,7 +275,7 @@ def cmd_map(args) -> int:
     from analysis.studies.embedding_map import request_map
 
     out = request_map(args.store, dataset=args.dataset, model=args.model, layer=args.layer, side=args.side,
-                      text_layer=args.text_layer, log=lambda m: print(m, file=sys.stderr, flush=True))
+                      text_layer=args.text_layer, method=args.method, log=lambda m: print(m, file=sys.stderr, flush=True))
     state = "computed" if out["computed"] else "already stored and current"
     print(f"map: {out['subject']} {state}"
           + (f"; no picture: {out['reason']}" if out["reason"] else "; refresh the dashboard's Embedding map page"))
@@ -295,6 +295,9 @@ def register_map(sub):
     p.add_argument("--side", default="auto", choices=("auto", "video", "text", "both"),
                    help="which run of a model with both sides; both: one map of the two sides (shared space)")
     p.add_argument("--text-layer", help="the text side's layer with --side both (default: --layer)")
+    p.add_argument("--method", default="umap", choices=("umap", "pca", "tsne"),
+                   help="umap (default), pca (first two principal components) or tsne (seeded t-SNE): TARA draws "
+                        "the modality gap by PCA and t-SNE")
     p.set_defaults(func=cmd_map)
 
 

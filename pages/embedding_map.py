@@ -22,14 +22,21 @@ THUMB_CAP = 200
 
 
 st.title("Embedding map")
-st.caption("UMAP of one layer of one run, or of a model's video and text sides together where they share a space: "
-           "clusters, outliers and the modality gap as points. Hover a point for its item, caption and a frame. "
-           "Computed by `layerscope analyze` (cosine geometry, exact k-NN graph, fixed seed).")
+st.caption("UMAP (or PCA, t-SNE) of one layer of one run, or of a model's video and text sides together where they "
+           "share a space: clusters, outliers and the modality gap as points. Hover a point for its item, caption and "
+           "a frame. Computed by `layerscope analyze` (cosine geometry, exact k-NN graph, fixed seed); two-sided maps "
+           "also by PCA and t-SNE, as TARA pictures the gap.")
 require_store()
 dataset = dataset_picker()
 maps = view(views.embedding_maps, dataset)
 require_results("embedding maps", not maps.empty)
 labels = view(views.model_labels)
+METHOD_NAMES = {"umap": "UMAP", "pca": "PCA", "tsne": "t-SNE"}
+methods = [m for m in METHOD_NAMES if m in set(maps["method"])]
+method = pick("Method", methods, param="method", default="umap", widget="radio", container=st.sidebar,
+              fmt=METHOD_NAMES.get, help="PCA: the first two principal components (distances are faithful, "
+              "a gap between the sides shows its size); t-SNE and UMAP: neighbourhoods (a gap shows, its size less so)")
+maps = maps[maps["method"] == method]
 subjects = list(maps["subject"])
 why = dict(zip(maps["subject"], maps["why"]))
 random_init = {s: any(labels.get(m, m) != m for m in models) for s, models in zip(maps["subject"], maps["models"])}
@@ -69,8 +76,10 @@ else:
                                 density=tools_state["density"], box=tools_state["box"])
     st.altair_chart(chart, width="stretch", key=tools_state["chart_key"], on_select="rerun",
                     selection_mode=tools.selection_modes(tools_state["density"]))
-    notes = [(f"{len(pts)} points; UMAP n_neighbors={meta['n_neighbors']}, min_dist={meta['min_dist']}, "
-              f"seed={meta['seed']}; {meta['why']}")]
+    how = {"umap": f"UMAP n_neighbors={meta['n_neighbors']}, min_dist={meta['min_dist']}, seed={meta['seed']}",
+           "pca": "PCA of the unit rows (first two components)",
+           "tsne": f"t-SNE (sklearn, seed={meta['seed']})"}[meta["method"]]
+    notes = [f"{len(pts)} points; {how}; {meta['why']}"]
     if meta.get("sampled"):
         notes.append(f"a seeded sample of {len(pts) // len(meta['models'])} of {meta['n_items']} items")
     if meta.get("n_duplicates"):
@@ -93,7 +102,9 @@ with st.expander("Map another layer"):
         side = c2.selectbox("Side", side_options, key="other_side")
         n_layers = int(mine["n_layers"].max())
         layer = c3.number_input("Layer", 0, n_layers - 1, n_layers - 1, key="other_layer")
+        other_method = st.radio("Method", list(METHOD_NAMES), format_func=METHOD_NAMES.get, horizontal=True,
+                                key="other_method")
         st.caption("The dashboard only reads the store, and a first UMAP takes up to half a minute, so maps are "
                    "computed from the command line; refresh this page when it is done (later `analyze` runs keep "
                    "the map current).")
-        st.code(map_command(store_path(), dataset, model, int(layer), side), language="bash")
+        st.code(map_command(store_path(), dataset, model, int(layer), side, other_method), language="bash")

@@ -2,7 +2,9 @@ import streamlit as st
 
 from analysis import views
 from analysis.views import md_escape
+from analysis.views import caption_baseline as cb
 from analysis.views import paper_figures as pf
+from analysis.views import prompt_compare as pc
 from pages._shared import (dataset_picker, download_chart, download_data, pick, require_results, require_store,
                            view)
 
@@ -17,10 +19,11 @@ dataset = dataset_picker()
 choices = view(pf.figure_choices, dataset)
 labels = view(views.model_labels)
 SECTIONS = {"fig7": "Fig. 7: 1 vs many captions", "fig11": "Figs. 11/12: vision × text matrix",
-            "fig2": "Fig. 2: alignment vs downstream", "published": "Published numbers"}
+            "fig2": "Fig. 2: alignment vs downstream", "fig8": "Fig. 8: long-caption baseline",
+            "prompts": "TARA: EOL vs plain prompt", "published": "Published numbers"}
 section = pick("Figure", list(SECTIONS), param="figure", fmt=SECTIONS.get, widget="radio", container=st.sidebar)
 
-if section != "published":
+if section not in ("published", "prompts"):
     require_results("vision × text grids", bool(choices["metrics"]))
     metric = pick("Metric", choices["metrics"], param="metric", default="mutual_knn", container=st.sidebar)
 
@@ -91,6 +94,70 @@ elif section == "fig2":
         st.dataframe(fv["points"], hide_index=True, width="stretch")
         stem = views.export_name("fig2", dataset, metric, text_model, task)
         download_data(fv["points"], stem)
+        download_chart(chart, stem)
+elif section == "fig8":
+    st.subheader("DR Fig. 8: the long original caption beside the caption sweep")
+    bc = view(cb.baseline_choices, dataset)
+    if not bc["pairs"]:
+        st.info("No long-caption baseline in this store. Give every manifest item a `long_caption` (the dataset's "
+                "own long description), precompute the text model(s) again (a run of its own, variant "
+                "`long_caption`), then run `layerscope analyze`.")
+        st.stop()
+    pair_names = [f"{v}|{t}" for v, t in bc["pairs"]]
+    pair = pick("Vision × text", pair_names, param="pair", container=st.sidebar,
+                fmt=lambda p: " × ".join(labels.get(m, m) for m in p.split("|", 1)))
+    vision, text_model = pair.split("|", 1)
+    fv = view(cb.fig8_view, dataset, metric, vision, text_model)
+    if fv["error"]:
+        st.info(md_escape(fv["error"]))
+    else:
+        budgets = cb.frame_budgets(fv)
+        n_f = int(pick("Frames (n_f)", budgets, param="nf", container=st.sidebar))
+        title = views.chart_title(f"{metric}: {labels.get(vision, vision)} × {labels.get(text_model, text_model)} at "
+                                  f"n_f {n_f}; dashed: the long original caption", dataset=dataset, labels=labels,
+                                  models=[vision, text_model])
+        chart = cb.fig8_chart(fv, n_f, title=title)
+        st.altair_chart(chart, width="content", key="fig8")
+        st.markdown(md_escape(cb.fig8_text(fv, n_f)))
+        st.caption("The line: the best alignment at each caption budget (its band: the bootstrap interval). The dashed "
+                   "line and its band: the same text model on each item's one long original caption, scored the same "
+                   "way against the same vision run.")
+        st.dataframe(fv["baselines"], hide_index=True, width="stretch")
+        stem = views.export_name("fig8", dataset, metric, vision, text_model, f"nf{n_f}")
+        download_data(fv["sweep"], stem)
+        download_chart(chart, stem)
+elif section == "prompts":
+    st.subheader("TARA: one MLLM under two prompts (EOL against plain), side by side")
+    st.caption("Two same-space models (an MLLM's video and text sides), each at its largest n_f, n_c and last layer: "
+               "modality gap, retrieval, alignment (with their bootstrap intervals) and each side's uniformity. "
+               "Precompute one MLLM twice under two names (`--name qwen-eol`, `--name qwen-plain --prompt plain`); pairs "
+               "of one source whose stored prompts differ are proposed first.")
+    models = view(pc.prompt_models, dataset)
+    if len(models) < 2:
+        st.info("This needs two models whose video and text runs share one space (MLLMs), e.g. one MLLM precomputed "
+                "twice under two `--name`s, once with `--prompt plain`, then `layerscope analyze`.")
+        st.stop()
+    proposed = view(pc.prompt_pairs, dataset)
+    first = proposed[0] if proposed else (models[0], models[1])
+    fmt = lambda m: labels.get(m, m)  # noqa: E731
+    model_a = pick("Model A (e.g. EOL prompt)", models, param="a", default=first[0], fmt=fmt, container=st.sidebar)
+    model_b = pick("Model B (e.g. plain prompt)", models, param="b", default=first[1], fmt=fmt, container=st.sidebar)
+    cv = view(pc.compare_view, dataset, model_a, model_b)
+    if cv["error"]:
+        st.info(md_escape(cv["error"]))
+    else:
+        st.markdown(md_escape(pc.compare_text(cv)))
+        st.dataframe(cv["table"], hide_index=True, width="stretch")
+        st.caption(md_escape("Prompts: " + "; ".join(f"{m}: {p!r}" for m, p in cv["prompts"].items())
+                             + ". 'intervals apart': the two bootstrap intervals do not overlap."))
+        title = views.chart_title(f"modality gap per layer: {fmt(model_a)} against {fmt(model_b)}", dataset=dataset,
+                                  labels=labels, models=[model_a, model_b])
+        chart = pc.compare_chart(cv, title=title)
+        st.altair_chart(chart, width="content", key="prompts")
+        st.caption("The gap as a picture: the Embedding map page draws each model's two sides by PCA and t-SNE "
+                   "(TARA's Figs. 4, 10, 11) beside UMAP.")
+        stem = views.export_name("prompts", dataset, model_a, model_b)
+        download_data(cv["table"], stem)
         download_chart(chart, stem)
 else:
     st.subheader("Published numbers (DR and TARA), with your mapped names")

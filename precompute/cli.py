@@ -58,7 +58,7 @@ def cmd_precompute(args) -> int:
         batch_size=args.batch_size, device=args.device, dtype=args.dtype, image_mode=args.image_mode,
         shard=args.shard, allow_fewer_captions=args.allow_fewer_captions, trust_remote_code=args.trust_remote_code,
         caption_order=args.caption_order, caption_seed=args.caption_seed, prompt_template=args.prompt_template,
-        blocks=args.blocks, random_init=args.random_init, named_layers=args.named_layers,
+        prompt=args.prompt, blocks=args.blocks, random_init=args.random_init, named_layers=args.named_layers,
         revision=args.revision, cache_dir=args.cache_dir,
     )
     job = dict(store=args.store, manifest=manifest, dataset=args.dataset, models=args.model, names=args.name,
@@ -200,6 +200,10 @@ def _register_precompute(sub):
     p.add_argument("--prompt-template", choices=["auto", "none"], default=DEFAULTS.prompt_template,
                    help="MLLMs: wrap the one-word prompt in the model's chat template when it has one (auto, "
                         "default) or use the bare prompt (none); the prompt used is recorded in each run")
+    p.add_argument("--prompt", choices=["eol", "plain"], default=DEFAULTS.prompt,
+                   help="MLLMs: the explicit one-word limitation prompt (eol, default: 'Summarize ... in one word:') "
+                        "or the input alone (plain), TARA's comparison; another prompt is another run, so give "
+                        "it another --name to compare the two")
     p.add_argument("--trust-remote-code", action="store_true",
                    help="run a model's own Python code (auto_map in its config.json; off by default): arbitrary "
                    "code, run with your user's rights, so only for models whose code you trust (a warning is "

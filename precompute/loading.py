@@ -20,7 +20,8 @@ def _adapter_class(spec: str, probe) -> type:
 
 def probe_model(spec: str, *, device="auto", dtype="float32", trust_remote_code=False, modality: str | None = None,
                 prompt_template: str = "auto", blocks: str | None = None, random_init: bool = False,
-                named_layers: bool = False, hub: dict | None = None) -> Adapter:
+                named_layers: bool = False, hub: dict | None = None,
+                prompt: str = "eol") -> Adapter:
     """An adapter that knows its modality but has no weights yet (cheap: a config read, or for
     ``timm:`` / ``open_clip:`` the flag checks). Refusals are :class:`ModelError` naming the
     flag or loader that would take the model."""
@@ -33,12 +34,13 @@ def probe_model(spec: str, *, device="auto", dtype="float32", trust_remote_code=
                                 random_init=random_init, trust_remote_code=trust_remote_code)
     return Adapter(spec, device=device, dtype=dtype, trust_remote_code=trust_remote_code, modality=modality,
                    prompt_template=prompt_template, blocks=blocks, random_init=random_init, named_layers=named_layers,
-                   hub=hub)
+                   hub=hub, prompt=prompt)
 
 
 def load_adapter(spec: str, *, device="cpu", dtype="float32", trust_remote_code=False,
                  modality: str | None = None, prompt_template: str = "auto", blocks: str | None = None,
-                 random_init: bool = False, named_layers: bool = False, hub: dict | None = None) -> Adapter:
+                 random_init: bool = False, named_layers: bool = False, hub: dict | None = None,
+                 prompt: str = "eol") -> Adapter:
     """Load the right adapter for a ``--model`` value: a hub id or local folder (``from_pretrained``
     either way; hidden_states, or hooks for remote code and ``--blocks``), ``timm:NAME`` or
     ``open_clip:ARCH/PRETRAINED``; ``random_init`` builds it with seeded random weights;
@@ -52,7 +54,7 @@ def load_adapter(spec: str, *, device="cpu", dtype="float32", trust_remote_code=
     hf_logging.disable_progress_bar()
     probe = probe_model(spec, device=device, dtype=dtype, trust_remote_code=trust_remote_code, modality=modality,
                         prompt_template=prompt_template, blocks=blocks, random_init=random_init,
-                        named_layers=named_layers, hub=hub)
+                        named_layers=named_layers, hub=hub, prompt=prompt)
     if isinstance(probe, Adapter) and type(probe) is Adapter:
         adapter = _adapter_class(spec, probe).__new__(_adapter_class(spec, probe))
         adapter.__dict__.update(probe.__dict__)

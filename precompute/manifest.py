@@ -23,6 +23,11 @@ KNOWN_FIELDS = {"id", "video", "captions", "negatives"}
 #: cell's shuffled-pairing null then shuffles within groups (``analysis/null.py``).
 NEGATIVES_KINDS = ("temporal", "negated")
 CHIRAL_FIELDS = ("chiral_group", "chiral_action")
+#: Optional: one long original caption of the item (a dataset's own description, e.g. PVD's paragraph),
+#: embedded by every text model as its own run (variant ``long_caption``, never part of the n_c sweep)
+#: and drawn as a baseline beside the caption sweep (DR Fig. 8). Given on every item or on none: the
+#: baseline is compared item for item with the vision runs. Kept in the item's metadata too.
+LONG_CAPTION = "long_caption"
 #: bytes read from each end of a video file for its content fingerprint
 FINGERPRINT_BYTES = 64 << 10
 
@@ -47,6 +52,12 @@ class Item:
     metadata: dict = field(default_factory=dict)
     n_video_frames: int | None = None
     content: str | None = None  # video_fingerprint() of the file or frame folder
+
+    @property
+    def long_caption(self) -> str | None:
+        """The item's long original caption (:data:`LONG_CAPTION`), or None."""
+        value = self.metadata.get(LONG_CAPTION)
+        return value.strip() if isinstance(value, str) and value.strip() else None
 
 
 def _file_digest(h, f: Path) -> None:
@@ -93,12 +104,14 @@ class Manifest:
 
     @property
     def sha(self) -> str:
-        """Hash of what changes embeddings: ids, video paths as written, captions, negatives."""
+        """Hash of what changes embeddings: ids, video paths as written, captions, negatives, and the
+        long caption where there is one (absent, the hash is what it was before the field existed)."""
         h = hashlib.sha256()
         for it in self.items:
-            # (a text-only item hashes None: the hash of a manifest with videos is what it always was)
-            h.update(json.dumps([it.item_id, Path(it.video).name if it.video else None, it.captions,
-                                 it.negatives]).encode())
+            # (a text-only item hashes None, a long caption is hashed only where given: the hash of a
+            # manifest with videos and no long captions is what it always was)
+            fields = [it.item_id, Path(it.video).name if it.video else None, it.captions, it.negatives]
+            h.update(json.dumps(fields + ([it.long_caption] if it.long_caption else [])).encode())
         return h.hexdigest()[:16]
 
 
@@ -231,6 +244,21 @@ def _check_nuance_fields(metadata: dict, negatives: list, where: str, problems: 
                         "item's action)")
 
 
+def _check_long_captions(path: Path, items: list, problems: list[str]) -> None:
+    """``long_caption`` a non-empty string, on every item or on none (the baseline run is compared item
+    for item with the vision runs: a baseline over some items would not be the same test)."""
+    given = [it for it in items if it.metadata.get(LONG_CAPTION) not in (None, "")]
+    for it in given:
+        if it.long_caption is None:
+            problems.append(f"{path}: item {it.item_id!r}: field '{LONG_CAPTION}' must be a non-empty string, "
+                            f"got {it.metadata[LONG_CAPTION]!r}")
+    if given and len(given) < len(items):
+        missing = [it.item_id for it in items if it.metadata.get(LONG_CAPTION) in (None, "")]
+        problems.append(f"{path}: field '{LONG_CAPTION}' is on {len(given)} of {len(items)} items; give it on every "
+                        f"item or on none (missing on {', '.join(map(repr, missing[:5]))}"
+                        f"{' ...' if len(missing) > 5 else ''})")
+
+
 def load_manifest(path, *, check_videos: bool = True) -> Manifest:
     """Read and validate a manifest. Raises ``ManifestError`` listing every problem found.
 
@@ -303,6 +331,7 @@ def load_manifest(path, *, check_videos: bool = True) -> Manifest:
                         "(text models only)" for no in without_video)
     if not items and not problems:
         problems.append(f"{path}: no items")
+    _check_long_captions(path, items, problems)
     if problems:
         raise ManifestError(path, problems)
     return Manifest(str(path.resolve()), items)

@@ -42,6 +42,10 @@ ENCODER_DECODER_TEXT = {"t5", "mt5", "umt5", "bart", "mbart"}
 #: ``{media}`` becomes the frames' image tokens, ``{text}`` the caption.
 MLLM_VIDEO_PROMPT = "{media}: Summarize the video in one word: "
 MLLM_TEXT_PROMPT = "{text}: Summarize above sentence in one word: "
+#: --prompt: ``eol`` (the prompts above, the default) or ``plain`` (the input alone, no instruction: the
+#: last token is the input's own last token), TARA's EOL-against-plain comparison of one MLLM
+PLAIN_PROMPTS = {"video": "{media}", "text": "{text}"}
+PROMPTS = ("eol", "plain")
 #: --prompt-template: ``auto`` wraps the prompt in the processor's/tokenizer's chat template when it
 #: has one (as a user turn, with the assistant's generation prompt after it); ``none`` uses it bare
 PROMPT_TEMPLATES = ("auto", "none")
@@ -290,7 +294,8 @@ class Adapter:
 
     def __init__(self, spec: str, *, device="cpu", dtype="float32", trust_remote_code=False,
                  modality: str | None = None, prompt_template: str = "auto", blocks: str | None = None,
-                 random_init: bool = False, named_layers: bool = False, hub: dict | None = None):
+                 random_init: bool = False, named_layers: bool = False, hub: dict | None = None,
+                 prompt: str = "eol"):
         from transformers import AutoConfig
 
         self.spec = spec
@@ -302,6 +307,9 @@ class Adapter:
         if prompt_template not in PROMPT_TEMPLATES:
             raise ModelError(f"--prompt-template must be one of {', '.join(PROMPT_TEMPLATES)}, got {prompt_template!r}")
         self.prompt_template = prompt_template
+        if prompt not in PROMPTS:
+            raise ModelError(f"--prompt must be one of {', '.join(PROMPTS)}, got {prompt!r}")
+        self.prompt_style = prompt
         self.trust = trust_remote_code
         self.blocks_arg = blocks
         self.random_init = bool(random_init)
@@ -907,7 +915,9 @@ class MllmAdapter(Adapter):
         cache = self.__dict__.setdefault("_prompt_formats", {})
         if side in cache:
             return cache[side]
-        base = {"video": MLLM_VIDEO_PROMPT, "text": MLLM_TEXT_PROMPT}[side]
+        eol = {"video": MLLM_VIDEO_PROMPT, "text": MLLM_TEXT_PROMPT}
+        # a probe made before --prompt existed has no prompt_style: the EOL prompt, as then
+        base = (PLAIN_PROMPTS if getattr(self, "prompt_style", "eol") == "plain" else eol)[side]
         owner = self._chat_owner() if self.prompt_template == "auto" else None
         if owner is None:
             cache[side] = base

@@ -34,6 +34,8 @@ class PrecomputeOptions:
     caption_seed: int = 0
     #: MLLMs: the one-word prompt inside the model's chat template (``auto``) or bare (``none``)
     prompt_template: str = "auto"
+    #: MLLMs: the EOL prompt ("Summarize ... in one word:", ``eol``) or the input alone (``plain``)
+    prompt: str = "eol"
     #: dotted path of the model's block list (hook extraction), or None
     blocks: str | None = None
     #: seeded random weights: the standard control

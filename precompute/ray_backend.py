@@ -291,8 +291,9 @@ class RayPrecompute(Precompute):
 
             threads = torch.get_num_threads()
         opts = {"device": self.device, "dtype": self.dtype, "trust_remote_code": self.trust,
-                "modality": modality, "prompt_template": self.prompt_template, "blocks": self.blocks,
-                "random_init": self.random_init, "named_layers": self.named_layers, "hub": self.hub}
+                "modality": modality, "prompt_template": self.prompt_template, "prompt": self.prompt,
+                "blocks": self.blocks, "random_init": self.random_init, "named_layers": self.named_layers,
+                "hub": self.hub}
         cls = _model_class(ray)
         actors = [cls.options(num_cpus=1, num_gpus=self.gpus).remote(spec, opts, threads, os.environ.get(KILL_ENV))
                   for _ in range(self.replicas)]

@@ -165,7 +165,7 @@ class Precompute:
                  device=DEFAULTS.device, dtype=DEFAULTS.dtype, image_mode=DEFAULTS.image_mode, shard=DEFAULTS.shard,
                  allow_fewer_captions=DEFAULTS.allow_fewer_captions, trust_remote_code=DEFAULTS.trust_remote_code,
                  progress=True, out=None, caption_order=DEFAULTS.caption_order, caption_seed=DEFAULTS.caption_seed,
-                 prompt_template=DEFAULTS.prompt_template, blocks=DEFAULTS.blocks,
+                 prompt_template=DEFAULTS.prompt_template, prompt=DEFAULTS.prompt, blocks=DEFAULTS.blocks,
                  random_init=DEFAULTS.random_init, named_layers=DEFAULTS.named_layers, revision=DEFAULTS.revision,
                  cache_dir=DEFAULTS.cache_dir):
         self.w = writer
@@ -185,6 +185,7 @@ class Precompute:
         self.caption_order = caption_order
         self.caption_seed = int(caption_seed)
         self.prompt_template = prompt_template
+        self.prompt = prompt
         self.blocks = blocks  # --blocks: hook path on this block list (issue #15)
         self.random_init = bool(random_init)
         # transformers models also store default / joint (issue #15); part of each run's identity,
@@ -270,6 +271,10 @@ class Precompute:
                 # the reorder-negative probe needs each item's first negative caption embedded
                 ident = {**base, "n_captions": 1, "variant": "negative"}
                 plans.append(RunPlan(run_id_for(ident), None, 1, "negative", ident))
+            if self.manifest.items and self.manifest.items[0].long_caption:
+                # DR Fig. 8's baseline: the long original caption, a run of its own (every item has one)
+                ident = {**base, "n_captions": 1, "variant": "long_caption"}
+                plans.append(RunPlan(run_id_for(ident), None, 1, "long_caption", ident))
         elif info.modality == "mllm":  # one model, both sides: video runs and caption runs
             for variant in self.variants:
                 for n_f in self.frames:
@@ -286,6 +291,10 @@ class Precompute:
                 ident = {**base, "n_captions": 1, "variant": "negative", "side": "text",
                          "prompt": adapter.prompt_format("text")}
                 plans.append(RunPlan(run_id_for(ident), None, 1, "negative", ident))
+            if self.manifest.items and self.manifest.items[0].long_caption:
+                ident = {**base, "n_captions": 1, "variant": "long_caption", "side": "text",
+                         "prompt": adapter.prompt_format("text")}
+                plans.append(RunPlan(run_id_for(ident), None, 1, "long_caption", ident))
         else:
             raise ModelError(f"{name}: no run plan for modality {info.modality!r}")
         return plans
@@ -307,13 +316,14 @@ class Precompute:
         actor instead; :meth:`run_model` needs ``info()``, ``prompt_format(side)`` and ``device``)."""
         return load_adapter(spec, device=self.device, dtype=self.dtype, trust_remote_code=self.trust,
                             modality=modality, prompt_template=self.prompt_template, blocks=self.blocks,
-                            random_init=self.random_init, named_layers=self.named_layers, hub=self.hub)
+                            random_init=self.random_init, named_layers=self.named_layers, hub=self.hub,
+                            prompt=self.prompt)
 
     def probe(self, spec: str, modality: str | None):
         """The config-only adapter of ``spec`` with this job's options (no weights)."""
         return probe_model(spec, device=self.device, dtype=self.dtype, trust_remote_code=self.trust, modality=modality,
                            prompt_template=self.prompt_template, blocks=self.blocks, random_init=self.random_init,
-                           named_layers=self.named_layers, hub=self.hub)
+                           named_layers=self.named_layers, hub=self.hub, prompt=self.prompt)
 
     def all_done(self, probe, name: str) -> int:
         """The number of this model's planned runs when the store holds every one of them done (told
@@ -499,7 +509,7 @@ class Precompute:
     def _label(p: RunPlan) -> str:
         if p.n_frames is not None:
             return f"n_f={p.n_frames}" + (" reversed" if p.variant == "reversed" else "")
-        return f"n_c={p.n_captions}" + (" negatives" if p.variant == "negative" else "")
+        return f"n_c={p.n_captions}" + {"negative": " negatives", "long_caption": " long caption"}.get(p.variant, "")
 
     def _prepare(self, adapter, p: RunPlan, batch):
         """Model inputs of one batch and notes on how odd items were handled (runs in the worker)."""
@@ -520,6 +530,9 @@ class Precompute:
             for it in batch:
                 if p.variant == "negative":  # only items with a negative are in its run (run_items)
                     texts.append(it.negatives[0])
+                    continue
+                if p.variant == "long_caption":  # every item has one (the manifest checks)
+                    texts.append(it.long_caption)
                     continue
                 if len(it.captions) < p.n_captions:
                     notes.setdefault("fewer_captions", {})[it.item_id] = {

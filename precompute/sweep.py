@@ -18,6 +18,7 @@ and runs no model code: a ``trust_remote_code`` model is planned from its ``conf
     caption_order = "first"           # first | random
     caption_seed = 0
     prompt_template = "auto"          # auto | none
+    prompt = "eol"                    # eol | plain (MLLMs: TARA's comparison; give the plain one another name)
     allow_fewer_captions = false
     named_layers = true               # also store default / joint (transformers models; --no-named-layers)
     random_init = false               # seeded random weights (the control; "-random-init" in the name)
@@ -210,7 +211,8 @@ def _variants(v):
 PRECOMPUTE_FIELDS = {
     "frames": _frames, "captions": _ints, "variants": _variants, "batch_size": _int(1), "dtype": _one_of(*DTYPES),
     "device": _device, "image_mode": _one_of("frames", "first"), "caption_order": _one_of("first", "random"),
-    "caption_seed": _int(0), "prompt_template": _one_of("auto", "none"), "allow_fewer_captions": _bool,
+    "caption_seed": _int(0), "prompt_template": _one_of("auto", "none"), "prompt": _one_of("eol", "plain"),
+    "allow_fewer_captions": _bool,
     "trust_remote_code": _bool, "named_layers": _bool, "random_init": _bool, "blocks": _str, "cache_dir": _str,
 }
 #: fields of a [[models]] table that override [precompute] for that model
@@ -405,7 +407,8 @@ def _probe(sweep: Sweep, m: ModelSpec):
         probe = probe_model(m.source, device="cpu", dtype=opts["dtype"], trust_remote_code=opts["trust_remote_code"],
                             modality=m.modality, prompt_template=opts["prompt_template"], blocks=opts["blocks"],
                             random_init=opts["random_init"], named_layers=opts["named_layers"],
-                            hub={k: opts[k] for k in ("revision", "cache_dir") if opts.get(k)})
+                            hub={k: opts[k] for k in ("revision", "cache_dir") if opts.get(k)},
+                            prompt=opts.get("prompt", "eol"))
     except ValueError as exc:
         raise SweepError(f"{sweep.path}:{m.line}: models source {m.source!r}: {exc}") from None
     if opts["blocks"] and hasattr(probe, "config"):  # a transformers model: its skeleton shows the path

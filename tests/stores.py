@@ -641,3 +641,51 @@ def write_map_tools_store(path) -> None:
     write_run(path, "vid-f2", tools_vectors("vid-f2", 4), model="vid", modality="video", n_frames=2, dataset="tools")
     write_run(path, "txt-c1", tools_vectors("txt-c1", 3), model="txt", modality="text", n_captions=1, dataset="tools")
     analyze_store(path, k=3, n_boot=5, log=lambda m: None)
+
+
+
+PROMPT_ITEMS, PROMPT_DIM = 32, 8
+#: the planted offset of each side from the origin along one axis: "eol" mixes its sides more than "plain"
+PROMPT_SHIFTS = {"eol": 0.3, "plain": 2.0}
+
+
+def prompt_arrays(seed: int = 0) -> dict:
+    """``{model: (V, T)}``, each ``(3, N, d)``: one MLLM's two sides under two prompts. Both sides share
+    the item latent ``z``; the video side sits at ``+shift·e0``, the text side at ``−shift·e0`` (the
+    planted modality gap grows with ``shift``)."""
+    rng = np.random.default_rng(seed)
+    N, D = PROMPT_ITEMS, PROMPT_DIM
+    z = rng.normal(size=(N, D))
+    e0 = np.eye(D)[0]
+    out = {}
+    for model, shift in PROMPT_SHIFTS.items():
+        V = np.stack([z + 0.2 * rng.normal(size=(N, D)) + shift * e0 for _ in range(3)])
+        T = np.stack([z + 0.2 * rng.normal(size=(N, D)) - shift * e0 for _ in range(3)])
+        out[model] = (V.astype(np.float32), T.astype(np.float32))
+    return out
+
+
+def write_prompt_store(path, *, dataset: str = "prompts") -> dict:
+    """One MLLM (one source and revision) stored under two names whose text runs carry two prompts (an
+    EOL prompt and a plain one), both sides at every layer (``side`` in the config), analysed (k=3,
+    20 resamples, no maps); returns :func:`prompt_arrays`."""
+    P = prompt_arrays()
+    N = PROMPT_ITEMS
+    prompts = {"eol": "{text}: Summarize above sentence in one word: ", "plain": "{text}"}
+    w = StoreWriter(path)
+    try:
+        w.put_dataset(dataset, Manifest(f"{dataset}.jsonl", [Item(i, f"it{i}", f"/none/v{i}.mp4", [f"c {i}"])
+                                                             for i in range(N)]))
+        for model, (V, T) in P.items():
+            w.put_model(model, ModelInfo("/m/qwen", "toy", "mllm", "last_token", 3, PROMPT_DIM, 1, None, "r1", False, {}))
+            for rid, mod, nf, nc, X, cfg in ((f"{model}-v", "video", 1, None, V, {"side": "video"}),
+                                             (f"{model}-t", "text", None, 1, T,
+                                              {"side": "text", "prompt": prompts[model]})):
+                w.start_run(rid, model=model, dataset=dataset, modality=mod, n_frames=nf, n_captions=nc,
+                            variant="original", image_mode=None, pooling="last_token", dtype="float32", device="cpu",
+                            n_items=N, n_layers=3, dim=PROMPT_DIM, config=cfg)
+                w.write_batch(rid, 0, X, n_done=N, n_items=N)
+    finally:
+        w.close()
+    analyze_store(path, k=3, metrics=("mutual_knn",), n_boot=20, maps=0, n_null=0, log=lambda m: None)
+    return P

@@ -1,5 +1,7 @@
 """Embedding maps: one layer ``(N, d)``, or two sides sharing a space ``(N, d)`` + ``(N, d)``, as 2-D
-points by UMAP (McInnes, Healy & Melville 2018, arXiv:1802.03426; the ``umap-learn`` package).
+points by UMAP (McInnes, Healy & Melville 2018, arXiv:1802.03426; the ``umap-learn`` package), PCA
+(numpy SVD of the centred unit rows) or t-SNE (van der Maaten & Hinton 2008; ``sklearn.manifold.TSNE``,
+seeded), :data:`METHODS`. TARA pictures the modality gap by PCA and t-SNE; UMAP is the default.
 
 Geometry. Rows are L2-normalised first, so the map shows the cosine geometry every metric here
 uses (Euclidean distance between unit vectors is ``sqrt(2 - 2 cos)``, a monotone function of the
@@ -42,6 +44,12 @@ N_NEIGHBORS = 15
 MIN_DIST = 0.1
 #: fewer distinct points than this give no map: n_neighbors would drop below 5 and the layout is noise
 MIN_DISTINCT = 6
+
+
+#: the map methods, as stored in a map's payload and picked on the page
+METHODS = ("umap", "pca", "tsne")
+#: t-SNE's perplexity (sklearn's default); it must stay below the number of points, so it shrinks on small maps
+PERPLEXITY = 30.0
 
 
 class MapUndefined(ValueError):
@@ -175,13 +183,84 @@ def umap_coords(X, *, n_neighbors: int = N_NEIGHBORS, min_dist: float = MIN_DIST
     return EmbeddingMap(coords=np.asarray(Y, dtype=np.float64)[labels], n_distinct=n_distinct, n_neighbors=k)
 
 
+def _distinct_unit_rows(X, name: str) -> tuple[np.ndarray, np.ndarray, int]:
+    """``(R, labels, n_distinct)``: the unit rows of ``X`` with duplicates merged (``R[labels]`` gives
+    every row back), after the degenerate-layer and too-few-points checks every method shares."""
+    X = as_matrix(X, name, min_rows=1)
+    _check_layer(X, name)
+    U = l2_normalize(X)
+    labels = duplicate_labels(U)
+    n_distinct = int(labels.max()) + 1
+    if n_distinct < MIN_DISTINCT:
+        raise MapUndefined(f"{name} has {n_distinct} distinct point(s) of {len(X)}; a map needs at least "
+                           f"{MIN_DISTINCT}")
+    first = np.array([np.flatnonzero(labels == g)[0] for g in range(n_distinct)])
+    return U[first], labels, n_distinct
+
+
+def pca_coords(X, *, name: str = "X") -> EmbeddingMap:
+    """The first two principal components of the unit rows of ``X`` ``(N, d)``.
+
+    With ``U`` the L2-normalised distinct rows and ``C = U - mean(U)``, ``C = P S Q^T`` (thin SVD):
+    coordinates ``C Q[:, :2]`` (= ``P[:, :2] S[:2]``), each axis's sign fixed so that its largest-|.|
+    loading in ``Q`` is positive (the same convention as ``sklearn.decomposition.PCA``'s
+    ``svd_flip(u_based_decision=False)``). Deterministic; a gap between two sides' clouds along the
+    first axis is the modality gap as TARA draws it. Duplicates are merged before the fit (a repeated
+    item would tilt the axes towards itself) and drawn on their point. ``n_neighbors`` is 0 (no graph).
+
+    Raises:
+        MapUndefined: the layer is collapsed or rank 1, or has fewer than :data:`MIN_DISTINCT` distinct rows.
+    """
+    R, labels, n_distinct = _distinct_unit_rows(X, name)
+    C = R - R.mean(axis=0)
+    _, S, Qt = np.linalg.svd(C, full_matrices=False)
+    axes = Qt[:2]
+    signs = np.sign(axes[np.arange(len(axes)), np.argmax(np.abs(axes), axis=1)])
+    signs[signs == 0] = 1.0
+    Y = C @ (axes * signs[:, None]).T
+    return EmbeddingMap(coords=np.asarray(Y, dtype=np.float64)[labels], n_distinct=n_distinct, n_neighbors=0)
+
+
+def tsne_coords(X, *, seed: int = 0, perplexity: float = PERPLEXITY, name: str = "X") -> EmbeddingMap:
+    """t-SNE (``sklearn.manifold.TSNE``, Barnes-Hut, PCA initialisation, ``random_state=seed``) of the
+    unit rows of ``X`` ``(N, d)`` with the Euclidean metric (a monotone function of the cosine on unit
+    rows). ``perplexity`` shrinks to ``(n_distinct - 1) / 3`` on small maps (sklearn requires it below
+    the number of points; ~3 perplexity neighbours per point). The same seed gives the same points
+    (same machine and library versions). Distances between t-SNE clusters carry little meaning: read
+    the gap's presence from it, its size from PCA or the ``modality_gap`` number.
+
+    Raises:
+        MapUndefined: as :func:`pca_coords`.
+    """
+    R, labels, n_distinct = _distinct_unit_rows(X, name)
+    from sklearn.manifold import TSNE  # lazy: sklearn is imported only when a t-SNE map is computed
+
+    perp = float(min(perplexity, max(1.0, (n_distinct - 1) / 3.0)))
+    Y = TSNE(n_components=2, perplexity=perp, init="pca", random_state=int(seed), method="barnes_hut",
+             n_jobs=1).fit_transform(R)
+    return EmbeddingMap(coords=np.asarray(Y, dtype=np.float64)[labels], n_distinct=n_distinct, n_neighbors=0)
+
+
+def map_coords(X, *, method: str = "umap", seed: int = 0, name: str = "X") -> EmbeddingMap:
+    """The 2-D map of ``X`` by ``method`` (:data:`METHODS`): :func:`umap_coords`, :func:`pca_coords`
+    or :func:`tsne_coords`. Raises ``ValueError`` naming an unknown method."""
+    if method == "umap":
+        return umap_coords(X, seed=seed, name=name)
+    if method == "pca":
+        return pca_coords(X, name=name)
+    if method == "tsne":
+        return tsne_coords(X, seed=seed, name=name)
+    raise ValueError(f"map method must be one of {', '.join(METHODS)}, got {method!r}")
+
+
 def two_sided_coords(A, B, *, n_neighbors: int = N_NEIGHBORS, min_dist: float = MIN_DIST, seed: int = 0,
-                     names: tuple[str, str] = ("A", "B")) -> EmbeddingMap:
+                     names: tuple[str, str] = ("A", "B"), method: str = "umap") -> EmbeddingMap:
     """One map of two paired sides sharing a space (a video and a text run of one model; a dual
     encoder's ``joint`` layer on both towers): rows of ``A`` ``(N, d)`` then of ``B`` ``(N, d)``.
 
     ``coords`` is ``(2N, 2)`` (A's points first), ``side`` 0 for A and 1 for B. A gap between the
-    two clouds is the modality gap (Liang et al. 2022, arXiv:2203.02053) made visible.
+    two clouds is the modality gap (Liang et al. 2022, arXiv:2203.02053) made visible. ``method``:
+    :data:`METHODS` (the one map is fitted on both sides together).
 
     Raises:
         MapUndefined: either side is collapsed or rank 1 (named), or too few distinct points.
@@ -193,8 +272,11 @@ def two_sided_coords(A, B, *, n_neighbors: int = N_NEIGHBORS, min_dist: float = 
     check_same_space(A, B, names[0], names[1])
     _check_layer(A, names[0])
     _check_layer(B, names[1])
-    m = umap_coords(np.vstack([A, B]), n_neighbors=n_neighbors, min_dist=min_dist, seed=seed,
-                    name=f"{names[0]} + {names[1]}")
+    name = f"{names[0]} + {names[1]}"
+    if method == "umap":
+        m = umap_coords(np.vstack([A, B]), n_neighbors=n_neighbors, min_dist=min_dist, seed=seed, name=name)
+    else:
+        m = map_coords(np.vstack([A, B]), method=method, seed=seed, name=name)
     side = np.repeat(np.array([0, 1]), len(A))
     return EmbeddingMap(coords=m.coords, n_distinct=m.n_distinct, n_neighbors=m.n_neighbors, side=side)
 

@@ -175,3 +175,54 @@ def vision_kind(modality: str | None, n_frames: int | None, image_mode: str | No
     if modality == "image":
         return "image_on_image" if image_mode == "first" or (n_frames or 1) <= 1 else "image_on_video"
     return "video" if modality == "video" else str(modality)
+
+
+def budget_reaching(n_captions, values, baseline) -> dict:
+    """DR Fig. 8: the smallest caption budget whose alignment reaches the long original caption's.
+
+    ``n_captions``, ``values``: ``(m,)`` the caption sweep (best alignment at each n_c); ``baseline``:
+    the long caption's best alignment (same vision run, text model and metric). Budgets with a NaN
+    value are left out. Returns ``{n_c, margin, error}``: ``n_c`` the smallest budget with
+    ``value >= baseline`` (None when none does), ``margin`` = largest sweep value − baseline (positive:
+    the sweep passes the baseline), ``error`` when there is no baseline or no sweep value.
+
+    >>> budget_reaching([1, 2, 5], [0.1, 0.3, 0.4], 0.25)["n_c"]
+    2
+    """
+    n = np.asarray(n_captions, dtype=float)
+    v = np.asarray(values, dtype=float)
+    if n.shape != v.shape or n.ndim != 1:
+        raise ValueError(f"n_captions and values must be 1-D of one length, got {n.shape} and {v.shape}")
+    out = {"n_c": None, "margin": None, "error": None}
+    keep = np.isfinite(v) & np.isfinite(n)
+    if baseline is None or not np.isfinite(baseline):
+        out["error"] = "no baseline value (the long caption's grid has no best cell)"
+        return out
+    if not keep.any():
+        out["error"] = "no caption-sweep value to compare with"
+        return out
+    n, v = n[keep], v[keep]
+    out["margin"] = float(v.max() - baseline)
+    reached = n[v >= baseline]
+    out["n_c"] = int(reached.min()) if len(reached) else None
+    return out
+
+
+def side_by_side(a, b, *, higher_is_better: bool, ci_a=None, ci_b=None) -> dict:
+    """Two runs of one metric side by side (TARA's EOL-prompt against plain-prompt comparison):
+    ``delta = b − a``; ``better``: ``"a"``, ``"b"`` or ``"tie"`` by the metric's direction;
+    ``separated``: whether the two intervals ``ci_a``, ``ci_b`` (``[lo, hi]``, None when absent) are
+    disjoint (None when either is missing): a difference inside overlapping intervals is not one the
+    resamples can tell apart. ``delta`` is None when either value is missing.
+
+    >>> side_by_side(0.8, 0.3, higher_is_better=False, ci_a=[0.7, 0.9], ci_b=[0.2, 0.4])["better"]
+    'b'
+    """
+    out = {"delta": None, "better": None, "separated": None}
+    if a is None or b is None or not (np.isfinite(a) and np.isfinite(b)):
+        return out
+    out["delta"] = float(b - a)
+    out["better"] = "tie" if b == a else ("b" if (b > a) == bool(higher_is_better) else "a")
+    if ci_a is not None and ci_b is not None and None not in (*ci_a, *ci_b):
+        out["separated"] = bool(ci_a[1] < ci_b[0] or ci_b[1] < ci_a[0])
+    return out

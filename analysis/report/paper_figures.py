@@ -8,7 +8,9 @@ from __future__ import annotations
 import html
 
 from analysis.report.markdown import md_cell, md_inline
+from analysis.views import caption_baseline as cb
 from analysis.views import paper_figures as pf
+from analysis.views import prompt_compare as pc
 
 #: the metric DR's figures use, when the store has it
 FIGURE_METRIC = "mutual_knn"
@@ -18,11 +20,19 @@ def paper_figures_section(con, ds) -> tuple[dict | None, list]:
     """``(section, charts)``: the section's numbers (None when the dataset has no vision×text grids)
     and ``[(title, chart)]`` Altair charts for the report to draw."""
     choices = pf.figure_choices(con, ds)
-    if not choices["metrics"]:
+    prompts = _prompt_comparisons(con, ds)
+    if not choices["metrics"] and not prompts and not _gap_pictures(con, ds):
         return None, []
-    metric = FIGURE_METRIC if FIGURE_METRIC in choices["metrics"] else choices["metrics"][0]
-    sec = {"metric": metric, "fig7": [], "fig11": [], "fig2": []}
+    metric = FIGURE_METRIC if FIGURE_METRIC in choices["metrics"] or not choices["metrics"] else choices["metrics"][0]
+    sec = {"metric": metric, "fig7": [], "fig11": [], "fig2": [], "fig8": [], "prompts": [], "gap_maps": []}
     charts = []
+    for m in _gap_pictures(con, ds):
+        sec["gap_maps"].append({"subject": m["subject"], "method": m["method"], "n_points": m["n_points"]})
+        charts.append((f"TARA's picture of the gap ({m['method'].upper()}): {m['subject']}", m["chart"]))
+    for cv in prompts:
+        sec["prompts"].append({"a": cv["a"], "b": cv["b"], "sentence": pc.compare_text(cv), "prompts": cv["prompts"],
+                               "table": cv["table"].to_dict(orient="records")})
+        charts.append((f"TARA: modality gap per layer, {cv['a']} against {cv['b']}", pc.compare_chart(cv)))
     for text in choices["text"]:
         fv = pf.fig7_view(con, ds, metric, text)
         sec["fig7"].append({"text_model": text, "sentence": pf.fig7_text(fv), "notes": fv["notes"],
@@ -48,7 +58,43 @@ def paper_figures_section(con, ds) -> tuple[dict | None, list]:
             sec["fig2"].append({"task": task, "text_model": text, "sentence": pf.fig2_text(fv), "offset": fv["offset"],
                                 "published": fv["published"], "notes": fv["notes"]})
             charts.append((f"DR Fig. 2: {task} against {metric} with {text}", pf.fig2_chart(fv)))
+    for vision, text in cb.baseline_choices(con, ds)["pairs"]:
+        fv = cb.fig8_view(con, ds, metric, vision, text)
+        if fv["error"]:
+            continue
+        for n_f in cb.frame_budgets(fv):
+            sec["fig8"].append({"vision": vision, "text_model": text, "n_frames": n_f, "sentence": cb.fig8_text(fv, n_f)})
+        if cb.frame_budgets(fv):
+            n_f = cb.frame_budgets(fv)[0]
+            charts.append((f"DR Fig. 8: {metric}, {vision} × {text} at n_f {n_f}; dashed: the long original caption",
+                           cb.fig8_chart(fv, n_f)))
     return sec, charts
+
+
+def _gap_pictures(con, ds) -> list[dict]:
+    """Every stored two-sided map by PCA or t-SNE (TARA's pictures of the modality gap), as a scatter
+    of both sides: ``[{subject, method, n_points, chart}]`` (a map with no picture is left out)."""
+    from analysis.views.charts import _alt
+    from analysis.views.embedding_map import embedding_map_points, embedding_maps
+
+    maps = embedding_maps(con, ds)
+    out = []
+    for _, row in maps[(maps["kind"] == "pair") & maps["method"].isin(["pca", "tsne"])].iterrows():
+        if row["reason"]:
+            continue
+        pts = embedding_map_points(con, row["result_id"])["points"][["x", "y", "side", "item_id"]]
+        alt = _alt()
+        chart = alt.Chart(pts).mark_point(filled=True, opacity=0.7).encode(
+            x=alt.X("x:Q", axis=None), y=alt.Y("y:Q", axis=None), color=alt.Color("side:N", title="side"),
+            tooltip=["side", "item_id"]).properties(width=360, height=300)
+        out.append({"subject": row["subject"], "method": row["method"], "n_points": int(len(pts)), "chart": chart})
+    return out
+
+
+def _prompt_comparisons(con, ds) -> list[dict]:
+    """TARA's comparison for every pair of one source whose stored prompts differ (what the report can
+    tell apart without a user's choice)."""
+    return [cv for a, b in pc.prompt_pairs(con, ds) if not (cv := pc.compare_view(con, ds, a, b))["error"]]
 
 
 def _e(value) -> str:
@@ -76,6 +122,15 @@ def paper_figures_html(sec: dict) -> str:
         parts += [f"<p class='note'>{_e(n)}</p>" for n in m["notes"]]
     for f in sec["fig2"]:
         parts.append(f"<p><b>Fig. 2, {_e(f['task'])} with {_e(f['text_model'])}:</b> {_e(f['sentence'])}</p>")
+    for f in sec.get("fig8", []):
+        parts.append(f"<p><b>Fig. 8, {_e(f['vision'])} × {_e(f['text_model'])}:</b> {_e(f['sentence'])}</p>")
+    if sec.get("gap_maps"):
+        parts.append("<p><b>TARA's pictures of the modality gap:</b> "
+                     + "; ".join(f"{_e(m['subject'])} ({_e(m['n_points'])} points)" for m in sec["gap_maps"])
+                     + " (charts below; the sides' clouds apart = the gap).</p>")
+    for f in sec.get("prompts", []):
+        parts.append(f"<p><b>TARA prompt comparison, {_e(f['a'])} (A) against {_e(f['b'])} (B):</b> "
+                     f"{_e(f['sentence'])}</p>" + _table(f["table"]))
     return "".join(parts)
 
 
@@ -93,4 +148,8 @@ def paper_figures_md(sec: dict | None) -> list[str]:
             out += ["| " + " | ".join(md_cell(r.get(c)) for c in cols) + " |" for r in m["table"]]
             out.append("")
     out += [f"- Fig. 2, {e(f['task'])} with {e(f['text_model'])}: {e(f['sentence'])}" for f in sec["fig2"]]
+    out += [f"- Fig. 8, {e(f['vision'])} × {e(f['text_model'])}: {e(f['sentence'])}" for f in sec.get("fig8", [])]
+    out += [f"- TARA's picture of the gap: {e(m['subject'])} ({m['n_points']} points)" for m in sec.get("gap_maps", [])]
+    out += [f"- TARA prompt comparison, {e(f['a'])} (A) against {e(f['b'])} (B): {e(f['sentence'])}"
+            for f in sec.get("prompts", [])]
     return out

@@ -65,7 +65,8 @@ TABLES: list[tuple[str, list[tuple[str, str, str]], str]] = [
         ("modality", "VARCHAR", "video | image | text | mllm (what was embedded)"),
         ("n_frames", "INTEGER", "frames per video (vision runs; NULL for text)"),
         ("n_captions", "INTEGER", "captions concatenated per item (text runs; NULL for vision)"),
-        ("variant", "VARCHAR", "original | reversed (time-reversed video) | negative (first negative caption)"),
+        ("variant", "VARCHAR", "original | reversed (time-reversed video) | negative (first negative caption) | "
+                               "long_caption (the item's long original caption, n_c = 1)"),
         ("image_mode", "VARCHAR", "image models: frames (average of sampled frames) | first (first frame only)"),
         ("pooling", "VARCHAR", "cls | mean | last_token"),
         ("dtype", "VARCHAR", "compute dtype: float32 | bfloat16 | float16 (stored vectors are float32)"),

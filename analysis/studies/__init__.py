@@ -16,6 +16,8 @@ said otherwise):
   layer each signal picks vs the truly best, the last and the ``default`` layer.
 - :mod:`.temporal`: Test of Time at k=1,2,3 with first-neighbour types, reorder negatives, arrow of
   time, chiral retrieval where models share a space.
+- :mod:`.caption_baseline`: each text model's run on the long original captions against every vision
+  run (DR Fig. 8's baseline beside the caption sweep).
 - :mod:`.layer_choice`: per model, the layer each label-free metric recommends and their agreement.
 
 Every study asks one :class:`~analysis.studies.engine.Engine` for grids, profiles and embeddings, so
@@ -32,7 +34,8 @@ from analysis.sides import split_side
 from analysis.storage.integrity import scan_store
 from analysis.storage.store import StoreError, check_store_path, connect, latest_per_setting, transaction
 from analysis.studies import (
-    downstream, embedding_map, grids, layer_choice, model_map, predictors, profiles, same_space, scaling, temporal,
+    caption_baseline, downstream, embedding_map, grids, layer_choice, model_map, predictors, profiles, same_space,
+    scaling, temporal,
 )
 from analysis.studies.context import ANALYSIS_VERSION, AnalyzeOptions, STORED, Context, DatasetRuns, Settings, group_runs
 from analysis.studies.parallel import default_jobs
@@ -144,7 +147,8 @@ def run_dataset(ctx: Context, d: DatasetRuns) -> None:
     ctx.flush()
     scaling.run(ctx, d, pairs)
     ctx.flush()
-    for study in (model_map, downstream, same_space, predictors, temporal, layer_choice, embedding_map):
+    for study in (model_map, downstream, same_space, predictors, temporal, caption_baseline, layer_choice,
+                  embedding_map):
         study.run(ctx, d)  # same_space before predictors, which read its per-layer values
         ctx.flush()
 

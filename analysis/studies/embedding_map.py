@@ -1,5 +1,8 @@
 """Embedding-map study (``result_studies``, study ``embedding_map``): UMAP maps of chosen layers, one
-row per map, so the dashboard draws clusters and the modality gap without computing anything.
+row per map, so the dashboard draws clusters and the modality gap without computing anything; each
+two-sided map also by PCA and t-SNE (TARA's pictures of the gap; ``payload["method"]``, subject
+suffix `` · pca`` / `` · tsne``; a map stored before methods existed is UMAP; t-SNE unasked only up to
+:data:`TSNE_DEFAULT_ITEMS` items).
 
 Which maps ``analyze`` computes (:func:`default_maps`), per dataset, each model at its largest
 setting (:meth:`DatasetRuns.largest_settings`):
@@ -33,12 +36,13 @@ from dataclasses import dataclass
 
 from analysis.storage import results as R
 from analysis.methods.embedding_map import (
+    METHODS,
     MIN_DIST,
     N_NEIGHBORS,
     MapUndefined,
+    map_coords,
     sample_items,
     two_sided_coords,
-    umap_coords,
 )
 from analysis.studies.context import VISION, Context, DatasetRuns
 
@@ -46,6 +50,10 @@ STUDY = "embedding_map"
 #: items per map; beyond, a seeded sample (the exact k-NN graph is O(N^2) and a picture of more
 #: points than pixels shows no more)
 MAX_POINTS = 3000
+#: t-SNE maps ``analyze`` computes unasked only up to this many items (TARA draws N = 1000 pairs):
+#: Barnes-Hut t-SNE took ~50 s for 1000 points on a busy 2-core machine, and grows as N log N;
+#: larger datasets get a note and ``layerscope map --method tsne`` computes one on request
+TSNE_DEFAULT_ITEMS = 1000
 
 
 @dataclass(frozen=True)
@@ -57,11 +65,14 @@ class MapSpec:
     layers: tuple
     sides: tuple  # "video" / "image" / "text" per run
     why: str  # why this map: "last numbered layer", "recommended by layer choice", ...
+    method: str = "umap"  # analysis.methods.embedding_map.METHODS
 
     @property
     def subject(self) -> str:
-        """The map's name in ``result_studies.subject``: ``"model · video L3 + text L3"``."""
-        return f"{self.model} · " + " + ".join(f"{s} L{la}" for s, la in zip(self.sides, self.layers))
+        """The map's name in ``result_studies.subject``: ``"model · video L3 + text L3"``, with
+        `` · pca`` / `` · tsne`` after it for a map by another method than UMAP."""
+        name = f"{self.model} · " + " + ".join(f"{s} L{la}" for s, la in zip(self.sides, self.layers))
+        return name if self.method == "umap" else f"{name} · {self.method}"
 
 
 def layer_names(run: dict) -> dict[int, str]:
@@ -142,17 +153,26 @@ def default_maps(d: DatasetRuns, recommended: dict) -> tuple[list[MapSpec], list
             specs.append(MapSpec(model, (run["run_id"],), (int(rec),), (_side(run),), "recommended by layer choice"))
         for i, name in sorted(layer_names(run).items()):
             specs.append(MapSpec(model, (run["run_id"],), (i,), (_side(run),), f"named layer '{name}'"))
+    # the modality gap as TARA pictures it (PCA, t-SNE) beside UMAP, for every two-sided map; last, so
+    # the --maps cap drops them first
+    methods = [m for m in METHODS if m != "umap" and (m != "tsne" or d.n_items <= TSNE_DEFAULT_ITEMS)]
+    pairs = [s for s in specs if len(s.run_ids) == 2]
+    specs += [MapSpec(s.model, s.run_ids, s.layers, s.sides, s.why, method) for s in pairs for method in methods]
+    if pairs and "tsne" not in methods:
+        notes.append(f"{d.n_items} items, more than {TSNE_DEFAULT_ITEMS}: two-sided maps by UMAP and PCA only; "
+                     "ask for a t-SNE one with `layerscope map ... --side both --method tsne`")
     seen, out = set(), []
     for s in specs:
-        if (s.run_ids, s.layers) not in seen:
-            seen.add((s.run_ids, s.layers))
+        if (s.run_ids, s.layers, s.method) not in seen:
+            seen.add((s.run_ids, s.layers, s.method))
             out.append(s)
     return out, notes
 
 
 def _result_id(ctx: Context, dataset: str, spec: MapSpec) -> str:
-    return ctx.rid(STUDY, dataset, list(spec.run_ids), list(spec.layers), ctx.settings.seed, MAX_POINTS,
-                   N_NEIGHBORS, MIN_DIST)
+    key = [STUDY, dataset, list(spec.run_ids), list(spec.layers), ctx.settings.seed, MAX_POINTS, N_NEIGHBORS, MIN_DIST]
+    # a UMAP map keeps the id it had before other methods existed (stored maps stay current)
+    return ctx.rid(*key) if spec.method == "umap" else ctx.rid(*key, spec.method)
 
 
 def compute_map(ctx: Context, dataset: str, spec: MapSpec, runs_by_id: dict, *, requested: bool = False) -> bool:
@@ -176,16 +196,16 @@ def compute_map(ctx: Context, dataset: str, spec: MapSpec, runs_by_id: dict, *, 
     payload = {"kind": "pair" if len(runs) == 2 else "single", "model": spec.model,
                "models": [r["model"] for r in runs], "run_ids": list(spec.run_ids), "layers": list(spec.layers),
                "layer_names": [layer_names(r).get(la) for r, la in zip(runs, spec.layers)],
-               "sides": list(spec.sides), "why": spec.why, "requested": requested,
+               "sides": list(spec.sides), "why": spec.why, "requested": requested, "method": spec.method,
                "settings": [{"n_frames": r["n_frames"], "n_captions": r["n_captions"]} for r in runs],
                "n_items": n, "items": items.tolist(), "sampled": bool(len(items) < n),
                "n_neighbors": N_NEIGHBORS, "min_dist": MIN_DIST, "seed": ctx.settings.seed, "reason": None}
     ctx.log(f"embedding map {dataset}: {spec.subject}")
     try:
         if len(X) == 2:
-            m = two_sided_coords(X[0], X[1], seed=ctx.settings.seed, names=names)
+            m = two_sided_coords(X[0], X[1], seed=ctx.settings.seed, names=names, method=spec.method)
         else:
-            m = umap_coords(X[0], seed=ctx.settings.seed, name=names[0])
+            m = map_coords(X[0], method=spec.method, seed=ctx.settings.seed, name=names[0])
         payload.update(x=m.coords[:, 0].round(5).tolist(), y=m.coords[:, 1].round(5).tolist(),
                        side=None if m.side is None else m.side.tolist(), n_neighbors=m.n_neighbors,
                        n_distinct=m.n_distinct, n_duplicates=m.n_duplicates)
@@ -195,7 +215,8 @@ def compute_map(ctx: Context, dataset: str, spec: MapSpec, runs_by_id: dict, *, 
         payload["reason"] = f"no shared space: {exc}"
     ctx.put_study(result_id=rid, study=STUDY, dataset=dataset, subject=spec.subject,
                 params={"run_ids": list(spec.run_ids), "layers": list(spec.layers), "sides": list(spec.sides),
-                        "model": spec.model, "why": spec.why, "requested": requested, "seed": ctx.settings.seed},
+                        "model": spec.model, "why": spec.why, "requested": requested, "seed": ctx.settings.seed,
+                        "method": spec.method},
                 payload=payload, input_key=ikey)
     return True
 
@@ -207,7 +228,8 @@ def _requested(ctx: Context, d: DatasetRuns) -> list[MapSpec]:
     for row in ctx.read_studies(study=STUDY, dataset=d.name):
         p = row["params"]
         if p.get("requested") and set(p["run_ids"]) <= have:
-            out.append(MapSpec(p["model"], tuple(p["run_ids"]), tuple(p["layers"]), tuple(p["sides"]), p["why"]))
+            out.append(MapSpec(p["model"], tuple(p["run_ids"]), tuple(p["layers"]), tuple(p["sides"]), p["why"],
+                               p.get("method", "umap")))
     return out
 
 
@@ -228,19 +250,22 @@ def run(ctx: Context, d: DatasetRuns) -> None:
                  "ask for one with `layerscope map`, or raise `analyze --maps`")
         specs = specs[:cap]
     by_id = {r["run_id"]: r for r in d.runs}
-    done = {(s.run_ids, s.layers) for s in specs}
+    done = {(s.run_ids, s.layers, s.method) for s in specs}
     for spec in specs:
         compute_map(ctx, d.name, spec, by_id)
     for spec in _requested(ctx, d):
-        if (spec.run_ids, spec.layers) not in done:
+        if (spec.run_ids, spec.layers, spec.method) not in done:
             compute_map(ctx, d.name, spec, by_id, requested=True)
 
 
-def resolve_request(d: DatasetRuns, model: str, layer, *, side: str = "auto", text_layer=None) -> MapSpec:
+def resolve_request(d: DatasetRuns, model: str, layer, *, side: str = "auto", text_layer=None,
+                    method: str = "umap") -> MapSpec:
     """The map ``layerscope map`` asks for: ``model`` at its largest setting, ``layer`` a number or a
     name of the run's ``layer_names``; ``side``: ``video`` / ``text`` (one run), ``both`` (a two-sided
     map, the text side at ``text_layer``, default the same layer), ``auto`` (the model's only side,
-    else its vision side). Raises ``ValueError`` naming what is unknown."""
+    else its vision side); ``method``: :data:`METHODS`. Raises ``ValueError`` naming what is unknown."""
+    if method not in METHODS:
+        raise ValueError(f"--method must be one of {', '.join(METHODS)}, got {method!r}")
     chosen = d.largest_settings()
     models = sorted({r["model"] for r in d.originals})
     if model not in models:
@@ -280,11 +305,11 @@ def resolve_request(d: DatasetRuns, model: str, layer, *, side: str = "auto", te
             raise ValueError(f"{model}'s video layer {layers[0]} and text layer {layers[1]} have widths "
                              f"{widths[0]} and {widths[1]}: no shared space to map")
     return MapSpec(model, tuple(r["run_id"] for r in want), tuple(layers), tuple(_side(r) for r in want),
-                   "requested")
+                   "requested", method)
 
 
 def request_map(store, *, dataset: str, model: str, layer, side: str = "auto", text_layer=None,
-                log=print) -> dict:
+                method: str = "umap", log=print) -> dict:
     """Compute one map now (``layerscope map``) with the store's saved analysis settings (seed,
     clamp), and keep it: later ``analyze`` runs recompute it when its runs change. Returns
     ``{"subject", "computed", "reason"}`` (``reason``: why the layer has no map, else None)."""
@@ -304,7 +329,7 @@ def request_map(store, *, dataset: str, model: str, layer, side: str = "auto", t
         ctx = Context(store, con, _resolve(con, {}), log=log)
         plan = _plan(con, [dataset], ctx, non_finite)
         d = plan[dataset]
-        spec = resolve_request(d, model, layer, side=side, text_layer=text_layer)
+        spec = resolve_request(d, model, layer, side=side, text_layer=text_layer, method=method)
         computed = compute_map(ctx, dataset, spec, {r["run_id"]: r for r in d.runs}, requested=True)
         (row,) = ctx.read_studies(study=STUDY, result_id=_result_id(ctx, dataset, spec))  # flushes the map
         return {"subject": spec.subject, "computed": computed, "reason": row["payload"]["reason"]}

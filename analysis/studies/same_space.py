@@ -121,6 +121,8 @@ def shared_spaces(ctx: Context, d: DatasetRuns, runs=None) -> tuple[list[Space],
                 continue
             if _is_mllm_side(rv) and _is_mllm_side(rt) and mv == mt:
                 spaces.append(Space(mv, mt, "layers"))
+            elif _is_mllm_side(rv) and _is_mllm_side(rt):
+                continue  # one MLLM stored under two names (two prompts, TARA's comparison): each pairs with itself
             elif named_layer(rv, "joint") and named_layer(rt, "joint"):
                 spaces.append(Space(mv, mt, "joint"))
             else:

@@ -14,16 +14,18 @@ from analysis.views.store_info import _df, has_table, model_labels
 
 def embedding_maps(con, dataset) -> pd.DataFrame:
     """The stored embedding maps of a dataset (what the page can pick): one row per map with
-    ``result_id, subject, kind, models, layers, why, requested, reason`` (``reason``: why the layer
-    has no picture, else empty). Two-sided maps (a shared space) come first."""
-    cols = ["result_id", "subject", "kind", "models", "layers", "why", "requested", "reason"]
+    ``result_id, subject, kind, models, layers, why, requested, reason, method`` (``reason``: why the
+    layer has no picture, else empty; ``method``: umap, pca or tsne, a map stored before methods
+    existed being UMAP). Two-sided maps (a shared space) come first."""
+    cols = ["result_id", "subject", "kind", "models", "layers", "why", "requested", "reason", "method"]
     if not has_table(con, "result_studies"):
         return pd.DataFrame(columns=cols)
     rows = R.read_studies(con, study="embedding_map", dataset=dataset)
     out = pd.DataFrame([{"result_id": r["result_id"], "subject": r["subject"], "kind": r["payload"]["kind"],
                          "models": tuple(r["payload"]["models"]), "layers": tuple(r["payload"]["layers"]),
                          "why": r["payload"]["why"], "requested": bool(r["payload"].get("requested")),
-                         "reason": r["payload"].get("reason") or ""} for r in rows], columns=cols)
+                         "reason": r["payload"].get("reason") or "",
+                         "method": r["payload"].get("method") or "umap"} for r in rows], columns=cols)
     if out.empty:
         return out
     out["order"] = out["kind"] != "pair"
@@ -80,7 +82,7 @@ def embedding_map_points(con, result_id) -> dict:
     labels = model_labels(con)
     meta = {k: p.get(k) for k in ("kind", "models", "layers", "layer_names", "sides", "why", "requested", "n_items",
                                   "sampled", "n_neighbors", "min_dist", "seed", "n_distinct", "n_duplicates")}
-    meta.update(subject=r["subject"], dataset=r["dataset"], run_ids=p["run_ids"],
+    meta.update(subject=r["subject"], dataset=r["dataset"], run_ids=p["run_ids"], method=p.get("method") or "umap",
                 random_init=[labels.get(m, m) != m for m in p["models"]])
     if p.get("reason"):
         return {"points": pd.DataFrame(), "meta": meta, "reason": p["reason"]}
@@ -114,13 +116,15 @@ def embedding_map_points(con, result_id) -> dict:
     return {"points": points, "meta": meta, "reason": None}
 
 
-def map_command(store_path: str, dataset: str, model: str, layer, side: str = "auto") -> str:
+def map_command(store_path: str, dataset: str, model: str, layer, side: str = "auto", method: str = "umap") -> str:
     """The command that computes a map the dashboard does not hold (the dashboard never writes)."""
     import shlex
 
     parts = ["layerscope", "map", "--store", store_path, "--dataset", dataset, "--model", model, "--layer", str(layer)]
     if side != "auto":
         parts += ["--side", side]
+    if method != "umap":
+        parts += ["--method", method]
     return " ".join(shlex.quote(str(x)) for x in parts)
 
 

@@ -191,3 +191,55 @@ def test_map_of_a_text_only_store_needs_no_video_run(tmp_path, capsys):
     assert main(["map", "--store", str(store), "--dataset", "toy", "--model", "txt", "--layer", "1",
                  "--side", "video"]) == 2
     assert "has no video run on dataset 'toy'; it has a text run: pass --side text" in capsys.readouterr().err
+
+
+def test_every_pair_map_is_also_drawn_by_pca_and_tsne(store):
+    from analysis.methods.embedding_map import pca_coords, tsne_coords
+
+    path, _, _ = store
+    maps = _maps(path)
+    umap_pairs = [s for s, r in maps.items() if r["payload"]["kind"] == "pair" and r["payload"].get("method") == "umap"]
+    assert umap_pairs
+    for s in umap_pairs:
+        for method in ("pca", "tsne"):
+            p = maps[f"{s} · {method}"]["payload"]
+            assert p["method"] == method and p["kind"] == "pair" and len(p["x"]) == 2 * N
+    # the stored PCA map is the PCA of both sides' layers stacked (video side first)
+    p = maps["mllm · video L2 + text L2 · pca"]["payload"]
+    con = duckdb.connect(str(path), read_only=True)
+    V, T = load_run(con, "mllm-v")[2], load_run(con, "mllm-t")[2]
+    con.close()
+    np.testing.assert_allclose(np.c_[p["x"], p["y"]], pca_coords(np.vstack([V, T])).coords, atol=1e-4)
+    p = maps["mllm · video L2 + text L2 · tsne"]["payload"]
+    np.testing.assert_allclose(np.c_[p["x"], p["y"]], tsne_coords(np.vstack([V, T]), seed=0).coords, atol=1e-4)
+    # single-run maps stay UMAP only
+    assert "txt · text L2 · pca" not in maps
+
+
+def test_layerscope_map_takes_a_method(store, tmp_path, capsys):
+    import shutil
+
+    path = tmp_path / "copy.duckdb"
+    shutil.copy(store[0], path)
+    assert main(["map", "--store", str(path), "--dataset", "synthetic", "--model", "txt", "--layer", "1",
+                 "--method", "pca"]) == 0
+    assert "map: txt · text L1 · pca computed" in capsys.readouterr().out
+    p = _maps(path)["txt · text L1 · pca"]["payload"]
+    assert p["method"] == "pca" and p["requested"] is True
+    out = analyze_store(path, k=3, n_boot=0, log=quiet)  # kept current, not recomputed
+    assert "embedding_map" not in out["computed_by_study"]
+
+
+def test_large_datasets_get_no_default_tsne_but_a_note(monkeypatch):
+    from analysis.studies.context import DatasetRuns
+
+    run = {"run_id": "v", "model": "m", "modality": "video", "n_frames": 1, "n_captions": None, "variant": "original",
+           "dim": 8, "n_layers": 3, "config": {}, "n_items": N}
+    text = {**run, "run_id": "t", "modality": "text", "n_frames": None, "n_captions": 1}
+    d = DatasetRuns("synthetic", [run, text], N)
+    specs, notes = EM.default_maps(d, {})
+    assert {s.method for s in specs if len(s.run_ids) == 2} == {"umap", "pca", "tsne"} and not notes
+    monkeypatch.setattr(EM, "TSNE_DEFAULT_ITEMS", N - 1)
+    specs, notes = EM.default_maps(d, {})
+    assert {s.method for s in specs if len(s.run_ids) == 2} == {"umap", "pca"}
+    assert any("--method tsne" in n for n in notes)

@@ -128,3 +128,18 @@ def test_rank_agreement_says_why_a_tau_is_missing():
     assert one["tau"] is None and "fewer than two" in one["why"]
     (flat,) = rank_agreement(np.array([[0.2, 0.3], [0.2, 0.4]]), ["t1", "t2"])["pairs"]
     assert flat["tau"] is None and "same score" in flat["why"]
+
+
+def test_budget_reaching_is_the_smallest_budget_at_or_above_the_baseline():
+    from analysis.methods.paper_figures import budget_reaching
+
+    # hand-computed: values 0.10, 0.30, 0.25, 0.40 at n_c 1, 2, 5, 10 against 0.25 -> n_c 2, margin 0.15
+    r = budget_reaching([1, 2, 5, 10], [0.10, 0.30, 0.25, 0.40], 0.25)
+    assert r["n_c"] == 2 and r["margin"] == pytest.approx(0.15) and r["error"] is None
+    r = budget_reaching([1, 2], [0.1, 0.2], 0.5)  # never reached: margin negative
+    assert r["n_c"] is None and r["margin"] == pytest.approx(-0.3)
+    assert budget_reaching([1, 2], [float("nan"), 0.5], 0.5)["n_c"] == 2  # a NaN budget is left out
+    assert "no baseline" in budget_reaching([1], [0.1], None)["error"]
+    assert "no caption-sweep value" in budget_reaching([1], [float("nan")], 0.1)["error"]
+    # a flat sweep equal to the baseline reaches it at the first budget
+    assert budget_reaching([1, 2, 4], [0.3, 0.3, 0.3], 0.3) == {"n_c": 1, "margin": 0.0, "error": None}

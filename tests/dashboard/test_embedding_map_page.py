@@ -122,3 +122,37 @@ def test_a_store_without_maps_says_how_to_get_them(tmp_path, monkeypatch):
               n_captions=1)
     at = page(path, monkeypatch)
     assert "No embedding maps in this store yet" in texts(at.info)
+
+
+@pytest.fixture(scope="module")
+def paired(tmp_path_factory):
+    """One model with a video and a text run of one width (a shared space): its pair map by UMAP, PCA, t-SNE."""
+    path = tmp_path_factory.mktemp("mappair") / "s.duckdb"
+    rng = np.random.default_rng(1)
+    write_run(path, "m-v", rng.normal(size=(2, 20, 6)) + 2.0, model="m", modality="video", n_frames=1)
+    write_run(path, "m-t", rng.normal(size=(2, 20, 6)) - 2.0, model="m", modality="text", n_captions=1)
+    analyze_store(path, k=3, n_boot=0, log=lambda m: None)
+    return path
+
+
+def test_the_method_lives_in_the_link_and_picks_its_maps(paired, monkeypatch):
+    at = page(paired, monkeypatch, {"method": "pca", "map": "m · video L1 + text L1 · pca"})
+    assert at.radio(key="pick_method").value == "pca"
+    picker = at.selectbox(key="pick_map")
+    assert picker.value == "m · video L1 + text L1 · pca" and len(picker.options) == 1  # only the PCA maps
+    assert "PCA of the unit rows" in texts(at.caption)
+    spec = json.loads(at.get("vega_lite_chart")[0].proto.spec)
+    assert spec  # drawn
+    at = page(paired, monkeypatch, {"method": "tsne"})
+    assert at.selectbox(key="pick_map").value == "m · video L1 + text L1 · tsne"
+    assert "t-SNE (sklearn, seed=0)" in texts(at.caption)
+    at = page(paired, monkeypatch)  # no method in the link: UMAP
+    assert at.radio(key="pick_method").value == "umap" and "UMAP n\\_neighbors" in texts(at.caption)
+
+
+def test_another_layer_by_pca_gives_its_command(synthetic, monkeypatch):
+    at = page(synthetic, monkeypatch, {"map": "txt · text L2"})
+    at.selectbox(key="other_model").set_value("txt").run()
+    at.number_input(key="other_layer").set_value(0).run()
+    at.radio(key="other_method").set_value("pca").run()
+    assert at.code[0].value.endswith("--model txt --layer 0 --method pca")
