@@ -328,7 +328,7 @@ def test_a_two_sided_map_lists_the_items_neighbours_on_each_side(named_store, mo
     con = duckdb.connect(str(named_store), read_only=True)
     try:
         (row,) = [r for r in R.read_studies(con, study="embedding_map", dataset="pairs")
-                  if r["payload"]["kind"] == "pair"]
+                  if r["payload"]["kind"] == "pair" and r["payload"].get("method", "umap") == "umap"]
         sides = [load_layer(con, run, int(layer), with_idx=True)
                  for run, layer in zip(row["payload"]["run_ids"], row["payload"]["layers"])]
     finally:
