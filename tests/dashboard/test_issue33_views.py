@@ -212,3 +212,35 @@ def test_link_parameters_stay_text(named_store, monkeypatch, page):
             assert_inert(md)  # no link, image or raw HTML (CommonMark)
             assert not gfm_autolinks(unescaped(md)), (value, md)  # nor a GFM autolink literal
             assert not re.search(r"(?<!\\)\]\(", md), md  # every "](" of a parameter is escaped
+
+
+def test_predictors_draw_rho_intervals_a_zero_line_and_mark_those_that_exclude_zero(named_store, monkeypatch):
+    at = app(named_store, monkeypatch, "predictors", {"dataset": "pairs"})
+    spec = spec_of(charts(at)[0])
+    parts = chart_layers(spec)
+    (zero,) = [rows for mark, rows in parts if mark == "rule" and rows and set(rows[0]) == {"rho"}]
+    assert zero == [{"rho": 0.0}]
+    (points,) = [rows for mark, rows in parts if mark == "point"]
+    table = at.dataframe[1].value.set_index("signal")  # the study's own verdict, per signal
+    for r in points:
+        assert -1 <= r["rho"] <= 1 and r["low"] <= r["rho"] + 1e-9 or r["interval"] != "excludes 0"
+        excludes = r["low"] > 0 or r["high"] < 0
+        assert (r["interval"] == "excludes 0") == excludes == bool(table.loc[r["signal"], "interval excludes 0"])
+    assert_draws(spec)
+
+
+def test_rho_chart_marks_each_interval_by_whether_it_excludes_zero():
+    import pandas as pd
+
+    from analysis.views import rho_chart
+    from analysis.views.predictors import _with_zero_verdict
+
+    rhos = _with_zero_verdict(pd.DataFrame({
+        "task": "t", "signal": ["pos", "neg", "straddle", "none"], "rank": [1, 2, 3, 4], "statistic": "ρ pooled",
+        "rho": [0.8, -0.6, 0.1, 0.3], "low": [0.2, -0.9, -0.4, None], "high": [0.95, -0.1, 0.5, None],
+        "coverage": "3 models"}))
+    assert list(rhos["interval"]) == ["excludes 0", "excludes 0", "includes 0", "no interval"]
+    spec = rho_chart(rhos, "ρ pooled").to_dict()
+    fill = spec["layer"][2]["encoding"]["fill"]["scale"]
+    assert dict(zip(fill["domain"], fill["range"]))["includes 0"] == "white"  # hollow: sign not established
+    assert spec["layer"][2]["encoding"]["y"]["sort"] == ["pos", "neg", "straddle", "none"]
