@@ -51,3 +51,15 @@ def test_curves_axes_are_upright_and_uncut(store, monkeypatch):
     assert x["axis"]["labelAngle"] == 0 and x["axis"]["titleLimit"] == 0
     assert spec["layer"][0]["encoding"]["y"]["axis"]["titleLimit"] == 0
     assert spec["layer"][0]["encoding"]["color"]["legend"]["orient"] == "bottom"
+
+
+def test_heatmap_names_chance_in_its_legend_and_title(store, monkeypatch):
+    at = app(store, monkeypatch, "heatmap", {"dataset": "moving_shapes", "a": "vit-tiny", "b": "llama-tiny",
+                                             "metric": "mutual_knn"})
+    spec = json.loads(charts(at)[0].proto.spec)
+    k, n = 5, 24  # the store's analysis: k = 5 on 24 items; mutual k-NN's chance is k / (N - 1)
+    want = f"chance {k / (n - 1):.3f}"
+    color = next(layer["encoding"]["color"] for layer in walk_layers(spec) if "color" in layer.get("encoding", {})
+                 and layer["encoding"]["color"].get("field") == "value")
+    assert color["title"] == ["mutual_knn", want]
+    assert spec["title"]["subtitle"] == [f"chance level (unrelated spaces): {k / (n - 1):.3f}"]
