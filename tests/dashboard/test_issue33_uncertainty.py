@@ -152,3 +152,23 @@ def test_downstream_scatter_of_three_models_draws_points_only(downstream_store, 
     marks = [(m["mark"]["type"] if isinstance(m["mark"], dict) else m["mark"]) for m in scatter.get("layer", [scatter])]
     assert "line" not in marks and "circle" in marks
     assert any("No fitted line\\: 3 model(s), fewer than 5" in c.value for c in at.caption)  # escaped Markdown
+
+
+def test_no_temporal_chart_puts_a_joint_layer_on_the_depth_axis(nuance_store, monkeypatch):
+    import pyarrow as pa
+
+    at = app(nuance_store, monkeypatch, "temporal", {"dataset": "nuance"})
+    joint_charts = 0
+    for c in charts(at):
+        spec = json.loads(c.proto.spec)
+        rows = [r for ds in c.proto.datasets
+                for r in pa.ipc.open_stream(ds.data.data).read_all().to_pandas().to_dict(orient="records")]
+        layers = spec.get("layer", [spec])
+        on_depth = any((m.get("encoding") or {}).get("x", {}).get("field") == "depth" for m in layers)
+        if on_depth:
+            assert all(r["layer"] != "joint" for r in rows if "layer" in r), spec.get("title")
+            assert all(0 <= r["depth"] <= 1 for r in rows if r.get("depth") is not None and r["depth"] == r["depth"])
+        elif any((m.get("encoding") or {}).get("x", {}).get("title") == "joint layer of each pair" for m in layers):
+            joint_charts += 1
+            assert rows and all(r["layer"] == "joint" for r in rows)
+    assert joint_charts >= 1  # the store's dual encoder (clip × clip, joint) is drawn apart
