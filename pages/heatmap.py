@@ -72,6 +72,7 @@ def heat_chart(frame, grid, title, color_title, b_name, *, select=False, domain=
     """One heatmap: viridis values (or red–blue around 0 for a difference), undefined cells grey,
     degenerate ones crossed out, the best cell outlined, values written in the cells of small grids;
     ``chance`` (the metric's value on unrelated spaces) in the legend's title and the chart's subtitle."""
+    value_title = str(color_title)
     if chance is not None:
         color_title = [color_title, f"chance {views.fmt_number(chance)}"]
         title = {"text": title, "subtitle": [f"chance level (unrelated spaces): {views.fmt_number(chance)}"],
@@ -79,9 +80,12 @@ def heat_chart(frame, grid, title, color_title, b_name, *, select=False, domain=
     labelled = grid_compare.cell_labels(frame, grid["n_rows"], grid["n_cols"], diverging=diverging)
     frame = labelled if len(labelled) else frame  # one dataset for every layer of the chart
     base = alt.Chart(frame).encode(
-        x=alt.X("layer_b:O", title=f"{b_name} layer"), y=alt.Y("layer_a:O", title=f"{model_a} layer",
-                                                                     sort="descending"))
-    tips = ["layer_a", "layer_b", alt.Tooltip("value:Q", format=".4f"), "interval", "note"]
+        x=alt.X("layer_b:O", title=f"{b_name} layer", axis=alt.Axis(labelAngle=0, titleLimit=0)),
+        y=alt.Y("layer_a:O", title=f"{model_a} layer", sort="descending", axis=alt.Axis(titleLimit=0)))
+    # tooltips name the models' layers and the metric, not the data's field names
+    tips = [alt.Tooltip("layer_a:O", title=f"{model_a} layer"), alt.Tooltip("layer_b:O", title=f"{b_name} layer"),
+            alt.Tooltip("value:Q", format=".4f", title=value_title), alt.Tooltip("interval:N", title="95% interval"),
+            alt.Tooltip("note:N", title="note")]
     scale = (alt.Scale(scheme="redblue", domainMid=0, reverse=True) if diverging else
              alt.Scale(scheme="viridis", **({"domain": domain} if domain else {})))
     heat = base.transform_filter("isValid(datum.value)").mark_rect().encode(

@@ -63,3 +63,15 @@ def test_heatmap_names_chance_in_its_legend_and_title(store, monkeypatch):
                  and layer["encoding"]["color"].get("field") == "value")
     assert color["title"] == ["mutual_knn", want]
     assert spec["title"]["subtitle"] == [f"chance level (unrelated spaces): {k / (n - 1):.3f}"]
+
+
+def test_heatmap_ticks_upright_and_tooltips_named_for_people(store, monkeypatch):
+    at = app(store, monkeypatch, "heatmap", {"dataset": "moving_shapes", "a": "vit-tiny", "b": "llama-tiny",
+                                             "metric": "cknna"})
+    spec = json.loads(charts(at)[0].proto.spec)
+    heat = next(layer for layer in walk_layers(spec) if (layer.get("encoding") or {}).get("color", {}).get("field")
+                == "value")
+    enc = spec.get("encoding") or heat["encoding"]
+    assert enc["x"]["axis"]["labelAngle"] == 0
+    titles = [t["title"] for t in heat["encoding"]["tooltip"]]
+    assert titles == ["vit-tiny layer", "llama-tiny layer", "cknna", "95% interval", "note"]
