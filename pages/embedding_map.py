@@ -8,6 +8,7 @@ from pages._shared import (
     download_data,
     pick,
     pick_flag,
+    pick_text,
     require_results,
     require_store,
     store_path,
@@ -41,7 +42,8 @@ def thumbnails(videos: tuple) -> tuple[dict, str | None]:
 
 st.title("Embedding map")
 st.caption("UMAP of one layer of one run, or of a model's video and text sides together where they share a space: "
-           "clusters, outliers and the modality gap as points. Hover a point for its item, caption and a frame. "
+           "clusters, outliers and the modality gap as points. Hover a point for its item, caption and a frame; "
+           "find items by caption or id in the sidebar; drag a box to list and export its items. "
            "Computed by `layerscope analyze` (cosine geometry, exact k-NN graph, fixed seed).")
 require_store()
 dataset = dataset_picker()
@@ -80,9 +82,22 @@ else:
             st.caption(md_escape(note))
     two_sided = meta["kind"] == "pair"
     connect = two_sided and pick_flag("Connect each item's two points", param="links", container=st.sidebar)
-    chart = views.map_chart(pts, colour=colour, two_sided=two_sided, connect=connect,
+    query = pick_text("Find items", param="find", container=st.sidebar, placeholder="caption or item id",
+                      help="rings every point whose item id or caption contains this text")
+    found = views.find_points(pts, query)
+    chart = views.map_chart(pts, colour=colour, two_sided=two_sided, connect=connect, found=found, box=True,
                             tooltip_fields=[t.split(":")[0] for t in tooltip])
-    st.altair_chart(chart, width="stretch", key="embedding_map")
+    event = st.altair_chart(chart, width="stretch", key="embedding_map", on_select="rerun", selection_mode="box")
+    if query:
+        st.caption(md_escape(f"{int(found.sum())} of {len(pts)} point(s) match “{query}” (ringed in black)."))
+        if found.any():
+            st.dataframe(pts.loc[found, ["item_id", "series", "caption"]], hide_index=True, width="stretch")
+    picked = views.box_selected(pts, event)
+    if len(picked):  # drag a box on the map: its items are listed and exportable
+        st.subheader(f"Box selection: {len(picked)} point(s)")
+        st.dataframe(picked[["item_id", "series", "caption"]], hide_index=True, width="stretch")
+        download_data(picked.drop(columns=[c for c in ("image",) if c in picked]), "embedding_map_selection",
+                      label="Download the selection (CSV)")
     notes = [(f"{len(pts)} points; UMAP n_neighbors={meta['n_neighbors']}, min_dist={meta['min_dist']}, "
               f"seed={meta['seed']}; {meta['why']}")]
     if meta.get("sampled"):

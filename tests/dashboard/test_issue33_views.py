@@ -157,7 +157,7 @@ def test_predictors_name_the_default_layer(named_store, monkeypatch):
     assert best.loc["dual-tiny", "truly best layer"] == "default"
     assert best.loc["dual-tiny", "default layer"] == "default"
     assert best.loc["plain-txt", "truly best layer"] == "5"
-    spec = spec_of(charts(at)[0])
+    (spec,) = [s for s in map(spec_of, charts(at)) if s.get("encoding", {}).get("x", {}).get("field") == "layer_name"]
     assert spec["encoding"]["x"]["sort"] == ["0", "1", "2", "3", "4", "5", "default", "joint"]
     assert spec["encoding"]["x"]["axis"]["labelAngle"] == 0
 
@@ -244,3 +244,35 @@ def test_rho_chart_marks_each_interval_by_whether_it_excludes_zero():
     fill = spec["layer"][2]["encoding"]["fill"]["scale"]
     assert dict(zip(fill["domain"], fill["range"]))["includes 0"] == "white"  # hollow: sign not established
     assert spec["layer"][2]["encoding"]["y"]["sort"] == ["pos", "neg", "straddle", "none"]
+
+
+def test_find_items_by_caption_or_id_rings_them_and_lives_in_the_url(named_store, monkeypatch):
+    from tests.stores import NAMED_N
+
+    at = app(named_store, monkeypatch, "embedding_map", {"dataset": "pairs", "frames": "0", "find": "Caption 1"})
+    # the store's captions are "pair caption {i}": items 1 and 10-19 contain "caption 1", on both sides
+    want = {f"pair{i:03d}" for i in range(NAMED_N) if "caption 1" in f"pair caption {i}"}
+    assert at.text_input(key="pick_find").value == "Caption 1" and at.query_params["find"] == "Caption 1"
+    assert any(f"{2 * len(want)} of {2 * NAMED_N} point(s) match" in c.value for c in at.caption)
+    listed = at.dataframe[0].value
+    assert set(listed["item_id"]) == want and len(listed) == 2 * len(want)
+    spec = spec_of(charts(at)[0])
+    rings = [rows for mark, rows in chart_layers(spec) if mark == "point" and len(rows) == 2 * len(want)]
+    assert rings and {r["item_id"] for r in rings[0]} == want
+    params = spec.get("params", []) + [p for layer in spec["layer"] for p in layer.get("params", [])]
+    assert any(p["name"] == "box" and p["select"]["type"] == "interval" for p in params)
+    assert_draws(spec)
+    at.text_input(key="pick_find").set_value("pair003").run()
+    assert at.query_params["find"] == "pair003" and set(at.dataframe[0].value["item_id"]) == {"pair003"}
+
+
+def test_box_selection_lists_the_points_inside():
+    import pandas as pd
+
+    from analysis.views import box_selected
+
+    pts = pd.DataFrame({"x": [0.0, 1.0, 2.0, 3.0], "y": [0.0, 1.0, 2.0, 3.0], "item_id": list("abcd")})
+    got = box_selected(pts, {"selection": {"box": {"x": [2.5, 0.5], "y": [0.5, 2.0]}}})
+    assert list(got["item_id"]) == ["b", "c"]  # bounds in either order, inclusive
+    assert box_selected(pts, {"selection": {}}).empty and box_selected(pts, None).empty
+    assert box_selected(pts, {"selection": {"box": {"x": ["a", 1], "y": [0, 1]}}}).empty
