@@ -6,6 +6,7 @@ from analysis.views import map_command, md_escape
 from pages._shared import (
     dataset_picker,
     download_data,
+    open_page,
     pick,
     pick_flag,
     pick_text,
@@ -43,7 +44,8 @@ def thumbnails(videos: tuple) -> tuple[dict, str | None]:
 st.title("Embedding map")
 st.caption("UMAP of one layer of one run, or of a model's video and text sides together where they share a space: "
            "clusters, outliers and the modality gap as points. Hover a point for its item, caption and a frame; "
-           "find items by caption or id in the sidebar; drag a box to list and export its items. "
+           "find items by caption or id in the sidebar; drag a box to list and export its items; click a point for its "
+           "item's neighbours in this space. "
            "Computed by `layerscope analyze` (cosine geometry, exact k-NN graph, fixed seed).")
 require_store()
 dataset = dataset_picker()
@@ -87,7 +89,13 @@ else:
     found = views.find_points(pts, query)
     chart = views.map_chart(pts, colour=colour, two_sided=two_sided, connect=connect, found=found, box=True,
                             tooltip_fields=[t.split(":")[0] for t in tooltip])
-    event = st.altair_chart(chart, width="stretch", key="embedding_map", on_select="rerun", selection_mode="box")
+    event = st.altair_chart(chart, width="stretch", key="embedding_map", on_select="rerun",
+                            selection_mode=["box", "point"])
+    clicked = views.clicked_point(pts, event)
+    if clicked is not None:  # a click on a point: its item's neighbours in this very space
+        if st.button(f"Neighbours of {md_escape(clicked['item_id'])} in {md_escape(clicked['series'])} →",
+                     key="map_to_neighbours"):
+            open_page("neighbours", views.neighbours_params(meta, clicked))
     if query:
         st.caption(md_escape(f"{int(found.sum())} of {len(pts)} point(s) match “{query}” (ringed in black)."))
         if found.any():

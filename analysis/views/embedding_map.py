@@ -153,8 +153,9 @@ def map_chart(points: pd.DataFrame, *, colour: str = "series", two_sided: bool =
         encoding["shape"] = alt.Shape("side:N", title="side", legend=legend)
     base = alt.Chart(points)
     main = base.mark_point(size=50, opacity=0.75, filled=True).encode(**encoding)
-    if box:
-        main = main.add_params(alt.selection_interval(name="box", encodings=["x", "y"]))
+    if box:  # drag: a box of items; click: one point (its item's neighbours)
+        main = main.add_params(alt.selection_interval(name="box", encodings=["x", "y"]),
+                               alt.selection_point(name="point", fields=["idx", "series"], on="click"))
     layers = [main]
     if connect and two_sided:
         layers.insert(0, base.mark_line(opacity=0.15, color="gray").encode(x=x, y=y, detail="idx:N"))
@@ -232,3 +233,26 @@ def box_selected(points: pd.DataFrame, selection) -> pd.DataFrame:
         return points.iloc[0:0]
     inside = points["x"].between(x0, x1) & points["y"].between(y0, y1)
     return points[inside]
+
+
+def clicked_point(points: pd.DataFrame, selection) -> pd.Series | None:
+    """The point clicked on the map (Streamlit's ``{"selection": {"point": [{"idx": .., "series": ..}]}}``),
+    as its row of ``points``; ``None`` when nothing (or nothing known) is clicked."""
+    sel = selection.get("selection", selection) if isinstance(selection, dict) else None
+    picked = sel.get("point") if isinstance(sel, dict) else None
+    if not isinstance(picked, list) or not picked or not isinstance(picked[0], dict):
+        return None
+    try:
+        idx = int(picked[0].get("idx"))
+    except (TypeError, ValueError):
+        return None
+    rows = points[(points["idx"] == idx) & (points["series"] == picked[0].get("series", points["series"]))]
+    return rows.iloc[0] if len(rows) else None
+
+
+def neighbours_params(meta: dict, point) -> dict:
+    """The Neighbours page's URL parameters for a clicked point: its dataset and item, and the map's
+    run and layer of the side the point belongs to (the same space the map shows)."""
+    side = list(meta["sides"]).index(point["side"]) if point["side"] in list(meta["sides"]) else 0
+    return {"dataset": meta["dataset"], "item": str(point["item_id"]), "models": [meta["models"][side]],
+            "runs": [meta["run_ids"][side]], "layers": [str(int(meta["layers"][side]))]}

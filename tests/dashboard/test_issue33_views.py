@@ -276,3 +276,31 @@ def test_box_selection_lists_the_points_inside():
     assert list(got["item_id"]) == ["b", "c"]  # bounds in either order, inclusive
     assert box_selected(pts, {"selection": {}}).empty and box_selected(pts, None).empty
     assert box_selected(pts, {"selection": {"box": {"x": ["a", 1], "y": [0, 1]}}}).empty
+
+
+def test_a_clicked_point_opens_its_items_neighbours_in_the_same_space(named_store, monkeypatch):
+    import duckdb
+
+    from analysis.views import clicked_point, embedding_map_points, embedding_maps, neighbours_params
+
+    con = duckdb.connect(str(named_store), read_only=True)
+    try:
+        maps = embedding_maps(con, "pairs")
+        rid = maps[maps["kind"] == "pair"]["result_id"].iloc[0]
+        mp = embedding_map_points(con, rid)
+    finally:
+        con.close()
+    pts, meta = mp["points"], mp["meta"]
+    text_side = pts[pts["side"] == "text"].iloc[3]
+    point = clicked_point(pts, {"selection": {"point": [{"idx": int(text_side["idx"]),
+                                                          "series": text_side["series"]}]}})
+    assert point["item_id"] == text_side["item_id"] and point["side"] == "text"
+    assert clicked_point(pts, {"selection": {"point": []}}) is None and clicked_point(pts, None) is None
+    params = neighbours_params(meta, point)
+    # the text side of the pair map is dual-tiny's text run at its joint layer (5)
+    assert params == {"dataset": "pairs", "item": text_side["item_id"], "models": ["dual-tiny"],
+                      "runs": ["dual-tiny-text"], "layers": ["5"]}
+    at = app(named_store, monkeypatch, "neighbours", params)
+    assert at.selectbox(key="pick_item").value == text_side["item_id"]
+    assert at.slider(key="nn_layer_dual-tiny").value == 5
+    assert "the joint layer (5)" in " ".join(m.value for m in at.markdown)
