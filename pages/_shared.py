@@ -124,6 +124,15 @@ def _url_notice(message: str | None):
         st.warning(md_escape(message))
 
 
+#: URL parameters whose choice follows the user across pages: the sidebar navigation opens a page
+#: without parameters, so the last choice (kept in the session) is that page's default
+CARRIED = ("dataset",)
+
+
+def _carried(param: str):
+    return st.session_state.get(f"_carry_{param}") if param in CARRIED else None
+
+
 def pick(label: str, options, *, param: str, default=None, fmt=None, container=st, help=None, widget="selectbox",
          key: str | None = None, horizontal: bool = False):
     """A single choice whose value lives in the URL (``?param=value``): a selectbox (or ``widget="radio"``,
@@ -132,6 +141,9 @@ def pick(label: str, options, *, param: str, default=None, fmt=None, container=s
     The URL's value wins when it is one of ``options``; anything else falls back to ``default`` (else
     the first option) with a one-line note. Returns ``None`` when there are no options."""
     options = list(options)
+    carried = _carried(param)
+    if param not in st.query_params and carried is not None and carried in map(str, options):
+        default = next(o for o in options if str(o) == carried)  # the choice made on another page
     choice = views.choose(st.query_params.get(param), options, label.lower(), default)
     if choice.message:
         st.warning(md_escape(choice.message))
@@ -142,6 +154,8 @@ def pick(label: str, options, *, param: str, default=None, fmt=None, container=s
     make = container.radio if widget == "radio" else container.selectbox
     value = make(label, options, index=index, format_func=fmt or str, key=key or f"pick_{param}", help=help, **extra)
     st.query_params[param] = str(value)
+    if param in CARRIED:
+        st.session_state[f"_carry_{param}"] = str(value)
     return value
 
 
@@ -171,6 +185,20 @@ def pick_int(label: str, lo: int, hi: int, *, param: str, default: int, containe
         value = container.slider(label, lo, hi, choice.value, key=f"pick_{param}", help=help)
     st.query_params[param] = str(value)
     return int(value)
+
+
+def pick_text(label: str, *, param: str, container=st, help=None, placeholder=None) -> str:
+    """A free-text box (a search) whose text lives in the URL (cut at ``url_state.MAX_TEXT``; removed
+    from the URL when empty)."""
+    value = container.text_input(label, value=url_state.choose_text(st.query_params.get(param)),
+                                 key=f"pick_{param}", help=help, placeholder=placeholder,
+                                 max_chars=url_state.MAX_TEXT)
+    value = url_state.choose_text(value)
+    if value:
+        st.query_params[param] = value
+    elif param in st.query_params:
+        del st.query_params[param]
+    return value
 
 
 def pick_flag(label: str, *, param: str, default: bool = False, container=st, help=None) -> bool:

@@ -9,7 +9,7 @@ from pages._shared import (dataset_picker, download_chart, download_data, pick, 
                            require_store, view)
 
 st.title("Layer curves")
-st.caption("Per-layer metrics on relative depth (0 = embeddings, 1 = last layer); diamonds mark the layer each "
+st.caption("Per-layer metrics on relative depth (0 = embeddings, 1 = last numbered layer); diamonds mark the layer each "
            "metric recommends, dashed rules the chance level and bounds near the data.")
 require_store()
 dataset = dataset_picker()

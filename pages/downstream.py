@@ -54,12 +54,15 @@ if ok:
     chart = alt.Chart(pts).mark_circle(size=120).encode(x=alt.X("score:Q", title=row["score"]),
                                                         y=alt.Y("result:Q", title=f"{row['task']} {row['task_metric']}"),
                                                         tooltip=["model", "score", "result"])
-    if len(line):
+    draw_line, no_line = views.fit_line_verdict(row)
+    if draw_line and len(line):
         chart = chart + alt.Chart(line).mark_line(color="#ff4b4b").encode(x="score:Q", y="result:Q")
     st.altair_chart(chart.properties(height=360), width="stretch", key="downstream_scatter")
     st.markdown(f"R = **{row['pearson_r']:.3f}** (p = {row['pearson_p']:.3g}, 95% CI {row['r_ci'][0]:.2f}–"
                 f"{row['r_ci'][1]:.2f}) · ρ = **{row['spearman_rho']:.3f}** (p = {row['spearman_p']:.3g}) · "
                 f"n = {row['n']} models")
+    if no_line:
+        st.caption(md_escape(no_line))
     direction = "higher is better" if row.get("higher_is_better", True) else "lower is better"
     st.caption(f"R is signed as computed. {md_escape(row['task'])} ({md_escape(row['task_metric'])}): {direction}, so a "
                f"{'positive' if row.get('higher_is_better', True) else 'negative'} R means a higher score goes with "

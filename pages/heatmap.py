@@ -68,19 +68,28 @@ def title_of(r) -> str:
     return f"{name(r['model_a'])} × {name(r['model_b'])} · {r['metric']} · {grid_compare.budget_text(r)}"
 
 
-def heat_chart(frame, grid, title, color_title, b_name, *, select=False, domain=None, diverging=False):
+def heat_chart(frame, grid, title, color_title, b_name, *, select=False, domain=None, diverging=False, chance=None):
     """One heatmap: viridis values (or red–blue around 0 for a difference), undefined cells grey,
-    degenerate ones crossed out, the best cell outlined, values written in the cells of small grids."""
+    degenerate ones crossed out, the best cell outlined, values written in the cells of small grids;
+    ``chance`` (the metric's value on unrelated spaces) in the legend's title and the chart's subtitle."""
+    value_title = str(color_title)
+    if chance is not None:
+        color_title = [color_title, f"chance {views.fmt_number(chance)}"]
+        title = {"text": title, "subtitle": [f"chance level (unrelated spaces): {views.fmt_number(chance)}"],
+                 "anchor": "start"}
     labelled = grid_compare.cell_labels(frame, grid["n_rows"], grid["n_cols"], diverging=diverging)
     frame = labelled if len(labelled) else frame  # one dataset for every layer of the chart
     base = alt.Chart(frame).encode(
-        x=alt.X("layer_b:O", title=f"{b_name} layer"), y=alt.Y("layer_a:O", title=f"{model_a} layer",
-                                                                     sort="descending"))
-    tips = ["layer_a", "layer_b", alt.Tooltip("value:Q", format=".4f"), "interval", "note"]
+        x=alt.X("layer_b:O", title=f"{b_name} layer", axis=alt.Axis(labelAngle=0, titleLimit=0)),
+        y=alt.Y("layer_a:O", title=f"{model_a} layer", sort="descending", axis=alt.Axis(titleLimit=0)))
+    # tooltips name the models' layers and the metric, not the data's field names
+    tips = [alt.Tooltip("layer_a:O", title=f"{model_a} layer"), alt.Tooltip("layer_b:O", title=f"{b_name} layer"),
+            alt.Tooltip("value:Q", format=".4f", title=value_title), alt.Tooltip("interval:N", title="95% interval"),
+            alt.Tooltip("note:N", title="note")]
     scale = (alt.Scale(scheme="redblue", domainMid=0, reverse=True) if diverging else
              alt.Scale(scheme="viridis", **({"domain": domain} if domain else {})))
     heat = base.transform_filter("isValid(datum.value)").mark_rect().encode(
-        color=alt.Color("value:Q", title=color_title, scale=scale), tooltip=tips)
+        color=alt.Color("value:Q", title=color_title, scale=scale, legend=alt.Legend(titleLimit=0)), tooltip=tips)
     if select:
         heat = heat.encode(opacity=alt.condition(cell, alt.value(1.0), alt.value(0.55))).add_params(cell)
     # undefined cells stay visible (grey) and degenerate ones are crossed out: marked, never dropped
@@ -109,7 +118,9 @@ if g.get("best_a") is None:
     st.warning("No layer pair can be called best here: "
                f"{views.md_escape((g.get('flags') or {}).get('best', 'no cell was scored'))}. "
                "The cells are shown as computed; degenerate ones are crossed out, undefined ones grey.")
-chart = heat_chart(df, g, title_of(row), metric, model_b, select=True)
+n_items = view(views.dataset_context, dataset)["n_items"]
+chance = views.chance_level(metric, n_items, {k: v for k, v in (g.get("params") or {}).items() if k != "n_boot"})
+chart = heat_chart(df, g, title_of(row), metric, model_b, select=True, chance=chance)
 if second is not None and mode == "difference":
     try:
         dg = grid_compare.difference(g, g2)
@@ -119,8 +130,11 @@ if second is not None and mode == "difference":
 if second is not None and mode == "side by side":
     same_metric = second["metric"] == metric  # one colour scale when both grids hold the same metric
     domain = grid_compare.shared_domain(g, g2) if same_metric else None
-    chart = heat_chart(df, g, title_of(row), metric, model_b, select=True, domain=domain)
-    chart2 = heat_chart(views.grid_long(g2), g2, title_of(second), second["metric"], second["model_b"], domain=domain)
+    chance2 = views.chance_level(second["metric"], n_items, {k: v for k, v in (g2.get("params") or {}).items()
+                                                             if k != "n_boot"})
+    chart = heat_chart(df, g, title_of(row), metric, model_b, select=True, domain=domain, chance=chance)
+    chart2 = heat_chart(views.grid_long(g2), g2, title_of(second), second["metric"], second["model_b"], domain=domain,
+                        chance=chance2)
     c1, c2 = st.columns(2)
     with c1:
         event = st.altair_chart(chart, width="stretch", on_select="rerun", key="heatmap_chart")

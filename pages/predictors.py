@@ -63,6 +63,12 @@ st.caption(f"Cells: {statistic} with its {int((data['level'] or 0.95) * 100)}% b
 task = pick("Task", data["tasks"], param="task")
 rows = shown[shown["task"] == task].sort_values("rank") if len(shown) else shown
 st.subheader(f"Signals for {md_escape(task)}")
+rhos = data["rhos"]
+rhos = rhos[(rhos["task"] == task) & rhos["signal"].isin(set(rows["signal"]))] if len(rhos) and len(rows) else rhos
+if len(rhos) and rhos[rhos["statistic"] == statistic]["rho"].notna().any():
+    st.altair_chart(views.rho_chart(rhos, statistic), width="stretch", key="pred_rho")
+    st.caption(f"Filled: the 95% interval excludes 0 (the sign is established); hollow: it includes 0; dashed: "
+               f"ρ = 0. {md_escape(statistic)}, {data['n_boot']} resamples of layers within each model.")
 st.dataframe(rows.drop(columns=["task"]), hide_index=True, width="stretch")
 download_data(table, "layer_predictors")
 

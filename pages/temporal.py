@@ -2,8 +2,8 @@ import altair as alt
 import streamlit as st
 
 from analysis import views
-from analysis.views.nuance import (below_chance_text, choice_charts, interval_coverage_text, nuance_view,
-                                   same_space_long, undefined_text)
+from analysis.views.nuance import (below_chance_text, choice_charts, interval_coverage_text, joint_points_chart,
+                                   nuance_view, same_space_long, undefined_text)
 from analysis.views import md_escape, temporal_view
 from pages._shared import (
     dataset_picker,
@@ -30,6 +30,12 @@ ROW_HEADER = alt.Header(labelAngle=0, labelOrient="top", labelAnchor="start", la
                         title=None)
 
 
+def drawable(df, value_col) -> bool:
+    """A chart is drawn only when some value is defined: a table of undefined values becomes its one
+    line of text (:func:`undefined_text`), never empty axes."""
+    return bool(len(df)) and value_col in df and bool(df[value_col].notna().any())
+
+
 def notes_of(df, what):
     """Undefined values are not drawn: say how many, each reason once with its count."""
     value_col = next(c for c in ("accuracy", "mAP", "recall", "value") if c in df)
@@ -41,10 +47,11 @@ def notes_of(df, what):
 tv = temporal_view(payload)
 if len(tv["tot"]):
     st.subheader("Test of Time: alignment at k = 1, 2, 3")
-    st.altair_chart(alt.Chart(tv["tot"]).mark_bar().encode(
-        x=alt.X("k:O", axis=alt.Axis(labelAngle=0)), y=alt.Y("alignment:Q"), color="pair:N", xOffset="pair:N",
-        tooltip=["pair", "k", "alignment"]).properties(height=260), width="stretch", key="tot_chart")
     line = undefined_text(tv["tot"], "alignment", "alignment")
+    if drawable(tv["tot"], "alignment"):
+        st.altair_chart(alt.Chart(tv["tot"]).mark_bar().encode(
+            x=alt.X("k:O", axis=alt.Axis(labelAngle=0)), y=alt.Y("alignment:Q"), color="pair:N", xOffset="pair:N",
+            tooltip=["pair", "k", "alignment"]).properties(height=260), width="stretch", key="tot_chart")
     if line:
         st.caption(md_escape(line))
     st.subheader("First neighbour types")
@@ -60,7 +67,8 @@ if len(tv["tot"]):
                    + md_escape("; ".join(tv["types_missing"])))
 if len(tv["reorder"]):
     st.subheader("Reorder negatives: alignment of the positive vs its time-reordered negative")
-    st.caption("Both scored at one layer pair (the positive's best), with the probe's own k.")
+    st.caption("Both scored at one layer pair (the positive's best), with the probe's own k. No interval: the "
+               "probe stores point values only (no item resamples), so a small gap between the bars is not a finding.")
     long = tv["reorder"].melt(id_vars=["pair", "layers", "k", "note"], value_vars=["positive", "negative"],
                               var_name="captions", value_name="alignment")
     # grouped bars on one axis (no column facets, whose long labels ran into each other)
@@ -72,10 +80,11 @@ if len(tv["reorder"]):
     st.dataframe(tv["reorder"], hide_index=True, width="stretch")
 if len(tv["arrow"]):
     st.subheader("Arrow of time: displacement under reversal / spread between videos")
-    st.altair_chart(alt.Chart(tv["arrow"]).mark_line(point=True).encode(
-        x=alt.X("depth:Q", title="relative depth"), y=alt.Y("arrow_of_time:Q"), color="model:N",
-        strokeDash="n_frames:N", tooltip=["model", "n_frames", "layer", "arrow_of_time"]).properties(height=280),
-        width="stretch", key="arrow_chart")
+    if drawable(tv["arrow"], "arrow_of_time"):
+        st.altair_chart(alt.Chart(tv["arrow"]).mark_line(point=True).encode(
+            x=alt.X("depth:Q", title="relative depth"), y=alt.Y("arrow_of_time:Q"), color="model:N",
+            strokeDash="n_frames:N", tooltip=["model", "n_frames", "layer", "arrow_of_time"]).properties(height=280),
+            width="stretch", key="arrow_chart")
     line = undefined_text(tv["arrow"], "arrow-of-time", "arrow_of_time")
     if line:
         st.caption(md_escape(line))
@@ -120,7 +129,7 @@ for key, title, caption in (
     st.subheader(title)
     st.caption(caption + " Error bars: 95% Wilson intervals over the items' choices (approximate, as ties count "
                "½); dashed rule: chance. A dual encoder's joint layer has no depth: it is drawn apart.")
-    for i, chart in enumerate(choice_charts(df)):
+    for i, chart in enumerate(choice_charts(df) if drawable(df, "accuracy") else []):
         st.altair_chart(chart, width="stretch", key=f"{key}_chart" + (f"_{i}" if i else ""))
     below = below_chance_text(df, key.replace("_", " "))
     if below:
@@ -132,21 +141,33 @@ if len(nv["gallery"]):
     st.caption("Chirality in Action's settings: chiral = the query's action and its temporal opposite only; "
                "static = its action among every unrelated action; all = every video. Several videos can be "
                "right for one query (every video of its action).")
-    st.altair_chart(alt.Chart(nv["gallery"]).mark_line(point=True).encode(
-        x=alt.X("depth:Q", title="relative depth"), y=alt.Y("mAP:Q", scale=alt.Scale(domain=[0, 1])),
-        color="setting:N", strokeDash="pair:N", tooltip=["pair", "setting", "layer", "mAP", "queries", "note"])
-        .properties(height=260), width="stretch", key="gallery_chart")
+    deep = nv["gallery"][nv["gallery"]["depth"].notna()]
+    if drawable(deep, "mAP"):
+        st.altair_chart(alt.Chart(deep).mark_line(point=True).encode(
+            x=alt.X("depth:Q", title="relative depth", scale=alt.Scale(domain=[0, 1])),
+            y=alt.Y("mAP:Q", scale=alt.Scale(domain=[0, 1])),
+            color="setting:N", strokeDash="pair:N", tooltip=["pair", "setting", "layer", "mAP", "queries", "note"])
+            .properties(height=260), width="stretch", key="gallery_chart")
+    joint = joint_points_chart(nv["gallery"], "mAP", "setting")
+    if joint is not None:
+        st.altair_chart(joint, width="stretch", key="gallery_joint_chart")
     notes_of(nv["gallery"], "chiral-gallery")
     download_data(nv["gallery"], "chiral_gallery")
 if len(nv["negation"]):
     st.subheader("Negated queries: Recall@k of the caption vs its negated form")
     st.caption("NegBench-style: items whose manifest marks their negatives as negated captions; both query "
                "forms retrieve from every video.")
-    st.altair_chart(alt.Chart(nv["negation"]).mark_line(point=True).encode(
-        x=alt.X("depth:Q", title="relative depth"), y=alt.Y("recall:Q", scale=alt.Scale(domain=[0, 1])),
-        color="queries:N", strokeDash="k:N", detail="pair:N",
-        tooltip=["pair", "queries", "k", "layer", "recall", "n_queries", "note"]).properties(height=260),
-        width="stretch", key="negation_chart")
+    deep = nv["negation"][nv["negation"]["depth"].notna()]
+    if drawable(deep, "recall"):
+        st.altair_chart(alt.Chart(deep).mark_line(point=True).encode(
+            x=alt.X("depth:Q", title="relative depth", scale=alt.Scale(domain=[0, 1])),
+            y=alt.Y("recall:Q", scale=alt.Scale(domain=[0, 1])),
+            color="queries:N", strokeDash="k:N", detail="pair:N",
+            tooltip=["pair", "queries", "k", "layer", "recall", "n_queries", "note"]).properties(height=260),
+            width="stretch", key="negation_chart")
+    joint = joint_points_chart(nv["negation"], "recall", "queries")
+    if joint is not None:
+        st.altair_chart(joint, width="stretch", key="negation_joint_chart")
     notes_of(nv["negation"], "negated-query")
     download_data(nv["negation"], "negated_queries")
 for note in tv["notes"]:

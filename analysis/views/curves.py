@@ -201,11 +201,13 @@ def curves_chart(data: pd.DataFrame, metric: str, *, labels: dict, marks: pd.Dat
             alt.Tooltip("depth:Q", format=".2f", title="relative depth"),
             alt.Tooltip("value:Q", format=".4g", title=metric)] + (
         [alt.Tooltip("note:N", title="note")] if "note" in d else [])
-    x = alt.X("depth:Q", title="relative depth (0 = embeddings, 1 = last numbered layer)",
-              scale=alt.Scale(domain=[0, 1]), axis=alt.Axis(labelAngle=0, values=[0, 0.25, 0.5, 0.75, 1], titleLimit=0))
+    # a short title that fits a phone's width (the page's caption says what 0 and 1 are)
+    x = alt.X("depth:Q", title="relative depth (0 → 1)", scale=alt.Scale(domain=[0, 1]),
+              axis=alt.Axis(labelAngle=0, values=[0, 0.25, 0.5, 0.75, 1], format=".2f", titleLimit=0))
     y = alt.Y("value:Q", title=metric, scale=alt.Scale(zero=False), axis=alt.Axis(titleLimit=0))
+    # below the plot, one model per row: long "(random init)" labels stay whole at 390 px
     color = alt.Color("model:N", title="model", legend=alt.Legend(orient="bottom", labelLimit=0, titleLimit=0,
-                                                                  columns=2))
+                                                                  columns=1))
     layers = [alt.Chart(d).mark_line().encode(x=x, y=y, color=color, tooltip=tips),
               alt.Chart(d).mark_point(filled=True, size=40).encode(x=x, y=y, color="model:N", tooltip=tips)]
     iv, _ = _split_named(intervals)

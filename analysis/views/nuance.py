@@ -98,7 +98,8 @@ def nuance_view(payload: dict) -> dict:
         for suffix, values_key, n_key, protocol in variants:
             for s, values in e[values_key].items():
                 for i, v in enumerate(values):
-                    gallery.append({"pair": _entry_label(e), "setting": s + suffix, "depth": _depth(i, n),
+                    gallery.append({"pair": _entry_label(e), "setting": s + suffix,
+                                    "depth": None if e["space"] == "joint" else _depth(i, n),
                                     "layer": "joint" if e["space"] == "joint" else str(e["layers_a"][i]),
                                     "mAP": _finite(v), "queries": e.get(n_key), "query protocol": protocol,
                                     "note": (e.get("reasons") or {}).get(f"{s} {i}", "")})
@@ -108,7 +109,8 @@ def nuance_view(payload: dict) -> dict:
         for key, values in e["recall"].items():
             kind, _, k = key.partition("@")
             for i, v in enumerate(values):
-                negation.append({"pair": _entry_label(e), "queries": kind, "k": int(k), "depth": _depth(i, n),
+                negation.append({"pair": _entry_label(e), "queries": kind, "k": int(k),
+                                 "depth": None if e["space"] == "joint" else _depth(i, n),
                                  "layer": "joint" if e["space"] == "joint" else str(e["layers_a"][i]),
                                  "recall": _finite(v), "n_queries": e.get("n_queries"),
                                  "note": (e.get("reasons") or {}).get(str(i), "")})
@@ -203,3 +205,19 @@ def interval_coverage_text(sel: pd.DataFrame) -> str:
                 "bootstrap was off): point estimates only.")
     return (f"Error bars: 95% bootstrap intervals over items on {k} of {n} value(s); {n - k} have none "
             "(not resampled) and are point estimates.")
+
+
+def joint_points_chart(df: pd.DataFrame, y: str, colour: str, *, height: int = 220):
+    """The joint-layer rows of a probe table (no depth: a dual encoder's one shared layer) as points
+    per pair, coloured by ``colour``, y in [0, 1]; ``None`` when there are none."""
+    from analysis.views.charts import _alt
+
+    alt = _alt()
+    joint = df[df["depth"].isna() & df[y].notna()] if len(df) and "depth" in df else df.iloc[0:0]
+    if not len(joint):
+        return None
+    return alt.Chart(joint).mark_point(filled=True, size=80).encode(
+        x=alt.X("pair:N", title="joint layer of each pair", axis=alt.Axis(labelAngle=0, labelLimit=0)),
+        y=alt.Y(f"{y}:Q", scale=alt.Scale(domain=[0, 1])), xOffset=f"{colour}:N",
+        color=alt.Color(f"{colour}:N", legend=alt.Legend(orient="bottom", labelLimit=0)),
+        tooltip=[c for c in joint.columns if c != "depth"]).properties(height=height)

@@ -68,7 +68,7 @@ def predictors_tables(con, dataset) -> dict | None:
     payload = study(con, "predictors", dataset)
     if payload is None:
         return None
-    table, picks, models, curves = [], [], [], []
+    table, picks, models, curves, rhos = [], [], [], [], []
     layout = payload.get("models") or {}
     names = {m: (layout.get(m) or {}).get("layer_names") or {} for m in layout}
     for t in payload.get("tasks", []):
@@ -86,6 +86,10 @@ def predictors_tables(con, dataset) -> dict | None:
                           "higher signal goes with": ("" if s.get("better") is None else
                                                       "better results" if s["better"] else "worse results"),
                           "task direction": direction})
+            for stat, key in (("ρ across layers", "rho_layers"), ("ρ pooled", "rho_pooled")):
+                ci = s.get(f"{key}_ci") or [None, None]
+                rhos.append({"task": label, "signal": s["signal"], "rank": s["rank"], "statistic": stat,
+                             "rho": s.get(key), "low": ci[0], "high": ci[1], "coverage": _coverage_text(s)})
             for p in s.get("picks", []):
                 nm = names.get(p["model"], {})
                 picks.append({"task": label, "signal": s["signal"], "model": p["model"],
@@ -106,10 +110,52 @@ def predictors_tables(con, dataset) -> dict | None:
     tasks = [predictor_task_label(t) for t in payload.get("tasks", [])]
     return {"table": pd.DataFrame(table), "picks": _layers_as_text(pd.DataFrame(picks)),
             "models": _layers_as_text(pd.DataFrame(models)),
-            "curves": pd.DataFrame(curves), "tasks": tasks,
+            "curves": pd.DataFrame(curves), "rhos": _with_zero_verdict(pd.DataFrame(rhos)), "tasks": tasks,
             "fabricated": [predictor_task_label(t) for t in payload.get("tasks", []) if t.get("fabricated")],
             "notes": payload.get("notes", []), "setting": payload.get("setting"),
             "level": payload.get("level"), "n_boot": payload.get("n_boot")}
+
+
+def _with_zero_verdict(df: pd.DataFrame) -> pd.DataFrame:
+    """``interval``: whether each ρ's bootstrap interval excludes 0 (``"excludes 0"``, ``"includes 0"``,
+    ``"no interval"``), for the chart's marks."""
+    if not len(df):
+        return df
+
+    def verdict(lo, hi):
+        if lo is None or hi is None or not (np.isfinite(lo) and np.isfinite(hi)):
+            return "no interval"
+        return "excludes 0" if lo > 0 or hi < 0 else "includes 0"
+
+    return df.assign(interval=[verdict(lo, hi) for lo, hi in zip(df["low"], df["high"])])
+
+
+def rho_chart(rhos: pd.DataFrame, statistic: str, height_per_signal: int = 22):
+    """Spearman ρ of each signal for one task with its bootstrap interval as a bar, a dashed zero line,
+    and the marks whose interval excludes 0 filled (hollow: the interval includes 0, so the sign is
+    not established). ``rhos``: rows of :func:`predictors_tables`' ``rhos`` for one task; x in [-1, 1]."""
+    from analysis.views.charts import _alt
+
+    alt = _alt()
+    d = rhos[(rhos["statistic"] == statistic) & rhos["rho"].notna()].sort_values("rank")
+    order = list(d["signal"])
+    y = alt.Y("signal:N", sort=order, title=None, axis=alt.Axis(labelLimit=0))
+    x = alt.X("rho:Q", title=f"Spearman {statistic} (95% interval)", scale=alt.Scale(domain=[-1, 1]),
+              axis=alt.Axis(labelAngle=0, titleLimit=0))
+    tips = [alt.Tooltip("signal:N"), alt.Tooltip("rho:Q", format=".2f", title="ρ"),
+            alt.Tooltip("low:Q", format=".2f", title="95% CI low"), alt.Tooltip("high:Q", format=".2f",
+                                                                              title="95% CI high"),
+            alt.Tooltip("interval:N", title="interval"), alt.Tooltip("coverage:N")]
+    shape = alt.Fill("interval:N", title="interval", scale=alt.Scale(
+        domain=["excludes 0", "includes 0", "no interval"], range=["#1f77b4", "white", "#bbbbbb"]),
+        legend=alt.Legend(orient="bottom", labelLimit=0))
+    base = alt.Chart(d)
+    zero = alt.Chart(pd.DataFrame({"rho": [0.0]})).mark_rule(strokeDash=[4, 4], color="gray").encode(x="rho:Q")
+    bars = base.mark_rule(strokeWidth=2, color="#1f77b4").encode(x=alt.X("low:Q", scale=alt.Scale(domain=[-1, 1])),
+                                                                 x2="high:Q", y=y, tooltip=tips)
+    points = base.mark_point(size=90, filled=False, stroke="#1f77b4", strokeWidth=2, opacity=1).encode(
+        x=x, y=y, fill=shape, tooltip=tips)
+    return alt.layer(zero, bars, points).properties(height=max(80, height_per_signal * len(order)))
 
 
 def predictor_matrix(table: pd.DataFrame, statistic: str = "ρ across layers") -> pd.DataFrame:

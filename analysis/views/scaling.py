@@ -183,15 +183,20 @@ def scaling_panels(sv: dict, *, title: dict | None = None):
         xs = alt.X(f"{x}:Q", title=x_title, axis=alt.Axis(values=budgets) if budgets else alt.Undefined,
                    scale=alt.Scale(type="log", nice=False, padding=14,
                                    domain=[budgets[0], budgets[-1]] if budgets else alt.Undefined))
-        tips = [alt.Tooltip("n_frames:Q", title="n_f"), alt.Tooltip("n_captions:Q", title="n_c"),
-                alt.Tooltip("score:Q", format=".4g"), alt.Tooltip("ci_low:Q", format=".4g", title="95% CI low"),
-                alt.Tooltip("ci_high:Q", format=".4g", title="95% CI high"), alt.Tooltip("n_boot:Q", title="resamples")]
+        # every mark that can be hovered (points and their error bars) names the score and rounds the
+        # interval to 3 significant digits: a raw tooltip would show 12-digit floats and no score
+        tips = [alt.Tooltip("n_frames:Q", format=".3g", title="n_f"), alt.Tooltip("n_captions:Q", format=".3g",
+                                                                               title="n_c"),
+                alt.Tooltip("score:Q", format=".3g", title=sv.get("metric") or "score"),
+                alt.Tooltip("ci_low:Q", format=".3g", title="95% CI low"),
+                alt.Tooltip("ci_high:Q", format=".3g", title="95% CI high"), alt.Tooltip("n_boot:Q", title="resamples")]
         layers = [alt.Chart(pts).mark_point(filled=True, size=70).encode(
             x=xs, y=alt.Y("score:Q", title=sv.get("metric") or "score", scale=alt.Scale(zero=False)), color=color,
             tooltip=tips)]
         bars = pts[pts["ci_low"].notna()]
         if len(bars):
-            layers.append(alt.Chart(bars).mark_rule().encode(x=f"{x}:Q", y="ci_low:Q", y2="ci_high:Q", color=color))
+            layers.append(alt.Chart(bars).mark_rule().encode(x=f"{x}:Q", y="ci_low:Q", y2="ci_high:Q", color=color,
+                                                             tooltip=tips))
         if curve is not None and len(curve):
             # one dash per form, named with its own R² in the legend (DR's law solid, listed first)
             dash = alt.StrokeDash("form:N", title="curve", sort=list(dict.fromkeys(curve["form"])),
@@ -200,7 +205,7 @@ def scaling_panels(sv: dict, *, title: dict | None = None):
                 x=f"{x}:Q", y="score:Q", color=color, strokeDash=dash,
                 tooltip=[alt.Tooltip("n_frames:Q", format=".3g", title="n_f"),
                          alt.Tooltip("n_captions:Q", format=".3g", title="n_c"),
-                         alt.Tooltip("score:Q", format=".4g", title="law"), alt.Tooltip("form:N", title="curve")]))
+                         alt.Tooltip("score:Q", format=".3g", title="law"), alt.Tooltip("form:N", title="curve")]))
         layers += baseline_rules(rules, "score")
         panels.append(alt.layer(*layers).properties(height=240))
     export = alt.vconcat(*(p.properties(width=520) for p in panels)).resolve_scale(color="independent")

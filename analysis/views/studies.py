@@ -62,6 +62,26 @@ def scatter_frame(row: dict) -> tuple[pd.DataFrame, pd.DataFrame]:
     return df, line
 
 
+#: fewest models for a least-squares line on a downstream scatter: below it the line says nothing
+MIN_LINE_N = 5
+
+
+def fit_line_verdict(row: dict, min_n: int = MIN_LINE_N) -> tuple[bool, str]:
+    """Whether a downstream scatter may draw its least-squares line, and the note when not: only with
+    at least ``min_n`` models AND a 95% bootstrap interval of Pearson R (``row["r_ci"]``) that excludes
+    0; otherwise the points alone, saying why (a line through points whose R may be 0 asserts a trend
+    the data do not show)."""
+    n = int(row.get("n") or len(row.get("x") or []))
+    ci = row.get("r_ci")
+    if n < min_n:
+        return False, f"No fitted line: {n} model(s), fewer than {min_n}; points only."
+    if not ci or ci[0] is None or ci[1] is None:
+        return False, "No fitted line: R has no interval (the bootstrap was off); points only."
+    if ci[0] <= 0 <= ci[1]:
+        return False, f"No fitted line: R's 95% interval [{ci[0]:.2f}, {ci[1]:.2f}] includes 0; points only."
+    return True, ""
+
+
 def temporal_view(payload: dict) -> dict:
     """Long tables of the temporal probes; undefined values stay as rows with a note (never dropped)."""
     tot = []

@@ -93,3 +93,15 @@ def preferred(options, prefixes) -> object:
             if str(o).startswith(prefix):
                 return o
     return options[0] if options else None
+
+
+#: longest free text a link may carry (a search box): longer text is cut, never refused
+MAX_TEXT = 100
+
+
+def choose_text(requested) -> str:
+    """Free text from the URL (a search), as plain text: line breaks become spaces, cut at
+    :data:`MAX_TEXT` characters; ``""`` when absent. It is only ever matched and echoed escaped."""
+    if requested is None:
+        return ""
+    return " ".join(str(requested).split())[:MAX_TEXT]

@@ -114,3 +114,61 @@ def test_temporal_page_draws_chiral_intervals_and_chance(nuance_store, monkeypat
     captions = " ".join(c.value for c in at.caption)
     assert "Bands: bootstrap" not in captions
     assert "Error bars" in captions and "95% Wilson intervals" in captions
+
+
+def test_fit_line_only_with_enough_models_and_an_interval_that_excludes_zero():
+    from analysis.views import MIN_LINE_N, fit_line_verdict
+
+    assert MIN_LINE_N == 5
+    assert fit_line_verdict({"n": 6, "r_ci": [0.2, 0.9]}) == (True, "")
+    assert fit_line_verdict({"n": 6, "r_ci": [-0.9, -0.1]}) == (True, "")
+    ok, note = fit_line_verdict({"n": 5, "r_ci": [-1.0, 1.0]})
+    assert not ok and note == "No fitted line: R's 95% interval [-1.00, 1.00] includes 0; points only."
+    ok, note = fit_line_verdict({"n": 4, "r_ci": [0.5, 0.9]})
+    assert not ok and "4 model(s), fewer than 5" in note
+    assert not fit_line_verdict({"n": 8, "r_ci": None})[0]
+
+
+@pytest.fixture(scope="module")
+def downstream_store(tmp_path_factory):
+    """The dashboard's synthetic store with whole-model results for its three models (n = 3 < 5)."""
+    from analysis.storage.downstream_import import import_downstream
+    from analysis.studies import analyze_store
+    from tests.stores import write_dashboard_store, write_downstream_csv
+
+    root = tmp_path_factory.mktemp("down33")
+    path = root / "d.duckdb"
+    write_dashboard_store(path)
+    rows = [(m, "probe", "top1", v, "true", "", "paper") for m, v in
+            (("vit-tiny", 0.3), ("llama-tiny", 0.5), ("all-MiniLM-L6-v2", 0.4))]
+    import_downstream(path, write_downstream_csv(root / "r.csv", rows))
+    analyze_store(path, k=5, n_boot=5, log=lambda m: None)
+    return path
+
+
+def test_downstream_scatter_of_three_models_draws_points_only(downstream_store, monkeypatch):
+    at = app(downstream_store, monkeypatch, "downstream", {"dataset": "moving_shapes"})
+    scatter = [json.loads(c.proto.spec) for c in charts(at)][0]
+    marks = [(m["mark"]["type"] if isinstance(m["mark"], dict) else m["mark"]) for m in scatter.get("layer", [scatter])]
+    assert "line" not in marks and "circle" in marks
+    assert any("No fitted line\\: 3 model(s), fewer than 5" in c.value for c in at.caption)  # escaped Markdown
+
+
+def test_no_temporal_chart_puts_a_joint_layer_on_the_depth_axis(nuance_store, monkeypatch):
+    import pyarrow as pa
+
+    at = app(nuance_store, monkeypatch, "temporal", {"dataset": "nuance"})
+    joint_charts = 0
+    for c in charts(at):
+        spec = json.loads(c.proto.spec)
+        rows = [r for ds in c.proto.datasets
+                for r in pa.ipc.open_stream(ds.data.data).read_all().to_pandas().to_dict(orient="records")]
+        layers = spec.get("layer", [spec])
+        on_depth = any((m.get("encoding") or {}).get("x", {}).get("field") == "depth" for m in layers)
+        if on_depth:
+            assert all(r["layer"] != "joint" for r in rows if "layer" in r), spec.get("title")
+            assert all(0 <= r["depth"] <= 1 for r in rows if r.get("depth") is not None and r["depth"] == r["depth"])
+        elif any((m.get("encoding") or {}).get("x", {}).get("title") == "joint layer of each pair" for m in layers):
+            joint_charts += 1
+            assert rows and all(r["layer"] == "joint" for r in rows)
+    assert joint_charts >= 1  # the store's dual encoder (clip × clip, joint) is drawn apart

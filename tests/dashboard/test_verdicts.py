@@ -73,7 +73,9 @@ def verdict_store(tmp_path):
 
 
 def _lines(at):
-    return {m.value.split("\\:")[0].split(" ", 1)[1]: m.value for m in at.markdown if "\\:" in m.value}
+    """``{model: verdict line}``: each line opens with its status badge (``:green-badge[...]``), then the model."""
+    return {m.value.split("] ", 1)[1].split("\\:")[0]: m.value for m in at.markdown
+            if "\\:" in m.value and "-badge[" in m.value}
 
 
 def test_overview_answers_first_with_value_interval_and_paired_gain_or_says_why_not(verdict_store, monkeypatch):
