@@ -24,5 +24,5 @@ from analysis.views.scaling import SATURATING_TITLE, drawn_forms, saturating_par
 from analysis.views.studies import model_map_view, downstream_view, scatter_frame, fit_line_verdict, MIN_LINE_N, temporal_view, model_map_charts  # noqa: F401
 from analysis.views.neighbours import items, runs_for_neighbours, neighbours  # noqa: F401
 from analysis.views.predictors import predictor_task_label, predictors_tables, predictor_matrix, rho_chart  # noqa: F401
-from analysis.views.embedding_map import embedding_maps, MAX_COLOUR_LEVELS, categorical_metadata, embedding_map_points, map_command, map_chart, map_modality_gap, gap_text, find_points, box_selected, clicked_point, neighbours_params  # noqa: F401
+from analysis.views.embedding_map import embedding_maps, MAX_COLOUR_LEVELS, categorical_metadata, embedding_map_points, map_command, map_modality_gap, gap_text  # noqa: F401
 from analysis.views.nuance import same_space_studies  # noqa: F401

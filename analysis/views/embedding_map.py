@@ -8,7 +8,6 @@ import pandas as pd
 
 from analysis.storage import results as R
 from analysis.views.neighbours import items
-from analysis.views.charts import _alt
 from analysis.views.store_info import _df, has_table, model_labels
 
 
@@ -132,42 +131,6 @@ def map_command(store_path: str, dataset: str, model: str, layer, side: str = "a
 TOOLTIP_TITLES = {"series": "model · side · layer", "item_id": "item", "caption": "caption", "side": "side"}
 
 
-def map_chart(points: pd.DataFrame, *, colour: str = "series", two_sided: bool = False, connect: bool = False,
-              tooltip_fields=("series", "item_id", "caption"), height: int = 560, found: pd.Series | None = None,
-              box: bool = False):
-    """The embedding map as a Vega-Lite chart: one point per row of ``points`` (``x, y`` from UMAP, no
-    axes: UMAP coordinates have no units), coloured by ``colour`` (``series`` or a metadata field; on
-    a two-sided map coloured by metadata the side is the shape), legends below the plot with no label
-    truncation (``labelLimit`` 0: "… · image" and "… · text" must stay readable). ``connect`` draws a
-    faint line between each item's two points (its ``idx``) under them; every layer shares the same
-    hidden axes (Vega-Lite fails on layers that disagree about an axis). ``tooltip_fields`` are
-    columns of ``points``; a field named ``image`` is drawn as a picture by vega-tooltip. ``found``
-    (a boolean Series, :func:`find_points`) rings the matching points in black on top; ``box`` adds a
-    drag-to-select rectangle named ``box`` (:func:`box_selected` reads it)."""
-    alt = _alt()
-    x = alt.X("x:Q", title=None, axis=None)
-    y = alt.Y("y:Q", title=None, axis=None)
-    # one series per row (long "model (random init) · side layer" names fit a phone's width), metadata
-    # levels (short values) three per row
-    legend = alt.Legend(orient="bottom", labelLimit=0, titleLimit=0, columns=1 if colour == "series" else 3)
-    tips = [alt.Tooltip(f"{f}:N", title=TOOLTIP_TITLES.get(f, f)) for f in tooltip_fields]
-    encoding = dict(x=x, y=y, tooltip=tips,
-                    color=alt.Color(f"{colour}:N", title=None if colour == "series" else colour, legend=legend))
-    if colour != "series" and two_sided:
-        encoding["shape"] = alt.Shape("side:N", title="side", legend=legend)
-    base = alt.Chart(points)
-    main = base.mark_point(size=50, opacity=0.75, filled=True).encode(**encoding)
-    if box:  # drag: a box of items; click: one point (its item's neighbours)
-        main = main.add_params(alt.selection_interval(name="box", encodings=["x", "y"]),
-                               alt.selection_point(name="point", fields=["idx", "series"], on="click"))
-    layers = [main]
-    if connect and two_sided:
-        layers.insert(0, base.mark_line(opacity=0.15, color="gray").encode(x=x, y=y, detail="idx:N"))
-    if found is not None and bool(found.any()):
-        layers.append(alt.Chart(points[found.to_numpy()]).mark_point(size=220, shape="circle", filled=False,
-                                                                     color="black", strokeWidth=2)
-                      .encode(x=x, y=y, tooltip=tips))
-    return alt.layer(*layers).properties(height=height)
 
 
 def map_modality_gap(con, dataset: str, run_ids: tuple, layers: tuple) -> dict | None:
@@ -210,53 +173,3 @@ def gap_text(gap: dict | None) -> str:
             "(distance between the sides' mean unit embeddings, measured in the embedding space, not on the map)")
 
 
-def find_points(points: pd.DataFrame, query: str) -> pd.Series:
-    """Which points match a search: ``query`` (case-insensitive, literal text, not a pattern) found in
-    the item id or the caption; an empty query matches nothing. A boolean Series aligned with ``points``."""
-    q = (query or "").strip().lower()
-    if not q or not len(points):
-        return pd.Series(False, index=points.index)
-    hit = points["item_id"].astype(str).str.lower().str.contains(q, regex=False)
-    return hit | points["caption"].astype(str).str.lower().str.contains(q, regex=False)
-
-
-def box_selected(points: pd.DataFrame, selection) -> pd.DataFrame:
-    """The points inside a box (interval) selection on the map: ``selection`` as Streamlit returns it
-    (``{"selection": {"box": {"x": [lo, hi], "y": [lo, hi]}}}``, or the inner dict); empty when there
-    is no box. Bounds are inclusive and may come in either order."""
-    box = selection
-    if isinstance(box, dict) and "selection" in box:
-        box = box["selection"]
-    if isinstance(box, dict) and "box" in box:
-        box = box["box"]
-    if not isinstance(box, dict) or "x" not in box or "y" not in box or not len(points):
-        return points.iloc[0:0]
-    try:
-        (x0, x1), (y0, y1) = sorted(map(float, box["x"])), sorted(map(float, box["y"]))
-    except (TypeError, ValueError):
-        return points.iloc[0:0]
-    inside = points["x"].between(x0, x1) & points["y"].between(y0, y1)
-    return points[inside]
-
-
-def clicked_point(points: pd.DataFrame, selection) -> pd.Series | None:
-    """The point clicked on the map (Streamlit's ``{"selection": {"point": [{"idx": .., "series": ..}]}}``),
-    as its row of ``points``; ``None`` when nothing (or nothing known) is clicked."""
-    sel = selection.get("selection", selection) if isinstance(selection, dict) else None
-    picked = sel.get("point") if isinstance(sel, dict) else None
-    if not isinstance(picked, list) or not picked or not isinstance(picked[0], dict):
-        return None
-    try:
-        idx = int(picked[0].get("idx"))
-    except (TypeError, ValueError):
-        return None
-    rows = points[(points["idx"] == idx) & (points["series"] == picked[0].get("series", points["series"]))]
-    return rows.iloc[0] if len(rows) else None
-
-
-def neighbours_params(meta: dict, point) -> dict:
-    """The Neighbours page's URL parameters for a clicked point: its dataset and item, and the map's
-    run and layer of the side the point belongs to (the same space the map shows)."""
-    side = list(meta["sides"]).index(point["side"]) if point["side"] in list(meta["sides"]) else 0
-    return {"dataset": meta["dataset"], "item": str(point["item_id"]), "models": [meta["models"][side]],
-            "runs": [meta["run_ids"][side]], "layers": [str(int(meta["layers"][side]))]}

@@ -230,7 +230,7 @@ def use_density(n_points: int, requested: bool) -> bool:
 def explore_chart(points: pd.DataFrame, *, colour: str = "series", kind: str = "nominal", two_sided: bool = False,
                   connect: bool = False, tooltip_fields=("series", "item_id", "caption"), highlight=(),
                   focus=(), density: bool = False, box=None, height: int = 560):
-    """The embedding map with its tools: as :func:`analysis.views.map_chart` (points coloured by
+    """The embedding map with its tools (points coloured by
     ``colour``, a ``quantitative`` field on a continuous scale, no axes: UMAP coordinates have no
     units), with a click selection :data:`PICK` (by ``idx``) and a drag selection :data:`BOX` (on x
     and y); ``highlight`` (item ``idx``, e.g. search matches) ringed in black, ``focus`` (a clicked

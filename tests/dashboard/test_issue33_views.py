@@ -246,61 +246,7 @@ def test_rho_chart_marks_each_interval_by_whether_it_excludes_zero():
     assert spec["layer"][2]["encoding"]["y"]["sort"] == ["pos", "neg", "straddle", "none"]
 
 
-def test_find_items_by_caption_or_id_rings_them_and_lives_in_the_url(named_store, monkeypatch):
-    from tests.stores import NAMED_N
-
-    at = app(named_store, monkeypatch, "embedding_map", {"dataset": "pairs", "frames": "0", "find": "Caption 1"})
-    # the store's captions are "pair caption {i}": items 1 and 10-19 contain "caption 1", on both sides
-    want = {f"pair{i:03d}" for i in range(NAMED_N) if "caption 1" in f"pair caption {i}"}
-    assert at.text_input(key="pick_find").value == "Caption 1" and at.query_params["find"] == "Caption 1"
-    assert any(f"{2 * len(want)} of {2 * NAMED_N} point(s) match" in c.value for c in at.caption)
-    listed = at.dataframe[0].value
-    assert set(listed["item_id"]) == want and len(listed) == 2 * len(want)
-    spec = spec_of(charts(at)[0])
-    rings = [rows for mark, rows in chart_layers(spec) if mark == "point" and len(rows) == 2 * len(want)]
-    assert rings and {r["item_id"] for r in rings[0]} == want
-    params = spec.get("params", []) + [p for layer in spec["layer"] for p in layer.get("params", [])]
-    assert any(p["name"] == "box" and p["select"]["type"] == "interval" for p in params)
-    assert_draws(spec)
-    at.text_input(key="pick_find").set_value("pair003").run()
-    assert at.query_params["find"] == "pair003" and set(at.dataframe[0].value["item_id"]) == {"pair003"}
 
 
-def test_box_selection_lists_the_points_inside():
-    import pandas as pd
-
-    from analysis.views import box_selected
-
-    pts = pd.DataFrame({"x": [0.0, 1.0, 2.0, 3.0], "y": [0.0, 1.0, 2.0, 3.0], "item_id": list("abcd")})
-    got = box_selected(pts, {"selection": {"box": {"x": [2.5, 0.5], "y": [0.5, 2.0]}}})
-    assert list(got["item_id"]) == ["b", "c"]  # bounds in either order, inclusive
-    assert box_selected(pts, {"selection": {}}).empty and box_selected(pts, None).empty
-    assert box_selected(pts, {"selection": {"box": {"x": ["a", 1], "y": [0, 1]}}}).empty
 
 
-def test_a_clicked_point_opens_its_items_neighbours_in_the_same_space(named_store, monkeypatch):
-    import duckdb
-
-    from analysis.views import clicked_point, embedding_map_points, embedding_maps, neighbours_params
-
-    con = duckdb.connect(str(named_store), read_only=True)
-    try:
-        maps = embedding_maps(con, "pairs")
-        rid = maps[maps["kind"] == "pair"]["result_id"].iloc[0]
-        mp = embedding_map_points(con, rid)
-    finally:
-        con.close()
-    pts, meta = mp["points"], mp["meta"]
-    text_side = pts[pts["side"] == "text"].iloc[3]
-    point = clicked_point(pts, {"selection": {"point": [{"idx": int(text_side["idx"]),
-                                                          "series": text_side["series"]}]}})
-    assert point["item_id"] == text_side["item_id"] and point["side"] == "text"
-    assert clicked_point(pts, {"selection": {"point": []}}) is None and clicked_point(pts, None) is None
-    params = neighbours_params(meta, point)
-    # the text side of the pair map is dual-tiny's text run at its joint layer (5)
-    assert params == {"dataset": "pairs", "item": text_side["item_id"], "models": ["dual-tiny"],
-                      "runs": ["dual-tiny-text"], "layers": ["5"]}
-    at = app(named_store, monkeypatch, "neighbours", params)
-    assert at.selectbox(key="pick_item").value == text_side["item_id"]
-    assert at.slider(key="nn_layer_dual-tiny").value == 5
-    assert "the joint layer (5)" in " ".join(m.value for m in at.markdown)
