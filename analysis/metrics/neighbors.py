@@ -36,7 +36,10 @@ Per row, take the top ``c = k + EXTRA_CANDIDATES`` float32 candidates, sorted
 
 ``KnnSearch.resolved`` counts the rows proven at each candidate width (the check firing shows
 there); ``KnnSearch.reranked`` the float64 cosines computed.
-The float32 similarities and top-c can run on a torch device (``device="cuda"``, or ``"auto"``
+The float32 top-c candidates come from faiss's exhaustive inner-product search where faiss is
+installed (:mod:`analysis.metrics.neighbors_faiss`, issue #32: as fast as ``IndexFlatIP``, whose
+values obey the same bound ``E``), else from numpy's matmul and argpartition; the proof and the
+float64 re-rank are the same code on every route. The float32 similarities and top-c can run on a torch device (``device="cuda"``, or ``"auto"``
 when torch sees CUDA); candidates and the float64 re-rank always come back to numpy, so any
 device returns the same answer bit for bit.
 """
@@ -49,6 +52,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from analysis.metrics.degenerate import REL_TOL, ROW_PASS_ENTRIES
+from analysis.metrics.neighbors_faiss import faiss_module, faiss_top, largest_group
 
 #: Largest number of similarity entries materialised at once (~16 MB of float32).
 CHUNK_ENTRIES = 1 << 22
@@ -57,8 +61,9 @@ DEVICE_CHUNK_ENTRIES = 1 << 28
 #: Extra float32 candidates per row re-ranked in float64 when the float32 top-k is not proven.
 EXTRA_CANDIDATES = 32
 #: ``"auto"`` (torch's CUDA when an NVIDIA driver is present and torch, if installed, sees the
-#: GPU; else numpy, without importing torch), ``"numpy"``,
-#: or a torch device name (``"cpu"`` runs the torch code on CPU; tests use it). Read at call time.
+#: GPU; else faiss's exhaustive search when faiss is installed; else numpy, without importing
+#: torch), ``"faiss"``, ``"numpy"``, or a torch device name (``"cpu"`` runs the torch code on CPU;
+#: tests use it). Every route feeds the same proof and float64 re-rank: the same lists. Read at call time.
 DEVICE = os.environ.get("LAYERSCOPE_KNN_DEVICE", "auto")
 
 U32 = 2.0**-24
@@ -216,8 +221,15 @@ def _nvidia_driver() -> bool:
 
 
 def _resolve_device(device):
+    """``None`` (numpy), ``"faiss"``, or a torch device for the float32 candidates."""
     device = DEVICE if device is None else device
-    if device == "numpy" or (device == "auto" and not _nvidia_driver()):
+    if device == "faiss":
+        if faiss_module() is None:
+            raise ValueError("k-NN device 'faiss' needs faiss: pip install 'layerscope[ann]' (or: pip install faiss-cpu)")
+        return "faiss"
+    if device == "auto" and not _nvidia_driver():
+        return "faiss" if faiss_module() is not None else None
+    if device == "numpy":
         return None
     try:
         import torch
@@ -226,7 +238,9 @@ def _resolve_device(device):
             return None
         raise ValueError(f"k-NN device {device!r} needs torch, which is not installed") from None
     if device == "auto":
-        return torch.device("cuda") if torch.cuda.is_available() else None
+        if torch.cuda.is_available():
+            return torch.device("cuda")
+        return "faiss" if faiss_module() is not None else None
     return torch.device(device)
 
 
@@ -236,6 +250,7 @@ class _Float32Sims:
     def __init__(self, X, groups, device):
         n = X.shape[0]
         self.n, self.groups, self.device = n, groups, device
+        self.faiss = isinstance(device, str) and device == "faiss"
         A = np.empty(X.shape, dtype=np.float32)
         self.norms = norms = np.empty(n)
         self.collapsed = True
@@ -258,8 +273,10 @@ class _Float32Sims:
             self.collapsed = (self.collapsed and collapse_check(A[stop - 1:stop], A[0])
                               and collapse_check(A[start:stop], A[0]))
         self.u_in = U_IN
-        if device is None:
+        if device is None or self.faiss:
             self.A = A
+            # faiss skips at most this many columns per query (the row itself or its group)
+            self.extra = largest_group(groups) if self.faiss else 0
         else:
             import torch
 
@@ -269,7 +286,10 @@ class _Float32Sims:
     def top(self, rows: np.ndarray, c: int):
         """For ``rows``: the ``c`` columns of largest float32 cosine (unordered) with their values,
         and the ``(c+1)``-th largest value (``-inf`` when ``c`` covers every column)."""
-        if self.device is not None:
+        if self.faiss:
+            if c + 1 + self.extra <= self.n:
+                return faiss_top(self.A, rows, c, self.groups, self.extra)
+        elif self.device is not None:
             return self._top_torch(rows, c)
         cand = np.empty((len(rows), c), dtype=np.int64)
         vals = np.empty((len(rows), c), dtype=np.float32)
@@ -428,7 +448,8 @@ def knn_search(X: np.ndarray, k: int, groups: np.ndarray | None = None, *, devic
         (definition and proof in the module docstring and ``_settle``), each row sorted by column
         index; ``collapsed`` (and a placeholder ``idx``) when every row is the same point.
     Memory: X, one float32 unit-row copy (on the device when there is one), ``N`` norms and
-    ``CHUNK_ENTRIES`` (``DEVICE_CHUNK_ENTRIES``) similarities at a time.
+    ``CHUNK_ENTRIES`` (``DEVICE_CHUNK_ENTRIES``) similarities at a time (faiss: its own sgemm
+    blocks, 4096 × 1024, and ``FAISS_QUERY_ROWS · (c + 1 + g)`` results).
     """
     n, d = X.shape
     groups = None if groups is None else np.asarray(groups)
