@@ -142,3 +142,13 @@ def test_faiss_and_numpy_give_the_same_grids():
             neighbors.DEVICE = old
     for a, b in zip(grids["numpy"], grids["faiss"]):
         np.testing.assert_array_equal(a, b)
+
+
+def test_device_check_compares_every_route_with_numpy(capsys):
+    pytest.importorskip("torch")
+    from bench.device_check import grid_check
+
+    assert grid_check("cpu", [300], d=32, layers=2, k=5)
+    lines = [line for line in capsys.readouterr().out.splitlines() if line.startswith("grid N=")]
+    assert len(lines) == 2 and "faiss search" in lines[0] and "cpu search" in lines[1]
+    assert all("neighbours identical: True" in line and "grids identical: True" in line for line in lines)
