@@ -39,6 +39,7 @@ from __future__ import annotations
 import argparse
 import resource
 import shutil
+import subprocess
 import sys
 import tempfile
 import time
@@ -162,7 +163,13 @@ def main(argv=None):
     p.add_argument("--progress", action="store_true", help="analyze's tqdm bars (with their ETA)")
     p.add_argument("--tracemalloc", action="store_true", help="also the peak of numpy allocations (slower)")
     p.add_argument("--keep", default=None, help="write the store in this folder and keep it")
+    p.add_argument("--write-only", default=None, help=argparse.SUPPRESS)
     args = p.parse_args(argv)
+    if args.write_only:
+        write_store(args.write_only, n_items=args.items, video=args.video, text=args.text, layers=args.layers,
+                    dim=args.dim, log=lambda m: print(m, flush=True))
+        print(f"  writer's peak RSS {peak_rss_bytes() / 2**30:.2f} GiB", flush=True)
+        return 0
 
     from analysis.studies import analyze_store
 
@@ -173,10 +180,11 @@ def main(argv=None):
         print(f"store: {args.video} video + {args.text} text runs, {args.layers} layers x N={args.items} x "
               f"d={args.dim} ({4 * args.layers * args.items * args.dim / 2**30:.2f} GiB a run)", flush=True)
         t0 = time.perf_counter()
-        write_store(store, n_items=args.items, video=args.video, text=args.text, layers=args.layers,
-                    dim=args.dim, log=lambda m: print(m, flush=True))
-        print(f"written in {time.perf_counter() - t0:.1f} s; peak RSS so far "
-              f"{peak_rss_bytes() / 2**30:.2f} GiB", flush=True)
+        # written by a child process: this process's peak RSS is then analyze's (and the imports')
+        subprocess.run([sys.executable, __file__, "--write-only", str(store), "--items", str(args.items),
+                        "--video", str(args.video), "--text", str(args.text), "--layers", str(args.layers),
+                        "--dim", str(args.dim)], check=True)
+        print(f"written in {time.perf_counter() - t0:.1f} s", flush=True)
         rss_before = peak_rss_bytes()
         if args.tracemalloc:
             import tracemalloc
@@ -197,7 +205,7 @@ def main(argv=None):
         formula = budget_bytes(args.items, args.layers, args.dim) + 2**30
         print(f"\nanalyze N={args.items}: {seconds:.1f} s; computed {out['computed']} result(s), "
               f"{out['grids_scored']} grid(s) scored", flush=True)
-        print(f"peak RSS {peak / 2**30:.2f} GiB (before analyze: {rss_before / 2**30:.2f} GiB)"
+        print(f"peak RSS {peak / 2**30:.2f} GiB (before analyze, imports: {rss_before / 2**30:.2f} GiB)"
               + (f"; numpy peak (tracemalloc) {traced / 2**30:.2f} GiB" if traced is not None else ""))
         print(f"budget formula 3R + 4Nd + 56LNk + 16Ld² + 1 GiB = {formula / 2**30:.2f} GiB; "
               f"at N=100,000 (same L, d): {(budget_bytes(100_000, args.layers, args.dim) + 2**30) / 2**30:.2f} GiB")
