@@ -6,7 +6,7 @@ platonic-representation code (Huh et al., 2024, "The Platonic Representation Hyp
 Precision: neighbours are searched in float32 and proven (or recomputed) in float64, so they equal
 an all-float64 search exactly (``analysis.metrics.neighbors.knn_search``); CKNNA's kernel values are
 float64 cosines. Ties are broken by the lower item index.
-With ``knn="ann"`` the lists come from a faiss inverted-file index instead (approximate; its
+With ``knn="ann"`` the lists come from faiss's search in a principal subspace instead (approximate; its
 recall against the exact search is measured on a sample and kept on each state, see
 ``knn_summary``).
 
@@ -154,7 +154,7 @@ class KnnKernel(PairKernel):
     def prepare(self, X, *, k=10, groups=None, knn="exact", **_):
         """Neighbour lists of one layer ``X`` ``(N, d)``, float32 or float64 (kept as given).
 
-        ``knn="exact"``: proven exact search (``knn_search``); ``"ann"``: faiss IVF
+        ``knn="exact"``: proven exact search (``knn_search``); ``"ann"``: approximate
         (``ann_search``), its recall on a sample kept on the state (see ``knn_summary``).
         """
         # X was validated by the caller (the public function or layer_grid)
@@ -566,7 +566,7 @@ def mutual_knn(X, Y, *, k: int = 10, knn: str = "exact") -> float:
         X: ``(N, p)`` embeddings; Y: ``(N, q)`` embeddings of the same N items.
         k: neighbours per item (the item itself excluded); ``k < N``.
         knn: ``"exact"`` (default; proven equal to an all-float64 search) or ``"ann"`` (faiss
-            inverted file, for very large N; recall reported by ``layer_grid(..., info=...)``).
+            search in a principal subspace, for very large N; recall reported by ``layer_grid(..., info=...)``).
     Returns:
         ``1/(kN) sum_i |NN_k^X(i) ∩ NN_k^Y(i)|`` in ``[0, 1]``; higher means more aligned.
         Chance level is about ``k/(N-1)``. Invariant to rotation and scaling of either space.
