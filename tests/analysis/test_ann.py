@@ -13,6 +13,7 @@ import pytest
 from analysis.metrics import neighbors
 from analysis.grid import layer_grid
 from analysis.metrics import cknna, mutual_knn
+from tests.reference import ref_knn_lists
 
 pytest.importorskip("faiss")  # the `ann` extra, part of `dev`
 
@@ -127,3 +128,22 @@ def test_low_rank_layer_loses_nothing_in_the_subspace(monkeypatch):
     assert calls and set(calls) == {32}  # the subspace search ran
     np.testing.assert_array_equal(res.idx, reference_knn(X.astype(np.float64), 7))
     assert res.recall == 1.0
+
+
+def test_n_close_to_k_and_duplicated_rows():
+    """N = k + 2: every column is a candidate (the full space), so the lists are the exact ones;
+    duplicated rows (exact ties) go to the lower index as in the exact search when all copies
+    are candidates."""
+    rng = np.random.default_rng(13)
+    X = rng.normal(size=(12, 40))
+    res = neighbors.ann_search(X, 10)
+    np.testing.assert_array_equal(res.idx, reference_knn(X, 10))
+    assert res.recall == 1.0 and res.recall_rows == 12
+    # low rank (the subspace holds every inner product), each row 3 times: fewer copies than the
+    # spare candidates, so all copies are candidates and the float64 ties go to the lower index
+    base = rng.normal(size=(100, 6)) @ rng.normal(size=(6, 40))
+    D = np.concatenate([base, base, base]).astype(np.float32)
+    ann = neighbors.ann_search(D, 4)
+    # fsum cosines: copies get equal cosines bit for bit (a BLAS product need not give them)
+    np.testing.assert_array_equal(ann.idx, ref_knn_lists(D, 4))
+    assert ann.recall == 1.0
