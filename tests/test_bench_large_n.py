@@ -1,0 +1,29 @@
+"""bench/large_n.py (issue #32) must run end to end before anyone spends hours on N = 100k: a tiny
+store here, analysed, with the time, peak memory and the budget formula printed."""
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+#: writes a store in a subprocess and runs a whole analysis
+pytestmark = pytest.mark.slow
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def test_large_n_bench_runs_and_prints_memory_against_the_formula():
+    r = subprocess.run([sys.executable, "bench/large_n.py", "--items", "60", "--video", "1", "--text", "1",
+                        "--layers", "3", "--dim", "16", "--null-perms", "0"],
+                       cwd=REPO, capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert re.search(r"^analyze N=60: [\d.]+ s; computed \d+ result\(s\)", r.stdout, flags=re.M), r.stdout
+    peak = float(re.search(r"^peak RSS ([\d.]+) GiB", r.stdout, flags=re.M).group(1))
+    assert 0 < peak < 8
+    # the formula's value for this shape, from its definition: 3R + 4Nd + 56LNk + 16Ld² + 1 GiB
+    n, L, d, k = 60, 3, 16, 10
+    expected = (3 * 4 * L * n * d + 4 * n * d + 56 * L * n * k + 16 * L * d * d + 2**30) / 2**30
+    assert f"= {expected:.2f} GiB" in r.stdout
+    assert "study grids:" in r.stdout and "study profiles:" in r.stdout
