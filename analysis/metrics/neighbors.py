@@ -39,8 +39,8 @@ there); ``KnnSearch.reranked`` the float64 cosines computed.
 The float32 top-c candidates come from faiss's exhaustive inner-product search where faiss is
 installed (:mod:`analysis.metrics.neighbors_faiss`, issue #32: as fast as ``IndexFlatIP``, whose
 values obey the same bound ``E``), else from numpy's matmul and argpartition; the proof and the
-float64 re-rank are the same code on every route. The float32 similarities and top-c can run on a torch device (``device="cuda"``, or ``"auto"``
-when torch sees CUDA); candidates and the float64 re-rank always come back to numpy, so any
+float64 re-rank are the same code on every route. The float32 similarities and top-c can run on
+a torch device (``device="cuda"``, or ``"auto"`` when torch sees CUDA); candidates and the float64 re-rank always come back to numpy, so any
 device returns the same answer bit for bit.
 """
 
@@ -470,16 +470,16 @@ def knn_search(X: np.ndarray, k: int, groups: np.ndarray | None = None, *, devic
 KNN_METHODS = ("exact", "ann")
 #: rows per approximate search whose neighbours are compared with the exact answer (recall)
 RECALL_SAMPLE = 256
-#: the approximate search ranks in ``p = min(d, max(ANN_MIN_DIMS, ANN_DIMS_SHARE · d))``
-#: principal dimensions (d = 768: p = 64). faiss's search there costs about 0.3 of the exact one
-#: at N = 16k, not 1/12: below d ≈ 128 its top-k selection, not the product, sets the time
-#: (p = 128: 0.4-0.45, p = 64: 0.29-0.31, same run, 2-core VM under load). Chosen by measurement (bench/README.md, issue #32), N = 16,384,
-#: d = 768, one layer, the same run on the 2-core VM: exact (faiss's exhaustive search) 19 s;
-#: faiss IVF-Flat (512 cells) 44 s for recall 0.86 (64 probes), 66 s for 0.955 (128 probes): its
-#: per-cell scans are not BLAS-shaped, so scanning 1/4 of the rows costs more than all of them
-#: exhaustively; HNSW (M = 32, efConstruction 40) 66 s for recall 0.988, the graph's build alone
-#: twice the exact search (and multi-threaded builds are not reproducible). The projected search is
-#: one BLAS-shaped pass over ``p / d`` of the data; what it can miss is the inner product in the
+#: The approximate search ranks in ``p = min(d, max(ANN_MIN_DIMS, ANN_DIMS_SHARE · d))``
+#: principal dimensions (d = 768: p = 64). Chosen by measurement (bench/README.md, issue #32;
+#: N = 16,384, d = 768, one layer, one run on the 2-core VM under load): exact (faiss's exhaustive
+#: search) 19 s; faiss IVF-Flat (512 cells) 44 s for recall 0.86 (64 probes), 66 s for 0.955
+#: (128 probes): its per-cell scans are not BLAS-shaped, so scanning 1/4 of the rows costs more
+#: than all of them exhaustively; HNSW (M = 32, efConstruction 40) 66 s for recall 0.988, the
+#: graph's build alone twice the exact search (and multi-threaded builds are not reproducible).
+#: The projected search is one BLAS-shaped pass over ``p / d`` of the data, yet costs about 0.3 of
+#: the exact one, not 1/12: below p ≈ 128 faiss's top-k selection, not the product, sets the time
+#: (p = 128: 0.40-0.46, p = 64: 0.29-0.31). What it can miss is the inner product in the
 #: discarded directions, so its recall depends on the layer's spectrum and is measured per layer.
 ANN_DIMS_SHARE = 1 / 12
 ANN_MIN_DIMS = 32
