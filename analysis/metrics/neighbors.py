@@ -40,8 +40,8 @@ The float32 top-c candidates come from faiss's exhaustive inner-product search w
 installed (:mod:`analysis.metrics.neighbors_faiss`, issue #32: as fast as ``IndexFlatIP``, whose
 values obey the same bound ``E``), else from numpy's matmul and argpartition; the proof and the
 float64 re-rank are the same code on every route. The float32 similarities and top-c can run on
-a torch device (``device="cuda"``, or ``"auto"`` when torch sees CUDA); candidates and the float64 re-rank always come back to numpy, so any
-device returns the same answer bit for bit.
+a torch device (``device="cuda"``, or ``"auto"`` when torch sees CUDA); candidates and the
+float64 re-rank always come back to numpy, so any device returns the same answer bit for bit.
 """
 
 from __future__ import annotations
