@@ -15,16 +15,20 @@ metrics mutual_knn / cka / cknna and the default shuffled null unless ``--null-p
 - the memory budget formula below, evaluated for this shape, beside the measured peak.
 
 Memory budget of ``analyze`` at large N (float32 runs of ``L`` layers, ``N`` items, width ``d``;
-``R = 4 L N d`` bytes a run): the engine holds the runs of the pair it scores (its embedding cache
-keeps at least one run whatever its 2 GiB budget, and a pair needs two: ``2 R``), one run being
-read from DuckDB (the arrow column and the numpy copy: about ``R``), a float32 unit-row copy of the
-layer being searched (``4 N d``), and per layer prepared states of ``O(N k)`` (k-NN lists and
-cosines: ``L N k · 28`` bytes a run) and ``O(d²)`` (feature-space CKA above N = 8192)::
+``R = 4 L N d`` bytes a run, ``M`` runs): the engine's embedding cache holds runs up to its budget
+(``EMB_BUDGET`` = 2 GiB, and always the last run, whatever its size), the pair being scored may
+need one run more, and a run being read from DuckDB passes through an arrow column before its
+numpy copy (about ``R``); on top, a float32 unit-row copy of the layer being searched (``4 N d``),
+the prepared states (k-NN lists, cosines, reciprocal slots: ``24 L N k`` bytes a run, two runs;
+feature-space CKA above N = 8192: ``8 L d²`` a run) and a base of about 1 GiB (Python, numpy,
+numba, faiss, DuckDB)::
 
-    peak ≈ 3 R + 4 N d + 2 · 28 L N k + 2 · 8 L d² + base (≈ 1 GiB: Python, numpy, DuckDB, torch)
+    peak ≈ min(M R, max(EMB_BUDGET, R)) + 2 R + 4 N d + 2 (24 L N k + 8 L d²) + 1 GiB
 
-N = 100,000, L = 13, d = 768, k = 10: R = 4.0 GB, peak ≈ 12 GB + base, inside 24 GB. The bench
-prints the formula's figure beside the measured one so the constant can be checked at small N.
+N = 100,000, L = 13, d = 768, k = 10, M = 4: R = 4.0 GB, peak ≈ 13.1 GiB (14.1 GB), inside 24 GB with
+room to spare (the embedding cache does not grow with M once one run exceeds its budget). The
+bench prints the formula's figure beside the measured peak so its constants can be checked at
+small N (where the caches' 2 GiB budgets, not R, set it).
 
 Time at large N is the exact k-NN search: ``L`` searches a run, each ``2 N² d`` float32 flops
 (faiss's exhaustive search when installed, the same proof after it). ``--knn ann`` uses the
@@ -95,10 +99,13 @@ def write_store(path, *, n_items: int, video: int, text: int, layers: int, dim: 
     return runs
 
 
-def budget_bytes(n: int, layers: int, dim: int, k: int = 10) -> float:
-    """The module docstring's memory formula without the base: ``3R + 4Nd + 56LNk + 16Ld²``."""
+def budget_bytes(n: int, layers: int, dim: int, runs: int, k: int = 10) -> float:
+    """The module docstring's memory formula, in bytes (the 1 GiB base included)."""
+    from analysis.studies.engine import EMB_BUDGET
+
     run = 4 * layers * n * dim
-    return 3 * run + 4 * n * dim + 2 * 28 * layers * n * k + 2 * 8 * layers * dim * dim
+    return (min(runs * run, max(EMB_BUDGET, run)) + 2 * run + 4 * n * dim
+            + 2 * (24 * layers * n * k + 8 * layers * dim * dim) + 2**30)
 
 
 def peak_rss_bytes() -> int:
@@ -202,13 +209,15 @@ def main(argv=None):
             traced = tracemalloc.get_traced_memory()[1]
             tracemalloc.stop()
         peak = peak_rss_bytes()
-        formula = budget_bytes(args.items, args.layers, args.dim) + 2**30
+        runs = args.video + args.text
+        formula = budget_bytes(args.items, args.layers, args.dim, runs)
         print(f"\nanalyze N={args.items}: {seconds:.1f} s; computed {out['computed']} result(s), "
               f"{out['grids_scored']} grid(s) scored", flush=True)
         print(f"peak RSS {peak / 2**30:.2f} GiB (before analyze, imports: {rss_before / 2**30:.2f} GiB)"
               + (f"; numpy peak (tracemalloc) {traced / 2**30:.2f} GiB" if traced is not None else ""))
-        print(f"budget formula 3R + 4Nd + 56LNk + 16Ld² + 1 GiB = {formula / 2**30:.2f} GiB; "
-              f"at N=100,000 (same L, d): {(budget_bytes(100_000, args.layers, args.dim) + 2**30) / 2**30:.2f} GiB")
+        print(f"budget formula min(MR, max(2 GiB, R)) + 2R + 4Nd + 2(24LNk + 8Ld²) + 1 GiB = "
+              f"{formula / 2**30:.2f} GiB; at N=100,000 (same L, d, M): "
+              f"{budget_bytes(100_000, args.layers, args.dim, runs) / 2**30:.2f} GiB")
     finally:
         if not args.keep:
             shutil.rmtree(folder, ignore_errors=True)

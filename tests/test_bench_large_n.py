@@ -22,8 +22,10 @@ def test_large_n_bench_runs_and_prints_memory_against_the_formula():
     assert re.search(r"^analyze N=60: [\d.]+ s; computed \d+ result\(s\)", r.stdout, flags=re.M), r.stdout
     peak = float(re.search(r"^peak RSS ([\d.]+) GiB", r.stdout, flags=re.M).group(1))
     assert 0 < peak < 8
-    # the formula's value for this shape, from its definition: 3R + 4Nd + 56LNk + 16Ld² + 1 GiB
-    n, L, d, k = 60, 3, 16, 10
-    expected = (3 * 4 * L * n * d + 4 * n * d + 56 * L * n * k + 16 * L * d * d + 2**30) / 2**30
-    assert f"= {expected:.2f} GiB" in r.stdout
+    # the formula's value for this shape, from its definition (R = 4LNd, M = 2 runs, 2 GiB cache):
+    # min(M R, max(2 GiB, R)) + 2R + 4Nd + 2(24LNk + 8Ld²) + 1 GiB
+    n, L, d, k, M = 60, 3, 16, 10, 2
+    R = 4 * L * n * d
+    expected = (min(M * R, max(2 * 2**30, R)) + 2 * R + 4 * n * d + 2 * (24 * L * n * k + 8 * L * d * d) + 2**30)
+    assert f"= {expected / 2**30:.2f} GiB" in r.stdout
     assert "study grids:" in r.stdout and "study profiles:" in r.stdout
