@@ -8,8 +8,9 @@ between the device's and the CPU's vector of every (layer, item): the minimum an
 items/s include loading the model (small models: mostly that).
 Expected: float32 cosines ≈ 1 (≥ 0.9999); bfloat16 lower but high (≳ 0.99 on these random models).
 
-Grid check (issue #18): the float32 similarities and top-k of the k-NN search on the device
-against the numpy path, on float32 stacks with planted near-ties (``--grid-n``, default 4096 and
+Grid check (issues #18, #32): the float32 similarities and top-k of the k-NN search on the device,
+and faiss's CPU candidate route where faiss is installed (the default on a CPU machine), against
+the numpy path (every route feeds the same float64 proof and re-rank), on float32 stacks with planted near-ties (``--grid-n``, default 4096 and
 16384 on a GPU, 512 with ``--device cpu``; d=768, 4 layers): neighbour lists must be identical and mutual_knn / cknna grids equal
 bit for bit; prints the time of each path. ``--grid-only`` skips the precompute part.
 
@@ -98,15 +99,18 @@ def grid_stack(n: int, d: int, layers: int, seed: int) -> np.ndarray:
 
 
 def grid_check(device: str, sizes, d: int = 768, layers: int = 4, k: int = 10) -> bool:
-    """Device vs numpy k-NN search and grids; prints one line per N, returns whether all agree."""
+    """Device vs numpy k-NN search and grids, and faiss's CPU candidate route (issue #32) when faiss
+    is installed; prints one line per N and route, returns whether all agree with numpy."""
     from analysis.metrics import neighbors
     from analysis.grid import layer_grid
+    from analysis.metrics.neighbors_faiss import faiss_module
 
+    routes = ["numpy"] + (["faiss"] if faiss_module() is not None else []) + [device]
     ok_all = True
     for n in sizes:
         A = grid_stack(n, d, layers, seed=n)
         times, results = {}, {}
-        for dev in ("numpy", device):
+        for dev in dict.fromkeys(routes):
             old = neighbors.DEVICE
             neighbors.DEVICE = dev
             try:
@@ -118,16 +122,18 @@ def grid_check(device: str, sizes, d: int = 768, layers: int = 4, k: int = 10) -
             finally:
                 neighbors.DEVICE = old
             results[dev] = (searches, grids)
-        (s_np, g_np), (s_dev, g_dev) = results["numpy"], results[device]
-        same_idx = all(np.array_equal(a.idx, b.idx) for a, b in zip(s_np, s_dev))
-        same_grid = all(np.array_equal(g_np[m], g_dev[m], equal_nan=True) for m in g_np)
-        reranked = sum(s.reranked for s in s_np)
-        retried = sum(sum(s.resolved[1:]) for s in s_np)
-        ok = same_idx and same_grid
-        ok_all &= ok
-        print(f"grid N={n:6d} d={d} L={layers}: numpy search {times['numpy']:7.2f} s   {device} search "
-              f"{times[device]:7.2f} s   neighbours identical: {same_idx}   grids identical: {same_grid}   "
-              f"float64 re-ranked pairs: {reranked}, rows retried wider: {retried}", flush=True)
+        s_np, g_np = results["numpy"]
+        for dev in [r for r in dict.fromkeys(routes) if r != "numpy"]:
+            s_dev, g_dev = results[dev]
+            same_idx = all(np.array_equal(a.idx, b.idx) for a, b in zip(s_np, s_dev))
+            same_grid = all(np.array_equal(g_np[m], g_dev[m], equal_nan=True) for m in g_np)
+            reranked = sum(s.reranked for s in s_dev)
+            retried = sum(sum(s.resolved[1:]) for s in s_dev)
+            ok = same_idx and same_grid
+            ok_all &= ok
+            print(f"grid N={n:6d} d={d} L={layers}: numpy search {times['numpy']:7.2f} s   {dev} search "
+                  f"{times[dev]:7.2f} s   neighbours identical: {same_idx}   grids identical: {same_grid}   "
+                  f"float64 re-ranked pairs: {reranked}, rows retried wider: {retried}", flush=True)
     return ok_all
 
 

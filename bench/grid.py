@@ -17,12 +17,15 @@ its compiled kernels on first use). Numbers on a shared machine are noisy.
 the time of a self-grid of ``--scaling-layers`` layers, its peak of numpy allocations (tracemalloc,
 beyond the stack), and the process's peak resident memory (VmHWM, the stack included; the only
 measure that sees faiss's own allocations). Methods: ``exact`` mutual_knn (exactness checked on 64
-sampled rows per layer against their full float64 rows), ``cknna`` (the same search, then CKNNA's
-compiled scoring: no N² table at any N), ``ann`` mutual_knn (``knn="ann"``, faiss
-IVF; the recall it reports, and its grid's largest difference from the exact grid) and linear
-``cka`` (packed Gram at N <= 1024, row blocks to 8192, feature space above). ``--scaling-methods``
-picks some (default: all, ``ann`` only when faiss is installed). The 64k row takes ~10 min per
-method on 2 cores; leave it out for a quick run.
+sampled rows per layer against their full float64 rows; faiss's exhaustive search proposes the
+float32 candidates where faiss is installed), ``faiss`` (issue #32's reference: ``faiss.IndexFlatIP``
+search of the float32 unit rows and the mutual k-NN intersection, float32 lists), ``cknna`` (the
+same search, then CKNNA's compiled scoring: no N² table at any N), ``ann`` mutual_knn
+(``knn="ann"``; the recall it reports, and its grid's largest difference from the exact grid) and
+linear ``cka`` (packed Gram at N <= 1024, row blocks to 8192, feature space above). After each N
+the issue's targets: exact / faiss time (≤ 1.0) and ann's recall (≥ 0.95) and time / exact
+(≤ 1/3). ``--scaling-methods`` picks some (default: all, ``faiss`` and ``ann`` only when faiss is
+installed). The 64k row takes ~10 min per method on 2 cores; leave it out for a quick run.
 
 Usage: python bench/grid.py [--n 1024] [--d 768] [--layers 24] [--k 10] [--no-naive]
        [--scaling 1024,4096,16384] [--scaling-layers 2] [--scaling-methods exact,ann,cka] [--only-scaling]
@@ -137,11 +140,13 @@ def scaling_point(n, d, layers, k, method):
     from analysis.registry import get_metric
 
     A = make_stack(n, d, layers, seed=1)
+    if method == "faiss":
+        return print(json.dumps(faiss_point(A, k)))
     metric = {"cka": "cka", "cknna": "cknna"}.get(method, "mutual_knn")
     spec = get_metric(metric)
     params = spec.resolve(**({} if method == "cka" else {"k": k, "knn": "ann" if method == "ann" else "exact"}))
-    if method == "cknna":  # numba loads its compiled kernels on first use: not part of the cell
-        layer_grid(A[:1, :64], metric=metric, k=min(k, 10))
+    if method != "cka":  # imports (faiss, numba's compiled kernels, loaded on first use): not part of the cell
+        layer_grid(A[:1, :64], metric=metric, k=min(k, 10), **({"knn": "ann"} if method == "ann" else {}))
     tracemalloc.start()  # numpy reports its array allocations here: the grid's own peak
     t0 = time.perf_counter()
     # what layer_grid(A, metric=..., **params) runs, kept open so the check reuses the lists
@@ -158,23 +163,62 @@ def scaling_point(n, d, layers, k, method):
     elif method == "ann":
         from analysis.metrics.knn import knn_summary
 
-        out["recall"] = knn_summary(states)["knn_recall_min"]
+        info = knn_summary(states)
+        out["recall"] = info["knn_recall_min"]
+        out["recall_rows"] = info["knn_recall_rows"]
         # the exact grid for comparison costs the exact search again: only where that is quick
         out["max_diff"] = (float(np.max(np.abs(grid - layer_grid(A, metric="mutual_knn", k=k))))
                            if n <= 16384 else None)
     print(json.dumps(out))
 
 
+def faiss_point(A, k):
+    """The issue's reference: ``faiss.IndexFlatIP`` search of each layer's float32 unit rows (k + 1,
+    the row itself dropped), then the mutual k-NN intersection; float32 answers, ties as faiss
+    breaks them. Timed like the other cells (one subprocess, same threads)."""
+    import faiss
+
+    faiss.knn(A[0, :64], A[0, :64], 2)  # warm-up, as the other cells
+    t0 = time.perf_counter()
+    lists = []
+    for layer in A:
+        U = layer / np.linalg.norm(layer, axis=1, keepdims=True)
+        index = faiss.IndexFlatIP(U.shape[1])
+        index.add(U)
+        _, I = index.search(U, k + 1)
+        own = I == np.arange(len(U))[:, None]
+        own[~own.any(axis=1), -1] = True  # a row whose self fell out of its top k+1 (duplicates)
+        lists.append(I[~own].reshape(len(U), k))
+    grid = np.array([[(a[:, :, None] == b[:, None, :]).any(axis=2).sum() / a.size for b in lists] for a in lists])
+    seconds = time.perf_counter() - t0
+    return {"n": A.shape[1], "method": "faiss", "seconds": seconds, "peak_bytes": vm_hwm(), "grid_bytes": 0,
+            "data_bytes": A.nbytes, "grid": grid.tolist()}
+
+
+def scaling_summary(n, cells):
+    """The issue's targets for one N, from cells measured in this run."""
+    exact, ref, ann = cells.get("exact"), cells.get("faiss"), cells.get("ann")
+    if exact and ref:
+        print(f"{n:>7} exact / faiss IndexFlatIP: {exact['seconds'] / ref['seconds']:.2f}x (target <= 1.0; "
+              "ours float64-exact, ties to the lower index)", flush=True)
+    if exact and ann:
+        print(f"{n:>7} ann: recall {ann['recall']:.4f} (target >= 0.95) in {ann['seconds'] / exact['seconds']:.2f}x "
+              "the exact time (target <= 0.33)", flush=True)
+
+
 def scaling_table(sizes, d, layers, k, methods):
     print(f"\nscaling: self-grids of {layers} layers, d={d}, k={k}, float32 data, one subprocess per cell")
     print(f"{'N':>7} {'method':>7} {'time s':>9} {'grid peak MiB':>14} {'peak RSS MiB':>13} {'data MiB':>9}  check")
     for n in sizes:
+        cells = {}
         for method in methods:
             cmd = [sys.executable, __file__, "--scaling-point", str(n), "--d", str(d), "--scaling-layers",
                    str(layers), "--k", str(k), "--scaling-methods", method]
             out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout.strip().splitlines()[-1]
-            r = json.loads(out)
-            if method in ("exact", "cknna"):
+            r = cells[method] = json.loads(out)
+            if method == "faiss":
+                check = "faiss IndexFlatIP + intersection (float32 lists)"
+            elif method in ("exact", "cknna"):
                 check = f"exact on 64 rows/layer: {r['exact']}"
             elif method == "ann":
                 diff = "not computed above 16k" if r["max_diff"] is None else f"<= {r['max_diff']:.4f}"
@@ -183,6 +227,7 @@ def scaling_table(sizes, d, layers, k, methods):
                 check = "linear CKA"
             print(f"{r['n']:>7} {method:>7} {r['seconds']:>9.2f} {r['grid_bytes'] / 2**20:>14.0f} "
                   f"{r['peak_bytes'] / 2**20:>13.0f} {r['data_bytes'] / 2**20:>9.0f}  {check}", flush=True)
+        scaling_summary(n, cells)
 
 
 def default_methods():
@@ -191,7 +236,7 @@ def default_methods():
     except ImportError:
         print("(faiss not installed: no ann rows; pip install 'layerscope[ann]')")
         return ["exact", "cknna", "cka"]
-    return ["exact", "cknna", "ann", "cka"]
+    return ["exact", "faiss", "ann", "cknna", "cka"]
 
 
 def main(argv=None):
@@ -203,7 +248,8 @@ def main(argv=None):
     p.add_argument("--no-naive", action="store_true", help="skip the slow per-pair loop")
     p.add_argument("--scaling", default="", help="comma-separated N for the scaling table, e.g. 1024,4096,16384")
     p.add_argument("--scaling-layers", type=int, default=2)
-    p.add_argument("--scaling-methods", default="", help="comma-separated: exact, ann, cka (default: all)")
+    p.add_argument("--scaling-methods", default="",
+                   help="comma-separated: exact, faiss, ann, cknna, cka (default: all)")
     p.add_argument("--only-scaling", action="store_true", help="skip the grid-vs-floor part")
     p.add_argument("--scaling-point", type=int, help=argparse.SUPPRESS)
     args = p.parse_args(argv)

@@ -111,3 +111,20 @@ def ref_ranks(X, Y):
         sims = [float(Xn[i] @ Yn[j]) for j in range(len(Y))]
         ranks.append(sum(s > sims[i] for s in sims))
     return np.array(ranks)
+
+
+def ref_knn_lists(X, k, groups=None):
+    """``(N, k)`` exact cosine k-NN lists, each row sorted: cosines of the float64 unit rows summed by
+    ``math.fsum`` (correctly rounded), the row itself and its group left out, a stable sort on the
+    negated cosines (equal values keep index order: ties to the lower index)."""
+    import math
+
+    U = np.asarray(X, dtype=np.float64)
+    norms = np.linalg.norm(U, axis=1, keepdims=True)
+    U = U / np.where(norms == 0, 1.0, norms)
+    n = len(U)
+    S = np.array([[math.fsum(U[i] * U[j]) for j in range(n)] for i in range(n)])
+    np.fill_diagonal(S, -np.inf)
+    if groups is not None:
+        S[np.asarray(groups)[:, None] == np.asarray(groups)[None, :]] = -np.inf
+    return np.sort(np.argsort(-S, axis=1, kind="stable")[:, :k], axis=1)

@@ -6,7 +6,7 @@ platonic-representation code (Huh et al., 2024, "The Platonic Representation Hyp
 Precision: neighbours are searched in float32 and proven (or recomputed) in float64, so they equal
 an all-float64 search exactly (``analysis.metrics.neighbors.knn_search``); CKNNA's kernel values are
 float64 cosines. Ties are broken by the lower item index.
-With ``knn="ann"`` the lists come from a faiss inverted-file index instead (approximate; its
+With ``knn="ann"`` the lists come from faiss's search in a principal subspace instead (approximate; its
 recall against the exact search is measured on a sample and kept on each state, see
 ``knn_summary``).
 
@@ -154,7 +154,7 @@ class KnnKernel(PairKernel):
     def prepare(self, X, *, k=10, groups=None, knn="exact", **_):
         """Neighbour lists of one layer ``X`` ``(N, d)``, float32 or float64 (kept as given).
 
-        ``knn="exact"``: proven exact search (``knn_search``); ``"ann"``: faiss IVF
+        ``knn="exact"``: proven exact search (``knn_search``); ``"ann"``: approximate
         (``ann_search``), its recall on a sample kept on the state (see ``knn_summary``).
         """
         # X was validated by the caller (the public function or layer_grid)
@@ -514,21 +514,35 @@ def _masked_cross(sa: KnnState, groups: int, idx_b, sims, recips, *, counts: boo
     return (out, np.bincount(t, minlength=groups)) if counts else out
 
 
+#: Lowest measured recall of approximate lists that a grid carries without a warning: below it
+#: ``knn_summary`` adds ``recall_low`` (shown next to the grid's best cell). At recall r a list
+#: of k shares about ``r k`` neighbours with the exact one, so a mutual k-NN cell can be off by up
+#: to ``1 - r`` of its value (0.95: 5 %, the size of the bootstrap intervals at N = 1024).
+RECALL_FLOOR = 0.95
+
+
 def knn_summary(states) -> dict:
     """What a result computed from these k-NN states should carry about its neighbour search.
 
     ``{"knn": "exact"}`` when every list is exact; otherwise ``{"knn": "ann", "knn_recall": [per
     state, None for a collapsed layer], "knn_recall_min": lowest, "knn_recall_rows": rows checked
     per layer}`` (recall = share of the exact k neighbours the approximate lists hold, measured on
-    a seeded sample of rows; see ``analysis.metrics.neighbors.ann_search``).
+    a seeded sample of rows; see ``analysis.metrics.neighbors.ann_search``), plus ``"recall_low"``,
+    a sentence for the screen, when the lowest recall is below ``RECALL_FLOOR``.
     """
     states = list(states)
     if all(s.method == "exact" for s in states):
         return {"knn": "exact"}
     rec = [None if s.recall is None else float(s.recall) for s in states]
     seen = [r for r in rec if r is not None]
-    return {"knn": "ann", "knn_recall": rec, "knn_recall_min": min(seen) if seen else None,
-            "knn_recall_rows": max((s.recall_rows for s in states), default=0)}
+    out = {"knn": "ann", "knn_recall": rec, "knn_recall_min": min(seen) if seen else None,
+           "knn_recall_rows": max((s.recall_rows for s in states), default=0)}
+    low = [i for i, r in enumerate(rec) if r is not None and r < RECALL_FLOOR]
+    if low:
+        out["recall_low"] = (f"approximate k-NN recall {min(seen):.3f} is below {RECALL_FLOOR} on "
+                             f"{len(low)} of {len(rec)} layer(s): cells may differ from the exact grid "
+                             "(rerun with --knn exact)")
+    return out
 
 
 _MUTUAL = MutualKnn()
@@ -552,7 +566,7 @@ def mutual_knn(X, Y, *, k: int = 10, knn: str = "exact") -> float:
         X: ``(N, p)`` embeddings; Y: ``(N, q)`` embeddings of the same N items.
         k: neighbours per item (the item itself excluded); ``k < N``.
         knn: ``"exact"`` (default; proven equal to an all-float64 search) or ``"ann"`` (faiss
-            inverted file, for very large N; recall reported by ``layer_grid(..., info=...)``).
+            search in a principal subspace, for very large N; recall reported by ``layer_grid(..., info=...)``).
     Returns:
         ``1/(kN) sum_i |NN_k^X(i) ∩ NN_k^Y(i)|`` in ``[0, 1]``; higher means more aligned.
         Chance level is about ``k/(N-1)``. Invariant to rotation and scaling of either space.

@@ -36,9 +36,12 @@ Per row, take the top ``c = k + EXTRA_CANDIDATES`` float32 candidates, sorted
 
 ``KnnSearch.resolved`` counts the rows proven at each candidate width (the check firing shows
 there); ``KnnSearch.reranked`` the float64 cosines computed.
-The float32 similarities and top-c can run on a torch device (``device="cuda"``, or ``"auto"``
-when torch sees CUDA); candidates and the float64 re-rank always come back to numpy, so any
-device returns the same answer bit for bit.
+The float32 top-c candidates come from faiss's exhaustive inner-product search where faiss is
+installed (:mod:`analysis.metrics.neighbors_faiss`, issue #32: as fast as ``IndexFlatIP``, whose
+values obey the same bound ``E``), else from numpy's matmul and argpartition; the proof and the
+float64 re-rank are the same code on every route. The float32 similarities and top-c can run on
+a torch device (``device="cuda"``, or ``"auto"`` when torch sees CUDA); candidates and the
+float64 re-rank always come back to numpy, so any device returns the same answer bit for bit.
 """
 
 from __future__ import annotations
@@ -49,6 +52,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from analysis.metrics.degenerate import REL_TOL, ROW_PASS_ENTRIES
+from analysis.metrics.neighbors_faiss import faiss_module, faiss_top, largest_group
 
 #: Largest number of similarity entries materialised at once (~16 MB of float32).
 CHUNK_ENTRIES = 1 << 22
@@ -57,8 +61,9 @@ DEVICE_CHUNK_ENTRIES = 1 << 28
 #: Extra float32 candidates per row re-ranked in float64 when the float32 top-k is not proven.
 EXTRA_CANDIDATES = 32
 #: ``"auto"`` (torch's CUDA when an NVIDIA driver is present and torch, if installed, sees the
-#: GPU; else numpy, without importing torch), ``"numpy"``,
-#: or a torch device name (``"cpu"`` runs the torch code on CPU; tests use it). Read at call time.
+#: GPU; else faiss's exhaustive search when faiss is installed; else numpy, without importing
+#: torch), ``"faiss"``, ``"numpy"``, or a torch device name (``"cpu"`` runs the torch code on CPU;
+#: tests use it). Every route feeds the same proof and float64 re-rank: the same lists. Read at call time.
 DEVICE = os.environ.get("LAYERSCOPE_KNN_DEVICE", "auto")
 
 U32 = 2.0**-24
@@ -216,8 +221,15 @@ def _nvidia_driver() -> bool:
 
 
 def _resolve_device(device):
+    """``None`` (numpy), ``"faiss"``, or a torch device for the float32 candidates."""
     device = DEVICE if device is None else device
-    if device == "numpy" or (device == "auto" and not _nvidia_driver()):
+    if device == "faiss":
+        if faiss_module() is None:
+            raise ValueError("k-NN device 'faiss' needs faiss: pip install 'layerscope[ann]' (or: pip install faiss-cpu)")
+        return "faiss"
+    if device == "auto" and not _nvidia_driver():
+        return "faiss" if faiss_module() is not None else None
+    if device == "numpy":
         return None
     try:
         import torch
@@ -226,7 +238,9 @@ def _resolve_device(device):
             return None
         raise ValueError(f"k-NN device {device!r} needs torch, which is not installed") from None
     if device == "auto":
-        return torch.device("cuda") if torch.cuda.is_available() else None
+        if torch.cuda.is_available():
+            return torch.device("cuda")
+        return "faiss" if faiss_module() is not None else None
     return torch.device(device)
 
 
@@ -236,6 +250,7 @@ class _Float32Sims:
     def __init__(self, X, groups, device):
         n = X.shape[0]
         self.n, self.groups, self.device = n, groups, device
+        self.faiss = isinstance(device, str) and device == "faiss"
         A = np.empty(X.shape, dtype=np.float32)
         self.norms = norms = np.empty(n)
         self.collapsed = True
@@ -258,8 +273,10 @@ class _Float32Sims:
             self.collapsed = (self.collapsed and collapse_check(A[stop - 1:stop], A[0])
                               and collapse_check(A[start:stop], A[0]))
         self.u_in = U_IN
-        if device is None:
+        if device is None or self.faiss:
             self.A = A
+            # faiss skips at most this many columns per query (the row itself or its group)
+            self.extra = largest_group(groups) if self.faiss else 0
         else:
             import torch
 
@@ -269,7 +286,10 @@ class _Float32Sims:
     def top(self, rows: np.ndarray, c: int):
         """For ``rows``: the ``c`` columns of largest float32 cosine (unordered) with their values,
         and the ``(c+1)``-th largest value (``-inf`` when ``c`` covers every column)."""
-        if self.device is not None:
+        if self.faiss:
+            if c + 1 + self.extra <= self.n:
+                return faiss_top(self.A, rows, c, self.groups, self.extra)
+        elif self.device is not None:
             return self._top_torch(rows, c)
         cand = np.empty((len(rows), c), dtype=np.int64)
         vals = np.empty((len(rows), c), dtype=np.float32)
@@ -428,7 +448,8 @@ def knn_search(X: np.ndarray, k: int, groups: np.ndarray | None = None, *, devic
         (definition and proof in the module docstring and ``_settle``), each row sorted by column
         index; ``collapsed`` (and a placeholder ``idx``) when every row is the same point.
     Memory: X, one float32 unit-row copy (on the device when there is one), ``N`` norms and
-    ``CHUNK_ENTRIES`` (``DEVICE_CHUNK_ENTRIES``) similarities at a time.
+    ``CHUNK_ENTRIES`` (``DEVICE_CHUNK_ENTRIES``) similarities at a time (faiss: its own sgemm
+    blocks, 4096 × 1024, and ``FAISS_QUERY_ROWS · (c + 1 + g)`` results).
     """
     n, d = X.shape
     groups = None if groups is None else np.asarray(groups)
@@ -442,25 +463,30 @@ def knn_search(X: np.ndarray, k: int, groups: np.ndarray | None = None, *, devic
 
 
 # ---------------------------------------------------------------------------------------------
-# Approximate search (faiss IVF-Flat) with its recall measured against the exact search
+# Approximate search (exhaustive search in a principal subspace, float64 re-rank), recall measured
 # ---------------------------------------------------------------------------------------------
 
 #: ``knn=`` choices of the k-NN metrics
 KNN_METHODS = ("exact", "ann")
 #: rows per approximate search whose neighbours are compared with the exact answer (recall)
 RECALL_SAMPLE = 256
-#: faiss IVF-Flat index: about ``IVF_LISTS_PER_SQRT_N · sqrt(N)`` cells (faiss's guideline is
-#: 4-16 sqrt(N)), each query scanning the ``IVF_NPROBE`` nearest cells, i.e. about
-#: ``IVF_NPROBE / (4 sqrt(N))`` of the exact search's work (1/32 at N = 64k). An HNSW graph was
-#: tried first: built on one thread (for a reproducible graph) it took 4x the exact search at
-#: N = 16k, d = 768 on this project's 2-core machine.
-IVF_LISTS_PER_SQRT_N = 4
-IVF_NPROBE = 32
-#: k-means training points per cell (faiss subsamples, seeded): training costs about
-#: ``64·nlist^2·d·20`` flops, ~16% of the exact search at N = 64k instead of ~60% with all rows
-IVF_TRAIN_PER_LIST = 64
-#: seed of the k-means that places the cells (the index, hence the answer, is reproducible)
-IVF_SEED = 1234
+#: The approximate search ranks in ``p = min(d, max(ANN_MIN_DIMS, ANN_DIMS_SHARE · d))``
+#: principal dimensions (d = 768: p = 64). Chosen by measurement (bench/README.md, issue #32;
+#: N = 16,384, d = 768, one layer, one run on the 2-core VM under load): exact (faiss's exhaustive
+#: search) 19 s; faiss IVF-Flat (512 cells) 44 s for recall 0.86 (64 probes), 66 s for 0.955
+#: (128 probes): its per-cell scans are not BLAS-shaped, so scanning 1/4 of the rows costs more
+#: than all of them exhaustively; HNSW (M = 32, efConstruction 40) 66 s for recall 0.988, the
+#: graph's build alone twice the exact search (and multi-threaded builds are not reproducible).
+#: The projected search is one BLAS-shaped pass over ``p / d`` of the data, yet costs about 0.3 of
+#: the exact one, not 1/12: below p ≈ 128 faiss's top-k selection, not the product, sets the time
+#: (p = 128: 0.40-0.46, p = 64: 0.29-0.31). What it can miss is the inner product in the
+#: discarded directions, so its recall depends on the layer's spectrum and is measured per layer.
+ANN_DIMS_SHARE = 1 / 12
+ANN_MIN_DIMS = 32
+#: candidates per row re-ranked in float64 beyond k (the approximation's slack)
+ANN_EXTRA = 32
+#: rows (seeded sample, the recall rows left out) whose second moment places the subspace
+ANN_FIT_ROWS = 16384
 #: rows per faiss query batch (bounds the candidate arrays)
 ANN_QUERY_ROWS = 1 << 14
 
@@ -481,23 +507,35 @@ def _faiss():
     return faiss
 
 
+def ann_dims(d: int) -> int:
+    """Projected dimensions of the approximate search for rows of width ``d`` (see ``ANN_DIMS_SHARE``)."""
+    return int(min(d, max(ANN_MIN_DIMS, round(ANN_DIMS_SHARE * d))))
+
+
 def ann_search(X: np.ndarray, k: int, groups: np.ndarray | None = None, *, sample: int = RECALL_SAMPLE,
                seed: int = 0) -> KnnSearch:
-    """Approximate cosine k-NN (faiss IVF-Flat on float32 unit rows), recall measured on a sample.
+    """Approximate cosine k-NN: exhaustive search in a principal subspace, re-ranked in float64.
 
-    An inverted-file index (Jégou et al., 2011; faiss ``IndexIVFFlat``, inner product, cells placed
-    by a seeded spherical k-means) proposes ``k + extra`` candidates per row from the
-    ``IVF_NPROBE`` cells nearest to it; their float64 cosines (``dot64``) pick the k, ties by lower
-    index, so where the index finds the true neighbours the answer equals ``knn_search`` exactly.
-    Rows left with fewer than k valid candidates are searched exactly. Small N (one cell) is exact.
+    The float32 unit rows are projected on the ``p = ann_dims(d)`` leading eigenvectors of their
+    uncentred second moment (``neighbors_faiss.principal_directions``, fitted on up to
+    ``ANN_FIT_ROWS`` seeded rows other than the recall rows); faiss's exhaustive inner-product
+    search there proposes ``k + ANN_EXTRA`` candidates per row (plus the row's own group), whose
+    float64 cosines (``dot64``) pick the k, ties by lower index: where the candidates hold the true
+    neighbours the answer equals ``knn_search`` exactly. Rows left with fewer than k valid
+    candidates, and every row when N is too small for the candidate lists, are searched exactly.
+    Cost: about ``p / d`` of the exact search plus ``N (k + ANN_EXTRA) d`` float64 products.
 
-    Recall: ``sample`` rows (seeded choice) are also searched exactly; ``recall`` is the mean share
-    of their exact k neighbours that the approximate lists hold (1.0 = no neighbour missed), on
-    ``recall_rows`` rows. Cost of the check: ``sample·N·d`` float32 flops.
+    Recall: ``sample`` held-out rows (seeded choice, not used to fit the subspace) are also searched
+    exactly; ``recall`` is the mean share of their exact k neighbours that the approximate lists
+    hold (1.0 = no neighbour missed), on ``recall_rows`` rows. It depends on how much of the
+    layer's inner products the discarded directions carry, hence is measured per layer; a grid
+    below ``analysis.metrics.knn.RECALL_FLOOR`` is flagged. Cost of the check: ``sample·N·d`` flops.
     Args and returns as ``knn_search`` (``method="ann"``). Needs faiss (``INSTALL_FAISS``).
-    Memory: the float32 unit rows twice (ours and the index's copy) plus ``N`` ids.
+    Memory: the float32 unit rows, their ``(N, p)`` projection, and ``N`` norms.
     """
-    faiss = _faiss()
+    from analysis.metrics.neighbors_faiss import principal_directions, projected_candidates
+
+    _faiss()
     n, d = X.shape
     groups = None if groups is None else np.asarray(groups)
     sims = _Float32Sims(X, groups, None)
@@ -505,25 +543,22 @@ def ann_search(X: np.ndarray, k: int, groups: np.ndarray | None = None, *, sampl
     if sims.collapsed:
         return KnnSearch(idx=_placeholder(n, k), norms=sims.norms, resolved=(), bound=E, collapsed=True,
                          method="ann")
-    # the row itself and its own group come back from the index too: ask for that many more
-    extra = 1 if groups is None else int(np.unique(groups, return_counts=True)[1].max())
-    c = min(n, k + extra + 8)
-    # at least 39 training points per cell (faiss's rule of thumb for a stable k-means)
-    nlist = int(max(1, min(IVF_LISTS_PER_SQRT_N * np.sqrt(n), n // 39)))
-    index = faiss.IndexIVFFlat(faiss.IndexFlatIP(d), d, nlist, faiss.METRIC_INNER_PRODUCT)
-    index.cp.seed = IVF_SEED
-    index.cp.spherical = True  # unit rows: centroids on the sphere too
-    index.cp.max_points_per_centroid = IVF_TRAIN_PER_LIST
-    index.cp.min_points_per_centroid = 1  # small N: fewer points per cell is expected, not a warning
-    index.train(sims.A)
-    index.add(sims.A)
-    index.nprobe = min(nlist, IVF_NPROBE)
+    rng = np.random.default_rng(seed)
+    check = np.sort(rng.choice(n, size=min(sample, n), replace=False))
+    # the row itself and its own group come back from the search too: ask for that many more
+    take = min(n, k + ANN_EXTRA + largest_group(groups))
     idx = np.empty((n, k), dtype=np.int64)
     short = []
-    for start, stop in row_chunks(n, c, ANN_QUERY_ROWS * c):
+    p = ann_dims(d)
+    if p < d and take < n:
+        fit = np.setdiff1d(np.arange(n), check)
+        fit = np.sort(rng.choice(fit, size=min(ANN_FIT_ROWS, len(fit)), replace=False)) if len(fit) else check
+        P = np.ascontiguousarray(sims.A @ principal_directions(sims.A, p, fit))
+    else:
+        P = sims.A  # the full space (narrow layers, or N too small for the candidate lists)
+    for start, stop in row_chunks(n, take, ANN_QUERY_ROWS * take):
         rows = np.arange(start, stop)
-        _, cand = index.search(sims.A[start:stop], c)
-        cand = cand.astype(np.int64)
+        cand = projected_candidates(P, rows, take).astype(np.int64)
         bad = cand < 0
         cand[bad] = rows[np.nonzero(bad)[0]]  # a missing slot becomes the row itself: excluded below
         s = dot64(X, sims.norms, rows, cand)
@@ -536,7 +571,6 @@ def ann_search(X: np.ndarray, k: int, groups: np.ndarray | None = None, *, sampl
         short = np.asarray(short)
         idx[short] = _exact_rows(sims, short, k, E, X, groups)[0]
     idx.sort(axis=1)
-    check = np.sort(np.random.default_rng(seed).choice(n, size=min(sample, n), replace=False))
     exact = _exact_rows(sims, check, k, E, X, groups)[0]
     hits = (idx[check][:, :, None] == exact[:, None, :]).any(axis=2).sum()
     return KnnSearch(idx=idx, norms=sims.norms, resolved=(), bound=E, method="ann",

@@ -132,7 +132,9 @@ TABLES: list[tuple[str, list[tuple[str, str, str]], str]] = [
                           "(best_* NULL), interval: why no interval, best_caveat: a best layer that keeps "
                           "few of the distinctions its run's other layers make}; {} when healthy; and "
                           "null: {p, q95, n_perm, grouped}, the best cell's shuffled-pairing null "
-                          "(analysis/null.py) when --null-perms > 0, else null_skipped: why none"),
+                          "(analysis/null.py) when --null-perms > 0, else null_skipped: why none; knn (--knn ann): "
+                          "{knn, knn_recall per layer, knn_recall_min, knn_recall_rows, recall_low: "
+                          "set when the lowest recall is below analysis.metrics.knn.RECALL_FLOOR}"),
         ("input_key", "VARCHAR", "hash of the input runs' ids and finish times: a change means recompute"),
         ("computed", "TIMESTAMP", "when it was computed"),
     ], ""),

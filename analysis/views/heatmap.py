@@ -146,4 +146,6 @@ def best_cell_text(g: dict, model_a: str, model_b: str) -> str:
         text += f"; {n_deg} degenerate layer(s) marked and excluded"
     if flags.get("best_caveat"):
         text += f". Caveat: {flags['best_caveat']}"
+    if (flags.get("knn") or {}).get("recall_low"):
+        text += f". Caveat: {flags['knn']['recall_low']}"
     return text

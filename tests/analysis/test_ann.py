@@ -1,4 +1,5 @@
-"""Issue #18: the approximate k-NN option (faiss IVF) and its reported neighbour recall.
+"""Issues #18, #32: the approximate k-NN option (faiss's search in a principal subspace, float64
+re-rank) and its reported neighbour recall.
 
 The recall the code reports is checked against neighbours from a full stable sort of float64
 cosines computed here; "easy" data are well-separated clusters where any sane index is exact.
@@ -12,6 +13,7 @@ import pytest
 from analysis.metrics import neighbors
 from analysis.grid import layer_grid
 from analysis.metrics import cknna, mutual_knn
+from tests.reference import ref_knn_lists
 
 pytest.importorskip("faiss")  # the `ann` extra, part of `dev`
 
@@ -47,8 +49,11 @@ def test_ann_equals_exact_on_easy_data_and_reports_full_recall():
 
 
 def test_reported_recall_is_the_measured_share_of_true_neighbours(monkeypatch):
-    # a deliberately poor index on hard data (uniform directions in 64 dims): 6 cells, 1 probed
-    monkeypatch.setattr(neighbors, "IVF_NPROBE", 1)
+    # a deliberately poor search on hard data (uniform directions in 64 dims): 4 projected
+    # dimensions, no spare candidates
+    monkeypatch.setattr(neighbors, "ANN_DIMS_SHARE", 0.0)
+    monkeypatch.setattr(neighbors, "ANN_MIN_DIMS", 4)
+    monkeypatch.setattr(neighbors, "ANN_EXTRA", 0)
     X = np.random.default_rng(3).normal(size=(240, 64))
     k = 10
     res = neighbors.ann_search(X, k)  # sample 256 >= N: every row is checked
@@ -93,3 +98,52 @@ def test_the_index_is_reproducible():
     a, b = neighbors.ann_search(X, 5), neighbors.ann_search(X.copy(), 5)
     np.testing.assert_array_equal(a.idx, b.idx)
     assert a.recall == b.recall
+
+
+def test_principal_directions_span_the_leading_singular_subspace():
+    """Against numpy's SVD of the same rows (uncentred): the same p-dim subspace (projectors equal)."""
+    from analysis.metrics.neighbors_faiss import principal_directions
+
+    rng = np.random.default_rng(11)
+    A = (rng.normal(size=(400, 24)) * np.linspace(3, 0.1, 24) + 0.2).astype(np.float32)
+    rows = np.arange(0, 400, 2)
+    V = principal_directions(A, 5, rows).astype(np.float64)
+    W = np.linalg.svd(A[rows].astype(np.float64), full_matrices=False)[2][:5].T
+    np.testing.assert_allclose(V @ V.T, W @ W.T, atol=1e-5)
+
+
+def test_low_rank_layer_loses_nothing_in_the_subspace(monkeypatch):
+    """Rank-6 rows in 96 dims: the 32 projected dimensions hold every inner product, so the
+    projected search finds the true neighbours and the float64 re-rank gives the exact lists."""
+    calls = []
+    from analysis.metrics import neighbors_faiss
+
+    real = neighbors_faiss.projected_candidates
+    monkeypatch.setattr(neighbors_faiss, "projected_candidates",
+                        lambda P, rows, take: calls.append(P.shape[1]) or real(P, rows, take))
+    rng = np.random.default_rng(12)
+    X = (rng.normal(size=(400, 6)) @ rng.normal(size=(6, 96))).astype(np.float32)
+    assert neighbors.ann_dims(96) == 32
+    res = neighbors.ann_search(X, 7)
+    assert calls and set(calls) == {32}  # the subspace search ran
+    np.testing.assert_array_equal(res.idx, reference_knn(X.astype(np.float64), 7))
+    assert res.recall == 1.0
+
+
+def test_n_close_to_k_and_duplicated_rows():
+    """N = k + 2: every column is a candidate (the full space), so the lists are the exact ones;
+    duplicated rows (exact ties) go to the lower index as in the exact search when all copies
+    are candidates."""
+    rng = np.random.default_rng(13)
+    X = rng.normal(size=(12, 40))
+    res = neighbors.ann_search(X, 10)
+    np.testing.assert_array_equal(res.idx, reference_knn(X, 10))
+    assert res.recall == 1.0 and res.recall_rows == 12
+    # low rank (the subspace holds every inner product), each row 3 times: fewer copies than the
+    # spare candidates, so all copies are candidates and the float64 ties go to the lower index
+    base = rng.normal(size=(100, 6)) @ rng.normal(size=(6, 40))
+    D = np.concatenate([base, base, base]).astype(np.float32)
+    ann = neighbors.ann_search(D, 4)
+    # fsum cosines: copies get equal cosines bit for bit (a BLAS product need not give them)
+    np.testing.assert_array_equal(ann.idx, ref_knn_lists(D, 4))
+    assert ann.recall == 1.0

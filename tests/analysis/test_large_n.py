@@ -92,3 +92,24 @@ def test_cknna_block_scoring_is_the_same_in_any_grouping(monkeypatch):
     np.testing.assert_array_equal(layer_grid(A, B, metric="cknna", k=5), whole)
     assert cknna(X, X, k=5) == 1.0  # self terms run the same routine as cross terms
     np.testing.assert_array_equal(np.diag(layer_grid(A, metric="cknna", k=5)), 1.0)
+
+
+@pytest.mark.parametrize("route", ["compiled", "row_blocks", "slot_tables"])
+def test_cknna_large_n_routines_equal_the_dense_formula(monkeypatch, route):
+    """Issue #32: CKNNA never builds an N x N kernel (its sums run over the N k listed pairs), so its
+    large-N routines are the only ones; at small N each of them, forced, gives the dense
+    reference (N x N cosine kernels, top-k masks, unbiased HSIC: tests.reference.ref_cknna)."""
+    from analysis.metrics import cknna
+    from analysis.metrics import knn as knn_mod
+    from tests.reference import ref_cknna
+
+    if route != "compiled":
+        monkeypatch.setattr(knn_mod, "USE_JIT", False)
+    if route == "row_blocks":  # the numpy routine used above SLOT_TABLE_MAX_N
+        monkeypatch.setattr(knn_mod, "SLOT_TABLE_MAX_N", 0)
+        monkeypatch.setattr(knn_mod, "CKNNA_BLOCK_ENTRIES", 1)
+    rng = np.random.default_rng(21)
+    X, Y = planted(150, dx=12, dy=9, seed=21)
+    for A, B in ((X, Y), (X, X + 0.3 * rng.normal(size=X.shape))):
+        for k in (3, 10):
+            assert cknna(A, B, k=k) == pytest.approx(ref_cknna(A, B, k), rel=1e-9, abs=1e-12)
