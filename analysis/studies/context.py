@@ -41,7 +41,11 @@ from analysis.null import NULL_PERMUTATIONS
 #: controls; grids carry a shuffled-pairing null; downstream and predictors read best cells as the
 #: grid study defines them and name model sides; CiA mAP counts one query per action; the whole
 #: analysis computes on one BLAS thread (results no longer depend on --jobs; last bits move)
-ANALYSIS_VERSION = 9
+#: 10: text×text grids (issue #31) and the layer choice of text models reads them; an all-zero
+#: layer's RankMe/LID/uniformity are NaN with a note; runs holding NaN are left out, not fatal;
+#: ``--knn ann`` searches a principal subspace and flags recall below 0.95; the caption-baseline
+#: study and PCA/t-SNE pair maps are new rows
+ANALYSIS_VERSION = 10
 
 #: resamples for the scaling study's parameter intervals (each one refits the law): at most this
 #: many; the grids study keeps this many of each vision×text best cell's resample scores for them
