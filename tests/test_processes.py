@@ -108,7 +108,7 @@ time.sleep(120)
     proc.wait(timeout=30)
     r = subprocess.run([*CLI, "runs", "--store", str(store)], cwd=REPO, capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
-    row = [line for line in r.stdout.splitlines() if line.rstrip().endswith("r1")]
+    row = [line for line in r.stdout.splitlines() if "r1" in line.split()]  # (the run id is a column)
     assert row and " interrupted " in row[0] and "4/8" in row[0] and " running " not in row[0]
     assert "1 interrupted" in r.stdout and "rerun the same precompute command to resume" in r.stdout
 
