@@ -209,6 +209,7 @@ MISSING = {
     "runs_rm": lambda s, t: ["runs", "rm", "--store", s, "abc"],
     "runs_rename": lambda s, t: ["runs", "rename", "--store", s, "a", "b"],
     "migrate": lambda s, t: ["migrate", "--store", s],
+    "dashboard": lambda s, t: ["dashboard", "--store", s, "--port", "1"],  # refused before any server starts
 }
 
 
