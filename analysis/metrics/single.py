@@ -77,27 +77,57 @@ def rankme_fast(X, *, spectrum: tuple[np.ndarray, float] | None = None) -> float
 
 _U32 = 2.0**-24
 
+#: extra columns per row asked of faiss's exhaustive L2 search beyond ``k + 1`` (the row itself):
+#: the last one returned bounds every column not returned, which proves most rows' candidates
+LID_FAISS_EXTRA = 16
+#: query rows per faiss call of :func:`knn_distances` (bounds the ``(rows, k + 1 + extra)`` results)
+LID_FAISS_ROWS = 1 << 14
+#: rows per float64 re-rank of candidate pairs (bounds the gathered ``(rows·c, d)`` differences)
+LID_RERANK_ROWS = 1024
+#: ``"auto"`` (faiss's exhaustive search where faiss is installed, else numpy), ``"faiss"`` or
+#: ``"numpy"``: which float32 search proposes :func:`knn_distances`'s candidates (same distances)
+LID_ROUTES = ("auto", "faiss", "numpy")
 
-def knn_distances(X, k: int) -> np.ndarray:
+
+def _float32_error(d: int) -> float:
+    """``ε`` with ``|D̃_ij − D_ij| <= ε (s_i + s_j)`` for any float32 squared distance of the
+    float32 copies of centred rows (``s_i = ||c_i||²``; ``u = u₃₂``, ``γ_d = d u / (1 − d u)``).
+
+    Covers both forms a float32 search uses (Higham 2002 §3.1; any summation order, FMA or not):
+    the norm trick ``||c̃_i||² + ||c̃_j||² − 2 c̃_i·c̃_j`` (input rounding ``4u``, the dot and the two
+    float32 norms ``3γ_d``, the additions ``4u``; ``D <= 2(s_i + s_j)`` bounds what is relative
+    to the result) and the difference form ``Σ_t (c̃_it − c̃_jt)²`` faiss uses for a few queries
+    (``2γ_d + 10u``); clamping a negative ``D̃`` to 0 only moves it towards ``D >= 0``."""
+    gamma = d * _U32 / (1 - d * _U32)
+    return 1.01 * (12 * _U32 + 3 * gamma)
+
+
+def knn_distances(X, k: int, *, route: str = "auto") -> np.ndarray:
     """``(N, k)`` Euclidean distances of each row of ``X`` ``(N, d)`` to its ``k`` nearest other
     rows, ascending, each measured from differences in float64 (``sqrt(sum_t (x_it - x_jt)²)``,
     within ``(d + 2) u`` relative, ``u = 2⁻⁵³``).
 
     Which rows are nearest is found in float32, then proven: rows are centred (``c_i = x_i − μ``,
-    distances do not change) and ``D̃_ij = ||c̃_i||² + ||c̃_j||² − 2 c̃_i·c̃_j`` from float32 copies
-    ``c̃`` and one float32 matrix product per row block. Its error is at most
-    ``e_ij = ε (s_i + s_j)`` with ``s_i = ||c_i||²`` and ``ε = 1.01 (9 u₃₂ + γ_d(u₃₂))`` (input
-    rounding ``4u₃₂``, the float32 dot ``γ_d``, the rounded norms and the two additions ``4u₃₂``;
-    Higham 2002 §3.1, ``γ_d = d u / (1 − d u)``). Since ``D <= D̃ + e`` entrywise, the true k-th
-    smallest distance is at most ``D̃_(k) + e_i`` (``e_i = ε (s_i + max_j s_j)``), so every column
-    among the k nearest, ties included, has ``D̃_ij <= D̃_(k) + 2 e_i``: those candidates (usually
-    k or a few more) are measured exactly and their k smallest kept. No fallback is needed; near
-    ties only widen the candidate set. Duplicated rows give exact zeros. Against the float64
-    product it replaced: about half the arithmetic and memory traffic. Memory: one float32 row
-    block (``CHUNK_ENTRIES``), a float64 and a float32 centred copy of ``X``.
-    """
-    from analysis.metrics import neighbors_jit
+    distances do not change) and scaled by a power of two; a float32 search gives approximate
+    squared distances ``D̃_ij`` within ``e_ij = ε (s_i + s_j)`` of the true ``D_ij``
+    (``s_i = ||c_i||²``, ``ε`` from :func:`_float32_error`). Since ``D <= D̃ + e`` entrywise, the
+    true k-th smallest distance is at most ``D̃_(k) + e_i`` (``e_i = ε (s_i + max_j s_j)``), so
+    every column among the k nearest, ties included, has ``D̃_ij <= D̃_(k) + 2 e_i``: those
+    candidates (usually k or a few more) are measured exactly and their k smallest kept. Duplicated
+    rows give exact zeros.
 
+    ``route`` (:data:`LID_ROUTES`): faiss's exhaustive L2 search (``faiss.knn``, a blocked sgemm and
+    a heap per query: no ``N × N`` block, no partition) returns ``k + 1 +`` :data:`LID_FAISS_EXTRA`
+    columns per row; a row is proven when the last value returned (a lower bound on every column
+    not returned) exceeds ``D̃_(k) + 2 e_i``. Rows not proven (many near ties), and every row on
+    the numpy route, compare against all columns: one float32 row block (``CHUNK_ENTRIES``) and
+    ``np.partition``. Both routes give the same distances (the same float64 re-rank of a superset
+    of the same candidates). Memory: a float64 and a float32 centred copy of ``X``, plus one block.
+    """
+    from analysis.metrics.neighbors_faiss import faiss_module
+
+    if route not in LID_ROUTES:
+        raise ValueError(f"knn_distances route must be one of {LID_ROUTES}, got {route!r}")
     X = np.asarray(as_matrix(X), dtype=np.float64)
     n, d = X.shape
     check_k(n, k)
@@ -109,34 +139,87 @@ def knn_distances(X, k: int) -> np.ndarray:
         C *= 2.0 ** -np.floor(np.log2(top))
     C32 = C.astype(np.float32)
     sq = np.einsum("ij,ij->i", C, C)
-    sq32 = np.einsum("ij,ij->i", C32, C32, dtype=np.float64).astype(np.float32)
-    eps = 1.01 * (9 * _U32 + d * _U32 / (1 - d * _U32))
-    near = neighbors_jit.near_kernel()
+    eps = _float32_error(d)
     out = np.empty((n, k))
-    for start, stop in row_chunks(n, n):
-        rows = np.arange(start, stop)
-        D = C32[start:stop] @ C32.T  # (||c_i||² + ||c_j||²) − 2 c_i·c_j in the product's buffer
-        D *= -2.0
-        D += sq32[start:stop, None]
-        D += sq32[None, :]
-        D[rows - start, rows] = np.inf  # a row is not its own neighbour
-        kth = np.partition(D, k - 1, axis=1)[:, k - 1].astype(np.float64)
-        limit = kth + 2 * eps * (sq[rows] + sq.max())
-        out[rows] = (near or _near_sqdists)(D, limit, X, rows, k)
+    todo = np.arange(n)
+    faiss = None if route == "numpy" else faiss_module()
+    if route == "faiss" and faiss is None:
+        raise ValueError("knn_distances route 'faiss' needs faiss installed")
+    take = k + 1 + LID_FAISS_EXTRA
+    if faiss is not None and take <= n:
+        todo = _faiss_sqdists(faiss, C32, sq, X, k, take, eps, out)
+    _block_sqdists(C32, sq, X, k, eps, todo, out)
     return np.sqrt(out)
 
 
-def _near_sqdists(approx, limit, X, rows, k) -> np.ndarray:
-    """numpy form of the compiled ``near_sqdists`` (same candidates, same bits): the k smallest
-    exact squared distances per row among the columns with ``approx <= limit``."""
+def _faiss_sqdists(faiss, C32, sq, X, k, take, eps, out) -> np.ndarray:
+    """Fill ``out`` for the rows whose candidates faiss's ``take`` columns prove; return the others."""
+    n = C32.shape[0]
+    smax = float(sq.max())
+    failed = []
+    for start in range(0, n, LID_FAISS_ROWS):
+        stop = min(n, start + LID_FAISS_ROWS)
+        rows = np.arange(start, stop)
+        D, I = faiss.knn(C32[start:stop], C32, take, metric=faiss.METRIC_L2)
+        D = D.astype(np.float64)
+        # the row itself (and padding, I = -1) is no candidate; faiss sorts ascending, so the
+        # (k)-th smallest valid value is read after pushing excluded entries to +inf
+        D[(I == rows[:, None]) | (I < 0)] = np.inf
+        kth = np.partition(D, k - 1, axis=1)[:, k - 1]
+        limit = kth + 2 * eps * (sq[rows] + smax)
+        # a column not returned has D̃ >= the largest value returned (a heap keeps the smallest)
+        last = np.max(np.where(I < 0, -np.inf, np.where(I == rows[:, None], -np.inf, D)), axis=1)
+        proven = (last > limit) & np.isfinite(kth)
+        for s0 in range(0, stop - start, LID_RERANK_ROWS):
+            sl = slice(s0, min(stop - start, s0 + LID_RERANK_ROWS))
+            ok = np.nonzero(proven[sl])[0] + s0
+            if len(ok):
+                r, j = np.nonzero(D[ok] <= limit[ok, None])
+                out[rows[ok]] = _k_smallest_exact(X, rows[ok], r, I[ok][r, j], k)
+        failed.append(rows[~proven])
+    return np.concatenate(failed) if failed else np.arange(0)
+
+
+def _block_sqdists(C32, sq, X, k, eps, rows_todo, out) -> None:
+    """Fill ``out`` for ``rows_todo`` against every column: float32 row blocks, the proof's
+    candidate limit, the float64 re-rank (compiled where numba is available)."""
+    from analysis.metrics import neighbors_jit
+
+    if not len(rows_todo):
+        return
+    n = C32.shape[0]
+    sq32 = np.einsum("ij,ij->i", C32, C32, dtype=np.float64).astype(np.float32)
+    smax = float(sq.max())
+    near = neighbors_jit.near_kernel()
+    for start, stop in row_chunks(len(rows_todo), n):
+        rows = rows_todo[start:stop]
+        D = C32[rows] @ C32.T  # (||c_i||² + ||c_j||²) − 2 c_i·c_j in the product's buffer
+        D *= -2.0
+        D += sq32[rows, None]
+        D += sq32[None, :]
+        D[np.arange(len(rows)), rows] = np.inf  # a row is not its own neighbour
+        kth = np.partition(D, k - 1, axis=1)[:, k - 1].astype(np.float64)
+        limit = kth + 2 * eps * (sq[rows] + smax)
+        out[rows] = (near or _near_sqdists)(D, limit, X, rows, k)
+
+
+def _k_smallest_exact(X, rows, r, c, k) -> np.ndarray:
+    """``(len(rows), k)`` the k smallest float64 squared distances of ``X[rows[r]]`` to ``X[c]``
+    per local row ``r`` (pairs listed row-major; each row has at least k)."""
     from analysis.metrics.neighbors_jit import lane_sqdists
 
-    r, c = np.nonzero(approx <= limit[:, None])
     d2 = lane_sqdists(X[rows[r]], X[c])
     order = np.lexsort((d2, r))
     r, d2 = r[order], d2[order]
     first = np.searchsorted(r, np.arange(len(rows)))
     return d2[first[:, None] + np.arange(k)]
+
+
+def _near_sqdists(approx, limit, X, rows, k) -> np.ndarray:
+    """numpy form of the compiled ``near_sqdists`` (same candidates, same bits): the k smallest
+    exact squared distances per row among the columns with ``approx <= limit``."""
+    r, c = np.nonzero(approx <= limit[:, None])
+    return _k_smallest_exact(X, rows, r, c, k)
 
 
 def lid_mle_from_distances(R: np.ndarray) -> float:
