@@ -17,6 +17,13 @@ the same way and agree bit for bit):
   linear kernel does not change when a constant is added to every row, since each of its terms
   is a sum of ``k_ij + k_qr - k_iq - k_jr``), ``tr(K~L~) = ||Xc^T Yc||^2 - k·l``,
   ``K~1 = Xc (Xc^T 1) - k``.
+  Above ``FEATURE32_CKA_MIN_N`` (biased linear CKA, what ``analyze`` computes) each layer is
+  centred once in ``prepare`` and kept as a float32 copy, and ``Xc^T Yc`` is summed in float64
+  over float32 products of ``FEATURE32_ROWS`` rows (sgemm: about half dgemm's time). Each cell's
+  error is proven a posteriori from ``||C̃ - C||_F <= δ ||Xc||_F ||Yc||_F`` (``δ ≈ γ_m(u32) + 2u32``,
+  :func:`_feature32_error`) carried through the ratio (:func:`feature32_cka_bound`); a cell whose
+  bound exceeds ``CKA_FLOAT32_ATOL`` (1e-3) is recomputed by the float64 form. The bound is a worst
+  case (~1e-4 on N = 10,000 synthetic layers of width 768); the measured error there is ~5e-10.
 - **blocks** (everything else): row blocks of the kernel rebuilt per call into one reused buffer
   per side (``GRAM_BLOCK_ENTRIES`` per layer), never N x N per layer.
 
@@ -36,11 +43,12 @@ Feature form against the Gram form (both float64; Higham 2002, §3.1): each entr
 ``γ_N (2 sqrt(p q) + sqrt(p) + sqrt(q))`` (absolute; first order). Centring in float64 adds
 ``u64·|mean|/spread`` relative per entry, the same for both forms. For N = 1e5, p = q = 768:
 ≤ 3.5e-8 rigorous, ~1e-12 in practice (rounding errors of a dot grow like sqrt(N), not N); the
-Gram form's own error is of the same order. In float32 the same bound is > 1 and the typical error
-~1e-2, hence float64 chunks. Tests hold the two forms to ``rel=1e-9``.
+Gram form's own error is of the same order. In float32 over all N rows the same bound is > 1 and
+the typical error ~1e-2, hence float64 accumulation of short float32 blocks above (``γ_512(u32)``). Tests hold the two forms to ``rel=1e-9``.
 
 Memory: packed: ``N^2/2`` float64 per layer (4 MiB at N = 1024), no copy of the layer; feature:
-the layer as stored (by reference) plus O(N + d); blocks: one float64 copy of each layer plus
+the layer as stored (by reference) plus O(N + d), and above ``FEATURE32_CKA_MIN_N`` its float32
+centred copy (``4 N d`` bytes per prepared layer); blocks: one float64 copy of each layer plus
 ``GRAM_BLOCK_ENTRIES`` per layer of block buffer.
 """
 
@@ -68,6 +76,19 @@ FEATURE_CKA_MIN_N = 8192
 
 #: Rows per float64 chunk of the feature form (25 MiB at d = 768); fixed, so sums add up in one order.
 FEATURE_CHUNK_ROWS = 4096
+
+#: Above this N, biased linear CKA's feature form multiplies float32 centred copies (one per layer,
+#: made once in ``prepare``) in blocks of ``FEATURE32_ROWS`` rows, each block's ``d × d`` product
+#: added into float64: about half the time of the float64 form (sgemm against dgemm). Each cell's
+#: error is bounded a posteriori (:func:`feature32_cka_bound`); a cell whose bound exceeds
+#: ``CKA_FLOAT32_ATOL`` is recomputed by the float64 form.
+FEATURE32_CKA_MIN_N = 8192
+#: rows per float32 product: the float32 error bound grows with it (``γ_m``, 3e-5 at 512)
+FEATURE32_ROWS = 512
+#: largest proven error of a float32 feature-form CKA cell (absolute; typical errors are ~1e-9)
+CKA_FLOAT32_ATOL = 1e-3
+_U32 = 2.0**-24
+_U64 = 2.0**-53
 
 #: Entries of one layer's Gram row block (8 MB): small enough that the per-layer blocks of a
 #: whole model stay in a reused buffer instead of N x N per layer.
@@ -121,6 +142,10 @@ class GramState:
     diag: np.ndarray | None = field(default=None, repr=False)  # packed: diagonal (None: all zero)
     upper: np.ndarray | None = field(default=None, repr=False)  # packed: strict upper triangle
     self_inner: float | None = None  # <K, K>_F (debiased: tr(K~ K~)), computed on first use
+    #: feature, float32 route: the centred layer rounded to float32, and ||Xc||_F (float64)
+    X32: np.ndarray | None = field(default=None, repr=False)
+    fro: float = 0.0
+    self32: tuple[float, float] | None = None  # (||X32ᵀX32||², its error bound), on first use
 
     def raw_block(self, start: int, stop: int) -> np.ndarray:
         if self.kernel == "linear":
@@ -226,6 +251,74 @@ def _feature_cross(sa: GramState, sb: GramState) -> float:
     return out
 
 
+def _feature32_error(n: int) -> float:
+    """``δ`` with ``||C̃ − Xcᵀ Yc||_F <= δ ||Xc||_F ||Yc||_F`` for the float32 block form: rounding
+    the centred rows to float32 (``2u₃₂`` on each product), each block's float32 dot of
+    ``FEATURE32_ROWS`` terms (``γ_m(u₃₂)``, any order, FMA or not), the float64 sum of the
+    ``⌈N/m⌉`` block results (``γ(u₆₄)``); entrywise ``|E_ab| <= δ Σ_i |x_ia||y_ib|``, and the
+    Frobenius norm of ``|Xc|ᵀ|Yc|`` is at most ``||Xc||_F ||Yc||_F`` (Cauchy–Schwarz). Higham
+    2002 §3.1; the centring itself is float64, as in the float64 form."""
+    m = min(n, FEATURE32_ROWS)
+    blocks = -(-n // FEATURE32_ROWS)
+    return 1.01 * (m * _U32 / (1 - m * _U32) + 2 * _U32) + blocks * _U64 / (1 - blocks * _U64)
+
+
+def _frob_sq_interval(C: np.ndarray, err: float) -> tuple[float, float]:
+    """``(||C̃||_F², bound)``: ``| ||C̃||² − ||C||² | <= e (2 ||C̃|| + e)`` when ``||C̃ − C||_F <= e``,
+    plus the float64 sum of squares (``γ_{d²}(u₆₄)`` relative)."""
+    v = float(np.sum(C * C))
+    return v, err * (2.0 * np.sqrt(v) + err) + C.size * _U64 * v * 1.01
+
+
+def _feature32_product(sa: GramState, sb: GramState) -> np.ndarray:
+    """``Σ_blocks fl32(Xa_blockᵀ Xb_block)`` accumulated in float64, ``(p, q)``."""
+    C = np.zeros((sa.X32.shape[1], sb.X32.shape[1]))
+    for start in range(0, sa.n, FEATURE32_ROWS):
+        stop = min(sa.n, start + FEATURE32_ROWS)
+        C += sa.X32[start:stop].T @ sb.X32[start:stop]
+    return C
+
+
+def _feature32_cross(sa: GramState, sb: GramState) -> tuple[float, float]:
+    """``(||Xcᵀ Yc||_F², its error bound)`` by the float32 block form."""
+    delta = _feature32_error(sa.n)
+    return _frob_sq_interval(_feature32_product(sa, sb), delta * sa.fro * sb.fro)
+
+
+def _feature32_self(s: GramState) -> tuple[float, float]:
+    if s.self32 is None:
+        s.self32 = _feature32_cross(s, s)
+    return s.self32
+
+
+def feature32_cka_bound(cross: float, e_cross: float, sa: float, e_a: float, sb: float, e_b: float) -> float:
+    """Largest ``|CKA − cross / sqrt(sa sb)|`` over the intervals ``cross ± e_cross``,
+    ``sa ± e_a``, ``sb ± e_b`` (CKA is monotone in each); inf when a self term may be 0."""
+    if sa - e_a <= 0 or sb - e_b <= 0:
+        return float("inf")
+    value = cross / np.sqrt(sa * sb)
+    lo = (cross - e_cross) / np.sqrt((sa + e_a) * (sb + e_b)) if cross - e_cross >= 0 else \
+        (cross - e_cross) / np.sqrt((sa - e_a) * (sb - e_b))
+    hi = (cross + e_cross) / np.sqrt((sa - e_a) * (sb - e_b))
+    return float(max(hi - value, value - lo))
+
+
+def _feature32_scores(states_a, states_b) -> np.ndarray:
+    """Biased linear CKA of every pair by the float32 block form; each cell whose proven error
+    (:func:`feature32_cka_bound`) exceeds ``CKA_FLOAT32_ATOL`` is the float64 form's value."""
+    out = np.empty((len(states_a), len(states_b)))
+    for i, a in enumerate(states_a):
+        for j, b in enumerate(states_b):
+            cross, e_cross = _feature32_cross(a, b)
+            (s_a, e_a), (s_b, e_b) = _feature32_self(a), _feature32_self(b)
+            if feature32_cka_bound(cross, e_cross, s_a, e_a, s_b, e_b) <= CKA_FLOAT32_ATOL:
+                out[i, j] = cross / np.sqrt(s_a * s_b)
+            else:  # not proven (e.g. a constant layer, or the bound too wide): the float64 form
+                denom = np.sqrt(a.inner_self() * b.inner_self())
+                out[i, j] = _feature_cross(a, b) / denom if denom > 0 else 0.0
+    return out
+
+
 class CkaKernel(PairKernel):
     def prepare(self, X, *, kernel="linear", debiased=False, sigma=1.0, **_):
         """Per-layer state of one layer ``X`` ``(N, d)``, float32 or float64 (see the module docstring)."""
@@ -278,6 +371,16 @@ class CkaKernel(PairKernel):
         for start in range(0, n, FEATURE_CHUNK_ROWS):
             total += X[start:start + FEATURE_CHUNK_ROWS].astype(np.float64).sum(axis=0)
         state.mean = total / n
+        if not debiased and n > FEATURE32_CKA_MIN_N:
+            state.X32 = np.empty((n, d), dtype=np.float32)
+            fro = 0.0
+            for start in range(0, n, FEATURE_CHUNK_ROWS):
+                stop = min(n, start + FEATURE_CHUNK_ROWS)
+                C = state.centred(start, stop)
+                fro += float(np.einsum("ij,ij->", C, C))
+                state.X32[start:stop] = C
+            # rounded up by the float64 sum's own bound (γ_{Nd}): an upper bound on ||Xc||_F
+            state.fro = float(np.sqrt(fro * (1 + 1.01 * n * d * _U64)))
         if debiased:
             k = np.empty(n)
             col = np.zeros(d)  # Xc^T 1: zero up to rounding, kept so the identity is exact
@@ -305,6 +408,8 @@ class CkaKernel(PairKernel):
             fill_packed_self(list(states_a) + list(states_b))
             self_a = np.array([s.inner_self() for s in states_a])
             self_b = np.array([s.inner_self() for s in states_b])
+        elif mode == "feature" and all(s.X32 is not None for s in list(states_a) + list(states_b)):
+            return _feature32_scores(states_a, states_b)
         elif mode == "feature":
             cross = np.array([[_feature_cross(a, b) for b in states_b] for a in states_a])
             self_a = np.array([s.inner_self() for s in states_a])
