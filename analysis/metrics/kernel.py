@@ -17,9 +17,9 @@ the same way and agree bit for bit):
   linear kernel does not change when a constant is added to every row, since each of its terms
   is a sum of ``k_ij + k_qr - k_iq - k_jr``), ``tr(K~L~) = ||Xc^T Yc||^2 - k·l``,
   ``K~1 = Xc (Xc^T 1) - k``.
-  Above ``FEATURE32_CKA_MIN_N`` (biased linear CKA, what ``analyze`` computes) each layer is
-  centred once in ``prepare`` and kept as a float32 copy, and ``Xc^T Yc`` is summed in float64
-  over float32 products of ``FEATURE32_ROWS`` rows (sgemm: about half dgemm's time). Each cell's
+  Above ``FEATURE32_CKA_MIN_N`` (biased linear CKA, what ``analyze`` computes)
+  ``Xc^T Yc`` is summed in float64 over float32 products of ``FEATURE32_ROWS`` rows, each block
+  centred in float64, rounded to float32 and used for a whole tile of pairs (sgemm: about half dgemm's time). Each cell's
   error is proven a posteriori from ``||C̃ - C||_F <= δ ||Xc||_F ||Yc||_F`` (``δ ≈ γ_m(u32) + 2u32``,
   :func:`_feature32_error`) carried through the ratio (:func:`feature32_cka_bound`); a cell whose
   bound exceeds ``CKA_FLOAT32_ATOL`` (1e-3) is recomputed by the float64 form. The bound is a worst
@@ -47,8 +47,8 @@ Gram form's own error is of the same order. In float32 over all N rows the same 
 the typical error ~1e-2, hence float64 accumulation of short float32 blocks above (``γ_512(u32)``). Tests hold the two forms to ``rel=1e-9``.
 
 Memory: packed: ``N^2/2`` float64 per layer (4 MiB at N = 1024), no copy of the layer; feature:
-the layer as stored (by reference) plus O(N + d), and above ``FEATURE32_CKA_MIN_N`` its float32
-centred copy (``4 N d`` bytes per prepared layer); blocks: one float64 copy of each layer plus
+the layer as stored (by reference) plus O(N + d) (above ``FEATURE32_CKA_MIN_N``, one tile of
+``FEATURE32_TILE²`` float64 ``d × d`` accumulators while a grid is scored); blocks: one float64 copy of each layer plus
 ``GRAM_BLOCK_ENTRIES`` per layer of block buffer.
 """
 
@@ -142,8 +142,8 @@ class GramState:
     diag: np.ndarray | None = field(default=None, repr=False)  # packed: diagonal (None: all zero)
     upper: np.ndarray | None = field(default=None, repr=False)  # packed: strict upper triangle
     self_inner: float | None = None  # <K, K>_F (debiased: tr(K~ K~)), computed on first use
-    #: feature, float32 route: the centred layer rounded to float32, and ||Xc||_F (float64)
-    X32: np.ndarray | None = field(default=None, repr=False)
+    #: feature: True above FEATURE32_CKA_MIN_N (biased): the float32 block route, with ||Xc||_F
+    float32: bool = False
     fro: float = 0.0
     self32: tuple[float, float] | None = None  # (||X32ᵀX32||², its error bound), on first use
 
@@ -270,19 +270,34 @@ def _frob_sq_interval(C: np.ndarray, err: float) -> tuple[float, float]:
     return v, err * (2.0 * np.sqrt(v) + err) + C.size * _U64 * v * 1.01
 
 
-def _feature32_product(sa: GramState, sb: GramState) -> np.ndarray:
-    """``Σ_blocks fl32(Xa_blockᵀ Xb_block)`` accumulated in float64, ``(p, q)``."""
-    C = np.zeros((sa.X32.shape[1], sb.X32.shape[1]))
-    for start in range(0, sa.n, FEATURE32_ROWS):
-        stop = min(sa.n, start + FEATURE32_ROWS)
-        C += sa.X32[start:stop].T @ sb.X32[start:stop]
-    return C
+def _centred32(s: GramState, start: int, stop: int) -> np.ndarray:
+    """Rows ``start:stop`` centred in float64 (as the float64 form), rounded to float32."""
+    return s.centred(start, stop).astype(np.float32)
+
+
+def _feature32_products(states_a, states_b) -> list[list[np.ndarray]]:
+    """``Σ_blocks fl32(Xa_blockᵀ Xb_block)`` accumulated in float64 for every pair, ``(p, q)``
+    each; every block of ``FEATURE32_ROWS`` rows is centred once per layer and used for all the
+    pairs it is in (the same products in the same order whatever the grid: one pair's value is
+    the grid cell's, bit for bit)."""
+    n = states_a[0].n
+    acc = [[np.zeros((a.X.shape[1], b.X.shape[1])) for b in states_b] for a in states_a]
+    for start in range(0, n, FEATURE32_ROWS):
+        stop = min(n, start + FEATURE32_ROWS)
+        ca = [_centred32(a, start, stop) for a in states_a]
+        # a separate copy even for a self-grid: numpy sends ``x.T @ x`` of one buffer to syrk, whose
+        # rounding differs from gemm's; one kind of product keeps a cell equal to the one-pair value
+        cb = [_centred32(b, start, stop) for b in states_b]
+        for i, x in enumerate(ca):
+            for j, y in enumerate(cb):
+                acc[i][j] += x.T @ y
+    return acc
 
 
 def _feature32_cross(sa: GramState, sb: GramState) -> tuple[float, float]:
     """``(||Xcᵀ Yc||_F², its error bound)`` by the float32 block form."""
-    delta = _feature32_error(sa.n)
-    return _frob_sq_interval(_feature32_product(sa, sb), delta * sa.fro * sb.fro)
+    C = _feature32_products([sa], [sb])[0][0]
+    return _frob_sq_interval(C, _feature32_error(sa.n) * sa.fro * sb.fro)
 
 
 def _feature32_self(s: GramState) -> tuple[float, float]:
@@ -303,19 +318,30 @@ def feature32_cka_bound(cross: float, e_cross: float, sa: float, e_a: float, sb:
     return float(max(hi - value, value - lo))
 
 
+#: layers per side of one tile of :func:`_feature32_scores`: ``FEATURE32_TILE²`` float64 ``d × d``
+#: accumulators at a time (300 MB at d = 768), each block of rows centred once per tile
+FEATURE32_TILE = 8
+
+
 def _feature32_scores(states_a, states_b) -> np.ndarray:
-    """Biased linear CKA of every pair by the float32 block form; each cell whose proven error
-    (:func:`feature32_cka_bound`) exceeds ``CKA_FLOAT32_ATOL`` is the float64 form's value."""
+    """Biased linear CKA of every pair by the float32 block form, tile by tile; each cell whose
+    proven error (:func:`feature32_cka_bound`) exceeds ``CKA_FLOAT32_ATOL`` is the float64 form's."""
     out = np.empty((len(states_a), len(states_b)))
-    for i, a in enumerate(states_a):
-        for j, b in enumerate(states_b):
-            cross, e_cross = _feature32_cross(a, b)
-            (s_a, e_a), (s_b, e_b) = _feature32_self(a), _feature32_self(b)
-            if feature32_cka_bound(cross, e_cross, s_a, e_a, s_b, e_b) <= CKA_FLOAT32_ATOL:
-                out[i, j] = cross / np.sqrt(s_a * s_b)
-            else:  # not proven (e.g. a constant layer, or the bound too wide): the float64 form
-                denom = np.sqrt(a.inner_self() * b.inner_self())
-                out[i, j] = _feature_cross(a, b) / denom if denom > 0 else 0.0
+    delta = _feature32_error(states_a[0].n)
+    t = FEATURE32_TILE
+    for i0 in range(0, len(states_a), t):
+        for j0 in range(0, len(states_b), t):
+            ta, tb = states_a[i0:i0 + t], states_b[j0:j0 + t]
+            prods = _feature32_products(ta, tb)
+            for i, a in enumerate(ta):
+                for j, b in enumerate(tb):
+                    cross, e_cross = _frob_sq_interval(prods[i][j], delta * a.fro * b.fro)
+                    (s_a, e_a), (s_b, e_b) = _feature32_self(a), _feature32_self(b)
+                    if feature32_cka_bound(cross, e_cross, s_a, e_a, s_b, e_b) <= CKA_FLOAT32_ATOL:
+                        out[i0 + i, j0 + j] = cross / np.sqrt(s_a * s_b)
+                    else:  # not proven (a constant layer, or the bound too wide): the float64 form
+                        denom = np.sqrt(a.inner_self() * b.inner_self())
+                        out[i0 + i, j0 + j] = _feature_cross(a, b) / denom if denom > 0 else 0.0
     return out
 
 
@@ -372,13 +398,11 @@ class CkaKernel(PairKernel):
             total += X[start:start + FEATURE_CHUNK_ROWS].astype(np.float64).sum(axis=0)
         state.mean = total / n
         if not debiased and n > FEATURE32_CKA_MIN_N:
-            state.X32 = np.empty((n, d), dtype=np.float32)
+            state.float32 = True
             fro = 0.0
             for start in range(0, n, FEATURE_CHUNK_ROWS):
-                stop = min(n, start + FEATURE_CHUNK_ROWS)
-                C = state.centred(start, stop)
+                C = state.centred(start, min(n, start + FEATURE_CHUNK_ROWS))
                 fro += float(np.einsum("ij,ij->", C, C))
-                state.X32[start:stop] = C
             # rounded up by the float64 sum's own bound (γ_{Nd}): an upper bound on ||Xc||_F
             state.fro = float(np.sqrt(fro * (1 + 1.01 * n * d * _U64)))
         if debiased:
@@ -408,7 +432,7 @@ class CkaKernel(PairKernel):
             fill_packed_self(list(states_a) + list(states_b))
             self_a = np.array([s.inner_self() for s in states_a])
             self_b = np.array([s.inner_self() for s in states_b])
-        elif mode == "feature" and all(s.X32 is not None for s in list(states_a) + list(states_b)):
+        elif mode == "feature" and all(s.float32 for s in list(states_a) + list(states_b)):
             return _feature32_scores(states_a, states_b)
         elif mode == "feature":
             cross = np.array([[_feature_cross(a, b) for b in states_b] for a in states_a])

@@ -25,6 +25,7 @@ def float32_mode(monkeypatch):
     monkeypatch.setattr(K, "FEATURE32_CKA_MIN_N", 100)
     monkeypatch.setattr(K, "FEATURE_CHUNK_ROWS", 53)
     monkeypatch.setattr(K, "FEATURE32_ROWS", 37)  # several uneven blocks
+    monkeypatch.setattr(K, "FEATURE32_TILE", 3)  # grids span several tiles
 
 
 def _bound(X, Y):
@@ -39,7 +40,7 @@ def test_float32_cka_within_its_proven_bound_of_the_gram_formula(float32_mode, o
     X, Y = planted(400, dx=12, dy=7, seed=0)
     X, Y = X + offset, Y - offset
     st = K._CKA.prepare(X)
-    assert st.mode == "feature" and st.X32 is not None and st.X32.dtype == np.float32
+    assert st.mode == "feature" and st.float32
     Z = np.random.default_rng(3).normal(size=X.shape)  # unrelated: CKA near 0
     for A, B in ((X, Y), (X, Z), (X, X @ np.random.default_rng(1).normal(size=(12, 12)))):
         exact, got, bound = gram_cka(A, B), cka(A, B), _bound(A, B)
