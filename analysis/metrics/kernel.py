@@ -19,9 +19,9 @@ the same way and agree bit for bit):
   ``K~1 = Xc (Xc^T 1) - k``.
   Above ``FEATURE32_CKA_MIN_N`` (biased linear CKA, what ``analyze`` computes)
   ``Xc^T Yc`` is summed in float64 over float32 products of ``FEATURE32_ROWS`` rows, each block
-  centred in float64, rounded to float32 and used for a whole tile of pairs (sgemm: about half dgemm's time). Each cell's
-  error is proven a posteriori from ``||C̃ - C||_F <= δ ||Xc||_F ||Yc||_F`` (``δ ≈ γ_m(u32) + 2u32``,
-  :func:`_feature32_error`) carried through the ratio (:func:`feature32_cka_bound`); a cell whose
+  centred in float64, rounded to float32 and used for a whole tile of pairs (sgemm: about half
+  dgemm's time). Each cell's error is proven a posteriori from
+  ``||C̃ - C||_F <= δ ||Xc||_F ||Yc||_F`` (``δ ≈ γ_m(u32) + 2u32``, :func:`_feature32_error`) carried through the ratio (:func:`feature32_cka_bound`); a cell whose
   bound exceeds ``CKA_FLOAT32_ATOL`` (1e-3) is recomputed by the float64 form. The bound is a worst
   case (~1e-4 on N = 10,000 synthetic layers of width 768); the measured error there is ~5e-10.
 - **blocks** (everything else): row blocks of the kernel rebuilt per call into one reused buffer
@@ -44,12 +44,13 @@ Feature form against the Gram form (both float64; Higham 2002, §3.1): each entr
 ``u64·|mean|/spread`` relative per entry, the same for both forms. For N = 1e5, p = q = 768:
 ≤ 3.5e-8 rigorous, ~1e-12 in practice (rounding errors of a dot grow like sqrt(N), not N); the
 Gram form's own error is of the same order. In float32 over all N rows the same bound is > 1 and
-the typical error ~1e-2, hence float64 accumulation of short float32 blocks above (``γ_512(u32)``). Tests hold the two forms to ``rel=1e-9``.
+the typical error ~1e-2, hence float64 accumulation of short float32 blocks above
+(``γ_512(u32)``). Tests hold the two float64 forms to ``rel=1e-9``.
 
 Memory: packed: ``N^2/2`` float64 per layer (4 MiB at N = 1024), no copy of the layer; feature:
 the layer as stored (by reference) plus O(N + d) (above ``FEATURE32_CKA_MIN_N``, one tile of
-``FEATURE32_TILE²`` float64 ``d × d`` accumulators while a grid is scored); blocks: one float64 copy of each layer plus
-``GRAM_BLOCK_ENTRIES`` per layer of block buffer.
+``FEATURE32_TILE²`` float64 ``d × d`` accumulators while a grid is scored); blocks: one float64
+copy of each layer plus ``GRAM_BLOCK_ENTRIES`` per layer of block buffer.
 """
 
 from __future__ import annotations
