@@ -102,9 +102,9 @@ def _float32_error(d: int) -> float:
     return 1.01 * (12 * _U32 + 3 * gamma)
 
 
-def knn_distances(X, k: int, *, route: str = "auto") -> np.ndarray:
-    """``(N, k)`` Euclidean distances of each row of ``X`` ``(N, d)`` to its ``k`` nearest other
-    rows, ascending, each measured from differences in float64 (``sqrt(sum_t (x_it - x_jt)²)``,
+def knn_distances(X, k: int, *, route: str = "auto", queries: np.ndarray | None = None) -> np.ndarray:
+    """``(N, k)`` Euclidean distances of each row of ``X`` ``(N, d)`` (or of the rows ``queries``,
+    ``(q, k)``) to its ``k`` nearest other rows, ascending, each measured from differences in float64 (``sqrt(sum_t (x_it - x_jt)²)``,
     within ``(d + 2) u`` relative, ``u = 2⁻⁵³``).
 
     Which rows are nearest is found in float32, then proven: rows are centred (``c_i = x_i − μ``,
@@ -140,27 +140,28 @@ def knn_distances(X, k: int, *, route: str = "auto") -> np.ndarray:
     C32 = C.astype(np.float32)
     sq = np.einsum("ij,ij->i", C, C)
     eps = _float32_error(d)
-    out = np.empty((n, k))
-    todo = np.arange(n)
+    queries = np.arange(n) if queries is None else np.asarray(queries, dtype=np.int64)
+    out = np.empty((len(queries), k))
+    todo = np.arange(len(queries))  # positions in queries
     faiss = None if route == "numpy" else faiss_module()
     if route == "faiss" and faiss is None:
         raise ValueError("knn_distances route 'faiss' needs faiss installed")
     take = k + 1 + LID_FAISS_EXTRA
     if faiss is not None and take <= n:
-        todo = _faiss_sqdists(faiss, C32, sq, X, k, take, eps, out)
-    _block_sqdists(C32, sq, X, k, eps, todo, out)
+        todo = _faiss_sqdists(faiss, C32, sq, X, k, take, eps, queries, out)
+    _block_sqdists(C32, sq, X, k, eps, queries, todo, out)
     return np.sqrt(out)
 
 
-def _faiss_sqdists(faiss, C32, sq, X, k, take, eps, out) -> np.ndarray:
-    """Fill ``out`` for the rows whose candidates faiss's ``take`` columns prove; return the others."""
-    n = C32.shape[0]
+def _faiss_sqdists(faiss, C32, sq, X, k, take, eps, queries, out) -> np.ndarray:
+    """Fill ``out`` for the query rows whose candidates faiss's ``take`` columns prove; return
+    the positions (in ``queries``) of the others."""
     smax = float(sq.max())
     failed = []
-    for start in range(0, n, LID_FAISS_ROWS):
-        stop = min(n, start + LID_FAISS_ROWS)
-        rows = np.arange(start, stop)
-        D, I = faiss.knn(C32[start:stop], C32, take, metric=faiss.METRIC_L2)
+    for start in range(0, len(queries), LID_FAISS_ROWS):
+        stop = min(len(queries), start + LID_FAISS_ROWS)
+        rows = queries[start:stop]
+        D, I = faiss.knn(np.ascontiguousarray(C32[rows]), C32, take, metric=faiss.METRIC_L2)
         D = D.astype(np.float64)
         # the row itself (and padding, I = -1) is no candidate; faiss sorts ascending, so the
         # (k)-th smallest valid value is read after pushing excluded entries to +inf
@@ -175,24 +176,24 @@ def _faiss_sqdists(faiss, C32, sq, X, k, take, eps, out) -> np.ndarray:
             ok = np.nonzero(proven[sl])[0] + s0
             if len(ok):
                 r, j = np.nonzero(D[ok] <= limit[ok, None])
-                out[rows[ok]] = _k_smallest_exact(X, rows[ok], r, I[ok][r, j], k)
-        failed.append(rows[~proven])
+                out[start + ok] = _k_smallest_exact(X, rows[ok], r, I[ok][r, j], k)
+        failed.append(start + np.nonzero(~proven)[0])
     return np.concatenate(failed) if failed else np.arange(0)
 
 
-def _block_sqdists(C32, sq, X, k, eps, rows_todo, out) -> None:
-    """Fill ``out`` for ``rows_todo`` against every column: float32 row blocks, the proof's
+def _block_sqdists(C32, sq, X, k, eps, queries, todo, out) -> None:
+    """Fill ``out`` at the positions ``todo`` of ``queries`` against every column: float32 row blocks, the proof's
     candidate limit, the float64 re-rank (compiled where numba is available)."""
     from analysis.metrics import neighbors_jit
 
-    if not len(rows_todo):
+    if not len(todo):
         return
     n = C32.shape[0]
     sq32 = np.einsum("ij,ij->i", C32, C32, dtype=np.float64).astype(np.float32)
     smax = float(sq.max())
     near = neighbors_jit.near_kernel()
-    for start, stop in row_chunks(len(rows_todo), n):
-        rows = rows_todo[start:stop]
+    for start, stop in row_chunks(len(todo), n):
+        rows = queries[todo[start:stop]]
         D = C32[rows] @ C32.T  # (||c_i||² + ||c_j||²) − 2 c_i·c_j in the product's buffer
         D *= -2.0
         D += sq32[rows, None]
@@ -200,7 +201,7 @@ def _block_sqdists(C32, sq, X, k, eps, rows_todo, out) -> None:
         D[np.arange(len(rows)), rows] = np.inf  # a row is not its own neighbour
         kth = np.partition(D, k - 1, axis=1)[:, k - 1].astype(np.float64)
         limit = kth + 2 * eps * (sq[rows] + smax)
-        out[rows] = (near or _near_sqdists)(D, limit, X, rows, k)
+        out[todo[start:stop]] = (near or _near_sqdists)(D, limit, X, rows, k)
 
 
 def _k_smallest_exact(X, rows, r, c, k) -> np.ndarray:
@@ -251,12 +252,54 @@ def _lid_estimator(method: str):
 @dataclass(frozen=True)
 class LidReport:
     """A LID estimate with what it rests on: ``value`` (NaN when undefined, then ``reason`` says
-    why), ``n_distinct`` distinct rows used out of ``n_items``."""
+    why), ``n_distinct`` distinct rows used out of ``n_items``; when estimated from sampled query
+    points (:data:`LID_EXACT_MAX_N`), ``n_queries`` of them and the standard error ``se``."""
 
     value: float
     n_distinct: int
     n_items: int
     reason: str | None = None
+    se: float = 0.0
+    n_queries: int | None = None
+
+    def note(self) -> str | None:
+        """The flag a stored profile carries for an estimated value (None when exact)."""
+        if self.n_queries is None:
+            return None
+        return (f"LID estimated from {self.n_queries:,} seeded query points of {self.n_distinct:,} "
+                f"(their neighbours among all): SE {self.se:.2g}")
+
+
+#: Largest number of distinct rows whose MLE LID ``lid_report(fast=True)`` computes from every
+#: point's neighbours (a k-NN search of all N rows: ``2 N² d`` flops); above it, from
+#: :data:`LID_SAMPLE_QUERIES` seeded query points (each one's k neighbours among all N rows)
+LID_EXACT_MAX_N = 16384
+LID_SAMPLE_QUERIES = 8192
+LID_SEED = 0
+
+
+def lid_mle_sampled(X, k: int) -> tuple[float, float, int]:
+    """``(LID, SE, q)``: the Levina–Bickel MLE from ``q = min(N,`` :data:`LID_SAMPLE_QUERIES` ``)``
+    query points drawn without replacement (seed :data:`LID_SEED`), each with its exact k nearest
+    neighbours among all ``N`` rows of ``X`` (:func:`knn_distances`).
+
+    Per query ``s_i = Σ_j log(R_ik / R_ij) / (k − 1) = 1 / d_i``; the MLE over all points is
+    ``1 / mean_i s_i`` (:func:`lid_mle_from_distances`), estimated by ``1 / s̄`` over the sample
+    (a ratio estimator: consistent, bias ``O(1/q)``). SE by the delta method:
+    ``(1 / s̄) · sd(s) / (s̄ sqrt(q))`` (``ddof = 1``; without the finite-population factor
+    ``sqrt(1 − q/N)``, so conservative). inf with NaN SE when every sampled neighbourhood is a
+    sphere (all ``s_i = 0``)."""
+    n = X.shape[0]
+    q = min(n, LID_SAMPLE_QUERIES)
+    queries = np.sort(np.random.default_rng(LID_SEED).choice(n, size=q, replace=False))
+    R = knn_distances(X, k, queries=queries)
+    with np.errstate(divide="ignore"):
+        s_i = np.sum(np.log(R[:, -1:] / R), axis=1) / (k - 1)
+    mean = float(s_i.mean())
+    if not mean > 0:
+        return float("inf"), float("nan"), q
+    value = 1.0 / mean
+    return value, value * float(s_i.std(ddof=1)) / (mean * np.sqrt(q)), q
 
 
 def distinct_rows(X) -> np.ndarray:
@@ -285,7 +328,8 @@ def lid_report(X, *, method: str = "mle", k: int = 20, keep: np.ndarray | None =
     ``fast=True`` (MLE only; what ``analyze`` uses) computes the estimator from exact k-NN
     distances (:func:`knn_distances`, :func:`lid_mle_from_distances`) instead of through
     scikit-dimension, whose per-point Python loop dominates its cost; the two agree to float64
-    rounding of the distances (tests compare them). Otherwise scikit-dimension computes it.
+    rounding of the distances (tests compare them). Otherwise scikit-dimension computes it. Above
+    :data:`LID_EXACT_MAX_N` distinct rows it is :func:`lid_mle_sampled`'s estimate, with its SE.
     """
     X = as_matrix(X)
     if method not in LID_METHODS:
@@ -301,6 +345,9 @@ def lid_report(X, *, method: str = "mle", k: int = 20, keep: np.ndarray | None =
         return LidReport(float("nan"), nd, n, f"only {nd} distinct rows of {n}: {method} LID needs at least "
                                               f"{need}" + (f" (k={k} neighbours)" if method == "mle" else ""))
     Xd = X if nd == n else X[keep]  # all rows distinct: LID does not depend on their order
+    if method == "mle" and fast and nd > LID_EXACT_MAX_N:
+        value, se, q = lid_mle_sampled(Xd, k)
+        return LidReport(value, nd, n, None, se=se, n_queries=q)
     if method == "mle" and fast:
         return LidReport(lid_mle_from_distances(knn_distances(Xd, k)), nd, n, None)
     if method == "mle":

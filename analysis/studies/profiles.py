@@ -70,6 +70,8 @@ def _profile(engine, run_id: str, metric: str, params: dict) -> tuple[np.ndarray
         # the layer's own flag (collapsed, rank 1, ...) stays first: LID's note is added to it
         note = rep.reason or (f"LID on {rep.n_distinct} distinct of {rep.n_items} items (duplicates merged)"
                               if rep.n_distinct < rep.n_items else None)
+        if rep.note():  # estimated from sampled query points above LID_EXACT_MAX_N: with its SE
+            note = f"{note}; {rep.note()}" if note else rep.note()
         if note:
             flags[layer] = f"{flags[layer]}; {note}" if layer in flags else note
     return np.array(values, dtype=np.float64), flags

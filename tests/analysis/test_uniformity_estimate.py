@@ -108,3 +108,87 @@ def test_profiles_study_stores_the_estimate_and_its_flag(tmp_path, small_sample,
         se = float(flags[layer].rsplit("SE ", 1)[1])
         assert abs(values[layer] - ref) <= 4 * se
     assert np.isnan(values[2]) and "zero" in flags[2] and "SE" not in flags[2]
+
+
+def test_profiles_study_stores_the_lid_estimate_and_its_flag(tmp_path, lid_sample):
+    from analysis.storage.store import connect
+    from analysis.studies.engine import Engine
+    from analysis.studies.profiles import profile
+    from precompute.synthetic_store import write_run
+
+    A = np.stack([_manifold(1500, seed=4), _manifold(400, seed=5).repeat(4, axis=0)[:1500]]).astype(np.float32)
+    path = tmp_path / "l.duckdb"
+    write_run(path, "l", A, model="l", modality="video", n_frames=1)
+    con = connect(path, read_only=True)
+    values, flags = profile(Engine(con), "l", "lid", {"k": 10})
+    con.close()
+    se = float(flags[0].rsplit("SE ", 1)[1])
+    assert "1,500" in flags[0] and abs(values[0] - _brute_lid(A[0].astype(np.float64), 10)) <= 4 * se
+    # 375 distinct rows (each 4 times), below the threshold: exact on them, noted as merged, no SE
+    assert "LID on 375 distinct of 1500" in flags[1] and "SE" not in flags[1]
+    assert values[1] == pytest.approx(_brute_lid(np.unique(A[1].astype(np.float64), axis=0), 10), rel=1e-9)
+
+
+# LID (MLE) above LID_EXACT_MAX_N: an estimate from seeded query points, each with its exact k
+# neighbours among all rows. Reference: brute-force distances (scipy cdist) and the MLE formula.
+
+def _brute_lid(X, k):
+    from scipy.spatial.distance import cdist
+
+    D = cdist(X, X)
+    np.fill_diagonal(D, np.inf)
+    R = np.sort(D, axis=1)[:, :k]
+    return (k - 1) * len(X) / float(np.sum(np.log(R[:, -1:] / R)))
+
+
+@pytest.fixture
+def lid_sample(monkeypatch):
+    monkeypatch.setattr(single, "LID_EXACT_MAX_N", 500)
+    monkeypatch.setattr(single, "LID_SAMPLE_QUERIES", 300)
+
+
+def _manifold(n, seed=0):
+    """A 3-D curved sheet in 10-D with small noise: per-point LIDs vary around 3."""
+    rng = np.random.default_rng(seed)
+    t = rng.uniform(-1, 1, size=(n, 3))
+    X = np.hstack([t, np.sin(2 * t), t[:, :1] * t[:, 1:2], np.cos(t[:, 2:]),
+                   t[:, 1:2] ** 2, t[:, 2:] ** 3])
+    return X + 0.01 * rng.normal(size=X.shape)
+
+
+def test_lid_exact_at_or_below_the_threshold(lid_sample):
+    X = _manifold(500)
+    rep = single.lid_report(X, k=10, fast=True)
+    assert rep.n_queries is None and rep.se == 0.0 and rep.note() is None
+    assert rep.value == pytest.approx(_brute_lid(X, 10), rel=1e-10)
+
+
+def test_lid_estimate_within_its_standard_error(lid_sample):
+    X = _manifold(2000)
+    exact = _brute_lid(X, 10)
+    rep = single.lid_report(X, k=10, fast=True)
+    assert rep.n_queries == 300 and rep.se > 0 and "SE" in rep.note()
+    assert abs(rep.value - exact) <= 4 * rep.se, (rep.value, exact, rep.se)
+    assert single.lid_report(X, k=10, fast=True) == rep  # seeded
+
+
+def test_lid_standard_error_is_honest_across_seeds(lid_sample, monkeypatch):
+    X = _manifold(1500, seed=1)
+    exact = _brute_lid(X, 10)
+    z = []
+    for seed in range(60):
+        monkeypatch.setattr(single, "LID_SEED", seed)
+        rep = single.lid_report(X, k=10, fast=True)
+        z.append((rep.value - exact) / rep.se)
+    z = np.array(z)
+    # the SE omits the finite-population factor sqrt(1 - q/N) = 0.89: a little conservative
+    assert abs(z.mean()) < 0.45, z.mean()
+    assert 0.55 < z.std() < 1.3, z.std()
+
+
+def test_lid_estimate_with_duplicates_uses_the_distinct_rows(lid_sample):
+    X = _manifold(1200, seed=2)
+    doubled = np.vstack([X, X[:400]])
+    rep = single.lid_report(doubled, k=10, fast=True)
+    assert rep.n_distinct == 1200 and rep.n_queries == 300
+    assert abs(rep.value - _brute_lid(X, 10)) <= 4 * rep.se
