@@ -1,6 +1,8 @@
-"""Uniformity at large N (issue #32): exact up to UNIFORMITY_EXACT_MAX_N, above it an unbiased
-estimate from seeded row subsets with its standard error, which the profiles study stores in the
-layer's flag. Expected values: scipy's pdist over all pairs (the definition), never the code's own."""
+"""Profiles at large N (issue #32): uniformity exact up to UNIFORMITY_EXACT_MAX_N, above it an
+unbiased estimate from seeded row subsets; LID (MLE) exact up to LID_EXACT_MAX_N distinct rows,
+above it from seeded query points; each estimate's standard error stored in the layer's flag by
+the profiles study. Expected values: scipy's pdist / cdist over all pairs and the estimators'
+formulas (the definitions), never the code's own output; thresholds are lowered to keep N small."""
 
 from __future__ import annotations
 
