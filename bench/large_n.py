@@ -20,18 +20,22 @@ Memory budget of ``analyze`` at large N (float32 runs of ``L`` layers, ``N`` ite
 need one run more, and a run being read from DuckDB passes through an arrow column before its
 numpy copy (about ``R``); on top, a float32 unit-row copy of the layer being searched (``4 N d``),
 the prepared states (k-NN lists, cosines, reciprocal slots: ``24 L N k`` bytes a run, two runs;
-feature-space CKA above N = 8192: ``8 L d²`` a run) and a base of about 1 GiB (Python, numpy,
+and feature-space CKA's float64 ``d × d`` accumulators, one tile of ``T² = 64`` pairs at a time above
+N = 8192: ``8 T² d²``) and a base of about 1 GiB (Python, numpy,
 numba, faiss, DuckDB)::
 
-    peak ≈ min(M R, max(EMB_BUDGET, R)) + 2 R + 4 N d + 2 (24 L N k + 8 L d²) + 1 GiB
+    peak ≈ min(M R, max(EMB_BUDGET, R)) + 2 R + 4 N d + 2 · 24 L N k + 8 T² d² + 1 GiB
 
-N = 100,000, L = 13, d = 768, k = 10, M = 4: R = 4.0 GB, peak ≈ 13.1 GiB (14.1 GB), inside 24 GB with
+N = 100,000, L = 13, d = 768, k = 10, M = 4: R = 4.0 GB, peak ≈ 13.3 GiB (14.3 GB), inside 24 GB with
 room to spare (the embedding cache does not grow with M once one run exceeds its budget). The
 bench prints the formula's figure beside the measured peak so its constants can be checked at
 small N (where the caches' 2 GiB budgets, not R, set it).
 
 Time at large N is the exact k-NN search: ``L`` searches a run, each ``2 N² d`` float32 flops
-(faiss's exhaustive search when installed, the same proof after it). ``--knn ann`` uses the
+(faiss's exhaustive search when installed, the same proof after it), twice per layer (the grids'
+cosine lists and LID's Euclidean distances, both exact). The rest is linear in N: CKA ``2 N d²``
+float32 flops a layer pair (float64 sums of 512-row blocks), RankMe one ``d × d`` Gram a layer,
+uniformity a fixed sample above N = 16,384 (exact below). ``--knn ann`` uses the
 approximate search instead (recall measured and stored per layer).
 
 Usage: python bench/large_n.py [--items 100000] [--video 2] [--text 2] [--layers 13] [--dim 768]
@@ -101,11 +105,12 @@ def write_store(path, *, n_items: int, video: int, text: int, layers: int, dim: 
 
 def budget_bytes(n: int, layers: int, dim: int, runs: int, k: int = 10) -> float:
     """The module docstring's memory formula, in bytes (the 1 GiB base included)."""
+    from analysis.metrics.kernel import FEATURE32_TILE
     from analysis.studies.engine import EMB_BUDGET
 
     run = 4 * layers * n * dim
     return (min(runs * run, max(EMB_BUDGET, run)) + 2 * run + 4 * n * dim
-            + 2 * (24 * layers * n * k + 8 * layers * dim * dim) + 2**30)
+            + 2 * 24 * layers * n * k + 8 * FEATURE32_TILE**2 * dim * dim + 2**30)
 
 
 def peak_rss_bytes() -> int:
@@ -215,7 +220,7 @@ def main(argv=None):
               f"{out['grids_scored']} grid(s) scored", flush=True)
         print(f"peak RSS {peak / 2**30:.2f} GiB (before analyze, imports: {rss_before / 2**30:.2f} GiB)"
               + (f"; numpy peak (tracemalloc) {traced / 2**30:.2f} GiB" if traced is not None else ""))
-        print(f"budget formula min(MR, max(2 GiB, R)) + 2R + 4Nd + 2(24LNk + 8Ld²) + 1 GiB = "
+        print(f"budget formula min(MR, max(2 GiB, R)) + 2R + 4Nd + 48LNk + 8T²d² + 1 GiB = "
               f"{formula / 2**30:.2f} GiB; at N=100,000 (same L, d, M): "
               f"{budget_bytes(100_000, args.layers, args.dim, runs) / 2**30:.2f} GiB")
     finally:

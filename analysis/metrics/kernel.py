@@ -17,6 +17,13 @@ the same way and agree bit for bit):
   linear kernel does not change when a constant is added to every row, since each of its terms
   is a sum of ``k_ij + k_qr - k_iq - k_jr``), ``tr(K~L~) = ||Xc^T Yc||^2 - k·l``,
   ``K~1 = Xc (Xc^T 1) - k``.
+  Above ``FEATURE32_CKA_MIN_N`` (biased linear CKA, what ``analyze`` computes)
+  ``Xc^T Yc`` is summed in float64 over float32 products of ``FEATURE32_ROWS`` rows, each block
+  centred in float64, rounded to float32 and used for a whole tile of pairs (sgemm: about half
+  dgemm's time). Each cell's error is proven a posteriori from
+  ``||C̃ - C||_F <= δ ||Xc||_F ||Yc||_F`` (``δ ≈ γ_m(u32) + 2u32``, :func:`_feature32_error`) carried through the ratio (:func:`feature32_cka_bound`); a cell whose
+  bound exceeds ``CKA_FLOAT32_ATOL`` (1e-3) is recomputed by the float64 form. The bound is a worst
+  case (~1e-4 on N = 10,000 synthetic layers of width 768); the measured error there is ~5e-10.
 - **blocks** (everything else): row blocks of the kernel rebuilt per call into one reused buffer
   per side (``GRAM_BLOCK_ENTRIES`` per layer), never N x N per layer.
 
@@ -36,12 +43,14 @@ Feature form against the Gram form (both float64; Higham 2002, §3.1): each entr
 ``γ_N (2 sqrt(p q) + sqrt(p) + sqrt(q))`` (absolute; first order). Centring in float64 adds
 ``u64·|mean|/spread`` relative per entry, the same for both forms. For N = 1e5, p = q = 768:
 ≤ 3.5e-8 rigorous, ~1e-12 in practice (rounding errors of a dot grow like sqrt(N), not N); the
-Gram form's own error is of the same order. In float32 the same bound is > 1 and the typical error
-~1e-2, hence float64 chunks. Tests hold the two forms to ``rel=1e-9``.
+Gram form's own error is of the same order. In float32 over all N rows the same bound is > 1 and
+the typical error ~1e-2, hence float64 accumulation of short float32 blocks above
+(``γ_512(u32)``). Tests hold the two float64 forms to ``rel=1e-9``.
 
 Memory: packed: ``N^2/2`` float64 per layer (4 MiB at N = 1024), no copy of the layer; feature:
-the layer as stored (by reference) plus O(N + d); blocks: one float64 copy of each layer plus
-``GRAM_BLOCK_ENTRIES`` per layer of block buffer.
+the layer as stored (by reference) plus O(N + d) (above ``FEATURE32_CKA_MIN_N``, one tile of
+``FEATURE32_TILE²`` float64 ``d × d`` accumulators while a grid is scored); blocks: one float64
+copy of each layer plus ``GRAM_BLOCK_ENTRIES`` per layer of block buffer.
 """
 
 from __future__ import annotations
@@ -68,6 +77,19 @@ FEATURE_CKA_MIN_N = 8192
 
 #: Rows per float64 chunk of the feature form (25 MiB at d = 768); fixed, so sums add up in one order.
 FEATURE_CHUNK_ROWS = 4096
+
+#: Above this N, biased linear CKA's feature form multiplies float32 centred copies (one per layer,
+#: made once in ``prepare``) in blocks of ``FEATURE32_ROWS`` rows, each block's ``d × d`` product
+#: added into float64: about half the time of the float64 form (sgemm against dgemm). Each cell's
+#: error is bounded a posteriori (:func:`feature32_cka_bound`); a cell whose bound exceeds
+#: ``CKA_FLOAT32_ATOL`` is recomputed by the float64 form.
+FEATURE32_CKA_MIN_N = 8192
+#: rows per float32 product: the float32 error bound grows with it (``γ_m``, 3e-5 at 512)
+FEATURE32_ROWS = 512
+#: largest proven error of a float32 feature-form CKA cell (absolute; typical errors are ~1e-9)
+CKA_FLOAT32_ATOL = 1e-3
+_U32 = 2.0**-24
+_U64 = 2.0**-53
 
 #: Entries of one layer's Gram row block (8 MB): small enough that the per-layer blocks of a
 #: whole model stay in a reused buffer instead of N x N per layer.
@@ -121,6 +143,10 @@ class GramState:
     diag: np.ndarray | None = field(default=None, repr=False)  # packed: diagonal (None: all zero)
     upper: np.ndarray | None = field(default=None, repr=False)  # packed: strict upper triangle
     self_inner: float | None = None  # <K, K>_F (debiased: tr(K~ K~)), computed on first use
+    #: feature: True above FEATURE32_CKA_MIN_N (biased): the float32 block route, with ||Xc||_F
+    float32: bool = False
+    fro: float = 0.0
+    self32: tuple[float, float] | None = None  # (||X32ᵀX32||², its error bound), on first use
 
     def raw_block(self, start: int, stop: int) -> np.ndarray:
         if self.kernel == "linear":
@@ -226,6 +252,100 @@ def _feature_cross(sa: GramState, sb: GramState) -> float:
     return out
 
 
+def _feature32_error(n: int) -> float:
+    """``δ`` with ``||C̃ − Xcᵀ Yc||_F <= δ ||Xc||_F ||Yc||_F`` for the float32 block form: rounding
+    the centred rows to float32 (``2u₃₂`` on each product), each block's float32 dot of
+    ``FEATURE32_ROWS`` terms (``γ_m(u₃₂)``, any order, FMA or not), the float64 sum of the
+    ``⌈N/m⌉`` block results (``γ(u₆₄)``); entrywise ``|E_ab| <= δ Σ_i |x_ia||y_ib|``, and the
+    Frobenius norm of ``|Xc|ᵀ|Yc|`` is at most ``||Xc||_F ||Yc||_F`` (Cauchy–Schwarz). Higham
+    2002 §3.1; the centring itself is float64, as in the float64 form."""
+    m = min(n, FEATURE32_ROWS)
+    blocks = -(-n // FEATURE32_ROWS)
+    return 1.01 * (m * _U32 / (1 - m * _U32) + 2 * _U32) + blocks * _U64 / (1 - blocks * _U64)
+
+
+def _frob_sq_interval(C: np.ndarray, err: float) -> tuple[float, float]:
+    """``(||C̃||_F², bound)``: ``| ||C̃||² − ||C||² | <= e (2 ||C̃|| + e)`` when ``||C̃ − C||_F <= e``,
+    plus the float64 sum of squares (``γ_{d²}(u₆₄)`` relative)."""
+    v = float(np.sum(C * C))
+    return v, err * (2.0 * np.sqrt(v) + err) + C.size * _U64 * v * 1.01
+
+
+def _centred32(s: GramState, start: int, stop: int) -> np.ndarray:
+    """Rows ``start:stop`` centred in float64 (as the float64 form), rounded to float32."""
+    return s.centred(start, stop).astype(np.float32)
+
+
+def _feature32_products(states_a, states_b) -> list[list[np.ndarray]]:
+    """``Σ_blocks fl32(Xa_blockᵀ Xb_block)`` accumulated in float64 for every pair, ``(p, q)``
+    each; every block of ``FEATURE32_ROWS`` rows is centred once per layer and used for all the
+    pairs it is in (the same products in the same order whatever the grid: one pair's value is
+    the grid cell's, bit for bit)."""
+    n = states_a[0].n
+    acc = [[np.zeros((a.X.shape[1], b.X.shape[1])) for b in states_b] for a in states_a]
+    for start in range(0, n, FEATURE32_ROWS):
+        stop = min(n, start + FEATURE32_ROWS)
+        ca = [_centred32(a, start, stop) for a in states_a]
+        # a separate copy even for a self-grid: numpy sends ``x.T @ x`` of one buffer to syrk, whose
+        # rounding differs from gemm's; one kind of product keeps a cell equal to the one-pair value
+        cb = [_centred32(b, start, stop) for b in states_b]
+        for i, x in enumerate(ca):
+            for j, y in enumerate(cb):
+                acc[i][j] += x.T @ y
+    return acc
+
+
+def _feature32_cross(sa: GramState, sb: GramState) -> tuple[float, float]:
+    """``(||Xcᵀ Yc||_F², its error bound)`` by the float32 block form."""
+    C = _feature32_products([sa], [sb])[0][0]
+    return _frob_sq_interval(C, _feature32_error(sa.n) * sa.fro * sb.fro)
+
+
+def _feature32_self(s: GramState) -> tuple[float, float]:
+    if s.self32 is None:
+        s.self32 = _feature32_cross(s, s)
+    return s.self32
+
+
+def feature32_cka_bound(cross: float, e_cross: float, sa: float, e_a: float, sb: float, e_b: float) -> float:
+    """Largest ``|CKA − cross / sqrt(sa sb)|`` over the intervals ``cross ± e_cross``,
+    ``sa ± e_a``, ``sb ± e_b`` (CKA is monotone in each); inf when a self term may be 0."""
+    if sa - e_a <= 0 or sb - e_b <= 0:
+        return float("inf")
+    value = cross / np.sqrt(sa * sb)
+    lo = (cross - e_cross) / np.sqrt((sa + e_a) * (sb + e_b)) if cross - e_cross >= 0 else \
+        (cross - e_cross) / np.sqrt((sa - e_a) * (sb - e_b))
+    hi = (cross + e_cross) / np.sqrt((sa - e_a) * (sb - e_b))
+    return float(max(hi - value, value - lo))
+
+
+#: layers per side of one tile of :func:`_feature32_scores`: ``FEATURE32_TILE²`` float64 ``d × d``
+#: accumulators at a time (300 MB at d = 768), each block of rows centred once per tile
+FEATURE32_TILE = 8
+
+
+def _feature32_scores(states_a, states_b) -> np.ndarray:
+    """Biased linear CKA of every pair by the float32 block form, tile by tile; each cell whose
+    proven error (:func:`feature32_cka_bound`) exceeds ``CKA_FLOAT32_ATOL`` is the float64 form's."""
+    out = np.empty((len(states_a), len(states_b)))
+    delta = _feature32_error(states_a[0].n)
+    t = FEATURE32_TILE
+    for i0 in range(0, len(states_a), t):
+        for j0 in range(0, len(states_b), t):
+            ta, tb = states_a[i0:i0 + t], states_b[j0:j0 + t]
+            prods = _feature32_products(ta, tb)
+            for i, a in enumerate(ta):
+                for j, b in enumerate(tb):
+                    cross, e_cross = _frob_sq_interval(prods[i][j], delta * a.fro * b.fro)
+                    (s_a, e_a), (s_b, e_b) = _feature32_self(a), _feature32_self(b)
+                    if feature32_cka_bound(cross, e_cross, s_a, e_a, s_b, e_b) <= CKA_FLOAT32_ATOL:
+                        out[i0 + i, j0 + j] = cross / np.sqrt(s_a * s_b)
+                    else:  # not proven (a constant layer, or the bound too wide): the float64 form
+                        denom = np.sqrt(a.inner_self() * b.inner_self())
+                        out[i0 + i, j0 + j] = _feature_cross(a, b) / denom if denom > 0 else 0.0
+    return out
+
+
 class CkaKernel(PairKernel):
     def prepare(self, X, *, kernel="linear", debiased=False, sigma=1.0, **_):
         """Per-layer state of one layer ``X`` ``(N, d)``, float32 or float64 (see the module docstring)."""
@@ -278,6 +398,14 @@ class CkaKernel(PairKernel):
         for start in range(0, n, FEATURE_CHUNK_ROWS):
             total += X[start:start + FEATURE_CHUNK_ROWS].astype(np.float64).sum(axis=0)
         state.mean = total / n
+        if not debiased and n > FEATURE32_CKA_MIN_N:
+            state.float32 = True
+            fro = 0.0
+            for start in range(0, n, FEATURE_CHUNK_ROWS):
+                C = state.centred(start, min(n, start + FEATURE_CHUNK_ROWS))
+                fro += float(np.einsum("ij,ij->", C, C))
+            # rounded up by the float64 sum's own bound (γ_{Nd}): an upper bound on ||Xc||_F
+            state.fro = float(np.sqrt(fro * (1 + 1.01 * n * d * _U64)))
         if debiased:
             k = np.empty(n)
             col = np.zeros(d)  # Xc^T 1: zero up to rounding, kept so the identity is exact
@@ -305,6 +433,8 @@ class CkaKernel(PairKernel):
             fill_packed_self(list(states_a) + list(states_b))
             self_a = np.array([s.inner_self() for s in states_a])
             self_b = np.array([s.inner_self() for s in states_b])
+        elif mode == "feature" and all(s.float32 for s in list(states_a) + list(states_b)):
+            return _feature32_scores(states_a, states_b)
         elif mode == "feature":
             cross = np.array([[_feature_cross(a, b) for b in states_b] for a in states_a])
             self_a = np.array([s.inner_self() for s in states_a])

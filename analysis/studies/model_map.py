@@ -30,7 +30,8 @@ def run(ctx: Context, d: DatasetRuns) -> None:
     for i in range(M):
         for j in range(i + 1, M):
             ra, rb = chosen[names[i]], chosen[names[j]]
-            g = stored_grid(ctx, ra, rb, "mutual_knn", k=k)
+            # the settings' parameters (k, and the search when approximate): the grids study's rows
+            g = stored_grid(ctx, ra, rb, "mutual_knn")
             invalid = np.zeros(g.shape, dtype=bool)
             invalid[list(ctx.engine.degenerate_layers(ra["run_id"])), :] = True
             invalid[:, list(ctx.engine.degenerate_layers(rb["run_id"]))] = True

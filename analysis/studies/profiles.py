@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from analysis.storage import results as R
-from analysis.metrics.single import lid_report
+from analysis.metrics.single import lid_report, uniformity_report
 from analysis.studies.context import Context, DatasetRuns
 from analysis.studies.parallel import run_tasks
 from analysis.studies.threads import blas_threads_for
@@ -59,6 +59,8 @@ def profile(engine, run_id: str, metric: str, params: dict) -> tuple[np.ndarray,
 
 def _profile(engine, run_id: str, metric: str, params: dict) -> tuple[np.ndarray, dict]:
     flags = {layer: reason for layer, reason in engine.degenerate_layers(run_id).items()}
+    if metric == "uniformity" and not params:
+        return _uniformity(engine, run_id, flags)
     if metric != "lid":
         return engine.profile(run_id, metric, **params), flags
     values = []
@@ -68,6 +70,25 @@ def _profile(engine, run_id: str, metric: str, params: dict) -> tuple[np.ndarray
         # the layer's own flag (collapsed, rank 1, ...) stays first: LID's note is added to it
         note = rep.reason or (f"LID on {rep.n_distinct} distinct of {rep.n_items} items (duplicates merged)"
                               if rep.n_distinct < rep.n_items else None)
+        if rep.note():  # estimated from sampled query points above LID_EXACT_MAX_N: with its SE
+            note = f"{note}; {rep.note()}" if note else rep.note()
         if note:
             flags[layer] = f"{flags[layer]}; {note}" if layer in flags else note
+    return np.array(values, dtype=np.float64), flags
+
+
+def _uniformity(engine, run_id: str, flags: dict) -> tuple[np.ndarray, dict]:
+    """Uniformity per layer by :func:`analysis.metrics.single.uniformity_report`: exact up to
+    ``UNIFORMITY_EXACT_MAX_N`` items, above it a seeded estimate whose standard error is stored in
+    the layer's flag. An all-zero layer is NaN (its status flag says why), as ``engine.profile``
+    makes it."""
+    values = []
+    for layer, (X, st) in enumerate(zip(engine.emb(run_id), engine.status(run_id))):
+        if st.scale == 0.0:
+            values.append(np.nan)
+            continue
+        rep = uniformity_report(X)
+        values.append(rep.value)
+        if rep.note():
+            flags[layer] = f"{flags[layer]}; {rep.note()}" if layer in flags else rep.note()
     return np.array(values, dtype=np.float64), flags

@@ -56,3 +56,24 @@ def test_the_search_is_a_stored_setting_and_a_bad_one_is_named(tmp_path):
     assert again["settings"]["knn"] == "ann" and again["computed_by_study"].get("grids", 0) == 0
     with pytest.raises(ValueError, match="--knn must be one of exact, ann"):
         analyze_store(path, knn="hnsw", log=quiet)
+
+
+def test_model_map_reads_the_approximate_grids_instead_of_searching_again(tmp_path, monkeypatch):
+    """With --knn ann the model map takes the grids study's stored (approximate) mutual k-NN grids;
+    it used to ask for ``k`` alone, which named the exact grid, missed the stored rows and ran the
+    exact search again for every pair of models (hours at N = 100k)."""
+    from analysis.studies.engine import Engine
+
+    asked = []
+    grid = Engine.grid
+
+    def recording(self, a, b, metric, **params):
+        asked.append((metric, params))
+        return grid(self, a, b, metric, **params)
+
+    monkeypatch.setattr(Engine, "grid", recording)
+    path = tmp_path / "m.duckdb"
+    write_sweep(path, video=["v1", "v2"], text=["t1"], **SHAPE)
+    out = analyze_store(path, metrics=("mutual_knn",), n_boot=0, maps=0, knn="ann", log=quiet)
+    assert out["computed_by_study"].get("model_map", 0) == 1
+    assert asked and all(p.get("knn") == "ann" for m, p in asked if m == "mutual_knn"), asked

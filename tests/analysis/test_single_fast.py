@@ -61,20 +61,62 @@ def _brute_knn(X, k):
     return np.sort(D, axis=1)[:, :k]
 
 
-@pytest.mark.parametrize("n,d,k", [(200, 16, 20), (30, 5, 29), (120, 300, 7)])
-def test_knn_distances_equal_brute_force(n, d, k):
+ROUTES = ["numpy", pytest.param("faiss", marks=pytest.mark.skipif(
+    __import__("importlib").util.find_spec("faiss") is None, reason="faiss not installed"))]
+
+
+@pytest.mark.parametrize("route", ROUTES)
+@pytest.mark.parametrize("n,d,k", [(200, 16, 20), (30, 5, 29), (120, 300, 7), (600, 40, 10)])
+def test_knn_distances_equal_brute_force(n, d, k, route):
     X = RNG.normal(size=(n, d)) * 10 + 50  # an offset makes the norm trick lose digits
-    np.testing.assert_allclose(knn_distances(X, k), _brute_knn(X, k), rtol=1e-12)
+    np.testing.assert_allclose(knn_distances(X, k, route=route), _brute_knn(X, k), rtol=1e-12)
 
 
-def test_knn_distances_with_ties_and_near_duplicates():
-    # a lattice: many exactly equal distances, so the k-th neighbour sits in a tie
+@pytest.mark.parametrize("route", ROUTES)
+def test_knn_distances_with_ties_and_near_duplicates(route):
+    # a lattice: many exactly equal distances, so the k-th neighbour sits in a tie (on the faiss
+    # route most rows are then not proven by the returned columns and take the block path)
     g = np.stack(np.meshgrid(np.arange(6.0), np.arange(6.0)), axis=-1).reshape(-1, 2)
-    np.testing.assert_allclose(knn_distances(g, 5), _brute_knn(g, 5), rtol=1e-12)
+    np.testing.assert_allclose(knn_distances(g, 5, route=route), _brute_knn(g, 5), rtol=1e-12)
     X = RNG.normal(size=(80, 6))
     X[1] = X[0] + 1e-9  # a near duplicate: its distance must come from differences, not the norm trick
-    got = knn_distances(X, 3)
+    got = knn_distances(X, 3, route=route)
     assert got[0, 0] == pytest.approx(np.linalg.norm(X[1] - X[0]), rel=1e-9)
+    dup = np.vstack([X, X[:10]])  # exact duplicates: zero distances, exactly
+    np.testing.assert_allclose(knn_distances(dup, 4, route=route), _brute_knn(dup, 4), rtol=1e-12, atol=0)
+
+
+@pytest.mark.skipif(__import__("importlib").util.find_spec("faiss") is None, reason="faiss not installed")
+@pytest.mark.parametrize("extra", [0, 1])
+def test_knn_distances_faiss_rows_not_proven_fall_back(extra, monkeypatch):
+    """Few extra columns leave many rows unproven (their candidates may lie beyond what faiss
+    returned): those go through the block path, and every row still equals brute force; small
+    faiss query blocks and re-rank blocks exercise the block seams."""
+    from analysis.metrics import single
+
+    monkeypatch.setattr(single, "LID_FAISS_EXTRA", extra)
+    monkeypatch.setattr(single, "LID_FAISS_ROWS", 37)
+    monkeypatch.setattr(single, "LID_RERANK_ROWS", 5)
+    X = np.round(RNG.normal(size=(300, 3)) * 2) / 2  # a coarse grid of values: many exact ties
+    np.testing.assert_allclose(knn_distances(X, 8, route="faiss"), _brute_knn(X, 8), rtol=1e-12)
+    Y = RNG.normal(size=(250, 12)) + 1000.0  # a large offset against the spread
+    np.testing.assert_allclose(knn_distances(Y, 6, route="faiss"), _brute_knn(Y, 6), rtol=1e-12)
+    # a planted near tie float32 cannot order: 60 rows on a unit sphere around row 0, radii
+    # 1 + 1e-9 · (a random order): row 0's 8 nearest are the 8 smallest radii, wherever faiss's
+    # float32 order puts them
+    u = RNG.normal(size=(60, 12))
+    u /= np.linalg.norm(u, axis=1, keepdims=True)
+    far = RNG.normal(size=(140, 12))
+    far = 10 * far / np.linalg.norm(far, axis=1, keepdims=True)
+    Z = np.vstack([np.zeros((1, 12)), u * (1 + 1e-9 * RNG.permutation(60))[:, None], far]) + 1000.0
+    got = knn_distances(Z, 8, route="faiss")
+    np.testing.assert_allclose(got, _brute_knn(Z, 8), rtol=1e-12)
+    assert np.all(np.diff(got[0]) > 0)  # the planted radii, in order
+
+
+def test_knn_distances_rejects_an_unknown_route():
+    with pytest.raises(ValueError, match="route"):
+        knn_distances(RNG.normal(size=(20, 3)), 3, route="gpu")
 
 
 def test_lid_mle_from_distances_formula():
