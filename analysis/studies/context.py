@@ -44,7 +44,9 @@ from analysis.null import NULL_PERMUTATIONS
 #: 10: text×text grids (issue #31) and the layer choice of text models reads them; an all-zero
 #: layer's RankMe/LID/uniformity are NaN with a note; runs holding NaN are left out, not fatal;
 #: ``--knn ann`` searches a principal subspace and flags recall below 0.95; the caption-baseline
-#: study and PCA/t-SNE pair maps are new rows
+#: study and PCA/t-SNE pair maps are new rows; above 16,384 items uniformity and LID are seeded
+#: estimates with their standard error in the layer's flag, and above 8,192 items linear CKA sums
+#: float32 block products in float64 (each cell within 1e-3 by a computed bound, float64 where not)
 ANALYSIS_VERSION = 10
 
 #: resamples for the scaling study's parameter intervals (each one refits the law): at most this
