@@ -12,14 +12,12 @@ import pytest
 from scipy import stats
 
 from analysis.storage import results as R
-from analysis.storage.downstream_import import import_downstream
 from analysis.sides import pair_kind, resolve_reference, side_label, split_side
 from analysis.storage.store import connect, load_embeddings
 from analysis.studies import analyze_store
 
 from tests.helpers import quiet
 from tests.stores import SIDES_K as K
-from tests.stores import SIDES_N as N
 from tests.stores import SIDES_VISION as VISION
 
 
