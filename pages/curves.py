@@ -4,9 +4,10 @@ from analysis.views import url_state
 
 from analysis import views
 from analysis.views import md_escape
+from analysis.views.rankme_cap import capped_curves, rankme_cap_text
 from pages._curve_overlay import overlay_section
 from pages._shared import (dataset_picker, download_chart, download_data, pick, pick_many, require_results,
-                           require_store, view)
+                           require_store, store_path, view)
 
 st.title("Layer curves")
 st.caption("Per-layer metrics on relative depth (0 = embeddings, 1 = last numbered layer); diamonds mark the layer each "
@@ -60,6 +61,12 @@ if named_text:
     st.caption(md_escape(named_text))
 for line in views.flag_lines(data):  # ringed points and missing values, each note said once
     st.caption(md_escape(line))
+if metric == "rankme":  # at small N the item count, not the model, bounds RankMe (#34)
+    stored = view(views.overview, store_path())["models"]
+    dims = dict(zip(stored["model"], stored["dim"]))
+    cap = rankme_cap_text(capped_curves(data, ctx["n_items"], dims, labels), ctx["n_items"])
+    if cap:
+        st.caption(md_escape(cap))
 help_text = views.metric_help(base_metric, ctx["n_items"], params)
 if is_alignment:
     help_text = (f"{metric}: each layer's best mutual k-NN with any layer of the reference (the row maximum of the "

@@ -26,6 +26,7 @@ from analysis.methods.scaling import undetermined_params
 from analysis.null import beyond_chance
 from analysis.report.markdown import md_block, md_cell, md_inline
 from analysis.report.paper_figures import paper_figures_html, paper_figures_md, paper_figures_section
+from analysis.views.rankme_cap import RANKME_CAP_SHARE, rankme_cap_text, rankme_capped  # noqa: F401 (RANKME_CAP_SHARE: older callers)
 
 #: a grid's pair kind in words (report titles and tables)
 _KIND_WORDS = {"vision_text": "vision×text", "vision_vision": "vision×vision", "text_text": "text×text"}
@@ -246,30 +247,19 @@ def _dataset_section(con, ds, chosen, references, labels, ov) -> dict:
     return sec
 
 
-#: RankMe above this share of its bound min(N, d) is said to be held down by the bound
-RANKME_CAP_SHARE = 0.8
-
-
 def rankme_cap_notes(con, models: list[dict], n_items: int) -> list[str]:
-    """A sentence when RankMe's bound binds: RankMe ``exp(H(σ/Σσ))`` of an ``(N, d)`` layer has at
-    most ``min(N, d)`` non-zero singular values, so it is at most ``min(N, d)`` (Garrido et al. 2023).
-    With fewer items than dimensions (``N < d``) the bound is the dataset's size, not the model's:
-    a recommended RankMe above :data:`RANKME_CAP_SHARE` of ``N`` compares layers by how well they fill
-    ``N`` dimensions. ``models``: the summary's entries (``recommended["rankme"]["value"]``, the
-    pick's RankMe). Returns ``[]`` or one sentence naming the models."""
+    """A sentence when RankMe's bound binds (:mod:`analysis.views.rankme_cap`): a recommended RankMe above
+    :data:`RANKME_CAP_SHARE` of ``N`` with ``N < d`` compares layers by how well they fill ``N``
+    dimensions. ``models``: the summary's entries (``recommended["rankme"]["value"]``, the pick's
+    RankMe). Returns ``[]`` or one sentence naming the models."""
     capped = []
     for m in models:
         pick = m.get("recommended", {}).get("rankme")
         row = con.execute("SELECT dim FROM models WHERE model = ?", [m["model"]]).fetchall()
-        if not pick or pick.get("value") is None or not row or row[0][0] is None:
-            continue
-        if n_items < int(row[0][0]) and float(pick["value"]) > RANKME_CAP_SHARE * n_items:
-            capped.append(f"{m['label']} ({float(pick['value']):.1f})")
-    if not capped:
-        return []
-    return [f"RankMe is at most min(N, d), here N = {n_items} items: {', '.join(capped)} come within "
-            f"{1 - RANKME_CAP_SHARE:.0%} of that bound, so these values are limited by the number of items, not by "
-            "the model; compare their layers with care, or embed more items to lift the bound."]
+        if pick and row and rankme_capped(pick.get("value"), n_items, row[0][0]):
+            capped.append((m["label"], float(pick["value"])))
+    text = rankme_cap_text(capped, n_items)
+    return [text] if text else []
 
 
 def alignment_heading(summary: dict) -> str:
