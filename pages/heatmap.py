@@ -7,7 +7,7 @@ from analysis.views import url_state
 
 from analysis import views
 from analysis.views.heatmap_diff import best_difference, best_difference_text
-from pages._shared import (dataset_picker, download_chart, download_data, drop_params, open_page, pick,
+from pages._shared import (dataset_picker, own_params, download_chart, download_data, drop_params, open_page, pick,
                            reproducibility, require_results, require_store, view)
 
 st.title("Layer × layer heatmap")
@@ -166,6 +166,7 @@ else:
 shape = (g["n_rows"], g["n_cols"])
 best_pair = (g["best_a"], g["best_b"]) if g["best_a"] is not None else (shape[0] - 1, shape[1] - 1)
 # the URL's layers (validated), then a click on the chart, then the boxes below, in that order
+own_params("la", "lb")
 start = views.layers_from_params(st.query_params.get("la"), st.query_params.get("lb"), *shape, best_pair)
 clicked = views.selection_to_layers(event, *shape, None)
 if clicked is not None:

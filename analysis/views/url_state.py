@@ -105,3 +105,12 @@ def choose_text(requested) -> str:
     if requested is None:
         return ""
     return " ".join(str(requested).split())[:MAX_TEXT]
+
+
+def stale_params(present, owned, carried=()) -> list[str]:
+    """The URL parameters a page should drop after a full run: those ``present`` in the URL that the page
+    neither read nor wrote (``owned``) and that do not follow the user across pages (``carried``), in
+    URL order. A link opened on the wrong page (Back landing on the Overview with ``item=``) then names
+    only what that page shows."""
+    keep = set(owned) | set(carried)
+    return [p for p in dict.fromkeys(present) if p not in keep]
