@@ -360,9 +360,12 @@ def _job_line(job: dict):
     end = job.get("finished") or time.time()
     took = f"{end - float(job.get('started') or end):.0f} s"
     if job["state"] == "running":
-        st.info(md_escape(f"Background {what} running ({took}, {job.get('lines', 0)} log lines): {job.get('step')}"
+        st.info(md_escape(f"Background {what} running ({took}{jobs.progress_text(job)}, {job.get('lines', 0)} log "
+                          f"lines): {job.get('step')}"
                           + (f" — {job['message']}" if job.get("message") and job["message"] != job.get("step") else "")
                           + ". The pages stay usable; results appear when it is done."))
+    elif job["state"] == "cancelled":
+        st.warning(md_escape(f"Background {what} cancelled after {took}: {job.get('message')}"))
     elif job["state"] == "done":
         st.success(md_escape(f"Background {what} done in {took}: {job.get('message')}"))
     else:
@@ -376,6 +379,10 @@ def _live_job(path: str, job_id: str):
     if job is None or job.get("id") != job_id or job["state"] != "running":
         st.rerun(scope="app")
     _job_line(job)
+    if st.button("Cancel the job", key=f"cancel_{job_id}", icon=":material/cancel:",
+                 help="Stops the background process; the store keeps every study completed before it"):
+        jobs.cancel(jobs.jobs_dir(path) / job_id)
+        st.rerun(scope="app")
 
 
 def background_job(kind: str, label: str, *, csv: bytes | None = None, help=None) -> dict | None:
