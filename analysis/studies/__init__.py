@@ -150,7 +150,7 @@ def run_dataset(ctx: Context, d: DatasetRuns, position: tuple[int, int] = (0, 1)
     base, total = position[0] * len(STUDY_ORDER), position[1] * len(STUDY_ORDER)
 
     def counted(i: int) -> None:
-        ctx.log(progress_line(base + i, total, f"{d.name}: {STUDY_ORDER[i - 1]} done"))
+        ctx.log(progress_line(base + i, total, f"{d.name}: finished {STUDY_ORDER[i - 1]}"))  # the name ends the line
 
     if d.n_items <= ctx.settings.k:
         ctx.note(f"dataset {d.name!r} has {d.n_items} items, too few for k={ctx.settings.k}: "
