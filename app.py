@@ -33,4 +33,4 @@ new_run()
 nav = st.navigation(PAGES)
 render_sidebar(store_path())
 nav.run()
-print("PRUNING", dict(st.query_params)); prune_params(); print("AFTER", dict(st.query_params))  # reached only when the page ran to its end: it keeps its own parameters and the carried ones
+prune_params(nav.url_path or "overview")  # only after a page ran to its end: it keeps its own and the carried

@@ -76,12 +76,16 @@ def own_params(*params: str):
     st.session_state.setdefault("_owned_params", set()).update(params)
 
 
-def prune_params():
-    """After a page ran to its end (app.py): drop the URL parameters it did not own and that are not
-    :data:`CARRIED`, so no page keeps another page's selections. A page that stopped early (no store,
-    the store busy, missing results) never gets here, so a link's parameters are not lost then."""
+def prune_params(page: str):
+    """After ``page`` ran to its end (app.py): remember the URL parameters it owns, and drop those another
+    page of this session owns that it does not (and that are not :data:`CARRIED`), so no page keeps
+    another page's selections. A page that stopped early (no store, the store busy, missing results)
+    never gets here, so a link's parameters are not lost then."""
     owned = st.session_state.get("_owned_params", set())
-    for param in url_state.stale_params(list(st.query_params.keys()), owned, CARRIED):
+    owners = st.session_state.setdefault("_param_owners", {})
+    owners[page] = set(owned)
+    others = set().union(*(s for p, s in owners.items() if p != page))
+    for param in url_state.stale_params(list(st.query_params.keys()), owned, others, CARRIED):
         del st.query_params[param]
 
 

@@ -98,16 +98,11 @@ def app(store, monkeypatch, page="overview", params=None):
 
     monkeypatch.setenv("LAYERSCOPE_STORE", str(store))
     at = AppTest.from_file(APP, default_timeout=120)
-    # as a browser opening the page's URL: the parameters reach that page, not the Overview first (which
-    # would drop them as another page's: app.py's prune_params)
-    first = params if page == "overview" else {}
-    for k, v in (first or {}).items():
+    for k, v in (params or {}).items():
         at.query_params[k] = v
     at.run()
     if page != "overview":
         at.switch_page(f"pages/{page}.py")
-        for k, v in (params or {}).items():
-            at.query_params[k] = v
         at.run()
     assert not at.exception, [e.value for e in at.exception]
     return at
