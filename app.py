@@ -8,7 +8,7 @@ from pathlib import Path
 
 import streamlit as st
 
-from pages._shared import new_run, render_sidebar, store_path
+from pages._shared import new_run, prune_params, render_sidebar, store_path
 
 HERE = Path(__file__).resolve().parent  # absolute page paths: the entry script may live elsewhere
 
@@ -33,3 +33,4 @@ new_run()
 nav = st.navigation(PAGES)
 render_sidebar(store_path())
 nav.run()
+prune_params(nav.url_path or "overview")  # only after a page ran to its end: it keeps its own and the carried

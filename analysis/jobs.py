@@ -14,11 +14,18 @@ dashboard never recomputes everything with different settings.
 
 Status (``status.json``)::
 
-    {"id": str, "kind": "analyze" | "import", "state": "running" | "done" | "error",
+    {"id": str, "kind": "analyze" | "import", "state": "running" | "done" | "error" | "cancelled",
      "step": str,            # what the job is doing now, e.g. "analysing (the store's settings: k=10, ...)"
      "message": str,         # the last log line, or the result when done, or the one-line error
      "lines": int,           # log lines so far
-     "pid": int, "started": float, "finished": float | None (Unix seconds)}
+     "pid": int, "started": float, "finished": float | None (Unix seconds),
+     "progress": [done, total] | None,   # the analyze log's study counter ("[3/22] ..."), when it has one
+     "eta_s": float | None}              # seconds left, at the mean pace so far (elapsed · (total − done) / done)
+
+:func:`cancel` ends a running job: its whole process group (the child runs in its own session) is
+killed and the status says ``cancelled``. The store stays as it was before the study being computed:
+each study's rows are written in one transaction at its end (``ctx.flush``), so a killed analysis
+leaves complete earlier studies and nothing of the interrupted one.
 """
 
 from __future__ import annotations
@@ -26,6 +33,8 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
+import signal
 import subprocess
 import sys
 import time
@@ -73,6 +82,65 @@ def _alive(pid: int | None, started: float) -> bool:
     except PermissionError:  # someone else's process holds the number: not our job
         return False
     return True
+
+
+_PROGRESS = re.compile(r"^\[(\d+)/(\d+)\] ")
+
+
+def parse_progress(line: str) -> tuple[int, int] | None:
+    """``(done, total)`` from an analyze log line ``"[done/total] ..."``
+    (:func:`analysis.studies.progress_line`), else ``None`` (also for a total of 0 or done > total)."""
+    m = _PROGRESS.match(str(line))
+    if not m:
+        return None
+    done, total = int(m.group(1)), int(m.group(2))
+    return (done, total) if 0 <= done <= total and total > 0 else None
+
+
+def eta_seconds(done: int, total: int, elapsed: float) -> float | None:
+    """Seconds left at the mean pace so far: ``elapsed · (total − done) / done``; ``None`` before the first
+    step (no pace yet)."""
+    if done <= 0 or total <= 0:
+        return None
+    return float(elapsed) * (total - done) / done
+
+
+def progress_text(job: dict) -> str:
+    """``", 45%, about 2 min left"`` from a status's ``progress`` and ``eta_s``; ``""`` without a counter."""
+    prog = job.get("progress")
+    if not prog or not prog[1]:
+        return ""
+    text = f", {100 * prog[0] / prog[1]:.0f}% ({prog[0]}/{prog[1]} studies)"
+    eta = job.get("eta_s")
+    if eta is not None:
+        text += f", about {eta:.0f} s left" if eta < 120 else f", about {eta / 60:.0f} min left"
+    return text
+
+
+def cancel(job_dir, *, wait: float = 5.0) -> dict | None:
+    """End a running job: SIGTERM to its process group (SIGKILL when it has not ended within ``wait``
+    seconds), then its status says ``cancelled``. A job that is not running is left as it is. Returns
+    the status."""
+    job_dir = Path(job_dir)
+    st = status(job_dir)
+    if st is None or st.get("state") != "running":
+        return st
+    pid = st.get("pid")
+    if pid is not None:
+        for sig in (signal.SIGTERM, signal.SIGKILL):
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(int(pid), sig)  # the child leads its own session: its group id is its pid
+            deadline = time.monotonic() + wait
+            while _alive(int(pid), 0.0) and time.monotonic() < deadline:
+                time.sleep(0.05)
+            if not _alive(int(pid), 0.0):
+                break
+    st = _read_json(job_dir / "status.json") or st
+    if st.get("state") == "running":  # not finished on its own meanwhile
+        st.update(state="cancelled", finished=time.time(), eta_s=None,
+                  message="cancelled; the store keeps every study completed before it (each is written whole)")
+        _write_json(job_dir / "status.json", st)
+    return st
 
 
 def one_line(exc: BaseException) -> str:
@@ -186,7 +254,7 @@ def run(job_dir) -> int:
         print(f"no job spec in {job_dir}", file=sys.stderr)
         return 1
     st = {"id": spec["id"], "kind": spec["kind"], "state": "running", "step": "starting", "message": "",
-          "lines": 0, "pid": os.getpid(), "started": time.time(), "finished": None}
+          "lines": 0, "pid": os.getpid(), "started": time.time(), "finished": None, "progress": None, "eta_s": None}
     _write_json(job_dir / "status.json", st)
     log_file = open(job_dir / "log.txt", "a", encoding="utf-8")  # noqa: SIM115 - closed in the finally below
 
@@ -195,6 +263,9 @@ def run(job_dir) -> int:
         log_file.write(line + "\n")
         log_file.flush()
         st.update(message=line[:300], lines=st["lines"] + 1)
+        counted = parse_progress(line)
+        if counted:
+            st.update(progress=list(counted), eta_s=eta_seconds(*counted, time.time() - st["started"]))
         _write_json(job_dir / "status.json", st)
 
     def step(text: str) -> None:
@@ -215,7 +286,7 @@ def run(job_dir) -> int:
         settings = read_store(store, stored_settings, wait=30.0)
         step(f"analysing with the store's settings ({settings_text(settings)})")
         out = analyze_store(store, jobs=int(spec.get("jobs") or 1), log=log)  # None settings: the store's own
-        st.update(state="done", step="done", finished=time.time(),
+        st.update(state="done", step="done", finished=time.time(), eta_s=None,
                   message=f"{out['computed']} result(s) computed, {out['skipped']} unchanged and reused, "
                           f"{len(out['notes'])} note(s)")
         log(st["message"])

@@ -8,7 +8,7 @@ import streamlit as st
 from analysis import views
 from analysis.views import embedding_tools as tools
 from analysis.views import md_escape
-from pages._shared import pick_flag, pick_int, view
+from pages._shared import own_params, pick_flag, pick_int, view
 from pages._tools import neighbour_table, pick_text
 
 #: the focus selectbox's empty choice
@@ -72,6 +72,7 @@ def controls(pts, meta, dataset: str, result_id: str) -> dict:
     "found", "query", "item", "neighbours", "box", "in_box"}`` (``highlight``/``focus``: item ``idx``
     ringed on the map; ``neighbours``: one table per series of the map)."""
     chart_key = f"embedding_map_{result_id}"  # a selection belongs to one map
+    own_params("box", "focus")
     _apply_chart_events(chart_key, pts)
     st.sidebar.markdown("**Explore**")
     query = pick_text("Search caption or item id", param="q", container=st.sidebar,

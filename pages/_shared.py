@@ -64,8 +64,29 @@ def _wait(path) -> float:
 
 
 def new_run():
-    """Called once at the top of every script run (app.py): notes said once per page are reset."""
+    """Called once at the top of every script run (app.py): notes said once per page are reset, and so
+    is the list of URL parameters the page owns."""
     st.session_state["_busy_noted"] = False
+    st.session_state["_owned_params"] = set()
+
+
+def own_params(*params: str):
+    """Mark URL parameters as this page's (the ``pick*`` helpers and :func:`url_list` do it themselves;
+    pages that read ``st.query_params`` directly call this): :func:`prune_params` keeps them."""
+    st.session_state.setdefault("_owned_params", set()).update(params)
+
+
+def prune_params(page: str):
+    """After ``page`` ran to its end (app.py): remember the URL parameters it owns, and drop those another
+    page of this session owns that it does not (and that are not :data:`CARRIED`), so no page keeps
+    another page's selections. A page that stopped early (no store, the store busy, missing results)
+    never gets here, so a link's parameters are not lost then."""
+    owned = st.session_state.get("_owned_params", set())
+    owners = st.session_state.setdefault("_param_owners", {})
+    owners[page] = set(owned)
+    others = set().union(*(s for p, s in owners.items() if p != page))
+    for param in url_state.stale_params(list(st.query_params.keys()), owned, others, CARRIED):
+        del st.query_params[param]
 
 
 def _busy_note(exc):
@@ -140,6 +161,7 @@ def pick(label: str, options, *, param: str, default=None, fmt=None, container=s
 
     The URL's value wins when it is one of ``options``; anything else falls back to ``default`` (else
     the first option) with a one-line note. Returns ``None`` when there are no options."""
+    own_params(param)
     options = list(options)
     carried = _carried(param)
     if param not in st.query_params and carried is not None and carried in map(str, options):
@@ -164,6 +186,7 @@ def pick_many(label: str, options, *, param: str, default=(), fmt=None, containe
     """A multiselect whose values live in the URL as a repeated parameter (``?m=a&m=b``; ``?m=`` for
     none; ``key``: the widget's key, default ``pick_<param>``). Unknown values in the link are dropped
     with a one-line note."""
+    own_params(param)
     options = list(options)
     choice = url_state.choose_many(url_list(param), options, label.lower(), list(default))
     _url_notice(choice.message)
@@ -176,6 +199,7 @@ def pick_many(label: str, options, *, param: str, default=(), fmt=None, containe
 def pick_int(label: str, lo: int, hi: int, *, param: str, default: int, container=st, help=None) -> int:
     """An integer slider in ``[lo, hi]`` whose value lives in the URL; a value that is not an integer in
     range falls back to ``default`` with a one-line note."""
+    own_params(param)
     choice = url_state.choose_int(st.query_params.get(param), lo, hi, label.lower(), default)
     _url_notice(choice.message)
     if hi <= lo:  # a slider needs a range: a single possible value is shown as text
@@ -190,6 +214,7 @@ def pick_int(label: str, lo: int, hi: int, *, param: str, default: int, containe
 def pick_text(label: str, *, param: str, container=st, help=None, placeholder=None) -> str:
     """A free-text box (a search) whose text lives in the URL (cut at ``url_state.MAX_TEXT``; removed
     from the URL when empty)."""
+    own_params(param)
     value = container.text_input(label, value=url_state.choose_text(st.query_params.get(param)),
                                  key=f"pick_{param}", help=help, placeholder=placeholder,
                                  max_chars=url_state.MAX_TEXT)
@@ -203,6 +228,7 @@ def pick_text(label: str, *, param: str, container=st, help=None, placeholder=No
 
 def pick_flag(label: str, *, param: str, default: bool = False, container=st, help=None) -> bool:
     """A toggle whose state lives in the URL as ``1``/``0``."""
+    own_params(param)
     choice = url_state.choose_flag(st.query_params.get(param), label.lower(), default)
     _url_notice(choice.message)
     value = container.toggle(label, value=choice.value, key=f"pick_{param}", help=help)
@@ -212,6 +238,7 @@ def pick_flag(label: str, *, param: str, default: bool = False, container=st, he
 
 def url_list(param: str) -> list[str] | None:
     """Every value of a repeated URL parameter (``?m=a&m=b`` → ``["a", "b"]``); ``None`` when absent."""
+    own_params(param)
     return st.query_params.get_all(param) if param in st.query_params else None
 
 
@@ -337,9 +364,12 @@ def _job_line(job: dict):
     end = job.get("finished") or time.time()
     took = f"{end - float(job.get('started') or end):.0f} s"
     if job["state"] == "running":
-        st.info(md_escape(f"Background {what} running ({took}, {job.get('lines', 0)} log lines): {job.get('step')}"
+        st.info(md_escape(f"Background {what} running ({took}{jobs.progress_text(job)}, {job.get('lines', 0)} log "
+                          f"lines): {job.get('step')}"
                           + (f" — {job['message']}" if job.get("message") and job["message"] != job.get("step") else "")
                           + ". The pages stay usable; results appear when it is done."))
+    elif job["state"] == "cancelled":
+        st.warning(md_escape(f"Background {what} cancelled after {took}: {job.get('message')}"))
     elif job["state"] == "done":
         st.success(md_escape(f"Background {what} done in {took}: {job.get('message')}"))
     else:
@@ -353,6 +383,10 @@ def _live_job(path: str, job_id: str):
     if job is None or job.get("id") != job_id or job["state"] != "running":
         st.rerun(scope="app")
     _job_line(job)
+    if st.button("Cancel the job", key=f"cancel_{job_id}", icon=":material/cancel:",
+                 help="Stops the background process; the store keeps every study completed before it"):
+        jobs.cancel(jobs.jobs_dir(path) / job_id)
+        st.rerun(scope="app")
 
 
 def background_job(kind: str, label: str, *, csv: bytes | None = None, help=None) -> dict | None:

@@ -7,6 +7,7 @@ import streamlit as st
 from analysis.methods.embedding_map import frame_data_uri
 from analysis.views import md_escape
 from analysis.views.embedding_tools import clean_query
+from pages._shared import own_params
 
 
 @st.cache_data(show_spinner="Reading one frame per item for the thumbnails…", max_entries=8)
@@ -34,6 +35,7 @@ def thumbnails(videos: tuple, where: str = "") -> tuple[dict, str | None]:
 def pick_text(label: str, *, param: str, container=st, help=None, placeholder: str = "") -> str:
     """A text box whose value lives in the URL (``?param=text``), cleaned by
     :func:`analysis.views.embedding_tools.clean_query` (printable, at most 200 characters); ``""`` for none."""
+    own_params(param)
     value = container.text_input(label, value=clean_query(st.query_params.get(param, "")), key=f"pick_{param}",
                                  help=help, placeholder=placeholder)
     value = clean_query(value)

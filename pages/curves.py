@@ -4,9 +4,11 @@ from analysis.views import url_state
 
 from analysis import views
 from analysis.views import md_escape
+from analysis.views.nuance import collapse_notes, undefined_text
+from analysis.views.rankme_cap import capped_curves, rankme_cap_text
 from pages._curve_overlay import overlay_section
 from pages._shared import (dataset_picker, download_chart, download_data, pick, pick_many, require_results,
-                           require_store, view)
+                           require_store, store_path, view)
 
 st.title("Layer curves")
 st.caption("Per-layer metrics on relative depth (0 = embeddings, 1 = last numbered layer); diamonds mark the layer each "
@@ -37,6 +39,9 @@ data = curves[curves["metric"] == metric] if metric in set(curves["metric"]) els
 if data.empty:
     st.info("No model has this curve.")
     st.stop()
+if data["value"].isna().all():  # nothing to draw: one line with the count and each reason, not empty axes
+    st.info(md_escape(undefined_text(data, f"{metric}", "value")))
+    st.stop()
 ctx = view(views.dataset_context, dataset)
 is_alignment = metric.startswith("alignment with ")
 base_metric = "mutual_knn" if is_alignment else metric  # an alignment curve is a mutual k-NN row maximum
@@ -58,8 +63,14 @@ st.altair_chart(chart, width="stretch", key="curves_chart")
 named_text = views.named_layers_text(views.named_layer_rows(data), labels)
 if named_text:
     st.caption(md_escape(named_text))
-for line in views.flag_lines(data):  # ringed points and missing values, each note said once
+for line in collapse_notes(views.flag_lines(data)):  # ringed and missing values: one line per reason, counted
     st.caption(md_escape(line))
+if metric == "rankme":  # at small N the item count, not the model, bounds RankMe (#34)
+    stored = view(views.overview, store_path())["models"]
+    dims = dict(zip(stored["model"], stored["dim"]))
+    cap = rankme_cap_text(capped_curves(data, ctx["n_items"], dims, labels), ctx["n_items"])
+    if cap:
+        st.caption(md_escape(cap))
 help_text = views.metric_help(base_metric, ctx["n_items"], params)
 if is_alignment:
     help_text = (f"{metric}: each layer's best mutual k-NN with any layer of the reference (the row maximum of the "

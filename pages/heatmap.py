@@ -6,7 +6,8 @@ from analysis.methods import grid_compare
 from analysis.views import url_state
 
 from analysis import views
-from pages._shared import (dataset_picker, download_chart, download_data, drop_params, open_page, pick,
+from analysis.views.heatmap_diff import best_difference, best_difference_text
+from pages._shared import (dataset_picker, own_params, download_chart, download_data, drop_params, open_page, pick,
                            reproducibility, require_results, require_store, view)
 
 st.title("Layer × layer heatmap")
@@ -63,6 +64,10 @@ else:
                      container=side)
         second = others[others["label"] == other].iloc[0]
         g2 = view(views.grid_by_id, second["result_id"])
+
+def cell_text(grid) -> str:
+    return "none" if grid.get("best_a") is None else f"{grid['best_a']}×{grid['best_b']}"
+
 
 def title_of(r) -> str:
     return f"{name(r['model_a'])} × {name(r['model_b'])} · {r['metric']} · {grid_compare.budget_text(r)}"
@@ -152,6 +157,8 @@ elif second is not None and mode == "difference":
     st.caption(views.md_escape(f"Right: this grid minus the grid at {second['label']} (red: higher here, blue: "
                                "lower). A cell undefined in either grid is grey; a degenerate layer in either is "
                                "crossed out."))
+    st.caption(views.md_escape(best_difference_text(
+        best_difference(g, g2), f"here {cell_text(g)}, there {cell_text(g2)}", second["label"])))
     download_data(ddf, f"grid_difference_{model_a}_{model_b}_{metric}")
 else:
     event = st.altair_chart(chart, width="stretch", on_select="rerun", key="heatmap_chart")
@@ -159,6 +166,7 @@ else:
 shape = (g["n_rows"], g["n_cols"])
 best_pair = (g["best_a"], g["best_b"]) if g["best_a"] is not None else (shape[0] - 1, shape[1] - 1)
 # the URL's layers (validated), then a click on the chart, then the boxes below, in that order
+own_params("la", "lb")
 start = views.layers_from_params(st.query_params.get("la"), st.query_params.get("lb"), *shape, best_pair)
 clicked = views.selection_to_layers(event, *shape, None)
 if clicked is not None:

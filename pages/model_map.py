@@ -1,6 +1,7 @@
 import streamlit as st
 
 from analysis import views
+from analysis.views.nuance import collapse_notes
 from analysis.views import md_escape, model_map_view
 from pages._shared import dataset_picker, download_chart, download_data, require_results, require_store, view
 
@@ -27,8 +28,8 @@ st.caption("Shapes: modality; colours: clusters. Both map axes share one scale, 
            "direction. No intervals: each similarity is the best layer pair's value on all items.")
 if payload.get("undefined_pairs"):
     st.warning("No layer pair of these models could be scored (degenerate layers); they are placed as unrelated "
-               "(similarity 0) on the map: " + md_escape("; ".join(
-                   f"{' × '.join(p['models'])}: {p['reason']}" for p in payload["undefined_pairs"])))
+               "(similarity 0) on the map: " + md_escape("; ".join(collapse_notes(
+                   [f"{' × '.join(p['models'])}: {p['reason']}" for p in payload["undefined_pairs"]]))))
 stem = views.export_name("model_map", dataset, "mutual_knn")
 download_data(mv["cells"].assign(model_a=mv["cells"]["model_a"].map(lambda m: labels.get(m, m)),
                                  model_b=mv["cells"]["model_b"].map(lambda m: labels.get(m, m))), stem)

@@ -2,6 +2,8 @@ import streamlit as st
 
 from analysis import views
 from analysis.views import VERDICT_RULE, display_table, md_escape
+from analysis.views.overview_chart import gain_chart, gain_note, gain_table
+from analysis.views.rankme_cap import capped_verdicts, rankme_cap_text
 from analysis.views.verdicts import VERDICT_BADGES
 from pages._shared import (
     background_job,
@@ -27,8 +29,10 @@ if ov.get("empty"):
 # views that show the evidence
 st.subheader("Which layer to use")
 st.caption(md_escape(VERDICT_RULE))
-for ds in list(ov["datasets"]["dataset"]):
-    found = view(views.verdicts, ds)
+found_by = {ds: view(views.verdicts, ds) for ds in ov["datasets"]["dataset"]}
+n_items = dict(zip(ov["datasets"]["dataset"], ov["datasets"]["n_items"]))
+dims = dict(zip(ov["models"]["model"], ov["models"]["dim"]))
+for ds, found in found_by.items():
     if len(ov["datasets"]) > 1:
         st.markdown(f"**{md_escape(ds)}**")
     if not found:
@@ -44,6 +48,21 @@ for ds in list(ov["datasets"]["dataset"]):
                                  help="the mutual k-NN grid with this layer selected")
             c_curve.page_link(page_path("curves"), label="curves", icon=":material/show_chart:", query_params=v["curves"],
                               help=md_escape(f"the curve of {v['verdict']['lead'] or 'this model'} per layer"))
+    cap = rankme_cap_text(capped_verdicts(found, int(n_items[ds]), dims), int(n_items[ds]))
+    if cap:
+        st.caption(md_escape(cap))
+
+# the answer drawn: each pick's paired gain over the last layer, with its interval, the null and the margin
+gains = gain_table(found_by)
+chart = gain_chart(gains)
+if chart is not None:
+    st.altair_chart(chart, width="stretch", key="overview_gains")
+    st.caption("Each model's pick against its last layer: the relative gain of the verdict's lead metric, with "
+               "its 95% paired-bootstrap interval (the same item resamples at both layers); filled points exclude "
+               "zero. The dashed line is no gain (the test's null), the dotted one the practical margin.")
+note = gain_note(gains)
+if note:
+    st.caption(md_escape(note))
 
 c1, c2, c3 = st.columns(3)
 c1.metric("Datasets", len(ov["datasets"]))

@@ -1,6 +1,7 @@
 import streamlit as st
 
 from analysis import views
+from analysis.views.nuance import collapse_notes
 from analysis.views import md_escape
 from analysis.views import caption_baseline as cb
 from analysis.views import paper_figures as pf
@@ -29,7 +30,7 @@ if section not in ("published", "prompts"):
 
 
 def _notes(fv):
-    for note in fv.get("notes", []):
+    for note in collapse_notes(fv.get("notes", [])):  # near-identical notes: one line per reason, counted
         st.caption(md_escape(note))
 
 

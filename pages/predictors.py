@@ -2,6 +2,7 @@ import altair as alt
 import streamlit as st
 
 from analysis import views
+from analysis.views.nuance import collapse_notes
 from analysis.views import md_escape, predictor_matrix
 from pages._shared import (
     dataset_picker,
@@ -102,7 +103,7 @@ if signals and len(picks):
     else:
         st.caption("This signal has no direction (e.g. LID): shown in the table, not used to pick a layer.")
 
-for note in data["notes"]:
+for note in collapse_notes(data["notes"]):  # one line per reason, counted
     st.caption(md_escape(note))
 cols = st.columns(2)
 cols[0].page_link(page_path("curves"), label="Layer curves: the signals per layer", icon=":material/show_chart:")

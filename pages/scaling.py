@@ -1,6 +1,7 @@
 import streamlit as st
 
 from analysis import views
+from analysis.views.nuance import collapse_notes
 from analysis.views import md_escape
 from pages._shared import (dataset_picker, download_chart, download_data, pick, require_results, require_store,
                            view)
@@ -45,7 +46,7 @@ for col, subject in zip(columns, [left] + ([compare] if compare != "(none)" else
                                                                        if k != "n_boot"})))
         if sv.get("error"):
             st.warning(md_escape(sv["error"]))
-        for note in sv.get("notes", []):
+        for note in collapse_notes(sv.get("notes", [])):  # one line per reason, counted
             st.warning(md_escape(note))
         if sv.get("fit"):
             if sv.get("status") and sv["status"] != "ok":

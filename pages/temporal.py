@@ -2,8 +2,8 @@ import altair as alt
 import streamlit as st
 
 from analysis import views
-from analysis.views.nuance import (below_chance_text, choice_charts, interval_coverage_text, joint_points_chart,
-                                   nuance_view, same_space_long, undefined_text)
+from analysis.views.nuance import (below_chance_text, choice_charts, collapse_notes, interval_coverage_text,
+                                   joint_points_chart, nuance_view, same_space_long, undefined_text)
 from analysis.views import md_escape, temporal_view
 from pages._shared import (
     dataset_picker,
@@ -170,5 +170,5 @@ if len(nv["negation"]):
         st.altair_chart(joint, width="stretch", key="negation_joint_chart")
     notes_of(nv["negation"], "negated-query")
     download_data(nv["negation"], "negated_queries")
-for note in tv["notes"]:
+for note in collapse_notes(tv["notes"]):  # one line per reason, counted
     st.caption(md_escape(note))

@@ -26,6 +26,8 @@ from analysis.methods.scaling import undetermined_params
 from analysis.null import beyond_chance
 from analysis.report.markdown import md_block, md_cell, md_inline
 from analysis.report.paper_figures import paper_figures_html, paper_figures_md, paper_figures_section
+from analysis.views.verdicts import VERDICT_WORDS
+from analysis.views.rankme_cap import RANKME_CAP_SHARE, rankme_cap_text, rankme_capped  # noqa: F401 (RANKME_CAP_SHARE: older callers)
 
 #: a grid's pair kind in words (report titles and tables)
 _KIND_WORDS = {"vision_text": "vision×text", "vision_vision": "vision×vision", "text_text": "text×text"}
@@ -246,30 +248,19 @@ def _dataset_section(con, ds, chosen, references, labels, ov) -> dict:
     return sec
 
 
-#: RankMe above this share of its bound min(N, d) is said to be held down by the bound
-RANKME_CAP_SHARE = 0.8
-
-
 def rankme_cap_notes(con, models: list[dict], n_items: int) -> list[str]:
-    """A sentence when RankMe's bound binds: RankMe ``exp(H(σ/Σσ))`` of an ``(N, d)`` layer has at
-    most ``min(N, d)`` non-zero singular values, so it is at most ``min(N, d)`` (Garrido et al. 2023).
-    With fewer items than dimensions (``N < d``) the bound is the dataset's size, not the model's:
-    a recommended RankMe above :data:`RANKME_CAP_SHARE` of ``N`` compares layers by how well they fill
-    ``N`` dimensions. ``models``: the summary's entries (``recommended["rankme"]["value"]``, the
-    pick's RankMe). Returns ``[]`` or one sentence naming the models."""
+    """A sentence when RankMe's bound binds (:mod:`analysis.views.rankme_cap`): a recommended RankMe above
+    :data:`RANKME_CAP_SHARE` of ``N`` with ``N < d`` compares layers by how well they fill ``N``
+    dimensions. ``models``: the summary's entries (``recommended["rankme"]["value"]``, the pick's
+    RankMe). Returns ``[]`` or one sentence naming the models."""
     capped = []
     for m in models:
         pick = m.get("recommended", {}).get("rankme")
         row = con.execute("SELECT dim FROM models WHERE model = ?", [m["model"]]).fetchall()
-        if not pick or pick.get("value") is None or not row or row[0][0] is None:
-            continue
-        if n_items < int(row[0][0]) and float(pick["value"]) > RANKME_CAP_SHARE * n_items:
-            capped.append(f"{m['label']} ({float(pick['value']):.1f})")
-    if not capped:
-        return []
-    return [f"RankMe is at most min(N, d), here N = {n_items} items: {', '.join(capped)} come within "
-            f"{1 - RANKME_CAP_SHARE:.0%} of that bound, so these values are limited by the number of items, not by "
-            "the model; compare their layers with care, or embed more items to lift the bound."]
+        if pick and row and rankme_capped(pick.get("value"), n_items, row[0][0]):
+            capped.append((m["label"], float(pick["value"])))
+    text = rankme_cap_text(capped, n_items)
+    return [text] if text else []
 
 
 def alignment_heading(summary: dict) -> str:
@@ -475,8 +466,32 @@ def render_html(report: dict) -> str:
     return "".join(parts)
 
 
-_MARK = {"recommend": "✅", "last": "✅", "default": "↩️", "tie": "🟰", "untested": "❔", "chance": "🎲",
-         "control": "🧪", "none": "⚠️"}
+#: an inline SVG shape per verdict status (14 px, no font needed): colour and shape differ, and the
+#: word of :data:`analysis.views.verdicts.VERDICT_WORDS` follows it, so nothing relies on an emoji font
+_SHAPES = {
+    "recommend": ('#1a7f37', '<circle cx="7" cy="7" r="6"/><path d="M4 7.2l2 2 4-4.4" fill="none" stroke="#fff" '
+                             'stroke-width="1.8"/>'),
+    "last": ('#1a7f37', '<path d="M2 7.5l3.2 3.2L12 3.8" fill="none" stroke="currentColor" stroke-width="2.2"/>'),
+    "default": ('#0969da', '<path d="M5 3L1.5 6.5 5 10M2 6.5h6.5a4 4 0 010 8" fill="none" stroke="currentColor" '
+                           'stroke-width="1.8"/>'),
+    "tie": ('#57606a', '<path d="M2 5h10M2 9h10" stroke="currentColor" stroke-width="2"/>'),
+    "untested": ('#57606a', '<circle cx="7" cy="7" r="5.5" fill="none" stroke="currentColor" stroke-width="1.5"/>'
+                            '<circle cx="7" cy="7" r="1.5"/>'),
+    "chance": ('#bc4c00', '<rect x="1.5" y="1.5" width="11" height="11" rx="2" fill="none" stroke="currentColor" '
+                          'stroke-width="1.5"/><circle cx="4.5" cy="4.5" r="1.2"/><circle cx="9.5" cy="9.5" r="1.2"/>'),
+    "control": ('#8250df', '<path d="M5 1.5h4M6 1.5v4L2.5 12h9L8 5.5v-4" fill="none" stroke="currentColor" '
+                           'stroke-width="1.5"/>'),
+    "none": ('#cf222e', '<path d="M7 1.5L13 12.5H1z" fill="none" stroke="currentColor" stroke-width="1.5"/>'
+                        '<path d="M7 5.5v3.5M7 10.3v1" stroke="currentColor" stroke-width="1.5"/>'),
+}
+
+
+def _mark(status: str) -> str:
+    """A verdict status as an inline SVG icon and its word (``<span class="mark">``)."""
+    colour, body = _SHAPES[status]
+    svg = (f'<svg width="14" height="14" viewBox="0 0 14 14" fill="currentColor" aria-hidden="true" '
+           f'style="vertical-align:-2px">{body}</svg>')
+    return f'<span class="mark" style="color:{colour}">{svg} <b>{_e(VERDICT_WORDS[status])}</b></span>'
 
 
 def _verdicts_html(report) -> str:
@@ -488,7 +503,7 @@ def _verdicts_html(report) -> str:
         if not d.get("verdicts"):
             out.append("<p class='note'>No layer choice: no per-layer results for this dataset.</p>")
             continue
-        out.append("<ul>" + "".join(f"<li>{_MARK[v['status']]} {_e(v['sentence'])}</li>" for v in d["verdicts"])
+        out.append("<ul>" + "".join(f"<li>{_mark(v['status'])} {_e(v['sentence'])}</li>" for v in d["verdicts"])
                    + "</ul>")
     out.append(f"<p class='muted'>{_e(views.VERDICT_RULE)} The per-metric picks follow in each dataset's summary.</p>")
     return "".join(out)
@@ -690,6 +705,18 @@ def _provenance_html(p) -> str:
     return "".join(out)
 
 
+def _verdicts_md(report) -> list[str]:
+    """The Markdown summary's opening: each verdict line led by its status in words (no emoji font needed)."""
+    lines = ["## Which layer to use", ""]
+    for d in report["datasets"]:
+        prefix = f"{md_inline(d['dataset'])}: " if len(report["datasets"]) > 1 else ""
+        for v in d.get("verdicts", []):
+            lines.append(f"- **{VERDICT_WORDS[v['status']]}**: {prefix}{md_inline(v['sentence'])}")
+        if not d.get("verdicts"):
+            lines.append(f"- {md_block(d['dataset']) + ': ' if prefix else ''}no layer choice (no per-layer results)")
+    return lines + [""]
+
+
 def render_markdown(report: dict) -> str:
     """A short Markdown summary. Every user string (store path, dataset, model and reference names,
     sentences quoting them) is escaped for where it lands (:mod:`analysis.report.markdown`: inside a
@@ -699,14 +726,7 @@ def render_markdown(report: dict) -> str:
     on one line."""
     lines = [f"# {md_block(report['title'])}", "", f"Store {md_inline(report['store'])}, generated "
              f"{md_inline(report['generated'])}, LayerScope {md_inline(report['code_version'])}.", ""]
-    lines += ["## Which layer to use", ""]
-    for d in report["datasets"]:
-        prefix = f"{md_block(d['dataset'])}: " if len(report["datasets"]) > 1 else ""
-        for v in d.get("verdicts", []):
-            lines.append(f"- {prefix}{md_inline(v['sentence']) if prefix else md_block(v['sentence'])}")
-        if not d.get("verdicts"):
-            lines.append(f"- {prefix}no layer choice (no per-layer results)")
-    lines.append("")
+    lines += _verdicts_md(report)
     for d in report["datasets"]:
         lines += [f"## {md_block(d['dataset'])} ({d['n_items']} items)", ""]
         summary = d["sections"].get("summary", {})

@@ -132,8 +132,26 @@ def _plan(con, datasets, ctx, non_finite: dict[str, int] | None = None) -> dict[
             if not datasets or ds in datasets}
 
 
-def run_dataset(ctx: Context, d: DatasetRuns) -> None:
-    """Every study of one dataset, in dependency order (later studies read earlier results)."""
+#: the studies of one dataset, in the order :func:`run_dataset` runs them (its progress counter counts these)
+STUDY_ORDER = ("profiles", "grids", "scaling", "model_map", "downstream", "same_space", "predictors", "temporal",
+               "caption_baseline", "layer_choice", "embedding_map")
+
+
+def progress_line(done: int, total: int, what: str) -> str:
+    """The analyze log's progress counter, ``"[done/total] what"`` (:func:`analysis.jobs.parse_progress`
+    reads it back for a background job's percentage and ETA)."""
+    return f"[{done}/{total}] {what}"
+
+
+def run_dataset(ctx: Context, d: DatasetRuns, position: tuple[int, int] = (0, 1)) -> None:
+    """Every study of one dataset, in dependency order (later studies read earlier results).
+    ``position``: ``(index, count)`` of this dataset among those analysed, for the progress counter
+    (one step per study: ``index · len(STUDY_ORDER) + study``, of ``count · len(STUDY_ORDER)``)."""
+    base, total = position[0] * len(STUDY_ORDER), position[1] * len(STUDY_ORDER)
+
+    def counted(i: int) -> None:
+        ctx.log(progress_line(base + i, total, f"{d.name}: finished {STUDY_ORDER[i - 1]}"))  # the name ends the line
+
     if d.n_items <= ctx.settings.k:
         ctx.note(f"dataset {d.name!r} has {d.n_items} items, too few for k={ctx.settings.k}: "
                  "pass a smaller --k; skipped")
@@ -143,14 +161,18 @@ def run_dataset(ctx: Context, d: DatasetRuns) -> None:
     # most the current study's unwritten rows, never leaves part of one
     profiles.run(ctx, d)
     ctx.flush()
+    counted(1)
     pairs = grids.run(ctx, d)
     ctx.flush()
+    counted(2)
     scaling.run(ctx, d, pairs)
     ctx.flush()
-    for study in (model_map, downstream, same_space, predictors, temporal, caption_baseline, layer_choice,
-                  embedding_map):
+    counted(3)
+    for i, study in enumerate((model_map, downstream, same_space, predictors, temporal, caption_baseline,
+                               layer_choice, embedding_map), start=4):
         study.run(ctx, d)  # same_space before predictors, which read its per-layer values
         ctx.flush()
+        counted(i)
 
 
 def analyze_store(store, options: AnalyzeOptions | None = None, *, progress: bool = False, log=print,
@@ -195,8 +217,8 @@ def analyze_store(store, options: AnalyzeOptions | None = None, *, progress: boo
         # (syrk for X Xᵀ, some gemm shapes) round differently on 2 threads than on 1, so a serial
         # analysis and a --jobs one would store different last bits (and a status could flip)
         with one_blas_thread():
-            for d in plan.values():
-                run_dataset(ctx, d)
+            for j, d in enumerate(plan.values()):
+                run_dataset(ctx, d, (j, len(plan)))
         ctx.flush()  # (each study flushes at its end; nothing may stay pending past the close below)
         out = ctx.summary()
         out["settings"] = saved

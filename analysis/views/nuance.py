@@ -4,6 +4,8 @@ stay as rows with their reason (never dropped); no maths beyond reshaping."""
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pandas as pd
 
@@ -182,8 +184,12 @@ def undefined_text(df: pd.DataFrame, what: str, value_col: str) -> str:
         return ""
     reasons = missing["note"].fillna("").replace("", "undefined") if "note" in missing else pd.Series(
         ["undefined"] * len(missing))
-    counts = reasons.value_counts()
-    parts = [f"{n} × {why}" if n > 1 else why for why, n in counts.items()]
+    # notes that differ only in a number (a scale, a layer) are one reason: counted, the first one shown
+    groups: dict[str, list[str]] = {}
+    for why in reasons:
+        groups.setdefault(_blank(why), []).append(why)
+    parts = [(f"{len(g)} × {g[0]}" + (" (values differ)" if len(set(g)) > 1 else "")) if len(g) > 1 else g[0]
+             for g in groups.values()]
     return f"{len(missing)} of {len(df)} {what} value(s) undefined (not drawn): " + "; ".join(parts)
 
 
@@ -221,3 +227,43 @@ def joint_points_chart(df: pd.DataFrame, y: str, colour: str, *, height: int = 2
         y=alt.Y(f"{y}:Q", scale=alt.Scale(domain=[0, 1])), xOffset=f"{colour}:N",
         color=alt.Color(f"{colour}:N", legend=alt.Legend(orient="bottom", labelLimit=0)),
         tooltip=[c for c in joint.columns if c != "depth"]).properties(height=height)
+
+
+def _blank(text: str) -> str:
+    """``text`` with its numbers and parenthesised details blanked: the reason, without the values."""
+    key = re.sub(r"\s*\([^()]*\)", "", str(text).strip())  # "(layers 0, 3)", "(0.12)": details, not the reason
+    return re.sub(r"[-+]?\d+(?:\.\d+)?(?:e[-+]?\d+)?", "#", key)
+
+
+def _reason_key(note: str) -> tuple[str, str | None, str]:
+    """``(key, subject, reason)`` of a note shaped ``"subject: reason"`` (else no subject); the key is
+    the reason with its numbers blanked, so notes that differ only in a layer index or a value group."""
+    subject, sep, reason = note.partition(": ")
+    if not sep:
+        subject, reason = None, note
+    return _blank(reason), subject, reason
+
+
+def collapse_notes(notes, *, named: int = 3) -> list[str]:
+    """Notes said once per reason: near-identical notes (same reason once numbers are blanked, whatever
+    their subject before ``": "``) become one line with their count and the first ``named`` subjects;
+    a reason met once is kept as written. Order: each reason where it first appears.
+
+    >>> collapse_notes(["vit layer 1: constant", "vit layer 2: constant", "dino: 3 ties"])
+    ['2 × constant (vit layer 1, vit layer 2)', 'dino: 3 ties']
+    """
+    groups: dict[str, list[tuple[str | None, str, str]]] = {}
+    for note in notes:
+        if note:
+            key, subject, reason = _reason_key(str(note))
+            groups.setdefault(key, []).append((subject, reason, str(note)))
+    out = []
+    for entries in groups.values():
+        if len(entries) == 1:
+            out.append(entries[0][2])
+            continue
+        subjects = list(dict.fromkeys(s for s, _, _ in entries if s))
+        reason = entries[0][1] if len({r for _, r, _ in entries}) == 1 else f"{entries[0][1]} (values differ)"
+        who = ", ".join(subjects[:named]) + (f" and {len(subjects) - named} more" if len(subjects) > named else "")
+        out.append(f"{len(entries)} × {reason}" + (f" ({who})" if who else ""))
+    return out

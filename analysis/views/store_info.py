@@ -27,6 +27,46 @@ def has_table(con, name) -> bool:
                 .fetchall()[0][0])
 
 
+def _current_runs(runs: pd.DataFrame) -> pd.DataFrame:
+    """The done runs of the original variant the analysis uses: per setting (dataset, model, budgets)
+    the latest finished one (an older run of the same setting is superseded and never analysed)."""
+    done = runs[(runs["status"] == "done") & (runs["variant"] == "original")]
+    if not len(done):
+        return done
+    key = ["dataset", "model", "modality", "n_frames", "n_captions"]
+    return (done.sort_values("finished", na_position="first").groupby(key, dropna=False, sort=False).tail(1))
+
+
+def partial_missing(con, runs: pd.DataFrame, store_path: str = "STORE") -> list[dict]:
+    """What an analysed store still lacks, counted per dataset: done runs with no per-layer profile, and
+    vision×text pairs of done runs with no grid (the analysis scores every such pair), e.g. runs
+    precomputed after the last ``layerscope analyze``. ``[]`` when nothing is partially missing."""
+    cur = _current_runs(runs)
+    if not len(cur):
+        return []
+    profiled = ({r[0] for r in con.execute("SELECT DISTINCT run_id FROM result_profiles").fetchall()}
+                if has_table(con, "result_profiles") else set())
+    gridded = ({(a, b) for a, b in con.execute("SELECT DISTINCT run_a, run_b FROM result_grids "
+                                                "WHERE pair_kind = 'vision_text' OR pair_kind IS NULL").fetchall()}
+               if has_table(con, "result_grids") else set())
+    command = f"layerscope analyze --store {store_path}"
+    out = []
+    for ds, g in cur.groupby("dataset"):
+        lacking = sorted(set(g["run_id"]) - profiled)
+        if lacking:
+            out.append({"what": f"dataset {ds}: {len(lacking)} of {len(g)} done run(s) have no per-layer results "
+                                f"({', '.join(lacking[:3])}{' ...' if len(lacking) > 3 else ''})",
+                        "command": command})
+        vision = g[g["modality"].isin(["video", "image"])]["run_id"]
+        text = g[g["modality"] == "text"]["run_id"]
+        pairs = {(a, b) for a in vision for b in text}
+        absent = pairs - gridded
+        if absent:
+            out.append({"what": f"dataset {ds}: {len(absent)} of {len(pairs)} vision×text run pair(s) have no "
+                                "grid yet", "command": command})
+    return out
+
+
 def overview(con, store_path: str = "STORE") -> dict:
     """Datasets, models, runs, and what is missing with the command that would fill it."""
     if not is_layerscope_store(con):
@@ -55,6 +95,8 @@ def overview(con, store_path: str = "STORE") -> dict:
                 missing.append({"what": f"dataset {ds} has no vision×text pair of runs",
                                 "command": f"layerscope precompute --store {store_path} --manifest MANIFEST "
                                            f"--dataset {ds} --model VIDEO_OR_TEXT_MODEL"})
+    if n_results:
+        missing += partial_missing(con, runs, store_path)
     if has_table(con, "result_studies") and len(runs):
         have = {r[0] for r in con.execute("SELECT DISTINCT study FROM result_studies").fetchall()}
         if "downstream" not in have:

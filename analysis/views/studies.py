@@ -135,14 +135,24 @@ def model_map_charts(mv: dict, *, labels: dict, title: dict | None = None):
     coords = mv["coords"].assign(model=mv["coords"]["model"].map(lambda m: labels.get(m, m)))
     half = max(float(np.ptp(coords["x"])), float(np.ptp(coords["y"])), 1e-9) / 2 * 1.25
     cx, cy = float(coords["x"].mean()) if len(coords) else 0.0, float(coords["y"].mean()) if len(coords) else 0.0
-    sx = alt.Scale(domain=[cx - half, cx + half], nice=False, zero=False)
-    sy = alt.Scale(domain=[cy - half, cy + half], nice=False, zero=False)
+    dom_x, dom_y = [cx - half, cx + half], [cy - half, cy + half]
+    sx = alt.Scale(domain=dom_x, nice=False, zero=False)
+    sy = alt.Scale(domain=dom_y, nice=False, zero=False)
     points = alt.Chart(coords).mark_point(filled=True, size=220, opacity=0.9).encode(
         x=alt.X("x:Q", title="MDS 1", scale=sx), y=alt.Y("y:Q", title="MDS 2", scale=sy),
         color=alt.Color("cluster:N", title="cluster"), shape=alt.Shape("modality:N", title="modality"),
         tooltip=["model", "modality", "cluster"])
-    names = points.mark_text(dy=-16, fontSize=11).encode(text="model:N", shape=alt.value("circle"))
     side = 380
+    # labels placed beside their points without overlapping each other or a marker; one that finds no
+    # free place is left off (the point's tooltip names it)
+    from analysis.views.label_layout import label_positions
+
+    spots = label_positions(coords["x"], coords["y"], coords["model"], domain_x=dom_x, domain_y=dom_y,
+                            side=side)
+    coords_l = coords.assign(lx=[s[0] if s else None for s in spots], ly=[s[1] if s else None for s in spots])
+    names = alt.Chart(coords_l[coords_l["lx"].notna()]).mark_text(
+        fontSize=11, align="center", baseline="middle").encode(x=alt.X("lx:Q", scale=sx), y=alt.Y("ly:Q", scale=sy),
+                                                               text="model:N")
     matrix = heat.properties(width=side, height=side)
     mapped = (points + names).properties(width=side, height=side)  # square, same domain span: equal scales
     if title:

@@ -105,3 +105,13 @@ def choose_text(requested) -> str:
     if requested is None:
         return ""
     return " ".join(str(requested).split())[:MAX_TEXT]
+
+
+def stale_params(present, owned, others=(), carried=()) -> list[str]:
+    """The URL parameters a page should drop after a full run: those ``present`` in the URL that another
+    page owns (``others``: the parameters the session's other pages read or wrote), that this page did
+    not read or write (``owned``) and that do not follow the user across pages (``carried``), in URL
+    order. Back landing on the Overview with the Neighbours page's ``item=`` then drops it; a parameter
+    no page has claimed is left alone (nothing of a link is dropped on a guess)."""
+    drop = set(others) - set(owned) - set(carried)
+    return [p for p in dict.fromkeys(present) if p in drop]

@@ -98,6 +98,11 @@ def verdicts(con, dataset) -> list[dict]:
     return out
 
 
+#: each verdict status in words: the report's marks and the Markdown summary carry them, so a tie and a
+#: recommendation never look alike without colour or an icon font
+VERDICT_WORDS = {"recommend": "recommended", "last": "last layer", "default": "default output", "tie": "tie",
+                 "untested": "untested", "chance": "at chance", "control": "control", "none": "no verdict"}
+
 #: how each verdict status is marked on screen: a Streamlit badge with a Material icon (shipped with
 #: the app: no emoji font needed) and a word, so a tie and a recommendation never look alike
 VERDICT_BADGES = {
