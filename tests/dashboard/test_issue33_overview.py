@@ -11,7 +11,7 @@ import pytest
 
 from analysis.methods.layer_selection import PRACTICAL_MARGIN
 from analysis.views.overview_chart import gain_chart, gain_note, gain_table
-from analysis.views.rankme_cap import capped_curves, capped_verdicts, rankme_capped
+from analysis.views.rankme_cap import capped_verdicts, rankme_capped
 from tests.helpers import app, charts
 
 
