@@ -111,4 +111,5 @@ def gain_chart(table: pd.DataFrame, *, margin: float = PRACTICAL_MARGIN, height_
         x=alt.X("gain_low:Q", scale=scale), x2="gain_high:Q", y=y, tooltip=tips)
     points = base.mark_point(size=90, filled=False, stroke="#1f77b4", strokeWidth=2, opacity=1).encode(
         x=x, y=y, fill=fill, tooltip=tips)
-    return alt.layer(rules, bars, points).properties(height=max(80, height_per_row * len(d)))
+    # one model still gets a readable chart (its axis and legend need about 120 px)
+    return alt.layer(rules, bars, points).properties(height=max(120, height_per_row * len(d)))
