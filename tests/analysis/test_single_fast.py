@@ -288,3 +288,19 @@ def test_uniformity_of_an_all_zero_layer_is_refused_not_the_best_value():
         uniformity(np.zeros((6, 4)))
     X = np.random.default_rng(0).normal(size=(6, 4))
     assert np.isfinite(uniformity(X))
+
+
+def test_auto_route_asks_faiss_only_from_its_row_threshold(monkeypatch):
+    """Below :data:`LID_FAISS_MIN_ROWS` the auto route never calls faiss (one sgemm block was faster
+    there); from it on, faiss proposes the candidates; both give the brute-force distances."""
+    from analysis.metrics import neighbors_faiss, single
+
+    calls = []
+    real = neighbors_faiss.faiss_module
+    monkeypatch.setattr(neighbors_faiss, "faiss_module", lambda: calls.append(1) or real())
+    X = RNG.normal(size=(80, 6))
+    np.testing.assert_allclose(knn_distances(X, 4), _brute_knn(X, 4), rtol=1e-12)
+    assert calls == []
+    monkeypatch.setattr(single, "LID_FAISS_MIN_ROWS", 50)
+    np.testing.assert_allclose(knn_distances(X, 4), _brute_knn(X, 4), rtol=1e-12)
+    assert calls == [1]
