@@ -19,7 +19,10 @@ def run(ctx: Context, d: DatasetRuns) -> None:
     if len(names) < 2:
         ctx.note(f"dataset {d.name!r}: a model map needs at least 2 models, the store has {len(names)}")
         return
-    rid = ctx.rid("model_map", d.name, names, k)
+    # the search is part of the key when approximate (as for the grids the map reads), so an exact
+    # and an approximate analysis of one store never share, or overwrite, one map
+    search = ctx.settings.params_for("mutual_knn")
+    rid = ctx.rid("model_map", d.name, names, k, *([search["knn"]] if "knn" in search else []))
     ikey = R.key([(chosen[m]["run_id"], str(chosen[m]["finished"])) for m in names])
     if not ctx.fresh("model_map", "result_studies", rid, ikey):
         return
@@ -52,4 +55,5 @@ def run(ctx: Context, d: DatasetRuns) -> None:
                             for m in names},
                "metric": "mutual_knn", "undefined_pairs": undefined}
     ctx.put_study(result_id=rid, study="model_map", dataset=d.name, subject="all",
-                params={"k": k, "metric": "mutual_knn"}, payload=payload, input_key=ikey)
+                params={"k": k, "metric": "mutual_knn", **({"knn": search["knn"]} if "knn" in search else {})},
+                payload=payload, input_key=ikey)

@@ -77,3 +77,24 @@ def test_model_map_reads_the_approximate_grids_instead_of_searching_again(tmp_pa
     out = analyze_store(path, metrics=("mutual_knn",), n_boot=0, maps=0, knn="ann", log=quiet)
     assert out["computed_by_study"].get("model_map", 0) == 1
     assert asked and all(p.get("knn") == "ann" for m, p in asked if m == "mutual_knn"), asked
+
+
+@pytest.mark.slow  # exact and approximate analyses of one store
+def test_exact_and_approximate_model_maps_are_kept_apart(tmp_path):
+    """The model map reads the mutual k-NN grids of the analysis' search, so its key and parameters
+    name the search when approximate: an ``--knn ann`` analysis after an exact one adds its own map
+    instead of overwriting (or being mistaken for) the exact one, and the exact key is unchanged."""
+    path = tmp_path / "s.duckdb"
+    write_sweep(path, video=["v1", "v2"], text=["t1"], **SHAPE)
+    analyze_store(path, metrics=("mutual_knn",), n_boot=0, maps=0, log=quiet)
+    con = duckdb.connect(str(path), read_only=True)
+    (exact,) = R.read_studies(con, study="model_map")
+    con.close()
+    assert exact["params"] == {"k": 10, "metric": "mutual_knn"}
+    analyze_store(path, knn="ann", log=quiet)
+    con = duckdb.connect(str(path), read_only=True)
+    maps = {r["result_id"]: r for r in R.read_studies(con, study="model_map")}
+    con.close()
+    assert len(maps) == 2 and maps[exact["result_id"]]["payload"] == exact["payload"]
+    (ann,) = [r for rid, r in maps.items() if rid != exact["result_id"]]
+    assert ann["params"] == {"k": 10, "metric": "mutual_knn", "knn": "ann"}
