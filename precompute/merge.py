@@ -24,6 +24,7 @@ from analysis.storage.results import rows
 from analysis.storage.schema import create_all, embedding_table, embedding_writer_settings, ensure_embedding_table
 from analysis.storage.store import StoreError, connect, run_tags, transaction
 
+from .manage import has_paper_names
 from .writer import identity_of, insert_arrow, run_id_for
 
 
@@ -120,6 +121,25 @@ def _copy_meta(con, s, src, log):
                 cols = list(m)
                 con.execute(f"INSERT INTO models ({', '.join(cols)}) VALUES ({', '.join('?' * len(cols))})",
                             [m[c] for c in cols])
+        _copy_paper_names(con, s, src)
+
+
+def _copy_paper_names(con, s, src):
+    """The source's mapping of its model and dataset names to the papers' (``layerscope papers map``),
+    inside :func:`_copy_meta`'s transaction, with the time each was set. A name mapped alike in both
+    stores is kept; mapped to another paper name in the target, it is a conflict (which one the user
+    meant cannot be told), raised naming the model or dataset."""
+    if not has_paper_names(s):  # a store written before the table existed maps nothing
+        return
+    for m in rows(s, 'SELECT kind, name, paper_name, "set" FROM paper_names ORDER BY kind, name'):
+        have = rows(con, "SELECT paper_name FROM paper_names WHERE kind = ? AND name = ?", [m["kind"], m["name"]])
+        if have and have[0]["paper_name"] != m["paper_name"]:
+            raise StoreError(f"{src}: {m['kind']} {m['name']!r} is mapped to the paper's {m['paper_name']!r} there "
+                             f"but to {have[0]['paper_name']!r} in the target; nothing was merged from {src}. "
+                             "Map it alike in both (`layerscope papers map`), then merge again")
+        if not have:
+            con.execute("INSERT INTO paper_names VALUES (?, ?, ?, ?)",
+                        [m["kind"], m["name"], m["paper_name"], m["set"]])
 
 
 def merged_notes(configs) -> dict:

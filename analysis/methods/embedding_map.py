@@ -156,16 +156,8 @@ def umap_coords(X, *, n_neighbors: int = N_NEIGHBORS, min_dist: float = MIN_DIST
     X = as_matrix(X, name, min_rows=1)
     if n_neighbors < 2:
         raise ValueError(f"n_neighbors must be at least 2, got {n_neighbors}")
-    _check_layer(X, name)
-    U = l2_normalize(X)
-    labels = duplicate_labels(U)
-    n_distinct = int(labels.max()) + 1
-    if n_distinct < MIN_DISTINCT:
-        raise MapUndefined(f"{name} has {n_distinct} distinct point(s) of {len(X)}; a map needs at least "
-                           f"{MIN_DISTINCT} (UMAP needs n_neighbors < N)")
     # one representative row per duplicate group; every member is drawn at its position
-    first = np.array([np.flatnonzero(labels == g)[0] for g in range(n_distinct)])
-    R = U[first]
+    R, labels, n_distinct = _distinct_unit_rows(X, name, why=" (UMAP needs n_neighbors < N)")
     k = int(min(n_neighbors, n_distinct - 1))
     idx, dist = exact_knn(R, k)
 
@@ -183,9 +175,10 @@ def umap_coords(X, *, n_neighbors: int = N_NEIGHBORS, min_dist: float = MIN_DIST
     return EmbeddingMap(coords=np.asarray(Y, dtype=np.float64)[labels], n_distinct=n_distinct, n_neighbors=k)
 
 
-def _distinct_unit_rows(X, name: str) -> tuple[np.ndarray, np.ndarray, int]:
+def _distinct_unit_rows(X, name: str, why: str = "") -> tuple[np.ndarray, np.ndarray, int]:
     """``(R, labels, n_distinct)``: the unit rows of ``X`` with duplicates merged (``R[labels]`` gives
-    every row back), after the degenerate-layer and too-few-points checks every method shares."""
+    every row back), after the degenerate-layer and too-few-points checks every method shares
+    (``why`` ends the too-few-points message: the method's own reason)."""
     X = as_matrix(X, name, min_rows=1)
     _check_layer(X, name)
     U = l2_normalize(X)
@@ -193,7 +186,7 @@ def _distinct_unit_rows(X, name: str) -> tuple[np.ndarray, np.ndarray, int]:
     n_distinct = int(labels.max()) + 1
     if n_distinct < MIN_DISTINCT:
         raise MapUndefined(f"{name} has {n_distinct} distinct point(s) of {len(X)}; a map needs at least "
-                           f"{MIN_DISTINCT}")
+                           f"{MIN_DISTINCT}{why}")
     first = np.array([np.flatnonzero(labels == g)[0] for g in range(n_distinct)])
     return U[first], labels, n_distinct
 

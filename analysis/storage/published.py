@@ -1,4 +1,4 @@
-"""The papers' published numbers (``data/published/papers.csv``) and the user's mapping of store
+"""The papers' published numbers (``analysis/data/papers.csv``, package data: a wheel carries it) and the user's mapping of store
 names to the papers' names (the ``paper_names`` table), issue #31.
 
 A published number is shown *beside* a user's value where model, dataset and setting match; it is
@@ -16,8 +16,9 @@ from pathlib import Path
 from analysis.storage.results import now, rows
 from analysis.storage.store import transaction
 
-#: the CSV shipped with LayerScope
-PUBLISHED_CSV = Path(__file__).resolve().parents[2] / "data" / "published" / "papers.csv"
+#: the CSV shipped with LayerScope: package data of ``analysis`` (pyproject's package-data), so an
+#: installed wheel has it as well as a checkout
+PUBLISHED_CSV = Path(__file__).resolve().parents[1] / "data" / "papers.csv"
 COLUMNS = ("paper", "model", "dataset", "setting", "metric", "value", "source")
 #: what ``paper_names.kind`` may be
 KINDS = ("model", "dataset")
@@ -46,8 +47,8 @@ def load_published(path: str | Path | None = None) -> list[Published]:
     A bad row raises ``ValueError("FILE:LINE: what is wrong")``."""
     path = Path(path or PUBLISHED_CSV)
     if not path.is_file():
-        raise ValueError(f"{path}: no published table here (it ships in the repository's data/published/; "
-                         "install LayerScope from its repository with `pip install -e .`)")
+        raise ValueError(f"{path}: no published table here (it ships as package data of `analysis`; "
+                         "reinstall LayerScope, or pass the path of a papers.csv)")
     with open(path, newline="", encoding="utf-8") as fh:
         lines = [(i, text) for i, text in enumerate(fh, start=1) if text.strip() and not text.lstrip().startswith("#")]
     if not lines:

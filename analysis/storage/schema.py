@@ -103,7 +103,7 @@ TABLES: list[tuple[str, list[tuple[str, str, str]], str]] = [
     ("paper_names", [
         ("kind", "VARCHAR", "model | dataset: which of the store's names this maps"),
         ("name", "VARCHAR", "models.model or datasets.dataset as stored"),
-        ("paper_name", "VARCHAR", "the name data/published/papers.csv gives it (e.g. VideoMAEv2-H, VATEX)"),
+        ("paper_name", "VARCHAR", "the name analysis/data/papers.csv gives it (e.g. VideoMAEv2-H, VATEX)"),
         ("set", "TIMESTAMP", "when the mapping was set (layerscope papers map)"),
     ], "PRIMARY KEY (kind, name)"),
     ("result_grids", [

@@ -42,23 +42,27 @@ def _caption_text(captions, n_captions) -> str:
 MAX_COLOUR_LEVELS = 12
 
 
+def flatten_metadata(md: dict | None) -> dict:
+    """One item's metadata as ``{field: value}`` with nested dicts flattened one level
+    (``{"scene": {"colour": ..}}`` gives ``scene_colour``; dots become ``_``, which Vega-Lite would
+    read as nesting) and private fields (a leading ``_``) left out; values as they are."""
+    row = {}
+    for k, v in (md or {}).items():
+        if str(k).startswith("_"):
+            continue
+        inner = v.items() if isinstance(v, dict) else [(None, v)]
+        for k2, v2 in inner:
+            row[(str(k) if k2 is None else f"{k}_{k2}").replace(".", "_")] = v2
+    return row
+
+
 def categorical_metadata(metadata: list, max_levels: int = MAX_COLOUR_LEVELS) -> pd.DataFrame:
     """Item metadata usable as a map's colour: one column per field with 2..``max_levels`` distinct
-    values over the items (``metadata``: one dict per item, in order). Nested dicts are flattened one
-    level (``{"scene": {"colour": ..}}`` gives ``scene_colour``: no dots, which Vega-Lite would read
-    as nesting); lists and private fields (a leading ``_``) are left out; a missing value is ``none``."""
-    flat = []
-    for md in metadata:
-        row = {}
-        for k, v in (md or {}).items():
-            if str(k).startswith("_"):
-                continue
-            inner = v.items() if isinstance(v, dict) else [(None, v)]
-            for k2, v2 in inner:
-                if v2 is None or isinstance(v2, (str, int, float, bool)):
-                    name = str(k) if k2 is None else f"{k}_{k2}"
-                    row[name.replace(".", "_")] = "none" if v2 is None else str(v2)
-        flat.append(row)
+    values over the items (``metadata``: one dict per item, in order). Fields as
+    :func:`flatten_metadata` names them; lists (and deeper dicts) are left out; a missing value is
+    ``none``."""
+    flat = [{name: "none" if v is None else str(v) for name, v in flatten_metadata(md).items()
+             if v is None or isinstance(v, (str, int, float, bool))} for md in metadata]
     df = pd.DataFrame(flat, index=range(len(metadata))).fillna("none")
     keep = [c for c in df.columns if 2 <= df[c].nunique() <= max_levels]
     return df[sorted(keep)]

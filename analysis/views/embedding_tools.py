@@ -17,7 +17,7 @@ import numpy as np
 import pandas as pd
 
 from analysis.views.charts import _alt
-from analysis.views.embedding_map import TOOLTIP_TITLES, embedding_map_points
+from analysis.views.embedding_map import TOOLTIP_TITLES, embedding_map_points, flatten_metadata
 from analysis.views.store_info import _df
 
 #: the map's point selection (a click) and interval selection (a drag) as Vega-Lite params
@@ -34,20 +34,9 @@ MAX_QUERY = 200
 def numeric_metadata(metadata: list) -> pd.DataFrame:
     """Numeric item metadata usable as a continuous colour: one float column per field whose present
     values are all numbers (``int``/``float``, not ``bool``) with at least 2 distinct finite values;
-    nested dicts flattened one level as in :func:`analysis.views.categorical_metadata`
+    fields as :func:`analysis.views.embedding_map.flatten_metadata` names them
     (``scene.speed`` → ``scene_speed``); a missing value is NaN. ``metadata``: one dict per item."""
-    flat = []
-    for md in metadata:
-        row = {}
-        for k, v in (md or {}).items():
-            if str(k).startswith("_"):
-                continue
-            inner = v.items() if isinstance(v, dict) else [(None, v)]
-            for k2, v2 in inner:
-                name = (str(k) if k2 is None else f"{k}_{k2}").replace(".", "_")
-                row[name] = v2
-        flat.append(row)
-    df = pd.DataFrame(flat, index=range(len(metadata)))
+    df = pd.DataFrame([flatten_metadata(md) for md in metadata], index=range(len(metadata)))
     keep = {}
     for c in df.columns:
         present = [v for v in df[c] if v is not None and not (isinstance(v, float) and math.isnan(v))]
