@@ -167,7 +167,8 @@ def dataset_context(con, dataset) -> dict:
     if has_table(con, "result_grids"):
         got = con.execute("SELECT params FROM result_grids WHERE dataset = ? AND "
                           + R.current_clause(con, "result_grids")
-                          + " ORDER BY metric <> 'mutual_knn', model_a, model_b, metric, result_id", [dataset]).fetchall()
+                          + " ORDER BY metric <> 'mutual_knn', model_a, model_b, metric, result_id",
+                          [dataset]).fetchall()
         k = next((p["k"] for (text,) in got for p in [json.loads(text or "{}")] if "k" in p), None)
     return {"n_items": int(row[0][0]) if row else None, "k": k}
 
