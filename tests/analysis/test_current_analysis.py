@@ -48,6 +48,15 @@ def first(runs, tmp_path_factory):
     return path
 
 
+@pytest.fixture(scope="module")
+def small(runs, tmp_path_factory):
+    """The runs analysed as cheaply as can be (one metric, no resamples, shuffles or maps)."""
+    path = tmp_path_factory.mktemp("current") / "small.duckdb"
+    shutil.copy(runs, path)
+    analyze_store(path, metrics=("mutual_knn",), n_boot=0, maps=0, n_null=0, log=quiet)
+    return path
+
+
 def _plain(x):
     """A view's output as comparable plain data (frames as records, NaN as a string, floats rounded
     to 12 digits so only a real difference shows; ``computed`` stamps left out)."""
@@ -135,6 +144,7 @@ def _check_second_analysis(runs, first, tmp_path, monkeypatch, second: dict):
     return expected
 
 
+@pytest.mark.slow  # three analyses and three reports: ~10 s of CPU (the rule itself is tested fast below)
 def test_views_after_k_10_then_5_equal_a_store_analysed_with_k_5_only(runs, first, tmp_path, monkeypatch):
     expected = _check_second_analysis(runs, first, tmp_path, monkeypatch, dict(k=5))
     assert expected["context"] == {"n_items": 40, "k": 5}  # chance baselines at the current k
@@ -152,6 +162,7 @@ def test_views_after_exact_then_ann_search_equal_a_store_analysed_with_ann_only(
     _check_second_analysis(runs, first, tmp_path, monkeypatch, dict(knn="ann"))
 
 
+@pytest.mark.slow  # three analyses
 def test_analysing_one_dataset_keeps_the_other_datasets_current_rows(first, tmp_path):
     """``analyze --dataset A`` replaces A's list only: B's rows of its own (earlier) analysis stay
     current, and A shows its new analysis only."""
@@ -173,10 +184,10 @@ def test_analysing_one_dataset_keeps_the_other_datasets_current_rows(first, tmp_
         con.close()
 
 
-def test_a_store_analysed_before_the_list_existed_shows_every_row(first, tmp_path):
+def test_a_store_analysed_before_the_list_existed_shows_every_row(small, tmp_path):
     """No recorded list (a store analysed by an older version): the readers keep every row, as before."""
     store = tmp_path / "old.duckdb"
-    shutil.copy(first, store)
+    shutil.copy(small, store)
     con = duckdb.connect(str(store))
     try:
         n = con.execute("SELECT count(*) FROM result_grids").fetchone()[0]
@@ -189,12 +200,71 @@ def test_a_store_analysed_before_the_list_existed_shows_every_row(first, tmp_pat
         con.close()
 
 
-def test_current_clause_refuses_what_is_not_a_result_table_or_an_alias(first):
-    con = duckdb.connect(str(first), read_only=True)
+def test_current_clause_refuses_what_is_not_a_result_table_or_an_alias(tmp_path):
+    from analysis.storage.schema import create_all
+
+    con = duckdb.connect(str(tmp_path / "s.duckdb"))
     try:
+        create_all(con, "s")
         with pytest.raises(ValueError, match="'runs' is not a result table"):
             R.current_clause(con, "runs")
         with pytest.raises(ValueError, match="alias must be an identifier"):
             R.current_clause(con, "result_grids", "g; DROP TABLE runs")
+    finally:
+        con.close()
+
+
+def test_a_map_asked_for_after_the_analysis_is_part_of_it(small, tmp_path):
+    """``layerscope map`` computes with the saved settings: its map joins the current analysis (the
+    Embedding map page lists it) and stays there after the next ``analyze``."""
+    from analysis.studies.embedding_map import request_map
+
+    store = tmp_path / "map.duckdb"
+    shutil.copy(small, store)
+    got = request_map(store, dataset=DS, model="t1", layer=1, method="pca", log=quiet)
+    assert got["computed"] and got["reason"] is None
+
+    def listed():
+        con = duckdb.connect(str(store), read_only=True)
+        try:
+            return list(views.embedding_maps(con, DS)["subject"])
+        finally:
+            con.close()
+
+    assert listed() == [got["subject"]]
+    analyze_store(store, log=quiet)
+    assert listed() == [got["subject"]]
+
+
+def _grid_row(rid, dataset, k, best):
+    return {"result_id": rid, "dataset": dataset, "pair_kind": "vision_text", "model_a": "v", "model_b": "t",
+            "run_a": "ra", "run_b": "rb", "n_frames": 1, "n_captions": 1, "n_frames_b": None,
+            "metric": "mutual_knn", "params": {"k": k}, "grid": np.full((2, 2), best), "best_a": 1, "best_b": 1,
+            "best_value": best, "ci_low": None, "ci_high": None, "n_boot": 0, "flags": {}, "input_key": "i"}
+
+
+def test_record_current_replaces_the_analysed_datasets_lists_only(tmp_path):
+    """The rule on handmade rows: two analyses of dataset ``a`` (k = 10, then k = 5) and one of ``b``;
+    the readers with ``current=True`` and the heatmap index see the last list of each dataset."""
+    from analysis.storage.schema import create_all
+
+    con = duckdb.connect(str(tmp_path / "s.duckdb"))
+    try:
+        create_all(con, "s")
+        con.execute("INSERT INTO datasets (dataset, n_items) VALUES ('a', 40), ('b', 30)")
+        rows = [_grid_row("a10", "a", 10, 0.5), _grid_row("a5", "a", 5, 0.25), _grid_row("b10", "b", 10, 0.75)]
+        R.replace_rows(con, {"result_grids": [R.grid_row(**r) for r in rows]})
+        assert R.current_clause(con, "result_grids") == "TRUE"  # nothing recorded yet: every row
+        assert len(R.read_grids(con, current=True)) == 3
+        R.record_current(con, {"result_grids": {"a10", "b10"}}, ["a", "b"])
+        R.record_current(con, {"result_grids": {"a5"}}, ["a"])
+        assert {g["result_id"] for g in R.read_grids(con, current=True)} == {"a5", "b10"}
+        assert [g["best_value"] for g in R.read_grids(con, current=True, dataset="a")] == [0.25]
+        assert views.dataset_context(con, "a") == {"n_items": 40, "k": 5}
+        assert views.dataset_context(con, "b") == {"n_items": 30, "k": 10}
+        assert sorted(views.grid_index(con)["result_id"]) == ["a5", "b10"]
+        R.record_current(con, {"result_grids": set()}, ["a"])  # an analysis of a that made no grid
+        assert views.dataset_context(con, "a")["k"] is None
+        assert len(R.read_grids(con)) == 3  # the cache keeps every row
     finally:
         con.close()
