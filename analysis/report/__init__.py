@@ -88,7 +88,7 @@ def _dataset_section(con, ds, chosen, references, labels, ov) -> dict:
     runs = ov["runs"][(ov["runs"]["dataset"] == ds) & (ov["runs"]["status"] == "done")]
     text_models = sorted(runs[runs["modality"] == "text"]["model"].unique())
     refs = [r for r in (references or text_models) if r in set(runs["model"])]
-    grids = R.read_grids(con, dataset=ds) if views.has_table(con, "result_grids") else []
+    grids = R.read_grids(con, current=True, dataset=ds) if views.has_table(con, "result_grids") else []
     choices = views.layer_choices(con, ds)
 
     # ---- summary: per model, recommended layers, best alignment with each reference, final layer

@@ -158,14 +158,14 @@ _ORDER = {"result_grids": "dataset, model_a, model_b, metric, n_frames, n_captio
           "result_profiles": "dataset, model, metric", "result_studies": "study, dataset, subject"}
 
 
-def _select(con, table: str, where: dict) -> list[dict]:
+def _select(con, table: str, where: dict, current: bool = False) -> list[dict]:
     """Rows of a result table filtered by column equality, decoded (:func:`decode`; values bound as
     parameters; column names checked against the schema, so no caller can smuggle SQL through a
-    keyword)."""
+    keyword). ``current``: only the rows of the store's current analysis (:func:`current_clause`)."""
     unknown = set(where) - COLUMNS[table]
     if unknown:
         raise ValueError(f"{table} has no column(s) {sorted(unknown)}")
-    clause = " AND ".join(f"{c} = ?" for c in where) or "TRUE"
+    clause = " AND ".join([f"{c} = ?" for c in where] + ([current_clause(con, table)] if current else [])) or "TRUE"
     return [decode(table, r) for r in rows(con, f"SELECT * FROM {table} WHERE {clause} ORDER BY {_ORDER[table]}",
                                            where.values())]
 
@@ -194,16 +194,90 @@ def decode(table: str, r: dict) -> dict:
     return r
 
 
-def read_grids(con, **where) -> list[dict]:
-    """Result grids (``grid`` as an ``(n_rows, n_cols)`` array) filtered by column equality."""
-    return _select(con, "result_grids", where)
+def read_grids(con, *, current: bool = False, **where) -> list[dict]:
+    """Result grids (``grid`` as an ``(n_rows, n_cols)`` array) filtered by column equality;
+    ``current``: only the current analysis's (the dashboard and reports; :func:`current_clause`)."""
+    return _select(con, "result_grids", where, current)
 
 
-def read_profiles(con, **where) -> list[dict]:
-    """Per-layer profiles (``layer_values`` as an array) filtered by column equality."""
-    return _select(con, "result_profiles", where)
+def read_profiles(con, *, current: bool = False, **where) -> list[dict]:
+    """Per-layer profiles (``layer_values`` as an array) filtered by column equality (``current``: as
+    :func:`read_grids`)."""
+    return _select(con, "result_profiles", where, current)
 
 
-def read_studies(con, **where) -> list[dict]:
-    """Study results (``payload`` decoded) filtered by column equality."""
-    return _select(con, "result_studies", where)
+def read_studies(con, *, current: bool = False, **where) -> list[dict]:
+    """Study results (``payload`` decoded) filtered by column equality (``current``: as
+    :func:`read_grids`)."""
+    return _select(con, "result_studies", where, current)
+
+
+# ---------------------------------------------------------------------------- the current analysis
+#: the table listing the rows of each dataset's current analysis (analysis.storage.schema)
+CURRENT_TABLE = "result_current"
+#: ``meta`` key set once an analysis recorded its rows: a store analysed before ``result_current``
+#: existed has none, and its readers see every row (there is nothing to tell the settings apart by)
+CURRENT_KEY = "result_current"
+
+
+def record_current(con, touched: dict[str, set], datasets) -> None:
+    """Make ``touched`` (``{result table: result ids}`` an analysis computed or reused) the current
+    rows of ``datasets``, replacing their earlier lists in one transaction; other datasets keep
+    theirs. Each id's dataset is read from its row (ids without a row are skipped)."""
+    datasets = sorted(datasets)
+    with transaction(con):
+        con.execute(f"DELETE FROM {CURRENT_TABLE} WHERE dataset IN (SELECT unnest(?::VARCHAR[]))", [datasets])
+        _insert_current(con, touched, datasets)
+        con.execute("INSERT INTO meta VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+                    [CURRENT_KEY, now().isoformat(timespec="seconds")])
+
+
+def add_current(con, touched: dict[str, set]) -> None:
+    """Add rows to the current analysis (a map asked for with ``layerscope map``), keeping the rest."""
+    if fetch_one(con, "SELECT value FROM meta WHERE key = ?", [CURRENT_KEY]) is None:
+        return  # no analysis recorded its rows yet: every row is read anyway
+    with transaction(con):
+        _insert_current(con, touched, None)
+
+
+def _insert_current(con, touched: dict[str, set], datasets) -> None:
+    for table, ids in touched.items():
+        if table not in RESULT_TABLES:
+            raise ValueError(f"{table!r} is not a result table; result tables: {', '.join(RESULT_TABLES)}")
+        if not ids:
+            continue
+        only = "" if datasets is None else " AND t.dataset IN (SELECT unnest(?::VARCHAR[]))"
+        con.execute(f"INSERT INTO {CURRENT_TABLE} SELECT '{table}', t.result_id, t.dataset FROM {table} t "
+                    f"WHERE t.result_id IN (SELECT unnest(?::VARCHAR[])){only} ON CONFLICT DO NOTHING",
+                    [sorted(ids)] + ([datasets] if datasets is not None else []))
+
+
+def clear_current(con) -> None:
+    """Forget every recorded current row (the result tables were emptied)."""
+    if fetch_one(con, "SELECT count(*) FROM information_schema.tables WHERE table_name = ?", [CURRENT_TABLE])[0]:
+        con.execute(f"DELETE FROM {CURRENT_TABLE}")
+    con.execute("DELETE FROM meta WHERE key = ?", [CURRENT_KEY])
+
+
+def records_current(con) -> bool:
+    """Whether the store lists its current analysis's rows (an analysis by this version recorded
+    them); if not, :func:`current_clause` keeps every row."""
+    try:
+        return fetch_one(con, "SELECT value FROM meta WHERE key = ?", [CURRENT_KEY]) is not None
+    except Exception:  # no meta table: never analysed
+        return False
+
+
+def current_clause(con, table: str, alias: str = "") -> str:
+    """The one rule deciding which rows of a result table the dashboard and reports read: a SQL
+    condition true for the rows of the store's current analysis (``alias``: the table's alias in the
+    query). ``TRUE`` for a store whose analysis recorded no list (see :func:`records_current`).
+    Only constant text is returned (the table name is checked), so callers may put it in a query."""
+    if table not in RESULT_TABLES:
+        raise ValueError(f"{table!r} is not a result table; result tables: {', '.join(RESULT_TABLES)}")
+    if alias and not alias.isidentifier():
+        raise ValueError(f"alias must be an identifier, got {alias!r}")
+    if not records_current(con):
+        return "TRUE"
+    col = f"{alias}.result_id" if alias else "result_id"
+    return f"{col} IN (SELECT result_id FROM {CURRENT_TABLE} WHERE result_table = '{table}')"

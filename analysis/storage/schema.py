@@ -164,6 +164,14 @@ TABLES: list[tuple[str, list[tuple[str, str, str]], str]] = [
         ("input_key", "VARCHAR", "hash of the inputs: a change means recompute"),
         ("computed", "TIMESTAMP", "when it was computed"),
     ], ""),
+    # the result tables are caches keyed by settings: rows of an earlier analysis under other settings
+    # (k, clamp, --knn, ...) stay beside the current ones. This lists the rows the current analysis of
+    # each dataset computed or reused, so the dashboard and reports read one analysis, never a mix
+    ("result_current", [
+        ("result_table", "VARCHAR", "result_grids | result_profiles | result_studies"),
+        ("result_id", "VARCHAR", "the row's result_id in that table"),
+        ("dataset", "VARCHAR", "datasets.dataset (a dataset's list is replaced when it is analysed again)"),
+    ], "PRIMARY KEY (result_table, result_id)"),
 ]
 
 #: Embeddings: one row per (run, layer, item), in one table per vector width ``embeddings_<dim>``,

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import json
 
+from analysis.storage import results as R
 from analysis.storage.schema import create_all
 from analysis.sides import split_side
 from analysis.storage.integrity import scan_store
@@ -57,6 +58,7 @@ def _drop_stale_results(con, log) -> None:
     with transaction(con):
         for table in RESULT_TABLES:
             con.execute(f"DELETE FROM {table}")
+        R.clear_current(con)
         _put_meta(con, "analysis_version", str(ANALYSIS_VERSION))
     if row:
         log(f"note: cached results were from analysis version {row[0][0]}; recomputing all (now {ANALYSIS_VERSION})")
@@ -220,6 +222,9 @@ def analyze_store(store, options: AnalyzeOptions | None = None, *, progress: boo
             for j, d in enumerate(plan.values()):
                 run_dataset(ctx, d, (j, len(plan)))
         ctx.flush()  # (each study flushes at its end; nothing may stay pending past the close below)
+        # the rows this analysis computed or reused become its datasets' current rows (the dashboard
+        # and reports read those only); a crash before here leaves the previous analysis's list
+        R.record_current(ctx.con, ctx.touched, plan)
         out = ctx.summary()
         out["settings"] = saved
         return out

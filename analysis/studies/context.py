@@ -298,6 +298,9 @@ class Context:
         #: its best cell computed in this analysis (``BootstrapCI.samples``), so the scaling intervals
         #: reuse them instead of rescoring the same resamples (same seed, so the same draws)
         self.boot_samples: dict = {}
+        #: table -> result ids this analysis computed or reused (every result passes :meth:`fresh`):
+        #: the rows of the current analysis, recorded at its end (:func:`analysis.storage.results.record_current`)
+        self.touched: dict = {t: set() for t in R.RESULT_TABLES}
 
     def note(self, msg: str) -> None:
         self.notes.append(msg)
@@ -316,6 +319,7 @@ class Context:
 
     def fresh(self, study: str, table: str, result_id: str, input_key: str) -> bool:
         """Whether a result must be (re)computed; counts it as computed or reused under ``study``."""
+        self.touched[table].add(result_id)
         if self.input_keys(table).get(result_id) == input_key:
             self.reused[study] += 1
             return False

@@ -332,6 +332,7 @@ def request_map(store, *, dataset: str, model: str, layer, side: str = "auto", t
         spec = resolve_request(d, model, layer, side=side, text_layer=text_layer, method=method)
         computed = compute_map(ctx, dataset, spec, {r["run_id"]: r for r in d.runs}, requested=True)
         (row,) = ctx.read_studies(study=STUDY, result_id=_result_id(ctx, dataset, spec))  # flushes the map
+        R.add_current(ctx.con, ctx.touched)  # computed with the saved settings: part of the current analysis
         return {"subject": spec.subject, "computed": computed, "reason": row["payload"]["reason"]}
     finally:
         (ctx.con if ctx is not None else con).close()

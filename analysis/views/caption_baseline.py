@@ -20,7 +20,7 @@ STUDY = "caption_baseline"
 def _baselines(con, dataset: str) -> list[dict]:
     if not has_table(con, "result_studies"):
         return []
-    return R.read_studies(con, study=STUDY, dataset=dataset)
+    return R.read_studies(con, current=True, study=STUDY, dataset=dataset)
 
 
 def baseline_choices(con, dataset: str) -> dict:
@@ -58,7 +58,7 @@ def fig8_view(con, dataset: str, metric: str, vision: str, text: str) -> dict:
             SELECT g.n_frames, g.n_captions, g.best_value AS value, g.ci_low, g.ci_high
             FROM result_grids g JOIN runs r ON r.run_id = g.run_b
             WHERE g.dataset = ? AND g.metric = ? AND g.pair_kind = 'vision_text' AND g.model_a = ? AND g.model_b = ?
-                  AND r.variant = 'original'
+                  AND r.variant = 'original' AND """ + R.current_clause(con, "result_grids", "g") + """
             ORDER BY g.computed""", [dataset, metric, vision, text])
         latest = {(r["n_frames"], r["n_captions"]): r for r in rows}  # the latest computed wins
         if latest:

@@ -41,7 +41,7 @@ def run_curves(con, dataset: str, labels: dict | None = None) -> pd.DataFrame:
     rows = []
     if has_table(con, "result_profiles"):
         names = run_layer_names(con, dataset)
-        for r in R.read_profiles(con, dataset=dataset):
+        for r in R.read_profiles(con, current=True, dataset=dataset):
             v = r["layer_values"]
             nm = names.get(r["run_id"], {})
             last = last_numbered(len(v), nm)

@@ -18,7 +18,7 @@ def profiles_long(con, dataset) -> pd.DataFrame:
     ``layer_name`` (the index as text, or ``default`` / ``joint``), value, note, flagged, budgets."""
     if not has_table(con, "result_profiles"):
         return pd.DataFrame()
-    rows = R.read_profiles(con, dataset=dataset)
+    rows = R.read_profiles(con, current=True, dataset=dataset)
     choice = _largest_setting_runs(rows)
     run_names = run_layer_names(con, dataset)
     out = []
@@ -65,7 +65,8 @@ def _largest_setting_runs(rows):
 def layer_choices(con, dataset) -> dict:
     if not has_table(con, "result_studies"):
         return {}
-    return {s["subject"]: s["payload"] for s in R.read_studies(con, study="layer_choice", dataset=dataset)}
+    return {s["subject"]: s["payload"]
+            for s in R.read_studies(con, current=True, study="layer_choice", dataset=dataset)}
 
 
 def _row_best(grid, layer: int, model_is_a: bool) -> int:
@@ -100,7 +101,8 @@ def curve_intervals(con, dataset) -> pd.DataFrame:
     row maximum, so its value there is the best cell's). Columns: model, metric, layer, depth, low,
     high, n_boot. Per-layer profiles have no stored intervals."""
     choices = layer_choices(con, dataset)
-    grids = R.read_grids(con, dataset=dataset, metric="mutual_knn") if has_table(con, "result_grids") else []
+    grids = (R.read_grids(con, current=True, dataset=dataset, metric="mutual_knn")
+             if has_table(con, "result_grids") else [])
     by_id = {g["result_id"]: g for g in grids}
     rows = []
     for model, p in choices.items():

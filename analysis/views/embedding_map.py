@@ -19,7 +19,7 @@ def embedding_maps(con, dataset) -> pd.DataFrame:
     cols = ["result_id", "subject", "kind", "models", "layers", "why", "requested", "reason", "method"]
     if not has_table(con, "result_studies"):
         return pd.DataFrame(columns=cols)
-    rows = R.read_studies(con, study="embedding_map", dataset=dataset)
+    rows = R.read_studies(con, current=True, study="embedding_map", dataset=dataset)
     out = pd.DataFrame([{"result_id": r["result_id"], "subject": r["subject"], "kind": r["payload"]["kind"],
                          "models": tuple(r["payload"]["models"]), "layers": tuple(r["payload"]["layers"]),
                          "why": r["payload"]["why"], "requested": bool(r["payload"].get("requested")),
@@ -148,7 +148,7 @@ def map_modality_gap(con, dataset: str, run_ids: tuple, layers: tuple) -> dict |
         return None
     run_a, run_b = run_ids
     la, lb = layers
-    for r in R.read_studies(con, study="same_space", dataset=dataset):
+    for r in R.read_studies(con, current=True, study="same_space", dataset=dataset):
         p = r["payload"]
         if p.get("run_a") != run_a or p.get("run_b") != run_b or "modality_gap" not in p.get("metrics", {}):
             continue

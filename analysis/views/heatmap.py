@@ -13,12 +13,13 @@ from analysis.views.text import fmt_number
 
 
 def grid_index(con) -> pd.DataFrame:
-    """One row per stored grid: what can be picked."""
+    """One row per grid of the store's current analysis: what can be picked."""
     if not has_table(con, "result_grids"):
         return pd.DataFrame(columns=["dataset", "pair_kind", "model_a", "model_b", "metric", "n_frames",
                                      "n_captions", "n_frames_b", "result_id"])
     return _df(con, "SELECT dataset, pair_kind, model_a, model_b, metric, n_frames, n_captions, n_frames_b, "
-                    "result_id FROM result_grids ORDER BY dataset, model_a, model_b, metric, n_frames, n_captions")
+                    f"result_id FROM result_grids WHERE {R.current_clause(con, 'result_grids')} "
+                    "ORDER BY dataset, model_a, model_b, metric, n_frames, n_captions")
 
 
 #: each pair kind a grid can have, in the order the heatmap offers them, with its words

@@ -17,8 +17,8 @@ def same_space_studies(con, dataset) -> list[dict]:
     """Every ``same_space`` row of a dataset: ``[{"subject", "payload"}]`` (empty before analyze)."""
     if fetch_one(con, "SELECT count(*) FROM information_schema.tables WHERE table_name = 'result_studies'")[0] == 0:
         return []
-    return [{"subject": r["subject"], "payload": r["payload"]} for r in R.read_studies(con, study="same_space",
-                                                                                        dataset=dataset)]
+    return [{"subject": r["subject"], "payload": r["payload"]}
+            for r in R.read_studies(con, current=True, study="same_space", dataset=dataset)]
 
 
 def pair_label(subject: str, payload: dict) -> str:

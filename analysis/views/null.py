@@ -54,7 +54,8 @@ def curve_null_levels(con, dataset) -> pd.DataFrame:
     the best cell, ``n_perm`` and ``grouped``. The curve is a row maximum, whose own null lies at or
     below the grid maximum's, so the rule is conservative for layers other than the best."""
     choices = layer_choices(con, dataset)
-    grids = R.read_grids(con, dataset=dataset, metric="mutual_knn") if has_table(con, "result_grids") else []
+    grids = (R.read_grids(con, current=True, dataset=dataset, metric="mutual_knn")
+             if has_table(con, "result_grids") else [])
     by_id = {g["result_id"]: g for g in grids}
     rows = []
     for model, p in choices.items():

@@ -32,7 +32,8 @@ def best_cells(con, dataset: str, metric: str) -> pd.DataFrame:
     """Every vision×text best cell of ``dataset`` and ``metric``, one row per (vision model, text model,
     n_f, n_c): ``vision, text, n_frames, n_captions, value, best_a, best_b, why`` (why no best cell),
     the vision model's ``modality``, ``image_mode``, ``kind`` (:data:`KINDS`) and ``control``
-    (random init of either model). Of several stored parameter sets, the latest computed row is kept."""
+    (random init of either model). Only the store's current analysis is read (a grid of an earlier
+    analysis under other settings never is); of several rows of one cell, the latest computed is kept."""
     cols = ["vision", "text", "n_frames", "n_captions", "value", "best_a", "best_b", "why", "modality",
             "image_mode", "kind", "control"]
     if not has_table(con, "result_grids"):
@@ -43,7 +44,8 @@ def best_cells(con, dataset: str, metric: str) -> pd.DataFrame:
                coalesce(m.random_init, false) OR coalesce(t.random_init, false) AS control
         FROM result_grids g LEFT JOIN models m ON m.model = g.model_a LEFT JOIN models t ON t.model = g.model_b
              LEFT JOIN runs r ON r.run_id = g.run_a
-        WHERE g.dataset = ? AND g.metric = ? AND g.pair_kind = 'vision_text'
+        WHERE g.dataset = ? AND g.metric = ? AND g.pair_kind = 'vision_text' AND """
+                  + R.current_clause(con, "result_grids", "g") + """
         ORDER BY g.computed""", [dataset, metric])
     out = {}
     for r in got:
@@ -59,10 +61,13 @@ def figure_choices(con, dataset: str) -> dict:
     ``tasks`` (``task · metric`` of whole-model results)."""
     metrics, texts = [], []
     if has_table(con, "result_grids"):
+        current = R.current_clause(con, "result_grids")
         metrics = [r[0] for r in con.execute("SELECT DISTINCT metric FROM result_grids WHERE dataset = ? AND "
-                                             "pair_kind = 'vision_text' ORDER BY metric", [dataset]).fetchall()]
+                                             f"pair_kind = 'vision_text' AND {current} ORDER BY metric",
+                                             [dataset]).fetchall()]
         texts = [r[0] for r in con.execute("SELECT DISTINCT model_b FROM result_grids WHERE dataset = ? AND "
-                                           "pair_kind = 'vision_text' ORDER BY model_b", [dataset]).fetchall()]
+                                           f"pair_kind = 'vision_text' AND {current} ORDER BY model_b",
+                                           [dataset]).fetchall()]
     tasks = []
     if has_table(con, "downstream_results"):
         tasks = [f"{t} · {m}" for t, m in con.execute(

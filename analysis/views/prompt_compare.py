@@ -36,7 +36,7 @@ def _same_space_rows(con, dataset: str) -> dict:
     if not has_table(con, "result_studies"):
         return {}
     out = {}
-    for r in R.read_studies(con, study="same_space", dataset=dataset):
+    for r in R.read_studies(con, current=True, study="same_space", dataset=dataset):
         a, _, b = r["subject"].partition("|")
         if a != b:
             continue
@@ -73,8 +73,9 @@ def prompt_pairs(con, dataset: str) -> list[tuple[str, str]]:
 def _uniformity(con, run_id: str, layer: int):
     if not has_table(con, "result_profiles"):
         return None
-    got = con.execute("SELECT layer_values FROM result_profiles WHERE run_id = ? AND metric = 'uniformity' "
-                      "ORDER BY computed DESC LIMIT 1", [run_id]).fetchall()
+    got = con.execute("SELECT layer_values FROM result_profiles WHERE run_id = ? AND metric = 'uniformity' AND "
+                      + R.current_clause(con, "result_profiles") + " ORDER BY computed DESC LIMIT 1",
+                      [run_id]).fetchall()
     if not got or got[0][0] is None or layer >= len(got[0][0]):
         return None
     v = got[0][0][layer]

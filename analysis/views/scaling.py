@@ -17,7 +17,7 @@ from analysis.views.text import fmt_number
 def scaling_subjects(con, dataset) -> list[str]:
     if not has_table(con, "result_studies"):
         return []
-    return [s["subject"] for s in R.read_studies(con, study="scaling", dataset=dataset)]
+    return [s["subject"] for s in R.read_studies(con, current=True, study="scaling", dataset=dataset)]
 
 
 def scaling_view(con, dataset, subject) -> dict:
@@ -27,7 +27,7 @@ def scaling_view(con, dataset, subject) -> dict:
     the saturating law's parameter table with intervals, blank where the data do not determine a
     parameter (``undetermined``: ``{parameter: why}``, issue #29 item 7); the fit's status, and
     every form's held-out error."""
-    (s,) = R.read_studies(con, study="scaling", dataset=dataset, subject=subject)
+    (s,) = R.read_studies(con, current=True, study="scaling", dataset=dataset, subject=subject)
     p = s["payload"]
     n = len(p["scores"])
     points = pd.DataFrame({"n_frames": p["n_frames"], "n_captions": p["n_captions"], "score": p["scores"],
@@ -37,7 +37,7 @@ def scaling_view(con, dataset, subject) -> dict:
     # each point is a grid's best cell: its stored bootstrap interval is the point's error bar
     model_a, model_b, metric = subject.split("|")
     cis = {}
-    for g in R.read_grids(con, dataset=dataset, metric=metric) if has_table(con, "result_grids") else []:
+    for g in R.read_grids(con, current=True, dataset=dataset, metric=metric) if has_table(con, "result_grids") else []:
         if (g["model_a"], g["model_b"]) == (model_a, model_b) and g.get("ci_low") is not None:
             cis[(float(g["n_frames"] or 0), float(g["n_captions"] or 0))] = (g["ci_low"], g["ci_high"], g["n_boot"])
     got = [cis.get((float(f), float(c)), (None, None, None)) for f, c in zip(points["n_frames"], points["n_captions"])]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pandas as pd
 
@@ -44,10 +46,13 @@ def partial_missing(con, runs: pd.DataFrame, store_path: str = "STORE") -> list[
     cur = _current_runs(runs)
     if not len(cur):
         return []
-    profiled = ({r[0] for r in con.execute("SELECT DISTINCT run_id FROM result_profiles").fetchall()}
+    # under the current analysis's settings: rows of an earlier analysis under others do not count
+    profiled = ({r[0] for r in con.execute("SELECT DISTINCT run_id FROM result_profiles WHERE "
+                                           + R.current_clause(con, "result_profiles")).fetchall()}
                 if has_table(con, "result_profiles") else set())
     gridded = ({(a, b) for a, b in con.execute("SELECT DISTINCT run_a, run_b FROM result_grids "
-                                                "WHERE pair_kind = 'vision_text' OR pair_kind IS NULL").fetchall()}
+                                                "WHERE (pair_kind = 'vision_text' OR pair_kind IS NULL) AND "
+                                                + R.current_clause(con, "result_grids")).fetchall()}
                if has_table(con, "result_grids") else set())
     command = f"layerscope analyze --store {store_path}"
     out = []
@@ -84,7 +89,8 @@ def overview(con, store_path: str = "STORE") -> dict:
                                    f"{r.n_done}"})
     n_results = 0
     if has_table(con, "result_grids"):
-        n_results = con.execute("SELECT count(*) FROM result_grids").fetchall()[0][0]
+        n_results = con.execute("SELECT count(*) FROM result_grids WHERE "
+                                + R.current_clause(con, "result_grids")).fetchall()[0][0]
     if len(runs) and not n_results:
         missing.append({"what": "no analysis results yet (heatmaps, curves, scaling, model map need them)",
                         "command": f"layerscope analyze --store {store_path}"})
@@ -98,7 +104,8 @@ def overview(con, store_path: str = "STORE") -> dict:
     if n_results:
         missing += partial_missing(con, runs, store_path)
     if has_table(con, "result_studies") and len(runs):
-        have = {r[0] for r in con.execute("SELECT DISTINCT study FROM result_studies").fetchall()}
+        have = {r[0] for r in con.execute("SELECT DISTINCT study FROM result_studies WHERE "
+                                          + R.current_clause(con, "result_studies")).fetchall()}
         if "downstream" not in have:
             missing.append({"what": "no downstream results to correlate with",
                             "command": f"layerscope downstream import results.csv --store {store_path} && "
@@ -152,19 +159,25 @@ def model_labels(con) -> dict[str, str]:
 
 
 def dataset_context(con, dataset) -> dict:
-    """What a chart needs to place baselines: ``n_items`` of the dataset and the analysis ``k``
-    (from its mutual k-NN grids; None when there are none)."""
+    """What a chart needs to place baselines: ``n_items`` of the dataset and the ``k`` of its current
+    analysis (from its mutual k-NN grids, else any of its grids with a ``k``; None when there are
+    none). Grids of an earlier analysis under another ``k`` are never read."""
     row = con.execute("SELECT n_items FROM datasets WHERE dataset = ?", [dataset]).fetchall()
     k = None
-    for g in (R.read_grids(con, dataset=dataset, metric="mutual_knn") if has_table(con, "result_grids") else [])[:1]:
-        k = (g.get("params") or {}).get("k")
+    if has_table(con, "result_grids"):
+        got = con.execute("SELECT params FROM result_grids WHERE dataset = ? AND "
+                          + R.current_clause(con, "result_grids")
+                          + " ORDER BY metric <> 'mutual_knn', model_a, model_b, metric, result_id",
+                          [dataset]).fetchall()
+        k = next((p["k"] for (text,) in got for p in [json.loads(text or "{}")] if "k" in p), None)
     return {"n_items": int(row[0][0]) if row else None, "k": k}
 
 
 def study(con, study_name, dataset, subject="all") -> dict | None:
+    """The payload of one study row of the dataset's current analysis (None when it has none)."""
     if not has_table(con, "result_studies"):
         return None
-    rows = R.read_studies(con, study=study_name, dataset=dataset, subject=subject)
+    rows = R.read_studies(con, study=study_name, dataset=dataset, subject=subject, current=True)
     return rows[0]["payload"] if rows else None
 
 

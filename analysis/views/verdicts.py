@@ -41,7 +41,8 @@ def verdicts(con, dataset) -> list[dict]:
         return []
     labels = model_labels(con)
     random = {m for m, ri in con.execute("SELECT model, random_init FROM models").fetchall() if ri}
-    grids = R.read_grids(con, dataset=dataset, metric="mutual_knn") if has_table(con, "result_grids") else []
+    grids = (R.read_grids(con, current=True, dataset=dataset, metric="mutual_knn")
+             if has_table(con, "result_grids") else [])
     by_id = {g["result_id"]: g for g in grids}
     out = []
     for model, p in sorted(choices.items()):
