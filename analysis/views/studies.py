@@ -148,7 +148,8 @@ def reorder_charts(df: pd.DataFrame, *, height: int = 280) -> list:
     bars = base.mark_bar().encode(y=alt.Y("alignment:Q", title="mutual k-NN at the pair"),
                                   color=alt.Color("captions:N", sort=["positive", "negative"],
                                                   legend=alt.Legend(orient="bottom", title=None)), tooltip=tips)
-    errors = base.transform_filter("isValid(datum.ci_low)").mark_errorbar(ticks=True, color="black").encode(
+    # short caps: a cap as wide as the bar's band reads as another rule
+    errors = base.transform_filter("isValid(datum.ci_low)").mark_errorbar(ticks={"size": 10}, color="black").encode(
         y=alt.Y("ci_low:Q", title="mutual k-NN at the pair"), y2="ci_high:Q")
     chance = pd.DataFrame({"chance": sorted(set(df["chance"].dropna()))})
     chance["what"] = [f"chance k/(N−1) = {c:.3f}" for c in chance["chance"]]
@@ -165,7 +166,7 @@ def reorder_charts(df: pd.DataFrame, *, height: int = 280) -> list:
     zero = alt.Chart(pd.DataFrame({"zero": [0.0], "what": ["no drop"]})).mark_rule(color="gray").encode(
         y="zero:Q", tooltip=[alt.Tooltip("what:N", title="rule")])
     out.append(alt.layer(
-        dbase.transform_filter("isValid(datum.drop_low)").mark_errorbar(ticks=True).encode(
+        dbase.transform_filter("isValid(datum.drop_low)").mark_errorbar(ticks={"size": 10}, thickness=2).encode(
             y=alt.Y("drop_low:Q", title="drop (positive − negative)"), y2="drop_high:Q"),
         dbase.mark_point(filled=True, size=70).encode(y=alt.Y("drop:Q", title="drop (positive − negative)"),
                                                       tooltip=dtips),
