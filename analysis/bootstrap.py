@@ -12,7 +12,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from analysis.metrics.degenerate import direction_classes
-from analysis.metrics.neighbors import collapse_check, cosine_topk, cosines64_rows, dot64, l2_normalize, row_norms
+from analysis.metrics.neighbors import (collapse_check, cosine_topk, cosines64_rows, cross_topk, dot64, l2_normalize,
+                                        row_norms, stacked_queries)
 from analysis.registry import get_metric
 
 #: ranking metrics taking ``groups=`` (items sharing a label are right answers for each other):
@@ -147,11 +148,19 @@ class ResampleNeighbours:
     A resample whose rows all lie at one point (collapsed), and every resample of a collapsed
     space, is searched instead (``knn_search`` decides that case). Every copy of an item has the
     same list. Cost per resample: ``O(U K)`` for U distinct items, against ``O(N² d)`` for a search.
+
+    ``queries`` ``(N, d)``: the lists are those of query row ``Q[a]`` among the rows of X instead of
+    X's own rows (item a's row, every copy of it, still left out): the reorder probe's negative
+    caption of item a among the other items' positives. The item lists then come from
+    :func:`analysis.metrics.neighbors.cross_topk` (every pair's cosine, ``O(N² d)`` once) and a row
+    scanned whole takes its query's cosines; the walk is the same. Only :meth:`lists` and
+    :meth:`tie_decided` serve such a space (no kernel state: no kernel scores query lists).
     """
 
-    def __init__(self, X: np.ndarray, k: int, *, memo_bytes: int = 0):
+    def __init__(self, X: np.ndarray, k: int, *, memo_bytes: int = 0, queries: np.ndarray | None = None):
         n = len(X)
         self.X, self.k, self.n = X, k, n
+        self.queries = queries
         self.K = min(n - 1, max(k, RESAMPLE_LIST_FACTOR * k))
         self.rows_scanned = 0  # distinct items whose row was scanned whole (list too short)
         # a cached space (the engine's) meets the same resamples again: one seed draws the same
@@ -166,7 +175,14 @@ class ResampleNeighbours:
         self.collapsed = collapse_check(self.unit32, self.unit32[0])
         if self.collapsed:
             return
-        self.items, self.s = cosine_topk(X, self.K)
+        if queries is None:
+            self.items, self.s = cosine_topk(X, self.K)
+            self._scan_rows, self._scan_norms, self._scan_offset = X, self.norms, 0
+        else:
+            Z, znorms = stacked_queries(queries, X)
+            self.items, self.s = cross_topk(queries, X, self.K, stacked=(Z, znorms))
+            self._scan_rows, self._scan_norms, self._scan_offset = Z, znorms, n
+            self.query_zero = ~np.any(np.asarray(queries) != 0, axis=1)  # all-zero query rows
         # items pointing the same way (direction_classes, as tied_lists groups them):
         # a resample's positions whose lists are drawn by ties follow from the class sizes
         self.tie_class, self.zero = direction_classes(X)
@@ -177,9 +193,22 @@ class ResampleNeighbours:
         its class that hold other items)."""
         from analysis.metrics.knn import tie_verdict
 
+        if self.queries is not None:
+            return tie_verdict(self._query_ties(ix), len(ix), self.k)
         cls = self.tie_class[ix]
         others = np.bincount(cls)[cls] - np.bincount(ix, minlength=self.n)[ix]
         return tie_verdict(int(np.count_nonzero((others > self.k) | self.zero[ix])), len(ix), self.k)
+
+    def _query_ties(self, ix: np.ndarray) -> int:
+        """Positions of resample ``ix`` whose query list is drawn by ties: a zero query (cosine 0 to
+        every row), or a query whose nearest class of rows pointing one way (the class of its
+        nearest item on the full sample) holds more than k positions of other items."""
+        cls = self.tie_class
+        per_class = np.bincount(cls[ix], minlength=cls.max() + 1)
+        top = cls[self.items[:, 0]]  # each item's query: the class at the top of its list
+        own = np.where(cls == top, np.bincount(ix, minlength=self.n), 0)  # its own copies are left out
+        others = per_class[top] - own
+        return int(np.count_nonzero(((others > self.k) | self.query_zero)[ix]))
 
     def lists(self, ix: np.ndarray) -> np.ndarray | None:
         """``(N, k)`` neighbour positions of resample ``ix``, rows sorted; None when the resample
@@ -192,6 +221,8 @@ class ResampleNeighbours:
         resamples' lists and states need when that is less)."""
         held = sum(a.nbytes for a in (self.norms, self.unit32, getattr(self, "items", np.zeros(0)),
                                       getattr(self, "s", np.zeros(0))))
+        if self.queries is not None and not self.collapsed:
+            held += self._scan_rows.nbytes  # the stacked rows and queries a scanned row reads
         return held + min(self.memo_bytes, n_resamples * self.n * (3 * self.k + 2) * 8)
 
     def _memoised(self, key, make):
@@ -247,7 +278,8 @@ class ResampleNeighbours:
         hard = np.flatnonzero(hard)
         self.rows_scanned += len(hard)
         if len(hard):  # their whole row: dot64 against every item, as the search defines it
-            s_all = dot64(self.X, self.norms, u[hard], np.broadcast_to(np.arange(n), (len(hard), n)))
+            s_all = dot64(self._scan_rows, self._scan_norms, self._scan_offset + u[hard],
+                          np.broadcast_to(np.arange(n), (len(hard), n)))
             vals = s_all[:, ix]
             vals[ix[None, :] == u[hard][:, None]] = -np.inf  # the item's own copies
             pick = np.lexsort((np.broadcast_to(np.arange(len(ix)), vals.shape), -vals), axis=-1)[:, :k]
@@ -262,6 +294,9 @@ class ResampleNeighbours:
         ``cosines64_rows``, the arithmetic ``cosines64`` applies to the resampled rows (the
         same bits: a pair's value depends only on its two rows), and copied to every copy."""
         from analysis.metrics.knn import KnnState
+
+        if self.queries is not None:
+            raise ValueError("a space of query lists (queries=...) has no kernel state: use lists()")
 
         def make():
             got = self._item_lists(ix)
@@ -313,11 +348,38 @@ def _mutual_knn_derived(spec, X, Y, ix, params, spaces) -> float:
         return _kernel_resample(spec, X, Y, ix, params)
     if spaces[0].tie_decided(ix) or spaces[1].tie_decided(ix):
         return float("nan")  # as the kernel scores a layer whose lists are decided by ties
+    return _shared_share(gx, gy, k, len(ix))
+
+
+def _shared_share(gx, gy, k: int, n: int) -> float:
+    """``Σ_a c_a |NN_X(a) ∩ NN_Y(a)| / (k n)`` from two spaces' item lists of one resample."""
     u, inv, nx = gx
     ny = gy[2]
     copies = np.bincount(inv, minlength=len(u))
     shared = (nx[:, :, None] == ny[:, None, :]).sum(axis=(1, 2))
-    return float(int(np.dot(copies, shared)) / (k * len(ix)))
+    return float(int(np.dot(copies, shared)) / (k * n))
+
+
+def list_overlap(space_x: ResampleNeighbours, space_y: ResampleNeighbours, ix: np.ndarray) -> float:
+    """Share of neighbour positions two spaces' lists have in common on resample ``ix`` ``(n,)``:
+    ``Σ_p |NN_X(p) ∩ NN_Y(p)| / (k n)`` over the positions p, each list the one
+    :class:`ResampleNeighbours` derives (copies of p's item left out, ties to the lower position).
+    With two spaces of X's and Y's own rows it is mutual k-NN (:func:`score_resamples`); a space of
+    query lists (``queries=``) makes it the reorder probe's negative. NaN when the resample holds
+    ``<= k`` distinct items, is collapsed in either space, or either side's lists are decided by ties
+    (:meth:`ResampleNeighbours.tie_decided`)."""
+    k = space_x.k
+    if space_y.k != k or space_y.n != space_x.n:
+        raise ValueError(f"list_overlap needs two spaces of one k over one item set, got k={k}, {space_y.k} "
+                         f"and N={space_x.n}, {space_y.n}")
+    ix = np.asarray(ix)
+    if len(np.unique(ix)) <= k:
+        return float("nan")
+    gx = space_x._item_lists(ix)
+    gy = None if gx is None else space_y._item_lists(ix)
+    if gy is None or space_x.tie_decided(ix) or space_y.tie_decided(ix):
+        return float("nan")
+    return _shared_share(gx, gy, k, len(ix))
 
 
 def score_resamples(metric: str, X, Y=None, IX=None, IY=None, *, spaces=None, **params) -> np.ndarray:

@@ -4,7 +4,7 @@ import streamlit as st
 from analysis import views
 from analysis.views.nuance import (below_chance_text, choice_charts, collapse_notes, interval_coverage_text,
                                    joint_points_chart, nuance_view, same_space_long, undefined_text)
-from analysis.views import md_escape, temporal_view
+from analysis.views import md_escape, reorder_charts, reorder_drop_text, temporal_view
 from pages._shared import (
     dataset_picker,
     download_data,
@@ -67,16 +67,15 @@ if len(tv["tot"]):
                    + md_escape("; ".join(tv["types_missing"])))
 if len(tv["reorder"]):
     st.subheader("Reorder negatives: alignment of the positive vs its time-reordered negative")
-    st.caption("Both scored at one layer pair (the positive's best), with the probe's own k. No interval: the "
-               "probe stores point values only (no item resamples), so a small gap between the bars is not a finding.")
-    long = tv["reorder"].melt(id_vars=["pair", "layers", "k", "note"], value_vars=["positive", "negative"],
-                              var_name="captions", value_name="alignment")
-    # grouped bars on one axis (no column facets, whose long labels ran into each other)
-    st.altair_chart(alt.Chart(long).mark_bar().encode(
-        x=alt.X("pair:N", title=None, axis=alt.Axis(labelAngle=-25, labelLimit=260)), xOffset="captions:N",
-        y="alignment:Q", color="captions:N",
-        tooltip=["pair", "layers", "k", "captions", "alignment", "note"]).properties(height=280),
-        width="stretch", key="reorder_chart")
+    st.caption("Both scored at one layer pair (the positive's best, chosen once on all items), with the probe's own "
+               "k. Error bars: 95% paired bootstrap intervals over items (each resample finds its k-NN among its "
+               "own items, copies of an item never each other's neighbours), conditional on that layer pair; "
+               "dashed rule: chance k/(N−1). Second chart: the drop (positive − negative) with its interval and "
+               "a rule at 0.")
+    for i, chart in enumerate(reorder_charts(tv["reorder"])):
+        st.altair_chart(chart, width="stretch", key="reorder_chart" if i == 0 else "reorder_drop_chart")
+    for line in reorder_drop_text(tv["reorder"]):
+        st.caption(md_escape(line))
     st.dataframe(tv["reorder"], hide_index=True, width="stretch")
 if len(tv["arrow"]):
     st.subheader("Arrow of time: displacement under reversal / spread between videos")

@@ -128,3 +128,62 @@ def ref_knn_lists(X, k, groups=None):
     if groups is not None:
         S[np.asarray(groups)[:, None] == np.asarray(groups)[None, :]] = -np.inf
     return np.sort(np.argsort(-S, axis=1, kind="stable")[:, :k], axis=1)
+
+
+def ref_reorder_resample(V, T_pos, T_neg, ix, k):
+    """``(positive, negative)`` of the reorder probe on the item resample ``ix``, by explicit loops over
+    its positions: cosines of the float64 unit rows summed by ``math.fsum`` (correctly rounded, so
+    copies of one row tie exactly); each position's k nearest *positions* among those holding another
+    item (copies of its own item masked), sorted by (−cosine, position): ties to the lower position.
+    Positive: V lists against positive-caption lists; negative: V lists against the lists of the
+    position's negative caption among the other positions' positive captions. Overlap counted in
+    positions, over ``k n``. NaN when the resample holds ``<= k`` distinct items."""
+    import math
+
+    ix = [int(i) for i in ix]
+    n = len(ix)
+    if len(set(ix)) <= k:
+        return float("nan"), float("nan")
+
+    def unit(A):
+        A = np.asarray(A, dtype=np.float64)
+        norms = np.linalg.norm(A, axis=1, keepdims=True)
+        return A / np.where(norms == 0, 1.0, norms)
+
+    Vu, Pu, Nu = unit(V), unit(T_pos), unit(T_neg)
+    memo = {}
+
+    def cos(name, A, B, a, b):
+        key = (name, a, b)
+        if key not in memo:
+            memo[key] = math.fsum(A[a] * B[b])
+        return memo[key]
+
+    def lists(name, Q, B):
+        out = []
+        for p in range(n):
+            cand = sorted((-cos(name, Q, B, ix[p], ix[q]), q) for q in range(n) if ix[q] != ix[p])
+            out.append({q for _, q in cand[:k]})
+        return out
+
+    v, pos, neg = lists("v", Vu, Vu), lists("p", Pu, Pu), lists("n", Nu, Pu)
+    return (sum(len(v[p] & pos[p]) for p in range(n)) / (k * n),
+            sum(len(v[p] & neg[p]) for p in range(n)) / (k * n))
+
+
+def ref_cross_lists(Q, X, k):
+    """``(N, k)`` each query row's k nearest rows of X (row i of X left out for query i), nearest first:
+    ``math.fsum`` cosines of the float64 unit rows, a stable sort on the negated cosines (ties to the
+    lower index)."""
+    import math
+
+    def unit(A):
+        A = np.asarray(A, dtype=np.float64)
+        norms = np.linalg.norm(A, axis=1, keepdims=True)
+        return A / np.where(norms == 0, 1.0, norms)
+
+    Qu, Xu = unit(Q), unit(X)
+    n = len(X)
+    S = np.array([[math.fsum(Qu[i] * Xu[j]) for j in range(n)] for i in range(n)])
+    np.fill_diagonal(S, -np.inf)
+    return np.argsort(-S, axis=1, kind="stable")[:, :k]

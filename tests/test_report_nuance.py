@@ -35,3 +35,30 @@ def test_chiral_time_reversal_galleries_negation_and_same_space_in_the_report(re
     assert "Nuanced retrieval in a shared space" in html and "chiral choice, video → caption" in html
     assert "Shared video–text space" in html
     assert "chiral choice (video → caption), mllm × mllm (layers): best 1" in render_markdown(report)
+
+
+def test_the_reorder_probe_is_reported_with_its_intervals_and_error_bars(report):
+    """Issue #33 item 2: the report's reorder table gives each value's 95% interval, says whether the
+    drop's interval includes 0, and its chart draws the intervals as error bars with chance."""
+    from analysis.report.markdown import md_inline
+
+    (d,) = report["datasets"]
+    entries = [e for e in d["sections"]["temporal"]["reorder"] if "layers" in e]
+    assert entries and all(e["intervals"]["n_boot"] == 20 for e in entries)
+    html = render_html(report)
+    assert "<h4>Reorder negatives</h4>" in html and "drop 95% CI" in html
+    for e in entries:
+        lo, hi = e["intervals"]["drop"]
+        said = "includes 0" if lo <= 0 <= hi else "excludes 0"
+        sentence = f"{e['vision']} × {e['text']}: drop {e['drop']:.3f}, 95% interval [{lo:.3f}, {hi:.3f}] {said}"
+        assert sentence in html
+        assert md_inline(sentence) in render_markdown(report)  # brackets escaped: never a Markdown link
+    specs = [s for sect, title, s in d["charts"] if sect == "temporal" and title.startswith("reorder negatives")]
+    assert len(specs) == 2
+    bars, drop = specs
+    marks = [m["mark"]["type"] if isinstance(m["mark"], dict) else m["mark"] for m in bars["layer"]]
+    assert marks == ["bar", "errorbar", "rule"]
+    rows = [r for v in bars["datasets"].values() for r in v if r.get("ci_low") is not None]
+    assert len(rows) == 2 * len(entries)
+    assert {m["mark"]["type"] if isinstance(m["mark"], dict) else m["mark"] for m in drop["layer"]} >= {"errorbar",
+                                                                                                        "rule"}

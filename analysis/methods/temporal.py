@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from analysis.metrics.neighbors import cosine_topk, l2_normalize
+from analysis.metrics.neighbors import cosine_topk, cross_topk, l2_normalize
 from analysis.metrics.validation import as_matrix, check_k, check_paired
 
 NEIGHBOUR_TYPES = ("same_event_same_words", "logical_equivalent", "bow_swap", "other")
@@ -50,6 +50,10 @@ def reorder_alignment(V, T_pos, T_neg, *, k: int = REORDER_K) -> dict[str, float
     item's caption by its time-reordered negative and finds that negative's k nearest neighbours
     among the *other* items' positives, then measures their overlap with the item's V-neighbours.
     A text space that encodes order gives ``negative < positive``.
+
+    Neighbours are exact float64 cosine neighbours, ties to the lower index (the V and positive
+    lists by ``knn_search``, the negative's by :func:`analysis.metrics.neighbors.cross_topk`), so the
+    values are the item resample ``0..N-1`` of :func:`reorder_resamples`.
     """
     V, T_pos, T_neg = as_matrix(V, "V"), as_matrix(T_pos, "T_pos"), as_matrix(T_neg, "T_neg")
     check_paired(V, T_pos, "V", "T_pos")
@@ -58,9 +62,7 @@ def reorder_alignment(V, T_pos, T_neg, *, k: int = REORDER_K) -> dict[str, float
     check_k(n, k)
     v_idx, _ = cosine_topk(l2_normalize(V), k)
     p_idx, _ = cosine_topk(l2_normalize(T_pos), k)
-    S = l2_normalize(T_neg) @ l2_normalize(T_pos).T
-    np.fill_diagonal(S, -np.inf)  # neighbours among the other items' positives
-    n_idx = np.argpartition(-S, k - 1, axis=1)[:, :k]
+    n_idx, _ = cross_topk(T_neg, T_pos, k)  # neighbours among the other items' positives
     vs, ps, ns = _knn_sets(v_idx), _knn_sets(p_idx), _knn_sets(n_idx)
     pos = sum(len(vs[i] & ps[i]) for i in range(n)) / (k * n)
     neg = sum(len(vs[i] & ns[i]) for i in range(n)) / (k * n)
@@ -90,6 +92,136 @@ def reorder_at_best_pair(V, T_pos, T_neg, *, k: int = REORDER_K) -> dict:
     a, b, _ = best_cell(grid, higher_is_better=True)
     r = reorder_alignment(V[a], T_pos[b], T_neg[b], k=k)
     return {"layer_v": a, "layer_t": b, **r, "k": int(k), "positive_grid": grid}
+
+
+#: what the reorder probe's intervals are, said wherever they are stored or drawn
+REORDER_INTERVAL_METHOD = ("paired item bootstrap: items resampled with replacement, the k-NN lists of every "
+                           "resample found among its own items (copies of an item are not each other's "
+                           "neighbours), positive, negative and drop scored on the same resamples; percentile "
+                           "interval shifted by estimate - median (as every LayerScope bootstrap); the layer pair "
+                           "is chosen once on the full data, so the interval is conditional on that pair")
+
+
+#: bytes of the vision side's memoised resample lists (the positive and the negative read each once)
+REORDER_MEMO_BYTES = 64 << 20
+
+
+def reorder_spaces(V, T_pos, T_neg, k: int) -> tuple:
+    """The three :class:`analysis.bootstrap.ResampleNeighbours` of the probe: the vision rows, the
+    positive captions, and the negative captions as queries among the positives."""
+    from analysis.bootstrap import ResampleNeighbours
+
+    return (ResampleNeighbours(V, k, memo_bytes=REORDER_MEMO_BYTES), ResampleNeighbours(T_pos, k),
+            ResampleNeighbours(T_pos, k, queries=T_neg))
+
+
+def reorder_resamples(V, T_pos, T_neg, IX, *, k: int = REORDER_K, spaces=None) -> dict[str, np.ndarray]:
+    """:func:`reorder_alignment` on each item resample: ``{"positive", "negative", "drop"}``, each ``(B,)``.
+
+    Resample ``b`` takes rows ``IX[b]`` ``(B, N)`` of all three sides (an item keeps its video, its
+    caption and its negative together). Its lists are those of the resampled set: a position's k
+    nearest *positions*, copies of its own item left out (never their own neighbours), ties to the
+    lower position, an item drawn c times filling up to c slots; the negative's query is the
+    position's negative caption, its candidates the positives of the other items' positions. Each
+    list is derived from lists computed once per side (:class:`analysis.bootstrap.ResampleNeighbours`,
+    the grids' bootstrap machinery; the negative's a space of ``queries``), and each score is
+    :func:`analysis.bootstrap.list_overlap`. ``drop = positive − negative`` on the same resample.
+    NaN where a resample holds ``<= k`` distinct items, is collapsed on a side, or a side's lists are
+    decided by ties there. ``spaces``: :func:`reorder_spaces` of the same rows and k, when held.
+    """
+    from analysis.bootstrap import list_overlap
+
+    V, T_pos, T_neg = as_matrix(V, "V"), as_matrix(T_pos, "T_pos"), as_matrix(T_neg, "T_neg")
+    check_paired(V, T_pos, "V", "T_pos")
+    check_paired(T_pos, T_neg, "T_pos", "T_neg")
+    check_k(len(V), k)
+    IX = np.atleast_2d(np.asarray(IX))
+    sv, sp, sn = reorder_spaces(V, T_pos, T_neg, k) if spaces is None else spaces
+    if any(space.k != k or space.n != len(V) for space in (sv, sp, sn)):
+        raise ValueError(f"reorder_resamples: spaces built for another k or item count than k={k}, N={len(V)}")
+    pos = np.array([list_overlap(sv, sp, ix) for ix in IX])
+    neg = np.array([list_overlap(sv, sn, ix) for ix in IX])
+    return {"positive": pos, "negative": neg, "drop": pos - neg}
+
+
+#: the range of each reorder value: the interval is clipped to it
+REORDER_BOUNDS = {"positive": (0.0, 1.0), "negative": (0.0, 1.0), "drop": (-1.0, 1.0)}
+
+
+def reorder_intervals(V, T_pos, T_neg, *, k: int = REORDER_K, n_boot: int = 200, seed: int = 0,
+                      level: float = 0.95, estimate: dict | None = None) -> dict:
+    """Paired item-bootstrap intervals of ``positive``, ``negative`` and ``drop`` at ONE layer pair.
+
+    Args:
+        V, T_pos, T_neg: ``(N, d)`` the chosen layer pair's rows (as :func:`reorder_alignment`).
+        k: the probe's neighbours. n_boot: resamples (``>= 2``). seed: of
+            :func:`analysis.bootstrap.resample_indices` (``default_rng(seed)``, the draw every
+            LayerScope bootstrap of N items makes). level: of the intervals.
+        estimate: :func:`reorder_alignment`'s values on the full sample when the caller has them.
+    Returns:
+        ``{"positive", "negative", "drop": [low, high] or None, "estimate": {...}, "level", "n_boot",
+        "n_valid" (resamples scored), "seed", "k", "n_items", "chance": k/(N−1), "method", "reason"}``.
+        Each interval: the ``(1∓level)/2`` percentiles of the resampled values (:func:`reorder_resamples`,
+        NaN ones skipped) shifted by ``estimate − median``, clipped to :data:`REORDER_BOUNDS`
+        (Efron & Tibshirani 1993, ch. 13; the shift as in :func:`analysis.bootstrap.bootstrap_ci`).
+        The layer pair is not re-chosen per resample: the interval is conditional on it.
+        ``reason``: why every interval is None (a collapsed side, lists decided by ties, too few
+        resamples with more than k distinct items), or how many resamples were skipped; None otherwise.
+        A missing interval is None, never a number.
+    Chance: random lists share ``k/(N−1)`` of their slots with any fixed list, for ``positive`` and
+    ``negative`` alike; the drop's reference is 0.
+    """
+    from analysis.bootstrap import resample_indices
+    from analysis.methods.same_space import percentile_interval
+    from analysis.metrics.neighbors import is_collapsed
+
+    V, T_pos, T_neg = as_matrix(V, "V"), as_matrix(T_pos, "T_pos"), as_matrix(T_neg, "T_neg")
+    check_paired(V, T_pos, "V", "T_pos")
+    check_paired(T_pos, T_neg, "T_pos", "T_neg")
+    n = len(V)
+    if n_boot < 2:
+        raise ValueError(f"n_boot must be at least 2, got {n_boot}")
+    if not 0 < level < 1:
+        raise ValueError(f"level must be in (0, 1), got {level!r}")
+    out = {"positive": None, "negative": None, "drop": None, "estimate": None, "level": float(level),
+           "n_boot": int(n_boot), "n_valid": 0, "seed": int(seed), "k": int(k), "n_items": n,
+           "chance": k / (n - 1) if n > 1 else None, "method": REORDER_INTERVAL_METHOD, "reason": None}
+    if n <= k:
+        out["reason"] = f"no interval: {n} items, the probe needs more than k={k}"
+        return out
+    why = [f"the {name} rows are collapsed (every row one direction): neighbours are undefined"
+           for name, A in (("vision", V), ("positive-caption", T_pos), ("negative-caption", T_neg)) if is_collapsed(A)]
+    if why:
+        out["reason"] = "no interval: " + "; ".join(why)
+        return out
+    full = np.arange(n)
+    spaces = reorder_spaces(V, T_pos, T_neg, k)
+    tied = [f"{name} side: {t}" for name, sp in zip(("vision", "positive-caption", "negative-caption"), spaces)
+            if (t := sp.tie_decided(full))]
+    if tied:
+        out["reason"] = "no interval: " + "; ".join(tied)
+        return out
+    est = dict(estimate) if estimate is not None else reorder_alignment(V, T_pos, T_neg, k=k)
+    out["estimate"] = {key: float(est[key]) for key in ("positive", "negative", "drop")}
+    IX = resample_indices(n, n_boot, np.random.default_rng(seed))
+    samples = reorder_resamples(V, T_pos, T_neg, IX, k=k, spaces=spaces)
+    ok = np.isfinite(samples["drop"])
+    out["n_valid"] = int(ok.sum())
+    skipped = n_boot - out["n_valid"]
+    few = int(sum(len(np.unique(ix)) <= k for ix in IX))
+    if skipped:
+        causes = []
+        if few:
+            causes.append(f"{few} held <= k={k} distinct items (of N={n})")
+        if skipped > few:
+            causes.append(f"{skipped - few} had a side collapsed or decided by ties")
+        out["reason"] = f"{skipped} of {n_boot} resamples skipped: " + ", ".join(causes)
+    if out["n_valid"] < 2:
+        out["reason"] = f"no interval: {out['reason']}"
+        return out
+    for key, bounds in REORDER_BOUNDS.items():  # all three on the same scored resamples (paired)
+        out[key] = percentile_interval(out["estimate"][key], samples[key][ok], bounds, level)
+    return out
 
 
 def arrow_of_time(V, V_reversed) -> float:

@@ -592,3 +592,51 @@ def cosine_topk(Xn: np.ndarray, k: int, groups: np.ndarray | None = None, *, dev
     sim = dot64(Xn, res.norms, np.arange(len(Xn)), res.idx)
     order = np.lexsort((res.idx, -sim), axis=-1)
     return np.take_along_axis(res.idx, order, axis=1), np.take_along_axis(sim, order, axis=1)
+
+
+def stacked_queries(Q: np.ndarray, X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``(Z, norms)``: the rows of ``X`` then the queries ``Q`` in one matrix, with its float64 row norms,
+    so that :func:`dot64` gives a query–row pair ``s(q_i, x_j) = dot64(Z, norms, [N + i], [[j]])`` the
+    arithmetic of the rows' own cosines (:func:`cross_topk`, and a resample's rows scanned whole)."""
+    Q, X = np.asarray(Q), np.asarray(X)
+    if Q.shape != X.shape or Q.ndim != 2:
+        raise ValueError(f"queries and rows must have one shape (N, d), got {Q.shape} and {X.shape}")
+    Z = np.concatenate([X, Q])
+    return Z, row_norms(Z)
+
+
+def cross_topk(Q: np.ndarray, X: np.ndarray, k: int, *, stacked=None, device=None
+               ) -> tuple[np.ndarray, np.ndarray]:
+    """Indices and float64 cosines of the ``k`` rows of ``X`` nearest each query row of ``Q``, row ``i``
+    of ``X`` left out for query ``i`` (the query's own item: the reorder probe's negative caption of
+    item i looks among the *other* items' positives).
+
+    The search is ``knn_search``'s (float32 candidates, proven and re-ranked in float64) on the
+    stacked rows ``Z = [X; Q]`` (:func:`stacked_queries`) for the query rows, with every query in one
+    group (never each other's neighbours): ``k + 1`` neighbours among the rows of X, then row i left
+    out when it is among them, else the last (the k nearest of the others, ties unchanged).
+
+    Args:
+        Q: ``(N, d)`` queries; X: ``(N, d)`` the rows searched, row i belonging to the same item as query i.
+        k: neighbours per query, ``1 <= k < N``.
+        stacked: :func:`stacked_queries` of ``(Q, X)`` when the caller holds it. device: as ``knn_search``.
+    Returns:
+        ``(idx, sim)``, both ``(N, k)``, ordered by decreasing cosine, ties to the lower index; the
+        cosine is :func:`dot64`'s, the definition ``knn_search`` answers to (exact in float64).
+    """
+    n = len(X)
+    if not 1 <= k < n:
+        raise ValueError(f"cross_topk: k must be in [1, N-1] = [1, {n - 1}], got {k}")
+    Z, norms = stacked_queries(Q, X) if stacked is None else stacked
+    groups = np.concatenate([np.arange(n), np.full(n, -1)])  # the queries: one group
+    dev = _resolve_device(device)
+    # faiss skips a query's whole group before its top c (here N rows per query): numpy's top c is faster
+    sims = _Float32Sims(Z, groups, None if isinstance(dev, str) and dev == "faiss" else dev)
+    E = similarity_error_bound(Z.shape[1], u_in=sims.u_in)
+    kk = min(k + 1, n)
+    rows = n + np.arange(n)
+    idx = _exact_rows(sims, rows, kk, E, Z, groups)[0]
+    sim = dot64(Z, norms, rows, idx)
+    sim[idx == np.arange(n)[:, None]] = -np.inf  # the query's own item, when it was found
+    order = np.lexsort((idx, -sim), axis=-1)[:, :k]
+    return np.take_along_axis(idx, order, axis=1), np.take_along_axis(sim, order, axis=1)

@@ -218,6 +218,12 @@ def _dataset_section(con, ds, chosen, references, labels, ov) -> dict:
     temporal = temporal_section(con, ds)
     if temporal:
         sec["sections"]["temporal"] = temporal
+        reorder = views.temporal_view({"reorder": temporal["reorder"]})["reorder"]
+        for chart, title in zip(views.reorder_charts(reorder),
+                                ("reorder negatives: positive vs negative at the positive's best layer pair (95% "
+                                 "paired bootstrap intervals over items, conditional on the pair; dashed: chance "
+                                 "k/(N−1))", "reorder negatives: drop = positive − negative (95% interval; rule at 0)")):
+            sec["charts"].append(("temporal", title, _spec(chart.properties(width=360))))
     else:
         sec["omitted"]["temporal"] = "no temporal probes for this dataset"
 
@@ -654,10 +660,31 @@ def temporal_section(con, ds) -> dict | None:
     return out
 
 
+def reorder_report_rows(entries) -> list[dict]:
+    """The reorder probe as report table rows: pair, layers, each value with its 95% interval, chance."""
+    df = views.temporal_view({"reorder": entries})["reorder"]
+
+    def ci(r, v):
+        lo, hi = r[f"{v}_low"], r[f"{v}_high"]
+        return "—" if lo is None or not np.isfinite(lo) else f"[{_fmt(lo)}, {_fmt(hi)}]"
+
+    return [{"pair": r["pair"], "layers": r["layers"], "k": r["k"], "positive": r["positive"],
+             "positive 95% CI": ci(r, "positive"), "negative": r["negative"], "negative 95% CI": ci(r, "negative"),
+             "drop": r["drop"], "drop 95% CI": ci(r, "drop"), "chance k/(N−1)": r["chance"],
+             "resamples scored": r["resamples"], "note": r["note"]}
+            for r in df.to_dict(orient="records")]
+
+
 def _temporal_html(t) -> str:
     rows = [{"vision": e["vision"], "text": e["text"], **{f"k={k}": v for k, v in e["alignment"].items()}}
             for e in t.get("test_of_time", [])]
     parts = [_table_html(rows)]
+    if t.get("reorder"):
+        parts.append("<h4>Reorder negatives</h4><p class='muted'>Positive and time-reordered negative captions "
+                     "scored at the positive's best layer pair (chosen once on all items); 95% paired bootstrap "
+                     "intervals over items, conditional on that pair.</p>" + _table_html(reorder_report_rows(t["reorder"])))
+        df = views.temporal_view({"reorder": t["reorder"]})["reorder"]
+        parts += [f"<p class='note'>{_e(line)}</p>" for line in views.reorder_drop_text(df)]
 
     def curve_rows(entries, what):
         return [{"pair": f"{e['video']} × {e['text']} ({e['space']})", "probe": what, "best layer": e["best_layer"],
@@ -746,6 +773,9 @@ def render_markdown(report: dict) -> str:
         lines += paper_figures_md(d["sections"].get("paper_figures"))
         t = d["sections"].get("temporal") or {}
         probes = (("chiral", "chiral choice (video → caption)"), ("time_reversal", "time reversal (caption → video)"))
+        if t.get("reorder"):
+            df = views.temporal_view({"reorder": t["reorder"]})["reorder"]
+            lines += [f"- reorder negatives, {md_inline(line)}" for line in views.reorder_drop_text(df)]
         for key, what in probes:
             for c in t.get(key, []):
                 lines.append(f"- {what}, {md_inline(c['video'])} × {md_inline(c['text'])} ({md_inline(c['space'])}): "

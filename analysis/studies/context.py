@@ -47,7 +47,9 @@ from analysis.null import NULL_PERMUTATIONS
 #: study and PCA/t-SNE pair maps are new rows; above 16,384 items uniformity and LID are seeded
 #: estimates with their standard error in the layer's flag, and above 8,192 items linear CKA sums
 #: float32 block products in float64 (each cell within 1e-3 by a computed bound, float64 where not)
-ANALYSIS_VERSION = 10
+#: 11: reorder entries carry paired item-bootstrap ``intervals`` (issue #33), and the reorder
+#: negative's lists are exact float64 cosine neighbours, ties to the lower index (were float32/argpartition)
+ANALYSIS_VERSION = 11
 
 #: resamples for the scaling study's parameter intervals (each one refits the law): at most this
 #: many; the grids study keeps this many of each vision×text best cell's resample scores for them

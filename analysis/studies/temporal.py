@@ -1,7 +1,13 @@
 """Temporal study (``result_studies``, study ``temporal``): Test of Time at k = 1, 2, 3 with
 first-neighbour types, reorder negatives, arrow of time, and the nuanced-retrieval probes wherever a
 video side and a text side share one space (an MLLM's layers, a dual encoder's ``joint`` layer;
-:func:`analysis.studies.same_space.shared_spaces`):
+:func:`analysis.studies.same_space.shared_spaces`).
+
+Each ``reorder`` entry holds its layer pair (the positive's best), ``positive``, ``negative`` and
+``drop`` there, and ``intervals``: paired item-bootstrap intervals of the three
+(:func:`analysis.methods.temporal.reorder_intervals`, ``n_boot`` resamples, the analysis's seed,
+conditional on the pair), each None with ``intervals["reason"]`` where there is none. The probes
+where video and text share one space:
 
 - ``chiral``: video to text, each video chooses between its caption and its temporal opposite
   (the manifest's ``negatives``; RTime V2T);
@@ -31,6 +37,7 @@ from analysis.methods.temporal import (
     first_neighbour_types,
     negated_query_recall,
     reorder_at_best_pair,
+    reorder_intervals,
 )
 from analysis.studies.context import Context, DatasetRuns
 from analysis.studies.same_space import cut, shared_spaces
@@ -84,7 +91,8 @@ def run(ctx: Context, d: DatasetRuns) -> None:
         return
     inputs = sorted((r["run_id"], str(r["finished"])) for r in d.runs)
     rid = ctx.rid("temporal", d.name, k, ctx.settings.reorder_k)
-    ikey = R.key(inputs)
+    # the reorder intervals' resamples: a new count or seed recomputes the row (same result id)
+    ikey = R.key(inputs, ctx.settings.n_boot, ctx.settings.seed)
     if not ctx.fresh("temporal", "result_studies", rid, ikey):
         return
     payload = {"test_of_time": [], "reorder": [], "arrow_of_time": [], "chiral": [], "notes": []}
@@ -136,6 +144,8 @@ def run(ctx: Context, d: DatasetRuns) -> None:
                 r = reorder_at_best_pair(V[:, keep], P[:, keep], Nn[:, keep], k=rk)
                 entry.update(layers=[r["layer_v"], r["layer_t"]], positive=r["positive"], negative=r["negative"],
                              drop=r["drop"], positive_grid=r["positive_grid"].tolist())
+                entry["intervals"] = _reorder_intervals(ctx, V[r["layer_v"]][keep], P[r["layer_t"]][keep],
+                                                        Nn[r["layer_t"]][keep], rk, r)
             except NoBestCell as exc:
                 entry["reason"] = str(exc)
             payload["reorder"].append(entry)
@@ -149,7 +159,20 @@ def run(ctx: Context, d: DatasetRuns) -> None:
                                          "reasons": {i: why for i, (_, why) in enumerate(reports) if why}})
     _shared_space_probes(ctx, d, md, payload, has_neg, negatives)
     ctx.put_study(result_id=rid, study="temporal", dataset=d.name, subject="all",
-                params={"k": k, "reorder_k": ctx.settings.reorder_k}, payload=payload, input_key=ikey)
+                params={"k": k, "reorder_k": ctx.settings.reorder_k, "n_boot": ctx.settings.n_boot,
+                        "seed": ctx.settings.seed}, payload=payload, input_key=ikey)
+
+
+def _reorder_intervals(ctx, V, P, Nn, k: int, point: dict) -> dict:
+    """The reorder probe's paired bootstrap intervals at its chosen pair (:func:`reorder_intervals`:
+    ``n_boot`` resamples with the analysis's seed; the pair is the full data's choice, so the
+    intervals are conditional on it), or the reason there are none."""
+    s = ctx.settings
+    if s.n_boot < 2:
+        return {"positive": None, "negative": None, "drop": None, "n_boot": s.n_boot, "n_valid": 0,
+                "k": k, "n_items": len(V), "chance": k / (len(V) - 1),
+                "reason": "no interval: the analysis ran without item resamples (--bootstrap 0)"}
+    return reorder_intervals(V, P, Nn, k=k, n_boot=s.n_boot, seed=s.seed, estimate=point)
 
 
 def negatives_by_item(E: np.ndarray, has_neg: np.ndarray, run: dict) -> np.ndarray:

@@ -82,6 +82,98 @@ def fit_line_verdict(row: dict, min_n: int = MIN_LINE_N) -> tuple[bool, str]:
     return True, ""
 
 
+#: the reorder table's interval columns: ``{value}_low`` / ``{value}_high``
+REORDER_VALUES = ("positive", "negative", "drop")
+
+
+def reorder_row(e: dict) -> dict:
+    """One reorder entry as a table row: the pair, its layers, the three values and their 95%
+    intervals (``*_low``/``*_high``, None where there is none), chance ``k/(N−1)``, the interval's
+    resamples and its note (why it is missing or how many resamples were skipped); entries stored
+    before the intervals existed say so."""
+    iv = e.get("intervals")
+    n, k = e.get("n_items"), e.get("k")
+    row = {"pair": f"{e['vision']} × {e['text']}", "k": k,
+           "layers": "" if not e.get("layers") else f"{e['layers'][0]} × {e['layers'][1]}",
+           "positive": e.get("positive"), "negative": e.get("negative"), "drop": e.get("drop"),
+           "chance": (iv or {}).get("chance", k / (n - 1) if n and k and n > 1 else None)}
+    for v in REORDER_VALUES:
+        ci = (iv or {}).get(v)
+        row[f"{v}_low"], row[f"{v}_high"] = (ci[0], ci[1]) if ci else (None, None)
+    row["resamples"] = None if not iv else iv.get("n_valid")
+    if e.get("reason"):
+        row["note"] = e["reason"]
+    elif iv is None:
+        row["note"] = "no interval: analysed before the reorder probe had intervals (rerun `layerscope analyze`)"
+    else:
+        row["note"] = iv.get("reason") or ""
+    return row
+
+
+def reorder_drop_text(df: pd.DataFrame) -> list[str]:
+    """One sentence per reorder pair on its drop: the value, its interval and whether the interval
+    includes zero (then the probe shows no order effect at this pair), or why there is no interval."""
+    out = []
+    for r in df.itertuples():
+        if r.drop is None or not np.isfinite(r.drop):
+            continue
+        if r.drop_low is None or not np.isfinite(r.drop_low):
+            out.append(f"{r.pair}: drop {r.drop:.3f}; {r.note or 'no interval: not resampled'}.")
+            continue
+        where = ("includes 0: no evidence at this pair that the text side tells the order apart"
+                 if r.drop_low <= 0 <= r.drop_high else
+                 "excludes 0: the reordered caption aligns worse" if r.drop_low > 0 else
+                 "excludes 0, below it: the reordered caption aligns better")
+        out.append(f"{r.pair}: drop {r.drop:.3f}, 95% interval [{r.drop_low:.3f}, {r.drop_high:.3f}] {where}.")
+    return out
+
+
+def reorder_charts(df: pd.DataFrame, *, height: int = 280) -> list:
+    """The reorder probe's two charts: positive and negative alignment as grouped bars per pair with
+    their 95% intervals as error bars and chance ``k/(N−1)`` as a dashed rule; then the drop
+    (positive − negative) per pair as a point with its interval and a rule at 0. Rows without a
+    value are not drawn (their note says why); an empty list when no pair has one."""
+    alt = _alt()
+    df = df[df["positive"].notna()] if len(df) else df
+    if not len(df):
+        return []
+    long = pd.concat([pd.DataFrame({"pair": df["pair"], "layers": df["layers"], "k": df["k"], "captions": v,
+                                    "alignment": df[v], "ci_low": df[f"{v}_low"], "ci_high": df[f"{v}_high"],
+                                    "note": df["note"]}) for v in ("positive", "negative")], ignore_index=True)
+    x = alt.X("pair:N", title=None, axis=alt.Axis(labelAngle=-25, labelLimit=260))
+    tips = ["pair", "layers", "k", "captions", alt.Tooltip("alignment:Q", format=".3f"),
+            alt.Tooltip("ci_low:Q", format=".3f", title="95% CI low"),
+            alt.Tooltip("ci_high:Q", format=".3f", title="95% CI high"), "note"]
+    base = alt.Chart(long).encode(x=x, xOffset=alt.XOffset("captions:N", sort=["positive", "negative"]))
+    bars = base.mark_bar().encode(y=alt.Y("alignment:Q", title="mutual k-NN at the pair"),
+                                  color=alt.Color("captions:N", sort=["positive", "negative"],
+                                                  legend=alt.Legend(orient="bottom", title=None)), tooltip=tips)
+    # short caps: a cap as wide as the bar's band reads as another rule
+    errors = base.transform_filter("isValid(datum.ci_low)").mark_errorbar(ticks={"size": 10}, color="black").encode(
+        y=alt.Y("ci_low:Q", title="mutual k-NN at the pair"), y2="ci_high:Q")
+    chance = pd.DataFrame({"chance": sorted(set(df["chance"].dropna()))})
+    chance["what"] = [f"chance k/(N−1) = {c:.3f}" for c in chance["chance"]]
+    layers = [bars, errors]
+    if len(chance):
+        layers.append(alt.Chart(chance).mark_rule(strokeDash=[4, 4], color="gray").encode(
+            y="chance:Q", tooltip=[alt.Tooltip("what:N", title="rule")]))
+    out = [alt.layer(*layers).properties(height=height)]
+    drop = df[["pair", "layers", "drop", "drop_low", "drop_high", "note"]]
+    dbase = alt.Chart(drop).encode(x=alt.X("pair:N", title=None, axis=alt.Axis(labelAngle=-25, labelLimit=260)))
+    dtips = ["pair", "layers", alt.Tooltip("drop:Q", format=".3f"), alt.Tooltip("drop_low:Q", format=".3f",
+                                                                                  title="95% CI low"),
+             alt.Tooltip("drop_high:Q", format=".3f", title="95% CI high"), "note"]
+    zero = alt.Chart(pd.DataFrame({"zero": [0.0], "what": ["no drop"]})).mark_rule(color="gray").encode(
+        y="zero:Q", tooltip=[alt.Tooltip("what:N", title="rule")])
+    out.append(alt.layer(
+        dbase.transform_filter("isValid(datum.drop_low)").mark_errorbar(ticks={"size": 10}, thickness=2).encode(
+            y=alt.Y("drop_low:Q", title="drop (positive − negative)"), y2="drop_high:Q"),
+        dbase.mark_point(filled=True, size=70).encode(y=alt.Y("drop:Q", title="drop (positive − negative)"),
+                                                      tooltip=dtips),
+        zero).properties(height=max(160, height * 2 // 3)))
+    return out
+
+
 def temporal_view(payload: dict) -> dict:
     """Long tables of the temporal probes; undefined values stay as rows with a note (never dropped)."""
     tot = []
@@ -97,11 +189,7 @@ def temporal_view(payload: dict) -> dict:
                               "model": e[space]})
         if e["first_neighbours"].get("reason"):
             types_missing.append(f"{e['vision']} × {e['text']}: {e['first_neighbours']['reason']}")
-    reorder = [{"pair": f"{e['vision']} × {e['text']}", "k": e.get("k"),
-                "layers": "" if not e.get("layers") else f"{e['layers'][0]} × {e['layers'][1]}",
-                "positive": e.get("positive"), "negative": e.get("negative"), "drop": e.get("drop"),
-                "note": e.get("reason") or ""}
-               for e in payload.get("reorder", [])]
+    reorder = [reorder_row(e) for e in payload.get("reorder", [])]
     arrow = [{"model": e["vision"], "n_frames": e["n_frames"], "layer": l,
               "depth": l / max(1, len(e["per_layer"]) - 1),
               "arrow_of_time": v if v is not None and np.isfinite(v) else None,

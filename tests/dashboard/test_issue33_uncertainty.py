@@ -172,3 +172,54 @@ def test_no_temporal_chart_puts_a_joint_layer_on_the_depth_axis(nuance_store, mo
             joint_charts += 1
             assert rows and all(r["layer"] == "joint" for r in rows)
     assert joint_charts >= 1  # the store's dual encoder (clip × clip, joint) is drawn apart
+
+
+def _marks(spec):
+    return [(m["mark"]["type"] if isinstance(m["mark"], dict) else m["mark"]) for m in spec.get("layer", [spec])]
+
+
+def _rows(chart):
+    import pyarrow as pa
+
+    return {ds.name: pa.ipc.open_stream(ds.data.data).read_all().to_pandas() for ds in chart.proto.datasets}
+
+
+def test_reorder_bars_carry_their_intervals_and_chance(nuance_store, monkeypatch):
+    """Issue #33 item 2: the reorder bars are drawn with their 95% paired bootstrap intervals as error
+    bars, chance k/(N−1) as a rule, the drop with its interval against a rule at 0, and a sentence on
+    whether the drop's interval includes 0."""
+    from analysis.storage import results as R
+    from analysis.storage.store import connect
+
+    con = connect(nuance_store, read_only=True)
+    try:
+        (row,) = R.read_studies(con, study="temporal", dataset="nuance")
+    finally:
+        con.close()
+    stored = {f"{e['vision']} × {e['text']}": e for e in row["payload"]["reorder"] if "layers" in e}
+    at = app(nuance_store, monkeypatch, "temporal", {"dataset": "nuance"})
+    fields = [[(m.get("encoding") or {}).get("y", {}).get("field") for m in json.loads(c.proto.spec).get("layer", [])]
+              for c in charts(at)]
+    (bars,) = [c for c, f in zip(charts(at), fields) if f[:1] == ["alignment"]]
+    (drop,) = [c for c, f in zip(charts(at), fields) if "drop" in f]
+    spec = json.loads(bars.proto.spec)
+    assert _marks(spec) == ["bar", "errorbar", "rule"]
+    err = spec["layer"][1]["encoding"]
+    assert (err["y"]["field"], err["y2"]["field"], err["xOffset"]["field"]) == ("ci_low", "ci_high", "captions")
+    data = pd.concat(_rows(bars).values(), ignore_index=True)
+    drawn = data.dropna(subset=["ci_low"])
+    assert len(drawn) == 2 * len(stored)  # every bar of every pair has its interval
+    for r in drawn.itertuples():
+        iv = stored[r.pair]["intervals"][r.captions]
+        assert (r.ci_low, r.ci_high) == pytest.approx(iv) and r.ci_low <= r.alignment <= r.ci_high
+    assert sorted(data["chance"].dropna().unique()) == [pytest.approx(5 / 19)]
+    dspec = json.loads(drop.proto.spec)
+    assert _marks(dspec) == ["errorbar", "point", "rule"]
+    assert dspec["layer"][0]["encoding"]["y2"]["field"] == "drop_high"
+    assert list(pd.concat(_rows(drop).values())["zero"].dropna()) == [0.0]
+    captions = " ".join(c.value for c in at.caption)
+    assert "95% paired bootstrap intervals over items" in captions and "conditional on that layer pair" in captions
+    for pair, e in stored.items():
+        lo, hi = e["intervals"]["drop"]
+        said = "includes 0" if lo <= 0 <= hi else "excludes 0"
+        assert f"95% interval \\[{lo:.3f}, {hi:.3f}\\] {said}" in captions, pair
