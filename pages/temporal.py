@@ -71,11 +71,12 @@ if len(tv["reorder"]):
                "probe stores point values only (no item resamples), so a small gap between the bars is not a finding.")
     long = tv["reorder"].melt(id_vars=["pair", "layers", "k", "note"], value_vars=["positive", "negative"],
                               var_name="captions", value_name="alignment")
-    # grouped bars on one axis (no column facets, whose long labels ran into each other)
-    st.altair_chart(alt.Chart(long).mark_bar().encode(
-        x=alt.X("pair:N", title=None, axis=alt.Axis(labelAngle=-25, labelLimit=260)), xOffset="captions:N",
-        y="alignment:Q", color="captions:N",
-        tooltip=["pair", "layers", "k", "captions", "alignment", "note"]).properties(height=280),
+    # grouped bars, one row per pair: every pair's name stays whole and upright at any width (upright or
+    # slanted under the bars, nine names ran into each other and every other one was hidden)
+    st.altair_chart(views.plot_height(alt.Chart(long).mark_bar().encode(
+        y=alt.Y("pair:N", title=None, axis=alt.Axis(labelLimit=0)), yOffset="captions:N",
+        x="alignment:Q", color=alt.Color("captions:N", legend=alt.Legend(orient="bottom")),
+        tooltip=["pair", "layers", "k", "captions", "alignment", "note"]), 30 * long["pair"].nunique()),
         width="stretch", key="reorder_chart")
     st.dataframe(tv["reorder"], hide_index=True, width="stretch")
 if len(tv["arrow"]):

@@ -121,8 +121,9 @@ def model_map_charts(mv: dict, *, labels: dict, title: dict | None = None):
     cells = mv["cells"].assign(model_a=mv["cells"]["model_a"].map(lambda m: labels.get(m, m)),
                                model_b=mv["cells"]["model_b"].map(lambda m: labels.get(m, m)))
     order = [labels.get(m, m) for m in mv["order"]]
-    base = alt.Chart(cells).encode(x=alt.X("model_b:N", sort=order, title=None),
-                                   y=alt.Y("model_a:N", sort=order, title=None))
+    # whole names: "(random init)" was cut to "(rando…" at the default label limit (issue #33)
+    base = alt.Chart(cells).encode(x=alt.X("model_b:N", sort=order, title=None, axis=alt.Axis(labelLimit=0)),
+                                   y=alt.Y("model_a:N", sort=order, title=None, axis=alt.Axis(labelLimit=0)))
     heat = base.mark_rect().encode(color=alt.Color("similarity:Q", scale=alt.Scale(scheme="viridis"),
                                                    title="mutual k-NN"),
                                    tooltip=["model_a", "model_b", alt.Tooltip("similarity:Q", format=".3f"),
