@@ -154,8 +154,13 @@ def model_map_charts(mv: dict, *, labels: dict, title: dict | None = None):
     names = alt.Chart(coords_l[coords_l["lx"].notna()]).mark_text(
         fontSize=11, align="center", baseline="middle").encode(x=alt.X("lx:Q", scale=sx), y=alt.Y("ly:Q", scale=sy),
                                                                text="model:N")
-    matrix = heat.properties(width=side, height=side)
-    mapped = (points + names).properties(width=side, height=side)  # square, same domain span: equal scales
+    # "pad": the plot is exactly side × side and the names, legends and titles go around it. Under
+    # Streamlit's default fit they came out of the 380 px, which left a 220 px map whose labels (placed
+    # for 380 px) overlapped, and 22 px matrix cells (issue #33)
+    pad = alt.AutoSizeParams(type="pad")
+    cell = min(380, max(120, 34 * len(order)))
+    matrix = heat.properties(width=cell, height=cell, autosize=pad)
+    mapped = (points + names).properties(width=side, height=side, autosize=pad)  # square, same span: equal scales
     if title:
         matrix = matrix.properties(title=title)
         mapped = mapped.properties(title={**title, "text": "2-D map (classical MDS of 1 − similarity)"})
