@@ -21,9 +21,10 @@ title = views.chart_title("Best-layer mutual k-NN between models", dataset=datas
                           details=["each model at its largest budget: " + ", ".join(budgets)] if budgets else [],
                           labels=labels, models=payload["models"])
 heat, scatter = views.model_map_charts(mv, labels=labels, title=title)
-c1, c2 = st.columns(2)
-c1.altair_chart(heat, width="content", key="map_heat")
-c2.altair_chart(scatter, width="content", key="map_scatter")
+# one under the other: each at its own size (the map's plot 380 px square, labels placed for it), not
+# squeezed into half the column
+st.altair_chart(heat, width="content", key="map_heat")
+st.altair_chart(scatter, width="content", key="map_scatter")
 st.caption("Shapes: modality; colours: clusters. Both map axes share one scale, so distances read the same in any "
            "direction. No intervals: each similarity is the best layer pair's value on all items.")
 if payload.get("undefined_pairs"):

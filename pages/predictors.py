@@ -88,7 +88,7 @@ if len(curves):
         color=alt.Color("model:N", legend=alt.Legend(orient="bottom", labelLimit=0)),
         tooltip=[alt.Tooltip("model:N", title="model"), alt.Tooltip("layer_name:N", title="layer"),
                  alt.Tooltip("result:Q", format=".4g", title="result")])
-    st.altair_chart(chart.properties(height=300), width="stretch", key="pred_curves")
+    st.altair_chart(views.plot_height(chart, 300), width="stretch", key="pred_curves")
 
 signals = list(rows["signal"]) if len(rows) else []
 picks = data["picks"]

@@ -126,9 +126,12 @@ for key, title, caption in (
     if not len(df):
         continue
     st.subheader(title)
-    st.caption(caption + " Error bars: 95% Wilson intervals over the items' choices (approximate, as ties count "
-               "½); dashed rule: chance. A dual encoder's joint layer has no depth: it is drawn apart.")
-    for i, chart in enumerate(choice_charts(df) if drawable(df, "accuracy") else []):
+    charts = choice_charts(df) if drawable(df, "accuracy") else []
+    # the chart's key only under a chart: with every value undefined, no error bar is promised (issue #33)
+    st.caption(caption + (" Error bars: 95% Wilson intervals over the items' choices (approximate, as ties count "
+                          "½); dashed rule: chance. A dual encoder's joint layer has no depth: it is drawn apart."
+                          if charts else ""))
+    for i, chart in enumerate(charts):
         st.altair_chart(chart, width="stretch", key=f"{key}_chart" + (f"_{i}" if i else ""))
     below = below_chance_text(df, key.replace("_", " "))
     if below:

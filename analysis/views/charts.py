@@ -28,3 +28,15 @@ def export_name(kind: str, dataset: str, *parts) -> str:
     characters replaced)."""
     stem = "_".join(str(x) for x in (kind, dataset, *parts) if x not in (None, ""))
     return re.sub(r"[^A-Za-z0-9._=-]+", "-", stem).strip("-")[:150]
+
+
+def plot_height(chart, height: int):
+    """``chart`` with a plot area ``height`` px tall, whatever its title, legends and axis titles take.
+
+    Streamlit's theme sets ``autosize: fit`` with ``contains: padding``: the whole chart (title, a legend
+    below the plot, a long rotated axis title) is fitted into ``height``, so a chart with a legend of
+    four rows and a two-line title kept a plot a few pixels tall, and rows of a categorical axis lost
+    their labels (issue #33; tests/dashboard/test_browser_default_views.py reads the drawn axes).
+    ``fit-x`` still fits the width to the column; the height is the plot's own."""
+    alt = _alt()
+    return chart.properties(height=height, autosize=alt.AutoSizeParams(type="fit-x", contains="padding"))

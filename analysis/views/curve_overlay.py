@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 
 from analysis.storage import results as R
-from analysis.views.charts import _alt
+from analysis.views.charts import _alt, plot_height
 from analysis.views.curves import alignment_curves_long, curve_intervals, layer_choices
 from analysis.views.layers import last_numbered, layer_label, relative_depth, run_layer_names
 from analysis.views.store_info import has_table
@@ -110,9 +110,7 @@ def overlay_chart(data: pd.DataFrame, metric: str, *, baseline: str | None = Non
             alt.Tooltip("value:Q", format=".4g", title=ytitle), alt.Tooltip("low:Q", format=".4g", title="95% CI low"),
             alt.Tooltip("high:Q", format=".4g", title="95% CI high")]
     layers = []
-    with_iv = others[others["low"].notna() & others["high"].notna()]
-    counts = with_iv.groupby("run")["layer"].transform("count") if len(with_iv) else pd.Series(dtype=int)
-    bands, bars = with_iv[counts >= 2], with_iv[counts == 1]
+    bands, bars = interval_rows(d, baseline)
     if len(bands):
         layers.append(alt.Chart(bands).mark_area(opacity=0.2).encode(x=x, y="low:Q", y2="high:Q", color=color,
                                                                      detail="run:N"))
@@ -128,16 +126,35 @@ def overlay_chart(data: pd.DataFrame, metric: str, *, baseline: str | None = Non
             base = d[d["run"] == baseline]
             layers.append(alt.Chart(base).mark_line(color="black", strokeDash=[6, 4], point=False).encode(
                 x=x, y=y, tooltip=tips))
-    return alt.layer(*layers).properties(height=height)
+    return plot_height(alt.layer(*layers), height)  # the two-column legend below adds to it
+
+
+def interval_rows(data: pd.DataFrame, baseline: str | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The rows :func:`overlay_chart` draws an interval for, as ``(bands, bars)``: a run (not the
+    baseline, numbered layers only) with intervals at two or more layers gets a shaded band, one with an
+    interval at a single layer an error bar."""
+    d = data[data["depth"].notna()] if len(data) else data
+    if baseline is not None and len(d):
+        d = d[d["run"] != baseline]
+    with_iv = d[d["low"].notna() & d["high"].notna()] if len(d) else d
+    if not len(with_iv):
+        return with_iv, with_iv
+    counts = with_iv.groupby("run")["layer"].transform("count")
+    return with_iv[counts >= 2], with_iv[counts == 1]
 
 
 def overlay_text(data: pd.DataFrame, baseline: str | None, difference: bool) -> str:
-    """The overlay's caption: what the bands are, and what the baseline line means."""
-    iv = data[data["low"].notna() & data["high"].notna()] if len(data) else data
+    """The overlay's caption: which intervals are drawn, as bands or bars (only the kind drawn is named:
+    a caption promised bands where every run had one interval, drawn as a bar; issue #33), and what the
+    baseline line means."""
+    bands, bars = interval_rows(data, baseline) if len(data) else (data, data)
     parts = []
-    if len(iv):
-        parts.append(f"shaded bands and bars: 95% bootstrap intervals where stored ({iv['run'].nunique()} run(s)); "
-                     "other values are point estimates")
+    if len(bands) or len(bars):
+        kinds = ([f"shaded bands ({bands['run'].nunique()} run(s) with intervals at several layers)"] if len(bands)
+                 else []) + ([f"error bars ({bars['run'].nunique()} run(s) with an interval at one layer)"]
+                             if len(bars) else [])
+        parts.append(f"95% bootstrap intervals where stored, drawn as {' and '.join(kinds)}; other values are "
+                     "point estimates")
     else:
         parts.append("no interval is stored for these curves (per-layer profiles have none): point estimates only")
     if baseline and difference:

@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 
 from analysis.storage import results as R
-from analysis.views.charts import _alt
+from analysis.views.charts import _alt, plot_height
 from analysis.views.layers import last_numbered, layer_label, relative_depth, run_layer_names
 from analysis.views.metric_help import baseline_rules
 from analysis.views.store_info import has_table
@@ -243,7 +243,7 @@ def curves_chart(data: pd.DataFrame, metric: str, *, labels: dict, marks: pd.Dat
             tooltip=["model", alt.Tooltip("q95:Q", format=".4g", title="shuffled null, 95th percentile"),
                      alt.Tooltip("p:Q", format=".3g", title="best cell p"), alt.Tooltip("n_perm:Q", title="shuffles")]))
     layers += baseline_rules(rules, "value")
-    chart = alt.layer(*layers).properties(height=height)
+    chart = plot_height(alt.layer(*layers), height)  # the legend below and the title add to it
     return chart.properties(title=title) if title else chart
 
 

@@ -81,7 +81,7 @@ def gain_chart(table: pd.DataFrame, *, margin: float = PRACTICAL_MARGIN, height_
     bar, a dashed zero line (no gain: the test's null), a dotted line at ``+margin`` (the practical
     margin a recommendation also needs), and the point's fill saying whether the interval excludes
     zero; ``None`` when no row has a gain."""
-    from analysis.views.charts import _alt
+    from analysis.views.charts import _alt, plot_height
 
     alt = _alt()
     d = table[table["gain"].notna()].copy()
@@ -112,4 +112,5 @@ def gain_chart(table: pd.DataFrame, *, margin: float = PRACTICAL_MARGIN, height_
     points = base.mark_point(size=90, filled=False, stroke="#1f77b4", strokeWidth=2, opacity=1).encode(
         x=x, y=y, fill=fill, tooltip=tips)
     # one model still gets a readable chart (its axis and legend need about 120 px)
-    return alt.layer(rules, bars, points).properties(height=max(120, height_per_row * len(d)))
+    # the plot's own height: every row keeps its label whatever the legends below take
+    return plot_height(alt.layer(rules, bars, points), max(120, height_per_row * len(d)))

@@ -186,13 +186,16 @@ def fig7_text(fv: dict) -> str:
 def fig7_chart(fv: dict, *, title=None):
     """Scatter of Fig. 7 with the fitted line (and DR's published one, dashed, when shown)."""
     alt = _alt()
-    pts = fv["points"].assign(marker=lambda d: d["kind"].map(lambda k: KINDS.get(k, k)))
+    pts = fv["points"].assign(marker=lambda d: d["kind"].map(lambda k: KINDS.get(k, k)),
+                              weights=lambda d: d["control"].map(lambda c: "random init" if c else "trained"))
     pts = pts[pts["x"].notna() & pts["y"].notna()]
     lo, hi = fv["n_c"]
     layers = [alt.Chart(pts).mark_point(filled=True, size=80).encode(
         x=alt.X("x:Q", title=f"best alignment, n_c = {lo}", scale=alt.Scale(zero=False)),
         y=alt.Y("y:Q", title=f"best alignment, n_c = {hi}", scale=alt.Scale(zero=False)),
-        shape=alt.Shape("marker:N", title="vision input"), color=alt.Color("control:N", title="untrained control"),
+        # each label's glyph is its marker (the default shape order drew "▲ video model" as a circle)
+        shape=alt.Shape("marker:N", title="vision input", scale=_marker_scale(alt)),
+        color=alt.Color("weights:N", title="weights", scale=alt.Scale(domain=["trained", "random init"])),
         tooltip=["vision", "n_frames", alt.Tooltip("x:Q", format=".3f"), alt.Tooltip("y:Q", format=".3f"),
                  "layers_x", "layers_y", "in_fit"])]
     lines = []
@@ -208,8 +211,14 @@ def fig7_chart(fv: dict, *, title=None):
     if lines:
         layers.append(alt.Chart(pd.DataFrame(lines)).mark_line().encode(
             x="x:Q", y="y:Q", strokeDash=alt.StrokeDash("line:N", title="line")))
-    chart = alt.layer(*layers).properties(width=420, height=320)
+    # "pad": the plot is 420 × 320 and the legends go beside it (fitted into 420 px, it was 130 px wide)
+    chart = alt.layer(*layers).properties(width=420, height=320, autosize=alt.AutoSizeParams(type="pad"))
     return chart.properties(title=title) if title else chart
+
+
+def _marker_scale(alt):
+    """The shapes of :data:`KINDS`' labels, in their order: ■ square, ● circle, ▲ triangle."""
+    return alt.Scale(domain=list(KINDS.values()), range=["square", "circle", "triangle-up"])
 
 
 # ---------------------------------------------------------------- DR Figs. 11/12
@@ -347,8 +356,7 @@ def fig2_chart(fv: dict, *, title=None):
         x=alt.X("alignment:Q", title=f"best alignment with {fv['text_model']} (n_c = {fv.get('n_c')})",
                 scale=alt.Scale(zero=False)),
         y=alt.Y("score:Q", title=fv["task"], scale=alt.Scale(zero=False)),
-        shape=alt.Shape("marker:N", title="vision input", scale=alt.Scale(
-            domain=list(KINDS.values()), range=["square", "circle", "triangle-up"])),
+        shape=alt.Shape("marker:N", title="vision input", scale=_marker_scale(alt)),
         color=alt.Color("marker:N", title="vision input"),
         tooltip=["vision", "marker", "n_frames", alt.Tooltip("alignment:Q", format=".3f"),
                  alt.Tooltip("score:Q", format=".4g"), "layers", "in_fit"])

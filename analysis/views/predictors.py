@@ -134,7 +134,7 @@ def rho_chart(rhos: pd.DataFrame, statistic: str, height_per_signal: int = 22):
     """Spearman ρ of each signal for one task with its bootstrap interval as a bar, a dashed zero line,
     and the marks whose interval excludes 0 filled (hollow: the interval includes 0, so the sign is
     not established). ``rhos``: rows of :func:`predictors_tables`' ``rhos`` for one task; x in [-1, 1]."""
-    from analysis.views.charts import _alt
+    from analysis.views.charts import _alt, plot_height
 
     alt = _alt()
     d = rhos[(rhos["statistic"] == statistic) & rhos["rho"].notna()].sort_values("rank")
@@ -155,7 +155,8 @@ def rho_chart(rhos: pd.DataFrame, statistic: str, height_per_signal: int = 22):
                                                                  x2="high:Q", y=y, tooltip=tips)
     points = base.mark_point(size=90, filled=False, stroke="#1f77b4", strokeWidth=2, opacity=1).encode(
         x=x, y=y, fill=shape, tooltip=tips)
-    return alt.layer(zero, bars, points).properties(height=max(80, height_per_signal * len(order)))
+    # the plot's own height: each signal keeps its row (and label) whatever the legend below takes
+    return plot_height(alt.layer(zero, bars, points), max(80, height_per_signal * len(order)))
 
 
 def predictor_matrix(table: pd.DataFrame, statistic: str = "ρ across layers") -> pd.DataFrame:

@@ -128,11 +128,14 @@ def reorder_drop_text(df: pd.DataFrame) -> list[str]:
     return out
 
 
-def reorder_charts(df: pd.DataFrame, *, height: int = 280) -> list:
-    """The reorder probe's two charts: positive and negative alignment as grouped bars per pair with
-    their 95% intervals as error bars and chance ``k/(N−1)`` as a dashed rule; then the drop
-    (positive − negative) per pair as a point with its interval and a rule at 0. Rows without a
-    value are not drawn (their note says why); an empty list when no pair has one."""
+def reorder_charts(df: pd.DataFrame, *, row: int = 30) -> list:
+    """The reorder probe's two charts: positive and negative alignment as grouped bars, one row per
+    pair (names stay whole and upright at any width), with their 95% intervals as error bars and
+    chance ``k/(N−1)`` as a dashed rule; then the drop (positive − negative) per pair as a point with
+    its interval and a rule at 0. Each plot is ``row`` px a pair (:func:`plot_height`). Rows without
+    a value are not drawn (their note says why); an empty list when no pair has one."""
+    from analysis.views.charts import plot_height
+
     alt = _alt()
     df = df[df["positive"].notna()] if len(df) else df
     if not len(df):
@@ -140,37 +143,38 @@ def reorder_charts(df: pd.DataFrame, *, height: int = 280) -> list:
     long = pd.concat([pd.DataFrame({"pair": df["pair"], "layers": df["layers"], "k": df["k"], "captions": v,
                                     "alignment": df[v], "ci_low": df[f"{v}_low"], "ci_high": df[f"{v}_high"],
                                     "note": df["note"]}) for v in ("positive", "negative")], ignore_index=True)
-    x = alt.X("pair:N", title=None, axis=alt.Axis(labelAngle=-25, labelLimit=260))
+    pairs = list(dict.fromkeys(df["pair"]))
+    y = alt.Y("pair:N", title=None, sort=pairs, axis=alt.Axis(labelLimit=0))
     tips = ["pair", "layers", "k", "captions", alt.Tooltip("alignment:Q", format=".3f"),
             alt.Tooltip("ci_low:Q", format=".3f", title="95% CI low"),
             alt.Tooltip("ci_high:Q", format=".3f", title="95% CI high"), "note"]
-    base = alt.Chart(long).encode(x=x, xOffset=alt.XOffset("captions:N", sort=["positive", "negative"]))
-    bars = base.mark_bar().encode(y=alt.Y("alignment:Q", title="mutual k-NN at the pair"),
+    base = alt.Chart(long).encode(y=y, yOffset=alt.YOffset("captions:N", sort=["positive", "negative"]))
+    bars = base.mark_bar().encode(x=alt.X("alignment:Q", title="mutual k-NN at the pair"),
                                   color=alt.Color("captions:N", sort=["positive", "negative"],
                                                   legend=alt.Legend(orient="bottom", title=None)), tooltip=tips)
     # short caps: a cap as wide as the bar's band reads as another rule
-    errors = base.transform_filter("isValid(datum.ci_low)").mark_errorbar(ticks={"size": 10}, color="black").encode(
-        y=alt.Y("ci_low:Q", title="mutual k-NN at the pair"), y2="ci_high:Q")
+    errors = base.transform_filter("isValid(datum.ci_low)").mark_errorbar(ticks={"size": 8}, color="black").encode(
+        x=alt.X("ci_low:Q", title="mutual k-NN at the pair"), x2="ci_high:Q")
     chance = pd.DataFrame({"chance": sorted(set(df["chance"].dropna()))})
     chance["what"] = [f"chance k/(N−1) = {c:.3f}" for c in chance["chance"]]
     layers = [bars, errors]
     if len(chance):
         layers.append(alt.Chart(chance).mark_rule(strokeDash=[4, 4], color="gray").encode(
-            y="chance:Q", tooltip=[alt.Tooltip("what:N", title="rule")]))
-    out = [alt.layer(*layers).properties(height=height)]
+            x="chance:Q", tooltip=[alt.Tooltip("what:N", title="rule")]))
+    out = [plot_height(alt.layer(*layers), row * len(pairs))]
     drop = df[["pair", "layers", "drop", "drop_low", "drop_high", "note"]]
-    dbase = alt.Chart(drop).encode(x=alt.X("pair:N", title=None, axis=alt.Axis(labelAngle=-25, labelLimit=260)))
+    dbase = alt.Chart(drop).encode(y=y)
     dtips = ["pair", "layers", alt.Tooltip("drop:Q", format=".3f"), alt.Tooltip("drop_low:Q", format=".3f",
                                                                                   title="95% CI low"),
              alt.Tooltip("drop_high:Q", format=".3f", title="95% CI high"), "note"]
     zero = alt.Chart(pd.DataFrame({"zero": [0.0], "what": ["no drop"]})).mark_rule(color="gray").encode(
-        y="zero:Q", tooltip=[alt.Tooltip("what:N", title="rule")])
-    out.append(alt.layer(
-        dbase.transform_filter("isValid(datum.drop_low)").mark_errorbar(ticks={"size": 10}, thickness=2).encode(
-            y=alt.Y("drop_low:Q", title="drop (positive − negative)"), y2="drop_high:Q"),
-        dbase.mark_point(filled=True, size=70).encode(y=alt.Y("drop:Q", title="drop (positive − negative)"),
+        x="zero:Q", tooltip=[alt.Tooltip("what:N", title="rule")])
+    out.append(plot_height(alt.layer(
+        dbase.transform_filter("isValid(datum.drop_low)").mark_errorbar(ticks={"size": 8}, thickness=2).encode(
+            x=alt.X("drop_low:Q", title="drop (positive − negative)"), x2="drop_high:Q"),
+        dbase.mark_point(filled=True, size=70).encode(x=alt.X("drop:Q", title="drop (positive − negative)"),
                                                       tooltip=dtips),
-        zero).properties(height=max(160, height * 2 // 3)))
+        zero), max(60, (row * 2 // 3) * len(pairs))))
     return out
 
 
@@ -209,8 +213,9 @@ def model_map_charts(mv: dict, *, labels: dict, title: dict | None = None):
     cells = mv["cells"].assign(model_a=mv["cells"]["model_a"].map(lambda m: labels.get(m, m)),
                                model_b=mv["cells"]["model_b"].map(lambda m: labels.get(m, m)))
     order = [labels.get(m, m) for m in mv["order"]]
-    base = alt.Chart(cells).encode(x=alt.X("model_b:N", sort=order, title=None),
-                                   y=alt.Y("model_a:N", sort=order, title=None))
+    # whole names: "(random init)" was cut to "(rando…" at the default label limit (issue #33)
+    base = alt.Chart(cells).encode(x=alt.X("model_b:N", sort=order, title=None, axis=alt.Axis(labelLimit=0)),
+                                   y=alt.Y("model_a:N", sort=order, title=None, axis=alt.Axis(labelLimit=0)))
     heat = base.mark_rect().encode(color=alt.Color("similarity:Q", scale=alt.Scale(scheme="viridis"),
                                                    title="mutual k-NN"),
                                    tooltip=["model_a", "model_b", alt.Tooltip("similarity:Q", format=".3f"),
@@ -241,8 +246,13 @@ def model_map_charts(mv: dict, *, labels: dict, title: dict | None = None):
     names = alt.Chart(coords_l[coords_l["lx"].notna()]).mark_text(
         fontSize=11, align="center", baseline="middle").encode(x=alt.X("lx:Q", scale=sx), y=alt.Y("ly:Q", scale=sy),
                                                                text="model:N")
-    matrix = heat.properties(width=side, height=side)
-    mapped = (points + names).properties(width=side, height=side)  # square, same domain span: equal scales
+    # "pad": the plot is exactly side × side and the names, legends and titles go around it. Under
+    # Streamlit's default fit they came out of the 380 px, which left a 220 px map whose labels (placed
+    # for 380 px) overlapped, and 22 px matrix cells (issue #33)
+    pad = alt.AutoSizeParams(type="pad")
+    cell = min(380, max(120, 34 * len(order)))
+    matrix = heat.properties(width=cell, height=cell, autosize=pad)
+    mapped = (points + names).properties(width=side, height=side, autosize=pad)  # square, same span: equal scales
     if title:
         matrix = matrix.properties(title=title)
         mapped = mapped.properties(title={**title, "text": "2-D map (classical MDS of 1 − similarity)"})

@@ -61,8 +61,21 @@ def test_bands_where_a_run_has_intervals_at_several_layers_bars_where_at_one():
                       curve("c", [2.0, 2.0, 2.0])])
     kinds = [m["mark"]["type"] for m in marks(overlay_chart(data, "rankme"))]
     assert kinds == ["area", "line", "rule"]
-    assert "2 run(s)" in overlay_text(data, None, False)
+    text = overlay_text(data, None, False)
+    assert "shaded bands (1 run(s)" in text and "error bars (1 run(s)" in text
     assert "point estimates only" in overlay_text(curve("c", [1.0, 2.0]), None, False)
+
+
+def test_the_caption_names_only_the_interval_kind_drawn():
+    """Issue #33: the caption promised shaded bands where every run had one interval (drawn as a bar)."""
+    data = pd.concat([curve("b", [1.0, 1.0, 1.0], low=[np.nan, 0.8, np.nan], high=[np.nan, 1.2, np.nan]),
+                      curve("c", [2.0, 2.0, 2.0], low=[np.nan, np.nan, 1.5], high=[np.nan, np.nan, 2.5])])
+    kinds = [m["mark"]["type"] for m in marks(overlay_chart(data, "rankme"))]
+    text = overlay_text(data, None, False)
+    assert "area" not in kinds and "band" not in text and "error bars (2 run(s)" in text
+    # the baseline's intervals are not drawn, so not counted either
+    with_base = pd.concat([data, curve("a", [1.0, 2.0, 3.0], low=[0.5, 1.5, 2.5], high=[1.5, 2.5, 3.5])])
+    assert "band" not in overlay_text(with_base, "a", False)
 
 
 def test_the_baseline_is_dashed_black_and_zero_in_difference_mode():

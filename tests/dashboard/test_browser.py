@@ -5,58 +5,16 @@ CI installs chromium and chromium-driver with apt (see .ci/run). A screenshot of
 $LAYERSCOPE_SCREENSHOTS (default: test-artifacts/screenshots/, gitignored), which CI keeps as artifacts.
 """
 
-import os
-import socket
-import subprocess
 import time
 import urllib.parse
-import urllib.request
-from pathlib import Path
 
 import pytest
 
-from precompute.dashboard import command
-from tests.helpers import chromium_driver
-
-REPO = Path(__file__).resolve().parents[2]
-SCREENSHOTS = Path(os.environ.get("LAYERSCOPE_SCREENSHOTS") or REPO / "test-artifacts" / "screenshots")
+from tests.browser_helpers import shoot, url_params, wait_done
 
 pytestmark = pytest.mark.browser
 
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-@pytest.fixture(scope="module")
-def server(demo_like):
-    port = free_port()
-    env = {**os.environ, "LAYERSCOPE_STORE": str(demo_like)}
-    proc = subprocess.Popen(command(demo_like, port=port), cwd=REPO, env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True)
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.time() + 60
-    while time.time() < deadline:
-        try:
-            if urllib.request.urlopen(f"{url}/_stcore/health", timeout=2).read() == b"ok":
-                break
-        except OSError:
-            time.sleep(0.5)
-    else:
-        proc.kill()
-        pytest.fail(f"dashboard did not start: {proc.stdout.read()[-2000:]}")
-    yield url
-    proc.terminate()
-    proc.wait(timeout=20)
-
-
-@pytest.fixture(scope="module")
-def browser(tmp_path_factory):
-    driver = chromium_driver(tmp_path_factory.mktemp("chrome-profile"))
-    yield driver
-    driver.quit()
+# the ``server`` (on the ``demo_like`` store) and ``browser`` fixtures: tests/dashboard/conftest.py
 
 
 @pytest.mark.parametrize("page,query,text", [
@@ -85,39 +43,6 @@ def test_page_draws_its_vega_lite_charts(server, browser, page, query, text):
     shoot(browser, f"dashboard-{page}-deep-link")
 
 
-def shoot(browser, name: str) -> Path:
-    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
-    path = SCREENSHOTS / f"{name}.png"
-    assert browser.save_screenshot(str(path))
-    return path
-
-
-def wait_page(browser, title: str, timeout=90, charts=False):
-    """Until the page shows its title, Streamlit has finished running the script (no skeleton, no Stop
-    button) and, with ``charts``, a chart is drawn."""
-    from selenium.common.exceptions import StaleElementReferenceException
-    from selenium.webdriver.common.by import By
-    from selenium.webdriver.support.ui import WebDriverWait
-
-    def ready(b):
-        heads = [h.text for h in b.find_elements(By.CSS_SELECTOR, "h1")]
-        status = " ".join(r.text for r in b.find_elements(By.CSS_SELECTOR, "[data-testid='stStatusWidget']"))
-        loading = b.find_elements(By.CSS_SELECTOR, "[data-testid='stSkeleton']")
-        drawn = not charts or b.find_elements(By.CSS_SELECTOR, ".vega-embed canvas, .vega-embed svg")
-        return (any(title in h for h in heads) and not loading and "Stop" not in status and "Running" not in status
-                and drawn)
-
-    # a rerun replaces elements while they are read: a stale one is read again on the next poll
-    WebDriverWait(browser, timeout, ignored_exceptions=[StaleElementReferenceException]).until(ready)
-    time.sleep(1.0)  # charts paint after the script ends
-    errors = browser.find_elements(By.CSS_SELECTOR, "[data-testid='stException']")
-    assert not errors, errors[0].text
-
-
-def url_params(browser) -> dict:
-    return urllib.parse.parse_qs(urllib.parse.urlparse(browser.current_url).query)
-
-
 # (URL path, title, query, whether the demo store gives the page a chart)
 PAGES = [("", "LayerScope", "", False), ("heatmap", "Layer × layer heatmap", "?dataset=moving_shapes", True),
          ("curves", "Layer curves", "?dataset=moving_shapes", True),
@@ -132,7 +57,7 @@ PAGES = [("", "LayerScope", "", False), ("heatmap", "Layer × layer heatmap", "?
 @pytest.mark.parametrize("page,title,query,charts", PAGES, ids=[p[0] or "overview" for p in PAGES])
 def test_screenshot_of_every_page(server, browser, page, title, query, charts):
     browser.get(f"{server}/{page}{query}")
-    wait_page(browser, title, charts=charts)
+    wait_done(browser, title, charts=charts)
     path = shoot(browser, f"page-{page or 'overview'}")
     assert path.stat().st_size > 10_000  # a drawn page, not a blank one
 
@@ -145,21 +70,21 @@ def test_clicking_a_heatmap_cell_then_neighbours_opens_the_same_layers(server, b
 
     # start away from the centre cell: layers (0, 0)
     browser.get(f"{server}/heatmap?dataset=moving_shapes&a=vit-tiny&b=llama-tiny&metric=mutual_knn&la=0&lb=0")
-    wait_page(browser, "Layer × layer heatmap", charts=True)
+    wait_done(browser, "Layer × layer heatmap", charts=True)
     chart = WebDriverWait(browser, 90).until(
         EC.presence_of_element_located((By.CSS_SELECTOR, ".vega-embed canvas, .vega-embed svg")))
     time.sleep(1.0)
     ActionChains(browser).move_to_element(chart).click().perform()  # the middle of the grid, a real click
     WebDriverWait(browser, 60).until(lambda b: url_params(b).get("la", ["0"]) + url_params(b).get("lb", ["0"])
                                      != ["0", "0"])
-    wait_page(browser, "Layer × layer heatmap", charts=True)
+    wait_done(browser, "Layer × layer heatmap", charts=True)
     la, lb = url_params(browser)["la"][0], url_params(browser)["lb"][0]
     assert f"mutual_knn at layers ({la}, {lb})" in browser.find_element(By.TAG_NAME, "body").text
     shoot(browser, "heatmap-cell-clicked")
     button = browser.find_element(By.XPATH, f"//button[contains(., 'Neighbours at layers ({la}, {lb})')]")
     button.click()
     WebDriverWait(browser, 60).until(lambda b: urllib.parse.urlparse(b.current_url).path.endswith("/neighbours"))
-    wait_page(browser, "Neighbours")
+    wait_done(browser, "Neighbours")
     q = url_params(browser)
     assert q["models"] == ["vit-tiny", "llama-tiny"] and q["layers"] == [la, lb]
     body = browser.find_element(By.TAG_NAME, "body").text

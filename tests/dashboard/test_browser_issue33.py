@@ -4,21 +4,11 @@ URL parameter (Markdown links, ``javascript:`` URLs, GFM autolink literals), and
 the pages this issue changed draw their charts inside the column at desktop and phone widths.
 Screenshots land in test-artifacts/screenshots/ (``issue33-*.png``)."""
 
-import os
-import socket
-import subprocess
-import time
 import urllib.parse
-import urllib.request
-from pathlib import Path
 
 import pytest
 
-from precompute.dashboard import command
-from tests.helpers import chromium_driver
-
-REPO = Path(__file__).resolve().parents[2]
-SCREENSHOTS = Path(os.environ.get("LAYERSCOPE_SCREENSHOTS") or REPO / "test-artifacts" / "screenshots")
+from tests.browser_helpers import shoot, wait_done
 
 pytestmark = pytest.mark.browser
 
@@ -28,61 +18,13 @@ LINKS = ["[click](https://evil.example/a)", "[a](javascript:alert(1))", "<javasc
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory):
+def served_store(tmp_path_factory):
+    """The ``server`` fixture (tests/dashboard/conftest.py) serves the named-layers store here."""
     from tests.stores import write_named_layers_store
 
     store = tmp_path_factory.mktemp("named_browser") / "named.duckdb"
     write_named_layers_store(store)
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    proc = subprocess.Popen(command(store, port=port), cwd=REPO, env={**os.environ, "LAYERSCOPE_STORE": str(store)},
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.time() + 60
-    while time.time() < deadline:
-        try:
-            if urllib.request.urlopen(f"{url}/_stcore/health", timeout=2).read() == b"ok":
-                break
-        except OSError:
-            time.sleep(0.5)
-    else:
-        proc.kill()
-        pytest.fail(f"dashboard did not start: {proc.stdout.read()[-2000:]}")
-    yield url
-    proc.terminate()
-    proc.wait(timeout=20)
-
-
-@pytest.fixture(scope="module")
-def browser(tmp_path_factory):
-    driver = chromium_driver(tmp_path_factory.mktemp("chrome33"))
-    yield driver
-    driver.quit()
-
-
-def wait_done(browser, title: str, charts: bool, timeout=90):
-    """Until the page shows its title, the script has finished, and (``charts``) a chart is drawn."""
-    from selenium.common.exceptions import StaleElementReferenceException
-    from selenium.webdriver.common.by import By
-    from selenium.webdriver.support.ui import WebDriverWait
-
-    def ready(b):
-        heads = " ".join(h.text for h in b.find_elements(By.CSS_SELECTOR, "h1"))
-        status = " ".join(r.text for r in b.find_elements(By.CSS_SELECTOR, "[data-testid='stStatusWidget']"))
-        drawn = not charts or b.find_elements(By.CSS_SELECTOR, ".vega-embed canvas, .vega-embed svg")
-        return (title in heads and not b.find_elements(By.CSS_SELECTOR, "[data-testid='stSkeleton']")
-                and "Running" not in status and "Stop" not in status and drawn)
-
-    WebDriverWait(browser, timeout, ignored_exceptions=[StaleElementReferenceException]).until(ready)
-    time.sleep(1.5)  # charts paint after the script ends
-    errors = browser.find_elements(By.CSS_SELECTOR, "[data-testid='stException']")
-    assert not errors, errors[0].text
-
-
-def shoot(browser, name: str):
-    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
-    assert browser.save_screenshot(str(SCREENSHOTS / f"issue33-{name}.png"))
+    return store
 
 
 def foreign_anchors(browser, server: str) -> list[tuple[str, str]]:
@@ -112,7 +54,7 @@ def test_no_anchor_reaches_the_page_from_a_parameter(server, browser, page, titl
         body = browser.find_element(By.TAG_NAME, "body").text
         assert "unknown dataset" in body  # the value was refused, and echoed
         assert not foreign_anchors(browser, server), (value, foreign_anchors(browser, server))
-    shoot(browser, f"hostile-{page}")
+    shoot(browser, f"issue33-hostile-{page}")
 
 
 def chart_fits(browser):
@@ -142,6 +84,6 @@ def test_default_views_draw_inside_the_column(server, browser, page, title, quer
         chart_fits(browser)
         # icons are Material symbols (a font that ships with Streamlit), not emoji
         assert browser.find_elements(By.CSS_SELECTOR, "[data-testid='stIconMaterial']")
-        shoot(browser, f"{page or 'overview'}-{width}")
+        shoot(browser, f"issue33-{page or 'overview'}-{width}")
     finally:
         browser.set_window_size(1400, 1000)

@@ -3,71 +3,28 @@ page's parameters keeps only its own and the carried ``dataset`` (app.py's prune
 page in the browser; AppTest runs app.py only for the entry page); Back then lands on URLs that name
 only what each page shows."""
 
-import os
-import socket
-import subprocess
-import time
 import urllib.parse
-import urllib.request
-from pathlib import Path
 
 import pytest
 
-from precompute.dashboard import command
-from tests.helpers import chromium_driver
-
-REPO = Path(__file__).resolve().parents[2]
+from tests.browser_helpers import wait_done
 
 pytestmark = pytest.mark.browser
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory):
+def served_store(tmp_path_factory):
+    """The ``server`` fixture (tests/dashboard/conftest.py) serves the named-layers store here."""
     from tests.stores import write_named_layers_store
 
     store = tmp_path_factory.mktemp("params_browser") / "named.duckdb"
     write_named_layers_store(store)
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    proc = subprocess.Popen(command(store, port=port), cwd=REPO, env={**os.environ, "LAYERSCOPE_STORE": str(store)},
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.time() + 60
-    while time.time() < deadline:
-        try:
-            if urllib.request.urlopen(f"{url}/_stcore/health", timeout=2).read() == b"ok":
-                break
-        except OSError:
-            time.sleep(0.5)
-    else:
-        proc.kill()
-        pytest.fail(f"dashboard did not start: {proc.stdout.read()[-2000:]}")
-    yield url
-    proc.terminate()
-    proc.wait(timeout=20)
+    return store
 
 
-@pytest.fixture(scope="module")
-def browser(tmp_path_factory):
-    driver = chromium_driver(tmp_path_factory.mktemp("chrome33p"))
-    yield driver
-    driver.quit()
-
-
-def settled_params(browser, title: str, timeout=90) -> dict:
+def settled_params(browser, title: str) -> dict:
     """The URL's parameters once the page shows ``title`` and its script has finished."""
-    from selenium.common.exceptions import StaleElementReferenceException
-    from selenium.webdriver.common.by import By
-    from selenium.webdriver.support.ui import WebDriverWait
-
-    def ready(b):
-        heads = " ".join(h.text for h in b.find_elements(By.CSS_SELECTOR, "h1"))
-        status = " ".join(r.text for r in b.find_elements(By.CSS_SELECTOR, "[data-testid='stStatusWidget']"))
-        return title in heads and "Running" not in status and "Stop" not in status
-
-    WebDriverWait(browser, timeout, ignored_exceptions=[StaleElementReferenceException]).until(ready)
-    time.sleep(1.5)  # the last URL update follows the script's end
+    wait_done(browser, title)  # it waits 1.5 s after the script's end: the last URL update follows it
     return dict(urllib.parse.parse_qsl(urllib.parse.urlsplit(browser.current_url).query))
 
 

@@ -198,14 +198,15 @@ def test_reorder_bars_carry_their_intervals_and_chance(nuance_store, monkeypatch
         con.close()
     stored = {f"{e['vision']} × {e['text']}": e for e in row["payload"]["reorder"] if "layers" in e}
     at = app(nuance_store, monkeypatch, "temporal", {"dataset": "nuance"})
-    fields = [[(m.get("encoding") or {}).get("y", {}).get("field") for m in json.loads(c.proto.spec).get("layer", [])]
+    # bars run along x, one row per pair
+    fields = [[(m.get("encoding") or {}).get("x", {}).get("field") for m in json.loads(c.proto.spec).get("layer", [])]
               for c in charts(at)]
     (bars,) = [c for c, f in zip(charts(at), fields) if f[:1] == ["alignment"]]
     (drop,) = [c for c, f in zip(charts(at), fields) if "drop" in f]
     spec = json.loads(bars.proto.spec)
     assert _marks(spec) == ["bar", "errorbar", "rule"]
     err = spec["layer"][1]["encoding"]
-    assert (err["y"]["field"], err["y2"]["field"], err["xOffset"]["field"]) == ("ci_low", "ci_high", "captions")
+    assert (err["x"]["field"], err["x2"]["field"], err["yOffset"]["field"]) == ("ci_low", "ci_high", "captions")
     data = pd.concat(_rows(bars).values(), ignore_index=True)
     drawn = data.dropna(subset=["ci_low"])
     assert len(drawn) == 2 * len(stored)  # every bar of every pair has its interval
@@ -215,7 +216,7 @@ def test_reorder_bars_carry_their_intervals_and_chance(nuance_store, monkeypatch
     assert sorted(data["chance"].dropna().unique()) == [pytest.approx(5 / 19)]
     dspec = json.loads(drop.proto.spec)
     assert _marks(dspec) == ["errorbar", "point", "rule"]
-    assert dspec["layer"][0]["encoding"]["y2"]["field"] == "drop_high"
+    assert dspec["layer"][0]["encoding"]["x2"]["field"] == "drop_high"
     assert list(pd.concat(_rows(drop).values())["zero"].dropna()) == [0.0]
     captions = " ".join(c.value for c in at.caption)
     assert "95% paired bootstrap intervals over items" in captions and "conditional on that layer pair" in captions

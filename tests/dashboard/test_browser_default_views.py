@@ -1,0 +1,242 @@
+"""Issue #33, "Done when": every page's default view in a real browser (Debian's chromium) on the
+demo-shaped store (``demo_like``), with every Vega-Lite chart read from the SVG Vega drew
+(:func:`tests.browser_helpers.page_sections`), asserting what a reader needs:
+
+(a) a chart that colours one layer's marks by a field shows a visible colour legend, inside the main
+    column, with whole labels (no "…");
+(b) no tick value nor scale end lies outside the quantity's range (relative depth, fractions and
+    accuracies in [0, 1], correlations in [-1, 1], a metric's bounds from
+    :data:`analysis.registry.BOUNDS`); and the axes can be read: a quantitative axis shows at least two
+    tick values (a collapsed plot shows none), a categorical one names every category, no label is cut;
+(c) every interval the page claims (a caption, axis or legend naming error bars, intervals, CIs or
+    bands; not "no interval ...") is drawn: an interval mark (rule, area or outline whose item carries a
+    low/high field) with a non-zero extent in that chart or, for a caption, in its section's charts; a
+    "band" needs an area, and a section that promises error bars or bands draws a chart.
+
+Screenshots of each default view (the window grown to the page's height) land in
+$LAYERSCOPE_SCREENSHOTS as ``default-<page>.png``.
+"""
+
+import re
+
+import pytest
+
+from tests.browser_helpers import page_sections, shoot, wait_done
+
+pytestmark = pytest.mark.browser
+
+# the ``server`` (on the ``demo_like`` store) and ``browser`` fixtures: tests/dashboard/conftest.py
+
+#: (URL path, the page's title, the fewest charts its default view draws on the demo-shaped store);
+#: Neighbours shows images and tables, Downstream has no whole-model results in that store
+PAGES = [("", "LayerScope", 1), ("heatmap", "Layer × layer heatmap", 1), ("curves", "Layer curves", 1),
+         ("scaling", "Test-time scaling", 2), ("model_map", "Model map", 2), ("embedding_map", "Embedding map", 1),
+         ("neighbours", "Neighbours", 0), ("temporal", "Temporal probes", 2), ("downstream", "Downstream correlation", 0),
+         ("predictors", "Layer predictors", 2), ("paper_figures", "Paper figures", 1)]
+
+_NUMBER = re.compile(r"^[+-]?(\d+(\.\d*)?|\.\d+)(e[+-]?\d+)?%?$", re.I)
+
+
+def number(text: str) -> float | None:
+    """A tick label's value ("−0.25", "+11%", "1,000", "7e-18") or None for a category."""
+    t = text.strip().replace("\u2212", "-").replace(",", "")
+    if not _NUMBER.match(t):
+        return None
+    return float(t[:-1]) / 100 if t.endswith("%") else float(t)
+
+
+def _bounds_of_metric(text: str):
+    from analysis.registry import BOUNDS
+
+    for name, (lo, hi) in BOUNDS.items():
+        if re.search(rf"(?<![\w@]){re.escape(name)}(?![\w@])", text):
+            return (-float("inf") if lo is None else lo, float("inf") if hi is None else hi)
+    return None
+
+
+def natural_range(axis_title: str, chart_title: str = "") -> tuple[float, float] | None:
+    """The range of the quantity an axis shows, read from its title (None when the title names no
+    bounded quantity: gains in %, MDS coordinates, budgets, downstream scores)."""
+    t = axis_title.lower()
+    if "relative depth" in t:
+        return (0.0, 1.0)
+    if re.search(r"spearman|pearson|correlation|\u03c1", t):
+        return (-1.0, 1.0)
+    if re.search(r"accuracy|recall@|fraction|share of", t):
+        return (0.0, 1.0)
+    if t.startswith("alignment with"):  # the curves' alignment: a row maximum of mutual k-NN
+        return (0.0, 1.0)
+    if t.startswith("best alignment"):  # the best cell of the metric the chart's title names
+        return _bounds_of_metric(chart_title) or (-1.0, 1.0)
+    return _bounds_of_metric(axis_title)
+
+
+# (c): what claims an interval, what takes it back, and what an interval mark carries
+_CLAIM = re.compile(r"interval|\bCIs?\b|error bars?|\bbands?\b", re.I)
+_DENY = re.compile(r"\bno\b|\bnot\b|\bnone\b|without|undefined|\black", re.I)
+#: an interval given in numbers is drawn as text ("95% interval 0.026–0.056", "95% CI -3.26 to -3.19")
+_STATED = re.compile(r"(interval|\bCI)\b[^;]*?[-+\u2212]?\d[\d.]*%?\s*(\u2013|-|to|,)\s*[-+\u2212]?\d")
+_INTERVAL_ITEM = re.compile(r"(\blow|\bhigh|_low|_high|\blower|\bupper)\w*\s*:\s*[-\u2212]?\d|"
+                            r"within the best cell's 95% interval", re.I)
+
+
+def claims(texts) -> list[str]:
+    """The sentences (or clauses) of ``texts`` that say an interval is drawn."""
+    out = []
+    for text in texts:
+        for s in re.split(r"(?<=[.;:!?])\s+|\n", text):
+            if _CLAIM.search(s) and not _DENY.search(s) and not _STATED.search(s):
+                out.append(s.strip())
+    return out
+
+
+def interval_items(chart) -> list[dict]:
+    """The chart's drawn interval items: rules, areas and outlines that carry a low/high field, with a
+    non-zero extent on screen (a rule's length, an area's width and height)."""
+    out = []
+    for m in chart["marks"]:
+        if m["kind"] not in ("rule", "area", "rect") or not _INTERVAL_ITEM.search(m["aria"]):
+            continue
+        w, h = m["box"][2], m["box"][3]
+        if (m["kind"] == "rule" and max(w, h) > 3) or (m["kind"] != "rule" and w > 1 and h > 1):
+            out.append(m)
+    return out
+
+
+def chart_name(chart) -> str:
+    return " / ".join(chart["title"]) or " / ".join(a["title"] for a in chart["axes"] if a["title"]) or "untitled"
+
+
+def legend_problems(chart) -> list[str]:
+    """(a): a layer whose items differ in colour needs a visible colour legend inside the column."""
+    problems = []
+    colours: dict[str, set] = {}
+    for m in chart["marks"]:
+        if m["kind"] == "text" or "brush" in m["name"]:  # labels' contrast colours; the selection box
+            continue
+        c = m["fill"] if m["fill"] not in (None, "none", "transparent") else m["stroke"]
+        if c not in (None, "none", "transparent"):
+            colours.setdefault(m["name"], set()).add(c)
+    coloured = sorted(name for name, cs in colours.items() if len(cs) > 1)
+    keys = [lg for lg in chart["legends"] if "color" in lg["aria"]]
+    if coloured and not any(lg["shown"] for lg in keys):
+        problems.append(f"{coloured} colour items by a field but no colour legend is visible")
+    mx, _, mw, _ = chart["main"]
+    right = min(mx + mw, chart["viewport"][0])
+    for lg in chart["legends"]:
+        x, _, w, _ = lg["box"]
+        if x < mx - 1 or x + w > right + 1:
+            problems.append(f"legend {lg['title'] or lg['aria'][:40]!r} at x {x:.0f}–{x + w:.0f} leaves the column "
+                            f"({mx:.0f}–{right:.0f})")
+        cut = [label for label in lg["labels"] if label.endswith("\u2026")]
+        if cut:
+            problems.append(f"legend {lg['title']!r} cuts its labels: {cut}")
+    return problems
+
+
+def axis_problems(chart) -> list[str]:
+    """(b): quantitative axes show values, and none outside the quantity's range."""
+    problems = []
+    title = " ".join(chart["title"])
+    for a in chart["axes"]:
+        name = a["title"] or a["aria"][:30]
+        cut = [label for label in a["labels"] if label.endswith("\u2026")]
+        if cut:
+            problems.append(f"axis {name!r} cuts its labels: {cut}")
+        scale = re.search(r"for an? (\w+) scale", a["aria"])
+        if not scale:
+            continue
+        if scale.group(1) == "discrete":  # every category named: a hidden label leaves its marks unnamed
+            n = re.search(r"with (\d+) values?", a["aria"])
+            if n and len(a["labels"]) < int(n.group(1)):
+                problems.append(f"axis {name!r} names {len(a['labels'])} of its {n.group(1)} categories "
+                                "(labels overlap: the plot is too small for them)")
+            continue
+        values = [v for v in map(number, a["labels"]) if v is not None]
+        if len(values) < 2:
+            problems.append(f"axis {name!r} shows {len(values)} tick value(s) ({a['labels']}): the plot collapsed")
+        ends = re.search(r"values from (\S+) to (\S+)$", a["aria"])
+        ends = [v for v in map(number, ends.groups()) if v is not None] if ends else []
+        rng = natural_range(a["title"], title)
+        if rng is None:
+            continue
+        lo, hi = rng
+        tol = 1e-9 + 1e-6 * (hi - lo if hi - lo < float("inf") else 1)
+        out = [v for v in values + ends if v < lo - tol or v > hi + tol]
+        if out:
+            problems.append(f"axis {name!r} shows {out}, outside [{lo}, {hi}]")
+    return problems
+
+
+def interval_problems(section) -> list[str]:
+    """(c): a chart's own claims (title, axes, legends) are drawn in it; the section's captions are
+    drawn in one of its charts; a band is an area."""
+    problems = []
+    for chart in section["charts"]:
+        own = chart["title"] + [a["title"] for a in chart["axes"]] + [lg["title"] for lg in chart["legends"]]
+        said = claims(own)
+        drawn = interval_items(chart)
+        if said and not drawn:
+            problems.append(f"chart {chart_name(chart)!r} says {said} but draws no interval")
+        if any(_has_band(s) for s in said) and not any(m["kind"] == "area" for m in drawn):
+            problems.append(f"chart {chart_name(chart)!r} says {said} but draws no band")
+    said = claims(section["texts"])
+    drawing = [s for s in said if re.search(r"error bars?|\bbands?\b|shaded", s, re.I)]
+    if drawing and not section["charts"]:  # a table states intervals in text; error bars need a chart
+        problems.append(f"section {section['heading']!r} says {drawing} but draws no chart")
+    if said and section["charts"]:
+        drawn = [m for c in section["charts"] for m in interval_items(c)]
+        if not drawn:
+            problems.append(f"section {section['heading']!r} says {said} but its charts draw no interval")
+        if any(_has_band(s) for s in said) and not any(m["kind"] == "area" for m in drawn):
+            problems.append(f"section {section['heading']!r} says {said} but its charts draw no band")
+    return problems
+
+
+def _has_band(sentence: str) -> bool:
+    return re.search(r"\bbands?\b", sentence, re.I) is not None
+
+
+def wait_charts_drawn(browser, timeout=60):
+    """Until every vega-embed on the page holds its drawn SVG or canvas."""
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    WebDriverWait(browser, timeout).until(lambda b: b.execute_script(
+        "const e = document.querySelectorAll('.vega-embed');"
+        "return [...e].every(x => x.querySelector('svg.marks, canvas'));"))
+
+
+def full_page_shot(browser, name: str):
+    """The window grown to the main column's scroll height (Streamlit scrolls inside it), then shot."""
+    height = browser.execute_script(
+        "return Math.max(...[...document.querySelectorAll(\"[data-testid='stMain'], "
+        "[data-testid='stAppViewContainer']\")].map(e => e.scrollHeight), 1000);")
+    width = browser.get_window_size()["width"]
+    browser.set_window_size(width, min(int(height) + 150, 8000))
+    try:
+        wait_charts_drawn(browser)
+        shoot(browser, name)
+    finally:
+        browser.set_window_size(width, 1000)
+
+
+@pytest.mark.parametrize("page,title,fewest", PAGES, ids=[p[0] or "overview" for p in PAGES])
+def test_every_default_view_has_its_legends_axes_and_intervals(server, browser, page, title, fewest):
+    browser.set_window_size(1400, 1000)
+    browser.get(f"{server}/{page}")
+    wait_done(browser, title, charts=fewest > 0)
+    wait_charts_drawn(browser)
+    sections = page_sections(browser)
+    charts = [c for s in sections for c in s["charts"]]
+    full_page_shot(browser, f"default-{page or 'overview'}")
+    assert len(charts) >= fewest, f"{len(charts)} chart(s) drawn, expected at least {fewest}"
+    problems = []
+    for chart in charts:
+        if not chart["svg"]:  # Streamlit draws a chart with > 2,000 rows per datum on canvas: unreadable here
+            problems.append(f"chart {len(problems)} is drawn on canvas: give it usermeta.embedOptions.renderer 'svg'")
+            continue
+        name = chart_name(chart)
+        problems += [f"{name}: {p}" for p in legend_problems(chart) + axis_problems(chart)]
+    for section in sections:
+        problems += interval_problems(section)
+    assert not problems, "\n".join(problems)
