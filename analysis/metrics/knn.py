@@ -29,7 +29,7 @@ from functools import cached_property
 import numpy as np
 from scipy import sparse
 
-from analysis.metrics.neighbors import ann_search, check_knn_method, cosines64, knn_search
+from analysis.metrics.neighbors import ANN_RECALL_TARGET, ann_search, check_knn_method, cosines64, knn_search
 from analysis.metrics.validation import as_matrix, check_k, check_paired
 from analysis.metrics import knn_jit
 from analysis.metrics.base import PairKernel
@@ -518,7 +518,7 @@ def _masked_cross(sa: KnnState, groups: int, idx_b, sims, recips, *, counts: boo
 #: ``knn_summary`` adds ``recall_low`` (shown next to the grid's best cell). At recall r a list
 #: of k shares about ``r k`` neighbours with the exact one, so a mutual k-NN cell can be off by up
 #: to ``1 - r`` of its value (0.95: 5 %, the size of the bootstrap intervals at N = 1024).
-RECALL_FLOOR = 0.95
+RECALL_FLOOR = ANN_RECALL_TARGET
 
 
 def knn_summary(states) -> dict:
