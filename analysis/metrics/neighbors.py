@@ -481,7 +481,11 @@ RECALL_SAMPLE = 256
 #: The projected search is one BLAS-shaped pass over ``p / d`` of the data, yet costs about 0.3 of
 #: the exact one, not 1/12: below p ≈ 128 faiss's top-k selection, not the product, sets the time
 #: (p = 128: 0.40-0.46, p = 64: 0.29-0.31). What it can miss is the inner product in the
-#: discarded directions, so its recall depends on the layer's spectrum and is measured per layer.
+#: discarded directions, so its recall depends on the layer's spectrum: this is where ``p`` starts,
+#: and ``ann_search`` doubles it while the held-out recall stays below ``ANN_RECALL_TARGET``. At
+#: N = 16,384 on a power-law spectrum (eigenvalues ∝ 1/i) p = 64 gave recall 0.984 with 43
+#: candidates (p = 32: 0.943); a flatter one (∝ i^-0.8) needed p = 128 (bench/grid.py
+#: --scaling-spectrum powerlaw, second layer).
 ANN_DIMS_SHARE = 1 / 12
 ANN_MIN_DIMS = 32
 #: held-out recall the approximate search grows its subspace for (``ann_search``); also the floor
