@@ -12,7 +12,10 @@ metrics mutual_knn / cka / cknna and the default shuffled null unless ``--null-p
 - the whole analysis' wall time and its peak memory: the process's peak resident set
   (``resource.getrusage`` ``ru_maxrss``, which sees DuckDB's and faiss's allocations too) and the
   peak of numpy's allocations (``tracemalloc``, with ``--tracemalloc``: it slows numpy down);
-- the memory budget formula below, evaluated for this shape, beside the measured peak.
+- the memory budget formula below, evaluated for this shape, beside the measured peak;
+- CKA and CKNNA by the routes analyze takes at large N (CKA's float32 feature blocks above
+  N = 8192; CKNNA on the ``--knn`` lists) against their exact float64 forms on a seeded subsample
+  of the store's items (:func:`large_n_check`; ``--no-check`` skips it).
 
 Memory budget of ``analyze`` at large N (float32 runs of ``L`` layers, ``N`` items, width ``d``;
 ``R = 4 L N d`` bytes a run, ``M`` runs): the engine's embedding cache holds runs up to its budget
@@ -39,7 +42,7 @@ uniformity a fixed sample above N = 16,384 (exact below). ``--knn ann`` uses the
 approximate search instead (recall measured and stored per layer).
 
 Usage: python bench/large_n.py [--items 100000] [--video 2] [--text 2] [--layers 13] [--dim 768]
-       [--knn exact|ann] [--null-perms N] [--progress] [--tracemalloc] [--keep DIR]
+       [--knn exact|ann] [--null-perms N] [--progress] [--tracemalloc] [--keep DIR] [--no-check]
 """
 
 from __future__ import annotations

@@ -114,26 +114,15 @@ def _one_lapack_thread():
     return threadpool_limits(1)
 
 
-#: query rows per block of faiss's exhaustive search in the projected space (faiss's default,
-#: ``distance_compute_blas_query_bs``, is 4096). At p = 64 a block's sgemm is small and the
-#: top-k pass over its ``rows × 1024`` products sets the time; measured on the 2-core VM at load
-#: 20 (N = 32,768, p = 64, 43 columns, two repeats): 4096 rows 23.2 / 19.6 s wall, 4.7 / 4.8 s CPU;
-#: 1024 rows 9.9 / 9.4 s; 256 rows 6.4 / 6.1 s wall, 3.6 / 3.9 s CPU. Only this search's blocks
-#: change (the setting is restored after it); the answer does not depend on them beyond float32
-#: rounding of the projected products.
-PROJECTED_QUERY_BS = 256
-
-
 def projected_candidates(P: np.ndarray, rows: np.ndarray, take: int):
     """``(take,)`` columns per row of largest projected inner product ``P[row] · P[col]`` (faiss's
-    exhaustive search in the ``p`` projected dimensions, ``PROJECTED_QUERY_BS`` queries a block),
-    the row itself and its group included."""
+    exhaustive search in the ``p`` projected dimensions), the row itself and its group included.
+
+    faiss's default blocks (4096 queries × 1024 rows) are kept: 256-query blocks looked 3.5x faster
+    under ``OMP_WAIT_POLICY=PASSIVE`` but cost 7x the CPU with the default (spinning) OpenMP
+    threads (N = 16,384, p = 64, 2-core VM at load 18: 2.4 s CPU against 16.7 s).
+    """
     import faiss
 
-    before = faiss.cvar.distance_compute_blas_query_bs
-    faiss.cvar.distance_compute_blas_query_bs = PROJECTED_QUERY_BS
-    try:
-        _, I = faiss.knn(_query_rows(P, rows), P, take, metric=faiss.METRIC_INNER_PRODUCT)
-    finally:
-        faiss.cvar.distance_compute_blas_query_bs = before
+    _, I = faiss.knn(_query_rows(P, rows), P, take, metric=faiss.METRIC_INNER_PRODUCT)
     return I
