@@ -29,6 +29,7 @@ installed). The 64k row takes ~10 min per method on 2 cores; leave it out for a 
 
 Usage: python bench/grid.py [--n 1024] [--d 768] [--layers 24] [--k 10] [--no-naive]
        [--scaling 1024,4096,16384] [--scaling-layers 2] [--scaling-methods exact,ann,cka] [--only-scaling]
+       [--scaling-spectrum latent|powerlaw]
 """
 
 from __future__ import annotations
