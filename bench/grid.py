@@ -29,6 +29,7 @@ installed). The 64k row takes ~10 min per method on 2 cores; leave it out for a 
 
 Usage: python bench/grid.py [--n 1024] [--d 768] [--layers 24] [--k 10] [--no-naive]
        [--scaling 1024,4096,16384] [--scaling-layers 2] [--scaling-methods exact,ann,cka] [--only-scaling]
+       [--scaling-spectrum latent|powerlaw]
 """
 
 from __future__ import annotations
@@ -114,6 +115,22 @@ def make_stack(n, d, layers, seed, latent_seed=0):
     return out
 
 
+def powerlaw_stack(n, d, layers, seed):
+    """float32 ``(layers, n, d)`` with a power-law spectrum: ``Z diag(i^-a) Q`` (``Z`` Gaussian,
+    ``Q`` a random rotation), ``a = 0.5`` (eigenvalues ∝ 1/i, no low-rank cut) in the first layer,
+    flatter with depth (``a = 0.5 / (1 + l / 4)``): the ann search's hard case, unlike
+    ``make_stack``'s 32-dim latent, whose 64 principal dimensions hold most of every inner product."""
+    r = np.random.default_rng(seed)
+    Q = np.linalg.qr(r.normal(size=(d, d)))[0].astype(np.float32)
+    out = np.empty((layers, n, d), dtype=np.float32)
+    for l in range(layers):
+        scale = (np.arange(1, d + 1) ** (-0.5 / (1 + l / 4))).astype(np.float32)
+        for start in range(0, n, 8192):
+            stop = min(n, start + 8192)
+            out[l, start:stop] = (r.standard_normal(size=(stop - start, d), dtype=np.float32) * scale) @ Q
+    return out
+
+
 def exact_on_sample(X, idx, k, rows=64, seed=0):
     """Neighbour lists of ``rows`` sampled rows against their full float64 rows (ties to lower index)."""
     sample = np.random.default_rng(seed).choice(len(X), size=min(rows, len(X)), replace=False)
@@ -132,14 +149,14 @@ def vm_hwm() -> int:
     return 0
 
 
-def scaling_point(n, d, layers, k, method):
+def scaling_point(n, d, layers, k, method, spectrum="latent"):
     """Run in a subprocess: one (N, method) cell of the scaling table, printed as JSON."""
     import tracemalloc
 
     from analysis.grid import prepare_layers
     from analysis.registry import get_metric
 
-    A = make_stack(n, d, layers, seed=1)
+    A = make_stack(n, d, layers, seed=1) if spectrum == "latent" else powerlaw_stack(n, d, layers, seed=1)
     if method == "faiss":
         return print(json.dumps(faiss_point(A, k)))
     metric = {"cka": "cka", "cknna": "cknna"}.get(method, "mutual_knn")
@@ -166,6 +183,7 @@ def scaling_point(n, d, layers, k, method):
         info = knn_summary(states)
         out["recall"] = info["knn_recall_min"]
         out["recall_rows"] = info["knn_recall_rows"]
+        out["dims"] = [s.dims for s in states]
         # the exact grid for comparison costs the exact search again: only where that is quick
         out["max_diff"] = (float(np.max(np.abs(grid - layer_grid(A, metric="mutual_knn", k=k))))
                            if n <= 16384 else None)
@@ -206,14 +224,15 @@ def scaling_summary(n, cells):
               "the exact time (target <= 0.33)", flush=True)
 
 
-def scaling_table(sizes, d, layers, k, methods):
-    print(f"\nscaling: self-grids of {layers} layers, d={d}, k={k}, float32 data, one subprocess per cell")
+def scaling_table(sizes, d, layers, k, methods, spectrum="latent"):
+    print(f"\nscaling: self-grids of {layers} layers, d={d}, k={k}, float32 data ({spectrum} spectrum), "
+          "one subprocess per cell")
     print(f"{'N':>7} {'method':>7} {'time s':>9} {'grid peak MiB':>14} {'peak RSS MiB':>13} {'data MiB':>9}  check")
     for n in sizes:
         cells = {}
         for method in methods:
             cmd = [sys.executable, __file__, "--scaling-point", str(n), "--d", str(d), "--scaling-layers",
-                   str(layers), "--k", str(k), "--scaling-methods", method]
+                   str(layers), "--k", str(k), "--scaling-methods", method, "--scaling-spectrum", spectrum]
             out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout.strip().splitlines()[-1]
             r = cells[method] = json.loads(out)
             if method == "faiss":
@@ -222,7 +241,8 @@ def scaling_table(sizes, d, layers, k, methods):
                 check = f"exact on 64 rows/layer: {r['exact']}"
             elif method == "ann":
                 diff = "not computed above 16k" if r["max_diff"] is None else f"<= {r['max_diff']:.4f}"
-                check = f"recall (min over layers, 256 rows) {r['recall']:.4f}; |ann - exact grid| {diff}"
+                check = (f"recall (min over layers, {r['recall_rows']} held-out rows) {r['recall']:.4f}; "
+                         f"subspace dims {r['dims']}; |ann - exact grid| {diff}")
             else:
                 check = "linear CKA"
             print(f"{r['n']:>7} {method:>7} {r['seconds']:>9.2f} {r['grid_bytes'] / 2**20:>14.0f} "
@@ -250,17 +270,21 @@ def main(argv=None):
     p.add_argument("--scaling-layers", type=int, default=2)
     p.add_argument("--scaling-methods", default="",
                    help="comma-separated: exact, faiss, ann, cknna, cka (default: all)")
+    p.add_argument("--scaling-spectrum", choices=("latent", "powerlaw"), default="latent",
+                   help="scaling data: a 32-dim latent plus noise (default) or a power-law spectrum (ann's hard case)")
     p.add_argument("--only-scaling", action="store_true", help="skip the grid-vs-floor part")
     p.add_argument("--scaling-point", type=int, help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     methods = [m for m in args.scaling_methods.split(",") if m]
     if args.scaling_point:
-        return scaling_point(args.scaling_point, args.d, args.scaling_layers, args.k, methods[0])
+        return scaling_point(args.scaling_point, args.d, args.scaling_layers, args.k, methods[0],
+                             args.scaling_spectrum)
     sizes = [int(s) for s in args.scaling.split(",") if s]
     if not args.only_scaling:
         grid_vs_floor(args)
     if sizes:
-        scaling_table(sizes, args.d, args.scaling_layers, args.k, methods or default_methods())
+        scaling_table(sizes, args.d, args.scaling_layers, args.k, methods or default_methods(),
+                      args.scaling_spectrum)
 
 
 def grid_vs_floor(args):

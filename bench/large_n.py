@@ -12,7 +12,10 @@ metrics mutual_knn / cka / cknna and the default shuffled null unless ``--null-p
 - the whole analysis' wall time and its peak memory: the process's peak resident set
   (``resource.getrusage`` ``ru_maxrss``, which sees DuckDB's and faiss's allocations too) and the
   peak of numpy's allocations (``tracemalloc``, with ``--tracemalloc``: it slows numpy down);
-- the memory budget formula below, evaluated for this shape, beside the measured peak.
+- the memory budget formula below, evaluated for this shape, beside the measured peak;
+- CKA and CKNNA by the routes analyze takes at large N (CKA's float32 feature blocks above
+  N = 8192; CKNNA on the ``--knn`` lists) against their exact float64 forms on a seeded subsample
+  of the store's items (:func:`large_n_check`; ``--no-check`` skips it).
 
 Memory budget of ``analyze`` at large N (float32 runs of ``L`` layers, ``N`` items, width ``d``;
 ``R = 4 L N d`` bytes a run, ``M`` runs): the engine's embedding cache holds runs up to its budget
@@ -39,7 +42,7 @@ uniformity a fixed sample above N = 16,384 (exact below). ``--knn ann`` uses the
 approximate search instead (recall measured and stored per layer).
 
 Usage: python bench/large_n.py [--items 100000] [--video 2] [--text 2] [--layers 13] [--dim 768]
-       [--knn exact|ann] [--null-perms N] [--progress] [--tracemalloc] [--keep DIR]
+       [--knn exact|ann] [--null-perms N] [--progress] [--tracemalloc] [--keep DIR] [--no-check]
 """
 
 from __future__ import annotations
@@ -163,6 +166,59 @@ def search_clock(n_layers_total: int, log=print):
         setattr(knn, name, wrapped)
 
 
+#: subsample rows of the large-N forms' check: CKA above ``FEATURE32_CKA_MIN_N`` (its float32 block
+#: route, as analyze ran it at N) and CKNNA small enough for the dense N x N reference
+CHECK_CKA_ROWS = 16384
+CHECK_CKNNA_ROWS = 4096
+
+
+def large_n_check(store, runs, *, layers: int, knn: str, seed: int = 0, log=print) -> dict:
+    """CKA and CKNNA by the routes ``analyze`` takes at large N, against their exact forms, on a
+    seeded subsample of items of the middle layer of the first and last run.
+
+    CKA: ``analysis.metrics.cka`` on ``CHECK_CKA_ROWS`` rows (above ``FEATURE32_CKA_MIN_N``: float32
+    blocks summed in float64) against biased linear CKA in float64, ``||Xcᵀ Yc||²_F /
+    (||Xcᵀ Xc||_F ||Ycᵀ Yc||_F)`` (= the Gram form ``tr(K H L H)`` normalised, by ``tr(AᵀB) = tr(BAᵀ)``).
+    CKNNA: ``analysis.metrics.cknna`` with ``knn`` (faiss candidates + float64 proof, or the
+    approximate search) on ``CHECK_CKNNA_ROWS`` rows against ``tests/reference.ref_cknna``'s dense
+    ``N x N`` matrices (float64, literal masks and unbiased HSIC of the paper's code).
+    """
+    from analysis.metrics import cka, cknna
+    from analysis.metrics.kernel import FEATURE32_CKA_MIN_N
+    from analysis.storage.store import connect, load_layer
+    from tests.reference import ref_cknna
+
+    con = connect(store)
+    try:
+        X = load_layer(con, runs[0], layers // 2)
+        Y = load_layer(con, runs[-1], layers // 2)
+    finally:
+        con.close()
+    n = X.shape[0]
+    rng = np.random.default_rng(seed)
+    out = {}
+    m = min(n, CHECK_CKA_ROWS)
+    rows = np.sort(rng.choice(n, size=m, replace=False))
+    Xs, Ys = X[rows], Y[rows]
+    t0 = time.perf_counter()
+    fast = cka(Xs, Ys)
+    Xc = Xs.astype(np.float64) - Xs.astype(np.float64).mean(axis=0)
+    Yc = Ys.astype(np.float64) - Ys.astype(np.float64).mean(axis=0)
+    ref = np.linalg.norm(Xc.T @ Yc) ** 2 / (np.linalg.norm(Xc.T @ Xc) * np.linalg.norm(Yc.T @ Yc))
+    out["cka"] = (m, fast, ref)
+    log(f"check CKA on {m} sampled items ({'float32 block route' if m > FEATURE32_CKA_MIN_N else 'Gram route'}) "
+        f"{fast:.9f} vs float64 {ref:.9f}: |diff| {abs(fast - ref):.1e} ({time.perf_counter() - t0:.1f} s)")
+    m = min(n, CHECK_CKNNA_ROWS)
+    rows = np.sort(rng.choice(n, size=m, replace=False))
+    t0 = time.perf_counter()
+    fast = cknna(X[rows], Y[rows], knn=knn)
+    ref = ref_cknna(X[rows].astype(np.float64), Y[rows].astype(np.float64), 10)
+    out["cknna"] = (m, fast, ref)
+    log(f"check CKNNA on {m} sampled items (knn={knn}) {fast:.9f} vs dense float64 reference {ref:.9f}: "
+        f"|diff| {abs(fast - ref):.1e} ({time.perf_counter() - t0:.1f} s)")
+    return out
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--items", type=int, default=100_000)
@@ -174,6 +230,7 @@ def main(argv=None):
     p.add_argument("--null-perms", type=int, default=None, help="shuffled pairings per best cell (default: analyze's)")
     p.add_argument("--progress", action="store_true", help="analyze's tqdm bars (with their ETA)")
     p.add_argument("--tracemalloc", action="store_true", help="also the peak of numpy allocations (slower)")
+    p.add_argument("--no-check", action="store_true", help="skip the CKA/CKNNA subsample check")
     p.add_argument("--keep", default=None, help="write the store in this folder and keep it")
     p.add_argument("--write-only", default=None, help=argparse.SUPPRESS)
     args = p.parse_args(argv)
@@ -222,7 +279,10 @@ def main(argv=None):
               + (f"; numpy peak (tracemalloc) {traced / 2**30:.2f} GiB" if traced is not None else ""))
         print(f"budget formula min(MR, max(2 GiB, R)) + 2R + 4Nd + 48LNk + 8T²d² + 1 GiB = "
               f"{formula / 2**30:.2f} GiB; at N=100,000 (same L, d, M): "
-              f"{budget_bytes(100_000, args.layers, args.dim, runs) / 2**30:.2f} GiB")
+              f"{budget_bytes(100_000, args.layers, args.dim, runs) / 2**30:.2f} GiB", flush=True)
+        if not args.no_check:
+            run_ids = [f"video{i}-1" for i in range(args.video)] + [f"text{i}-1" for i in range(args.text)]
+            large_n_check(store, run_ids, layers=args.layers, knn=args.knn, log=lambda m: print(m, flush=True))
     finally:
         if not args.keep:
             shutil.rmtree(folder, ignore_errors=True)

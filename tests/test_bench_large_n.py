@@ -29,3 +29,8 @@ def test_large_n_bench_runs_and_prints_memory_against_the_formula():
     expected = (min(M * R, max(2 * 2**30, R)) + 2 * R + 4 * n * d + 2 * (24 * L * n * k + 8 * L * d * d) + 2**30)
     assert f"= {expected / 2**30:.2f} GiB" in r.stdout
     assert "study grids:" in r.stdout and "study profiles:" in r.stdout
+    # the large-N forms against the exact ones on a subsample (here all 60 items): printed, and close
+    for name in ("CKA", "CKNNA"):
+        m = re.search(rf"^check {name} on 60 sampled items .*\|diff\| (\S+) \(", r.stdout, flags=re.M)
+        assert m, r.stdout
+        assert float(m.group(1)) < 1e-6

@@ -29,7 +29,7 @@ from functools import cached_property
 import numpy as np
 from scipy import sparse
 
-from analysis.metrics.neighbors import ann_search, check_knn_method, cosines64, knn_search
+from analysis.metrics.neighbors import ANN_RECALL_TARGET, ann_search, check_knn_method, cosines64, knn_search
 from analysis.metrics.validation import as_matrix, check_k, check_paired
 from analysis.metrics import knn_jit
 from analysis.metrics.base import PairKernel
@@ -46,7 +46,7 @@ class KnnState:
 
     def __init__(self, idx: np.ndarray, X: np.ndarray, norms: np.ndarray, *, collapsed: bool = False,
                  resolved: tuple = (), method: str = "exact", recall: float | None = None, recall_rows: int = 0,
-                 sim: np.ndarray | None = None, tie_decided: str | None = None):
+                 sim: np.ndarray | None = None, tie_decided: str | None = None, dims: int | None = None):
         self.idx = idx
         if sim is not None:  # cosines the caller already has (the same bits): ``X`` may then be None
             self.__dict__["sim"] = sim
@@ -57,6 +57,7 @@ class KnnState:
         self.method = method  # "exact" or "ann" (approximate neighbours)
         self.recall = recall  # ann: share of exact neighbours found on a sample of rows
         self.recall_rows = recall_rows
+        self.dims = dims  # ann: dimensions of the subspace searched (grown until the recall passed)
         self.cknna_self: float | None = None  # CKNNA's self term, computed on first use
         self.tie_decided = tie_decided  # why most lists are drawn by tie-breaking (None: they are not)
 
@@ -164,7 +165,7 @@ class KnnKernel(PairKernel):
         # rows of idx come ordered by neighbour index: pair intersections then come out already
         # sorted by (row, column), which masked_hsic_unbiased exploits instead of sorting per pair
         return KnnState(res.idx, X, res.norms, collapsed=res.collapsed, resolved=res.resolved,
-                        method=res.method, recall=res.recall, recall_rows=res.recall_rows,
+                        method=res.method, recall=res.recall, recall_rows=res.recall_rows, dims=res.dims,
                         tie_decided=None if res.collapsed else tie_decided_reason(X, k, groups, res))
 
     @staticmethod
@@ -518,7 +519,7 @@ def _masked_cross(sa: KnnState, groups: int, idx_b, sims, recips, *, counts: boo
 #: ``knn_summary`` adds ``recall_low`` (shown next to the grid's best cell). At recall r a list
 #: of k shares about ``r k`` neighbours with the exact one, so a mutual k-NN cell can be off by up
 #: to ``1 - r`` of its value (0.95: 5 %, the size of the bootstrap intervals at N = 1024).
-RECALL_FLOOR = 0.95
+RECALL_FLOOR = ANN_RECALL_TARGET
 
 
 def knn_summary(states) -> dict:

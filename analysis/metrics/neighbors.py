@@ -354,6 +354,7 @@ class KnnSearch:
     method: str = "exact"  # "exact" (proven) or "ann" (approximate, see ann_search)
     recall: float | None = None  # ann: mean share of the exact neighbours found, on a sample
     recall_rows: int = 0  # ann: rows in that sample
+    dims: int | None = None  # ann: dimensions of the subspace searched (d: the full rows)
     #: exact search: (N,) each row's (k+1)-th largest float32 cosine ``s̃`` (self and own group left
     #: out; -inf when there is no (k+1)-th), within ``bound`` of the float64 value (None: not kept)
     next_sim: np.ndarray | None = None
@@ -480,9 +481,16 @@ RECALL_SAMPLE = 256
 #: The projected search is one BLAS-shaped pass over ``p / d`` of the data, yet costs about 0.3 of
 #: the exact one, not 1/12: below p ≈ 128 faiss's top-k selection, not the product, sets the time
 #: (p = 128: 0.40-0.46, p = 64: 0.29-0.31). What it can miss is the inner product in the
-#: discarded directions, so its recall depends on the layer's spectrum and is measured per layer.
+#: discarded directions, so its recall depends on the layer's spectrum: this is where ``p`` starts,
+#: and ``ann_search`` doubles it while the held-out recall stays below ``ANN_RECALL_TARGET``. At
+#: N = 16,384 on a power-law spectrum (eigenvalues ∝ 1/i) p = 64 gave recall 0.984 with 43
+#: candidates (p = 32: 0.943); a flatter one (∝ i^-0.8) needed p = 128 (bench/grid.py
+#: --scaling-spectrum powerlaw, second layer).
 ANN_DIMS_SHARE = 1 / 12
 ANN_MIN_DIMS = 32
+#: held-out recall the approximate search grows its subspace for (``ann_search``); also the floor
+#: below which a grid is flagged (``analysis.metrics.knn.RECALL_FLOOR``)
+ANN_RECALL_TARGET = 0.95
 #: candidates per row re-ranked in float64 beyond k (the approximation's slack)
 ANN_EXTRA = 32
 #: rows (seeded sample, the recall rows left out) whose second moment places the subspace
@@ -512,26 +520,75 @@ def ann_dims(d: int) -> int:
     return int(min(d, max(ANN_MIN_DIMS, round(ANN_DIMS_SHARE * d))))
 
 
+def candidate_values32(A: np.ndarray, rows: np.ndarray, cand: np.ndarray) -> np.ndarray:
+    """``(r, c)`` float32 inner products ``A[rows[i]] · A[cand[i, j]]`` of float32 unit rows.
+
+    The values the exact route's proof works on (``s̃``, within ``E`` of the float64 ``s``: any
+    summation order), for listed pairs only: each candidate row is gathered once in float32, half
+    the traffic of ``dot64``'s float64 copies and none of its divisions (measured at N = 32,768,
+    d = 768, 43 candidates a row: ``dot64`` of every candidate cost 0.15x the exact search).
+    """
+    r, c = cand.shape
+    out = np.empty((r, c), dtype=np.float32)
+    step = max(1, (4 * DOT_CHUNK_ENTRIES) // max(1, c * A.shape[1]))
+    for r0 in range(0, r, step):
+        r1 = min(r, r0 + step)
+        out[r0:r1] = np.matmul(A[cand[r0:r1]], A[rows[r0:r1], :, None])[..., 0]
+    return out
+
+
+def _rerank_candidates(sims, rows, cand, k, E, X, groups):
+    """``(idx, few)``: per row, the ``k`` candidates of largest float64 cosine ``s`` (``dot64``),
+    ties by lower index, the row itself and its group left out; ``few`` marks the rows with fewer
+    than ``k`` valid candidates (their ``idx`` is meaningless: they are searched exactly).
+
+    The same answer as ``dot64`` of every candidate and a stable sort, computed as the exact
+    route does (``_settle``): float32 values ``s̃`` of the candidates, float64 only for the band of
+    columns within ``2E`` of the k-th/(k+1)-th value. ``nxt = -inf``: the candidates are the whole
+    universe here (what the approximate search missed, it missed; the recall says how much).
+    """
+    bad = cand < 0
+    cand = np.where(bad, rows[:, None], cand)  # a missing slot becomes the row itself: excluded
+    vals = candidate_values32(sims.A, rows, cand)
+    vals[_excluded(rows, cand, groups) | bad] = -np.inf
+    few = np.isinf(vals).sum(axis=1) > cand.shape[1] - k
+    idx = np.zeros((len(rows), k), dtype=np.int64)
+    keep = ~few
+    if keep.any():
+        _, idx[keep], _, _ = _settle(rows[keep], cand[keep], vals[keep], np.full(int(keep.sum()), -np.inf),
+                                     k, E, X, sims.norms, groups)
+    return idx, few
+
+
 def ann_search(X: np.ndarray, k: int, groups: np.ndarray | None = None, *, sample: int = RECALL_SAMPLE,
                seed: int = 0) -> KnnSearch:
     """Approximate cosine k-NN: exhaustive search in a principal subspace, re-ranked in float64.
 
-    The float32 unit rows are projected on the ``p = ann_dims(d)`` leading eigenvectors of their
-    uncentred second moment (``neighbors_faiss.principal_directions``, fitted on up to
-    ``ANN_FIT_ROWS`` seeded rows other than the recall rows); faiss's exhaustive inner-product
-    search there proposes ``k + ANN_EXTRA`` candidates per row (plus the row's own group), whose
-    float64 cosines (``dot64``) pick the k, ties by lower index: where the candidates hold the true
+    The float32 unit rows are projected on the ``p`` leading eigenvectors of their uncentred second
+    moment (``neighbors_faiss.principal_directions``, fitted on up to ``ANN_FIT_ROWS`` seeded rows
+    other than the held-out rows below); faiss's exhaustive inner-product search there proposes
+    ``k + ANN_EXTRA`` candidates per row (plus the row's own group), of which the k of largest
+    float64 cosine are kept, ties by lower index (``_rerank_candidates``: the exact route's proof
+    within the candidates, float64 only near the k-th value): where the candidates hold the true
     neighbours the answer equals ``knn_search`` exactly. Rows left with fewer than k valid
     candidates, and every row when N is too small for the candidate lists, are searched exactly.
-    Cost: about ``p / d`` of the exact search plus ``N (k + ANN_EXTRA) d`` float64 products.
 
-    Recall: ``sample`` held-out rows (seeded choice, not used to fit the subspace) are also searched
-    exactly; ``recall`` is the mean share of their exact k neighbours that the approximate lists
-    hold (1.0 = no neighbour missed), on ``recall_rows`` rows. It depends on how much of the
-    layer's inner products the discarded directions carry, hence is measured per layer; a grid
-    below ``analysis.metrics.knn.RECALL_FLOOR`` is flagged. Cost of the check: ``sample·N·d`` flops.
-    Args and returns as ``knn_search`` (``method="ann"``). Needs faiss (``INSTALL_FAISS``).
-    Memory: the float32 unit rows, their ``(N, p)`` projection, and ``N`` norms.
+    Choice of ``p`` (adaptive, by held-out recall): it starts at ``ann_dims(d)`` (64 at d = 768)
+    and doubles while the recall on ``sample`` seeded *tuning* rows (searched exactly, left out of
+    the fit) is below ``ANN_RECALL_TARGET``; at ``p = d`` the search is faiss's exhaustive search of
+    the full rows. The tuning search costs ``sample / N`` of a full one per try. A layer whose
+    inner products the leading directions hold (low rank, fast-decaying spectrum) stays at 64;
+    a flat spectrum grows p. Cost: about 0.25 of the exact search at p = 64 (faiss's top-k
+    selection, not the ``p / d`` product, sets it below p = 128), about 0.4 at 128.
+
+    Recall (what is stored and flagged): measured on ``sample`` *other* held-out rows (seeded, not
+    the tuning rows, not fitted), so stopping at the first p that passed on the tuning rows does not
+    bias it upward: the mean share of their exact k neighbours that the approximate lists hold
+    (1.0 = none missed), on ``recall_rows`` rows. When N < 2 ``sample`` the two sets are the same
+    rows. A grid below ``analysis.metrics.knn.RECALL_FLOOR`` (= ``ANN_RECALL_TARGET``) is flagged.
+    Cost of the checks: ``2 sample · N · d`` flops (the exact searches of the held-out rows).
+    Args and returns as ``knn_search`` (``method="ann"``; ``dims`` the final p). Needs faiss.
+    Memory: the float32 unit rows, their ``(N, p)`` projection, ``d × d`` eigenvectors, ``N`` norms.
     """
     from analysis.metrics.neighbors_faiss import principal_directions, projected_candidates
 
@@ -544,37 +601,48 @@ def ann_search(X: np.ndarray, k: int, groups: np.ndarray | None = None, *, sampl
         return KnnSearch(idx=_placeholder(n, k), norms=sims.norms, resolved=(), bound=E, collapsed=True,
                          method="ann")
     rng = np.random.default_rng(seed)
-    check = np.sort(rng.choice(n, size=min(sample, n), replace=False))
+    held = rng.choice(n, size=min(2 * sample, n), replace=False)
+    tune = np.sort(held[:sample])
+    audit = np.sort(held[sample:]) if len(held) >= 2 * sample else tune
     # the row itself and its own group come back from the search too: ask for that many more
     take = min(n, k + ANN_EXTRA + largest_group(groups))
+    p = ann_dims(d)
+    V = None
+    if p < d and take < n:
+        fit = np.setdiff1d(np.arange(n), held)
+        fit = np.sort(rng.choice(fit, size=min(ANN_FIT_ROWS, len(fit)), replace=False)) if len(fit) else held
+        V = principal_directions(sims.A, d, fit)  # every direction, largest first: p can grow
+        exact_tune = _exact_rows(sims, tune, k, E, X, groups)[0]
+    while True:
+        # the full space when p reaches d (narrow layers, or N too small for the candidate lists)
+        P = np.ascontiguousarray(sims.A @ V[:, :p]) if V is not None and p < d else sims.A
+        if P is sims.A:
+            break
+        got, few = _rerank_candidates(sims, tune, projected_candidates(P, tune, take).astype(np.int64),
+                                      k, E, X, groups)
+        got[few] = exact_tune[few]
+        if _recall(got, exact_tune) >= ANN_RECALL_TARGET:
+            break
+        p = min(d, 2 * p)
     idx = np.empty((n, k), dtype=np.int64)
     short = []
-    p = ann_dims(d)
-    if p < d and take < n:
-        fit = np.setdiff1d(np.arange(n), check)
-        fit = np.sort(rng.choice(fit, size=min(ANN_FIT_ROWS, len(fit)), replace=False)) if len(fit) else check
-        P = np.ascontiguousarray(sims.A @ principal_directions(sims.A, p, fit))
-    else:
-        P = sims.A  # the full space (narrow layers, or N too small for the candidate lists)
     for start, stop in row_chunks(n, take, ANN_QUERY_ROWS * take):
         rows = np.arange(start, stop)
-        cand = projected_candidates(P, rows, take).astype(np.int64)
-        bad = cand < 0
-        cand[bad] = rows[np.nonzero(bad)[0]]  # a missing slot becomes the row itself: excluded below
-        s = dot64(X, sims.norms, rows, cand)
-        s[_excluded(rows, cand, groups) | bad] = -np.inf
-        pick = np.lexsort((cand, -s), axis=-1)[:, :k]
-        idx[start:stop] = np.take_along_axis(cand, pick, axis=1)
-        few = np.isinf(np.take_along_axis(s, pick, axis=1)).any(axis=1)
+        idx[start:stop], few = _rerank_candidates(sims, rows, projected_candidates(P, rows, take).astype(np.int64),
+                                                  k, E, X, groups)
         short.extend(rows[few])
     if short:
         short = np.asarray(short)
         idx[short] = _exact_rows(sims, short, k, E, X, groups)[0]
     idx.sort(axis=1)
-    exact = _exact_rows(sims, check, k, E, X, groups)[0]
-    hits = (idx[check][:, :, None] == exact[:, None, :]).any(axis=2).sum()
+    exact = _exact_rows(sims, audit, k, E, X, groups)[0]
     return KnnSearch(idx=idx, norms=sims.norms, resolved=(), bound=E, method="ann",
-                     recall=float(hits / exact.size), recall_rows=len(check))
+                     recall=_recall(idx[audit], exact), recall_rows=len(audit), dims=P.shape[1])
+
+
+def _recall(got: np.ndarray, exact: np.ndarray) -> float:
+    """Mean share of each row's ``exact`` neighbours (``(r, k)``) that ``got`` (``(r, k)``) holds."""
+    return float((got[:, :, None] == exact[:, None, :]).any(axis=2).sum() / exact.size)
 
 
 def cosine_topk(Xn: np.ndarray, k: int, groups: np.ndarray | None = None, *, device=None

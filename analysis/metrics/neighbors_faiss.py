@@ -116,7 +116,12 @@ def _one_lapack_thread():
 
 def projected_candidates(P: np.ndarray, rows: np.ndarray, take: int):
     """``(take,)`` columns per row of largest projected inner product ``P[row] · P[col]`` (faiss's
-    exhaustive search in the ``p`` projected dimensions), the row itself and its group included."""
+    exhaustive search in the ``p`` projected dimensions), the row itself and its group included.
+
+    faiss's default blocks (4096 queries × 1024 rows) are kept: 256-query blocks looked 3.5x faster
+    under ``OMP_WAIT_POLICY=PASSIVE`` but cost 7x the CPU with the default (spinning) OpenMP
+    threads (N = 16,384, p = 64, 2-core VM at load 18: 2.4 s CPU against 16.7 s).
+    """
     import faiss
 
     _, I = faiss.knn(_query_rows(P, rows), P, take, metric=faiss.METRIC_INNER_PRODUCT)
