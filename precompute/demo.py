@@ -81,6 +81,8 @@ DEMO_BOOTSTRAP = 20
 #: too small to gain from a second thread, and the prefetch worker decodes the next batch on the
 #: other core meanwhile (two torch threads beside it oversubscribe a 2-core machine)
 DEMO_TORCH_THREADS = 1
+#: items per forward and per store commit while the demo embeds
+DEMO_BATCH_SIZE = 64
 
 
 def _demo_corpus() -> list[str]:
@@ -264,7 +266,7 @@ def _precompute(store, dataset: str, manifest, size: DemoSize, models: dict, sha
     """Every demo model on one dataset; ``(runs computed, runs reused)``."""
     frames, captions = size.budgets(dataset)
     common = {"store": store, "manifest": manifest, "dataset": dataset, "frames": frames,
-              "captions": captions, "variants": ["original", "reversed"], "batch_size": 16, "device": "auto",
+              "captions": captions, "variants": ["original", "reversed"], "batch_size": DEMO_BATCH_SIZE, "device": "auto",
               "dtype": "float32", "progress": progress, "out": out, "job_cls": shared.job_cls(dataset)}
     single = [n for n in models if n not in DUAL_ENCODERS]
     # numbered layers only for single-tower models: their named layers would add nothing the demo shows
