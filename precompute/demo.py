@@ -81,6 +81,8 @@ DEMO_BOOTSTRAP = 20
 #: too small to gain from a second thread, and the prefetch worker decodes the next batch on the
 #: other core meanwhile (two torch threads beside it oversubscribe a 2-core machine)
 DEMO_TORCH_THREADS = 1
+#: items per forward and per store commit while the demo embeds
+DEMO_BATCH_SIZE = 64
 
 
 def _demo_corpus() -> list[str]:
@@ -102,19 +104,67 @@ def minilm_path() -> Path:
 
 def _generate(root: Path, size: DemoSize, seed: int, log) -> dict[str, Path]:
     """Datasets, regenerated only when missing or made with other sizes/seed/generators (a stamp file says)."""
-    stamp = root / "stamp.json"
-    want = {"tot": size.tot_items, "shapes": size.shape_items, "seed": seed, "version": DATA_VERSION}
+    manifests, proc = _start_generate(root, size, seed, log, background=False)
+    _finish_generate(proc)
+    return manifests
+
+
+def _write_datasets(root, tot_items, shape_items, seed) -> None:
+    """Both datasets' videos and manifests in ``root``, then the stamp (last: an interrupted writer
+    leaves no stamp, and the next demo writes them again)."""
+    root = Path(root)
+    root.mkdir(parents=True, exist_ok=True)
+    write_test_of_time(root, n=int(tot_items), seed=int(seed))
+    write_moving_shapes(root, n=int(shape_items), seed=int(seed))
+    (root / "stamp.json").write_text(json.dumps(_data_stamp(int(tot_items), int(shape_items), int(seed))))
+
+
+def _data_stamp(tot_items: int, shape_items: int, seed: int) -> dict:
+    return {"tot": tot_items, "shapes": shape_items, "seed": seed, "version": DATA_VERSION}
+
+
+def _start_generate(root: Path, size: DemoSize, seed: int, log, *, background: bool = True):
+    """``(manifests, child)``: the datasets' manifest paths and the process writing them (None when
+    they are current, or were written here). In the background the writing (one core of video
+    encoding) overlaps the model builds (one core of importing torch and transformers); wait with
+    :func:`_finish_generate` before reading the manifests."""
+    want = _data_stamp(size.tot_items, size.shape_items, seed)
     manifests = {"test_of_time": root / "test_of_time.jsonl", "moving_shapes": root / "moving_shapes.jsonl"}
+    stamp = root / "stamp.json"
     if stamp.exists() and json.loads(stamp.read_text()) == want and all(p.exists() for p in manifests.values()):
         log(f"datasets: reusing {root}")
-        return manifests
+        return manifests, None
     log(f"datasets: generating Test of Time ({size.tot_items} videos) and moving shapes "
         f"({size.shape_items} videos) in {root}")
-    root.mkdir(parents=True, exist_ok=True)
-    write_test_of_time(root, n=size.tot_items, seed=seed)
-    write_moving_shapes(root, n=size.shape_items, seed=seed)
-    stamp.write_text(json.dumps(want))
-    return manifests
+    args = (str(root), str(size.tot_items), str(size.shape_items), str(seed))
+    if background:
+        try:
+            return manifests, subprocess.Popen(
+                [sys.executable, "-c", "import sys; from precompute.demo import _write_datasets as w; w(*sys.argv[1:])",
+                 *args], **_child_options())
+        except OSError as exc:
+            log(f"datasets: could not start writing them in the background ({exc}); writing them here")
+    _write_datasets(*args)
+    return manifests, None
+
+
+def _finish_generate(proc) -> None:
+    """Wait for :func:`_start_generate`'s child; its failure is the demo's (no datasets, no demo)."""
+    if proc is None:
+        return
+    _, err = proc.communicate()
+    if proc.returncode != 0:
+        last = (err or b"").decode(errors="replace").strip().splitlines()[-1:] or ["no message"]
+        raise RuntimeError(f"generating the demo's datasets failed (exit {proc.returncode}): {last[0]}")
+
+
+def _child_options() -> dict:
+    """``subprocess.Popen`` options of the demo's helper processes: this checkout's packages, no
+    stdin/stdout, stderr kept for the error message."""
+    root = str(Path(__file__).resolve().parents[1])  # this checkout's analysis (its cache files)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([root, os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)}
+    return {"cwd": root, "env": env, "stdin": subprocess.DEVNULL, "stdout": subprocess.DEVNULL,
+            "stderr": subprocess.PIPE}
 
 
 def _models_stamp() -> str:
@@ -211,12 +261,9 @@ def _start_warm_up(log):
     """:func:`warm_analysis_kernels` in a child process, so the compiling overlaps the embedding
     (which leaves part of the second core idle); None where it cannot start. Not niced: on a loaded
     machine a niced child starves and the analysis waits for it."""
-    root = str(Path(__file__).resolve().parents[1])  # this checkout's analysis (its cache files)
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([root, os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)}
     try:
         return subprocess.Popen([sys.executable, "-c", "from precompute.demo import warm_analysis_kernels as w; w()"],
-                                cwd=root, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                stderr=subprocess.PIPE)
+                                **_child_options())
     except OSError as exc:
         log(f"analysis: could not start compiling its kernels ahead ({exc}); the analysis compiles them itself")
         return None
@@ -264,7 +311,7 @@ def _precompute(store, dataset: str, manifest, size: DemoSize, models: dict, sha
     """Every demo model on one dataset; ``(runs computed, runs reused)``."""
     frames, captions = size.budgets(dataset)
     common = {"store": store, "manifest": manifest, "dataset": dataset, "frames": frames,
-              "captions": captions, "variants": ["original", "reversed"], "batch_size": 16, "device": "auto",
+              "captions": captions, "variants": ["original", "reversed"], "batch_size": DEMO_BATCH_SIZE, "device": "auto",
               "dtype": "float32", "progress": progress, "out": out, "job_cls": shared.job_cls(dataset)}
     single = [n for n in models if n not in DUAL_ENCODERS]
     # numbered layers only for single-tower models: their named layers would add nothing the demo shows
@@ -297,11 +344,15 @@ def run_demo(*, store="data/demo.duckdb", small=False, dashboard=True, data_dir=
     size = SMALL if small else FULL
     data_dir = Path(data_dir)
     warm_up = _start_warm_up(log)
+    generating = None
     try:
-        with timer.stage("generate datasets"):
-            paths = _generate(data_dir / ("generated-small" if small else "generated"), size, seed, log)
+        with timer.stage("generate datasets"):  # in a child process, while the models build
+            paths, generating = _start_generate(data_dir / ("generated-small" if small else "generated"), size,
+                                                seed, log)
         with timer.stage("build models"):
             models = _models(data_dir / "models", log)
+        with timer.stage("generate datasets"):  # what is left of it
+            _finish_generate(generating)
         with timer.stage("read manifests"):
             manifests = {name: load_manifest(p) for name, p in paths.items()}
         _check_stored_datasets(store, manifests)
@@ -320,9 +371,10 @@ def run_demo(*, store="data/demo.duckdb", small=False, dashboard=True, data_dir=
         with timer.stage("analyze"):
             summary.update(_analyze(store, log))
     except BaseException:
-        if warm_up is not None:
-            warm_up.kill()
-            warm_up.communicate()
+        for proc in (warm_up, generating):
+            if proc is not None and proc.poll() is None:
+                proc.kill()
+                proc.communicate()
         raise
     log(f"done: {summary['runs_computed']} run(s) computed, {summary['runs_reused']} reused -> {store}")
     summary["seconds"] = timer.total()

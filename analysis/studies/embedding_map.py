@@ -201,11 +201,18 @@ def compute_map(ctx: Context, dataset: str, spec: MapSpec, runs_by_id: dict, *, 
                "n_items": n, "items": items.tolist(), "sampled": bool(len(items) < n),
                "n_neighbors": N_NEIGHBORS, "min_dist": MIN_DIST, "seed": ctx.settings.seed, "reason": None}
     ctx.log(f"embedding map {dataset}: {spec.subject}")
+    from threadpoolctl import threadpool_limits
+
     try:
-        if len(X) == 2:
-            m = two_sided_coords(X[0], X[1], seed=ctx.settings.seed, names=names, method=spec.method)
-        else:
-            m = map_coords(X[0], method=spec.method, seed=ctx.settings.seed, name=names[0])
+        # one thread, as the rest of the analysis, and looked up now: scikit-learn's OpenMP pool (t-SNE's
+        # gradient) loads with the first t-SNE map, after the analysis set its limit; on two threads a
+        # few hundred points spend most of each of the 1000 iterations waiting (issue #32: 384 points
+        # took 113 s on a busy 2-core machine, 7.7 s on one thread; the same coordinates bit for bit)
+        with threadpool_limits(limits=1):
+            if len(X) == 2:
+                m = two_sided_coords(X[0], X[1], seed=ctx.settings.seed, names=names, method=spec.method)
+            else:
+                m = map_coords(X[0], method=spec.method, seed=ctx.settings.seed, name=names[0])
         payload.update(x=m.coords[:, 0].round(5).tolist(), y=m.coords[:, 1].round(5).tolist(),
                        side=None if m.side is None else m.side.tolist(), n_neighbors=m.n_neighbors,
                        n_distinct=m.n_distinct, n_duplicates=m.n_duplicates)

@@ -101,7 +101,9 @@ def init_worker(store: str, clamp: str) -> None:
 
     from analysis.storage.store import connect
     from analysis.studies.engine import Engine
+    from analysis.studies.threads import load_pooled_libraries
 
+    load_pooled_libraries()  # faiss's pools too: threadpoolctl limits only what is loaded
     threadpool_limits(1)
     _ENGINE = Engine(connect(store, read_only=True), clamp=clamp)
 

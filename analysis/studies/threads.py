@@ -27,12 +27,25 @@ def blas_threads_for(shape):
     return contextlib.nullcontext() if n * d * min(n, d) >= THREADED_LAYER_WORK else one_blas_thread()
 
 
+def load_pooled_libraries() -> None:
+    """Import the libraries the analysis loads lazily that bring thread pools of their own (faiss:
+    its OpenBLAS and OpenMP), so that a limit set now covers them. threadpoolctl limits only the
+    libraries loaded when it looks: faiss imported later searched on every core while the analysis
+    held one (issue #32: the demo's 774 small k-NN searches on a busy 2-core machine spent 42 ms
+    each in OpenMP waits, 18 ms on one thread)."""
+    from analysis.metrics.neighbors_faiss import faiss_module
+
+    faiss_module()  # None where faiss is not installed: nothing to load
+
+
 def one_blas_thread():
-    """A context limiting the BLAS (and OpenMP) pools of the loaded libraries to one thread. The
-    controller is made once: finding the libraries costs milliseconds, limiting them microseconds."""
+    """A context limiting the BLAS (and OpenMP) pools of the loaded libraries, faiss's included
+    (:func:`load_pooled_libraries`), to one thread. The controller is made once: finding the
+    libraries costs milliseconds, limiting them microseconds."""
     global _BLAS
     if _BLAS is None:
         from threadpoolctl import ThreadpoolController
 
+        load_pooled_libraries()
         _BLAS = ThreadpoolController()
     return _BLAS.limit(limits=1)
