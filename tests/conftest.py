@@ -87,20 +87,22 @@ def predictor_stores(tmp_path_factory):
     from analysis.studies import analyze_store
     from tests.stores import SHARE, write_downstream_csv, write_predictor_store
 
-    root = tmp_path_factory.mktemp("pred_page")
-    bare = root / "bare.duckdb"
-    write_predictor_store(bare)
-    analyze_store(bare, k=5, metrics=("mutual_knn",), n_boot=20, log=lambda m: None)
-    full = root / "full.duckdb"
-    shutil.copy(bare, full)
-    rows = []
-    for m, share in SHARE.items():
-        for layer, w in enumerate(share):
-            rows.append((m, "probe", "top1", round(0.2 + 0.6 * w, 4), "true", layer, "linear"))
-            rows.append((m, "made-up task (fabricated)", "err", round(1 - w, 4), "false", layer, "demo"))
-    import_downstream(full, write_downstream_csv(root / "r.csv", rows))
-    analyze_store(full, log=lambda m: None)
-    return {"bare": bare, "full": full}
+    def build(root):
+        bare = root / "bare.duckdb"
+        write_predictor_store(bare)
+        analyze_store(bare, k=5, metrics=("mutual_knn",), n_boot=20, log=lambda m: None)
+        full = root / "full.duckdb"
+        shutil.copy(bare, full)
+        rows = []
+        for m, share in SHARE.items():
+            for layer, w in enumerate(share):
+                rows.append((m, "probe", "top1", round(0.2 + 0.6 * w, 4), "true", layer, "linear"))
+                rows.append((m, "made-up task (fabricated)", "err", round(1 - w, 4), "false", layer, "demo"))
+        import_downstream(full, write_downstream_csv(root / "r.csv", rows))
+        analyze_store(full, log=lambda m: None)
+
+    root = shared_once(tmp_path_factory, "predictors", build)  # once per run for every worker
+    return {"bare": root / "bare.duckdb", "full": root / "full.duckdb"}
 
 
 @pytest.fixture(scope="session")
@@ -118,4 +120,5 @@ def sides_store(tmp_path_factory):
     """Tiny class-token models, a dual encoder's two towers and BERT, analysed (:func:`tests.stores.write_sides_store`)."""
     from tests.stores import write_sides_store
 
-    return write_sides_store(tmp_path_factory.mktemp("sides"))
+    # once per run for every worker (four model builds and five precomputes); read only
+    return shared_once(tmp_path_factory, "sides", lambda root: write_sides_store(root)) / "s.duckdb"
