@@ -24,28 +24,57 @@ def rng():
     return np.random.default_rng(1234)
 
 
-@pytest.fixture(scope="session")
-def demo_like(tmp_path_factory):
-    """The demo's shape analysed (:func:`tests.stores.write_demo_like_store`: the demo's models, datasets,
-    budgets, variants and fabricated downstream rows, synthetic vectors), built once per test run and
-    shared by the pytest-xdist workers of the run (the first builds it under a file lock, the others
-    wait and read it); read it only: copy it before changing it. The real demo is built by
-    tests/test_demo.py alone."""
+def shared_once(tmp_path_factory, name: str, build):
+    """``build(root)`` run once per test run for the pytest-xdist workers of the run together: the first
+    worker to ask builds under a file lock in a folder they share, the others wait and reuse it.
+    Returns the folder. What is built there is read-only for its users: copy it before changing it."""
     import os
 
     from filelock import FileLock
 
-    from tests.stores import write_demo_like_store
-
     base = tmp_path_factory.getbasetemp()
-    root = (base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / "shared-demo-like"
-    store, done = root / "demo_like.duckdb", root / "built"
+    root = (base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / f"shared-{name}"
+    done = root / "built"
     with FileLock(str(root) + ".lock"):
         if not done.exists():
             root.mkdir(parents=True, exist_ok=True)
-            assert write_demo_like_store(root) == store
+            build(root)
             done.touch()
-    return store
+    return root
+
+
+@pytest.fixture(scope="session")
+def demo_like(tmp_path_factory):
+    """The demo's shape analysed (:func:`tests.stores.write_demo_like_store`: the demo's models, datasets,
+    budgets, variants and fabricated downstream rows, synthetic vectors), built once per test run and
+    shared by the pytest-xdist workers of the run (:func:`shared_once`); read it only: copy it before
+    changing it. The real demo is built by tests/test_demo.py alone."""
+    from tests.stores import write_demo_like_store
+
+    def build(root):
+        assert write_demo_like_store(root) == root / "demo_like.duckdb"
+
+    return shared_once(tmp_path_factory, "demo-like", build) / "demo_like.duckdb"
+
+
+@pytest.fixture(scope="session")
+def named_layers_store(tmp_path_factory):
+    """:func:`tests.stores.write_named_layers_store` (named layers, a dual encoder's shared space, maps),
+    built once per run for every worker (:func:`shared_once`: five modules read it); copy it before
+    changing it."""
+    from tests.stores import write_named_layers_store
+
+    return shared_once(tmp_path_factory, "named-layers", lambda root: write_named_layers_store(
+        root / "named.duckdb")) / "named.duckdb"
+
+
+@pytest.fixture(scope="session")
+def nuance_store(tmp_path_factory):
+    """:func:`tests.stores.write_nuance_store` (planted temporal and same-space structure, analysed),
+    built once per run for every worker (:func:`shared_once`); copy it before changing it."""
+    from tests.stores import write_nuance_store
+
+    return shared_once(tmp_path_factory, "nuance", lambda root: write_nuance_store(root / "n.duckdb")) / "n.duckdb"
 
 
 @pytest.fixture(scope="session")
@@ -58,31 +87,32 @@ def predictor_stores(tmp_path_factory):
     from analysis.studies import analyze_store
     from tests.stores import SHARE, write_downstream_csv, write_predictor_store
 
-    root = tmp_path_factory.mktemp("pred_page")
-    bare = root / "bare.duckdb"
-    write_predictor_store(bare)
-    analyze_store(bare, k=5, metrics=("mutual_knn",), n_boot=20, log=lambda m: None)
-    full = root / "full.duckdb"
-    shutil.copy(bare, full)
-    rows = []
-    for m, share in SHARE.items():
-        for layer, w in enumerate(share):
-            rows.append((m, "probe", "top1", round(0.2 + 0.6 * w, 4), "true", layer, "linear"))
-            rows.append((m, "made-up task (fabricated)", "err", round(1 - w, 4), "false", layer, "demo"))
-    import_downstream(full, write_downstream_csv(root / "r.csv", rows))
-    analyze_store(full, log=lambda m: None)
-    return {"bare": bare, "full": full}
+    def build(root):
+        bare = root / "bare.duckdb"
+        write_predictor_store(bare)
+        analyze_store(bare, k=5, metrics=("mutual_knn",), n_boot=20, log=lambda m: None)
+        full = root / "full.duckdb"
+        shutil.copy(bare, full)
+        rows = []
+        for m, share in SHARE.items():
+            for layer, w in enumerate(share):
+                rows.append((m, "probe", "top1", round(0.2 + 0.6 * w, 4), "true", layer, "linear"))
+                rows.append((m, "made-up task (fabricated)", "err", round(1 - w, 4), "false", layer, "demo"))
+        import_downstream(full, write_downstream_csv(root / "r.csv", rows))
+        analyze_store(full, log=lambda m: None)
+
+    root = shared_once(tmp_path_factory, "predictors", build)  # once per run for every worker
+    return {"bare": root / "bare.duckdb", "full": root / "full.duckdb"}
 
 
 @pytest.fixture(scope="session")
 def dashboard_store(tmp_path_factory):
     """The small analysed store named like the demo's (tests/stores.py: write_dashboard_store), built
-    once in seconds; copy it before changing it."""
+    once per run for every worker (:func:`shared_once`); copy it before changing it."""
     from tests.stores import write_dashboard_store
 
-    store = tmp_path_factory.mktemp("dashboard") / "dashboard.duckdb"
-    write_dashboard_store(store)
-    return store
+    return shared_once(tmp_path_factory, "dashboard", lambda root: write_dashboard_store(
+        root / "dashboard.duckdb")) / "dashboard.duckdb"
 
 
 @pytest.fixture(scope="session")
@@ -90,4 +120,5 @@ def sides_store(tmp_path_factory):
     """Tiny class-token models, a dual encoder's two towers and BERT, analysed (:func:`tests.stores.write_sides_store`)."""
     from tests.stores import write_sides_store
 
-    return write_sides_store(tmp_path_factory.mktemp("sides"))
+    # once per run for every worker (four model builds and five precomputes); read only
+    return shared_once(tmp_path_factory, "sides", lambda root: write_sides_store(root)) / "s.duckdb"

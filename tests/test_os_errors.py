@@ -70,6 +70,7 @@ def test_a_report_path_that_cannot_be_written_is_named_not_the_store(tmp_path, c
     assert err.startswith("layerscope report: error: /proc/nope") and "store" not in err
 
 
+@pytest.mark.slow  # the CLI in another process
 def test_output_to_a_full_device_says_the_output(tmp_path):
     with open("/dev/full", "w") as full:
         r = subprocess.run([*CLI, "models"], cwd=REPO, stdout=full, stderr=subprocess.PIPE, text=True)

@@ -82,6 +82,7 @@ def test_kill_9_of_an_analyze_parent_leaves_no_worker_and_the_rerun_equals_an_un
     assert result_tables(store) == result_tables(whole)
 
 
+@pytest.mark.slow  # a real writer process, killed
 def test_a_killed_precompute_run_reads_interrupted_with_how_to_resume(tmp_path):
     """A real writer process killed with SIGTERM mid-run: `runs` says interrupted (not running)."""
     store = tmp_path / "s.duckdb"

@@ -4,13 +4,11 @@ import pytest
 
 from analysis.report import build_report, render_html, render_markdown
 from analysis.storage.store import connect
-from tests.stores import write_nuance_store
 
 
 @pytest.fixture(scope="module")
-def report(tmp_path_factory):
-    path = tmp_path_factory.mktemp("rep") / "r.duckdb"
-    write_nuance_store(path)
+def report(nuance_store):
+    path = nuance_store  # built once per run (tests/conftest.py); read only
     con = connect(path, read_only=True)
     try:
         return build_report(con, store=str(path), command="layerscope report")

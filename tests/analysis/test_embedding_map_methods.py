@@ -48,6 +48,7 @@ def test_pca_shows_a_planted_gap_as_the_distance_between_the_sides_centroids(rng
     assert abs(ca[0] - cb[0]) == pytest.approx(gap, rel=0.02)
 
 
+@pytest.mark.slow  # three t-SNE runs (~2 s of CPU)
 def test_tsne_is_seeded_and_shaped(rng):
     X = rng.normal(size=(30, 8))
     a, b = tsne_coords(X, seed=3), tsne_coords(X, seed=3)

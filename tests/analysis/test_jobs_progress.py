@@ -45,6 +45,7 @@ def raw_store(tmp_path):
     return path
 
 
+@pytest.mark.slow  # a real analyze job process (imports, UMAP): ~10 s of CPU
 def test_a_finished_job_counted_every_study(raw_store):
     jobs.start(raw_store, "analyze")
     st = wait_for(raw_store, lambda s: s["state"] != "running")
@@ -56,6 +57,7 @@ def test_a_finished_job_counted_every_study(raw_store):
     assert counted == [(i, total) for i in range(1, total + 1)]
 
 
+@pytest.mark.slow  # two real analyze job processes
 def test_cancel_kills_the_job_and_keeps_the_store(raw_store):
     con = duckdb.connect(str(raw_store), read_only=True)
     runs_before = con.execute("SELECT * FROM runs ORDER BY run_id").fetchall()

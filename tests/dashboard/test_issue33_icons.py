@@ -29,12 +29,8 @@ def test_each_verdict_status_has_its_own_material_icon_and_word():
 
 
 @pytest.fixture(scope="module")
-def named_store(tmp_path_factory):
-    from tests.stores import write_named_layers_store
-
-    path = tmp_path_factory.mktemp("named_icons") / "named.duckdb"
-    write_named_layers_store(path)
-    return path
+def named_store(named_layers_store):
+    return named_layers_store  # built once per run (tests/conftest.py); read only
 
 
 def test_overview_marks_verdicts_and_the_banner_with_material_icons(named_store, monkeypatch):

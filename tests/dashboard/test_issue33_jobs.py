@@ -20,6 +20,7 @@ def named_store(tmp_path):
     return path
 
 
+@pytest.mark.slow  # a writer process holds the store while the page reruns
 def test_a_writer_is_noted_once_and_the_banner_stays(named_store, monkeypatch):
     # the heatmap reads five views: each falls back to the results read before
     at = app(named_store, monkeypatch, "heatmap", {"dataset": "pairs"})
@@ -42,6 +43,7 @@ def test_a_writer_is_noted_once_and_the_banner_stays(named_store, monkeypatch):
         holder.wait()
 
 
+@pytest.mark.slow  # a real analyze job process
 def test_the_last_job_outcome_stays_when_nothing_is_missing(named_store, monkeypatch):
     from analysis import jobs
 

@@ -10,12 +10,8 @@ from tests.helpers import app, charts
 
 
 @pytest.fixture(scope="module")
-def store(tmp_path_factory):
-    from tests.stores import write_dashboard_store
-
-    path = tmp_path_factory.mktemp("dash33") / "dashboard.duckdb"
-    write_dashboard_store(path)
-    return path
+def store(dashboard_store):
+    return dashboard_store  # built once per run (tests/conftest.py); read only
 
 
 def walk_layers(spec):

@@ -54,12 +54,8 @@ def test_degenerate_tables_say_so_in_one_line():
 
 
 @pytest.fixture(scope="module")
-def named_store(tmp_path_factory):
-    from tests.stores import write_named_layers_store
-
-    path = tmp_path_factory.mktemp("named") / "named.duckdb"
-    write_named_layers_store(path)
-    return path
+def named_store(named_layers_store):
+    return named_layers_store  # built once per run (tests/conftest.py); read only
 
 
 def spec_of(chart) -> dict:

@@ -314,12 +314,8 @@ def test_hostile_overlay_links_fall_back_with_a_note(store, monkeypatch):
 
 # ---------------------------------------------------------------- a two-sided map: each side's neighbours
 @pytest.fixture(scope="module")
-def named_store(tmp_path_factory):
-    from tests.stores import write_named_layers_store
-
-    path = tmp_path_factory.mktemp("named_tools") / "named.duckdb"
-    write_named_layers_store(path)
-    return path
+def named_store(named_layers_store):
+    return named_layers_store  # built once per run (tests/conftest.py); read only
 
 
 def test_a_two_sided_map_lists_the_items_neighbours_on_each_side(named_store, monkeypatch):

@@ -93,15 +93,6 @@ def test_same_space_caption_counts_the_intervals_it_draws():
     assert "Bands" not in interval_coverage_text(sel)
 
 
-@pytest.fixture(scope="module")
-def nuance_store(tmp_path_factory):
-    from tests.stores import write_nuance_store
-
-    path = tmp_path_factory.mktemp("nuance33") / "n.duckdb"
-    write_nuance_store(path)
-    return path
-
-
 def test_temporal_page_draws_chiral_intervals_and_chance(nuance_store, monkeypatch):
     at = app(nuance_store, monkeypatch, "temporal", {"dataset": "nuance"})
     specs = [json.loads(c.proto.spec) for c in charts(at)]

@@ -15,12 +15,8 @@ from tests.helpers import app, charts
 
 
 @pytest.fixture(scope="module")
-def named_store(tmp_path_factory):
-    from tests.stores import write_named_layers_store
-
-    path = tmp_path_factory.mktemp("named") / "named.duckdb"
-    write_named_layers_store(path)
-    return path
+def named_store(named_layers_store):
+    return named_layers_store  # built once per run (tests/conftest.py); read only
 
 
 def spec_of(chart) -> dict:
@@ -199,7 +195,9 @@ def gfm_autolinks(text: str) -> list[str]:
     return re.findall(r"(?:^|[\s*_~(])((?:www\.|https?://)\S+)|([\w.+-]+@[\w-]+\.[\w.-]*\w)", text, flags=re.I)
 
 
-@pytest.mark.parametrize("page", ["heatmap", "curves", "embedding_map", "neighbours", "predictors"])
+# seven page runs a page: the fast tier keeps one page, CI runs all five
+@pytest.mark.parametrize("page", [pytest.param(p, marks=() if p == "neighbours" else pytest.mark.slow)
+                                  for p in ("heatmap", "curves", "embedding_map", "neighbours", "predictors")])
 def test_link_parameters_stay_text(named_store, monkeypatch, page):
     from tests.hostile import assert_inert, markdown_sources
 

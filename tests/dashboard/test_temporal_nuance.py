@@ -3,17 +3,8 @@ chiral galleries, negated queries) on a store with planted answers, and its face
 
 import json
 
-import pytest
 
 from tests.helpers import app, charts
-from tests.stores import write_nuance_store
-
-
-@pytest.fixture(scope="module")
-def nuance_store(tmp_path_factory):
-    path = tmp_path_factory.mktemp("nuance") / "n.duckdb"
-    write_nuance_store(path)
-    return path
 
 
 def _spec(chart):

@@ -45,6 +45,7 @@ def _fill(store, manifests, models, shared, monkeypatch):
     return decoded, loaded
 
 
+@pytest.mark.slow  # builds a tiny VideoMAE and CLIP and precomputes the demo's jobs twice
 def test_shared_loads_and_decode_once_store_the_same_bits(tmp_path, models, monkeypatch):
     manifests = {name: load_manifest(make_dataset(tmp_path / name, n=5, frames=12, seed=i))
                  for i, name in enumerate(("first", "second"))}

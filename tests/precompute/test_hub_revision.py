@@ -10,6 +10,7 @@ from pathlib import Path
 
 import duckdb
 import numpy as np
+import pytest
 
 from analysis.storage.store import load_embeddings
 from precompute import tiny_models
@@ -46,6 +47,7 @@ def revision_of(store) -> str:
         con.close()
 
 
+@pytest.mark.slow  # builds two tiny BERTs and precomputes them in two processes
 def test_each_revision_loads_its_own_snapshot_and_is_recorded(tmp_path):
     data = make_dataset(tmp_path / "data", n=3, captions=1)
     v1 = tiny_models.build_bert(tmp_path / "v1")
@@ -79,6 +81,7 @@ def test_revision_of_a_local_folder_is_refused_in_one_line(tmp_path, capsys):
     assert "--revision apply to transformers hub ids" in capsys.readouterr().err
 
 
+@pytest.mark.slow  # builds a tiny BERT and precomputes it in two processes
 def test_runs_stored_without_their_commit_are_still_found(tmp_path):
     """A store made while transformers 5 left hub revisions ``unknown``: a rerun finds its runs done."""
     data = make_dataset(tmp_path / "data", n=3, captions=1)

@@ -9,7 +9,6 @@ import numpy as np
 import pytest
 import torch
 
-import open_clip  # noqa: E402  (required, not skipped: in the `models` and `dev` extras)
 
 from analysis.storage.store import list_runs, load_embeddings  # noqa: E402
 from precompute.cli import main  # noqa: E402
@@ -65,6 +64,10 @@ def test_text_tower_layers_default_and_joint(folder):
     assert (a.modality, a.pooling, a.n_layers, a.dim, a.layer_dims) == ("text", "mean", 5, 24, {"4": 16})
     out = a.embed_texts(TEXTS)
     model = a.model
+    # imported here, not at collection: the fast tier never needs open_clip (~2 s of imports a worker);
+    # required, not skipped (in the `models` and `dev` extras)
+    import open_clip
+
     ids = open_clip.get_tokenizer(f"local-dir:{folder}")(TEXTS)
     real = (ids != 0).float()[:, :, None]
     with torch.no_grad():

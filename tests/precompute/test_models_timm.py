@@ -5,7 +5,8 @@ import numpy as np
 import pytest
 import torch
 
-import timm  # noqa: F401  (required, not skipped: in the `models` and `dev` extras)
+# timm is imported by the tests (load_adapter), not at collection: the fast tier never needs it. Required,
+# not skipped: in the `models` and `dev` extras, and a missing timm fails every test here.
 
 from precompute.loading import load_adapter  # noqa: E402
 

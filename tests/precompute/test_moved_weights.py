@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import duckdb
+import pytest
 
 from precompute import tiny_models
 from precompute.cli import main
@@ -25,6 +26,7 @@ def runs(store):
         con.close()
 
 
+@pytest.mark.slow  # builds a tiny BERT and precomputes in a process killed mid-run, then resumes
 def test_moved_weights_resume_their_runs(tmp_path, capsys):
     data = make_dataset(tmp_path / "data", n=6, captions=2)
     first = tiny_models.build_bert(tmp_path / "a" / "model")
