@@ -7,8 +7,18 @@ directly or through another fixture, one of :data:`tests.helpers.HEAVY_FIXTURES`
 collection, so a new test on the demo store joins the slow tier without anyone remembering to mark it).
 """
 
+import os
+import sys
+
 import numpy as np
 import pytest
+
+# Cache bytecode even where the environment says not to (this workplace sets PYTHONDONTWRITEBYTECODE=1):
+# without it every xdist worker and every CLI subprocess the tests start compiles the package and
+# rewrites the test modules' asserts again (about 10 s of a collection's 22 s on 2 cores). The
+# caches land in __pycache__/ folders, which git ignores.
+sys.dont_write_bytecode = False
+os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
 
 from tests.helpers import slow_reason
 
