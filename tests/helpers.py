@@ -28,14 +28,49 @@ HEAVY_FIXTURES = {
 }
 
 
+_PAGES = "renders dashboard pages in AppTest on analysed stores (about 1 s a page)"
+_ANALYSES = "analyses synthetic stores end to end (analyze_store, every study) for most of its tests"
+_CLI = "runs commands end to end on stores written and analysed for it"
+
+#: test module (path from the repository root) -> why every test in it is slow: modules whose tests
+#: are integration tests over whole analysed stores or rendered pages, so one fixture name does not
+#: say it. Measured: these modules held 373 s of the fast tier's 507 s of test time on 2 cores
+#: (`--durations=0`); what stays fast is the metrics, methods, views' data, stores and inputs.
+SLOW_MODULES = {
+    **{f"tests/dashboard/{p.name}": _PAGES for p in sorted((Path(__file__).parent / "dashboard").glob("test_*.py"))},
+    "tests/test_escaping.py": _PAGES,
+    "tests/analysis/test_engine.py": _ANALYSES,
+    "tests/analysis/test_downstream_layers.py": _ANALYSES,
+    "tests/analysis/test_results_io.py": _ANALYSES,
+    "tests/analysis/test_trust_studies.py": _ANALYSES,
+    "tests/analysis/test_embedding_map_study.py": _ANALYSES,
+    "tests/analysis/test_paper_figures_views.py": _ANALYSES,
+    "tests/analysis/test_predictors.py": _ANALYSES,
+    "tests/analysis/test_null_study.py": _ANALYSES,
+    "tests/analysis/test_null_views.py": _ANALYSES,
+    "tests/analysis/test_layer_choice_resamples.py": _ANALYSES,
+    "tests/analysis/test_bootstrap_resample_lists.py": _ANALYSES,
+    "tests/analysis/test_same_space_study.py": _ANALYSES,
+    "tests/test_cli_errors.py": _CLI,
+    "tests/test_store_integrity.py": _CLI,
+    "tests/precompute/test_manage.py": _CLI,
+    "tests/precompute/test_run_tags.py": _CLI,
+    "tests/precompute/test_caption_baseline.py": _CLI,
+}
+
+
 def slow_reason(item) -> str | None:
     """Why ``item`` belongs to the slow tier, or None: the first heavy fixture in its closure
-    (``item.fixturenames`` holds every fixture it uses, transitively) or its ``browser`` mark."""
+    (``item.fixturenames`` holds every fixture it uses, transitively), its ``browser`` mark, or its
+    module in :data:`SLOW_MODULES`."""
     for name in item.fixturenames:
         if name in HEAVY_FIXTURES:
             return f"uses {name}: {HEAVY_FIXTURES[name]}"
     if item.get_closest_marker("browser") is not None:
         return "drives a real browser"
+    module = getattr(item, "nodeid", "").split("::")[0]
+    if module in SLOW_MODULES:
+        return f"in {module}: {SLOW_MODULES[module]}"
     return None
 
 

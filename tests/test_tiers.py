@@ -3,15 +3,16 @@
 
 import pytest
 
-from tests.helpers import HEAVY_FIXTURES, slow_reason
+from tests.helpers import HEAVY_FIXTURES, SLOW_MODULES, slow_reason
 
 
 class FakeItem:
     """What :func:`slow_reason` reads of a collected test: its fixture closure and its marks."""
 
-    def __init__(self, fixturenames, marks=()):
+    def __init__(self, fixturenames, marks=(), nodeid="tests/test_x.py::test_y"):
         self.fixturenames = list(fixturenames)
         self.marks = set(marks)
+        self.nodeid = nodeid
 
     def get_closest_marker(self, name):
         return name if name in self.marks else None
@@ -41,3 +42,13 @@ def test_no_test_of_this_session_uses_a_heavy_fixture_without_the_slow_mark(requ
     heavy = [item.nodeid for item in request.session.items if slow_reason(item) is not None]
     if "not slow" in (request.config.getoption("markexpr") or ""):
         assert heavy == []
+
+
+def test_a_module_of_integration_tests_is_slow_whole_and_each_listed_module_exists():
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    for module, why in SLOW_MODULES.items():
+        assert (root / module).is_file(), module  # a renamed module would silently rejoin the fast tier
+        assert slow_reason(FakeItem(["tmp_path"], nodeid=f"{module}::test_any[1]")) == f"in {module}: {why}"
+    assert slow_reason(FakeItem(["tmp_path"], nodeid="tests/analysis/test_single_fast.py::test_any")) is None
