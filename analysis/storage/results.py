@@ -234,7 +234,7 @@ def record_current(con, touched: dict[str, set], datasets) -> None:
 
 def add_current(con, touched: dict[str, set]) -> None:
     """Add rows to the current analysis (a map asked for with ``layerscope map``), keeping the rest."""
-    if fetch_one(con, "SELECT value FROM meta WHERE key = ?", [CURRENT_KEY]) is None:
+    if not records_current(con):
         return  # no analysis recorded its rows yet: every row is read anyway
     with transaction(con):
         _insert_current(con, touched, None)
