@@ -36,10 +36,12 @@ Per row, take the top ``c = k + EXTRA_CANDIDATES`` float32 candidates, sorted
 
 ``KnnSearch.resolved`` counts the rows proven at each candidate width (the check firing shows
 there); ``KnnSearch.reranked`` the float64 cosines computed.
-The float32 top-c candidates come from faiss's exhaustive inner-product search where faiss is
-installed (:mod:`analysis.metrics.neighbors_faiss`, issue #32: as fast as ``IndexFlatIP``, whose
-values obey the same bound ``E``), else from numpy's matmul and argpartition; the proof and the
-float64 re-rank are the same code on every route. The float32 similarities and top-c can run on
+The float32 top-c candidates of a whole layer come from the symmetric blocked search
+(:mod:`analysis.metrics.neighbors_blocks`, issue #32: each pair's product computed once, half the
+flops of faiss's ``IndexFlatIP``, compiled heaps), else from faiss's exhaustive inner-product
+search where faiss is installed (:mod:`analysis.metrics.neighbors_faiss`), else from numpy's matmul
+and argpartition; every route's values obey the same bound ``E``, and the proof and the float64
+re-rank are the same code on every route. The float32 similarities and top-c can run on
 a torch device (``device="cuda"``, or ``"auto"`` when torch sees CUDA); candidates and the
 float64 re-rank always come back to numpy, so any device returns the same answer bit for bit.
 """
@@ -51,6 +53,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from analysis.metrics import neighbors_blocks
 from analysis.metrics.degenerate import REL_TOL, ROW_PASS_ENTRIES
 from analysis.metrics.neighbors_faiss import faiss_module, faiss_top, largest_group
 
@@ -61,9 +64,13 @@ DEVICE_CHUNK_ENTRIES = 1 << 28
 #: Extra float32 candidates per row re-ranked in float64 when the float32 top-k is not proven.
 EXTRA_CANDIDATES = 32
 #: ``"auto"`` (torch's CUDA when an NVIDIA driver is present and torch, if installed, sees the
-#: GPU; else faiss's exhaustive search when faiss is installed; else numpy, without importing
-#: torch), ``"faiss"``, ``"numpy"``, or a torch device name (``"cpu"`` runs the torch code on CPU;
-#: tests use it). Every route feeds the same proof and float64 re-rank: the same lists. Read at call time.
+#: GPU; else the symmetric blocked search of :mod:`analysis.metrics.neighbors_blocks` when numba
+#: can run, which computes each pair once: half faiss's flops; else faiss's exhaustive search when
+#: faiss is installed; else numpy, without importing torch), ``"symmetric"``, ``"faiss"``,
+#: ``"numpy"``, or a torch device name (``"cpu"`` runs the torch code on CPU; tests use it). The
+#: symmetric route serves whole-layer searches; its retries and searches of some rows only go to
+#: faiss (where installed) or numpy. Every route feeds the same proof and float64 re-rank: the
+#: same lists. Read at call time.
 DEVICE = os.environ.get("LAYERSCOPE_KNN_DEVICE", "auto")
 
 U32 = 2.0**-24
@@ -223,12 +230,17 @@ def _nvidia_driver() -> bool:
 def _resolve_device(device):
     """``None`` (numpy), ``"faiss"``, or a torch device for the float32 candidates."""
     device = DEVICE if device is None else device
+    if device == "symmetric":
+        if not neighbors_blocks.available():
+            raise ValueError("k-NN device 'symmetric' needs numba (it comes with umap-learn) and "
+                             "LAYERSCOPE_NO_JIT unset")
+        return "symmetric"
     if device == "faiss":
         if faiss_module() is None:
             raise ValueError("k-NN device 'faiss' needs faiss: pip install 'layerscope[ann]' (or: pip install faiss-cpu)")
         return "faiss"
     if device == "auto" and not _nvidia_driver():
-        return "faiss" if faiss_module() is not None else None
+        return _cpu_route()
     if device == "numpy":
         return None
     try:
@@ -240,8 +252,15 @@ def _resolve_device(device):
     if device == "auto":
         if torch.cuda.is_available():
             return torch.device("cuda")
-        return "faiss" if faiss_module() is not None else None
+        return _cpu_route()
     return torch.device(device)
+
+
+def _cpu_route():
+    """``"auto"`` on a CPU: symmetric blocks (numba), else faiss, else numpy (None)."""
+    if neighbors_blocks.available():
+        return "symmetric"
+    return "faiss" if faiss_module() is not None else None
 
 
 class _Float32Sims:
@@ -250,7 +269,9 @@ class _Float32Sims:
     def __init__(self, X, groups, device):
         n = X.shape[0]
         self.n, self.groups, self.device = n, groups, device
-        self.faiss = isinstance(device, str) and device == "faiss"
+        self.symmetric = isinstance(device, str) and device == "symmetric"
+        # the symmetric route's retries and row subsets: faiss where installed
+        self.faiss = isinstance(device, str) and (device == "faiss" or (self.symmetric and faiss_module() is not None))
         A = np.empty(X.shape, dtype=np.float32)
         self.norms = norms = np.empty(n)
         self.collapsed = True
@@ -273,15 +294,22 @@ class _Float32Sims:
             self.collapsed = (self.collapsed and collapse_check(A[stop - 1:stop], A[0])
                               and collapse_check(A[start:stop], A[0]))
         self.u_in = U_IN
-        if device is None or self.faiss:
+        if device is None or isinstance(device, str):
             self.A = A
-            # faiss skips at most this many columns per query (the row itself or its group)
-            self.extra = largest_group(groups) if self.faiss else 0
+            # faiss and the symmetric heaps skip at most this many columns per row (itself or its group)
+            self.extra = largest_group(groups) if (self.faiss or self.symmetric) else 0
         else:
             import torch
 
             self.A = torch.from_numpy(A).to(device)
             self.G = None if groups is None else torch.from_numpy(np.asarray(groups)).to(device)
+
+    def top_all(self, c: int):
+        """:meth:`top` for every row, by the symmetric blocked search where that route was chosen
+        and every heap can fill (``c + 1 + g <= N``)."""
+        if self.symmetric and c + 1 + self.extra <= self.n:
+            return neighbors_blocks.symmetric_top(self.A, c, self.groups)
+        return self.top(np.arange(self.n), c)
 
     def top(self, rows: np.ndarray, c: int):
         """For ``rows``: the ``c`` columns of largest float32 cosine (unordered) with their values,
@@ -406,9 +434,10 @@ def _settle(todo, cand, vals, nxt, k, E, X, norms, groups):
     return ok, idx, int(band.sum()), sk1
 
 
-def _exact_rows(sims, rows, k, E, X, groups):
+def _exact_rows(sims, rows, k, E, X, groups, all_rows=False):
     """Proven neighbours of ``rows`` (see the module docstring): ``(idx, resolved, reranked,
-    next_sim)``, ``next_sim`` each row's ``s̃_(k+1)``."""
+    next_sim)``, ``next_sim`` each row's ``s̃_(k+1)``. ``all_rows``: ``rows`` is every row in
+    order, so the first candidates may come from a whole-layer search (:meth:`_Float32Sims.top_all`)."""
     n = sims.n
     idx = np.empty((len(rows), k), dtype=np.int64)
     next_sim = np.empty(len(rows))
@@ -416,7 +445,10 @@ def _exact_rows(sims, rows, k, E, X, groups):
     c = min(k + EXTRA_CANDIDATES, n)
     todo = np.arange(len(rows))
     while len(todo):
-        cand, vals, nxt = sims.top(rows[todo], c)
+        if all_rows and len(todo) == n:
+            cand, vals, nxt = sims.top_all(c)
+        else:
+            cand, vals, nxt = sims.top(rows[todo], c)
         ok, found, pairs, sk1 = _settle(rows[todo], cand, vals, nxt, k, E, X, sims.norms, groups)
         idx[todo[ok]] = found
         next_sim[todo[ok]] = sk1
@@ -458,7 +490,7 @@ def knn_search(X: np.ndarray, k: int, groups: np.ndarray | None = None, *, devic
     E = similarity_error_bound(d, u_in=sims.u_in)
     if sims.collapsed:
         return KnnSearch(idx=_placeholder(n, k), norms=sims.norms, resolved=(), bound=E, collapsed=True)
-    idx, counts, reranked, next_sim = _exact_rows(sims, np.arange(n), k, E, X, groups)
+    idx, counts, reranked, next_sim = _exact_rows(sims, np.arange(n), k, E, X, groups, all_rows=True)
     return KnnSearch(idx=idx, norms=sims.norms, resolved=counts, bound=E, reranked=reranked,
                      next_sim=next_sim, zero_rows=sims.zero_rows)
 
@@ -699,7 +731,7 @@ def cross_topk(Q: np.ndarray, X: np.ndarray, k: int, *, stacked=None, device=Non
     groups = np.concatenate([np.arange(n), np.full(n, -1)])  # the queries: one group
     dev = _resolve_device(device)
     # faiss skips a query's whole group before its top c (here N rows per query): numpy's top c is faster
-    sims = _Float32Sims(Z, groups, None if isinstance(dev, str) and dev == "faiss" else dev)
+    sims = _Float32Sims(Z, groups, None if isinstance(dev, str) else dev)
     E = similarity_error_bound(Z.shape[1], u_in=sims.u_in)
     kk = min(k + 1, n)
     rows = n + np.arange(n)

@@ -10,7 +10,7 @@ import sys
 import numpy as np
 import pytest
 
-from analysis.metrics import neighbors, neighbors_faiss
+from analysis.metrics import neighbors, neighbors_blocks, neighbors_faiss
 from analysis.metrics.neighbors import knn_search, similarity_error_bound
 from tests.reference import ref_knn_lists
 
@@ -105,8 +105,10 @@ def test_faiss_candidates_bound_every_column_left_out():
     assert not np.any(cand == rows[:, None])  # the row itself is never a candidate
 
 
-def test_auto_picks_faiss_on_a_cpu_machine_and_numpy_does_not(faiss_calls, monkeypatch):
+def test_auto_picks_faiss_on_a_cpu_machine_without_numba_and_numpy_does_not(faiss_calls, monkeypatch):
+    """Where numba cannot run (the symmetric route's heaps), "auto" takes faiss's search."""
     monkeypatch.setattr(neighbors, "_nvidia_driver", lambda: False)
+    monkeypatch.setattr(neighbors_blocks, "available", lambda: False)
     X = np.random.default_rng(8).normal(size=(80, 10)).astype(np.float32)
     a = knn_search(X, 3, device="auto")
     assert faiss_calls
