@@ -599,7 +599,8 @@ def ann_search(X: np.ndarray, k: int, groups: np.ndarray | None = None, *, sampl
     The float32 unit rows are projected on the ``p`` leading eigenvectors of their uncentred second
     moment (``neighbors_faiss.principal_directions``, fitted on up to ``ANN_FIT_ROWS`` seeded rows
     other than the held-out rows below); faiss's exhaustive inner-product search there proposes
-    ``k + ANN_EXTRA`` candidates per row (plus the row's own group), of which the k of largest
+    ``k + ANN_EXTRA`` candidates per row (plus the row's own group; every row at once by
+    :mod:`analysis.metrics.neighbors_blocks`'s symmetric search where numba runs), of which the k of largest
     float64 cosine are kept, ties by lower index (``_rerank_candidates``: the exact route's proof
     within the candidates, float64 only near the k-th value): where the candidates hold the true
     neighbours the answer equals ``knn_search`` exactly. Rows left with fewer than k valid
@@ -658,10 +659,17 @@ def ann_search(X: np.ndarray, k: int, groups: np.ndarray | None = None, *, sampl
         p = min(d, 2 * p)
     idx = np.empty((n, k), dtype=np.int64)
     short = []
+    # every row's candidates at once by the symmetric blocked search where numba runs (each pair's
+    # projected product once; ~2x faiss's search, whose top-k selection sets its time at p = 64);
+    # it leaves the row and its group out itself, so it asks for the valid candidates only
+    g = largest_group(groups)
+    whole = None
+    if neighbors_blocks.available() and take < n:
+        whole = neighbors_blocks.symmetric_top(P, take - g, groups)[0]
     for start, stop in row_chunks(n, take, ANN_QUERY_ROWS * take):
         rows = np.arange(start, stop)
-        idx[start:stop], few = _rerank_candidates(sims, rows, projected_candidates(P, rows, take).astype(np.int64),
-                                                  k, E, X, groups)
+        cand = whole[start:stop] if whole is not None else projected_candidates(P, rows, take).astype(np.int64)
+        idx[start:stop], few = _rerank_candidates(sims, rows, cand, k, E, X, groups)
         short.extend(rows[few])
     if short:
         short = np.asarray(short)

@@ -163,11 +163,15 @@ def test_flat_spectrum_grows_the_subspace_until_the_held_out_recall_passes(monke
     monkeypatch.setattr(neighbors, "ANN_DIMS_SHARE", 0.0)
     monkeypatch.setattr(neighbors, "ANN_MIN_DIMS", 4)
     seen = []
-    from analysis.metrics import neighbors_faiss
+    from analysis.metrics import neighbors_blocks, neighbors_faiss
 
     real = neighbors_faiss.projected_candidates
     monkeypatch.setattr(neighbors_faiss, "projected_candidates",
                         lambda P, rows, take: seen.append(P.shape[1]) or real(P, rows, take))
+    # the final search of every row (the symmetric route where numba runs) is seen too
+    real_all = neighbors_blocks.symmetric_top
+    monkeypatch.setattr(neighbors_blocks, "symmetric_top",
+                        lambda P, c, groups=None, **kw: seen.append(P.shape[1]) or real_all(P, c, groups, **kw))
     n, k, sample = 700, 5, 100
     X = np.random.default_rng(21).normal(size=(n, 48))
     res = neighbors.ann_search(X, k, sample=sample)
@@ -233,3 +237,28 @@ def test_candidate_rerank_is_the_float64_top_k_of_the_candidates_ties_to_the_low
         want = sorted(s, key=lambda j: (-s[j], j))[:k]
         assert sorted(idx[i]) == sorted(want), i  # as a set (ann_search sorts each row after)
     assert few.sum() == 1 and few[6]
+
+
+def test_the_final_search_runs_on_the_symmetric_route_and_agrees_with_faiss(monkeypatch):
+    """Every row's projected candidates come from the symmetric blocked search (numba) when it can run;
+    on a low-rank layer both routes hold the true neighbours, so both give the exact lists."""
+    from analysis.metrics import neighbors_blocks
+
+    calls, numba_on = [], [True]
+    real = neighbors_blocks.symmetric_top
+    monkeypatch.setattr(neighbors_blocks, "symmetric_top",
+                        lambda A, c, groups=None, **kw: calls.append(A.shape) or real(A, c, groups, **kw))
+    monkeypatch.setattr(neighbors_blocks, "available", lambda: numba_on[0])
+    monkeypatch.setattr(neighbors_blocks, "MIN_BLOCK_ROWS", 32)  # several blocks: the column heaps run
+    monkeypatch.setattr(neighbors_blocks, "BLOCK_ENTRIES", 32)
+    rng = np.random.default_rng(14)
+    X = (rng.normal(size=(500, 6)) @ rng.normal(size=(6, 96))).astype(np.float32)
+    for g in (None, np.arange(500) // 2):
+        calls.clear()
+        numba_on[0] = True
+        sym = neighbors.ann_search(X, 5, g)
+        assert calls == [(500, neighbors.ann_dims(96))]
+        np.testing.assert_array_equal(sym.idx, ref_knn_lists(X, 5, g))
+        numba_on[0] = False
+        np.testing.assert_array_equal(neighbors.ann_search(X, 5, g).idx, sym.idx)
+        assert len(calls) == 1
