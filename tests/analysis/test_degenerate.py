@@ -248,3 +248,31 @@ def test_tie_check_from_the_search_equals_the_grouping(case, monkeypatch):
     if case == "healthy":
         monkeypatch.setattr(degenerate, "tied_lists", lambda *a, **kw: pytest.fail("grouped a healthy layer"))
         assert tie_decided_reason(X, k, None, search) is None
+
+
+def test_direction_classes_find_every_near_copy_among_dense_projections():
+    """Rows nudged by about the tolerance (some pairs within it, some just outside) among 3,000 rows,
+    so that many unrelated rows lie within the projection window of each other: the classes equal the
+    connected components of the brute-force "unit rows within tol" graph (scipy), so the second
+    projection filter drops no close pair."""
+    from scipy.sparse import csr_matrix
+    from scipy.sparse.csgraph import connected_components
+
+    from analysis.metrics.degenerate import REL_TOL, direction_classes
+
+    rng = np.random.default_rng(5)
+    X = rng.normal(size=(3000, 6))
+    X /= np.linalg.norm(X, axis=1, keepdims=True)
+    for a in range(0, 600, 3):  # triples: each nudged from the first by 0.3 to 0.9 tolerances
+        for j in (1, 2):
+            step = rng.normal(size=6)
+            X[a + j] = X[a] + rng.uniform(0.3, 0.9) * REL_TOL * step / np.linalg.norm(step)
+    labels, zero = direction_classes(X)
+    U = X / np.linalg.norm(X, axis=1, keepdims=True)
+    D = np.sqrt(np.maximum(0.0, ((U[:, None, :] - U[None, :, :]) ** 2).sum(-1)))
+    n_ref, ref = connected_components(csr_matrix(D <= REL_TOL), directed=False)
+    assert n_ref < 3000 - 200  # the nudged rows did join
+    assert len(np.unique(labels)) == n_ref
+    # the same partition: each reference class maps to one label and back
+    assert len(set(zip(ref, labels))) == n_ref
+    assert not zero.any()
