@@ -124,7 +124,21 @@ def _build(numba) -> dict:
                             continue
                         _push(hv, hi, thr, col, v, src)
 
-    return {"rows_update": rows_update, "cols_update": cols_update}
+    @numba.njit(cache=True, nogil=True, fastmath={"reassoc", "contract"})
+    def pair_dots(A, rows, cand, out, r0, r1):  # pragma: no cover - compiled
+        # out[i, j] = A[rows[i]] · A[cand[i, j]] in float32 for i in [r0, r1), rows read in place;
+        # reassociation lets the sum run in vector lanes: any order is within the bound E
+        d = A.shape[1]
+        for i in range(r0, r1):
+            a = A[rows[i]]
+            for j in range(cand.shape[1]):
+                b = A[cand[i, j]]
+                acc = np.float32(0.0)
+                for t in range(d):
+                    acc += a[t] * b[t]
+                out[i, j] = acc
+
+    return {"rows_update": rows_update, "cols_update": cols_update, "pair_dots": pair_dots}
 
 
 _KERNELS = Kernels(_build)
@@ -217,3 +231,25 @@ def _cuts(size: int, parts: int, offset: int = 0):
     """``parts`` contiguous ``(start, stop)`` ranges covering ``[offset, offset + size)``."""
     edges = np.linspace(0, size, min(parts, max(1, size)) + 1).round().astype(int) + offset
     return [(int(a), int(e)) for a, e in zip(edges[:-1], edges[1:]) if e > a]
+
+
+def pair_values(A: np.ndarray, rows: np.ndarray, cand: np.ndarray, threads: int | None = None) -> np.ndarray:
+    """``(r, c)`` float32 inner products ``A[rows[i]] · A[cand[i, j]]`` of float32 unit rows, each
+    row read in place (no ``(r, c, d)`` gather), on :func:`selection_threads` threads: the values the
+    exact route's proof works on for listed pairs (``s̃``, within ``E`` of ``s`` in any summation
+    order). Needs numba (:func:`available`)."""
+    kernel = _KERNELS.get("pair_dots")
+    rows = np.ascontiguousarray(rows, dtype=np.int64)
+    cand = np.ascontiguousarray(cand, dtype=np.int64)
+    out = np.empty(cand.shape, dtype=np.float32)
+    threads = selection_threads() if threads is None else max(1, int(threads))
+    parts = _cuts(len(rows), threads) if len(rows) >= 4096 else [(0, len(rows))]
+    if len(parts) == 1:
+        kernel(A, rows, cand, out, 0, len(rows))
+        return out
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(len(parts)) as pool:
+        for fut in [pool.submit(kernel, A, rows, cand, out, a, e) for a, e in parts]:
+            fut.result()
+    return out

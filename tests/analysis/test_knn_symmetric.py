@@ -179,3 +179,19 @@ def test_symmetric_and_numpy_give_the_same_grids(small_blocks):
             neighbors.DEVICE = old
     for a, b in zip(grids["numpy"], grids["symmetric"]):
         np.testing.assert_array_equal(a, b)
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_pair_values_are_within_the_bound_of_the_float64_cosines(threads):
+    """The compiled listed-pair products (ann's re-rank values) against float64 unit-row dots: within
+    E (any summation order), on one thread and split over two."""
+    rng = np.random.default_rng(11)
+    X = rng.normal(size=(5000, 48)).astype(np.float32)
+    sims = neighbors._Float32Sims(X, None, None)
+    rows = rng.permutation(5000)
+    cand = rng.integers(0, 5000, size=(5000, 7))
+    got = neighbors_blocks.pair_values(sims.A, rows, cand, threads=threads)
+    U = X.astype(np.float64) / np.linalg.norm(X.astype(np.float64), axis=1, keepdims=True)
+    ref = np.einsum("ij,ikj->ik", U[rows], U[cand])
+    assert got.dtype == np.float32 and got.shape == (5000, 7)
+    assert np.max(np.abs(got - ref)) <= similarity_error_bound(48, u_in=sims.u_in)
