@@ -28,7 +28,7 @@ of the two unit rows, within the bound ``E`` of the float64 cosine whatever the 
 are the exact route's, bit for bit. The row itself and its group are never entered.
 
 Memory: the ``(N, c + 1)`` heaps (values float32, columns int64: 0.5 GB at N = 100k, c = 42) and
-one block of ``S``, ``BLOCK_ENTRIES`` float32 (64 MB).
+one block of ``S``, at most ``BLOCK_ENTRIES`` float32 (128 MB).
 """
 
 from __future__ import annotations
@@ -37,9 +37,12 @@ import numpy as np
 
 from analysis.metrics.jit import Kernels
 
-#: float32 entries of one block of ``S`` (64 MB): the block height is ``BLOCK_ENTRIES // N`` rows
-#: (at least ``MIN_BLOCK_ROWS``), so layers up to N = 4096 are one block (no symmetry used, no threads)
-BLOCK_ENTRIES = 1 << 24
+#: Block height: ``N / 4`` rows, at most ``MAX_BLOCK_ROWS`` and ``BLOCK_ENTRIES // N`` (one block
+#: of ``S`` within 128 MB), at least ``MIN_BLOCK_ROWS``. Measured on the 2-core VM, d = 768, ms a
+#: layer (block rows): N = 2048: 35 (512) against 51 (2048, one block); N = 4096: 93 (1024)
+#: against 193 (one block); N = 16,384: 972 (1024) against 1,121 (256); faiss: 36, 110, ~1,200.
+BLOCK_ENTRIES = 1 << 25
+MAX_BLOCK_ROWS = 1024
 #: rows per block at least: below this the sgemm's shape, not its flops, sets its speed
 MIN_BLOCK_ROWS = 256
 #: entries tested at once before any is walked (a compiled constant: changing it needs a recompile)
@@ -154,6 +157,11 @@ def selection_threads() -> int:
     return max(1, min(counts)) if counts else 1
 
 
+def block_rows(n: int) -> int:
+    """Rows per block for a layer of ``n`` rows (see ``BLOCK_ENTRIES``); ``n`` itself: one block."""
+    return min(n, max(MIN_BLOCK_ROWS, min(MAX_BLOCK_ROWS, n // 4, BLOCK_ENTRIES // max(1, n))))
+
+
 def symmetric_top(A: np.ndarray, c: int, groups=None, *, threads: int | None = None):
     """``(cand, vals, nxt)`` for every row of ``A``: the ``c`` columns of largest float32 inner
     product other than the row and its group (unordered), their values, and ``nxt`` the
@@ -173,7 +181,7 @@ def symmetric_top(A: np.ndarray, c: int, groups=None, *, threads: int | None = N
     thr = np.full(n, -np.inf, dtype=np.float32)
     grouped = groups is not None
     g = np.asarray(groups, dtype=np.int64) if grouped else np.zeros(1, dtype=np.int64)
-    b = min(n, max(MIN_BLOCK_ROWS, BLOCK_ENTRIES // max(1, n)))
+    b = block_rows(n)
     if b >= n:
         S = A @ A.T
         rows_update(S, 0, 0, 0, n, hv, hi, thr, g, grouped)

@@ -141,9 +141,12 @@ def test_rows_that_cannot_fill_their_heap_are_sent_to_the_proof_as_unproven():
     assert not np.any(cand[np.arange(40) != 3] == 3)
 
 
-def test_auto_prefers_the_symmetric_route_on_a_cpu(symmetric_calls, monkeypatch):
+def test_auto_prefers_the_symmetric_route_on_a_cpu_from_its_size(symmetric_calls, monkeypatch):
     monkeypatch.setattr(neighbors, "_nvidia_driver", lambda: False)
     X = np.random.default_rng(8).normal(size=(80, 10)).astype(np.float32)
+    knn_search(X, 3, device="auto")
+    assert not symmetric_calls  # below SYMMETRIC_MIN_ROWS: faiss (or numpy)
+    monkeypatch.setattr(neighbors, "SYMMETRIC_MIN_ROWS", 80)
     a = knn_search(X, 3, device="auto")
     assert symmetric_calls == [80]
     symmetric_calls.clear()
