@@ -391,6 +391,7 @@ class KnnSearch:
     recall: float | None = None  # ann: mean share of the exact neighbours found, on a sample
     recall_rows: int = 0  # ann: rows in that sample
     dims: int | None = None  # ann: dimensions of the subspace searched (d: the full rows)
+    candidates: int | None = None  # ann: valid candidates per row re-ranked in float64 (k + extra)
     #: exact search: (N,) each row's (k+1)-th largest float32 cosine ``s̃`` (self and own group left
     #: out; -inf when there is no (k+1)-th), within ``bound`` of the float64 value (None: not kept)
     next_sim: np.ndarray | None = None
@@ -531,8 +532,12 @@ ANN_MIN_DIMS = 32
 #: held-out recall the approximate search grows its subspace for (``ann_search``); also the floor
 #: below which a grid is flagged (``analysis.metrics.knn.RECALL_FLOOR``)
 ANN_RECALL_TARGET = 0.95
-#: candidates per row re-ranked in float64 beyond k (the approximation's slack)
-ANN_EXTRA = 32
+#: Candidates per row re-ranked in float64 beyond k (the approximation's slack), tried in this order
+#: at each p before p doubles: the first that reaches the tuning recall is kept. Fewer candidates
+#: make the subspace's top-k selection (which sets its time) cheaper: N = 32,768, one layer, 2-core
+#: VM: latent data 2.19 s with 32 and 1.53 s with 16 (recall 1.000 both); a power-law layer
+#: (eigenvalues ∝ 1/i) needs 32 at p = 64 (16 only passed at p = 128, for more time).
+ANN_EXTRAS = (16, 32)
 #: rows (seeded sample, the recall rows left out) whose second moment places the subspace
 ANN_FIT_ROWS = 16384
 #: rows per faiss query batch (bounds the candidate arrays)
@@ -609,7 +614,7 @@ def ann_search(X: np.ndarray, k: int, groups: np.ndarray | None = None, *, sampl
     The float32 unit rows are projected on the ``p`` leading eigenvectors of their uncentred second
     moment (``neighbors_faiss.principal_directions``, fitted on up to ``ANN_FIT_ROWS`` seeded rows
     other than the held-out rows below); faiss's exhaustive inner-product search there proposes
-    ``k + ANN_EXTRA`` candidates per row (plus the row's own group; every row at once by
+    ``k + extra`` candidates per row (``extra`` from ``ANN_EXTRAS``; plus the row's own group; every row at once by
     :mod:`analysis.metrics.neighbors_blocks`'s symmetric search where numba runs), of which the k of largest
     float64 cosine are kept, ties by lower index (``_rerank_candidates``: the exact route's proof
     within the candidates, float64 only near the k-th value): where the candidates hold the true
@@ -619,10 +624,12 @@ def ann_search(X: np.ndarray, k: int, groups: np.ndarray | None = None, *, sampl
     Choice of ``p`` (adaptive, by held-out recall): it starts at ``ann_dims(d)`` (64 at d = 768)
     and doubles while the recall on ``sample`` seeded *tuning* rows (searched exactly, left out of
     the fit) is below ``ANN_RECALL_TARGET``; at ``p = d`` the search is faiss's exhaustive search of
-    the full rows. The tuning search costs ``sample / N`` of a full one per try. A layer whose
-    inner products the leading directions hold (low rank, fast-decaying spectrum) stays at 64;
-    a flat spectrum grows p. Cost: about 0.25 of the exact search at p = 64 (faiss's top-k
-    selection, not the ``p / d`` product, sets it below p = 128), about 0.4 at 128.
+    the full rows. At each p the candidate counts of ``ANN_EXTRAS`` are tried fewest first (the
+    final search's selection costs more with more). The tuning search costs ``sample / N`` of a
+    full one per try. A layer whose inner products the leading directions hold (low rank,
+    fast-decaying spectrum) stays at 64 with k + 16 candidates; a flat spectrum grows p. Cost at
+    N = 65,536 (2-core VM, latent data): about 0.3 of the exact search at p = 64; the top-k
+    selection, not the ``p / d`` product, sets it below p = 128.
 
     Recall (what is stored and flagged): measured on ``sample`` *other* held-out rows (seeded, not
     the tuning rows, not fitted), so stopping at the first p that passed on the tuning rows does not
@@ -650,7 +657,9 @@ def ann_search(X: np.ndarray, k: int, groups: np.ndarray | None = None, *, sampl
     tune = np.sort(held[:sample])
     audit = np.sort(held[sample:]) if len(held) >= 2 * sample else tune
     # the row itself and its own group come back from the search too: ask for that many more
-    take = min(n, k + ANN_EXTRA + largest_group(groups))
+    g = largest_group(groups)
+    extra = ANN_EXTRAS[-1]
+    take = min(n, k + extra + g)
     p = ann_dims(d)
     V = None
     if p < d and take < n:
@@ -658,23 +667,28 @@ def ann_search(X: np.ndarray, k: int, groups: np.ndarray | None = None, *, sampl
         fit = np.sort(rng.choice(fit, size=min(ANN_FIT_ROWS, len(fit)), replace=False)) if len(fit) else held
         V = principal_directions(sims.A, d, fit)  # every direction, largest first: p can grow
         exact_tune = _exact_rows(sims, tune, k, E, X, groups)[0]
-    while True:
+    passed = False
+    while not passed:
         # the full space when p reaches d (narrow layers, or N too small for the candidate lists)
         P = np.ascontiguousarray(sims.A @ V[:, :p]) if V is not None and p < d else sims.A
         if P is sims.A:
+            extra, take = ANN_EXTRAS[-1], min(n, k + ANN_EXTRAS[-1] + g)
             break
-        got, few = _rerank_candidates(sims, tune, projected_candidates(P, tune, take).astype(np.int64),
-                                      k, E, X, groups)
-        got[few] = exact_tune[few]
-        if _recall(got, exact_tune) >= ANN_RECALL_TARGET:
-            break
-        p = min(d, 2 * p)
+        for extra in ANN_EXTRAS:  # fewest candidates first: the final search's cost grows with them
+            take = min(n, k + extra + g)
+            got, few = _rerank_candidates(sims, tune, projected_candidates(P, tune, take).astype(np.int64),
+                                          k, E, X, groups)
+            got[few] = exact_tune[few]
+            passed = _recall(got, exact_tune) >= ANN_RECALL_TARGET
+            if passed:
+                break
+        else:
+            p = min(d, 2 * p)
     idx = np.empty((n, k), dtype=np.int64)
     short = []
     # every row's candidates at once by the symmetric blocked search where numba runs (each pair's
     # projected product once; ~2x faiss's search, whose top-k selection sets its time at p = 64);
     # it leaves the row and its group out itself, so it asks for the valid candidates only
-    g = largest_group(groups)
     whole = None
     if neighbors_blocks.available() and take < n:
         whole = neighbors_blocks.symmetric_top(P, take - g, groups)[0]
@@ -689,7 +703,8 @@ def ann_search(X: np.ndarray, k: int, groups: np.ndarray | None = None, *, sampl
     idx.sort(axis=1)
     exact = _exact_rows(sims, audit, k, E, X, groups)[0]
     return KnnSearch(idx=idx, norms=sims.norms, resolved=(), bound=E, method="ann",
-                     recall=_recall(idx[audit], exact), recall_rows=len(audit), dims=P.shape[1])
+                     recall=_recall(idx[audit], exact), recall_rows=len(audit), dims=P.shape[1],
+                     candidates=take - g)
 
 
 def _recall(got: np.ndarray, exact: np.ndarray) -> float:

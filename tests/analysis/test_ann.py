@@ -53,7 +53,7 @@ def test_reported_recall_is_the_measured_share_of_true_neighbours(monkeypatch):
     # dimensions, no spare candidates
     monkeypatch.setattr(neighbors, "ANN_DIMS_SHARE", 0.0)
     monkeypatch.setattr(neighbors, "ANN_MIN_DIMS", 4)
-    monkeypatch.setattr(neighbors, "ANN_EXTRA", 0)
+    monkeypatch.setattr(neighbors, "ANN_EXTRAS", (0,))
     monkeypatch.setattr(neighbors, "ANN_RECALL_TARGET", 0.0)  # keep the poor subspace (no growth)
     X = np.random.default_rng(3).normal(size=(240, 64))
     k = 10
