@@ -99,13 +99,15 @@ def grid_stack(n: int, d: int, layers: int, seed: int) -> np.ndarray:
 
 
 def grid_check(device: str, sizes, d: int = 768, layers: int = 4, k: int = 10) -> bool:
-    """Device vs numpy k-NN search and grids, and faiss's CPU candidate route (issue #32) when faiss
-    is installed; prints one line per N and route, returns whether all agree with numpy."""
-    from analysis.metrics import neighbors
+    """Device vs numpy k-NN search and grids, and the CPU candidate routes (issue #32): the symmetric
+    blocked search where numba runs, faiss's exhaustive search where faiss is installed; prints one
+    line per N and route, returns whether all agree with numpy."""
+    from analysis.metrics import neighbors, neighbors_blocks
     from analysis.grid import layer_grid
     from analysis.metrics.neighbors_faiss import faiss_module
 
-    routes = ["numpy"] + (["faiss"] if faiss_module() is not None else []) + [device]
+    routes = (["numpy"] + (["symmetric"] if neighbors_blocks.available() else [])
+              + (["faiss"] if faiss_module() is not None else []) + [device])
     ok_all = True
     for n in sizes:
         A = grid_stack(n, d, layers, seed=n)

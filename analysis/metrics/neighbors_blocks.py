@@ -15,10 +15,16 @@ are cut into blocks of ``b`` rows; block ``I`` is multiplied once with itself an
 Every ordered pair is scanned once, from one product: about ``N² d`` flops, half of faiss's. The
 heaps are per-row min-heaps of the ``c + 1`` largest values (numba, compiled once, cached on disk):
 a value enters when it beats the row's smallest (strictly), so after warm-up nearly every entry is
-one comparison against a threshold held in a contiguous array. The two selections touch disjoint
-rows (block I's, and the rows after it), so they run on two threads, and within each the rows (or
-columns) split once more, also disjoint: the answer does not depend on the threads (each heap sees
-its entries in one fixed order).
+one comparison against a threshold held in a contiguous array (runs of ``CHUNK`` entries are
+tested at once). Threads (as many as the BLAS pool has: one inside ``analyze``): each thread
+computes a slice of block I's rows of ``S`` and feeds those rows' heaps at once; then the later
+rows' columns are split between the threads. Every task writes heaps no other task touches, and
+each heap sees its entries in one fixed order, so the answer does not depend on the threads.
+
+Where it serves (``analysis.metrics.neighbors``): whole-layer exact searches from N = 2048
+(``SYMMETRIC_MIN_ROWS``), and the approximate search's subspace, every row at once. Measured on
+the 2-core VM (bench/README.md): 0.81× faiss's ``IndexFlatIP`` at N = 16,384 and 0.70× at 65,536
+(``bench/grid.py --scaling``, proof and float64 re-rank included on our side).
 
 What comes out is what :meth:`analysis.metrics.neighbors._Float32Sims.top` returns for all rows:
 per row the ``c`` candidates, their values, and ``nxt``, the heap's smallest (the ``(c+1)``-th
@@ -27,7 +33,7 @@ of the two unit rows, within the bound ``E`` of the float64 cosine whatever the 
 (Higham §3.1), so the proof and the float64 re-rank of ``_settle`` apply unchanged and the lists
 are the exact route's, bit for bit. The row itself and its group are never entered.
 
-Memory: the ``(N, c + 1)`` heaps (values float32, columns int64: 0.5 GB at N = 100k, c = 42) and
+Memory: the ``(N, c + 1)`` heaps (values float32, columns int64: 52 MB at N = 100k, c = 42) and
 one block of ``S``, at most ``BLOCK_ENTRIES`` float32 (128 MB).
 """
 
