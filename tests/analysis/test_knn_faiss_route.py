@@ -152,5 +152,6 @@ def test_device_check_compares_every_route_with_numpy(capsys):
 
     assert grid_check("cpu", [300], d=32, layers=2, k=5)
     lines = [line for line in capsys.readouterr().out.splitlines() if line.startswith("grid N=")]
-    assert len(lines) == 2 and "faiss search" in lines[0] and "cpu search" in lines[1]
+    assert len(lines) == 3 and "symmetric search" in lines[0] and "faiss search" in lines[1]
+    assert "cpu search" in lines[2]
     assert all("neighbours identical: True" in line and "grids identical: True" in line for line in lines)
