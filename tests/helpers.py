@@ -83,6 +83,22 @@ def planted(n=120, *, latent=4, dx=12, dy=9, noise=0.3, seed=0):
     return X, Y
 
 
+def near_ties(n=120, d=40, ties=50, gap=1e-10, seed=0):
+    """Row 0 with ``ties`` neighbours at cosine 0.8 + j·gap: apart in float64, one value in float32
+    (higher index = closer, so breaking float32 ties by index is wrong)."""
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n, d))
+    X[0] = 0.0
+    X[0, 0] = 1.0
+    for j in range(1, ties + 1):
+        v = rng.normal(size=d)
+        v[0] = 0.0
+        v /= np.linalg.norm(v)
+        c = 0.8 + j * gap
+        X[j] = c * X[0] + np.sqrt(1 - c * c) * v
+    return X
+
+
 def random_rotation(d, seed):
     Q, R = np.linalg.qr(np.random.default_rng(seed).normal(size=(d, d)))
     return Q * np.sign(np.diag(R))

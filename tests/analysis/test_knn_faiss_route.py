@@ -12,25 +12,10 @@ import pytest
 
 from analysis.metrics import neighbors, neighbors_blocks, neighbors_faiss
 from analysis.metrics.neighbors import knn_search, similarity_error_bound
+from tests.helpers import near_ties
 from tests.reference import ref_knn_lists
 
 faiss = pytest.importorskip("faiss")  # the `ann` extra, part of `dev`
-
-
-def near_ties(n=120, d=40, ties=50, gap=1e-10, seed=0):
-    """Row 0 with ``ties`` neighbours at cosine 0.8 + j·gap: apart in float64, one value in float32
-    (higher index = closer, so breaking float32 ties by index is wrong)."""
-    rng = np.random.default_rng(seed)
-    X = rng.normal(size=(n, d))
-    X[0] = 0.0
-    X[0, 0] = 1.0
-    for j in range(1, ties + 1):
-        v = rng.normal(size=d)
-        v[0] = 0.0
-        v /= np.linalg.norm(v)
-        c = 0.8 + j * gap
-        X[j] = c * X[0] + np.sqrt(1 - c * c) * v
-    return X
 
 
 @pytest.fixture
@@ -126,24 +111,6 @@ def test_without_faiss_auto_runs_numpy_and_faiss_says_what_to_install(monkeypatc
     np.testing.assert_array_equal(knn_search(X, 3, device="auto").idx, ref_knn_lists(X, 3))
     with pytest.raises(ValueError, match="faiss-cpu"):
         knn_search(X, 3, device="faiss")
-
-
-def test_faiss_and_numpy_give_the_same_grids():
-    from analysis.grid import layer_grid
-
-    rng = np.random.default_rng(10)
-    A = np.stack([near_ties(n=150, seed=s) for s in range(3)]).astype(np.float32)
-    A[2] += 0.3 * rng.normal(size=A[2].shape).astype(np.float32)
-    grids = {}
-    for dev in ("numpy", "faiss"):
-        old = neighbors.DEVICE
-        neighbors.DEVICE = dev
-        try:
-            grids[dev] = [layer_grid(A, metric=m, k=6) for m in ("mutual_knn", "cknna", "cycle_knn")]
-        finally:
-            neighbors.DEVICE = old
-    for a, b in zip(grids["numpy"], grids["faiss"]):
-        np.testing.assert_array_equal(a, b)
 
 
 def test_device_check_compares_every_route_with_numpy(capsys):

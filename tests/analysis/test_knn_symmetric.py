@@ -13,6 +13,7 @@ import pytest
 
 from analysis.metrics import neighbors, neighbors_blocks
 from analysis.metrics.neighbors import knn_search, similarity_error_bound
+from tests.helpers import near_ties
 from tests.reference import ref_knn_lists
 
 pytestmark = pytest.mark.skipif(not neighbors_blocks.available(), reason="numba switched off (LAYERSCOPE_NO_JIT)")
@@ -37,22 +38,6 @@ def symmetric_calls(monkeypatch):
 
     monkeypatch.setattr(neighbors_blocks, "symmetric_top", counting)
     return calls
-
-
-def near_ties(n=120, d=40, ties=50, gap=1e-10, seed=0):
-    """Row 0 with ``ties`` neighbours at cosine 0.8 + j·gap: apart in float64, one value in float32
-    (higher index = closer, so breaking float32 ties by index is wrong)."""
-    rng = np.random.default_rng(seed)
-    X = rng.normal(size=(n, d))
-    X[0] = 0.0
-    X[0, 0] = 1.0
-    for j in range(1, ties + 1):
-        v = rng.normal(size=d)
-        v[0] = 0.0
-        v /= np.linalg.norm(v)
-        c = 0.8 + j * gap
-        X[j] = c * X[0] + np.sqrt(1 - c * c) * v
-    return X
 
 
 @pytest.mark.parametrize("blocks", [False, True])
@@ -166,22 +151,25 @@ def test_without_numba_auto_goes_on_and_symmetric_says_what_it_needs(monkeypatch
         knn_search(X, 3, device="symmetric")
 
 
-def test_symmetric_and_numpy_give_the_same_grids(small_blocks):
+def test_every_cpu_route_gives_the_same_grids(small_blocks):
+    """numpy, the symmetric blocks (across block edges) and faiss (where installed): one grid each."""
     from analysis.grid import layer_grid
+    from analysis.metrics.neighbors_faiss import faiss_module
 
     rng = np.random.default_rng(10)
     A = np.stack([near_ties(n=150, seed=s) for s in range(3)]).astype(np.float32)
     A[2] += 0.3 * rng.normal(size=A[2].shape).astype(np.float32)
     grids = {}
-    for dev in ("numpy", "symmetric"):
+    for dev in ("numpy", "symmetric") + (("faiss",) if faiss_module() is not None else ()):
         old = neighbors.DEVICE
         neighbors.DEVICE = dev
         try:
             grids[dev] = [layer_grid(A, metric=m, k=6) for m in ("mutual_knn", "cknna", "cycle_knn")]
         finally:
             neighbors.DEVICE = old
-    for a, b in zip(grids["numpy"], grids["symmetric"]):
-        np.testing.assert_array_equal(a, b)
+    for dev in grids:
+        for a, b in zip(grids["numpy"], grids[dev]):
+            np.testing.assert_array_equal(a, b)
 
 
 @pytest.mark.parametrize("threads", [1, 2])
