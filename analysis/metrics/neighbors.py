@@ -64,8 +64,9 @@ DEVICE_CHUNK_ENTRIES = 1 << 28
 #: Extra float32 candidates per row re-ranked in float64 when the float32 top-k is not proven.
 EXTRA_CANDIDATES = 32
 #: ``"auto"`` (torch's CUDA when an NVIDIA driver is present and torch, if installed, sees the
-#: GPU; else the symmetric blocked search of :mod:`analysis.metrics.neighbors_blocks` when numba
-#: can run, which computes each pair once: half faiss's flops; else faiss's exhaustive search when
+#: GPU; else, for layers of ``SYMMETRIC_MIN_ROWS`` rows or more, the symmetric blocked search of
+#: :mod:`analysis.metrics.neighbors_blocks` when numba can run, which computes each pair once:
+#: half faiss's flops; else faiss's exhaustive search when
 #: faiss is installed; else numpy, without importing torch), ``"symmetric"``, ``"faiss"``,
 #: ``"numpy"``, or a torch device name (``"cpu"`` runs the torch code on CPU; tests use it). The
 #: symmetric route serves whole-layer searches; its retries and searches of some rows only go to
