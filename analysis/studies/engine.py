@@ -21,6 +21,7 @@ same two runs (the same ``prepare``/``score_block`` code on the same arrays).
 
 from __future__ import annotations
 
+import weakref
 from collections import OrderedDict
 from dataclasses import dataclass, field
 
@@ -46,14 +47,20 @@ EMB_BUDGET = 2 << 30
 GRID_BUDGET = 64 << 20
 
 
-def _nbytes(obj) -> int:
-    """Bytes held by numpy arrays inside a prepared state (dataclass, tuple, list or array)."""
+def _nbytes(obj, borrowed: np.ndarray | None = None) -> int:
+    """Bytes held by numpy arrays inside a prepared state (dataclass, tuple, list or array).
+
+    ``borrowed``: the run's embeddings the state was prepared from; arrays inside it (the layers a
+    k-NN or feature-form CKA state keeps by reference) belong to the embedding cache, not to the
+    state. Counting them put each k-NN state of a 100,000-item run at the run's size (4 GB, past the
+    2 GiB budget), so a pair's first run's states were evicted while its second run's were prepared,
+    and prepared again (13 more searches) at the next call."""
     if isinstance(obj, np.ndarray):
-        return obj.nbytes
+        return 0 if borrowed is not None and np.may_share_memory(obj, borrowed) else obj.nbytes
     if isinstance(obj, (list, tuple)):
-        return sum(_nbytes(o) for o in obj)
+        return sum(_nbytes(o, borrowed) for o in obj)
     if hasattr(obj, "__dict__"):
-        return sum(_nbytes(v) for v in vars(obj).values())
+        return sum(_nbytes(v, borrowed) for v in vars(obj).values())
     if hasattr(obj, "data") and hasattr(obj, "indices"):  # scipy sparse
         return obj.data.nbytes + obj.indices.nbytes
     return 0
@@ -144,6 +151,9 @@ class Engine:
         self.con = con
         self.clamp = clamp
         self._emb = LRU(emb_budget)
+        # runs evicted from ``_emb`` whose arrays something else still holds (prepared states keep
+        # their layers by reference): reused, not loaded again, so a run is never in memory twice
+        self._emb_alive = weakref.WeakValueDictionary()
         self._status: dict = {}
         self._states = LRU(state_budget)
         self._grids = LRU(grid_budget)
@@ -154,6 +164,11 @@ class Engine:
     def emb(self, run_id: str) -> np.ndarray:
         """``(L, N, d)`` embeddings of one run as the metrics take them (validated, finite)."""
         E = self._emb.get(run_id)
+        if E is None and (E := self._emb_alive.get(run_id)) is not None:
+            # evicted, but still held (by prepared states): the same array back in the cache. At
+            # N = 100,000 (3.7 GiB a run) loading it again put two copies of each run in memory,
+            # and the analysis past 24 GB
+            self._emb.put(run_id, E, E.nbytes)
         if E is None:
             raw = load_run(self.con, run_id)
             try:
@@ -166,6 +181,7 @@ class Engine:
             if self.clamp != "off":
                 E = clamp_stack(E, mode=self.clamp)
             self._emb.put(run_id, E, E.nbytes)
+            self._emb_alive[run_id] = E
         return E
 
     def status(self, run_id: str) -> list:
@@ -232,7 +248,7 @@ class Engine:
             if "k" in params:
                 check_k(E.shape[1], params["k"])
             st = prepare_layers(spec, E, params)
-            self._states.put(key, st, _nbytes(st) + sum(_lazy_nbytes(s) for s in st))
+            self._states.put(key, st, _nbytes(st, borrowed=E) + sum(_lazy_nbytes(s) for s in st))
             self.counters.preparations += 1
             self.counters.layer_preparations += len(st)
             self.counters.prepared_keys.append(key)

@@ -236,7 +236,8 @@ def test_stored_profiles_equal_the_reference_definitions(sweep):
 def test_state_budget_counts_what_states_build_on_first_use(sweep):
     """A CKA layer (N <= 1024) holds its kernel's diagonal and strict upper triangle, built at
     preparation, and a k-NN layer gains CKNNA's (N, k) cosines and reciprocal slots on first use:
-    the LRU counts them when the state is stored."""
+    the LRU counts them when the state is stored. The layer rows a k-NN state keeps by reference
+    are the run's embeddings (the embedding cache's): not counted again."""
     from analysis.storage.store import connect
     from analysis.studies.engine import Engine
 
@@ -248,8 +249,33 @@ def test_state_budget_counts_what_states_build_on_first_use(sweep):
     sizes = sorted(eng._states.sizes.values())
     con.close()
     cka = L * (N * 8 + N * (N - 1) // 2 * 8)  # packed kernel: float64 diagonal + strict upper triangle
-    knn = L * (N * k * 8 + N * d * 4 + N * 8 + 2 * N * k * 8)  # idx, float32 rows, norms, sim + recip
+    knn = L * (N * k * 8 + N * 8 + 2 * N * k * 8)  # idx, norms, sim + recip (the float32 rows: borrowed)
     assert sorted([cka, knn]) == sizes
+    assert d  # the rows left out are L * N * d * 4 bytes of the run's own array
+
+
+def test_an_evicted_run_still_held_by_states_is_reused_not_loaded_again(sweep, monkeypatch):
+    """With room for one run, a pair's first run is evicted while the second is prepared; its states
+    still hold its layers, so asking for its embeddings again returns that array (no second copy
+    in memory, no second load), and its states stay cached (their own arrays fit the budget)."""
+    from analysis.storage.store import connect
+    from analysis.studies import engine as engine_mod
+    from analysis.studies.engine import Engine
+
+    loads = []
+    real = engine_mod.load_run
+    monkeypatch.setattr(engine_mod, "load_run", lambda con, rid: loads.append(rid) or real(con, rid))
+    con = connect(sweep, read_only=True)
+    N, d, L = SHAPE["n_items"], SHAPE["dim"], SHAPE["n_layers"]
+    eng = Engine(con, emb_budget=L * N * d * 4)  # one run's float32 embeddings
+    first = eng.emb("v1-1")
+    sa = eng.states("v1-1", "mutual_knn", k=5)
+    eng.states("t1-1", "mutual_knn", k=5)  # evicts v1-1's embeddings from the cache
+    assert "v1-1" not in eng._emb
+    assert eng.emb("v1-1") is first and loads == ["v1-1", "t1-1"]
+    assert eng.states("v1-1", "mutual_knn", k=5) is sa  # not prepared again
+    del first, sa
+    con.close()
 
 
 def test_prefetched_cka_grids_equal_one_pair_grids(sweep):
