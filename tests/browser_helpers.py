@@ -56,10 +56,29 @@ def dashboard(store, timeout=60):
             proc.wait(timeout=20)
 
 
+def settle_page(browser, most: float = 1.5, step: float = 0.1) -> None:
+    """Until the page stops changing: the drawn charts (count, and canvases with a size) and the
+    page's height the same over three polls ``step`` apart, at most ``most`` seconds. Charts paint
+    after the script ends; a fixed wait of ``most`` cost every page its whole length."""
+    last, same = None, 0
+    end = time.monotonic() + most
+    while time.monotonic() < end:
+        state = browser.execute_script(
+            "const c = document.querySelectorAll('.vega-embed canvas, .vega-embed svg');"
+            "return [c.length, Array.from(c).filter(e => (e.width || e.clientWidth) > 0).length,"
+            " document.body.scrollHeight];")
+        same = same + 1 if state == last else 0
+        if same >= 2:
+            return
+        last = state
+        time.sleep(step)
+
+
 def wait_done(browser, title: str, charts: bool = False, timeout=90, settle=1.5):
     """Until the page shows ``title`` in a heading, Streamlit has finished running the script (no
-    skeleton, no Running/Stop status) and, with ``charts``, a chart is drawn; then ``settle`` seconds
-    for charts to paint. Fails on any exception the page shows."""
+    skeleton, no Running/Stop status) and, with ``charts``, a chart is drawn; then until the page
+    stops changing (:func:`settle_page`, at most ``settle`` seconds). Fails on any exception the
+    page shows."""
     from selenium.common.exceptions import StaleElementReferenceException
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support.ui import WebDriverWait
@@ -73,7 +92,7 @@ def wait_done(browser, title: str, charts: bool = False, timeout=90, settle=1.5)
 
     # a rerun replaces elements while they are read: a stale one is read again on the next poll
     WebDriverWait(browser, timeout, ignored_exceptions=[StaleElementReferenceException]).until(ready)
-    time.sleep(settle)  # charts paint after the script ends
+    settle_page(browser, settle)  # charts paint after the script ends
     errors = browser.find_elements(By.CSS_SELECTOR, "[data-testid='stException']")
     assert not errors, errors[0].text
 

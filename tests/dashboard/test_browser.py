@@ -5,12 +5,11 @@ CI installs chromium and chromium-driver with apt (see .ci/run). A screenshot of
 $LAYERSCOPE_SCREENSHOTS (default: test-artifacts/screenshots/, gitignored), which CI keeps as artifacts.
 """
 
-import time
 import urllib.parse
 
 import pytest
 
-from tests.browser_helpers import shoot, url_params, wait_done
+from tests.browser_helpers import settle_page, shoot, url_params, wait_done
 
 pytestmark = pytest.mark.browser
 
@@ -31,7 +30,7 @@ def test_page_draws_its_vega_lite_charts(server, browser, page, query, text):
     # the loading skeleton has no vega-embed: wait for a drawn chart (canvas or svg inside vega-embed)
     WebDriverWait(browser, 90).until(
         EC.presence_of_element_located((By.CSS_SELECTOR, ".vega-embed canvas, .vega-embed svg")))
-    time.sleep(1.0)  # let the chart finish its first paint before the screenshot
+    settle_page(browser, 1.0)  # let the chart finish its first paint before the screenshot
     drawn = browser.find_elements(By.CSS_SELECTOR, ".vega-embed canvas, .vega-embed svg")
     assert drawn
     errors = browser.find_elements(By.CSS_SELECTOR, "[data-testid='stException']")
@@ -73,7 +72,7 @@ def test_clicking_a_heatmap_cell_then_neighbours_opens_the_same_layers(server, b
     wait_done(browser, "Layer × layer heatmap", charts=True)
     chart = WebDriverWait(browser, 90).until(
         EC.presence_of_element_located((By.CSS_SELECTOR, ".vega-embed canvas, .vega-embed svg")))
-    time.sleep(1.0)
+    settle_page(browser, 1.0)
     ActionChains(browser).move_to_element(chart).click().perform()  # the middle of the grid, a real click
     WebDriverWait(browser, 60).until(lambda b: url_params(b).get("la", ["0"]) + url_params(b).get("lb", ["0"])
                                      != ["0", "0"])
