@@ -65,6 +65,23 @@ def count(minimum: int):
     return parse
 
 
+def field_list(text: str) -> tuple[str, ...]:
+    """``--labels``: comma-separated manifest fields; ``none`` (or nothing) clears them."""
+    fields = tuple(f.strip() for f in text.split(",") if f.strip())
+    return () if fields in ((), ("none",)) else fields
+
+
+def probe_list(text: str) -> tuple[str, ...]:
+    """``--probes``: comma-separated probe names (:data:`analysis.methods.probes.PROBES`)."""
+    from analysis.methods.probes import PROBES
+
+    names = tuple(p.strip() for p in text.split(",") if p.strip())
+    unknown = [p for p in names if p not in PROBES]
+    if unknown or not names:
+        raise argparse.ArgumentTypeError(f"unknown probe {(unknown or [text])[0]!r}; probes: {', '.join(PROBES)}")
+    return names
+
+
 def cmd_analyze(args) -> int:
     import time
 
@@ -78,7 +95,7 @@ def cmd_analyze(args) -> int:
     options = AnalyzeOptions(k=args.k, metrics=grid_metrics or None, references=args.reference, n_boot=args.bootstrap,
                              clamp=args.clamp, reorder_k=args.reorder_k, downstream_setting=args.downstream_setting,
                              maps=args.maps, knn=args.knn, n_null=args.null_perms, null_metrics=args.null_metric, null_budgets=args.null_budgets,
-                             datasets=args.dataset,
+                             labels=args.labels, probes=args.probes, datasets=args.dataset,
                              jobs=default_jobs() if args.jobs is None else args.jobs)
     out = analyze_store(args.store, options, progress=not args.quiet,
                         log=lambda m: print(m, file=sys.stderr, flush=True))
@@ -146,6 +163,12 @@ def register_analyze(sub):
                    "measured neighbour recall)")
     p.add_argument("--maps", type=count(0), help="embedding maps (UMAP) computed per dataset without being asked "
                    "for (0: none; default: the store's last setting, else 24); `layerscope map` adds others")
+    p.add_argument("--labels", type=field_list, metavar="FIELD[,FIELD...]",
+                   help="manifest fields to probe every layer with (k-NN accuracy, k-means NMI/ARI; nested fields by "
+                        "dotted name, e.g. scene.shape); 'none' clears them (default: the store's last setting)")
+    p.add_argument("--probes", type=probe_list, metavar="PROBE[,PROBE...]",
+                   help="labelled probes run on --labels: knn, kmeans, linear (a logistic regression per fold and "
+                        "layer: slower) (default: the store's last setting, else knn,kmeans)")
     p.add_argument("--jobs", type=count(1), default=None, help="worker processes (default: all cores)")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
     p.add_argument("--dataset", action="append", help="only these datasets")

@@ -35,8 +35,8 @@ from analysis.sides import split_side
 from analysis.storage.integrity import scan_store
 from analysis.storage.store import StoreError, check_store_path, connect, latest_per_setting, transaction
 from analysis.studies import (
-    caption_baseline, downstream, embedding_map, grids, layer_choice, model_map, predictors, profiles, same_space,
-    scaling, temporal,
+    caption_baseline, downstream, embedding_map, grids, layer_choice, model_map, predictors, probes, profiles,
+    same_space, scaling, temporal,
 )
 from analysis.studies.context import ANALYSIS_VERSION, AnalyzeOptions, STORED, Context, DatasetRuns, Settings, group_runs
 from analysis.studies.parallel import default_jobs
@@ -86,7 +86,7 @@ def _resolve(con, given: dict) -> Settings:
         value = value if value is not None else saved.get(name)
         if value is None:
             continue
-        if name in ("metrics", "references", "null_metrics"):
+        if name in ("metrics", "references", "null_metrics", "labels", "probes"):
             value = tuple(value)
         elif name in ("k", "n_boot", "seed", "reorder_k", "maps", "n_null"):
             value = int(value)
@@ -135,7 +135,7 @@ def _plan(con, datasets, ctx, non_finite: dict[str, int] | None = None) -> dict[
 
 
 #: the studies of one dataset, in the order :func:`run_dataset` runs them (its progress counter counts these)
-STUDY_ORDER = ("profiles", "grids", "scaling", "model_map", "downstream", "same_space", "predictors", "temporal",
+STUDY_ORDER = ("profiles", "grids", "probes", "scaling", "model_map", "downstream", "same_space", "predictors", "temporal",
                "caption_baseline", "layer_choice", "embedding_map")
 
 
@@ -167,11 +167,14 @@ def run_dataset(ctx: Context, d: DatasetRuns, position: tuple[int, int] = (0, 1)
     pairs = grids.run(ctx, d)
     ctx.flush()
     counted(2)
-    scaling.run(ctx, d, pairs)
+    probes.run(ctx, d)  # while the grids' k-NN lists are still cached: the k-NN probe reads them
     ctx.flush()
     counted(3)
+    scaling.run(ctx, d, pairs)
+    ctx.flush()
+    counted(4)
     for i, study in enumerate((model_map, downstream, same_space, predictors, temporal, caption_baseline,
-                               layer_choice, embedding_map), start=4):
+                               layer_choice, embedding_map), start=5):
         study.run(ctx, d)  # same_space before predictors, which read its per-layer values
         ctx.flush()
         counted(i)
@@ -213,6 +216,11 @@ def analyze_store(store, options: AnalyzeOptions | None = None, *, progress: boo
         _drop_stale_results(con, log)
         ctx = Context(store, con, s, log=log, progress=progress, executor=executor)
         plan = _plan(con, datasets, ctx, non_finite)
+        if s.labels:  # a bad label field is refused before any setting is saved
+            try:
+                probes.check_labels(con, list(plan), s.labels)
+            except ValueError as exc:
+                raise StoreError(str(exc)) from None
         saved = s.stored()
         _put_meta(ctx.con, SETTINGS_KEY, json.dumps(saved))
         # every number on one BLAS thread, in this process as in every worker: OpenBLAS's products

@@ -28,6 +28,7 @@ from analysis.storage import results as R
 from analysis.metrics.preprocess import CLAMP_MODES
 from analysis.registry import get_metric
 from analysis.storage.store import connect
+from analysis.methods.probes import DEFAULT_PROBES, PROBES
 from analysis.methods.temporal import REORDER_K
 from analysis.studies.engine import LRU, Engine
 from analysis.null import NULL_PERMUTATIONS
@@ -62,7 +63,7 @@ DEFAULT_METRICS = ("mutual_knn", "cka", "cknna")
 DOWNSTREAM_SETTINGS = ("paper", "largest")
 #: settings that change numbers, stored in the store and part of every result's key
 STORED = ("k", "metrics", "references", "n_boot", "seed", "clamp", "reorder_k", "downstream_setting", "maps",
-          "knn", "n_null", "null_metrics", "null_budgets")
+          "knn", "n_null", "null_metrics", "null_budgets", "labels", "probes")
 #: neighbour search of the k-NN metrics: exact (float32 candidates, float64 re-rank) or ann (faiss;
 #: its measured recall goes into each grid's flags)
 KNN_SEARCH = ("exact", "ann")
@@ -99,6 +100,10 @@ class Settings:
     null_metrics: tuple = NULL_METRICS
     #: which budgets' grids carry it: ``largest`` (each model pair's largest setting) | ``all``
     null_budgets: str = "largest"
+    #: manifest fields probed per layer (``--labels``; nested fields by dotted name): none by default
+    labels: tuple = ()
+    #: which labelled probes run on them (:data:`analysis.methods.probes.PROBES`)
+    probes: tuple = DEFAULT_PROBES
     jobs: int = 1
 
     def check(self) -> None:
@@ -128,6 +133,11 @@ class Settings:
             raise ValueError(f"--maps must be 0 (none) or a positive count, got {self.maps}")
         if self.jobs < 1:
             raise ValueError(f"--jobs must be at least 1, got {self.jobs}")
+        unknown = [p for p in self.probes if p not in PROBES]
+        if unknown:
+            raise ValueError(f"--probes: unknown probe {unknown[0]!r}; probes: {', '.join(PROBES)}")
+        if any(not str(f).strip() for f in self.labels):
+            raise ValueError("--labels: an empty field name; give manifest fields, e.g. --labels scene.shape,digit")
         if self.null_budgets not in ("largest", "all"):
             raise ValueError(f"--null-budgets must be largest or all, got {self.null_budgets!r}")
         for m in self.null_metrics:
@@ -184,6 +194,8 @@ class AnalyzeOptions:
     n_null: int | None = None
     null_metrics: tuple | None = None
     null_budgets: str | None = None
+    labels: tuple | None = None
+    probes: tuple | None = None
     datasets: tuple | None = None
     jobs: int = 1
 

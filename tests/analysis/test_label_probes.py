@@ -1,0 +1,232 @@
+"""Labelled probes per layer (``analyze --labels``): values equal scikit-learn's own computation on the
+stored embeddings, intervals resample items, bad label fields are refused before anything is saved."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from sklearn.cluster import KMeans
+from sklearn.linear_model import LogisticRegression
+from sklearn.metrics import adjusted_rand_score, normalized_mutual_info_score
+from sklearn.model_selection import StratifiedKFold, cross_val_score
+from sklearn.neighbors import KNeighborsClassifier
+from sklearn.pipeline import make_pipeline
+from sklearn.preprocessing import StandardScaler
+
+from analysis.bootstrap import resample_indices
+from analysis.methods.probes import (
+    LabelError, cluster_scores, contingency, knn_predictions, label_codes, resampled_cluster_scores,
+)
+from analysis.storage import results as R
+from analysis.storage.store import StoreError, connect
+from analysis.studies import analyze_store
+from precompute.manifest import Item, Manifest
+from precompute.model_info import ModelInfo
+from precompute.writer import StoreWriter
+
+N, CLASSES = 60, ("circle", "square", "triangle")
+
+
+def _labels(n=N):
+    return [CLASSES[i % 3] for i in range(n)]
+
+
+def _layers(seed: int, n=N, L=4, d=12, strength=(0.0, 0.3, 3.0, 1.0)) -> np.ndarray:
+    """Layer 0 collapsed (one vector for every item); later layers separate the classes by ``strength``."""
+    rng = np.random.default_rng(seed)
+    y = np.array([i % 3 for i in range(n)])
+    centres = rng.normal(size=(3, d))
+    out = [np.tile(rng.normal(size=d), (n, 1))]
+    for l in range(1, L):
+        out.append(strength[l] * centres[y] + rng.normal(size=(n, d)))
+    return np.stack(out).astype(np.float32)
+
+
+def write_labelled_store(path, *, metadata=None, n=N) -> dict:
+    """A dataset whose items carry ``scene.shape`` (3 classes) and ``colour`` (2 classes), a video
+    model and a text model; returns ``{run_id: (L, N, d) array}``."""
+    metadata = metadata or [{"scene": {"shape": s}, "colour": ["red", "blue"][i % 2]} for i, s in enumerate(_labels(n))]
+    items = [Item(i, f"item{i}", f"/nonexistent/v{i}.mp4", [f"a {s}"], metadata=md)
+             for i, (s, md) in enumerate(zip(_labels(n), metadata))]
+    runs = {"vis-4": ("vis", "video", _layers(1, n)), "txt-1": ("txt", "text", _layers(2, n, strength=(0, 1, 2, 0.5)))}
+    w = StoreWriter(path)
+    try:
+        w.put_dataset("toy", Manifest("toy.jsonl", items))
+        for run_id, (model, modality, X) in runs.items():
+            L, _, d = X.shape
+            w.put_model(model, ModelInfo(model, modality, modality, "mean", L, d, 1000, None, "r", False, {}))
+            w.start_run(run_id, model=model, dataset="toy", modality=modality,
+                        n_frames=4 if modality == "video" else None, n_captions=1 if modality == "text" else None,
+                        variant="original", image_mode=None, pooling="mean", dtype="float32", device="cpu",
+                        n_items=n, n_layers=L, dim=d, config={})
+            w.write_batch(run_id, 0, X, n_done=n, n_items=n)
+    finally:
+        w.close()
+    return {r: x[2] for r, x in runs.items()}
+
+
+def _analyze(store, **kw):
+    return analyze_store(store, maps=0, n_null=20, log=lambda m: None, **kw)
+
+
+def _probes(store) -> dict:
+    con = connect(store, read_only=True)
+    try:
+        rows = R.read_studies(con, study="probes", current=True)
+    finally:
+        con.close()
+    return {(r["payload"]["run_id"], r["payload"]["field"]): r["payload"] for r in rows}
+
+
+@pytest.fixture(scope="module")
+def probed(tmp_path_factory):
+    store = tmp_path_factory.mktemp("probes") / "p.duckdb"
+    arrays = write_labelled_store(store)
+    _analyze(store, labels=("scene.shape", "colour"), probes=("knn", "kmeans", "linear"), n_boot=50)
+    return store, arrays, _probes(store)
+
+
+def _sklearn_knn_accuracy(X, y, k):
+    # weights 1 + 1e-9·cos: a count difference (>= 1) always wins; equal counts go to the larger summed
+    # cosine; sklearn then takes the first (lowest, sorted) class: the rule the probe documents
+    clf = KNeighborsClassifier(n_neighbors=k, metric="cosine", algorithm="brute",
+                               weights=lambda dist: 1.0 + 1e-9 * (1.0 - dist))
+    clf.fit(X.astype(np.float64), y)
+    return float(np.mean(clf.predict(None) == y))
+
+
+def test_probe_values_equal_scikit_learn_on_the_stored_embeddings(probed):
+    store, arrays, probes = probed
+    y = np.array([CLASSES.index(s) for s in _labels()])
+    for run_id, X in arrays.items():
+        p = probes[(run_id, "scene.shape")]
+        assert p["classes"] == list(CLASSES) and p["n"] == N and p["counts"] == [20, 20, 20]
+        sc = p["scores"]
+        for layer in range(1, X.shape[0]):
+            Xl = X[layer].astype(np.float64)
+            assert sc["knn_accuracy"]["values"][layer] == _sklearn_knn_accuracy(Xl, y, 10)
+            km = KMeans(n_clusters=3, n_init=10, random_state=0).fit_predict(Xl)
+            assert sc["kmeans_nmi"]["values"][layer] == pytest.approx(normalized_mutual_info_score(y, km), abs=1e-12)
+            assert sc["kmeans_ari"]["values"][layer] == pytest.approx(adjusted_rand_score(y, km), abs=1e-12)
+            lin = cross_val_score(make_pipeline(StandardScaler(), LogisticRegression(max_iter=1000, C=1.0)), Xl, y,
+                                  cv=StratifiedKFold(5, shuffle=True, random_state=0)).mean()
+            assert sc["linear_accuracy"]["values"][layer] == pytest.approx(lin, abs=1e-6)
+        # layer 0 is one vector for every item: no probe value, and the reason is kept
+        for score in sc.values():
+            assert score["values"][0] is None and "0" in score["notes"]
+
+
+def test_the_separating_layer_is_the_probes_best(probed):
+    _, _, probes = probed
+    acc = probes[("vis-4", "scene.shape")]["scores"]["knn_accuracy"]["values"]
+    assert int(np.nanargmax(np.array(acc[1:], dtype=float))) + 1 == 2  # planted: layer 2 separates most
+    assert acc[2] > 0.9 and acc[1] < acc[2]
+
+
+def test_intervals_resample_items_with_the_analysis_draws(probed):
+    store, arrays, probes = probed
+    y = np.array([CLASSES.index(s) for s in _labels()])
+    X = arrays["vis-4"]
+    p = probes[("vis-4", "scene.shape")]
+    IX = resample_indices(N, 50, np.random.default_rng(0))
+    correct = {}
+    for layer in (1, 2, 3):
+        clf = KNeighborsClassifier(n_neighbors=10, metric="cosine", algorithm="brute",
+                                   weights=lambda dist: 1.0 + 1e-9 * (1.0 - dist)).fit(X[layer].astype(np.float64), y)
+        correct[layer] = (clf.predict(None) == y).astype(float)
+        boot = np.array([correct[layer][ix].mean() for ix in IX])
+        sc = p["scores"]["knn_accuracy"]
+        assert sc["ci_low"][layer] == pytest.approx(np.quantile(boot, 0.025), abs=1e-12)
+        assert sc["ci_high"][layer] == pytest.approx(np.quantile(boot, 0.975), abs=1e-12)
+    diff = np.array([correct[2][ix].mean() - correct[1][ix].mean() for ix in IX])
+    sc = p["scores"]["knn_accuracy"]
+    assert sc["diff_low"][2][1] == pytest.approx(np.quantile(diff, 0.025), abs=1e-12)
+    assert sc["diff_high"][2][1] == pytest.approx(np.quantile(diff, 0.975), abs=1e-12)
+    assert sc["diff_low"][2][1] > 0  # the planted gap is beyond noise
+
+
+def test_fields_missing_from_one_dataset_are_probed_where_present(probed):
+    _, _, probes = probed
+    assert {f for _, f in probes} == {"scene.shape", "colour"}
+    assert probes[("txt-1", "colour")]["classes"] == ["blue", "red"]
+
+
+def test_knn_vote_ties_go_to_the_larger_summed_cosine_then_the_lower_class():
+    y = np.array([0, 1, 0, 1, 2])
+    idx = np.array([[1, 2], [0, 2], [0, 1], [0, 1], [0, 1]])  # item 0 sees classes 1 and 0: a tie in votes
+    sim = np.array([[0.9, 0.5], [0.2, 0.2], [0.3, 0.3], [0.1, 0.1], [0.4, 0.4]])
+    pred = knn_predictions(idx, sim, y, 3)
+    assert pred[0] == 1  # class 1's cosine 0.9 beats class 0's 0.5
+    assert pred[1] == 0  # 0 and 0: summed 0.4 for class 0 alone
+    assert pred[3] == 0  # classes 0 and 1 tie in votes and cosines: the lower class
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_cluster_scores_equal_scikit_learn_with_and_without_repeated_items(seed):
+    rng = np.random.default_rng(seed)
+    y, c = rng.integers(0, 4, 80), rng.integers(0, 3, 80)
+    nmi, ari = cluster_scores(contingency(y, c, 4, 3))
+    assert nmi == pytest.approx(normalized_mutual_info_score(y, c), abs=1e-12)
+    assert ari == pytest.approx(adjusted_rand_score(y, c), abs=1e-12)
+    IX = resample_indices(80, 3, rng)
+    S_nmi, S_ari = resampled_cluster_scores(y, [c], IX, 4)
+    for b, ix in enumerate(IX):  # a resample counts an item as often as it is drawn
+        assert S_nmi[b, 0] == pytest.approx(normalized_mutual_info_score(y[ix], c[ix]), abs=1e-12)
+        assert S_ari[b, 0] == pytest.approx(adjusted_rand_score(y[ix], c[ix]), abs=1e-12)
+
+
+def test_identical_partitions_score_one_and_a_single_cluster_zero():
+    y = np.array([0, 0, 1, 1, 2, 2])
+    assert cluster_scores(contingency(y, y, 3, 3)) == (1.0, 1.0)
+    nmi, ari = cluster_scores(contingency(y, np.zeros(6, int), 3, 1))
+    assert (nmi, ari) == (normalized_mutual_info_score(y, np.zeros(6)), adjusted_rand_score(y, np.zeros(6)))
+
+
+@pytest.mark.parametrize("values, why", [
+    (["a", None, "b", "a", "b", None], "missing on 2 of 6 items (first: i1, i5)"),
+    (["a"] * 6, "one class only"),
+    (["a", "a", "b", "b", "c", "a"], "class 'c' has a single item"),
+    ([0.5, 0.25, 0.5, 0.25, 0.5, 0.25], "not categorical"),
+    ([{"x": 1}] * 6, "not categorical"),
+    (["a", "b", "c", "d", "a"], "4 classes for 5 items"),
+])
+def test_bad_label_values_are_named_in_one_line(values, why):
+    with pytest.raises(LabelError) as exc:
+        label_codes(values, "scene.shape", [f"i{i}" for i in range(len(values))])
+    msg = str(exc.value)
+    assert "\n" not in msg and "scene.shape" in msg and why in msg
+
+
+def test_integer_and_boolean_labels_are_classes():
+    codes, classes = label_codes([7, 7.0, 3, 3], "digit")
+    assert classes == ["3", "7"] and codes.tolist() == [1, 1, 0, 0]
+
+
+def _state(store) -> tuple:
+    con = connect(store, read_only=True)
+    try:
+        meta = con.execute("SELECT value FROM meta WHERE key = 'analysis_settings'").fetchall()
+        studies = con.execute("SELECT count(*) FROM result_studies").fetchone()[0]
+        grids = con.execute("SELECT count(*) FROM result_grids").fetchone()[0]
+    finally:
+        con.close()
+    return meta, studies, grids
+
+
+@pytest.mark.parametrize("field, why", [("nope", "no item of dataset(s) 'toy' has this field"),
+                                        ("scene", "not categorical"),
+                                        ("half", "missing on 30 of 60 items (first: item1, item3, item5)")])
+def test_a_bad_label_field_is_refused_before_anything_is_saved(tmp_path, field, why):
+    store = tmp_path / "s.duckdb"
+    md = [{"scene": {"shape": s}, **({"half": "x" if i % 4 else "y"} if i % 2 == 0 else {})}
+          for i, s in enumerate(_labels())]
+    write_labelled_store(store, metadata=md)
+    _analyze(store, n_boot=0)
+    before = _state(store)
+    with pytest.raises(StoreError) as exc:
+        _analyze(store, labels=(field,), n_boot=0)
+    assert why in str(exc.value) and field in str(exc.value) and "\n" not in str(exc.value)
+    assert _state(store) == before
+    assert json.loads(before[0][0][0]).get("labels") == []
