@@ -1,7 +1,8 @@
 """Predictors study: which label-free per-layer signal predicts per-layer downstream results
 (``result_studies``, study ``predictors``, one row per dataset, subject ``all``).
 
-Inputs: the per-layer rows of ``downstream_results`` (``layer`` >= 0), and for each model with such
+Inputs: the per-layer rows of ``downstream_results`` (``layer`` >= 0) and the probes measured on this
+dataset (:func:`analysis.studies.probes.measured_rows`: setting ``measured``), and for each model with such
 rows the run the downstream study would use (``--downstream-setting``: paper or largest). Reads
 only stored results (run it after profiles and grids); nothing here prepares a run.
 
@@ -24,7 +25,7 @@ Signals are ordered by :func:`analysis.methods.predictors.rank_rows` (coverage, 
 collapsed, rank 1 or has < 2 distinct rows), ``undefined`` (the signal is NaN there) and
 ``missing`` (the signal has no value for that layer, e.g. a joint-space metric at a numbered layer).
 
-Payload: ``{"tasks": [{"task", "metric", "setting", "higher_is_better", "fabricated", "sources",
+Payload: ``{"tasks": [{"task", "metric", "setting", "higher_is_better", "fabricated", "measured", "sources",
 "models": [{"model", "layers", "values", "best_layer", "best_value", "last_layer", "last_value",
 "default_layer", "default_value", "best_vs_last", "best_vs_default"}], "signals": [{"signal",
 "kind", "signal_higher_is_better", "rank", "rho_layers", "rho_layers_ci", "per_model_rho",
@@ -47,6 +48,7 @@ from analysis.registry import get_metric
 from analysis.storage.schema import MODEL_LEVEL
 from analysis.studies.context import Context, DatasetRuns
 from analysis.studies.downstream import references
+from analysis.studies.probes import MEASURED, measured_rows
 from analysis.studies.profiles import PROFILE_METRICS
 
 LEVEL = 0.95
@@ -159,11 +161,12 @@ def _usable(model, results: dict, sig: dict, bad: dict) -> tuple[Series, dict]:
 
 def run(ctx: Context, d: DatasetRuns) -> None:
     s = ctx.settings
+    chosen = d.downstream_settings(ctx.con, s.downstream_setting)
+    # imported per-layer results, then the probes measured on this dataset (setting "measured")
     rows = R.rows(ctx.con, "SELECT * FROM downstream_results WHERE layer <> ? ORDER BY task, metric, setting, "
-                           "model, layer", [MODEL_LEVEL])
+                           "model, layer", [MODEL_LEVEL]) + measured_rows(ctx, d, chosen)
     if not rows:
         return
-    chosen = d.downstream_settings(ctx.con, s.downstream_setting)
     refs = references(ctx, chosen)
     models = sorted({r["model"] for r in rows} & set(chosen))
     if not models:
@@ -204,6 +207,7 @@ def run(ctx: Context, d: DatasetRuns) -> None:
         entry = {"task": task, "metric": tmetric, "setting": setting, "higher_is_better": hib,
                  "sources": sorted(t["sources"]),
                  "fabricated": any("fabricated" in x.lower() for x in (task, setting, *t["sources"])),
+                 "measured": setting == MEASURED,
                  "models": [], "signals": []}
         for m in sorted(res):
             default = layout[m]["default_layer"] if layout[m]["default_layer"] is not None else t["names"].get(m)

@@ -148,6 +148,38 @@ def probe_run(ctx: Context, run: dict, y: np.ndarray, classes: list[str]) -> dic
     return out
 
 
+def result_id(ctx: Context, run_id: str, field: str) -> str:
+    """The result id of a run's probes on ``field`` under the analysis's settings."""
+    s = ctx.settings
+    return ctx.rid("probes", run_id, field, sorted(s.probes), s.k, s.knn, s.n_boot, s.seed)
+
+
+#: ``downstream_results.setting`` of a measured row: how the numbers were made
+MEASURED = "measured"
+
+
+def measured_rows(ctx: Context, d: DatasetRuns, chosen: dict) -> list[dict]:
+    """The probes of each chosen run (``{model key: run}``) as per-layer downstream rows (the columns
+    of ``downstream_results``; ``source`` ``measured: <probe>``, ``setting`` :data:`MEASURED`), so the
+    predictors study reads measured numbers as it reads imported ones. Layers without a value are left out."""
+    stored = {row["result_id"]: row["payload"] for row in ctx.read_studies(study="probes", dataset=d.name)}
+    out = []
+    for key, r in sorted(chosen.items()):
+        for field in ctx.settings.labels:
+            p = stored.get(result_id(ctx, r["run_id"], field))
+            if p is None:
+                continue
+            names = {int(i): n for i, n in (p.get("layer_names") or {}).items()}
+            for score, sc in p["scores"].items():
+                for layer, v in enumerate(sc["values"]):
+                    if v is None:
+                        continue
+                    out.append({"model": key, "task": field, "metric": score, "setting": MEASURED, "layer": layer,
+                                "layer_name": names.get(layer), "value": float(v), "higher_is_better": True,
+                                "source": f"measured: {sc['label']}"})
+    return out
+
+
 def run(ctx: Context, d: DatasetRuns) -> None:
     s = ctx.settings
     if not s.labels or not s.probes:
@@ -160,7 +192,7 @@ def run(ctx: Context, d: DatasetRuns) -> None:
         counts = np.bincount(y, minlength=len(classes))
         for r in d.originals:
             key = model_key(r, d)
-            rid = ctx.rid("probes", r["run_id"], field, sorted(s.probes), s.k, s.knn, s.n_boot, s.seed)
+            rid = result_id(ctx, r["run_id"], field)
             ikey = R.key(r["run_id"], str(r["finished"]), classes, y.tolist())
             if not ctx.fresh("probes", "result_studies", rid, ikey):
                 continue

@@ -1,0 +1,206 @@
+"""Measured downstream numbers: the labelled probes per layer (``analyze --labels``) and the check the
+LayerScope paper makes, the label-free verdict's layer against the probe's best layer.
+
+Read from the current ``probes`` study rows (:mod:`analysis.studies.probes`); nothing is computed
+here but lookups in the stored paired intervals.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from analysis.storage import results as R
+from analysis.views.curves import layer_choices
+from analysis.views.layers import layer_label
+from analysis.views.store_info import has_table, model_labels
+from analysis.views.text import fmt_number
+
+#: the score an Overview line reads per field: the first of these the probes stored
+HEADLINE_SCORES = ("linear_accuracy", "knn_accuracy", "kmeans_nmi")
+
+#: what the check says, per outcome, in the report's marks and the Markdown summary
+CHECK_WORDS = {"best": "pick is best", "within": "within noise", "loses": "pick loses", "untested": "no interval"}
+
+
+def probe_payloads(con, dataset) -> list[dict]:
+    """The current probe payloads of ``dataset`` (one per run and field), sorted by model key and field."""
+    if not has_table(con, "result_studies"):
+        return []
+    rows = R.read_studies(con, current=True, study="probes", dataset=dataset)
+    return sorted((r["payload"] for r in rows), key=lambda p: (p["key"], p["field"], p["n_frames"] or 0,
+                                                               p["n_captions"] or 0))
+
+
+def setting_text(p: dict) -> str:
+    """``8 frames`` / ``1 caption``: the run's budget."""
+    if p.get("n_frames") is not None:
+        return f"{p['n_frames']} frame{'s' if p['n_frames'] != 1 else ''}"
+    if p.get("n_captions") is not None:
+        return f"{p['n_captions']} caption{'s' if p['n_captions'] != 1 else ''}"
+    return ""
+
+
+def probes_long(con, dataset) -> pd.DataFrame:
+    """One row per (run, field, score, layer): ``model`` (key), ``label``, ``field``, ``score``,
+    ``score_label``, ``setting``, ``run_id``, ``layer``, ``layer_label``, ``value``, ``ci_low``,
+    ``ci_high``, ``note`` (why a layer has no value), ``chance`` (accuracy scores: the largest
+    class's share), ``source`` (``measured``)."""
+    labels = model_labels(con)
+    rows = []
+    for p in probe_payloads(con, dataset):
+        base = p["model"]
+        label = labels.get(base, base) + p["key"][len(base):]
+        names = {int(i): n for i, n in (p.get("layer_names") or {}).items()}
+        for score, sc in p["scores"].items():
+            for layer, v in enumerate(sc["values"]):
+                rows.append({"model": p["key"], "label": label, "field": p["field"], "score": score,
+                             "score_label": sc["label"], "setting": setting_text(p), "run_id": p["run_id"],
+                             "layer": layer, "layer_label": layer_label(layer, names),
+                             "value": np.nan if v is None else v,
+                             "ci_low": np.nan if sc["ci_low"][layer] is None else sc["ci_low"][layer],
+                             "ci_high": np.nan if sc["ci_high"][layer] is None else sc["ci_high"][layer],
+                             "note": sc["notes"].get(str(layer), ""),
+                             "chance": p["chance"] if score.endswith("accuracy") else np.nan,
+                             "source": "measured"})
+    return pd.DataFrame(rows)
+
+
+def advised_layer(v: dict) -> int | None:
+    """The layer a verdict line tells the user to use: the pick when it recommends a layer, the last
+    layer when it says so, else (a tie, untested, at chance, the default output) the model's ``default``
+    output when stored, else its last layer; None for controls and models without a verdict."""
+    status = v.get("status")
+    if status in ("control", "none") or v.get("control"):
+        return None
+    if status == "recommend":
+        return v.get("layer")
+    if status == "last":
+        return v.get("last_layer")
+    return v.get("default_layer") if v.get("default_layer") is not None else v.get("last_layer")
+
+
+def _best_layer(values: list, last: int) -> int | None:
+    """The probe's best numbered layer (0..last; ties to the deeper layer, the rule every pick follows)."""
+    v = np.array([np.nan if x is None else x for x in values[:last + 1]], dtype=float)
+    if not np.isfinite(v).any():
+        return None
+    top = np.nanmax(v)
+    return int(np.flatnonzero(v == top).max())
+
+
+def _at(sc: dict, layer: int | None) -> dict | None:
+    if layer is None or layer >= len(sc["values"]) or sc["values"][layer] is None:
+        return None
+    return {"layer": layer, "value": sc["values"][layer], "ci": [sc["ci_low"][layer], sc["ci_high"][layer]]}
+
+
+def _diff(sc: dict, a: int | None, b: int | None) -> dict | None:
+    """Layer ``a``'s score minus layer ``b``'s with its paired interval (None bounds: no interval)."""
+    if a is None or b is None or sc["values"][a] is None or sc["values"][b] is None:
+        return None
+    lo = sc["diff_low"][a][b] if sc.get("diff_low") and a != b else None
+    hi = sc["diff_high"][a][b] if sc.get("diff_high") and a != b else None
+    return {"value": sc["values"][a] - sc["values"][b], "ci": [lo, hi] if a != b else [0.0, 0.0]}
+
+
+def _outcome(pick: int, best: int, d: dict | None) -> str:
+    if pick == best:
+        return "best"
+    if d is None or d["ci"][0] is None:
+        return "untested"
+    return "loses" if d["ci"][1] < 0 else "within"
+
+
+def _ci_text(ci) -> str:
+    return "" if ci is None or ci[0] is None else f" (95% CI {fmt_number(ci[0])} to {fmt_number(ci[1])})"
+
+
+def _layer_words(layer: int, names: dict) -> str:
+    label = layer_label(layer, names)
+    return f"layer {label}" if label.isdigit() else f"the {label} output"
+
+
+def check_sentence(c: dict) -> str:
+    """One line: the label-free pick's probe score against the probe's best layer, in plain words."""
+    names = c["layer_names"]
+    head = f"{c['label']} on {c['field']} ({c['score_label']}, {c['setting']}): the label-free pick, " \
+           f"{_layer_words(c['pick']['layer'], names)}, scores {fmt_number(c['pick']['value'])}{_ci_text(c['pick']['ci'])}"
+    if c["outcome"] == "best":
+        return head + "; it is the probe's best layer."
+    best = f"; the best layer, {_layer_words(c['best']['layer'], names)}, scores {fmt_number(c['best']['value'])}" \
+           f"{_ci_text(c['best']['ci'])}"
+    d = c["pick_vs_best"]
+    gap = f"difference {fmt_number(d['value'])}{_ci_text(d['ci'])}"
+    tail = {"loses": f": the pick loses to the best layer, {gap}.",
+            "within": f"; {gap}: within noise, the pick is as good as the best layer on these items.",
+            "untested": f"; {gap}, untested (no interval: analyse with --bootstrap 200)."}[c["outcome"]]
+    return head + best + tail
+
+
+def probe_checks(con, dataset, verdicts: list[dict] | None = None) -> list[dict]:
+    """Per model with a verdict and per (field, score): the layer the verdict advises
+    (:func:`advised_layer`) against the probe's best layer on the verdict's own run.
+
+    Returns ``[{"model", "label", "field", "score", "score_label", "setting", "status" (the verdict's),
+    "pick", "best", "last", "default" ({"layer", "value", "ci"} or None), "pick_vs_best",
+    "best_vs_last", "best_vs_default", "pick_vs_last", "pick_vs_default" ({"value", "ci": [lo, hi]}:
+    paired intervals on the same item resamples, or None), "outcome" (best | within | loses |
+    untested), "headline" (the field's first of :data:`HEADLINE_SCORES`), "layer_names", "sentence"}]``."""
+    from analysis.views.verdicts import verdicts as all_verdicts
+
+    payloads = probe_payloads(con, dataset)
+    if not payloads:
+        return []
+    verdicts = all_verdicts(con, dataset) if verdicts is None else verdicts
+    choices = layer_choices(con, dataset)
+    by_run = {(p["run_id"], p["field"]): p for p in payloads}
+    fields = sorted({p["field"] for p in payloads})
+    out = []
+    for v in verdicts:
+        run_id = ((choices.get(v["model"]) or {}).get("setting") or {}).get("run_id")
+        pick = advised_layer(v["verdict"])
+        if pick is None or run_id is None:
+            continue
+        last = v["verdict"].get("last_layer")
+        default = v["verdict"].get("default_layer")
+        for field in fields:
+            p = by_run.get((run_id, field))
+            if p is None:
+                continue
+            names = {int(i): n for i, n in (p.get("layer_names") or {}).items()}
+            last_l = last if last is not None else len(next(iter(p["scores"].values()))["values"]) - 1
+            headline = next((s for s in HEADLINE_SCORES if s in p["scores"]), None)
+            for score, sc in p["scores"].items():
+                best = _best_layer(sc["values"], last_l)
+                at_pick = _at(sc, pick)
+                if best is None or at_pick is None:
+                    continue
+                c = {"model": v["model"], "label": v["label"], "field": field, "score": score,
+                     "score_label": sc["label"], "setting": setting_text(p), "status": v["verdict"].get("status"),
+                     "pick": at_pick, "best": _at(sc, best), "last": _at(sc, last_l), "default": _at(sc, default),
+                     "pick_vs_best": _diff(sc, pick, best), "best_vs_last": _diff(sc, best, last_l),
+                     "best_vs_default": _diff(sc, best, default), "pick_vs_last": _diff(sc, pick, last_l),
+                     "pick_vs_default": _diff(sc, pick, default), "headline": score == headline,
+                     "layer_names": names}
+                c["outcome"] = _outcome(pick, best, c["pick_vs_best"])
+                c["sentence"] = check_sentence(c)
+                out.append(c)
+    return out
+
+
+def checks_table(checks: list[dict]) -> pd.DataFrame:
+    """The checks as a table: one row per model, field and score (values and differences with intervals)."""
+    rows = []
+    for c in checks:
+        names = c["layer_names"]
+
+        def cell(x):
+            return "" if x is None else f"{fmt_number(x['value'])}{_ci_text(x['ci'])}"
+
+        rows.append({"model": c["label"], "field": c["field"], "score": c["score_label"], "run": c["setting"],
+                     "label-free pick": layer_label(c["pick"]["layer"], names), "at pick": cell(c["pick"]),
+                     "best layer": layer_label(c["best"]["layer"], names), "at best": cell(c["best"]),
+                     "pick − best": cell(c["pick_vs_best"]), "at last": cell(c["last"]),
+                     "at default": cell(c["default"]), "outcome": CHECK_WORDS[c["outcome"]]})
+    return pd.DataFrame(rows)
