@@ -128,6 +128,32 @@ def cmd_downstream(args) -> int:
     return 0
 
 
+def cmd_downstream_export(args) -> int:
+    from pathlib import Path
+
+    from analysis.storage.downstream_export import export_csv, export_rows
+    from analysis.storage.store import connect
+
+    store = Path(args.store)
+    if args.out != "-":
+        out = Path(args.out)
+        if out.resolve() == store.resolve() or (out.exists() and out.samefile(store)):
+            raise UserError(f"--out {args.out} is the store itself; name a CSV file")
+        if out.is_dir():
+            raise UserError(f"--out {args.out} is a folder; name a CSV file")
+    con = connect(store, read_only=True)
+    try:
+        text, n = export_csv(con), len(export_rows(con))
+    finally:
+        con.close()
+    if args.out == "-":
+        sys.stdout.write(text)
+    else:
+        write_atomic(Path(args.out), text)
+        print(f"downstream export: {n} row(s) -> {args.out}", file=sys.stderr)
+    return 0
+
+
 def register_analyze(sub):
     p = sub.add_parser("analyze", help="grids, scaling laws, model map, downstream, temporal probes, layer choice")
     p.add_argument("--store", required=True)
@@ -183,6 +209,13 @@ def register_analyze(sub):
     imp.add_argument("csv")
     imp.add_argument("--store", required=True)
     imp.set_defaults(func=cmd_downstream)
+    exp = dsub.add_parser("export", help="write every downstream value, imported and measured (probes), as CSV",
+                          description="The import columns plus ci_low, ci_high (the probes' 95%% item-resampling "
+                          "interval) and source (measured, or the CSV a row was imported from); `downstream "
+                          "import` reads the file back.")
+    exp.add_argument("--store", required=True)
+    exp.add_argument("--out", required=True, help="CSV file to write ('-': standard output)")
+    exp.set_defaults(func=cmd_downstream_export)
 
 
 def report_outputs(store, out) -> dict:

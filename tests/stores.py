@@ -689,3 +689,45 @@ def write_prompt_store(path, *, dataset: str = "prompts") -> dict:
         w.close()
     analyze_store(path, k=3, metrics=("mutual_knn",), n_boot=20, maps=0, n_null=0, log=lambda m: None)
     return P
+
+
+LABELLED_N, LABELLED_CLASSES = 60, ("circle", "square", "triangle")
+
+
+def labelled_shapes(n=LABELLED_N):
+    """The ``scene.shape`` of each item of :func:`write_labelled_store`: the three classes in turn."""
+    return [LABELLED_CLASSES[i % 3] for i in range(n)]
+
+
+def _labelled_layers(seed: int, n=LABELLED_N, L=4, d=12, strength=(0.0, 0.3, 3.0, 1.0)) -> np.ndarray:
+    """Layer 0 collapsed (one vector for every item); later layers separate the classes by ``strength``."""
+    rng = np.random.default_rng(seed)
+    y = np.array([i % 3 for i in range(n)])
+    centres = rng.normal(size=(3, d))
+    out = [np.tile(rng.normal(size=d), (n, 1))]
+    for l in range(1, L):
+        out.append(strength[l] * centres[y] + rng.normal(size=(n, d)))
+    return np.stack(out).astype(np.float32)
+
+
+def write_labelled_store(path, *, metadata=None, n=LABELLED_N) -> dict:
+    """A dataset whose items carry ``scene.shape`` (3 classes) and ``colour`` (2 classes), a video
+    model and a text model; returns ``{run_id: (L, N, d) array}``."""
+    metadata = metadata or [{"scene": {"shape": s}, "colour": ["red", "blue"][i % 2]} for i, s in enumerate(labelled_shapes(n))]
+    items = [Item(i, f"item{i}", f"/nonexistent/v{i}.mp4", [f"a {s}"], metadata=md)
+             for i, (s, md) in enumerate(zip(labelled_shapes(n), metadata))]
+    runs = {"vis-4": ("vis", "video", _labelled_layers(1, n)), "txt-1": ("txt", "text", _labelled_layers(2, n, strength=(0, 1, 2, 0.5)))}
+    w = StoreWriter(path)
+    try:
+        w.put_dataset("toy", Manifest("toy.jsonl", items))
+        for run_id, (model, modality, X) in runs.items():
+            L, _, d = X.shape
+            w.put_model(model, ModelInfo(model, modality, modality, "mean", L, d, 1000, None, "r", False, {}))
+            w.start_run(run_id, model=model, dataset="toy", modality=modality,
+                        n_frames=4 if modality == "video" else None, n_captions=1 if modality == "text" else None,
+                        variant="original", image_mode=None, pooling="mean", dtype="float32", device="cpu",
+                        n_items=n, n_layers=L, dim=d, config={})
+            w.write_batch(run_id, 0, X, n_done=n, n_items=n)
+    finally:
+        w.close()
+    return {r: x[2] for r, x in runs.items()}
