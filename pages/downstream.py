@@ -3,6 +3,7 @@ import streamlit as st
 
 from analysis import views
 from analysis.views import downstream_view, md_escape, scatter_frame
+from analysis.views.probes import CHECK_BADGES, checks_table, probe_chart, probe_checks, probes_long
 from pages._shared import (
     background_job,
     dataset_picker,
@@ -24,6 +25,43 @@ st.caption("Does a label-free score predict your downstream results? Pearson R (
 require_store()
 dataset = dataset_picker()
 
+# measured first: the labelled probes of this dataset's manifest fields (analyze --labels), and the
+# label-free pick set against the probe's best layer
+probes = view(probes_long, dataset)
+if len(probes):
+    st.subheader("Measured on this dataset: labelled probes per layer")
+    st.caption("Each manifest field named with `analyze --labels` is a task: k-NN accuracy (leave-one-out, the "
+               "analysis's k), k-means NMI and ARI (as many clusters as classes) and, with `--probes linear`, a "
+               "logistic-regression probe (stratified 5-fold), at every layer of every run, with 95% intervals "
+               "over item resamples. These numbers are measured here, not imported.")
+    checks = view(probe_checks, dataset)
+    if checks:
+        st.markdown("**The label-free pick against the probe's best layer** (the verdict's run; differences are "
+                    "paired on the same item resamples)")
+        for c in checks:
+            if c["headline"]:
+                st.markdown(f"{CHECK_BADGES[c['outcome']]} {md_escape(c['sentence'])}")
+        table = checks_table(checks)
+        st.dataframe(table, hide_index=True, width="stretch")
+        download_data(table, "probe_checks")
+    fields = sorted(probes["field"].unique())
+    field = pick("Field", fields, param="pfield")
+    scores = list(dict.fromkeys(probes.loc[probes["field"] == field, "score"]))
+    score_labels = dict(zip(probes["score"], probes["score_label"]))
+    score = pick("Probe", scores, param="pscore", fmt=lambda s: score_labels[s])
+    sel = probes[(probes["field"] == field) & (probes["score"] == score)]
+    chart = probe_chart(sel)
+    if chart is not None:
+        st.altair_chart(chart, width="stretch", key="probe_curves")
+        st.caption("Bands: 95% interval over item resamples. Dashed line: the share of the largest class (what "
+                   "always answering that class scores). A layer without a point is degenerate (one vector for "
+                   "every item, or k-NN lists decided by ties).")
+    download_data(probes, "probes_per_layer")
+else:
+    st.info("No labelled probes on this dataset. Name a categorical manifest field to measure every layer "
+            "against it (nested fields by dotted name):")
+    st.code(f"layerscope analyze --store {store_path()} --labels FIELD", language="bash")
+
 with st.expander("Import downstream results (CSV: model, task, metric, value, higher_is_better)"):
     upload = st.file_uploader("results.csv", type=["csv"], key="downstream_csv")
 # imported and correlated in a background job with the store's own analysis settings; its progress
@@ -36,7 +74,7 @@ if payload is None:
         st.info("This dataset's downstream results are per layer: they are correlated layer by layer on the "
                 "Layer predictors page. This page correlates whole-model results (rows without a `layer`).")
         st.page_link(page_path("predictors"), label="Layer predictors →")
-    st.info("No whole-model downstream results in this store yet. Import a CSV above, or run "
+    st.info("No imported whole-model downstream results in this store yet. Import a CSV above, or run "
             "`layerscope downstream import` and `layerscope analyze`:")
     st.code(f"layerscope downstream import results.csv --store {store_path()}\n"
             f"layerscope analyze --store {store_path()}", language="bash")

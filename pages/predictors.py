@@ -29,7 +29,9 @@ dataset = dataset_picker()
 
 data = view(views.predictors_tables, dataset)
 if data is None or not data["tasks"]:
-    st.info("No per-layer downstream results in this store yet. Import a CSV with a `layer` column (an index, or "
+    st.info("No per-layer downstream results in this store yet. Measure them with labelled probes "
+            f"(`layerscope analyze --store {store_path()} --labels FIELD`: a categorical manifest field), or "
+            "import a CSV with a `layer` column (an index, or "
             "`default` / `joint`) and, optionally, a `setting`, then analyse:")
     st.code("model,task,metric,value,higher_is_better,layer,setting\n"
             "videomae,ssv2,top1,0.41,true,6,linear-probe\n"

@@ -204,3 +204,39 @@ def checks_table(checks: list[dict]) -> pd.DataFrame:
                      "pick − best": cell(c["pick_vs_best"]), "at last": cell(c["last"]),
                      "at default": cell(c["default"]), "outcome": CHECK_WORDS[c["outcome"]]})
     return pd.DataFrame(rows)
+
+
+#: how each check outcome is marked on screen: a badge with a Material icon and a word, so a pick that
+#: loses never looks like one that holds without colour
+CHECK_BADGES = {
+    "best": ":green-badge[:material/verified: pick is best]",
+    "within": ":blue-badge[:material/drag_handle: within noise]",
+    "loses": ":orange-badge[:material/trending_down: pick loses]",
+    "untested": ":gray-badge[:material/help: no interval]",
+}
+
+
+def probe_chart(data: pd.DataFrame, *, height: int = 280):
+    """Per-layer probe values of one field and score: a line per model and run, its 95% item-resampling
+    band, and the chance rule (the largest class's share) for accuracies. ``data``: rows of
+    :func:`probes_long` for one field and score. None when it holds no value."""
+    import altair as alt
+
+    d = data[np.isfinite(data["value"])].copy()
+    if d.empty:
+        return None
+    d["series"] = d["label"] + " · " + d["setting"]
+    x = alt.X("layer:Q", title="layer", axis=alt.Axis(tickMinStep=1))
+    title = d["score_label"].iloc[0]
+    tooltip = ["label", "setting", "layer_label", alt.Tooltip("value:Q", format=".3f"),
+               alt.Tooltip("ci_low:Q", format=".3f"), alt.Tooltip("ci_high:Q", format=".3f")]
+    base = alt.Chart(d).encode(x=x, color=alt.Color("series:N", title="model · run", legend=alt.Legend(orient="bottom",
+                                                                                                     columns=2)))
+    band = base.mark_area(opacity=0.15).encode(y=alt.Y("ci_low:Q", title=title), y2="ci_high:Q")
+    line = base.mark_line(point=True).encode(y=alt.Y("value:Q", title=title), tooltip=tooltip)
+    chart = band + line
+    chance = d["chance"].dropna()
+    if len(chance):
+        rule = alt.Chart(pd.DataFrame({"chance": [float(chance.max())]})).mark_rule(strokeDash=[4, 4], color="gray")
+        chart = chart + rule.encode(y="chance:Q", tooltip=[alt.Tooltip("chance:Q", title="largest class's share")])
+    return chart.properties(height=height)

@@ -1,0 +1,47 @@
+"""The measured probes on the dashboard: Overview's line per model and field, the Downstream page's
+checks and curves, the Predictors page reading measured numbers."""
+
+from __future__ import annotations
+
+import pytest
+
+from analysis.studies import analyze_store
+from tests.helpers import app, charts
+from tests.stores import write_labelled_store
+
+
+@pytest.fixture(scope="module")
+def probed_store(tmp_path_factory):
+    store = tmp_path_factory.mktemp("probe-pages") / "p.duckdb"
+    write_labelled_store(store)
+    analyze_store(store, maps=0, n_null=20, n_boot=50, labels=("scene.shape",), log=lambda m: None)
+    return store
+
+
+def _text(at) -> str:
+    return "\n".join(m.value for m in at.markdown)
+
+
+def test_overview_sets_each_verdict_against_the_probes_best_layer(probed_store, monkeypatch):
+    at = app(probed_store, monkeypatch)
+    text = _text(at)
+    assert "Checked against labels" in text
+    # the planted store's video model: its label-free pick is not layer 2, where the classes separate
+    line = next(m for m in text.splitlines() if m.split("]", 1)[-1].strip().startswith("vis on scene.shape"))
+    assert "pick loses" in line and "the best layer, layer 2, scores 1.000" in line
+
+
+def test_downstream_page_shows_measured_probes_without_imported_results(probed_store, monkeypatch):
+    at = app(probed_store, monkeypatch, page="downstream")
+    assert "Measured on this dataset" in " ".join(s.value for s in at.subheader)
+    assert len(at.dataframe) >= 1
+    assert any("probe" in str(c.spec).lower() or "k-NN accuracy" in str(c.spec) for c in charts(at))
+    assert "No imported whole-model downstream results" in " ".join(i.value for i in at.info)
+
+
+def test_predictors_page_reads_the_measured_tasks(probed_store, monkeypatch):
+    at = app(probed_store, monkeypatch, page="predictors")
+    assert not any("No per-layer downstream results" in i.value for i in at.info)
+    task = next(s for s in at.selectbox if s.label == "Task")
+    assert task.value == "scene.shape · kmeans_ari [measured]"  # tasks in order; every one measured here
+    assert all(o.endswith("[measured]") for o in task.options)
