@@ -31,8 +31,8 @@ from analysis.views.rankme_cap import RANKME_CAP_SHARE, rankme_cap_text, rankme_
 
 #: a grid's pair kind in words (report titles and tables)
 _KIND_WORDS = {"vision_text": "vision×text", "vision_vision": "vision×vision", "text_text": "text×text"}
-SECTIONS = ("summary", "heatmaps", "layer_curves", "scaling", "model_map", "downstream", "predictors", "temporal",
-            "paper_figures")
+SECTIONS = ("summary", "heatmaps", "layer_curves", "scaling", "model_map", "downstream", "probes", "predictors",
+            "temporal", "paper_figures")
 
 
 def _largest(rows, key):
@@ -204,6 +204,15 @@ def _dataset_section(con, ds, chosen, references, labels, ov) -> dict:
     else:
         sec["omitted"]["downstream"] = ("no downstream results (import them with `layerscope downstream import "
                                         "results.csv`, then `layerscope analyze`)")
+
+    # ---- labelled probes: measured per layer, and each verdict's pick against the probe's best layer
+    probes = probes_section(con, ds)
+    if probes:
+        sec["sections"]["probes"] = probes["data"]
+        sec["charts"].extend(("probes", title, spec) for title, spec in probes["charts"])
+    else:
+        sec["omitted"]["probes"] = ("no labelled probes (name a categorical manifest field: `layerscope analyze "
+                                    "--labels FIELD`)")
 
     # ---- predictors: which per-layer signal predicts per-layer downstream results
     pred = predictors_section(con, ds)
@@ -449,6 +458,8 @@ def render_html(report: dict) -> str:
                 parts.append(_scaling_html(d["sections"]["scaling"]))
             if name == "downstream":
                 parts.append(_table_html(d["sections"]["downstream"]))
+            if name == "probes":
+                parts.append(_probes_html(d["sections"]["probes"]))
             if name == "predictors":
                 parts.append(_predictors_html(d["sections"]["predictors"]))
             if name == "temporal":
@@ -769,6 +780,7 @@ def render_markdown(report: dict) -> str:
                              f"{_fmt(a['ci'][1])} | {md_cell(_null_cell(a.get('null')))} | "
                              f"({a['layer']}, {a['ref_layer']}) |")
         lines += _scaling_md(d["sections"].get("scaling"))
+        lines += _probes_md(d["sections"].get("probes"))
         lines += _predictors_md(d["sections"].get("predictors"))
         lines += paper_figures_md(d["sections"].get("paper_figures"))
         t = d["sections"].get("temporal") or {}
@@ -799,6 +811,56 @@ def _scaling_md(fits) -> list[str]:
     for r in rows:
         out.append("| " + " | ".join(md_cell(_fmt(r[c])) for c in cols) + " |")
     return out
+
+
+# ---------------------------------------------------------------- labelled probes section
+PROBES_TEXT = ("Measured on this dataset: each manifest field named with `analyze --labels` is a task, probed at "
+               "every layer (k-NN accuracy leave-one-out, k-means NMI and ARI, a linear probe when asked) with 95% "
+               "intervals over item resamples. Each model's label-free pick (the layer its verdict advises) is set "
+               "against the probe's best layer on the verdict's run; differences are paired on the same resamples.")
+
+
+def probes_section(con, ds) -> dict | None:
+    """The probes of ``ds``: ``{"data": {"checks": [sentence and numbers per model, field and score],
+    "table": the checks as rows, "per_layer": every stored value}, "charts": [(title, spec)]}`` (the
+    Downstream page's charts), or None when the dataset has no probes."""
+    from analysis.views.probes import checks_table, probe_chart, probe_checks, probes_long
+
+    long = probes_long(con, ds)
+    if not len(long):
+        return None
+    checks = probe_checks(con, ds)
+    keep = ("model", "label", "field", "score", "score_label", "setting", "status", "pick", "best", "last",
+            "default", "pick_vs_best", "outcome", "headline", "sentence")
+    charts = []
+    for (field, score), part in long.groupby(["field", "score"], sort=True):
+        chart = probe_chart(part)
+        if chart is not None and score in ("knn_accuracy", "linear_accuracy", "kmeans_nmi"):
+            charts.append((f"{part['score_label'].iloc[0]} on {field} per layer (bands: 95% item-resampling "
+                           "intervals; dashed: the largest class's share)", _spec(chart)))
+    per_layer = long.drop(columns=["source"]).astype(object).where(long.drop(columns=["source"]).notna(), None)
+    return {"data": {"checks": [{k: c[k] for k in keep} for c in checks],
+                     "table": checks_table(checks).to_dict("records"),
+                     "per_layer": per_layer.to_dict("records")},
+            "charts": charts}
+
+
+def _probes_html(probes) -> str:
+    out = [f"<p class='muted'>{_e(PROBES_TEXT)}</p>"]
+    lines = [c["sentence"] for c in probes["checks"] if c["headline"]]
+    if lines:
+        out.append("<ul>" + "".join(f"<li>{_e(x)}</li>" for x in lines) + "</ul>")
+    if probes["table"]:
+        out.append(_table_html(probes["table"]))
+    return "".join(out)
+
+
+def _probes_md(probes) -> list[str]:
+    if not probes:
+        return []
+    lines = ["", "### Labelled probes", "", md_block(PROBES_TEXT), ""]
+    lines += [f"- {md_block(c['sentence'])}" for c in probes["checks"] if c["headline"]]
+    return lines
 
 
 # ---------------------------------------------------------------- predictors section

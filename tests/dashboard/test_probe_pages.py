@@ -45,3 +45,20 @@ def test_predictors_page_reads_the_measured_tasks(probed_store, monkeypatch):
     task = next(s for s in at.selectbox if s.label == "Task")
     assert task.value == "scene.shape · kmeans_ari [measured]"  # tasks in order; every one measured here
     assert all(o.endswith("[measured]") for o in task.options)
+
+
+def test_report_carries_the_probe_checks_in_html_json_and_markdown(probed_store, tmp_path):
+    from tests.helpers import make_report
+
+    out, data, html = make_report(probed_store, tmp_path)
+    probes = data["datasets"][0]["sections"]["probes"]
+    lines = [c["sentence"] for c in probes["checks"] if c["headline"]]
+    vis = next(x for x in lines if x.startswith("vis on scene.shape"))
+    assert "the pick loses to the best layer" in vis
+    assert probes["per_layer"] and all(r["value"] is None or 0 <= r["value"] <= 1 for r in probes["per_layer"]
+                                       if r["score"].endswith("accuracy"))
+    import html as h
+    assert h.escape(vis, quote=True) in html or h.escape(vis, quote=False) in html
+    md = out.with_suffix(".md").read_text()
+    assert "### Labelled probes" in md and "pick loses to the best layer" in md
+    assert "probes" not in data["datasets"][0]["omitted"]
