@@ -95,7 +95,8 @@ def cmd_analyze(args) -> int:
     options = AnalyzeOptions(k=args.k, metrics=grid_metrics or None, references=args.reference, n_boot=args.bootstrap,
                              clamp=args.clamp, reorder_k=args.reorder_k, downstream_setting=args.downstream_setting,
                              maps=args.maps, knn=args.knn, n_null=args.null_perms, null_metrics=args.null_metric, null_budgets=args.null_budgets,
-                             labels=args.labels, probes=args.probes, datasets=args.dataset,
+                             labels=args.labels, probes=args.probes, probe_budgets=args.probe_budgets,
+                             datasets=args.dataset,
                              jobs=default_jobs() if args.jobs is None else args.jobs)
     out = analyze_store(args.store, options, progress=not args.quiet,
                         log=lambda m: print(m, file=sys.stderr, flush=True))
@@ -195,6 +196,9 @@ def register_analyze(sub):
     p.add_argument("--probes", type=probe_list, metavar="PROBE[,PROBE...]",
                    help="labelled probes run on --labels: knn, kmeans, linear (a logistic regression per fold and "
                         "layer: slower) (default: the store's last setting, else knn,kmeans)")
+    p.add_argument("--probe-budgets", choices=("largest", "all"), help="runs probed: the runs the verdicts and "
+                   "the predictor table read (each model's largest and --downstream-setting runs) or every budget "
+                   "(default: the store's last setting, else largest)")
     p.add_argument("--jobs", type=count(1), default=None, help="worker processes (default: all cores)")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
     p.add_argument("--dataset", action="append", help="only these datasets")

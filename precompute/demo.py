@@ -21,8 +21,8 @@ from .synthetic import write_moving_shapes, write_test_of_time
 
 
 def _tiny():
-    """precompute.tiny_models, imported when a model is built (it imports torch, which the demo's
-    fabricated rows and a test store built in its shape do not need)."""
+    """precompute.tiny_models, imported when a model is built (it imports torch, which a test store
+    built in the demo's shape does not need)."""
     from . import tiny_models
 
     return tiny_models
@@ -364,8 +364,6 @@ def run_demo(*, store="data/demo.duckdb", small=False, dashboard=True, data_dir=
                     computed, reused = _precompute(store, dataset, manifest, size, models, shared, progress, out, log)
                 summary["runs_computed"] += computed
                 summary["runs_reused"] += reused
-        with timer.stage("downstream (fabricated)"):
-            summary["fabricated_downstream"] = _fabricated_downstream(store, data_dir, seed, log)
         with timer.stage("wait for compiled kernels"):
             _finish_warm_up(warm_up, log, needed=summary["runs_computed"] > 0)
         with timer.stage("analyze"):
@@ -385,65 +383,21 @@ def run_demo(*, store="data/demo.duckdb", small=False, dashboard=True, data_dir=
     return summary
 
 
-#: the demo's made-up per-layer downstream tasks: (task, metric, higher_is_better, setting); every
-#: name says "fabricated" so the page, the report and any export label them as such
-FABRICATED_TASKS = (("action recognition (fabricated)", "top1", True, "fabricated demo numbers"),
-                    ("depth estimation (fabricated)", "rmse", False, "fabricated demo numbers"))
-
-
-def fabricated_rows(n_layers: dict[str, int], seed: int = 0) -> list[dict]:
-    """Made-up per-layer results for each vision model (``n_layers``: model -> stored layers), so
-    the demo exercises the Layer predictors page: a curve over relative depth that peaks at an
-    intermediate layer (where the paper finds the best layers), plus seeded noise. They measure
-    nothing and are named ``(fabricated)``."""
-    import numpy as np
-
-    rows = []
-    for m_i, (model, n) in enumerate(sorted(n_layers.items())):
-        rng = np.random.default_rng([seed, m_i])
-        depth = np.linspace(0, 1, n)
-        peak = rng.uniform(0.45, 0.8)
-        curve = np.exp(-((depth - peak) ** 2) / 0.08) + 0.08 * rng.normal(size=n)
-        for task, metric, hib, setting in FABRICATED_TASKS:
-            values = 0.2 + 0.5 * curve if hib else 1.5 - 0.8 * curve
-            rows += [{"model": model, "task": task, "metric": metric, "value": round(float(v), 4),
-                      "higher_is_better": "true" if hib else "false", "layer": layer, "setting": setting}
-                     for layer, v in enumerate(values)]
-    return rows
-
-
-def _fabricated_downstream(store, data_dir: Path, seed: int, log) -> int:
-    """Write and import :func:`fabricated_rows` for the demo's vision models (same numbers every run)."""
-    import csv
-
-    import duckdb
-
-    from analysis.storage.downstream_import import import_downstream
-
-    con = duckdb.connect(str(store), read_only=True)
-    try:
-        n_layers = dict(con.execute("SELECT model, n_layers FROM models WHERE modality IN ('video', 'image')")
-                        .fetchall())
-    finally:
-        con.close()
-    rows = fabricated_rows(n_layers, seed)
-    path = Path(data_dir) / "FABRICATED-demo-downstream.csv"
-    with open(path, "w", newline="") as fh:
-        w = csv.DictWriter(fh, fieldnames=list(rows[0]))
-        w.writeheader()
-        w.writerows(rows)
-    n = import_downstream(store, path)
-    log(f"downstream: imported {n} FABRICATED per-layer results ({path}) so the Layer predictors page has "
-        "something to show; they measure nothing")
-    return n
+#: the manifest fields the demo probes every layer with (``analyze --labels``): what each generated
+#: item really shows (moving shapes: its shape, colour and direction; Test of Time: the colour that
+#: appears first, and whether its caption says "before" or "after"), so the Downstream and Layer
+#: predictors pages show measured numbers. A field one dataset lacks is probed where it exists.
+DEMO_LABELS = ("scene.shape", "scene.colour", "scene.direction", "first", "phrasing")
 
 
 def _analyze(store, log) -> dict:
     """Run whatever ``layerscope analyze`` offers (nothing is skipped silently)."""
     from analysis.studies import analyze_store, default_jobs
 
-    # fewer bootstrap resamples than the CLI default keep the demo within a few minutes
-    result = analyze_store(store, n_boot=DEMO_BOOTSTRAP, jobs=default_jobs(), log=lambda m: log(f"analysis: {m}"))
+    # fewer bootstrap resamples than the CLI default keep the demo within a few minutes; the probes
+    # measure every layer against the generated items' own fields (DEMO_LABELS)
+    result = analyze_store(store, n_boot=DEMO_BOOTSTRAP, labels=DEMO_LABELS, jobs=default_jobs(),
+                           log=lambda m: log(f"analysis: {m}"))
     return {"analysis": {"computed": result["computed"], "skipped": result["skipped"]}}
 
 

@@ -58,13 +58,19 @@ def test_small_demo_end_to_end(tmp_path, capsys):
     assert fixed <= studies.pop("embedding_map") <= fixed + 2 * sides
     # same space: each dual encoder's image run x text run at every (n_f, n_c), per dataset
     assert studies.pop("same_space") == duals * len(SMALL.frames) * (len(SMALL.captions) + len(tot_captions))
-    # predictors: one table per dataset, from the demo's FABRICATED per-layer downstream numbers
+    # probes: every model side's largest run at least, on each field its dataset has (moving shapes: shape,
+    # colour, direction; Test of Time: first colour, phrasing)
+    assert studies.pop("probes") >= sides * (3 + 2)
+    # predictors: one table per dataset, from the probes measured on the items' fields; nothing imported
     assert studies == {"scaling": 2 * vision_models * text_models * 3, "model_map": 2, "temporal": 2,
                        "layer_choice": 2 * sides, "predictors": 2}
     con = duckdb.connect(str(store), read_only=True)
-    tasks = con.execute("SELECT DISTINCT task, setting FROM downstream_results").fetchall()
+    assert con.execute("SELECT count(*) FROM downstream_results").fetchone()[0] == 0
+    tasks = [t for (p,) in con.execute("SELECT payload FROM result_studies WHERE study = 'predictors'").fetchall()
+             for t in json.loads(p)["tasks"]]
     con.close()
-    assert tasks and all("fabricated" in t.lower() and "fabricated" in s.lower() for t, s in tasks)
+    assert tasks and all(t["measured"] and not t["fabricated"] for t in tasks)
+    assert {t["task"] for t in tasks} == {"scene.shape", "scene.colour", "scene.direction", "first", "phrasing"}
     _check_test_of_time_is_not_tie_decided(store)
     capsys.readouterr()
     assert main(args) == 0  # second run: everything reused

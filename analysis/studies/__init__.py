@@ -216,9 +216,10 @@ def analyze_store(store, options: AnalyzeOptions | None = None, *, progress: boo
         _drop_stale_results(con, log)
         ctx = Context(store, con, s, log=log, progress=progress, executor=executor)
         plan = _plan(con, datasets, ctx, non_finite)
-        if s.labels:  # a bad label field is refused before any setting is saved
+        if s.labels:  # a bad label field is refused before any setting is saved (a saved field that
+            # the datasets analysed now lack is noted per dataset by the study instead)
             try:
-                probes.check_labels(con, list(plan), s.labels)
+                probes.check_labels(con, list(plan), s.labels, require_all=options.labels is not None)
             except ValueError as exc:
                 raise StoreError(str(exc)) from None
         saved = s.stored()

@@ -63,7 +63,8 @@ DEFAULT_METRICS = ("mutual_knn", "cka", "cknna")
 DOWNSTREAM_SETTINGS = ("paper", "largest")
 #: settings that change numbers, stored in the store and part of every result's key
 STORED = ("k", "metrics", "references", "n_boot", "seed", "clamp", "reorder_k", "downstream_setting", "maps",
-          "knn", "n_null", "null_metrics", "null_budgets", "labels", "probes")
+          "knn", "n_null", "null_metrics", "null_budgets", "labels", "probes",
+          "probe_budgets")
 #: neighbour search of the k-NN metrics: exact (float32 candidates, float64 re-rank) or ann (faiss;
 #: its measured recall goes into each grid's flags)
 KNN_SEARCH = ("exact", "ann")
@@ -104,6 +105,9 @@ class Settings:
     labels: tuple = ()
     #: which labelled probes run on them (:data:`analysis.methods.probes.PROBES`)
     probes: tuple = DEFAULT_PROBES
+    #: which runs are probed: ``largest`` (the runs the verdicts and the predictor table read: each
+    #: model's largest setting and its ``--downstream-setting`` run) | ``all`` (every budget)
+    probe_budgets: str = "largest"
     jobs: int = 1
 
     def check(self) -> None:
@@ -136,6 +140,8 @@ class Settings:
         unknown = [p for p in self.probes if p not in PROBES]
         if unknown:
             raise ValueError(f"--probes: unknown probe {unknown[0]!r}; probes: {', '.join(PROBES)}")
+        if self.probe_budgets not in ("largest", "all"):
+            raise ValueError(f"--probe-budgets must be largest or all, got {self.probe_budgets!r}")
         if any(not str(f).strip() for f in self.labels):
             raise ValueError("--labels: an empty field name; give manifest fields, e.g. --labels scene.shape,digit")
         if self.null_budgets not in ("largest", "all"):
@@ -196,6 +202,7 @@ class AnalyzeOptions:
     null_budgets: str | None = None
     labels: tuple | None = None
     probes: tuple | None = None
+    probe_budgets: str | None = None
     datasets: tuple | None = None
     jobs: int = 1
 

@@ -4,7 +4,8 @@ the model key as the layer-choice study names it: ``clip``, ``clip [text]``).
 
 Labels come from the items' manifest fields (:func:`item_labels`; nested fields by dotted name,
 ``scene.shape``) and are checked before the analysis saves any setting (:func:`check_labels`). Every
-original run of the dataset is probed at every layer (:mod:`analysis.methods.probes`): k-NN
+probed run of the dataset (``--probe-budgets``: the runs the verdicts and the
+predictor table read, or every run) is probed at every layer (:mod:`analysis.methods.probes`): k-NN
 accuracy from the k-NN lists the grids already prepared (``Engine.states(run, "mutual_knn")``: no
 second search), k-means NMI and ARI, and, with ``--probes linear``, a linear probe. A degenerate layer
 (collapsed, rank 1, < 2 distinct rows) and a k-NN layer whose lists are decided by ties have no value
@@ -64,10 +65,11 @@ def item_labels(con, dataset: str, field: str) -> tuple[list, list[str]] | None:
     return (values, ids) if found else None
 
 
-def check_labels(con, datasets, fields) -> dict[str, dict[str, tuple[np.ndarray, list[str]]]]:
+def check_labels(con, datasets, fields, *, require_all: bool = True) -> dict[str, dict[str, tuple[np.ndarray, list[str]]]]:
     """``{dataset: {field: (codes, classes)}}`` of every field present in each dataset; raises
     :class:`analysis.methods.probes.LabelError` (one line, naming the dataset and the field) for a
-    field that is partly missing or not a usable class label, or that no dataset has."""
+    field that is partly missing or not a usable class label, or (``require_all``) that none of
+    ``datasets`` has."""
     out, seen = {}, set()
     for ds in datasets:
         for field in fields:
@@ -80,7 +82,7 @@ def check_labels(con, datasets, fields) -> dict[str, dict[str, tuple[np.ndarray,
             except LabelError as exc:
                 raise LabelError(f"dataset {ds!r}: {exc}") from None
     unknown = [f for f in fields if f not in seen]
-    if unknown:
+    if unknown and require_all:
         raise LabelError(f"--labels {unknown[0]}: no item of dataset(s) {', '.join(map(repr, datasets))} has this "
                          "field (nested fields by dotted name, e.g. scene.shape)")
     return out
@@ -180,17 +182,28 @@ def measured_rows(ctx: Context, d: DatasetRuns, chosen: dict) -> list[dict]:
     return out
 
 
+def probed_runs(ctx: Context, d: DatasetRuns) -> list[dict]:
+    """The runs probed (``--probe-budgets``): ``all`` original runs, or (``largest``) each model side's
+    largest setting (the run its verdict reads) and its ``--downstream-setting`` run (the predictor
+    table's), in the dataset's order."""
+    if ctx.settings.probe_budgets == "all":
+        return list(d.originals)
+    keep = {r["run_id"] for r in d.largest_settings().values()}
+    keep |= {r["run_id"] for r in d.downstream_settings(ctx.con, ctx.settings.downstream_setting).values()}
+    return [r for r in d.originals if r["run_id"] in keep]
+
+
 def run(ctx: Context, d: DatasetRuns) -> None:
     s = ctx.settings
     if not s.labels or not s.probes:
         return
-    tasks = check_labels(ctx.con, [d.name], s.labels).get(d.name, {})
+    tasks = check_labels(ctx.con, [d.name], s.labels, require_all=False).get(d.name, {})
     for field in s.labels:
         if field not in tasks:
             ctx.note(f"dataset {d.name!r}: no item has the field {field!r}; no probe on it here")
     for field, (y, classes) in tasks.items():
         counts = np.bincount(y, minlength=len(classes))
-        for r in d.originals:
+        for r in probed_runs(ctx, d):
             key = model_key(r, d)
             rid = result_id(ctx, r["run_id"], field)
             ikey = R.key(r["run_id"], str(r["finished"]), classes, y.tolist())

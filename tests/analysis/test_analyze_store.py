@@ -29,10 +29,10 @@ def quiet(_msg):
 def test_demo_store_holds_every_study(store):
     con = duckdb.connect(str(store), read_only=True)
     studies = {r[0] for r in con.execute("SELECT DISTINCT study FROM result_studies").fetchall()}
-    # downstream needs imported whole-model results; predictors reads the demo's fabricated per-layer ones
-    # (the demo-shaped store imports them as the demo does)
+    # downstream needs imported whole-model results; predictors reads the probes measured on the items'
+    # fields (the demo-shaped store is analysed with the demo's --labels)
     assert studies == {"scaling", "model_map", "temporal", "layer_choice", "predictors", "embedding_map",
-                       "same_space"}
+                       "same_space", "probes"}
     grids = R.read_grids(con, dataset="moving_shapes", model_a="videomae-tiny", model_b="all-MiniLM-L6-v2",
                          metric="mutual_knn", n_frames=4, n_captions=4)
     con.close()
@@ -145,7 +145,7 @@ def test_downstream_import_and_correlation(store, tmp_path, capsys):
 
 def test_downstream_csv_errors_import_nothing(store, tmp_path, capsys):
     con = duckdb.connect(str(store), read_only=True)
-    before = con.execute("SELECT * FROM downstream_results ORDER BY ALL").fetchall()  # the demo's fabricated rows
+    before = con.execute("SELECT * FROM downstream_results ORDER BY ALL").fetchall()
     con.close()
     bad = tmp_path / "bad.csv"
     bad.write_text("model,task,metric,value,higher_is_better\n"

@@ -26,10 +26,11 @@ def test_every_page_renders_on_the_demo_store(demo_like, monkeypatch, page):
         assert len(at.dataframe) == 3 and at.metric[1].value == str(n_models)
         assert any("random init" in str(df.value.to_dict()) for df in at.dataframe)
     if page == "downstream":
-        # the demo imports no whole-model results, only fabricated per-layer ones: the page points to them
+        # the demo imports nothing: it measures probes per layer, shown first, and the predictor table reads them
         infos = [i.value for i in at.info]
-        assert any("No whole-model downstream results" in i for i in infos)
+        assert any("No imported whole-model downstream results" in i for i in infos)
         assert any("Layer predictors page" in i for i in infos)
+        assert "Measured on this dataset: labelled probes per layer" in [s.value for s in at.subheader]
 
 
 def test_heatmap_state_lives_in_the_url_and_selections_change_the_view(dashboard_store, monkeypatch):

@@ -38,10 +38,10 @@ def test_page_shows_the_table_the_picks_and_the_fabricated_warning(predictor_sto
     assert len(at.get("vega_lite_chart")) >= 1
 
 
-def test_page_on_the_demo_store_labels_its_fabricated_numbers(demo_like, monkeypatch):
+def test_page_on_the_demo_store_reads_measured_probes_not_fabricated_numbers(demo_like, monkeypatch):
     at = app(demo_like, monkeypatch, "predictors", {"dataset": "moving_shapes"})
-    assert any("FABRICATED" in w.value for w in at.warning)
-    assert all("(fabricated)" in t for t in at.dataframe[0].value.columns[1:])
+    assert not any("FABRICATED" in w.value for w in at.warning)
+    assert all(t.endswith("[measured]") for t in at.dataframe[0].value.columns[1:])
     assert len(at.dataframe[0].value) >= 4  # rankme, lid, uniformity, alignment with each text model
 
 
