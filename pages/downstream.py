@@ -3,7 +3,7 @@ import streamlit as st
 
 from analysis import views
 from analysis.views import downstream_view, md_escape, scatter_frame
-from analysis.views.probes import CHECK_BADGES, checks_table, probe_chart, probe_checks, probes_long
+from analysis.views.probes import CHECK_BADGES, checks_table, probe_chart, probe_checks, probes_long, retrieval_long
 from pages._shared import (
     background_job,
     dataset_picker,
@@ -57,7 +57,19 @@ if len(probes):
                    "always answering that class scores). A layer without a point is degenerate (one vector for "
                    "every item, or k-NN lists decided by ties).")
     download_data(probes, "probes_per_layer")
-else:
+retrieval = view(retrieval_long, dataset)
+if len(retrieval):
+    st.subheader("Measured on this dataset: video–text retrieval in a shared space")
+    st.caption("Where a model's two sides share a space (a dual encoder's joint layer, an MLLM's layers), each "
+               "item's own caption is the right answer: recall@k and mAP per compared layer at each pair's largest "
+               "budgets, with 95% intervals over item resamples where stored.")
+    r_scores = list(dict.fromkeys(retrieval["score"]))
+    r_labels = dict(zip(retrieval["score"], retrieval["score_label"]))
+    r_score = pick("Retrieval score", r_scores, param="rscore", fmt=lambda s: r_labels[s])
+    chart = probe_chart(retrieval[retrieval["score"] == r_score])
+    if chart is not None:
+        st.altair_chart(chart, width="stretch", key="retrieval_curves")
+if not len(probes):
     st.info("No labelled probes on this dataset. Name a categorical manifest field to measure every layer "
             "against it (nested fields by dotted name):")
     st.code(f"layerscope analyze --store {store_path()} --labels FIELD", language="bash")

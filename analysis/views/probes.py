@@ -240,3 +240,43 @@ def probe_chart(data: pd.DataFrame, *, height: int = 280):
         rule = alt.Chart(pd.DataFrame({"chance": [float(chance.max())]})).mark_rule(strokeDash=[4, 4], color="gray")
         chart = chart + rule.encode(y="chance:Q", tooltip=[alt.Tooltip("chance:Q", title="largest class's share")])
     return chart.properties(height=height)
+
+
+#: the same-space retrieval scores shown as measured tasks (the items' own pairing is the label)
+RETRIEVAL_SCORES = ("recall@1_v2t", "recall@1_t2v", "recall@5_v2t", "recall@5_t2v", "map_v2t", "map_t2v")
+
+
+def retrieval_long(con, dataset) -> pd.DataFrame:
+    """Video–text retrieval where a model's two sides share a space (the same-space study), as
+    measured tasks in :func:`probes_long`'s columns: one row per (pair, score, compared layer) at each
+    pair's largest budgets; ``field`` ``video–text retrieval``, ``layer`` the video side's layer,
+    ``setting`` the budgets and the space (``layers`` or ``joint``); chance is not drawn (it is
+    ``k / N`` for recall@k)."""
+    if not has_table(con, "result_studies"):
+        return pd.DataFrame()
+    labels = model_labels(con)
+    latest = {}
+    for r in R.read_studies(con, current=True, study="same_space", dataset=dataset):
+        p = r["payload"]
+        key = (r["subject"], p.get("space"))
+        size = ((p.get("n_frames") or 0), (p.get("n_captions") or 0))
+        if key not in latest or size > latest[key][0]:
+            latest[key] = (size, r["subject"], p)
+    rows = []
+    for (size, subject, p) in latest.values():
+        a, _, b = subject.partition("|")
+        label = labels.get(a, a) if a == b else f"{labels.get(a, a)} × {labels.get(b, b)}"
+        setting = f"{p.get('n_frames')} frames, {p.get('n_captions')} captions, {p.get('space')} space"
+        for score in RETRIEVAL_SCORES:
+            m = (p.get("metrics") or {}).get(score)
+            if not m:
+                continue
+            cis = m.get("ci") or [None] * len(m["values"])
+            for layer, v, ci in zip(p.get("layers_a") or [], m["values"], cis):
+                rows.append({"model": a, "label": label, "field": "video–text retrieval", "score": score,
+                             "score_label": score.replace("_v2t", " video→text").replace("_t2v", " text→video"),
+                             "setting": setting, "run_id": p.get("run_a"), "layer": int(layer),
+                             "layer_label": str(layer), "value": np.nan if v is None else float(v),
+                             "ci_low": np.nan if not ci else ci[0], "ci_high": np.nan if not ci else ci[1],
+                             "note": "", "chance": np.nan, "source": "measured"})
+    return pd.DataFrame(rows)

@@ -62,3 +62,21 @@ def test_report_carries_the_probe_checks_in_html_json_and_markdown(probed_store,
     md = out.with_suffix(".md").read_text()
     assert "### Labelled probes" in md and "pick loses to the best layer" in md
     assert "probes" not in data["datasets"][0]["omitted"]
+
+
+def test_downstream_page_shows_shared_space_retrieval_as_a_measured_task(demo_like, monkeypatch):
+    from analysis.storage import results as R
+    from analysis.storage.store import connect
+    from analysis.views.probes import retrieval_long
+
+    at = app(demo_like, monkeypatch, page="downstream", params={"dataset": "moving_shapes"})
+    assert "Measured on this dataset: video–text retrieval in a shared space" in [s.value for s in at.subheader]
+    con = connect(demo_like, read_only=True)
+    try:
+        rows = retrieval_long(con, "moving_shapes")
+        stored = [r["payload"] for r in R.read_studies(con, current=True, study="same_space", dataset="moving_shapes")]
+    finally:
+        con.close()
+    top = max(stored, key=lambda p: (p["n_frames"], p["n_captions"]))  # the largest budgets are drawn
+    got = rows[rows["score"] == "recall@1_v2t"]
+    assert got["value"].tolist() == top["metrics"]["recall@1_v2t"]["values"]
