@@ -45,6 +45,8 @@ and runs no model code: a ``trust_remote_code`` model is planned from its ``conf
     clamp = "off"                     # off | platonic | feature
     reorder_k = 5
     downstream_setting = "paper"      # paper | largest
+    labels = ["scene.shape"]          # manifest fields probed per layer (analyze --labels)
+    probes = ["knn", "kmeans"]        # knn | kmeans | linear (analyze --probes)
     jobs = 4                          # analysis processes (default: all cores)
 
     [ray]                             # used with --ray (or when address is set here)
@@ -202,6 +204,14 @@ def _strs(v):
         f"expected a non-empty list of strings, got {v!r}"
 
 
+def _probes(v):
+    from analysis.methods.probes import PROBES
+
+    err = _strs(v)
+    bad = [] if err else [x for x in v if x not in PROBES]
+    return err or (f"unknown probe {bad[0]!r}; probes: {', '.join(PROBES)}" if bad else None)
+
+
 def _variants(v):
     return None if isinstance(v, list) and v and set(v) <= {"original", "reversed"} and len(set(v)) == len(v) \
         else f"expected a list of distinct \"original\" / \"reversed\", got {v!r}"
@@ -224,7 +234,8 @@ MODEL_FIELDS = {"source": _str, "name": _str, "modality": _one_of("video", "imag
 DATASET_FIELDS = {"name": _str, "manifest": _str}
 ANALYZE_FIELDS = {"enabled": _bool, "k": _int(1), "metrics": _metrics, "references": _strs, "bootstrap": _int(0),
                   "clamp": _one_of("off", "platonic", "feature"), "reorder_k": _int(1),
-                  "downstream_setting": _one_of("paper", "largest"), "jobs": _int(1)}
+                  "downstream_setting": _one_of("paper", "largest"), "jobs": _int(1), "labels": _strs,
+                  "probes": _probes, "probe_budgets": _one_of("largest", "all")}
 RAY_FIELDS = {"address": _str, "gpus_per_model": _num(0), "replicas": _int(1), "decoders": _int(1)}
 TOP = {"precompute", "datasets", "models", "analyze", "ray"}
 
@@ -581,6 +592,7 @@ def run_sweep(sweep: Sweep, store, *, ray: str | None = None, gpus_per_model: fl
             options = AnalyzeOptions(
                 k=a.get("k"), metrics=a.get("metrics"), references=a.get("references"), n_boot=a.get("bootstrap"),
                 clamp=a.get("clamp"), reorder_k=a.get("reorder_k"), downstream_setting=a.get("downstream_setting"),
+                labels=a.get("labels"), probes=a.get("probes"), probe_budgets=a.get("probe_budgets"),
                 datasets=tuple(d.name for d in sweep.datasets), jobs=a.get("jobs") or default_jobs())
             out["analysis"] = analyze_store(store, options, progress=progress, log=log, executor=executor)
     out["seconds"] = time.perf_counter() - t0

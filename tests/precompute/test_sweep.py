@@ -238,6 +238,8 @@ def test_caption_shortfall_names_the_sweeps_own_field_or_its_default(root, tiny)
     ('[ray]\ngpus_per_model = nan\n', "gpus_per_model", "ray.gpus_per_model", "finite"),
     ('[analyze]\nmetrics = ["mutual_knn", "ckaa"]\n', "ckaa", "analyze.metrics", "Did you mean 'cka'"),
     ('[analyze]\nmetrics = ["rankme"]\n', "rankme", "analyze.metrics", "pairwise"),
+    ('[analyze]\nprobes = ["knn", "svm"]\n', "svm", "analyze.probes", "unknown probe 'svm'"),
+    ('[analyze]\nlabels = "scene.shape"\n', "labels", "analyze.labels", "non-empty list of strings"),
 ])
 def test_more_field_errors_name_file_line_and_field(root, tiny, extra, needle, field, says):
     """Issue #34 item 6: values the run would refuse only after precompute (or never) stop the load."""
