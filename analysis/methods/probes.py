@@ -111,12 +111,10 @@ def knn_predictions(idx: np.ndarray, sim: np.ndarray, y: np.ndarray, n_classes: 
     """
     idx = np.asarray(idx)
     n, k = idx.shape
-    votes = np.zeros((n, n_classes))
-    sums = np.zeros((n, n_classes))
-    rows = np.repeat(np.arange(n), k)
-    cls = y[idx].ravel()
-    np.add.at(votes, (rows, cls), 1.0)
-    np.add.at(sums, (rows, cls), np.asarray(sim, dtype=np.float64).ravel())
+    slot = (np.repeat(np.arange(n), k) * n_classes + y[idx].ravel())
+    votes = np.bincount(slot, minlength=n * n_classes).reshape(n, n_classes)
+    sums = np.bincount(slot, weights=np.asarray(sim, dtype=np.float64).ravel(),
+                       minlength=n * n_classes).reshape(n, n_classes)
     top = votes == votes.max(axis=1, keepdims=True)
     sums = np.where(top, sums, -np.inf)
     best = sums == sums.max(axis=1, keepdims=True)
@@ -223,6 +221,25 @@ def resampled_cluster_scores(y: np.ndarray, clusters: list, IX: np.ndarray, n_cl
         for b, w in enumerate(weights):
             nmi[b, l], ari[b, l] = cluster_scores(contingency(y, c, n_classes, K, w))
     return nmi, ari
+
+
+def label_null(score_layers, y: np.ndarray, observed: float, *, n_perm: int, seed: int = 0) -> dict | None:
+    """The shuffled-label null of the best layer's score: the maximum over layers of ``score_layers(y')``
+    for ``n_perm`` random permutations ``y'`` of the labels (the fitted lists or clusters kept), so the
+    layer chosen as best is chosen again under each shuffle (selection-aware, as the grids' null).
+
+    ``score_layers(labels) -> (L,)`` scores (NaN where a layer has none). Returns ``{"p", "q95",
+    "n_perm"}`` with ``p = (1 + #{null >= observed}) / (1 + n_perm)``, or None when ``n_perm`` is 0 or
+    ``observed`` is not finite."""
+    if n_perm < 1 or not np.isfinite(observed):
+        return None
+    rng = np.random.default_rng([seed, 7])
+    null = np.empty(n_perm)
+    for b in range(n_perm):
+        v = np.asarray(score_layers(y[rng.permutation(len(y))]), dtype=np.float64)
+        null[b] = np.nanmax(v) if np.isfinite(v).any() else -np.inf
+    return {"p": float((1 + np.sum(null >= observed - 1e-12)) / (1 + n_perm)),
+            "q95": float(np.quantile(null, 0.95)), "n_perm": int(n_perm)}
 
 
 def percentile(samples: np.ndarray, level: float = 0.95) -> tuple[float, float] | None:

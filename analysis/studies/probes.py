@@ -15,7 +15,8 @@ Payload: ``{"run_id", "model", "key", "modality", "n_frames", "n_captions", "fie
 "counts", "n", "chance", "k", "n_boot", "seed", "level", "layer_names", "degenerate_layers",
 "scores": {score: {"probe", "label", "values" (L,), "ci_low", "ci_high" (L,), "diff_low", "diff_high"
 (L × L: the paired interval of layer a minus layer b on the same item resamples), "notes": {layer:
-why no value}, "folds" (linear only)}}}``. Values are measured, never imported: the downstream
+why no value}, "folds" (linear only), "null" (k-NN and k-means: the best layer's shuffled-label null
+``{"p", "q95", "n_perm"}``, :func:`analysis.methods.probes.label_null`; None without shuffles)}}}``. Values are measured, never imported: the downstream
 views keep them apart from ``downstream_results`` (``source`` ``measured``).
 """
 
@@ -29,7 +30,7 @@ from analysis.bootstrap import resample_indices
 from analysis.methods.layer_selection import named_layers
 from analysis.methods.probes import (
     PROBE_SCORES, LabelError, cluster_scores, contingency, interval_matrix, kmeans_clusters, knn_predictions,
-    label_codes, linear_folds, linear_probe, percentile, resampled_cluster_scores, resampled_means,
+    label_codes, label_null, linear_folds, linear_probe, percentile, resampled_cluster_scores, resampled_means,
 )
 from analysis.storage import results as R
 from analysis.studies.context import Context, DatasetRuns
@@ -103,6 +104,14 @@ def _score_entry(values, S, probe: str, label: str, notes: dict, **extra) -> dic
             "diff_low": lo, "diff_high": hi, "notes": {str(l): w for l, w in sorted(notes.items())}, **extra}
 
 
+def _null(score_layers, y, values, s) -> dict | None:
+    """The best layer's shuffled-label null (``--null-perms`` shuffles; see
+    :func:`analysis.methods.probes.label_null`)."""
+    v = np.asarray(values, dtype=float)
+    best = float(np.nanmax(v)) if np.isfinite(v).any() else float("nan")
+    return label_null(score_layers, y, best, n_perm=s.n_null, seed=s.seed)
+
+
 def probe_run(ctx: Context, run: dict, y: np.ndarray, classes: list[str]) -> dict:
     """Every asked probe at every layer of ``run``: the payload's ``scores``."""
     s = ctx.settings
@@ -123,8 +132,16 @@ def probe_run(ctx: Context, run: dict, y: np.ndarray, classes: list[str]) -> dic
                 continue
             correct[l] = knn_predictions(st.idx, st.sim, y, C) == y
         values = correct.mean(axis=1)
+        ok = [l for l in range(L) if l not in notes]
+
+        def knn_layers(labels_):
+            acc = np.full(L, np.nan)
+            for l in ok:
+                acc[l] = np.mean(knn_predictions(states[l].idx, states[l].sim, labels_, C) == labels_)
+            return acc
+
         out["knn_accuracy"] = _score_entry(values, resampled_means(correct, IX), "knn", labels["knn_accuracy"],
-                                           notes, k=s.k)
+                                           notes, k=s.k, null=_null(knn_layers, y, values, s))
     if "linear" in s.probes:
         correct, values, notes = np.full((L, N), np.nan), np.full(L, np.nan), {}
         folds = linear_folds(y)
@@ -145,15 +162,25 @@ def probe_run(ctx: Context, run: dict, y: np.ndarray, classes: list[str]) -> dic
             clusters[l] = kmeans_clusters(E[l], C)
             nmi[l], ari[l] = cluster_scores(contingency(y, clusters[l], C, int(clusters[l].max()) + 1))
         S_nmi, S_ari = resampled_cluster_scores(y, clusters, IX, C)
-        out["kmeans_nmi"] = _score_entry(nmi, S_nmi, "kmeans", labels["kmeans_nmi"], notes)
-        out["kmeans_ari"] = _score_entry(ari, S_ari, "kmeans", labels["kmeans_ari"], notes)
+
+        def cluster_layers(labels_, which):
+            v = np.full(L, np.nan)
+            for l, c in enumerate(clusters):
+                if c is not None:
+                    v[l] = cluster_scores(contingency(labels_, c, C, int(c.max()) + 1))[which]
+            return v
+
+        out["kmeans_nmi"] = _score_entry(nmi, S_nmi, "kmeans", labels["kmeans_nmi"], notes,
+                                         null=_null(lambda y_: cluster_layers(y_, 0), y, nmi, s))
+        out["kmeans_ari"] = _score_entry(ari, S_ari, "kmeans", labels["kmeans_ari"], notes,
+                                         null=_null(lambda y_: cluster_layers(y_, 1), y, ari, s))
     return out
 
 
 def result_id(ctx: Context, run_id: str, field: str) -> str:
     """The result id of a run's probes on ``field`` under the analysis's settings."""
     s = ctx.settings
-    return ctx.rid("probes", run_id, field, sorted(s.probes), s.k, s.knn, s.n_boot, s.seed)
+    return ctx.rid("probes", run_id, field, sorted(s.probes), s.k, s.knn, s.n_boot, s.seed, s.n_null)
 
 
 #: ``downstream_results.setting`` of a measured row: how the numbers were made

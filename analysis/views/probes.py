@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from analysis.null import beyond_chance
 from analysis.storage import results as R
 from analysis.views.curves import layer_choices
 from analysis.views.layers import layer_label
@@ -20,7 +21,8 @@ from analysis.views.text import fmt_number
 HEADLINE_SCORES = ("linear_accuracy", "knn_accuracy", "kmeans_nmi")
 
 #: what the check says, per outcome, in the report's marks and the Markdown summary
-CHECK_WORDS = {"best": "pick is best", "within": "within noise", "loses": "pick loses", "untested": "no interval"}
+CHECK_WORDS = {"best": "pick is best", "within": "within noise", "loses": "pick loses", "untested": "no interval",
+               "chance": "at chance"}
 
 
 def probe_payloads(con, dataset) -> list[dict]:
@@ -126,6 +128,9 @@ def check_sentence(c: dict) -> str:
     names = c["layer_names"]
     head = f"{c['label']} on {c['field']} ({c['score_label']}, {c['setting']}): the label-free pick, " \
            f"{_layer_words(c['pick']['layer'], names)}, scores {fmt_number(c['pick']['value'])}{_ci_text(c['pick']['ci'])}"
+    if c.get("at_chance"):
+        return head + f"; no layer beats chance ({c['chance_text']}): these embeddings do not separate this field " \
+                      "here, so the pick is not tested by it."
     if c["outcome"] == "best":
         return head + "; it is the probe's best layer."
     best = f"; the best layer, {_layer_words(c['best']['layer'], names)}, scores {fmt_number(c['best']['value'])}" \
@@ -146,7 +151,8 @@ def probe_checks(con, dataset, verdicts: list[dict] | None = None) -> list[dict]
     "pick", "best", "last", "default" ({"layer", "value", "ci"} or None), "pick_vs_best",
     "best_vs_last", "best_vs_default", "pick_vs_last", "pick_vs_default" ({"value", "ci": [lo, hi]}:
     paired intervals on the same item resamples, or None), "outcome" (best | within | loses |
-    untested), "headline" (the field's first of :data:`HEADLINE_SCORES`), "layer_names", "sentence"}]``."""
+    untested | chance: the best layer is not beyond its shuffled-label null, so the field checks
+    nothing), "null", "at_chance", "chance_text", "headline" (the field's first of :data:`HEADLINE_SCORES`), "layer_names", "sentence"}]``."""
     from analysis.views.verdicts import verdicts as all_verdicts
 
     payloads = probe_payloads(con, dataset)
@@ -184,6 +190,16 @@ def probe_checks(con, dataset, verdicts: list[dict] | None = None) -> list[dict]
                      "pick_vs_default": _diff(sc, pick, default), "headline": score == headline,
                      "layer_names": names}
                 c["outcome"] = _outcome(pick, best, c["pick_vs_best"])
+                # a field the embeddings do not separate at any layer cannot check a pick: the best layer's
+                # score is compared with its shuffled-label null (the best of the layers again under each
+                # shuffle of the labels), as a grid's best cell is with its shuffled pairings
+                null = sc.get("null")
+                c["null"] = null
+                c["at_chance"] = bool(null) and null.get("p") is not None and not beyond_chance(null)
+                c["chance_text"] = (f"shuffled labels reach {fmt_number(null['q95'])} at the 95th percentile, "
+                                    f"p = {fmt_number(null['p'])}") if null else ""
+                if c["at_chance"]:
+                    c["outcome"] = "chance"
                 c["sentence"] = check_sentence(c)
                 out.append(c)
     return out
@@ -213,6 +229,7 @@ CHECK_BADGES = {
     "within": ":blue-badge[:material/drag_handle: within noise]",
     "loses": ":orange-badge[:material/trending_down: pick loses]",
     "untested": ":gray-badge[:material/help: no interval]",
+    "chance": ":gray-badge[:material/casino: at chance]",
 }
 
 

@@ -187,3 +187,30 @@ def test_a_bad_label_field_is_refused_before_anything_is_saved(tmp_path, field, 
     assert why in str(exc.value) and field in str(exc.value) and "\n" not in str(exc.value)
     assert _state(store) == before
     assert json.loads(before[0][0][0]).get("labels") == []
+
+
+def test_the_best_layers_shuffled_label_null_separates_planted_classes(probed):
+    _, _, probes = probed
+    sc = probes[("vis-4", "scene.shape")]["scores"]
+    for score in ("knn_accuracy", "kmeans_nmi", "kmeans_ari"):
+        null = sc[score]["null"]
+        assert null["n_perm"] == 20 and null["p"] == pytest.approx(1 / 21)  # no shuffle reaches the planted layer
+        assert null["q95"] < max(v for v in sc[score]["values"] if v is not None)
+    assert sc["linear_accuracy"].get("null") is None  # refitting per shuffle is not done
+
+
+def test_label_null_is_the_share_of_shuffles_reaching_the_observed_best():
+    from analysis.methods.probes import label_null
+
+    y = np.arange(10) % 2
+    # a score that is 1 for one particular labelling and 0.5 otherwise: no shuffle of 10 reaches 1 often
+    calls = []
+
+    def score(labels):
+        calls.append(labels.copy())
+        return np.array([0.5, float(np.array_equal(labels, y))])
+
+    out = label_null(score, y, 1.0, n_perm=50, seed=0)
+    hits = sum(np.array_equal(c, y) for c in calls)
+    assert len(calls) == 50 and out["p"] == pytest.approx((1 + hits) / 51)
+    assert label_null(score, y, float("nan"), n_perm=50) is None and label_null(score, y, 1.0, n_perm=0) is None

@@ -80,3 +80,21 @@ def test_downstream_page_shows_shared_space_retrieval_as_a_measured_task(demo_li
     top = max(stored, key=lambda p: (p["n_frames"], p["n_captions"]))  # the largest budgets are drawn
     got = rows[rows["score"] == "recall@1_v2t"]
     assert got["value"].tolist() == top["metrics"]["recall@1_v2t"]["values"]
+
+
+def test_a_field_no_layer_separates_is_called_at_chance_not_a_verdict_check(tmp_path, monkeypatch):
+    from analysis.storage.store import connect
+    from analysis.views.probes import probe_checks
+
+    store = tmp_path / "r.duckdb"
+    rng = __import__("numpy").random.default_rng(5)
+    coin = [str(x) for x in rng.integers(0, 2, 60)]  # labels unrelated to every embedding
+    write_labelled_store(store, metadata=[{"coin": c} for c in coin])
+    analyze_store(store, maps=0, n_null=100, n_boot=100, labels=("coin",), log=lambda m: None)
+    con = connect(store, read_only=True)
+    try:
+        checks = [c for c in probe_checks(con, "toy") if c["score"] == "knn_accuracy"]
+    finally:
+        con.close()
+    assert checks and all(c["outcome"] == "chance" for c in checks)
+    assert all("no layer beats chance" in c["sentence"] for c in checks)
