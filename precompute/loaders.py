@@ -739,12 +739,14 @@ def catalog() -> list[dict]:
         {"loader": "hooks on a transformers model", "form": "--model HUB_ID|FOLDER --blocks PATH",
          "families": "any transformers encoder (checked equal to hidden_states on ViT)",
          "pooling": "as its family above", "layers": hooks},
-        {"loader": "timm", "form": "--model timm:NAME[?kw=value&...]",
+        {"loader": "timm", "form": "--model timm:NAME[?kw=value&...] [--weights FILE]",
          "families": "timm ViT-style backbones with a `blocks` list: ViT, DeiT, DINOv2/v3, EVA/EVA02, SigLIP 2, "
-                     "AIMv2, Perception Encoder (timm names)",
+                     "AIMv2, Perception Encoder (timm names); CNNs whose `blocks` are stages of feature maps "
+                     "(e.g. EfficientNet); --weights: a state dict file mapped onto the architecture in order",
          "pooling": "cls when the model has a class token (whatever its head pools), else mean over patch tokens "
-                    "(register tokens left out); default: the model's own head (forward_head, pre_logits); "
-                    "frames averaged", "layers": hooks},
+                    "(register tokens left out); a CNN has no class token: each stage's feature map by global "
+                    "average over H x W, zero-padded to the widest stage; default: the model's own head "
+                    "(forward_head, pre_logits); frames averaged", "layers": hooks},
         {"loader": "open_clip", "form": "--model open_clip:ARCH/PRETRAINED | open_clip:hf-hub:ORG/REPO | "
                                         "open_clip:local-dir:PATH [--modality text]",
          "families": "CLIP, SigLIP, EVA-CLIP, Perception Encoder (open_clip), ... both towers",

@@ -117,3 +117,11 @@ def test_the_files_content_hash_is_the_revision_before_the_load(tmp_path):
     from precompute.known_runs import known_identity
 
     assert known_identity(pa).info.revision == pa.file_revision  # a finished run of b is not a's
+
+
+def test_layerscope_models_says_how_a_cnn_is_pooled_and_takes_weights(capsys):
+    from precompute.cli import main
+
+    assert main(["models"]) == 0
+    out = " ".join(capsys.readouterr().out.split())
+    assert "[--weights FILE]" in out and "a CNN has no class token" in out and "global average over H x W" in out
