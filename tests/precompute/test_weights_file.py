@@ -125,3 +125,19 @@ def test_layerscope_models_says_how_a_cnn_is_pooled_and_takes_weights(capsys):
     assert main(["models"]) == 0
     out = " ".join(capsys.readouterr().out.split())
     assert "[--weights FILE]" in out and "a CNN has no class token" in out and "global average over H x W" in out
+
+
+def test_a_sweep_models_weights_are_relative_to_the_sweep_file_and_must_exist(tmp_path, monkeypatch):
+    from precompute.sweep import SweepError, load_sweep
+    from tests.precompute.helpers import make_dataset, write_sweep
+
+    manifest = make_dataset(tmp_path / "data", n=2, captions=1)
+    torch.save({"w": torch.zeros(1)}, tmp_path / "w.pth")
+    path = write_sweep(tmp_path / "sweep.toml", manifest=manifest,
+                       models=[{"source": "timm:efficientnet_lite0", "weights": "w.pth"}])
+    monkeypatch.chdir("/")
+    assert load_sweep(path).models[0].options["weights"] == str(tmp_path / "w.pth")
+    path = write_sweep(tmp_path / "sweep.toml", manifest=manifest,
+                       models=[{"source": "timm:efficientnet_lite0", "weights": "gone.pth"}])
+    with pytest.raises(SweepError, match=r"sweep.toml:\d+: models\[0\].weights: weights file .*gone.pth does not exist"):
+        load_sweep(path)
