@@ -95,6 +95,13 @@ def test_weights_file_through_the_cli_gives_that_models_layers(tmp_path, capsys)
     assert run["weights"] == {"path": str(file_a.resolve()), "sha256_16": digest}
     assert json.loads(config)["weights"]["path"] == str(file_a.resolve())
 
+    # the same bytes from another path are the same revision: done, not loaded again
+    copy = tmp_path / "copy.pth"
+    copy.write_bytes(file_a.read_bytes())
+    capsys.readouterr()
+    assert main([str(a) for a in common + ["--weights", copy, "--name", "a"]]) == 0
+    assert "1 already done" in capsys.readouterr().out
+
     # other weights under the same name: refused (another revision), not taken for the stored runs
     file_b = tmp_path / "b.pth"
     torch.save({k: v + 1 if v.is_floating_point() else v for k, v in torch.load(file_a).items()}, file_b)
