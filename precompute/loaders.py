@@ -93,8 +93,18 @@ def map_state_dict(weights: dict, model: torch.nn.Module, path: Path, spec: str)
     """``weights`` renamed to ``model``'s keys, pair by pair in order (a checkpoint of the same
     architecture from another codebase names its tensors differently, e.g. ``_blocks.0._bn1`` for
     timm's ``blocks.0.0.bn1``, but holds them in the same order). Every pair must have one shape;
-    the first pair that does not, or a count that differs, is a :class:`ModelError` naming both keys."""
-    theirs, ours = list(weights.items()), list(model.state_dict().items())
+    the first pair that does not, or a count that differs, is a :class:`ModelError` naming both keys.
+    A file with the model's own names maps by name. A ``.safetensors`` file keeps no order (its
+    tensors come back sorted), so one with other names is refused: pairs of equal shapes (a norm's
+    weight and bias) could be swapped unseen."""
+    own = model.state_dict()
+    if set(weights) == set(own):
+        weights = {k: weights[k] for k in own}
+    elif Path(path).suffix == ".safetensors":
+        first = next(k for k in weights if k not in own) if set(weights) - set(own) else next(k for k in own if k not in weights)
+        raise ModelError(f"--weights {path}: its names are not {spec}'s (first: {first!r}), and a .safetensors file "
+                         "keeps no tensor order to map them by; save the state dict with torch.save (.pth) instead")
+    theirs, ours = list(weights.items()), list(own.items())
     for i, ((k, v), (mk, mv)) in enumerate(zip(theirs, ours)):
         if tuple(v.shape) != tuple(mv.shape):
             raise ModelError(f"--weights {path}: tensor {i} {k!r} {tuple(v.shape)} does not fit {spec}'s "
@@ -446,8 +456,9 @@ class TimmAdapter(ImageFrames, _Standalone):
         file without the classifier maps onto the model without one."""
         weights = read_state_dict(self.weights)
         if len(weights) != len(model.state_dict()) and getattr(model, "num_classes", 0):
-            headless = {k for k in model.state_dict() if k.startswith(model.pretrained_cfg.get("classifier") or "?")}
-            if len(weights) == len(model.state_dict()) - len(headless):
+            head = model.pretrained_cfg.get("classifier") or "?"
+            headless = [k for k in model.state_dict() if k.split(".")[0] != head]
+            if len(weights) == len(headless):
                 model.reset_classifier(0)
         model.load_state_dict(map_state_dict(weights, model, self.weights, self.spec))
 

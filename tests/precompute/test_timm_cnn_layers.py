@@ -126,3 +126,18 @@ def test_a_file_of_another_architecture_is_refused_by_the_cli_in_one_line(tmp_pa
     from analysis.storage.store import list_runs
 
     assert not (tmp_path / "s.duckdb").exists() or list_runs(tmp_path / "s.duckdb") == []  # nothing computed
+
+
+def test_a_file_without_the_classifier_maps_onto_the_headless_model(tmp_path):
+    import timm
+
+    torch.manual_seed(3)
+    headless = timm.create_model("efficientnet_lite0", pretrained=False, num_classes=0).eval()
+    path = tmp_path / "headless.safetensors"
+    from safetensors.torch import save_file
+
+    save_file({k: v.contiguous() for k, v in headless.state_dict().items()}, str(path))
+    a = load_adapter(SPEC, weights=str(path))
+    assert a.model.num_classes == 0 and a.revision.startswith("file-")
+    for k, v in headless.state_dict().items():
+        assert torch.equal(a.model.state_dict()[k], v), k

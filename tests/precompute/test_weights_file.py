@@ -141,3 +141,18 @@ def test_a_sweep_models_weights_are_relative_to_the_sweep_file_and_must_exist(tm
                        models=[{"source": "timm:efficientnet_lite0", "weights": "gone.pth"}])
     with pytest.raises(SweepError, match=r"sweep.toml:\d+: models\[0\].weights: weights file .*gone.pth does not exist"):
         load_sweep(path)
+
+
+def test_a_file_with_the_models_own_names_maps_by_name_whatever_its_order():
+    model = Ours()
+    sd = theirs(model, rename=lambda k: k)
+    shuffled = dict(reversed(list(sd.items())))
+    mapped = map_state_dict(shuffled, model, "w.safetensors", "timm:x")
+    assert list(mapped) == list(model.state_dict()) and all(torch.equal(mapped[k], sd[k]) for k in sd)
+
+
+def test_a_safetensors_file_with_other_names_is_refused_as_it_keeps_no_order():
+    model = Ours()
+    with pytest.raises(ModelError, match=r"w.safetensors: its names are not timm:x's \(first: '_conv_stem._weight'\)"
+                                         r".*save the state dict with torch.save"):
+        map_state_dict(theirs(model), model, "w.safetensors", "timm:x")
