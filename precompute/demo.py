@@ -58,8 +58,9 @@ FULL = DemoSize(tot_items=160, shape_items=192, frames=(1, 2, 4, 8), captions=(1
 SMALL = DemoSize(tot_items=36, shape_items=48, frames=(1, 2, 4), captions=(1, 2, 4),
                  tot_frames=(1, 2, 4), tot_captions=(1, 2))
 #: Version of the demo's data generators: a data folder stamped with another one is regenerated
-#: (2: Test of Time captions name each circle's region, no two items share a caption)
-DATA_VERSION = 2
+#: (2: Test of Time captions name each circle's region, no two items share a caption; 3: each item's
+#: class fields at its top level, synthetic.LABEL_FIELDS)
+DATA_VERSION = 3
 
 #: store name -> builder of a randomly initialised model (labelled "random init" everywhere)
 RANDOM_MODELS = {

@@ -176,15 +176,21 @@ class BlockCapture:
         return self.states
 
 
-def pool(h: torch.Tensor, pooling: str, *, prefix: int = 0, mask: torch.Tensor | None = None) -> torch.Tensor:
-    """``(B, d)`` from tokens ``h`` ``(B, T, d)``.
+def pool(h: torch.Tensor, pooling: str, *, prefix: int = 0, mask: torch.Tensor | None = None,
+         fmt: str = "NCHW") -> torch.Tensor:
+    """``(B, d)`` from tokens ``h`` ``(B, T, d)``, or from a CNN's feature map ``h`` ``(B, C, H, W)``
+    (``fmt="NHWC"``: ``(B, H, W, C)``).
 
     ``cls``: token 0. ``mean``: mean over tokens ``prefix..T-1`` (``prefix`` = class and register
     tokens, left out as timm's ``avg`` pool does), over real tokens only when ``mask`` ``(B, T)`` is
-    given. ``last_token``: the last real token. A ``(B, d)`` input is returned as it is.
+    given. ``last_token``: the last real token. A feature map has no class token: it is pooled by
+    global average, ``mean`` over its ``H x W`` positions (``d = C``), whatever ``pooling`` says.
+    A ``(B, d)`` input is returned as it is.
     """
     if h.ndim == 2:
         return h
+    if h.ndim == 4:
+        return h.mean(dim=(1, 2) if fmt == "NHWC" else (2, 3))
     if pooling == "cls":
         return h[:, 0]
     if mask is not None:

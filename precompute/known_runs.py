@@ -36,7 +36,9 @@ def known_identity(probe) -> KnownIdentity:
     """The identity a config-only adapter (:func:`precompute.loading.probe_model`) pins down."""
     planned = probe.planned_layers()
     hf = hasattr(probe, "config")  # timm / open_clip: revision and pooling come with the weights
-    info = SimpleNamespace(source=probe.source, revision=probe.config_revision() if hf else None,
+    # a --weights file's content hash is known before the load: it is the revision (precompute.loaders)
+    revision = probe.config_revision() if hf else getattr(probe, "file_revision", None)
+    info = SimpleNamespace(source=probe.source, revision=revision,
                            modality=probe.modality, pooling=getattr(probe, "pooling", None), native_frames=None,
                            config={})
     unknown = LOADED_ONLY + (() if info.revision else ("revision",)) + (() if info.pooling else ("pooling",))

@@ -51,6 +51,71 @@ def weights_digest(model: torch.nn.Module) -> str:
     return h.hexdigest()[:16]
 
 
+def file_sha256(path) -> str:
+    """The SHA-256 of a file's bytes (hex), read in 1 MiB chunks."""
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+#: keys under which a checkpoint may wrap its state dict (one level)
+WRAPPER_KEYS = ("state_dict", "model", "model_state_dict")
+
+
+def read_state_dict(path: Path) -> dict:
+    """``{name: tensor}`` from a ``.safetensors`` file, or a ``.pth`` / ``.pt`` / ``.bin`` file holding a
+    state dict (plain, or under one of :data:`WRAPPER_KEYS`), loaded with ``weights_only=True`` (no
+    pickled code runs). A file that is none of these is a :class:`ModelError` naming it."""
+    if not path.is_file():
+        raise ModelError(f"--weights {path}: no such file")
+    try:
+        if path.suffix == ".safetensors":
+            from safetensors.torch import load_file
+
+            sd = load_file(str(path), device="cpu")
+        else:
+            sd = torch.load(str(path), map_location="cpu", weights_only=True)
+    except Exception as exc:
+        raise ModelError(short(f"--weights {path}: cannot read it as a state dict "
+                               f"(.safetensors, or a .pth/.pt saved by torch.save): {type(exc).__name__}: {exc}")) from None
+    for key in WRAPPER_KEYS:
+        if isinstance(sd, dict) and isinstance(sd.get(key), dict):
+            sd = sd[key]
+            break
+    if not isinstance(sd, dict) or not sd or not all(isinstance(v, torch.Tensor) for v in sd.values()):
+        raise ModelError(f"--weights {path}: not a state dict (a mapping of names to tensors)")
+    return dict(sd)
+
+
+def map_state_dict(weights: dict, model: torch.nn.Module, path: Path, spec: str) -> dict:
+    """``weights`` renamed to ``model``'s keys, pair by pair in order (a checkpoint of the same
+    architecture from another codebase names its tensors differently, e.g. ``_blocks.0._bn1`` for
+    timm's ``blocks.0.0.bn1``, but holds them in the same order). Every pair must have one shape;
+    the first pair that does not, or a count that differs, is a :class:`ModelError` naming both keys.
+    A file with the model's own names maps by name. A ``.safetensors`` file keeps no order (its
+    tensors come back sorted), so one with other names is refused: pairs of equal shapes (a norm's
+    weight and bias) could be swapped unseen."""
+    own = model.state_dict()
+    if set(weights) == set(own):
+        weights = {k: weights[k] for k in own}
+    elif Path(path).suffix == ".safetensors":
+        first = next(k for k in weights if k not in own) if set(weights) - set(own) else next(k for k in own if k not in weights)
+        raise ModelError(f"--weights {path}: its names are not {spec}'s (first: {first!r}), and a .safetensors file "
+                         "keeps no tensor order to map them by; save the state dict with torch.save (.pth) instead")
+    theirs, ours = list(weights.items()), list(own.items())
+    for i, ((k, v), (mk, mv)) in enumerate(zip(theirs, ours)):
+        if tuple(v.shape) != tuple(mv.shape):
+            raise ModelError(f"--weights {path}: tensor {i} {k!r} {tuple(v.shape)} does not fit {spec}'s "
+                             f"{mk!r} {tuple(mv.shape)}; the file holds another architecture's weights")
+    if len(theirs) != len(ours):
+        extra = (f"the file's {theirs[len(ours)][0]!r} has no counterpart" if len(theirs) > len(ours)
+                 else f"{spec}'s {ours[len(theirs)][0]!r} has none in the file")
+        raise ModelError(f"--weights {path}: {len(theirs)} tensors, {spec} has {len(ours)}; {extra}")
+    return {mk: v for (_, v), (mk, _) in zip(theirs, ours)}
+
+
 def parse_kwargs(text: str, spec: str) -> dict:
     """``a=1&b=x`` -> ``{"a": 1, "b": "x"}`` (values as Python literals when they parse)."""
     out = {}
@@ -158,6 +223,10 @@ class HookRun:
     default_pooling = "the model's own output (a tensor as returned, else pooler_output, else last_hidden_state pooled)"
     extra_names: tuple = ()
     widths: list | None = None
+    #: layout of a block output that is a feature map (4-D): ``NCHW`` (torch convolutions) or ``NHWC``
+    feature_fmt = "NCHW"
+    #: True when the blocks return feature maps (a CNN's stages), pooled by global average
+    feature_maps = False
 
     def _mask(self, inputs, prepared):
         return inputs.get("attention_mask") if prepared.masked else None
@@ -165,7 +234,7 @@ class HookRun:
     def _layers(self, inputs, mask) -> list:
         """Pooled ``(U, d_l)`` float32 tensors: the block layers, then the named ones."""
         def reduce(h):
-            return pool(h.float(), self.pooling, prefix=self.prefix, mask=mask)
+            return pool(h.float(), self.pooling, prefix=self.prefix, mask=mask, fmt=self.feature_fmt)
 
         with torch.inference_mode():
             with BlockCapture(self.blocks, seq_first=self.seq_first, reduce=reduce) as cap:
@@ -179,12 +248,19 @@ class HookRun:
     def _probe(self):
         inputs, _ = self._probe_inputs()
         inputs = self._adapt_inputs(inputs)
-        with torch.inference_mode(), BlockCapture(self.blocks, seq_first=self.seq_first,
-                                                  reduce=lambda h: h[:, 0] if h.ndim == 3 else h) as cap:
+        ndims = set()
+
+        def reduce(h):
+            ndims.add(h.ndim)
+            return h[:, 0] if h.ndim == 3 else pool(h, "mean", fmt=self.feature_fmt)
+
+        with torch.inference_mode(), BlockCapture(self.blocks, seq_first=self.seq_first, reduce=reduce) as cap:
             extras = self._hook_forward(inputs)
         states = cap.result()
         widths = [int(s.shape[-1]) for s in states]
-        if len(set(widths)) != 1:
+        # a CNN's stages widen as they go: each pooled map is zero-padded to the widest (layer_dims)
+        self.feature_maps = 4 in ndims
+        if len(set(widths)) != 1 and not self.feature_maps:
             raise ModelError(f"{self.spec!r}: the blocks of {self.blocks_path} change width ({sorted(set(widths))}): "
                              "a hierarchical model; name one stage's blocks with --blocks")
         self.extra_names = tuple(n for n in EXTRA_LAYERS if extras.get(n) is not None)
@@ -256,7 +332,7 @@ class _Standalone(HookRun, Adapter):
     extraction = "hooks"
 
     def __init__(self, spec: str, *, device="cpu", dtype="float32", modality=None, blocks=None,
-                 random_init=False, trust_remote_code=False, prompt_template="auto", **_):
+                 random_init=False, trust_remote_code=False, prompt_template="auto", weights=None, **_):
         self.spec = spec
         self.device = resolve_device(device) if isinstance(device, str) else device
         if dtype not in DTYPES:
@@ -271,13 +347,25 @@ class _Standalone(HookRun, Adapter):
         self.native_frames = None
         self.layer_names, self.layer_dims = {}, {}
         self.modality = self._modality(modality)
+        self.weights = self._weights_file(weights)
 
     def _finish(self, model, tower):
         self.model = model.to(self.device, self.dtype).eval()
         self.blocks_path, self.blocks = find_blocks(tower, self.blocks_arg)
         self.n_layers, self.dim = self._probe()
-        self.revision = ("random-init-seed%d-" % RANDOM_SEED if self.random_init else "weights-") + weights_digest(model)
+        if self.weights:  # the file's content hash: another file is another revision, so other runs
+            self.revision = self.file_revision
+        else:
+            self.revision = ("random-init-seed%d-" % RANDOM_SEED if self.random_init else "weights-") + weights_digest(model)
         return self
+
+    def _weights_file(self, weights):
+        """``--weights FILE`` as an absolute path (None without it); its content hash is ``file_revision``,
+        known before the load, so a finished run of other weights is never taken for this one's."""
+        if not weights:
+            return None
+        raise ModelError(f"--weights applies to timm models (--model timm:ARCH); {self.spec} names its weights "
+                         "in the spec (open_clip:ARCH/FILE)")
 
     def info(self) -> ModelInfo:
         return ModelInfo(
@@ -318,7 +406,9 @@ class TimmAdapter(ImageFrames, _Standalone):
         kwargs = parse_kwargs(query, self.spec)
         torch.manual_seed(RANDOM_SEED)
         try:
-            model = timm.create_model(name, pretrained=not self.random_init, num_classes=0, **kwargs)
+            # with --weights the classifier is kept when the file has one (its logits stay computable)
+            head = {} if self.weights else {"num_classes": 0}
+            model = timm.create_model(name, pretrained=not (self.random_init or self.weights), **head, **kwargs)
         except Exception as exc:
             bad = timm_option_error(name, kwargs, self.spec) if isinstance(exc, (TypeError, ValueError)) else None
             if bad:
@@ -326,6 +416,8 @@ class TimmAdapter(ImageFrames, _Standalone):
             hint = "" if self.random_init else " (pretrained weights come from the hub; --random-init builds it offline)"
             raise ModelError(short(f"timm cannot create {name!r}: {type(exc).__name__}: {exc}") + hint) from None
         self.model_type = f"timm:{name}"
+        if self.weights:
+            self._load_weights(model)
         size = kwargs.get("img_size")  # a size given to create_model wins over the pretrained config's
         args = {"input_size": (3, *(size if isinstance(size, (tuple, list)) else (size, size)))} if size else {}
         cfg = resolve_data_config(args, model=model)
@@ -334,13 +426,41 @@ class TimmAdapter(ImageFrames, _Standalone):
         self.pooling = "cls" if getattr(model, "cls_token", None) is not None else "mean"
         self.default_pooling = f"timm forward_head(pre_logits=True), global_pool={str(gp)!r}"
         self.prefix = int(getattr(model, "num_prefix_tokens", 0) or 0)
+        self.feature_fmt = str(getattr(model, "output_fmt", "NCHW"))  # timm's NHWC stages say so
         self.input_size = tuple(cfg["input_size"])
         self.model_config = {"name": name, "kwargs": kwargs, "data_config": {k: list(v) if isinstance(v, tuple) else v
                                                                               for k, v in cfg.items()},
                              "global_pool": str(gp), "num_prefix_tokens": self.prefix,
+                             **({"weights": self.weights_record()} if self.weights else {}),
                              "pretrained_cfg": {k: v for k, v in (getattr(model, "pretrained_cfg", {}) or {}).items()
                                                 if isinstance(v, (str, int, float, bool, type(None)))}}
         return self._finish(model, model)
+
+    def _weights_file(self, weights):
+        if not weights:
+            return None
+        if self.random_init:
+            raise ModelError(f"--weights {weights} and --random-init contradict each other: drop one")
+        path = Path(weights).expanduser().resolve()
+        if not path.is_file():
+            raise ModelError(f"--weights {weights}: no such file")
+        self.file_revision = "file-" + file_sha256(path)[:16]
+        return path
+
+    def weights_record(self) -> dict:
+        """What the run records of ``--weights``: the file's path and its content hash."""
+        return {"path": str(self.weights), "sha256_16": self.file_revision[len("file-"):]}
+
+    def _load_weights(self, model):
+        """``--weights``: the file's tensors mapped onto ``model`` in order (:func:`map_state_dict`); a
+        file without the classifier maps onto the model without one."""
+        weights = read_state_dict(self.weights)
+        if len(weights) != len(model.state_dict()) and getattr(model, "num_classes", 0):
+            head = model.pretrained_cfg.get("classifier") or "?"
+            headless = [k for k in model.state_dict() if k.split(".")[0] != head]
+            if len(weights) == len(headless):
+                model.reset_classifier(0)
+        model.load_state_dict(map_state_dict(weights, model, self.weights, self.spec))
 
     def _probe_inputs(self):
         return {"pixel_values": torch.zeros((1, *self.input_size), dtype=self.dtype, device=self.device)}, None
@@ -348,6 +468,14 @@ class TimmAdapter(ImageFrames, _Standalone):
     def _hook_forward(self, inputs):
         feats = self.model.forward_features(inputs["pixel_values"])
         return {"default": self.model.forward_head(feats, pre_logits=True)}
+
+    def run_config(self) -> dict:
+        cfg = HookRun.run_config(self)
+        if self.feature_maps:
+            cfg["feature_maps"] = f"global average over each {self.feature_fmt} map's H x W positions"
+        if self.weights:
+            cfg["weights"] = self.weights_record()
+        return cfg
 
 
 def _without(owner, attr, call):
@@ -622,12 +750,14 @@ def catalog() -> list[dict]:
         {"loader": "hooks on a transformers model", "form": "--model HUB_ID|FOLDER --blocks PATH",
          "families": "any transformers encoder (checked equal to hidden_states on ViT)",
          "pooling": "as its family above", "layers": hooks},
-        {"loader": "timm", "form": "--model timm:NAME[?kw=value&...]",
+        {"loader": "timm", "form": "--model timm:NAME[?kw=value&...] [--weights FILE]",
          "families": "timm ViT-style backbones with a `blocks` list: ViT, DeiT, DINOv2/v3, EVA/EVA02, SigLIP 2, "
-                     "AIMv2, Perception Encoder (timm names)",
+                     "AIMv2, Perception Encoder (timm names); CNNs whose `blocks` are stages of feature maps "
+                     "(e.g. EfficientNet); --weights: a state dict file mapped onto the architecture in order",
          "pooling": "cls when the model has a class token (whatever its head pools), else mean over patch tokens "
-                    "(register tokens left out); default: the model's own head (forward_head, pre_logits); "
-                    "frames averaged", "layers": hooks},
+                    "(register tokens left out); a CNN has no class token: each stage's feature map by global "
+                    "average over H x W, zero-padded to the widest stage; default: the model's own head "
+                    "(forward_head, pre_logits); frames averaged", "layers": hooks},
         {"loader": "open_clip", "form": "--model open_clip:ARCH/PRETRAINED | open_clip:hf-hub:ORG/REPO | "
                                         "open_clip:local-dir:PATH [--modality text]",
          "families": "CLIP, SigLIP, EVA-CLIP, Perception Encoder (open_clip), ... both towers",

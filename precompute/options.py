@@ -46,6 +46,8 @@ class PrecomputeOptions:
     revision: str | None = None
     #: hub models: where downloads are cached (default: huggingface_hub's, HF_HOME)
     cache_dir: str | None = None
+    #: timm models: a state dict file (.pth/.pt/.safetensors) mapped onto the architecture in order
+    weights: str | None = None
 
     def __post_init__(self):
         for name in ("frames", "captions", "variants"):

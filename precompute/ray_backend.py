@@ -293,7 +293,7 @@ class RayPrecompute(Precompute):
         opts = {"device": self.device, "dtype": self.dtype, "trust_remote_code": self.trust,
                 "modality": modality, "prompt_template": self.prompt_template, "prompt": self.prompt,
                 "blocks": self.blocks, "random_init": self.random_init, "named_layers": self.named_layers,
-                "hub": self.hub}
+                "hub": self.hub, "weights": self.weights}
         cls = _model_class(ray)
         actors = [cls.options(num_cpus=1, num_gpus=self.gpus).remote(spec, opts, threads, os.environ.get(KILL_ENV))
                   for _ in range(self.replicas)]

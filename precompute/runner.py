@@ -167,7 +167,7 @@ class Precompute:
                  progress=True, out=None, caption_order=DEFAULTS.caption_order, caption_seed=DEFAULTS.caption_seed,
                  prompt_template=DEFAULTS.prompt_template, prompt=DEFAULTS.prompt, blocks=DEFAULTS.blocks,
                  random_init=DEFAULTS.random_init, named_layers=DEFAULTS.named_layers, revision=DEFAULTS.revision,
-                 cache_dir=DEFAULTS.cache_dir):
+                 cache_dir=DEFAULTS.cache_dir, weights=DEFAULTS.weights):
         self.w = writer
         self.manifest = manifest
         self.dataset = dataset
@@ -193,6 +193,7 @@ class Precompute:
         self.named_layers = bool(named_layers)
         #: hub models: which revision, and where the hub's files are cached (from_pretrained's own keywords)
         self.hub = {k: v for k, v in (("revision", revision), ("cache_dir", cache_dir)) if v}
+        self.weights = weights  # --weights: a timm model's state dict file
         self.out = out or sys.stderr  # resolved at call time, so redirected stderr is honoured
         self.summary = Summary()
         self.frames_cache = FrameCache(self._wanted_frames)
@@ -317,13 +318,13 @@ class Precompute:
         return load_adapter(spec, device=self.device, dtype=self.dtype, trust_remote_code=self.trust,
                             modality=modality, prompt_template=self.prompt_template, blocks=self.blocks,
                             random_init=self.random_init, named_layers=self.named_layers, hub=self.hub,
-                            prompt=self.prompt)
+                            prompt=self.prompt, weights=self.weights)
 
     def probe(self, spec: str, modality: str | None):
         """The config-only adapter of ``spec`` with this job's options (no weights)."""
         return probe_model(spec, device=self.device, dtype=self.dtype, trust_remote_code=self.trust, modality=modality,
                            prompt_template=self.prompt_template, blocks=self.blocks, random_init=self.random_init,
-                           named_layers=self.named_layers, hub=self.hub, prompt=self.prompt)
+                           named_layers=self.named_layers, hub=self.hub, prompt=self.prompt, weights=self.weights)
 
     def all_done(self, probe, name: str) -> int:
         """The number of this model's planned runs when the store holds every one of them done (told

@@ -35,6 +35,7 @@ and runs no model code: a ``trust_remote_code`` model is planned from its ``conf
     trust_remote_code = false         # trust_remote_code, named_layers, random_init, cache_dir
     blocks = "encoder.layer"          # extract through hooks on this block list (--blocks)
     revision = "main"                 # hub ids only: branch, tag or commit (--revision)
+    # weights = "lite0.pth"           # timm models only: a state dict file (--weights), relative to the sweep file
 
     [analyze]
     enabled = true                    # false: precompute only
@@ -227,10 +228,11 @@ PRECOMPUTE_FIELDS = {
 }
 #: fields of a [[models]] table that override [precompute] for that model
 MODEL_OPTIONS = ("dtype", "batch_size", "device", "trust_remote_code", "named_layers", "random_init", "blocks",
-                 "revision", "cache_dir")
+                 "revision", "cache_dir", "weights")
 MODEL_FIELDS = {"source": _str, "name": _str, "modality": _one_of("video", "image", "text", "mllm"),
                 "dtype": _one_of(*DTYPES), "batch_size": _int(1), "device": _device, "trust_remote_code": _bool,
-                "named_layers": _bool, "random_init": _bool, "blocks": _str, "revision": _str, "cache_dir": _str}
+                "named_layers": _bool, "random_init": _bool, "blocks": _str, "revision": _str, "cache_dir": _str,
+                "weights": _str}
 DATASET_FIELDS = {"name": _str, "manifest": _str}
 ANALYZE_FIELDS = {"enabled": _bool, "k": _int(1), "metrics": _metrics, "references": _strs, "bootstrap": _int(0),
                   "clamp": _one_of("off", "platonic", "feature"), "reorder_k": _int(1),
@@ -342,6 +344,10 @@ def load_sweep(path) -> Sweep:
         options = {f: v[f] for f in MODEL_OPTIONS if f in v}
         if options.get("cache_dir") and not Path(options["cache_dir"]).is_absolute():
             options["cache_dir"] = str(base / options["cache_dir"])  # as every path: from the sweep file
+        if options.get("weights"):
+            options["weights"] = str(base / options["weights"])  # an absolute path stays as it is
+            if not Path(options["weights"]).is_file():
+                fail((*key, "weights"), f"{label}.weights", f"weights file {options['weights']} does not exist")
         name = store_name(source, v.get("name"), options.get("random_init", precompute["random_init"]))
         if name in seen:
             fail((*key, "name" if "name" in v else "source"), f"{label}.name",
@@ -419,7 +425,7 @@ def _probe(sweep: Sweep, m: ModelSpec):
                             modality=m.modality, prompt_template=opts["prompt_template"], blocks=opts["blocks"],
                             random_init=opts["random_init"], named_layers=opts["named_layers"],
                             hub={k: opts[k] for k in ("revision", "cache_dir") if opts.get(k)},
-                            prompt=opts.get("prompt", "eol"))
+                            prompt=opts.get("prompt", "eol"), weights=opts.get("weights"))
     except ValueError as exc:
         raise SweepError(f"{sweep.path}:{m.line}: models source {m.source!r}: {exc}") from None
     if opts["blocks"] and hasattr(probe, "config"):  # a transformers model: its skeleton shows the path

@@ -280,6 +280,13 @@ def render_shapes(scene: ShapeScene, size: int = 64) -> np.ndarray:
 
 # ---------------------------------------------------------------- writing datasets
 
+#: dataset -> the categorical fields each item carries at its top level (what the video shows, except
+#: Test of Time's ``phrasing``, which only the caption says): label tasks for probes
+LABEL_FIELDS = {
+    "test_of_time": ("first", "first_region", "phrasing"),
+    "moving_shapes": ("shape", "colour", "direction", "speed"),
+}
+
 
 def _write(root: Path, name: str, rows: list[dict]) -> Path:
     path = root / f"{name}.jsonl"
@@ -297,6 +304,7 @@ def write_test_of_time(root, *, n: int = 180, seed: int = 0, size: int = 64) -> 
             "id": s.item_id, "video": f"test_of_time/{s.item_id}.mkv",
             "captions": [s.caption, s.equivalent], "negatives": [s.negative],
             "event": s.event, "phrasing": s.phrasing, "first": s.first, "second": s.second,
+            "first_region": REGIONS[s.first_region],
             "bow_key": " ".join(sorted(s.caption.lower().split())),
             "scene": asdict(s),
         })
@@ -312,5 +320,6 @@ def write_moving_shapes(root, *, n: int = 256, seed: int = 0, size: int = 64) ->
         rows.append({
             "id": s.item_id, "video": f"moving_shapes/{s.item_id}.mkv", "captions": s.captions(),
             "negatives": [neg] if neg else [], "scene": asdict(s),
+            "shape": s.shape, "colour": s.colour, "direction": s.direction, "speed": s.speed,
         })
     return _write(root, "moving_shapes", rows)
