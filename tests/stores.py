@@ -501,8 +501,9 @@ def write_demo_like_store(root):
                     w.write_batch(run, 0, X, n_done=X.shape[1], n_items=X.shape[1], idx=idx)
     finally:
         w.close()
-    # the demo's fields but colour: among 32 moving shapes one colour has a single item (a probe needs two)
-    labels = tuple(f for f in DEMO_LABELS if f != "scene.colour")
+    # the demo's fields but colour and speed: among 32 moving shapes one colour has a single item, and a
+    # probe needs two per class
+    labels = tuple(f for f in DEMO_LABELS if f not in ("colour", "speed"))
     analyze_store(path, n_boot=DEMO_LIKE_BOOT, n_null=DEMO_LIKE_NULL, labels=labels, jobs=1, log=lambda m: None)
     return path
 

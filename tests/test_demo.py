@@ -5,7 +5,7 @@ import pytest
 
 from analysis.storage.store import list_runs, load_embeddings
 from precompute.cli import main
-from precompute.demo import DUAL_ENCODERS, RANDOM_MODELS, SMALL
+from precompute.demo import DEMO_LABELS, DUAL_ENCODERS, RANDOM_MODELS, REAL_VISION_MODEL, SMALL, real_vision_weights
 
 
 @pytest.mark.slow
@@ -22,7 +22,9 @@ def test_small_demo_end_to_end(tmp_path, capsys):
     # + one run of each text model on the negative captions (both datasets have negatives)
     tot_text = text_models * (len(tot_captions) + 1)
     shapes_text = text_models * (len(SMALL.captions) + 1)
-    assert len(runs) == 2 * per_dataset_vision + tot_text + shapes_text
+    # the trained vision model (the demo extra, in the dev extra too): one frame of the original videos
+    trained = 1 if real_vision_weights() is not None else 0
+    assert len(runs) == 2 * per_dataset_vision + tot_text + shapes_text + 2 * trained
     assert all(r["status"] == "done" for r in runs)
     con = duckdb.connect(str(store), read_only=True)
     items = dict(con.execute("SELECT dataset, count(*) FROM items GROUP BY dataset").fetchall())
@@ -30,7 +32,7 @@ def test_small_demo_end_to_end(tmp_path, capsys):
     con.close()
     assert items == {"test_of_time": SMALL.tot_items, "moving_shapes": SMALL.shape_items}
     assert models == {**dict.fromkeys(RANDOM_MODELS, True), **dict.fromkeys(DUAL_ENCODERS, True),
-                      "all-MiniLM-L6-v2": False}
+                      "all-MiniLM-L6-v2": False, **({REAL_VISION_MODEL: False} if trained else {})}
     V = load_embeddings(store, model="videomae-tiny", dataset="moving_shapes", n_frames=4)
     R = load_embeddings(store, model="videomae-tiny", dataset="moving_shapes", n_frames=4, variant="reversed")
     assert V.shape == R.shape == (5, SMALL.shape_items, 64)
@@ -47,22 +49,25 @@ def test_small_demo_end_to_end(tmp_path, capsys):
              len([r for r in originals if r["dataset"] == ds and r["modality"] == "text"])
              for ds in ("test_of_time", "moving_shapes"))
     vv = vision_models * (vision_models - 1) // 2 * len(SMALL.frames) * 2  # vision pairs at each shared n_f, per dataset
+    vv += trained * vision_models * 2  # the trained model's one frame with each other vision model's, per dataset
     # text pairs (different text models, a dual encoder's text tower under its own name) at each shared n_c
     tt = text_models * (text_models - 1) // 2 * (len(tot_captions) + len(SMALL.captions))
     assert n_grids == 3 * (vt + vv + tt)  # mutual_knn, cka, cknna
     # embedding maps, per dataset: every model side at its last numbered layer, each dual encoder side's
     # named layers (default, joint), one two-sided map per dual encoder, plus each side's recommended
     # layer where that differs from those
-    sides = vision_models + text_models
+    sides = vision_models + text_models + trained
     fixed = 2 * (sides + duals * 2 * 2 + duals)
-    assert fixed <= studies.pop("embedding_map") <= fixed + 2 * sides
+    assert fixed <= studies.pop("embedding_map") <= fixed + 2 * sides + 2 * trained  # + its default layer
     # same space: each dual encoder's image run x text run at every (n_f, n_c), per dataset
     assert studies.pop("same_space") == duals * len(SMALL.frames) * (len(SMALL.captions) + len(tot_captions))
     # probes: every model side's largest run at least, on each field its dataset has (moving shapes: shape,
-    # colour, direction; Test of Time: first colour, phrasing)
-    assert studies.pop("probes") >= sides * (3 + 2)
+    # colour, direction, speed; Test of Time: first colour, its region, phrasing)
+    assert studies.pop("probes") >= sides * (4 + 3)
     # predictors: one table per dataset, from the probes measured on the items' fields; nothing imported
-    assert studies == {"scaling": 2 * vision_models * text_models * 3, "model_map": 2, "temporal": 2,
+    # scaling: every vision × text model pair and metric (the trained model's one frame budget is fitted
+    # over its caption budgets)
+    assert studies == {"scaling": 2 * (vision_models + trained) * text_models * 3, "model_map": 2, "temporal": 2,
                        "layer_choice": 2 * sides, "predictors": 2}
     con = duckdb.connect(str(store), read_only=True)
     assert con.execute("SELECT count(*) FROM downstream_results").fetchone()[0] == 0
@@ -70,7 +75,7 @@ def test_small_demo_end_to_end(tmp_path, capsys):
              for t in json.loads(p)["tasks"]]
     con.close()
     assert tasks and all(t["measured"] and not t["fabricated"] for t in tasks)
-    assert {t["task"] for t in tasks} == {"scene.shape", "scene.colour", "scene.direction", "first", "phrasing"}
+    assert {t["task"] for t in tasks} == set(DEMO_LABELS)
     _check_test_of_time_is_not_tie_decided(store)
     capsys.readouterr()
     assert main(args) == 0  # second run: everything reused

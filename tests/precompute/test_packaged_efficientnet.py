@@ -74,3 +74,70 @@ def test_the_digits_classes_are_separable_in_the_last_layer(store):
     assert len(y) == 200 and len(set(y)) == 10
     acc = cross_val_score(KNeighborsClassifier(10, metric="cosine"), X[-1], y, cv=5).mean()
     assert acc > 0.6
+
+
+@pytest.fixture(scope="module")
+def probed(store):
+    """The digits store with the real all-MiniLM-L6-v2 on the captions too, analysed with every probe
+    on the ``digit`` field through the CLI."""
+    from precompute.demo import minilm_path
+
+    path, _ = store
+    assert main([str(a) for a in ("precompute", "--store", path, "--manifest", path.parent / "digits.jsonl",
+                                  "--dataset", "digits", "--model", minilm_path(), "--name", "minilm",
+                                  "--captions", "1", "--quiet")]) == 0
+    assert main([str(a) for a in ("analyze", "--store", path, "--dataset", "digits", "--labels", "digit",
+                                  "--probes", "knn,kmeans,linear", "--bootstrap", "50", "--null-perms", "20",
+                                  "--maps", "0", "--jobs", "1", "--quiet")]) == 0
+    return path
+
+
+def _knn_reference(X, y, k=10):
+    from sklearn.neighbors import KNeighborsClassifier
+
+    # weights 1 + 1e-9·cos: a vote count (>= 1 apart) always wins; equal counts go to the larger summed
+    # cosine, then sklearn takes the first (sorted) class: the probe's documented rule
+    clf = KNeighborsClassifier(n_neighbors=k, metric="cosine", algorithm="brute",
+                               weights=lambda d: 1.0 + 1e-9 * (1.0 - d)).fit(X, y)
+    return float(np.mean(clf.predict(None) == y))
+
+
+@pytest.mark.parametrize("model, kw", [("effnet", {"n_frames": 1}), ("minilm", {"n_captions": 1})])
+def test_probe_values_on_real_embeddings_equal_scikit_learns_own(probed, model, kw):
+    """k-NN accuracy exactly, the linear probe and k-means to 1e-6, each with an interval: the trained
+    vision model's stages and the real text model's layers over real labelled images."""
+    from sklearn.cluster import KMeans
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.metrics import adjusted_rand_score, normalized_mutual_info_score
+    from sklearn.model_selection import StratifiedKFold, cross_val_score
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import StandardScaler
+
+    from analysis.storage import results as R
+    from analysis.storage.store import connect
+    from precompute.manifest import load_manifest
+
+    X = load_embeddings(probed, model=model, dataset="digits", **kw).astype(np.float64)
+    y = np.array([int(it.metadata["digit"]) for it in load_manifest(probed.parent / "digits.jsonl").items])
+    con = connect(probed, read_only=True)
+    try:
+        (p,) = [r["payload"] for r in R.read_studies(con, study="probes", current=True, dataset="digits")
+                if r["payload"]["model"] == model]
+    finally:
+        con.close()
+    assert p["classes"] == [str(d) for d in range(10)] and p["n"] == 200
+    sc = p["scores"]
+    layers = [l for l in range(X.shape[0]) if np.ptp(X[l], axis=0).any()]
+    for layer in layers:
+        assert sc["knn_accuracy"]["values"][layer] == _knn_reference(X[layer], y)
+        km = KMeans(n_clusters=10, n_init=10, random_state=0).fit_predict(X[layer])
+        assert sc["kmeans_nmi"]["values"][layer] == pytest.approx(normalized_mutual_info_score(y, km), abs=1e-6)
+        assert sc["kmeans_ari"]["values"][layer] == pytest.approx(adjusted_rand_score(y, km), abs=1e-6)
+        for s in sc.values():
+            assert s["ci_low"][layer] is not None and s["ci_low"][layer] <= s["ci_high"][layer]
+    for layer in (layers[0], layers[-1]):  # the linear probe's refits are the slow part: two layers
+        lin = cross_val_score(make_pipeline(StandardScaler(), LogisticRegression(max_iter=1000, C=1.0)), X[layer], y,
+                              cv=StratifiedKFold(5, shuffle=True, random_state=0)).mean()
+        assert sc["linear_accuracy"]["values"][layer] == pytest.approx(lin, abs=1e-6)
+    # trained features carry the class far beyond shuffled labels at their best layer
+    assert sc["knn_accuracy"]["null"]["p"] == pytest.approx(1 / 21)
