@@ -4,7 +4,7 @@ from analysis import views
 from analysis.views import VERDICT_RULE, display_table, md_escape
 from analysis.views.overview_chart import gain_chart, gain_note, gain_table
 from analysis.views.rankme_cap import capped_verdicts, rankme_cap_text
-from analysis.views.probes import CHECK_BADGES, probe_checks
+from analysis.views.probes import CHECK_BADGES, check_summaries, probe_checks
 from analysis.views.verdicts import VERDICT_BADGES
 from pages._shared import (
     background_job,
@@ -49,8 +49,8 @@ for ds, found in found_by.items():
                                  help="the mutual k-NN grid with this layer selected")
             c_curve.page_link(page_path("curves"), label="curves", icon=":material/show_chart:", query_params=v["curves"],
                               help=md_escape(f"the curve of {v['verdict']['lead'] or 'this model'} per layer"))
-    checks = [c for c in view(probe_checks, ds) if c["headline"]]
-    if checks:  # the verdicts set against labels: measured probes on this dataset's manifest fields
+    checks = check_summaries(view(probe_checks, ds))
+    if checks:  # the verdicts set against labels: one line per model, from the probes of its fields
         st.markdown("*Checked against labels (probes on this dataset's manifest fields):*")
         for c in checks:
             st.markdown(f"{CHECK_BADGES[c['outcome']]} {md_escape(c['sentence'])}")

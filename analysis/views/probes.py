@@ -297,3 +297,49 @@ def retrieval_long(con, dataset) -> pd.DataFrame:
                              "ci_low": np.nan if not ci else ci[0], "ci_high": np.nan if not ci else ci[1],
                              "note": "", "chance": np.nan, "source": "measured"})
     return pd.DataFrame(rows)
+
+
+#: which outcome leads a model's summary badge: a loss first, then noise, then a held pick
+_LEAD = ("loses", "within", "best", "untested", "chance")
+
+
+def check_summaries(checks: list[dict]) -> list[dict]:
+    """One line per model from its headline checks (:func:`probe_checks`): the check's own sentence when
+    the model was probed on one field, else the fields grouped by outcome, every loss with its numbers.
+
+    Returns ``[{"model", "label", "outcome" (the summary's badge: a loss first, then noise, then best),
+    "sentence", "n_fields"}]`` in the checks' order."""
+    by_model: dict = {}
+    for c in checks:
+        if c["headline"]:
+            by_model.setdefault(c["model"], []).append(c)
+    out = []
+    for model, cs in by_model.items():
+        lead = min((c["outcome"] for c in cs), key=_LEAD.index)
+        if len(cs) == 1:
+            out.append({"model": model, "label": cs[0]["label"], "outcome": lead, "sentence": cs[0]["sentence"],
+                        "n_fields": 1})
+            continue
+        names = cs[0]["layer_names"]
+        groups = {o: [c for c in cs if c["outcome"] == o] for o in _LEAD}
+        parts = []
+        if groups["best"]:
+            parts.append(f"is the probe's best layer on {', '.join(c['field'] for c in groups['best'])}")
+        if groups["within"]:
+            parts.append(f"is as good as the best layer within noise on {', '.join(c['field'] for c in groups['within'])}")
+        for c in groups["loses"]:
+            d = c["pick_vs_best"]
+            parts.append(f"loses on {c['field']} to {_layer_words(c['best']['layer'], names)} "
+                         f"({fmt_number(c['pick']['value'])} against {fmt_number(c['best']['value'])}, difference "
+                         f"{fmt_number(d['value'])}{_ci_text(d['ci'])})")
+        if groups["untested"]:
+            parts.append(f"is untested on {', '.join(c['field'] for c in groups['untested'])} (no interval)")
+        if groups["chance"]:
+            parts.append(f"cannot be checked on {', '.join(c['field'] for c in groups['chance'])} (no layer beats "
+                         "shuffled labels)")
+        scores = sorted({c["score_label"] for c in cs})
+        pick = _layer_words(cs[0]["pick"]["layer"], names)
+        out.append({"model": model, "label": cs[0]["label"], "outcome": lead, "n_fields": len(cs),
+                    "sentence": f"{cs[0]['label']} against labels ({', '.join(scores)}, {cs[0]['setting']}): the "
+                                f"label-free pick, {pick}, " + "; ".join(parts) + "."})
+    return out

@@ -98,3 +98,23 @@ def test_a_field_no_layer_separates_is_called_at_chance_not_a_verdict_check(tmp_
         con.close()
     assert checks and all(c["outcome"] == "chance" for c in checks)
     assert all("no layer beats chance" in c["sentence"] for c in checks)
+
+
+def test_overview_says_one_line_per_model_with_every_loss_named(probed_store):
+    from analysis.storage.store import connect
+    from analysis.studies import analyze_store as again
+    from analysis.views.probes import check_summaries, probe_checks
+
+    again(probed_store, labels=("scene.shape", "colour"), log=lambda m: None)
+    con = connect(probed_store, read_only=True)
+    try:
+        checks = probe_checks(con, "toy")
+    finally:
+        con.close()
+    lines = check_summaries(checks)
+    assert sorted(x["model"] for x in lines) == ["txt", "vis"]
+    vis = next(x for x in lines if x["model"] == "vis")
+    assert vis["n_fields"] == 2 and vis["outcome"] == "loses"
+    assert "loses on scene.shape to layer 2" in vis["sentence"]
+    # colour is planted in no layer: no shuffle is beaten, so it checks nothing
+    assert "cannot be checked on colour" in vis["sentence"]

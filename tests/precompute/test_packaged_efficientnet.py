@@ -129,15 +129,22 @@ def test_probe_values_on_real_embeddings_equal_scikit_learns_own(probed, model, 
     sc = p["scores"]
     layers = [l for l in range(X.shape[0]) if np.ptp(X[l], axis=0).any()]
     for layer in layers:
-        assert sc["knn_accuracy"]["values"][layer] == _knn_reference(X[layer], y)
+        knn = sc["knn_accuracy"]["values"][layer]
+        if model == "minilm":
+            # 10 distinct captions for 200 items: each item has ~19 identical copies, more than k, so its
+            # neighbours would be picked by index; the probe says so instead of scoring index order
+            assert knn is None and "decided by ties" in sc["knn_accuracy"]["notes"][str(layer)]
+        else:
+            assert knn == _knn_reference(X[layer], y)
         km = KMeans(n_clusters=10, n_init=10, random_state=0).fit_predict(X[layer])
         assert sc["kmeans_nmi"]["values"][layer] == pytest.approx(normalized_mutual_info_score(y, km), abs=1e-6)
         assert sc["kmeans_ari"]["values"][layer] == pytest.approx(adjusted_rand_score(y, km), abs=1e-6)
         for s in sc.values():
-            assert s["ci_low"][layer] is not None and s["ci_low"][layer] <= s["ci_high"][layer]
+            if s["values"][layer] is not None:
+                assert s["ci_low"][layer] is not None and s["ci_low"][layer] <= s["ci_high"][layer]
     for layer in (layers[0], layers[-1]):  # the linear probe's refits are the slow part: two layers
         lin = cross_val_score(make_pipeline(StandardScaler(), LogisticRegression(max_iter=1000, C=1.0)), X[layer], y,
                               cv=StratifiedKFold(5, shuffle=True, random_state=0)).mean()
         assert sc["linear_accuracy"]["values"][layer] == pytest.approx(lin, abs=1e-6)
     # trained features carry the class far beyond shuffled labels at their best layer
-    assert sc["knn_accuracy"]["null"]["p"] == pytest.approx(1 / 21)
+    assert sc["kmeans_nmi"]["null"]["p"] == pytest.approx(1 / 21)
