@@ -30,7 +30,7 @@ def build_parser() -> argparse.ArgumentParser:
     from analysis import cli as analysis
     from analysis import papers_cli as papers
 
-    from . import recipes
+    from . import imported, recipes
 
     parser = argparse.ArgumentParser(
         prog="layerscope",
@@ -41,7 +41,8 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     order = [analysis.register_metrics, _register_precompute, _register_models, _register_demo,
              analysis.register_analyze, _register_dashboard, analysis.register_report, _register_merge,
-             _register_migrate, analysis.register_map, papers.register_papers, recipes.register, _register_sweep]
+             _register_migrate, analysis.register_map, papers.register_papers, recipes.register, _register_sweep,
+             imported.register]
     for register in order:
         register(sub)
     return parser
