@@ -36,14 +36,14 @@ def logging_browser(tmp_path_factory):
 
 
 def _requested_urls(browser) -> list[str]:
-    """URLs of the requests the browser sent since the log was last read (data: URLs excluded: they
-    are not requests)."""
+    """URLs of the network requests the browser sent since the log was last read (http, https and
+    websockets; data: and the browser's own chrome:// resources are not requests to a host)."""
     urls = []
     for entry in browser.get_log("performance"):
         message = json.loads(entry["message"])["message"]
         if message["method"] in ("Network.requestWillBeSent", "Network.webSocketCreated"):
             url = message["params"].get("request", {}).get("url") or message["params"].get("url", "")
-            if not url.startswith("data:"):
+            if urllib.parse.urlparse(url).scheme in ("http", "https", "ws", "wss"):
                 urls.append(url)
     return urls
 
