@@ -225,3 +225,46 @@ def test_sentence_transformers_vectors_imported_match_layerscopes_own_precompute
     assert metrics and all(("minilm", m) in grids and ("st-minilm", m) in grids for m in metrics)
     for m in metrics:
         np.testing.assert_allclose(grids[("st-minilm", m)], grids[("minilm", m)], rtol=0, atol=1e-4, err_msg=m)
+
+
+# ---------------------------------------------------------------- downstream commands treat them as runs
+
+def _import_into(tmp_path, store, name, X):
+    np.save(tmp_path / f"{name}.npy", X)
+    return main(["import-embeddings", "--store", str(store), "--manifest", str(_manifest(tmp_path / "m.jsonl")),
+                 "--dataset", "d", "--name", name, "--modality", "text", "--manifest-order", str(tmp_path / f"{name}.npy")])
+
+
+def test_imported_runs_merge_rename_and_remove_like_computed_ones(tmp_path, layers, capsys):
+    a, b, merged = tmp_path / "a.duckdb", tmp_path / "b.duckdb", tmp_path / "merged.duckdb"
+    assert _import_into(tmp_path, a, "mine", layers) == 0
+    assert _import_into(tmp_path, b, "yours", layers[::-1].copy()) == 0
+    assert main(["merge", "--store", str(merged), str(a), str(b)]) == 0
+    assert sorted(r["model"] for r in list_runs(merged)) == ["mine", "yours"]
+    np.testing.assert_array_equal(load_embeddings(merged, model="yours", dataset="d"), layers[::-1])
+    assert main(["runs", "--store", str(merged)]) == 0
+    assert "mine" in capsys.readouterr().out
+    assert main(["runs", "rename", "--store", str(merged), "mine", "theirs"]) == 0
+    np.testing.assert_array_equal(load_embeddings(merged, model="theirs", dataset="d"), layers)
+    assert main(["runs", "rm", "--store", str(merged), "--model", "yours"]) == 0
+    assert [r["model"] for r in list_runs(merged)] == ["theirs"]
+
+
+@pytest.mark.slow
+def test_imported_runs_are_analysed_reported_and_shown(tmp_path, layers, monkeypatch):
+    from tests.helpers import app
+
+    store = tmp_path / "s.duckdb"
+    rng = np.random.default_rng(5)
+    assert _import_into(tmp_path, store, "mine", layers) == 0
+    assert _import_into(tmp_path, store, "yours", (layers + 0.1 * rng.normal(size=layers.shape)).astype(np.float32)) == 0
+    assert main(["analyze", "--store", str(store), "--k", "3", "--bootstrap", "5", "--null-perms", "5", "--maps", "0",
+                 "--jobs", "1", "--quiet"]) == 0
+    con = duckdb.connect(str(store), read_only=True)
+    pairs = con.execute("SELECT DISTINCT model_a, model_b FROM result_grids").fetchall()
+    con.close()
+    assert pairs == [("mine", "yours")]
+    assert main(["report", "--store", str(store), "--out", str(tmp_path / "r.html")]) == 0
+    assert "yours" in (tmp_path / "r.html").read_text()
+    at = app(store, monkeypatch, page="heatmap", params={"dataset": "d"})
+    assert at.get("vega_lite_chart")
