@@ -50,6 +50,10 @@ class ImportedLayers:
     sources: list  #: ``"file:array"`` of each stored layer, in order
 
 
+class _Refused(ValueError):
+    """A file read but refused here (its message names the file): not wrapped as unreadable."""
+
+
 def _natural(name: str):
     return [int(t) if t.isdigit() else t for t in re.split(r"(\d+)", name)]
 
@@ -76,7 +80,7 @@ def _read_arrays(path: Path, ids_column: str) -> tuple[list[tuple[str, np.ndarra
 
             table = pq.read_table(path)
             if ids_column not in table.column_names:
-                raise ValueError(f"{path}: no id column {ids_column!r} (columns: {', '.join(table.column_names)}); "
+                raise _Refused(f"{path}: no id column {ids_column!r} (columns: {', '.join(table.column_names)}); "
                                  "name it with --ids-column")
             arrays = []
             for name in table.column_names:
@@ -86,11 +90,11 @@ def _read_arrays(path: Path, ids_column: str) -> tuple[list[tuple[str, np.ndarra
                 try:
                     arrays.append((name, np.asarray(column)))
                 except ValueError:
-                    raise ValueError(f"{path}: column {name!r} holds vectors of different lengths") from None
+                    raise _Refused(f"{path}: column {name!r} holds vectors of different lengths") from None
             return arrays, [str(v) for v in table.column(ids_column).to_pylist()]
-    except ValueError:
+    except _Refused:
         raise
-    except Exception as exc:  # a damaged or foreign file
+    except Exception as exc:  # a damaged or foreign file (numpy says so with a ValueError too)
         raise ValueError(f"{path}: cannot read it as {suffix}: {type(exc).__name__}: {' '.join(str(exc).split())}") from None
     raise ValueError(f"{path}: unknown file type {suffix or '(none)'}; give {', '.join(SUFFIXES)} files")
 

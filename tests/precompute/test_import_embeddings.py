@@ -134,11 +134,17 @@ def _bad_inputs(tmp_path, layers):
     other.write_text("".join(f"s{i}\n" for i in range(9)) + "x99\n")
     cases["unknown id"] = ([a], ["--ids", str(other)], ["not in the manifest", "'x99'"])
     cases["no ids"] = ([a], [], ["a.npy", "--ids", "--manifest-order"])
+    (tmp_path / "damaged.npy").write_bytes(np.lib.format.MAGIC_PREFIX + b"\x01\x00garbage")
+    cases["damaged file"] = ([tmp_path / "damaged.npy"], ["--manifest-order"], ["damaged.npy", "cannot read it"])
+    np.save(tmp_path / "objects.npy", np.array([{"a": 1}] * N, dtype=object), allow_pickle=True)
+    cases["pickled objects"] = ([tmp_path / "objects.npy"], ["--manifest-order"], ["objects.npy", "cannot read it"])
+    cases["unknown type"] = ([tmp_path / "ids9.txt"], ["--manifest-order"], ["ids9.txt", "unknown file type"])
     return cases
 
 
 @pytest.mark.parametrize("case", ["shape mismatch across layers", "NaN", "inf", "float16", "int", "wrong N",
-                                  "missing ids", "fewer ids than rows", "duplicate ids", "unknown id", "no ids"])
+                                  "missing ids", "fewer ids than rows", "duplicate ids", "unknown id", "no ids",
+                                  "damaged file", "pickled objects", "unknown type"])
 def test_bad_input_is_one_line_naming_file_and_array_and_nothing_is_stored(tmp_path, layers, capsys, case):
     files, extra, named = _bad_inputs(tmp_path, layers)[case]
     capsys.readouterr()
