@@ -12,7 +12,8 @@ from pages._shared import new_run, prune_params, render_sidebar, store_path
 
 HERE = Path(__file__).resolve().parent  # absolute page paths: the entry script may live elsewhere
 
-st.set_page_config(page_title="LayerScope", page_icon=":material/biotech:", layout="wide")
+# a local file (served inline): a material-icon favicon makes every page fetch it from fonts.gstatic.com
+st.set_page_config(page_title="LayerScope", page_icon=str(HERE / "pages" / "icon.svg"), layout="wide")
 
 # Material icons ship with Streamlit: no emoji font is needed to tell the pages apart
 PAGES = [

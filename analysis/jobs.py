@@ -218,7 +218,7 @@ def start(store, kind: str, *, csv: bytes | None = None, jobs: int | None = None
         spec = {"id": job_id, "kind": kind, "store": str(Path(store).resolve()), "jobs": int(jobs or 1)}
         if csv:
             (job_dir / "upload.csv").write_bytes(csv)
-            spec["csv"] = str(job_dir / "upload.csv")
+            spec["csv"] = str((job_dir / "upload.csv").resolve())  # the child runs in another folder
         _write_json(job_dir / "spec.json", spec)
         # the status exists before the child does: a page never finds a job directory without one
         _write_json(job_dir / "status.json", {"id": job_id, "kind": kind, "state": "running", "step": "starting",
@@ -226,7 +226,7 @@ def start(store, kind: str, *, csv: bytes | None = None, jobs: int | None = None
                                               "finished": None})
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO)] + [p for p in [os.environ.get("PYTHONPATH")] if p])}
     with open(job_dir / "output.txt", "wb") as out:
-        child = subprocess.Popen([sys.executable, "-m", "analysis.jobs", "run", str(job_dir)], cwd=str(REPO), env=env,
+        child = subprocess.Popen([sys.executable, "-m", "analysis.jobs", "run", str(job_dir.resolve())], cwd=str(REPO), env=env,
                                  stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
                                  start_new_session=True)  # its own session: a page rerun does not stop it
     _CHILDREN[child.pid] = child

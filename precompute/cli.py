@@ -30,7 +30,7 @@ def build_parser() -> argparse.ArgumentParser:
     from analysis import cli as analysis
     from analysis import papers_cli as papers
 
-    from . import recipes
+    from . import imported, recipes
 
     parser = argparse.ArgumentParser(
         prog="layerscope",
@@ -41,7 +41,8 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     order = [analysis.register_metrics, _register_precompute, _register_models, _register_demo,
              analysis.register_analyze, _register_dashboard, analysis.register_report, _register_merge,
-             _register_migrate, analysis.register_map, papers.register_papers, recipes.register, _register_sweep]
+             _register_migrate, analysis.register_map, papers.register_papers, recipes.register, _register_sweep,
+             imported.register]
     for register in order:
         register(sub)
     return parser
@@ -166,6 +167,7 @@ def _csv(values) -> str:
 
 
 def _register_precompute(sub):
+    from .naming import NameAfterModel
     from .options import DEFAULTS
 
     p = sub.add_parser("precompute", help="embed a dataset with models, every layer, into a DuckDB store",
@@ -176,7 +178,9 @@ def _register_precompute(sub):
     p.add_argument("--model", required=True, action="append",
                    help="hub id or local folder, timm:NAME or open_clip:ARCH/PRETRAINED (repeat for several "
                         "models; `layerscope models` lists what each loader takes)")
-    p.add_argument("--name", action="append", help="store name for each --model (default: hub id or folder name)")
+    p.add_argument("--name", action=NameAfterModel,
+                   help="store name of the --model before it, or --name MODEL=NAME; a --model without one gets "
+                        "its hub id or folder name")
     p.add_argument("--modality", choices=["video", "image", "text", "mllm"],
                    help="override what a model is used as (e.g. a CLIP model as text)")
     p.add_argument("--frames", type=int_list, default=list(DEFAULTS.frames),

@@ -7,8 +7,20 @@ import subprocess
 import sys
 from pathlib import Path
 
-APP = Path(__file__).resolve().parents[1] / "app.py"
 ENTRY = Path(__file__).resolve().with_name("dashboard_entry.py")  # see its docstring
+#: the folder a wheel installs ``app.py`` and ``pages/`` into (setup.py's build step names it too)
+DASHBOARD_PACKAGE = "layerscope_dashboard"
+
+
+def app_path() -> Path:
+    """The dashboard's ``app.py``: in an installed wheel, ``layerscope_dashboard/app.py`` beside this
+    package; in a checkout (or an editable install), ``app.py`` at the repository's root."""
+    root = Path(__file__).resolve().parents[1]
+    for candidate in (root / DASHBOARD_PACKAGE / "app.py", root / "app.py"):
+        if candidate.is_file():
+            return candidate
+    raise FileNotFoundError(f"the dashboard's app.py is neither in {root / DASHBOARD_PACKAGE} (an installed wheel) "
+                            f"nor in {root} (a checkout); reinstall LayerScope")
 
 
 def command(store, *, port: int = 8501, address: str = "127.0.0.1") -> list[str]:
@@ -53,7 +65,7 @@ def launch(store, *, port: int = 8501, address: str = "127.0.0.1") -> int:
         print(f"dashboard: port {port} is in use; using {chosen} (or pass --port)", file=sys.stderr)
     print(f"dashboard: http://{address}:{chosen}  (store {store}; Ctrl+C to stop)", file=sys.stderr)
     env = {**os.environ, "LAYERSCOPE_STORE": str(Path(store).resolve())}
-    child = subprocess.Popen(command(store, port=chosen, address=address), env=env, cwd=APP.parent,
+    child = subprocess.Popen(command(store, port=chosen, address=address), env=env, cwd=app_path().parent,
                              preexec_fn=lambda: die_with_parent(signal.SIGTERM, watch=False))
 
     def stop(signum, frame):  # kill -TERM / -HUP of the launcher: stop the server, then end as asked

@@ -10,7 +10,12 @@ import runpy
 import sys
 from pathlib import Path
 
-APP = Path(__file__).resolve().parents[1] / "app.py"
-if str(APP.parent) not in sys.path:
+PACKAGES = Path(__file__).resolve().parents[1]  # the folder holding precompute (a checkout or site-packages)
+if str(PACKAGES) not in sys.path:
+    sys.path.insert(0, str(PACKAGES))
+from precompute.dashboard import app_path  # noqa: E402  (after the path above)
+
+APP = app_path()  # the checkout's app.py, or the installed wheel's layerscope_dashboard/app.py
+if str(APP.parent) not in sys.path:  # its pages/ import as `pages`
     sys.path.insert(0, str(APP.parent))
 runpy.run_path(str(APP), run_name="__main__")

@@ -143,7 +143,8 @@ def _start_generate(root: Path, size: DemoSize, seed: int, log, *, background: b
         return manifests, None
     log(f"datasets: generating Test of Time ({size.tot_items} videos) and moving shapes "
         f"({size.shape_items} videos) in {root}")
-    args = (str(root), str(size.tot_items), str(size.shape_items), str(seed))
+    # absolute: the child runs in the package's folder, not the caller's
+    args = (str(Path(root).resolve()), str(size.tot_items), str(size.shape_items), str(seed))
     if background:
         try:
             return manifests, subprocess.Popen(
@@ -166,9 +167,11 @@ def _finish_generate(proc) -> None:
 
 
 def _child_options() -> dict:
-    """``subprocess.Popen`` options of the demo's helper processes: this checkout's packages, no
-    stdin/stdout, stderr kept for the error message."""
-    root = str(Path(__file__).resolve().parents[1])  # this checkout's analysis (its cache files)
+    """``subprocess.Popen`` options of the demo's helper processes: these packages (a checkout's or an
+    installed copy's), no stdin/stdout, stderr kept for the error message. The child runs in the
+    folder holding the packages, so a folder of the caller's named like one of them cannot shadow
+    it; every path it is given is therefore absolute."""
+    root = str(Path(__file__).resolve().parents[1])
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([root, os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)}
     return {"cwd": root, "env": env, "stdin": subprocess.DEVNULL, "stdout": subprocess.DEVNULL,
             "stderr": subprocess.PIPE}

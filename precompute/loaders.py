@@ -140,6 +140,42 @@ def short(message: str, limit: int = MESSAGE_CHARS) -> str:
     return text if len(text) <= limit else text[:limit - 1] + "…"
 
 
+def offline_weights(random_init: bool) -> str | None:
+    """Why pretrained weights can only come from the local cache (``HF_HUB_OFFLINE`` set, or the hub
+    unreachable: :func:`~precompute.models.hub_offline`, which then puts huggingface_hub in offline
+    mode), else None. timm and open_clip download through huggingface_hub, whose retries would
+    otherwise take a minute or more before the same failure."""
+    from .models import hub_offline
+
+    return None if random_init else hub_offline()
+
+
+def hub_weights_cached(repo_id: str, filename: str = "") -> bool:
+    """Whether the hub cache holds ``repo_id``'s weights: ``filename``, else any of the names timm
+    and open_clip load (``model.safetensors``, ``pytorch_model.bin``, ``open_clip_model.safetensors``,
+    ``open_clip_pytorch_model.bin``). A check of the cache's index only: nothing is read or fetched."""
+    from huggingface_hub import try_to_load_from_cache
+
+    repo_id, _, revision = repo_id.partition("@")
+    names = [filename] if filename else ["model.safetensors", "pytorch_model.bin", "open_clip_model.safetensors",
+                                         "open_clip_pytorch_model.bin"]
+    return any(isinstance(try_to_load_from_cache(repo_id, n, revision=revision or None), str) for n in names)
+
+
+def missing_offline(spec: str, why: str, exc: Exception | None = None) -> ModelError | None:
+    """The one-line error for weights absent from the cache while offline (``why``); with ``exc``, None
+    when that failure is another one."""
+    from urllib.error import URLError
+
+    from huggingface_hub.errors import LocalEntryNotFoundError, OfflineModeIsEnabled
+
+    if exc is not None and not isinstance(exc, (LocalEntryNotFoundError, OfflineModeIsEnabled, URLError,
+                                                 ConnectionError)):
+        return None
+    return ModelError(f"--model {spec}: its pretrained weights are not in the local cache, and {why}; download them "
+                      "once where the hub is reachable (or copy the cache), or pass --random-init")
+
+
 def _close(word: str, choices) -> str:
     import difflib
 
@@ -376,6 +412,17 @@ class _Standalone(HookRun, Adapter):
         )
 
 
+def _timm_hub_repo(name: str) -> str | None:
+    """The hub repository timm loads ``name``'s pretrained weights from, or None (no such name, or
+    weights from a URL or file)."""
+    from timm.models import get_pretrained_cfg
+
+    try:
+        return getattr(get_pretrained_cfg(name), "hf_hub_id", None) or None
+    except Exception:  # an unknown name: create_model says so
+        return None
+
+
 class TimmAdapter(ImageFrames, _Standalone):
     """``timm:NAME[?kw=v&...]``: an image backbone from timm, layers through hooks on ``blocks``.
 
@@ -405,6 +452,9 @@ class TimmAdapter(ImageFrames, _Standalone):
         name, _, query = self.spec[len("timm:"):].partition("?")
         kwargs = parse_kwargs(query, self.spec)
         torch.manual_seed(RANDOM_SEED)
+        offline = offline_weights(self.random_init)
+        if offline and (repo := _timm_hub_repo(name)) and not hub_weights_cached(repo):
+            raise missing_offline(self.spec, offline)  # before building the model: that alone takes seconds
         try:
             # with --weights the classifier is kept when the file has one (its logits stay computable)
             head = {} if self.weights else {"num_classes": 0}
@@ -413,6 +463,8 @@ class TimmAdapter(ImageFrames, _Standalone):
             bad = timm_option_error(name, kwargs, self.spec) if isinstance(exc, (TypeError, ValueError)) else None
             if bad:
                 raise ModelError(bad) from None
+            if offline and (missing := missing_offline(self.spec, offline, exc)):
+                raise missing from None
             hint = "" if self.random_init else " (pretrained weights come from the hub; --random-init builds it offline)"
             raise ModelError(short(f"timm cannot create {name!r}: {type(exc).__name__}: {exc}") + hint) from None
         self.model_type = f"timm:{name}"
@@ -538,11 +590,18 @@ class OpenClipAdapter(ImageFrames, _Standalone):
         if not arch.startswith(("hf-hub:", "local-dir:")):
             check_open_clip_name(open_clip, arch, pretrained, self.spec, self.random_init)
         torch.manual_seed(RANDOM_SEED)
+        offline = offline_weights(self.random_init or arch.startswith("local-dir:"))
+        hub = (arch[len("hf-hub:"):] + "/" if arch.startswith("hf-hub:")
+               else (open_clip.get_pretrained_cfg(arch, pretrained) or {}).get("hf_hub", "") if pretrained else "")
+        if offline and hub and not hub_weights_cached(*hub.rsplit("/", 1)):  # "org/model/[file]"
+            raise missing_offline(self.spec, offline)  # before building the model: that alone takes seconds
         try:
             model, _, preprocess = open_clip.create_model_and_transforms(
                 arch, pretrained=pretrained, load_weights=not self.random_init)
             self.tokenizer = open_clip.get_tokenizer(arch) if self.modality == "text" else None
         except Exception as exc:
+            if offline and (missing := missing_offline(self.spec, offline, exc)):
+                raise missing from None
             raise ModelError(short(f"open_clip cannot create {arch!r}"
                                    f"{'' if pretrained is None else ' with weights ' + repr(pretrained)}: "
                                    f"{type(exc).__name__}: {exc}")) from None

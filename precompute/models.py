@@ -180,9 +180,10 @@ def local_revision(path: Path) -> str:
 
 
 def default_name(spec: str) -> str:
-    """Store name: the hub id as given, or the local folder's base name."""
-    p = Path(spec)
-    return p.resolve().name if p.exists() else spec
+    """Store name without ``--name``: :func:`precompute.naming.default_name`."""
+    from .naming import default_name as name
+
+    return name(spec)
 
 
 def store_name(spec: str, name: str | None = None, random_init: bool = False) -> str:

@@ -633,9 +633,9 @@ def run_precompute(*, store, manifest, dataset, models, names=None, modality=Non
     spreads it over Ray)."""
     options = (options or DEFAULTS).with_overrides(**overrides).kwargs()
     t0 = time.perf_counter()
-    names = list(names or [])
-    if names and len(names) != len(models):
-        raise ValueError(f"--name was given {len(names)} time(s) for {len(models)} model(s); give one per --model")
+    from .naming import resolve_names
+
+    names = resolve_names(list(models), names)  # one per model, None where not named
     # options are checked before the store is opened: a bad flag leaves no trace; then every model's
     # config is read (no weights): a bad spec or a caption shortfall is reported before anything runs
     job = (job_cls or Precompute)(None, manifest, dataset, progress=progress, out=out, **options)
@@ -660,7 +660,7 @@ def run_precompute(*, store, manifest, dataset, models, names=None, modality=Non
         writer.put_dataset(dataset, manifest)
         try:
             for i, spec in enumerate(models):
-                job.run_model(spec, names[i] if names else None, modality, spec_modality=modalities[i],
+                job.run_model(spec, names[i], modality, spec_modality=modalities[i],
                               probe=probes[i])
         finally:
             job.close()

@@ -112,8 +112,10 @@ CHROMIUM_FLAGS = ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-
                   "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-quic")
 
 
-def chromium_driver(profile_dir, *, window="1400,1000", offline=False):
-    """Debian's chromium under selenium with the flags this workplace needs; fails (not skips) when absent."""
+def chromium_driver(profile_dir, *, window="1400,1000", offline=False, log_requests=False):
+    """Debian's chromium under selenium with the flags this workplace needs; fails (not skips) when absent.
+    ``log_requests``: keep Chrome's performance log (every network event, favicons included), read
+    with ``driver.get_log("performance")``."""
     import os
     import shutil
 
@@ -129,6 +131,8 @@ def chromium_driver(profile_dir, *, window="1400,1000", offline=False):
     opts.binary_location = chromium
     for flag in CHROMIUM_FLAGS + (f"--window-size={window}", f"--user-data-dir={profile_dir}"):
         opts.add_argument(flag)
+    if log_requests:
+        opts.set_capability("goog:loggingPrefs", {"performance": "ALL"})
     driver = webdriver.Chrome(service=Service(driver_path), options=opts)
     if offline:
         driver.execute_cdp_cmd("Network.enable", {})
