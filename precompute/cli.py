@@ -403,7 +403,7 @@ def _register_sweep(sub):
 
 #: commands that read or change an existing store: a --store that does not exist is refused as
 #: such (DuckDB would create an empty one and the command would answer "no runs yet")
-STORE_MUST_EXIST = frozenset({"analyze", "map", "downstream", "report", "runs", "migrate", "dashboard"})
+STORE_MUST_EXIST = frozenset({"analyze", "map", "downstream", "report", "runs", "migrate", "dashboard", "papers"})
 
 
 def main(argv: list[str] | None = None) -> int:

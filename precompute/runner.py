@@ -11,6 +11,7 @@ import signal
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -622,6 +623,23 @@ def check_text_only(manifest, models: list, modalities: list, close) -> None:
                          "with --modality text), or give every item a video")
 
 
+def _remove_if_runless(store) -> None:
+    """Delete ``store`` (and its WAL) when it holds no run: what a failed first command created."""
+    from analysis.storage.store import connect
+
+    try:
+        con = connect(store, read_only=True)
+        try:
+            n = con.execute("SELECT count(*) FROM runs").fetchone()[0]
+        finally:
+            con.close()
+    except Exception:  # unreadable or locked by another writer: left as it is
+        return
+    if n == 0:
+        for p in (Path(store), Path(f"{store}.wal")):
+            p.unlink(missing_ok=True)
+
+
 def run_precompute(*, store, manifest, dataset, models, names=None, modality=None, options=None, progress=True,
                    out=None, job_cls=None, **overrides) -> Summary:
     """Library entry of ``layerscope precompute``: validate everything, then run every model.
@@ -651,8 +669,16 @@ def run_precompute(*, store, manifest, dataset, models, names=None, modality=Non
         raise
     modalities = [p.modality for p in probes]
     check_text_only(manifest, models, modalities, job.close)
+    if job.variants == ["reversed"] and all(m == "text" for m in modalities):
+        # said and done: no run to compute, so no store is opened (nor created)
+        for i, spec in enumerate(models):
+            job.run_model(spec, names[i] if names else None, modality, spec_modality=modalities[i], probe=probes[i])
+        job.close()
+        job.summary.seconds = time.perf_counter() - t0
+        return job.summary
     if {"text", "mllm"} & set(modalities) and job.variants != ["reversed"]:  # reversed: no caption runs
         job.check_captions()
+    new_store = not Path(store).exists()
     writer = StoreWriter(store)
     try:
         job.w = writer
@@ -663,6 +689,11 @@ def run_precompute(*, store, manifest, dataset, models, names=None, modality=Non
                               probe=probes[i])
         finally:
             job.close()
+    except BaseException:
+        writer.close()
+        if new_store:  # a store this command created and holds no run (a model refused at load) is removed
+            _remove_if_runless(store)
+        raise
     finally:
         writer.close()
     job.summary.seconds = time.perf_counter() - t0
