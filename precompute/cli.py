@@ -83,6 +83,12 @@ def _runs_store(args) -> str:
     store = getattr(args, "sub_store", None) or args.store
     if not store:
         raise UserError("--store is required")
+    if getattr(args, "sub_store", None) and args.store and args.sub_store != args.store:
+        from analysis.storage.outputs import same_file
+
+        if not same_file(args.sub_store, args.store):
+            raise UserError(f"--store is given twice ({args.store} before the action, {args.sub_store} after); "
+                            "give it once")
     args.store = store
     return store
 

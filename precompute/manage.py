@@ -59,6 +59,7 @@ def remove_runs(store, run_ids=(), *, model: str | None = None) -> dict:
     """
     if not run_ids and model is None:
         raise StoreError("name the runs to remove (run ids, see `layerscope runs`) or --model")
+    run_ids = list(dict.fromkeys(run_ids))  # an id named twice is one run
     con = _open(store)
     try:
         if model is not None:

@@ -314,7 +314,8 @@ def load_sweep(path) -> Sweep:
         seen[v["name"]] = label
         manifest = (base / v["manifest"]) if not Path(v["manifest"]).is_absolute() else Path(v["manifest"])
         if not manifest.is_file():
-            fail((*key, "manifest"), f"{label}.manifest", f"{manifest} does not exist")
+            fail((*key, "manifest"), f"{label}.manifest", f"{manifest} is a folder, not a manifest file (.jsonl or .csv)"
+                 if manifest.is_dir() else f"{manifest} does not exist")
         datasets.append(DatasetSpec(v["name"], manifest, lines.get(key, 0)))
     if precompute.get("cache_dir") and not Path(precompute["cache_dir"]).is_absolute():
         precompute["cache_dir"] = str(base / precompute["cache_dir"])
