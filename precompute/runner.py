@@ -623,6 +623,23 @@ def check_text_only(manifest, models: list, modalities: list, close) -> None:
                          "with --modality text), or give every item a video")
 
 
+def _check_names(dataset, models, names, random_init) -> None:
+    """The dataset's and every model's store name can be names (:mod:`analysis.storage.names`), and no
+    two models share one: refused before any model runs, so nothing is stored under a bad name."""
+    from analysis.storage.names import check_name
+
+    check_name(dataset, kind="dataset", flag="--dataset")
+    final = [store_name(spec, names[i] if names else None, random_init) for i, spec in enumerate(models)]
+    for spec, name in zip(models, final):
+        check_name(name, flag="--name" if names else f"--model {spec}: its name")
+    first = {}
+    for spec, name in zip(models, final):
+        if name in first:
+            raise ValueError(f"two models would be stored as {name!r} ({first[name]} and {spec}); give each its "
+                             "own --name")
+        first[name] = spec
+
+
 def _remove_if_runless(store) -> None:
     """Delete ``store`` (and its WAL) when it holds no run: what a failed first command created."""
     from analysis.storage.store import connect
@@ -653,6 +670,7 @@ def run_precompute(*, store, manifest, dataset, models, names=None, modality=Non
     names = list(names or [])
     if names and len(names) != len(models):
         raise ValueError(f"--name was given {len(names)} time(s) for {len(models)} model(s); give one per --model")
+    _check_names(dataset, models, names, options.get("random_init", False))
     # options are checked before the store is opened: a bad flag leaves no trace; then every model's
     # config is read (no weights): a bad spec or a caption shortfall is reported before anything runs
     job = (job_cls or Precompute)(None, manifest, dataset, progress=progress, out=out, **options)
