@@ -623,6 +623,24 @@ def check_text_only(manifest, models: list, modalities: list, close) -> None:
                          "with --modality text), or give every item a video")
 
 
+def _check_mllm_flags(options: dict, models, modalities, close, *, refuse: bool = True) -> None:
+    """``--prompt`` and ``--prompt-template`` set away from their defaults shape MLLM runs only: refused
+    when no model is an MLLM and ``refuse`` (the flag would change nothing), a note for each other
+    model otherwise."""
+    given = [f"--{name.replace('_', '-')} {options[name]}" for name in ("prompt", "prompt_template")
+             if options.get(name, getattr(DEFAULTS, name)) != getattr(DEFAULTS, name)]
+    if not given:
+        return
+    others = [(spec, m) for spec, m in zip(models, modalities) if m != "mllm"]
+    if refuse and len(others) == len(models):
+        close()
+        raise ValueError(f"{' and '.join(given)} apply to MLLMs only, and no --model is one "
+                         f"({', '.join(f'{s}: {m}' for s, m in others)}); drop {'them' if len(given) > 1 else 'it'}")
+    for spec, m in others:
+        print(f"note: {' and '.join(given)} apply to MLLMs only; {spec} ({m}) is embedded without a prompt",
+              file=sys.stderr)
+
+
 def _check_names(dataset, models, names, random_init) -> None:
     """The dataset's and every model's store name can be names (:mod:`analysis.storage.names`), and no
     two models share one: refused before any model runs, so nothing is stored under a bad name."""
@@ -658,13 +676,14 @@ def _remove_if_runless(store) -> None:
 
 
 def run_precompute(*, store, manifest, dataset, models, names=None, modality=None, options=None, progress=True,
-                   out=None, job_cls=None, **overrides) -> Summary:
+                   out=None, job_cls=None, unused_mllm_flags: str = "refuse", **overrides) -> Summary:
     """Library entry of ``layerscope precompute``: validate everything, then run every model.
 
     ``options``: a :class:`~precompute.options.PrecomputeOptions` (default: its defaults), with
     keyword ``overrides`` of its fields on top. ``job_cls``: the :class:`Precompute` (sub)class or
     factory doing the work (default :class:`Precompute`; :class:`precompute.ray_backend.RayPrecompute`
-    spreads it over Ray)."""
+    spreads it over Ray). ``unused_mllm_flags``: ``--prompt``/``--prompt-template`` given when no model
+    is an MLLM are refused (``"refuse"``), or only noted (``"note"``: a sweep's flags cover all its models)."""
     options = (options or DEFAULTS).with_overrides(**overrides).kwargs()
     t0 = time.perf_counter()
     names = list(names or [])
@@ -687,6 +706,7 @@ def run_precompute(*, store, manifest, dataset, models, names=None, modality=Non
         raise
     modalities = [p.modality for p in probes]
     check_text_only(manifest, models, modalities, job.close)
+    _check_mllm_flags(options, models, modalities, job.close, refuse=unused_mllm_flags == "refuse")
     if job.variants == ["reversed"] and all(m == "text" for m in modalities):
         # said and done: no run to compute, so no store is opened (nor created)
         for i, spec in enumerate(models):

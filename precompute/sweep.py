@@ -567,7 +567,8 @@ def run_sweep(sweep: Sweep, store, *, ray: str | None = None, gpus_per_model: fl
             log(f"sweep: {d.name} × {', '.join(name for _, name in models)}")
             s = run_precompute(store=store, manifest=plan.manifests[d.name], dataset=d.name,
                                models=[mm.source for mm, _ in models], names=[name for _, name in models],
-                               modality=m.modality, progress=progress, **sweep.model_options(m), **kwargs)
+                               modality=m.modality, progress=progress, unused_mllm_flags="note",
+                               **sweep.model_options(m), **kwargs)
             out["runs_computed"] += s.runs_computed
             out["runs_done_before"] += s.runs_done_before
             out["items_embedded"] += s.items_embedded
