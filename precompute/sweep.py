@@ -472,7 +472,7 @@ def plan_sweep(sweep: Sweep, store) -> Plan:
     the config tells, as ``layerscope precompute`` decides to skip a model)."""
     from .known_runs import keep_unknown_revision, known_identity, match
     from .manifest import load_manifest
-    from .runner import Precompute
+    from .runner import Precompute, check_text_only
 
     manifests = {}
     for d in sweep.datasets:
@@ -488,6 +488,10 @@ def plan_sweep(sweep: Sweep, store) -> Plan:
         manifest = manifests[d.name]
         for name, (m, probe) in probes.items():
             opts = sweep.model_options(m)
+            try:  # as `run` would refuse it, with the model's line
+                check_text_only(manifest, [name], [probe.modality], lambda: None)
+            except ValueError as exc:
+                raise SweepError(f"{sweep.path}:{m.line}: models {name!r} on datasets {d.name!r}: {exc}") from None
             job = Precompute(None, manifest, d.name, progress=False, **opts)
             job.close()
             if {"text", "mllm"} & {probe.modality} and opts["variants"] != ["reversed"] \
