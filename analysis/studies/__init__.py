@@ -247,6 +247,11 @@ def analyze_store(store, options: AnalyzeOptions | None = None, *, progress: boo
         known = {r[0] for r in con.execute("SELECT model FROM models").fetchall()}
         # a reference may name a side ("clip [text]", "clip [image]"; analysis.sides)
         bad_refs = [r for r in s.references if split_side(r)[0] not in known]
+        if bad_refs and options.references is None:  # saved, and the model since removed or renamed
+            s.references = tuple(r for r in s.references if r not in bad_refs)
+            log(f"note: the store's saved references name model(s) {bad_refs} it no longer holds; analysing "
+                f"with {list(s.references) or 'every text model'} (pass --reference to choose)")
+            bad_refs = []
         if bad_refs:
             raise StoreError(f"unknown --reference model(s) {bad_refs}; models: {sorted(known)} (a side may "
                              "follow the name: 'clip [text]', 'clip [image]')")

@@ -94,3 +94,18 @@ def test_settings_are_not_saved_when_the_analysis_they_configure_fails(tmp_path,
     with pytest.raises(MemoryError):
         analyze_store(store, n_boot=7, jobs=1, log=lambda m: None)
     assert _saved(store).get("n_boot") != 7
+
+
+def test_a_saved_reference_to_a_removed_model_is_dropped_with_a_note(tmp_path, capsys):
+    store = tmp_path / "s.duckdb"
+    write_store(store)
+    assert main(["analyze", "--store", str(store), "--quiet", "--jobs", "1", "--maps", "0", "--bootstrap", "0",
+                 "--reference", "txt"]) == 0
+    assert main(["runs", "rm", "--store", str(store), "--model", "txt"]) == 0
+    capsys.readouterr()
+    assert main(["analyze", "--store", str(store), "--quiet", "--jobs", "1"]) == 0
+    assert any("saved references" in line and "'txt'" in line for line in capsys.readouterr().err.splitlines())
+    assert _saved(store)["references"] == []
+    # one given now is still refused
+    assert main(["analyze", "--store", str(store), "--quiet", "--jobs", "1", "--reference", "txt"]) == 2
+    assert "unknown --reference" in capsys.readouterr().err
