@@ -328,6 +328,8 @@ def seeded_subset(n_items: int, n: int | None, seed: int) -> list[int]:
     every index when ``n`` is None. Raises when ``n`` exceeds ``n_items``."""
     if n is None:
         return list(range(n_items))
+    if seed < 0:
+        raise ValueError(f"--seed {seed}: a seed is a non-negative integer")
     if n < 1:
         raise ValueError(f"--n {n}: a subset needs at least one item")
     if n > n_items:

@@ -133,3 +133,12 @@ def test_rows_precompute_would_refuse_are_never_written(tmp_path):
     with pytest.raises(ValueError, match="would not pass precompute's checks.*duplicate id 'v'"):
         write_manifest(rows, out)
     _nothing_written(tmp_path, out)
+
+
+def test_a_negative_seed_is_named(tmp_path, capsys):
+    (tmp_path / "a.json").write_text(json.dumps([{"videoID": "v1", "enCap": ["a"]}, {"videoID": "v2", "enCap": ["b"]}]))
+    out = tmp_path / "m.jsonl"
+    assert main(["manifest", "vatex", str(tmp_path / "a.json"), str(_videos(tmp_path, ["v1", "v2"])),
+                 "--out", str(out), "--n", "1", "--seed", "-1"]) == 2
+    _refused(capsys, "--seed -1", "non-negative")
+    _nothing_written(tmp_path, out)
