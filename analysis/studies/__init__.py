@@ -101,16 +101,17 @@ def _store_shape(con) -> StoreShape | None:
     return None if n is None else StoreShape(int(n), int(layers or 1), int(dim or 1))
 
 
-def _saved_problem(name: str, s: Settings, shape: StoreShape | None, available: int | None) -> str | None:
+def _saved_problem(name: str, s: Settings, shape: StoreShape | None, available: int | None,
+                   workers: int = 1) -> str | None:
     """Why the saved value of setting ``name`` (now on ``s``) cannot work, or None."""
     try:
         Settings(**{name: getattr(s, name)}).check()
     except (ValueError, KeyError, TypeError) as exc:
         return str(exc).strip("'\"")
-    return None if shape is None else memory_problems(s, shape, available).get(name)
+    return None if shape is None else memory_problems(s, shape, available, workers=workers).get(name)
 
 
-def _checked(con, given: dict, log) -> Settings:
+def _checked(con, given: dict, log, *, workers: int = 1) -> Settings:
     """The settings this analysis uses (:func:`_resolve`), every one checked against the store's data
     and the memory available before anything is computed or saved. A value given now that cannot
     work is a ValueError naming its flag, its cost and the largest value that fits; a saved one (an
@@ -122,13 +123,13 @@ def _checked(con, given: dict, log) -> Settings:
     for name in STORED:
         if given.get(name) is not None or name not in saved:
             continue
-        why = _saved_problem(name, s, shape, available)
+        why = _saved_problem(name, s, shape, available, workers)
         if why:
             setattr(s, name, getattr(default, name))
             log(f"note: the store's saved setting {name} = {saved[name]!r} cannot work ({why}); "
                 f"using the default {getattr(default, name)!r}")
     s.check()
-    problems = memory_problems(s, shape, available) if shape is not None else {}
+    problems = memory_problems(s, shape, available, workers=workers) if shape is not None else {}
     if problems:
         raise ValueError(next(iter(problems.values())))
     return s
@@ -241,7 +242,7 @@ def analyze_store(store, options: AnalyzeOptions | None = None, *, progress: boo
         # read everything before the first write: a damaged block is refused with the file unchanged
         non_finite = scan_store(con)
         create_all(con, str(store))
-        s = _checked(con, options.given(), log)
+        s = _checked(con, options.given(), log, workers=int(options.jobs))
         s.jobs = int(options.jobs)
         s.check()
         known = {r[0] for r in con.execute("SELECT model FROM models").fetchall()}

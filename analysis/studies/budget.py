@@ -11,7 +11,8 @@ stored layers (``d`` wide):
 - ``--k K``: the k-NN lists (int64) and their cosines (float64) of every layer of both runs of a
   pair: ``2 · L · N · K · 16`` bytes; a ``K`` of ``N`` or more leaves no dataset to analyse.
 
-A value whose arrays alone exceed the memory available is refused with its estimate and the
+With ``--jobs W``, W workers may each hold these arrays at once. A value whose arrays alone (times
+W) exceed the memory available is refused with its estimate and the
 largest value that fits (the rest of the analysis needs memory too, so a value near that bound
 may still be too much: the bound only rules out values that cannot work).
 """
@@ -58,10 +59,11 @@ def _gib(n: float) -> str:
     return f"{n / 2**30:.1f} GiB" if n >= 2**30 else f"{n / 2**20:.1f} MiB"
 
 
-def memory_problems(settings, shape: StoreShape, available: int | None) -> dict[str, str]:
+def memory_problems(settings, shape: StoreShape, available: int | None, *, workers: int = 1) -> dict[str, str]:
     """``{setting name: one-line reason}`` for each setting of ``settings`` (a
     :class:`analysis.studies.context.Settings`) that cannot work on data of ``shape`` with
-    ``available`` bytes (None: only the ``--k`` against N check). Empty when all can."""
+    ``available`` bytes shared by ``workers`` processes (None: only the ``--k`` against N check).
+    Empty when all can."""
     out = {}
     n, layers = shape.n_items, max(1, shape.n_layers)
     if settings.k >= n:
@@ -69,6 +71,9 @@ def memory_problems(settings, shape: StoreShape, available: int | None) -> dict[
                     f"pass --k {max(1, n - 1)} or less")
     if available is None:
         return out
+    workers = max(1, int(workers))
+    share = available // workers
+    shared = f" ({workers} --jobs workers share it)" if workers > 1 else ""
     per = {"n_null": ("--null-perms", NULL_BYTES_PER_ITEM * n, "shuffles"),
            "n_boot": ("--bootstrap", BOOT_BYTES_PER_ITEM * n, "resamples")}
     if "k" not in out:
@@ -76,9 +81,9 @@ def memory_problems(settings, shape: StoreShape, available: int | None) -> dict[
     for name, (flag, unit, what) in per.items():
         value = getattr(settings, name)
         need = value * unit
-        if need > available:
-            fits = available // unit
+        if need > share:
+            fits = share // unit
             out[name] = (f"{flag} {value} needs about {_gib(need)} of memory for its {what} at N = {n} items"
-                         f"{f' and L = {layers} layers' if name == 'k' else ''}; {_gib(available)} is available: "
-                         f"pass {flag} {fits} or less")
+                         f"{f' and L = {layers} layers' if name == 'k' else ''}; {_gib(available)} is available"
+                         f"{shared}: pass {flag} {fits} or less")
     return out

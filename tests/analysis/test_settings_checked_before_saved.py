@@ -109,3 +109,12 @@ def test_a_saved_reference_to_a_removed_model_is_dropped_with_a_note(tmp_path, c
     # one given now is still refused
     assert main(["analyze", "--store", str(store), "--quiet", "--jobs", "1", "--reference", "txt"]) == 2
     assert "unknown --reference" in capsys.readouterr().err
+
+
+def test_workers_share_the_memory():
+    shape = StoreShape(n_items=1000, n_layers=13, dim=64)
+    available = 7 * 10**6
+    alone = available // (NULL_BYTES_PER_ITEM * 1000)
+    assert "n_null" not in memory_problems(Settings(n_null=alone), shape, available)
+    msg = memory_problems(Settings(n_null=alone), shape, available, workers=4)["n_null"]
+    assert f"pass --null-perms {(available // 4) // (NULL_BYTES_PER_ITEM * 1000)} or less" in msg and "4 --jobs" in msg
