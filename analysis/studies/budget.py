@@ -8,8 +8,9 @@ stored layers (``d`` wide):
 - ``--bootstrap B``: the resample indices (int64) and linear CKA's resample weights and their four
   products with the Grams (float64, :func:`analysis.bootstrap._cka_linear_resamples`), ``(B, N)``
   each: ``48 · B · N`` bytes.
-- ``--k K``: the k-NN lists (int64) and their cosines (float64) of every layer of both runs of a
-  pair: ``2 · L · N · K · 16`` bytes; a ``K`` of ``N`` or more leaves no dataset to analyse.
+- ``--k K``: the k-NN lists (int64) and their cosines (float64) of every layer of a run, which the
+  engine keeps prepared whole: ``L · N · K · 16`` bytes; a ``K`` of ``N`` or more leaves no dataset
+  to analyse.
 
 With ``--jobs W``, W workers may each hold these arrays at once. A value whose arrays alone (times
 W) exceed the memory available is refused with its estimate and the
@@ -25,7 +26,7 @@ from dataclasses import dataclass
 #: bytes per (shuffle, item) of the null's shuffles; per (resample, item) of the bootstrap
 NULL_BYTES_PER_ITEM = 24
 BOOT_BYTES_PER_ITEM = 48
-#: bytes per (layer, item, neighbour) of one run's k-NN lists and cosines; a pair holds two runs
+#: bytes per (layer, item, neighbour) of one run's k-NN lists and cosines
 KNN_BYTES_PER_SLOT = 16
 
 
@@ -77,7 +78,7 @@ def memory_problems(settings, shape: StoreShape, available: int | None, *, worke
     per = {"n_null": ("--null-perms", NULL_BYTES_PER_ITEM * n, "shuffles"),
            "n_boot": ("--bootstrap", BOOT_BYTES_PER_ITEM * n, "resamples")}
     if "k" not in out:
-        per["k"] = ("--k", 2 * layers * n * KNN_BYTES_PER_SLOT, "neighbours")
+        per["k"] = ("--k", layers * n * KNN_BYTES_PER_SLOT, "neighbours")
     for name, (flag, unit, what) in per.items():
         value = getattr(settings, name)
         need = value * unit
