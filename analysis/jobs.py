@@ -203,6 +203,7 @@ def start(store, kind: str, *, csv: bytes | None = None, jobs: int | None = None
         raise ValueError(f"unknown job kind {kind!r}; expected one of {', '.join(KINDS)}")
     if kind == "import" and not csv:
         raise ValueError("an import job needs the CSV's bytes")
+    store = Path(store).absolute()  # the child runs in the repository: a relative path would name another file
     root = jobs_dir(store)
     root.mkdir(parents=True, exist_ok=True)
     # check-then-create under one lock: without it, pages starting at once each saw no running job

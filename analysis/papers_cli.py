@@ -6,6 +6,7 @@ A thin command: parse, call :mod:`analysis.storage.published`, print."""
 from __future__ import annotations
 
 import argparse
+import sys
 
 EPILOG = """examples:
   layerscope papers map --store S videomae-huge VideoMAEv2-H
@@ -26,10 +27,17 @@ def cmd_papers_map(args) -> int:
     try:
         create_all(con, args.store)  # a store written before the paper_names table gains it here
         P.set_paper_name(con, kind, args.name, args.paper_name or None)
+        # two names shown as one paper's: each would carry the other's published numbers
+        others = sorted(n for n, p in P.paper_names(con).get(kind, {}).items()
+                        if args.paper_name and p == args.paper_name and n != args.name)
     finally:
         con.close()
     print(f"papers: {kind} {args.name} " + (f"shown as the papers' {args.paper_name}" if args.paper_name
                                              else "no longer mapped"))
+    if others:
+        print(f"note: {kind}(s) {', '.join(others)} are shown as the papers' {args.paper_name} too: the papers' "
+              f"numbers appear beside each; `layerscope papers map --store {args.store} NAME ''` removes a mapping",
+              file=sys.stderr)
     return 0
 
 

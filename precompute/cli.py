@@ -84,6 +84,12 @@ def _runs_store(args) -> str:
     store = getattr(args, "sub_store", None) or args.store
     if not store:
         raise UserError("--store is required")
+    if getattr(args, "sub_store", None) and args.store and args.sub_store != args.store:
+        from analysis.storage.outputs import same_file
+
+        if not same_file(args.sub_store, args.store):
+            raise UserError(f"--store is given twice ({args.store} before the action, {args.sub_store} after); "
+                            "give it once")
     args.store = store
     return store
 
@@ -411,7 +417,7 @@ def _register_sweep(sub):
 
 #: commands that read or change an existing store: a --store that does not exist is refused as
 #: such (DuckDB would create an empty one and the command would answer "no runs yet")
-STORE_MUST_EXIST = frozenset({"analyze", "map", "downstream", "report", "runs", "migrate", "dashboard"})
+STORE_MUST_EXIST = frozenset({"analyze", "map", "downstream", "report", "runs", "migrate", "dashboard", "papers"})
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -59,6 +59,7 @@ def remove_runs(store, run_ids=(), *, model: str | None = None) -> dict:
     """
     if not run_ids and model is None:
         raise StoreError("name the runs to remove (run ids, see `layerscope runs`) or --model")
+    run_ids = list(dict.fromkeys(run_ids))  # an id named twice is one run
     con = _open(store)
     try:
         if model is not None:
@@ -101,7 +102,12 @@ def remove_runs(store, run_ids=(), *, model: str | None = None) -> dict:
 def _check_tags(tags) -> list[str]:
     """The tags as given, refused whole when one is empty or holds a space or a comma (it would not
     survive ``runs --tag`` or the listing's comma-separated column)."""
-    bad = [t for t in tags if not t or any(c.isspace() or c == "," for c in t)]
+    from analysis.storage.names import MAX_TAG
+
+    long = [t for t in tags if len(t) > MAX_TAG]
+    if long:
+        raise StoreError(f"a tag of {len(long[0]):,} characters ({long[0][:20]!r}…) is too long: at most {MAX_TAG}")
+    bad = [t for t in tags if not t or any(c.isspace() or c == "," or not c.isprintable() for c in t)]
     if bad or not tags:
         raise StoreError(f"tag(s) {bad!r} are not tags: a tag is a non-empty word without spaces or commas "
                          "(e.g. baseline, v2-data)" if bad else "name at least one tag")
@@ -174,9 +180,12 @@ def rename_model(store, old: str, new: str) -> dict:
 
     Returns ``{"runs": n, "downstream": n, "results": n, "rekeyed": n}``.
     """
+    from analysis.storage.names import name_problem
+
     new = new.strip()
-    if not new or "[" in new or "]" in new:
-        raise StoreError(f"{new!r} is not a model name (empty, or with '[' ']', which name a model's sides)")
+    why = name_problem(new)
+    if why:
+        raise StoreError(f"{new[:60]!r} is not a model name: {why}")
     con = _open(store)
     try:
         known = {r[0] for r in con.execute("SELECT model FROM models").fetchall()}

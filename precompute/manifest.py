@@ -163,6 +163,10 @@ def _read_csv(path: Path):
         if not header:
             return
         header = [h.strip() for h in header]
+        twice = sorted({h for h in header if h and header.count(h) > 1})
+        if twice:  # a row would keep only the last of the two cells, silently
+            raise ManifestError(path, [f"{path}:1: column(s) {', '.join(map(repr, twice))} appear more than once in "
+                                       "the header; keep one of each"])
         while True:
             start = reader.line_num + 1
             try:

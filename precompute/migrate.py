@@ -60,7 +60,8 @@ def migrate_store(path, *, log=print) -> dict:
         with transaction(con):
             n_vectors = 0
             if version == 2:
-                n_vectors = sum(_copy_run_v2(con, run_id, dim) for run_id, dim in runs)
+                n_vectors = sum(_copy_run_v2(con, run_id, dim, log=lambda m: log(f"{path}: {m}"))
+                                for run_id, dim in runs)
                 for run_id, reason in _unfinish_incomplete_runs(con):
                     log(f"{path}: run {run_id}: {reason}")
                 con.execute("DROP TABLE embeddings")
@@ -75,8 +76,12 @@ def migrate_store(path, *, log=print) -> dict:
         con.close()
 
 
-def _copy_run_v2(con, run_id: str, dim: int) -> int:
-    """Rewrite one run's version-2 BLOB blocks as version-3 rows; returns the vectors written."""
+def _copy_run_v2(con, run_id: str, dim: int, *, log=print) -> int:
+    """Rewrite one run's version-2 BLOB blocks as version-3 rows; returns the vectors written.
+
+    Version 3 holds one row per (run, layer, item), which ``analyze`` checks: an item that two blocks
+    hold (a block stored twice) is written once when both hold the same bits (said in a note), and
+    refused, changing nothing, when they differ (which one is right cannot be known)."""
     blocks = con.sql("SELECT layer, first_idx, n_items, vectors FROM embeddings WHERE run_id = $r",
                      params={"r": run_id}).fetchall()
     if not blocks:
@@ -91,8 +96,23 @@ def _copy_run_v2(con, run_id: str, dim: int) -> int:
         layers.append(np.full(n, layer, np.int16))
         idx.append(np.arange(first, first + n, dtype=np.int32))
         vecs.append(block)
-    table = embedding_rows(run_id, np.concatenate(layers), np.concatenate(idx),
-                           np.concatenate(vecs).reshape(-1, dim))
+    L, I, V = np.concatenate(layers), np.concatenate(idx), np.concatenate(vecs).reshape(-1, dim)
+    key = L.astype(np.int64) * (int(I.max()) + 1) + I
+    _, first, inverse = np.unique(key, return_index=True, return_inverse=True)
+    repeat = np.flatnonzero(first[inverse] != np.arange(len(key)))
+    if len(repeat):
+        bits = V.view(np.uint32)
+        differ = [j for j in repeat if not np.array_equal(bits[j], bits[first[inverse[j]]])]
+        if differ:
+            j = differ[0]
+            raise SchemaError(f"run {run_id}: item {I[j]} of layer {L[j]} is stored twice by version-2 blocks with "
+                              f"different vectors ({len(differ)} such item vector(s)); which is right cannot be "
+                              "known, so nothing was changed")
+        keep = np.sort(first)
+        L, I, V = L[keep], I[keep], V[keep]
+        log(f"run {run_id}: {len(repeat)} item vector(s) stored twice with the same values (a repeated "
+            "version-2 block) kept once")
+    table = embedding_rows(run_id, L, I, V)
     insert_arrow(con, target, table, "run_id, layer, idx, vec")
     return len(table)
 

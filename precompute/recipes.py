@@ -58,12 +58,21 @@ class Recipe:
     left_out: dict[str, list[str]] = field(default_factory=dict)
 
 
-def _load_json(path: Path):
+def _not_utf8(path, exc: UnicodeDecodeError) -> ValueError:
+    return ValueError(f"{path}: not UTF-8 text (byte 0x{exc.object[exc.start]:02x} at offset {exc.start}); "
+                      "save it as UTF-8")
+
+
+def _load_json(path: Path, what: str = "annotation file"):
     try:
         with open(path, encoding="utf-8") as fh:
             return json.load(fh)
     except FileNotFoundError:
-        raise ValueError(f"{path}: no such annotation file") from None
+        raise ValueError(f"{path}: no such {what}") from None
+    except IsADirectoryError:
+        raise ValueError(f"{path}: is a folder, not a JSON {what}") from None
+    except UnicodeDecodeError as exc:
+        raise _not_utf8(path, exc) from None
     except json.JSONDecodeError as exc:
         raise ValueError(f"{path}: not JSON ({exc.msg} at line {exc.lineno}, column {exc.colno})") from None
 
@@ -94,13 +103,23 @@ def read_vatex(annotations: Path) -> list[tuple[str, list[str]]]:
     data = _load_json(annotations)
     if not isinstance(data, list):
         raise ValueError(f"{annotations}: expected VATEX's JSON list of {{videoID, enCap}}, got a {type(data).__name__}")
-    out = []
+    out, first = [], {}
     for i, entry in enumerate(data):
         where = f"{annotations}: entry {i}"
         if not isinstance(entry, dict) or not isinstance(entry.get("videoID"), str) or not entry["videoID"].strip():
             raise ValueError(f"{where}: no 'videoID'")
+        _once(entry["videoID"].strip(), where, first, f"entry {i}")
         out.append((entry["videoID"].strip(), _captions(entry.get("enCap"), f"{where} ({entry['videoID']}) 'enCap'")))
     return out
+
+
+def _once(vid: str, where: str, first: dict, here: str) -> None:
+    """A manifest's ids are unique (precompute refuses a repeated one): an id annotated twice is
+    refused naming both entries."""
+    if vid in first:
+        raise ValueError(f"{where}: video id {vid!r} is annotated twice (first: {first[vid]}); "
+                         "a manifest holds each video once")
+    first[vid] = here
 
 
 def read_msrvtt(annotations: Path) -> list[tuple[str, list[str]]]:
@@ -112,12 +131,17 @@ def read_msrvtt(annotations: Path) -> list[tuple[str, list[str]]]:
     for i, s in enumerate(data["sentences"]):
         if not isinstance(s, dict) or not isinstance(s.get("video_id"), str) or not isinstance(s.get("caption"), str):
             raise ValueError(f"{annotations}: sentences[{i}]: expected {{video_id, caption}}")
+        sen_id = s.get("sen_id", i)
+        if isinstance(sen_id, bool) or not isinstance(sen_id, int):
+            raise ValueError(f"{annotations}: sentences[{i}] ({s['video_id']}): 'sen_id' must be an integer "
+                             f"(the caption's order), got {sen_id!r}")
         if s["caption"].strip():
-            caps.setdefault(s["video_id"], []).append((int(s.get("sen_id", i)), i, s["caption"].strip()))
-    out = []
+            caps.setdefault(s["video_id"], []).append((sen_id, i, s["caption"].strip()))
+    out, first = [], {}
     for i, v in enumerate(data["videos"]):
         if not isinstance(v, dict) or not isinstance(v.get("video_id"), str):
             raise ValueError(f"{annotations}: videos[{i}]: no 'video_id'")
+        _once(v["video_id"], f"{annotations}: videos[{i}]", first, f"videos[{i}]")
         got = sorted(caps.get(v["video_id"], []))
         if not got:
             raise ValueError(f"{annotations}: videos[{i}] ({v['video_id']}): no caption in 'sentences'")
@@ -174,15 +198,18 @@ def _pvd_json_lines(path: Path) -> list[tuple]:
         records = data if isinstance(data, list) else [data]
         return [_pvd_record(r, None, f"{path}: record {i}") for i, r in enumerate(records)]
     out = []
-    with open(path, encoding="utf-8") as fh:
-        for line_no, line in enumerate(fh, start=1):
-            if not line.strip():
-                continue
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise ValueError(f"{path}:{line_no}: not JSON ({exc.msg}, column {exc.colno})") from None
-            out.append(_pvd_record(record, None, f"{path}:{line_no}"))
+    try:
+        with open(path, encoding="utf-8") as fh:
+            for line_no, line in enumerate(fh, start=1):
+                if not line.strip():
+                    continue
+                try:
+                    record = json.loads(line)
+                except json.JSONDecodeError as exc:
+                    raise ValueError(f"{path}:{line_no}: not JSON ({exc.msg}, column {exc.colno})") from None
+                out.append(_pvd_record(record, None, f"{path}:{line_no}"))
+    except UnicodeDecodeError as exc:
+        raise _not_utf8(path, exc) from None
     return out
 
 
@@ -233,15 +260,20 @@ def read_caption_sets(path: Path) -> dict[str, list[str]]:
             fh = open(path, encoding="utf-8")
         except FileNotFoundError:
             raise ValueError(f"{path}: no such caption file") from None
-        with fh:
-            for line_no, line in enumerate(fh, start=1):
-                if line.strip():
-                    try:
-                        records.append((f"{path}:{line_no}", json.loads(line)))
-                    except json.JSONDecodeError as exc:
-                        raise ValueError(f"{path}:{line_no}: not JSON ({exc.msg}, column {exc.colno})") from None
+        except IsADirectoryError:
+            raise ValueError(f"--captions {path}: is a folder, not a caption file") from None
+        try:
+            with fh:
+                for line_no, line in enumerate(fh, start=1):
+                    if line.strip():
+                        try:
+                            records.append((f"{path}:{line_no}", json.loads(line)))
+                        except json.JSONDecodeError as exc:
+                            raise ValueError(f"{path}:{line_no}: not JSON ({exc.msg}, column {exc.colno})") from None
+        except UnicodeDecodeError as exc:
+            raise _not_utf8(path, exc) from None
     else:
-        data = _load_json(path)
+        data = _load_json(path, "caption file")
         if isinstance(data, dict):
             records = [(f"{path}: {k!r}", {"video_id": k, "captions": v}) for k, v in data.items()]
         elif isinstance(data, list):
@@ -296,6 +328,8 @@ def seeded_subset(n_items: int, n: int | None, seed: int) -> list[int]:
     every index when ``n`` is None. Raises when ``n`` exceeds ``n_items``."""
     if n is None:
         return list(range(n_items))
+    if seed < 0:
+        raise ValueError(f"--seed {seed}: a seed is a non-negative integer")
     if n < 1:
         raise ValueError(f"--n {n}: a subset needs at least one item")
     if n > n_items:
@@ -320,22 +354,40 @@ def build_recipe(kind: str, annotations, video_dir, *, n: int | None = None, see
             missing.append(vid)
         else:
             present.append({"id": vid, "video": str(path), "captions": caps, **extra, "source": kind})
-    chosen = seeded_subset(len(present), n, seed)
     n_annotated = len(annotated) + sum(len(v) for v in left_out.values())
+    if not present:
+        raise ValueError(f"no item of the {n_annotated} annotated has a video in {video_dir} (looked for "
+                         f"<id>{'|'.join(VIDEO_EXTENSIONS)}); nothing written")
+    chosen = seeded_subset(len(present), n, seed)
     return Recipe([present[i] for i in chosen], missing, n_annotated, left_out)
 
 
 def write_manifest(items: list[dict], out) -> Path:
-    """JSONL, one item per line, written to a temporary file and renamed (no half-written manifest)."""
+    """JSONL, one item per line, written to a temporary file, checked by precompute's own manifest
+    validation, then renamed: no half-written manifest, none precompute would refuse, and no
+    temporary file left behind."""
+    from precompute.manifest import ManifestError, load_manifest
+
     out = Path(out)
     if out.suffix.lower() not in (".jsonl", ".ndjson"):
         raise ValueError(f"--out {out}: a manifest recipe writes JSONL; name it *.jsonl")
+    if out.is_dir():
+        raise ValueError(f"--out {out} is a folder; pass a file such as {out / 'manifest.jsonl'}")
     out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_name(out.name + ".tmp")
-    with open(tmp, "w", encoding="utf-8") as fh:
-        for item in items:
-            fh.write(json.dumps(item, ensure_ascii=False) + "\n")
-    os.replace(tmp, out)
+    tmp = out.with_name(f"{out.stem}.tmp{out.suffix}")  # the manifest's own suffix: validated as one
+    try:
+        with open(tmp, "w", encoding="utf-8") as fh:
+            for item in items:
+                fh.write(json.dumps(item, ensure_ascii=False) + "\n")
+        try:
+            load_manifest(tmp, check_videos=False)
+        except ManifestError as exc:
+            shown = "; ".join(p.replace(str(tmp), str(out)) for p in exc.problems[:3])
+            raise ValueError(f"--out {out}: the manifest would not pass precompute's checks, so nothing was "
+                             f"written ({len(exc.problems)} problem(s): {shown})") from None
+        os.replace(tmp, out)
+    finally:
+        tmp.unlink(missing_ok=True)
     return out
 
 
@@ -357,6 +409,9 @@ def summary(kind: str, recipe: Recipe, out: Path, n: int | None, seed: int) -> s
 
 
 def cmd_manifest(args) -> int:
+    from analysis.storage.outputs import refuse_input_as_output
+
+    refuse_input_as_output(args.out, {"the annotation file": args.annotations, "the --captions file": args.captions})
     recipe = build_recipe(args.dataset, args.annotations, args.video_dir, n=args.n, seed=args.seed,
                           captions=args.captions)
     out = write_manifest(recipe.items, args.out)

@@ -11,6 +11,7 @@ import signal
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -623,19 +624,74 @@ def check_text_only(manifest, models: list, modalities: list, close) -> None:
                          "with --modality text), or give every item a video")
 
 
+def _check_mllm_flags(options: dict, models, modalities, close, *, refuse: bool = True) -> None:
+    """``--prompt`` and ``--prompt-template`` set away from their defaults shape MLLM runs only: refused
+    when no model is an MLLM and ``refuse`` (the flag would change nothing), a note for each other
+    model otherwise."""
+    given = [f"--{name.replace('_', '-')} {options[name]}" for name in ("prompt", "prompt_template")
+             if options.get(name, getattr(DEFAULTS, name)) != getattr(DEFAULTS, name)]
+    if not given:
+        return
+    others = [(spec, m) for spec, m in zip(models, modalities) if m != "mllm"]
+    if refuse and len(others) == len(models):
+        close()
+        raise ValueError(f"{' and '.join(given)} apply to MLLMs only, and no --model is one "
+                         f"({', '.join(f'{s}: {m}' for s, m in others)}); drop {'them' if len(given) > 1 else 'it'}")
+    for spec, m in others:
+        print(f"note: {' and '.join(given)} apply to MLLMs only; {spec} ({m}) is embedded without a prompt",
+              file=sys.stderr)
+
+
+def _check_names(dataset, models, names, random_init) -> None:
+    """The dataset's and every model's store name can be names (:mod:`analysis.storage.names`), and no
+    two models share one: refused before any model runs, so nothing is stored under a bad name."""
+    from analysis.storage.names import check_name
+
+    check_name(dataset, kind="dataset", flag="--dataset")
+    given = [names[i] if names and i < len(names) else None for i in range(len(models))]
+    final = [store_name(spec, given[i], random_init) for i, spec in enumerate(models)]
+    for spec, name, asked in zip(models, final, given):
+        check_name(name, flag="--name" if asked else f"--model {spec}: its name")
+    first = {}
+    for spec, name in zip(models, final):
+        if name in first:
+            raise ValueError(f"two models would be stored as {name!r} ({first[name]} and {spec}); give each its "
+                             "own --name")
+        first[name] = spec
+
+
+def _remove_if_runless(store) -> None:
+    """Delete ``store`` (and its WAL) when it holds no run: what a failed first command created."""
+    from analysis.storage.store import connect
+
+    try:
+        con = connect(store, read_only=True)
+        try:
+            n = con.execute("SELECT count(*) FROM runs").fetchone()[0]
+        finally:
+            con.close()
+    except Exception:  # unreadable or locked by another writer: left as it is
+        return
+    if n == 0:
+        for p in (Path(store), Path(f"{store}.wal")):
+            p.unlink(missing_ok=True)
+
+
 def run_precompute(*, store, manifest, dataset, models, names=None, modality=None, options=None, progress=True,
-                   out=None, job_cls=None, **overrides) -> Summary:
+                   out=None, job_cls=None, unused_mllm_flags: str = "refuse", **overrides) -> Summary:
     """Library entry of ``layerscope precompute``: validate everything, then run every model.
 
     ``options``: a :class:`~precompute.options.PrecomputeOptions` (default: its defaults), with
     keyword ``overrides`` of its fields on top. ``job_cls``: the :class:`Precompute` (sub)class or
     factory doing the work (default :class:`Precompute`; :class:`precompute.ray_backend.RayPrecompute`
-    spreads it over Ray)."""
+    spreads it over Ray). ``unused_mllm_flags``: ``--prompt``/``--prompt-template`` given when no model
+    is an MLLM are refused (``"refuse"``), or only noted (``"note"``: a sweep's flags cover all its models)."""
     options = (options or DEFAULTS).with_overrides(**overrides).kwargs()
     t0 = time.perf_counter()
     from .naming import resolve_names
 
     names = resolve_names(list(models), names)  # one per model, None where not named
+    _check_names(dataset, models, names, options.get("random_init", False))
     # options are checked before the store is opened: a bad flag leaves no trace; then every model's
     # config is read (no weights): a bad spec or a caption shortfall is reported before anything runs
     job = (job_cls or Precompute)(None, manifest, dataset, progress=progress, out=out, **options)
@@ -652,8 +708,17 @@ def run_precompute(*, store, manifest, dataset, models, names=None, modality=Non
         raise
     modalities = [p.modality for p in probes]
     check_text_only(manifest, models, modalities, job.close)
+    _check_mllm_flags(options, models, modalities, job.close, refuse=unused_mllm_flags == "refuse")
+    if job.variants == ["reversed"] and all(m == "text" for m in modalities):
+        # said and done: no run to compute, so no store is opened (nor created)
+        for i, spec in enumerate(models):
+            job.run_model(spec, names[i] if names else None, modality, spec_modality=modalities[i], probe=probes[i])
+        job.close()
+        job.summary.seconds = time.perf_counter() - t0
+        return job.summary
     if {"text", "mllm"} & set(modalities) and job.variants != ["reversed"]:  # reversed: no caption runs
         job.check_captions()
+    new_store = not Path(store).exists()
     writer = StoreWriter(store)
     try:
         job.w = writer
@@ -664,6 +729,11 @@ def run_precompute(*, store, manifest, dataset, models, names=None, modality=Non
                               probe=probes[i])
         finally:
             job.close()
+    except BaseException:
+        writer.close()
+        if new_store:  # a store this command created and holds no run (a model refused at load) is removed
+            _remove_if_runless(store)
+        raise
     finally:
         writer.close()
     job.summary.seconds = time.perf_counter() - t0

@@ -46,6 +46,11 @@ and runs no model code: a ``trust_remote_code`` model is planned from its ``conf
     clamp = "off"                     # off | platonic | feature
     reorder_k = 5
     downstream_setting = "paper"      # paper | largest
+    maps = 24                         # embedding maps per dataset (--maps; 0: none)
+    knn = "exact"                     # exact | ann (--knn)
+    null_perms = 200                  # shuffles of each best cell's null (--null-perms; 0: none)
+    null_metrics = ["mutual_knn"]     # grids whose best cells carry it (--null-metric)
+    null_budgets = "largest"          # largest | all (--null-budgets)
     labels = ["scene.shape"]          # manifest fields probed per layer (analyze --labels)
     probes = ["knn", "kmeans"]        # knn | kmeans | linear (analyze --probes)
     jobs = 4                          # analysis processes (default: all cores)
@@ -236,8 +241,10 @@ MODEL_FIELDS = {"source": _str, "name": _str, "modality": _one_of("video", "imag
 DATASET_FIELDS = {"name": _str, "manifest": _str}
 ANALYZE_FIELDS = {"enabled": _bool, "k": _int(1), "metrics": _metrics, "references": _strs, "bootstrap": _int(0),
                   "clamp": _one_of("off", "platonic", "feature"), "reorder_k": _int(1),
-                  "downstream_setting": _one_of("paper", "largest"), "jobs": _int(1), "labels": _strs,
-                  "probes": _probes, "probe_budgets": _one_of("largest", "all")}
+                  "downstream_setting": _one_of("paper", "largest"), "jobs": _int(1), "maps": _int(0),
+                  "knn": _one_of("exact", "ann"), "null_perms": _int(0), "null_metrics": _metrics,
+                  "null_budgets": _one_of("largest", "all"), "labels": _strs, "probes": _probes,
+                  "probe_budgets": _one_of("largest", "all")}
 RAY_FIELDS = {"address": _str, "gpus_per_model": _num(0), "replicas": _int(1), "decoders": _int(1)}
 TOP = {"precompute", "datasets", "models", "analyze", "ray"}
 
@@ -327,7 +334,8 @@ def load_sweep(path) -> Sweep:
         seen[v["name"]] = label
         manifest = (base / v["manifest"]) if not Path(v["manifest"]).is_absolute() else Path(v["manifest"])
         if not manifest.is_file():
-            fail((*key, "manifest"), f"{label}.manifest", f"{manifest} does not exist")
+            fail((*key, "manifest"), f"{label}.manifest", f"{manifest} is a folder, not a manifest file (.jsonl or .csv)"
+                 if manifest.is_dir() else f"{manifest} does not exist")
         datasets.append(DatasetSpec(v["name"], manifest, lines.get(key, 0)))
     if precompute.get("cache_dir") and not Path(precompute["cache_dir"]).is_absolute():
         precompute["cache_dir"] = str(base / precompute["cache_dir"])
@@ -481,7 +489,7 @@ def plan_sweep(sweep: Sweep, store) -> Plan:
     the config tells, as ``layerscope precompute`` decides to skip a model)."""
     from .known_runs import keep_unknown_revision, known_identity, match
     from .manifest import load_manifest
-    from .runner import Precompute
+    from .runner import Precompute, check_text_only
 
     manifests = {}
     for d in sweep.datasets:
@@ -497,6 +505,10 @@ def plan_sweep(sweep: Sweep, store) -> Plan:
         manifest = manifests[d.name]
         for name, (m, probe) in probes.items():
             opts = sweep.model_options(m)
+            try:  # as `run` would refuse it, with the model's line
+                check_text_only(manifest, [name], [probe.modality], lambda: None)
+            except ValueError as exc:
+                raise SweepError(f"{sweep.path}:{m.line}: models {name!r} on datasets {d.name!r}: {exc}") from None
             job = Precompute(None, manifest, d.name, progress=False, **opts)
             job.close()
             if {"text", "mllm"} & {probe.modality} and opts["variants"] != ["reversed"] \
@@ -541,6 +553,22 @@ def _groups(sweep: Sweep, todo: list) -> list:
     return list(groups.values())
 
 
+def analyze_options(sweep: Sweep, jobs: int):
+    """The :class:`analysis.studies.AnalyzeOptions` of the sweep's ``[analyze]`` table (a field left
+    out is the store's own setting; ``jobs``: the default worker count)."""
+    from analysis.studies import AnalyzeOptions
+
+    a = sweep.analyze
+    tup = (lambda v: None if v is None else tuple(v))
+    return AnalyzeOptions(
+        k=a.get("k"), metrics=a.get("metrics"), references=a.get("references"), n_boot=a.get("bootstrap"),
+        clamp=a.get("clamp"), reorder_k=a.get("reorder_k"), downstream_setting=a.get("downstream_setting"),
+        maps=a.get("maps"), knn=a.get("knn"), n_null=a.get("null_perms"), null_metrics=tup(a.get("null_metrics")),
+        null_budgets=a.get("null_budgets"), labels=tup(a.get("labels")), probes=tup(a.get("probes")),
+        probe_budgets=a.get("probe_budgets"), datasets=tuple(d.name for d in sweep.datasets),
+        jobs=a.get("jobs") or jobs)
+
+
 def run_sweep(sweep: Sweep, store, *, ray: str | None = None, gpus_per_model: float | None = None,
               progress: bool = True, log=None) -> dict:
     """Precompute every missing run of the sweep, then analyse (unless ``[analyze] enabled = false``).
@@ -583,23 +611,20 @@ def run_sweep(sweep: Sweep, store, *, ray: str | None = None, gpus_per_model: fl
             log(f"sweep: {d.name} × {', '.join(name for _, name in models)}")
             s = run_precompute(store=store, manifest=plan.manifests[d.name], dataset=d.name,
                                models=[mm.source for mm, _ in models], names=[name for _, name in models],
-                               modality=m.modality, progress=progress, **sweep.model_options(m), **kwargs)
+                               modality=m.modality, progress=progress, unused_mllm_flags="note",
+                               **sweep.model_options(m), **kwargs)
             out["runs_computed"] += s.runs_computed
             out["runs_done_before"] += s.runs_done_before
             out["items_embedded"] += s.items_embedded
         if a.get("enabled", True):
-            from analysis.studies import AnalyzeOptions, analyze_store, default_jobs
+            from analysis.studies import analyze_store, default_jobs
 
             executor = None
             if session is not None:  # pairs scored in Ray tasks
                 from .ray_backend import analysis_executor
 
                 executor = analysis_executor(session)
-            options = AnalyzeOptions(
-                k=a.get("k"), metrics=a.get("metrics"), references=a.get("references"), n_boot=a.get("bootstrap"),
-                clamp=a.get("clamp"), reorder_k=a.get("reorder_k"), downstream_setting=a.get("downstream_setting"),
-                labels=a.get("labels"), probes=a.get("probes"), probe_budgets=a.get("probe_budgets"),
-                datasets=tuple(d.name for d in sweep.datasets), jobs=a.get("jobs") or default_jobs())
+            options = analyze_options(sweep, default_jobs())
             out["analysis"] = analyze_store(store, options, progress=progress, log=log, executor=executor)
     out["seconds"] = time.perf_counter() - t0
     return out

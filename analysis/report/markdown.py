@@ -10,7 +10,10 @@ The dashboard's :func:`analysis.views.md_escape` also escapes Streamlit's own sy
   end the paragraph and let the rest start any block);
 - at the start of a line or a list item (:func:`md_block`): also what opens a block there — ``#``
   (heading), ``>`` (quote), ``-`` ``+`` (list; ``---``: a rule), ``1.`` / ``1)``, leading blanks;
-- in a table cell (:func:`md_cell`): also ``|``.
+- in a table cell (:func:`md_cell`): also ``|``;
+- GFM's autolink literals (``www.host``, ``https://host``, ``name@host.tld``, GFM §6.9), which GitHub
+  and GitLab link after parsing whatever the backslashes: an invisible word joiner
+  (:data:`analysis.views.text.WORD_JOINER`) breaks each pattern, as the dashboard does.
 
 Reference: CommonMark 0.31 §2.4 (backslash escapes), §4-5 (blocks), §6 (inlines); GFM §4.10 (tables).
 """
@@ -19,6 +22,10 @@ from __future__ import annotations
 
 import re
 
+from analysis.views.text import WORD_JOINER
+
+#: where a GFM autolink literal would start: ``www`` before its dot, ``:`` before ``//``, before ``@``
+_AUTOLINK = re.compile(r"(?i)(www)(?=\.)|(:)(?=//)|(?=@)")
 _INLINE = re.compile(r"([\\`*_\[\]<&~])")
 #: a block marker at a line's start: ATX heading, block quote, bullet, ordered-list number (each but
 #: the quote needs a space or the end after it: "0.1.0" and "-x" are text), or a thematic break
@@ -27,7 +34,8 @@ _BLOCK_START = re.compile(r"^()(#{1,6}(?=\s|$)|>|[-+*](?=\s|$)|\d{1,9}(?=[.)](?:
 
 def md_inline(text) -> str:
     """``text`` as literal text anywhere inside a line of Markdown (not at its start)."""
-    return _INLINE.sub(r"\\\1", " ".join(str(text).splitlines()))
+    text = _AUTOLINK.sub(lambda m: (m.group(1) or m.group(2) or "") + WORD_JOINER, " ".join(str(text).splitlines()))
+    return _INLINE.sub(r"\\\1", text)
 
 
 def md_block(text) -> str:

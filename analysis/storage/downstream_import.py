@@ -121,6 +121,10 @@ def parse_downstream_csv(path, known_models) -> list[dict]:
         if missing:
             raise ValueError(f"{path}: missing column(s) {', '.join(missing)}; expected {', '.join(COLUMNS)} "
                              f"(optional: {', '.join(OPTIONAL)})")
+        twice = sorted({c for c in reader.fieldnames if c and reader.fieldnames.count(c) > 1})
+        if twice:  # a row would keep only the last of the two cells, silently
+            raise ValueError(f"{path}:1: column(s) {', '.join(map(repr, twice))} appear more than once in the "
+                             "header; keep one of each (nothing was imported)")
         width = len(reader.fieldnames)
         for r in reader:
             no = reader.line_num  # the physical line the row ends on (a quoted cell may span lines)

@@ -36,6 +36,22 @@ DUCKDB_MAGIC = b"DUCK"
 LOCK_WAIT_S = 5.0
 
 
+def lock_wait() -> float:
+    """$LAYERSCOPE_LOCK_WAIT_S, else :data:`LOCK_WAIT_S`; a value that is not a number of seconds
+    (0 or more) is a StoreError naming the variable."""
+    raw = os.environ.get("LAYERSCOPE_LOCK_WAIT_S")
+    if raw is None:
+        return LOCK_WAIT_S
+    try:
+        value = float(raw)
+    except ValueError:
+        value = float("nan")
+    if not value >= 0 or value == float("inf"):
+        raise StoreError(f"LAYERSCOPE_LOCK_WAIT_S={raw!r} is not a number of seconds; set it to 0 or more "
+                         f"(default {LOCK_WAIT_S:g}) or unset it")
+    return value
+
+
 def check_store_path(path, *, must_exist: bool) -> Path:
     """Refuse a path that cannot be a store before DuckDB sees it; returns it as a Path.
 
@@ -146,7 +162,7 @@ def connect(path, *, read_only: bool = True, check_schema: bool = True,
     p = check_store_path(path, must_exist=read_only)
     path = str(path)
     if wait is None:
-        wait = float(os.environ.get("LAYERSCOPE_LOCK_WAIT_S", LOCK_WAIT_S))
+        wait = lock_wait()
     if not read_only:
         try:
             p.parent.mkdir(parents=True, exist_ok=True)

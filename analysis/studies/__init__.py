@@ -38,6 +38,7 @@ from analysis.studies import (
     caption_baseline, downstream, embedding_map, grids, layer_choice, model_map, predictors, probes, profiles,
     same_space, scaling, temporal,
 )
+from analysis.studies.budget import StoreShape, available_memory, memory_problems
 from analysis.studies.context import ANALYSIS_VERSION, AnalyzeOptions, STORED, Context, DatasetRuns, Settings, group_runs
 from analysis.studies.parallel import default_jobs
 from analysis.studies.threads import one_blas_thread
@@ -91,6 +92,46 @@ def _resolve(con, given: dict) -> Settings:
         elif name in ("k", "n_boot", "seed", "reorder_k", "maps", "n_null"):
             value = int(value)
         setattr(s, name, value)
+    return s
+
+
+def _store_shape(con) -> StoreShape | None:
+    """The largest N, L and d among the store's done runs (None: no done run)."""
+    n, layers, dim = con.execute("SELECT max(n_items), max(n_layers), max(dim) FROM runs WHERE status = 'done'").fetchone()
+    return None if n is None else StoreShape(int(n), int(layers or 1), int(dim or 1))
+
+
+def _saved_problem(name: str, s: Settings, shape: StoreShape | None, available: int | None,
+                   workers: int = 1) -> str | None:
+    """Why the saved value of setting ``name`` (now on ``s``) cannot work, or None."""
+    try:
+        Settings(**{name: getattr(s, name)}).check()
+    except (ValueError, KeyError, TypeError) as exc:
+        return str(exc).strip("'\"")
+    return None if shape is None else memory_problems(s, shape, available, workers=workers).get(name)
+
+
+def _checked(con, given: dict, log, *, workers: int = 1) -> Settings:
+    """The settings this analysis uses (:func:`_resolve`), every one checked against the store's data
+    and the memory available before anything is computed or saved. A value given now that cannot
+    work is a ValueError naming its flag, its cost and the largest value that fits; a saved one (an
+    older version kept values that fail) falls back to the default with a one-line note."""
+    s = _resolve(con, given)
+    saved = stored_settings(con)
+    shape, available = _store_shape(con), available_memory()
+    default = Settings()
+    for name in STORED:
+        if given.get(name) is not None or name not in saved:
+            continue
+        why = _saved_problem(name, s, shape, available, workers)
+        if why:
+            setattr(s, name, getattr(default, name))
+            log(f"note: the store's saved setting {name} = {saved[name]!r} cannot work ({why}); "
+                f"using the default {getattr(default, name)!r}")
+    s.check()
+    problems = memory_problems(s, shape, available, workers=workers) if shape is not None else {}
+    if problems:
+        raise ValueError(next(iter(problems.values())))
     return s
 
 
@@ -204,12 +245,17 @@ def analyze_store(store, options: AnalyzeOptions | None = None, *, progress: boo
         # read everything before the first write: a damaged block is refused with the file unchanged
         non_finite = scan_store(con)
         create_all(con, str(store))
-        s = _resolve(con, options.given())
+        s = _checked(con, options.given(), log, workers=int(options.jobs))
         s.jobs = int(options.jobs)
         s.check()
         known = {r[0] for r in con.execute("SELECT model FROM models").fetchall()}
         # a reference may name a side ("clip [text]", "clip [image]"; analysis.sides)
         bad_refs = [r for r in s.references if split_side(r)[0] not in known]
+        if bad_refs and options.references is None:  # saved, and the model since removed or renamed
+            s.references = tuple(r for r in s.references if r not in bad_refs)
+            log(f"note: the store's saved references name model(s) {bad_refs} it no longer holds; analysing "
+                f"with {list(s.references) or 'every text model'} (pass --reference to choose)")
+            bad_refs = []
         if bad_refs:
             raise StoreError(f"unknown --reference model(s) {bad_refs}; models: {sorted(known)} (a side may "
                              "follow the name: 'clip [text]', 'clip [image]')")
@@ -223,13 +269,16 @@ def analyze_store(store, options: AnalyzeOptions | None = None, *, progress: boo
             except ValueError as exc:
                 raise StoreError(str(exc)) from None
         saved = s.stored()
-        _put_meta(ctx.con, SETTINGS_KEY, json.dumps(saved))
         # every number on one BLAS thread, in this process as in every worker: OpenBLAS's products
         # (syrk for X Xᵀ, some gemm shapes) round differently on 2 threads than on 1, so a serial
         # analysis and a --jobs one would store different last bits (and a status could flip)
         with one_blas_thread():
             for j, d in enumerate(plan.values()):
                 run_dataset(ctx, d, (j, len(plan)))
+                if j == 0:  # saved once they have configured a whole dataset's studies: a failed one is never kept
+                    _put_meta(ctx.con, SETTINGS_KEY, json.dumps(saved))
+        if not plan:
+            _put_meta(ctx.con, SETTINGS_KEY, json.dumps(saved))
         ctx.flush()  # (each study flushes at its end; nothing may stay pending past the close below)
         # the rows this analysis computed or reused become its datasets' current rows (the dashboard
         # and reports read those only); a crash before here leaves the previous analysis's list

@@ -282,11 +282,14 @@ def resolve_request(d: DatasetRuns, model: str, layer, *, side: str = "auto", te
                                              else None)
     if side not in ("auto", "video", "text", "both"):
         raise ValueError(f"--side must be auto, video, text or both, got {side!r}")
+    if text_layer is not None and side != "both":  # it names the text side of a two-sided map only
+        raise ValueError(f"--text-layer goes with --side both (the text side's layer of a two-sided map), not "
+                         f"--side {side}; a map of the text side alone takes --side text --layer {text_layer}")
     if side == "auto":
         side = "video" if vision is not None else "text"
     want = {"video": [vision], "text": [text], "both": [vision, text]}[side]
     if any(r is None for r in want):
-        missing = "video" if want[0] is None else "text"
+        missing = {"video": "video", "text": "text", "both": "video" if vision is None else "text"}[side]
         has = "text" if text is not None else "video" if vision is not None else None
         raise ValueError(f"model {model!r} has no {missing} run on dataset {d.name!r}"
                          + (f"; it has a {has} run: pass --side {has}" if has and has != missing else ""))

@@ -177,8 +177,8 @@ def test_bad_analyze_inputs(tmp_path, store, capsys):
     out = analyze_store(one, k=3, n_boot=0, log=quiet)  # one model, one setting
     assert any("no vision×text pair" in n for n in out["notes"])
     assert any("at least 2 models" in n for n in out["notes"])
-    out = analyze_store(one, k=10, n_boot=0, log=quiet)
-    assert any("too few for k=10" in n for n in out["notes"])
+    with pytest.raises(ValueError, match="--k 10 needs more items than any dataset holds .* N = 6"):
+        analyze_store(one, k=10, n_boot=0, log=quiet)  # a k no dataset can take is refused, not saved
     with pytest.raises(StoreError, match="unknown --reference"):
         analyze_store(store, references=["nope"], log=quiet)
     empty = tmp_path / "empty.duckdb"
