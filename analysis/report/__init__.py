@@ -198,7 +198,7 @@ def _dataset_section(con, ds, chosen, references, labels, ov) -> dict:
     dsm = views.study(con, "downstream", ds)
     if dsm:
         table = [{k: r.get(k) for k in ("task", "task_metric", "score", "n", "pearson_r", "pearson_p", "spearman_rho",
-                                        "spearman_p", "r_ci", "rho_ci", "higher_is_better", "better", "error")}
+                                        "spearman_p", "p_method", "r_ci", "rho_ci", "ci_note", "higher_is_better", "better", "error")}
                  for r in dsm["rows"] if "score" in r]
         sec["sections"]["downstream"] = table
     else:

@@ -23,9 +23,10 @@ from analysis.views.charts import _alt
 from analysis.views.store_info import has_table
 from analysis.views.text import fmt_number
 
-#: the note every figure carries when its fit had to use untrained models
-ALL_CONTROLS = ("every model here is an untrained (random-init) control: the figure shows the computation, "
-                "not a finding about trained encoders")
+#: the note every figure carries when only untrained models are there: they are drawn, never fitted
+#: or ranked (a line or an agreement over controls alone is no finding about trained encoders)
+ALL_CONTROLS = ("every model here is an untrained (random-init) control: the points are drawn, but no line "
+                "or ranking is computed over controls only")
 
 
 def best_cells(con, dataset: str, metric: str) -> pd.DataFrame:
@@ -91,9 +92,9 @@ def _layers(cell) -> str:
 
 
 def _voters(frame: pd.DataFrame) -> tuple[pd.Series, list[str]]:
-    """Which rows take part in a fit or a ranking: trained models, or all when all are controls."""
+    """Which rows take part in a fit or a ranking: trained models only (none when all are controls)."""
     if len(frame) and frame["control"].astype(bool).all():
-        return pd.Series(True, index=frame.index), [ALL_CONTROLS]
+        return pd.Series(False, index=frame.index), [ALL_CONTROLS]
     return ~frame["control"].astype(bool), []
 
 
