@@ -50,7 +50,7 @@ def scaling_view(con, dataset, subject) -> dict:
     best = p.get("drawn") or ("saturating" if fit else None)  # stored: the lowest held-out error
     drawn = drawn_forms(p)
     blank = undetermined_params("saturating", fit.get("params") or {}, fit.get("status"), fit.get("reason"),
-                                bounds=p.get("bounds")) if fit.get("params") else {}
+                                bounds=p.get("bounds"), rmse=fit.get("rmse")) if fit.get("params") else {}
     out = {"points": points, "error": p.get("error"), "fit": p.get("fit"), "forms": p.get("forms", []),
            "intervals": p.get("intervals"), "params": s["params"], "drawn": [c["form"] for c in drawn],
            "held_out_best": best, "curves": drawn, "undetermined": blank, "notes": p.get("notes", []),
