@@ -483,6 +483,8 @@ _SHAPES = {
     "tie": ('#57606a', '<path d="M2 5h10M2 9h10" stroke="currentColor" stroke-width="2"/>'),
     "untested": ('#57606a', '<circle cx="7" cy="7" r="5.5" fill="none" stroke="currentColor" stroke-width="1.5"/>'
                             '<circle cx="7" cy="7" r="1.5"/>'),
+    "unsupported": ('#57606a', '<circle cx="7" cy="7" r="5.5" fill="none" stroke="currentColor" stroke-width="1.5"/>'
+                               '<path d="M4 10L10 4" stroke="currentColor" stroke-width="1.5"/>'),
     "chance": ('#bc4c00', '<rect x="1.5" y="1.5" width="11" height="11" rx="2" fill="none" stroke="currentColor" '
                           'stroke-width="1.5"/><circle cx="4.5" cy="4.5" r="1.2"/><circle cx="9.5" cy="9.5" r="1.2"/>'),
     "control": ('#8250df', '<path d="M5 1.5h4M6 1.5v4L2.5 12h9L8 5.5v-4" fill="none" stroke="currentColor" '
