@@ -6,7 +6,7 @@ import json
 
 import numpy as np
 
-from analysis.null import beyond_chance
+from analysis.null import beyond_chance, null_kind, null_label
 
 
 def named_layers(config) -> dict[int, str]:
@@ -475,8 +475,13 @@ def _why(judgement, cmp, margin: float, which: str) -> str:
     return f": the gain over {which} is under the {margin:.0%} practical margin"
 
 
+def _null_name(null: dict) -> str:
+    """"shuffled-pairing null", or the grouped null by its kind (between or within groups)."""
+    return "shuffled-pairing null" if null_kind(null) == "plain" else f"null of {null_label(null)}"
+
+
 def _chance_text(arrays: dict, chance: dict) -> str:
-    return "; ".join(f"{m} best {np.nanmax(arrays[m]):.3g}, shuffled-pairing null p={nl['p']:.2g}"
+    return "; ".join(f"{m} best {np.nanmax(arrays[m]):.3g}, {_null_name(nl)} p={nl['p']:.2g}"
                      + (f" (null 95th percentile {nl['q95']:.3g}" if nl.get("q95") is not None else " (")
                      + (f", {nl['n_perm']} shuffles)" if nl.get("n_perm") else ")")
                      for m, nl in sorted(chance.items()))
@@ -570,5 +575,6 @@ def _aside(v: dict) -> str:
         out += f"; not voting (random-init controls): {', '.join(v['controls'])}"
     if v.get("chance") and v["status"] != "chance":
         out += "; not voting (no alignment beyond chance): " + ", ".join(
-            f"{m} (p={nl['p']:.2g})" for m, nl in sorted(v["chance"].items()))
+            f"{m} (p={nl['p']:.2g}" + ("" if null_kind(nl) == "plain" else f", {null_label(nl)}") + ")"
+            for m, nl in sorted(v["chance"].items()))
     return out

@@ -26,6 +26,7 @@ from analysis.methods.scaling import undetermined_params
 from analysis.null import beyond_chance
 from analysis.report.markdown import md_block, md_cell, md_inline
 from analysis.report.paper_figures import paper_figures_html, paper_figures_md, paper_figures_section
+from analysis.views.null import grid_null_within
 from analysis.views.verdicts import VERDICT_WORDS
 from analysis.views.rankme_cap import RANKME_CAP_SHARE, rankme_cap_text, rankme_capped  # noqa: F401 (RANKME_CAP_SHARE: older callers)
 
@@ -120,7 +121,9 @@ def _dataset_section(con, ds, chosen, references, labels, ov) -> dict:
                 "n_captions": g["n_captions"], "result_id": g["result_id"],
                 "note": (g.get("flags") or {}).get("best") or "",
                 # the best cell against the grid maximum under shuffled pairings (None: not computed)
-                "null": views.grid_null(g)}
+                "null": views.grid_null(g),
+                # with item groups: the within-group null beside it (fine-grained alignment within sources)
+                "null_within": grid_null_within(g)}
             # the reference is its text side: a dual encoder's curve is "alignment with <ref> [text]"
             name = next((n for n in (f"alignment with {ref} [text]", f"alignment with {ref}") if c and n in c["picks"]),
                         None)

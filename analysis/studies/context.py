@@ -51,7 +51,8 @@ from analysis.null import NULL_PERMUTATIONS
 #: negative's lists are exact float64 cosine neighbours, ties to the lower index (were float32/argpartition)
 #: 12: every sentence says what its numbers support (issue #42): CKA centres every layer (debiased
 #: and RBF too); downstream p-values are exact permutation tests below 10 models, no interval below
-#: 5; scaling fits store ``undetermined`` (a vanished term's exponent is blank, not a number)
+#: 5; scaling fits store ``undetermined`` (a vanished term's exponent is blank, not a number); with
+#: item groups the null shuffles whole groups as blocks (``kind``) and ``null_within`` sits beside it
 ANALYSIS_VERSION = 12
 
 #: resamples for the scaling study's parameter intervals (each one refits the law): at most this
