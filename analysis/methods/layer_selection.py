@@ -21,6 +21,35 @@ def named_layers(config) -> dict[int, str]:
     return {int(k): str(v) for k, v in names.items()}
 
 
+#: a partner run whose every layer matches this run's, item by item, to this cosine (1 − 1e-6) is a
+#: copy of it (the same model stored twice, or one that differs by rounding): its alignment is 1 by
+#: construction, so it is flagged and never evidence in a verdict
+COPY_TOL = 1e-6
+
+
+def near_identical(A, B, *, tol: float = COPY_TOL) -> bool:
+    """Whether two runs are (near-)identical copies: ``A``, ``B`` ``(L, N, d)`` of one shape, and at
+    every layer every item's cosine ``<a_i, b_i> / (|a_i| |b_i|) >= 1 − tol`` (a zero row matches
+    only a zero row). Different shapes are never copies. Computed in float64, layer by layer.
+
+    >>> X = np.random.default_rng(0).normal(size=(2, 5, 3))
+    >>> near_identical(X, X * 2.0), near_identical(X, X[:, ::-1])
+    (True, False)
+    """
+    if np.shape(A) != np.shape(B) or np.ndim(A) != 3:
+        return False
+    for a, b in zip(A, B):
+        a, b = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
+        na, nb = np.linalg.norm(a, axis=1), np.linalg.norm(b, axis=1)
+        zero = (na == 0) | (nb == 0)
+        if np.any(zero & ((na == 0) != (nb == 0))):
+            return False
+        cos = np.einsum("ij,ij->i", a[~zero], b[~zero]) / (na[~zero] * nb[~zero])
+        if not np.all(cos >= 1.0 - tol):
+            return False
+    return True
+
+
 def _as_curves(curves: dict) -> tuple[dict, int]:
     """Each curve as a float ``(L,)`` array, all of one length ``L >= 2``; returns ``(arrays, L)``.
     Raises ValueError naming the curve that is not."""
@@ -272,7 +301,8 @@ def _samples(resamples: dict | None, metric: str, layer: int | None):
 def layer_verdict(curves: dict[str, np.ndarray], higher_is_better: dict[str, bool], *, last_layer: int | None = None,
                   default_layer: int | None = None, degenerate=(), intervals: dict | None = None,
                   resamples: dict | None = None, controls=(), nulls: dict | None = None,
-                  control_model: bool = False, margin: float = PRACTICAL_MARGIN, alignment=None) -> dict:
+                  control_model: bool = False, margin: float = PRACTICAL_MARGIN, alignment=None,
+                  copies: dict | None = None) -> dict:
     """One answer per model: the layer to use, how many metrics agree, and whether its gain over
     the last layer and over the model's own ``default`` output is real and large enough.
 
@@ -325,6 +355,8 @@ def layer_verdict(curves: dict[str, np.ndarray], higher_is_better: dict[str, boo
         margin: the practical margin (:data:`PRACTICAL_MARGIN`).
         alignment: the curve names that measure alignment with a reference (default: the names
             starting with :data:`ALIGNMENT_PREFIX`, as the layer-choice study names them).
+        copies: ``{curve: why}``, alignment with a (near-)identical copy of the model
+            (:func:`near_identical`): flagged, never a vote.
     Returns:
         ``{"status", "layer", "last_layer", "default_layer", "n_agree", "n_metrics", "agreeing",
         "picks": {metric: layer}, "undefined", "controls", "chance": {metric: null}, "lead", "value",
@@ -346,15 +378,21 @@ def layer_verdict(curves: dict[str, np.ndarray], higher_is_better: dict[str, boo
     if not 1 <= last < n_layers:
         raise ValueError(f"last_layer {last_layer} is outside 1..{n_layers - 1}")
     ctrl = sorted(m for m in set(controls) if m in arrays)
+    copy = {m: str(why) for m, why in (copies or {}).items() if m in arrays and m not in ctrl}
     chance = {m: dict(nl) for m, nl in (nulls or {}).items()
-              if m in arrays and m not in ctrl and nl and nl.get("p") is not None and not beyond_chance(nl)}
-    voters = {m: v for m, v in arrays.items() if m not in ctrl and m not in chance}
+              if m in arrays and m not in ctrl and m not in copy and nl and nl.get("p") is not None
+              and not beyond_chance(nl)}
+    voters = {m: v for m, v in arrays.items() if m not in ctrl and m not in chance and m not in copy}
     picks, undefined = _metric_picks(voters, higher_is_better, last, bad)
     align = {m for m in arrays if (m in set(alignment) if alignment is not None else is_alignment(m))}
     d = default_layer if default_layer is not None and 0 <= default_layer < n_layers else None
     out = {**no_verdict("", last, undefined), "default_layer": d, "picks": picks, "n_metrics": len(picks),
-           "controls": ctrl, "chance": chance, "margin": float(margin), "control": bool(control_model)}
+           "controls": ctrl, "chance": chance, "margin": float(margin), "control": bool(control_model),
+           "copies": copy}
     if not picks:
+        if copy and not chance and not undefined:
+            return {**out, "reason": f"its only other signals are alignment with identical copies of this model "
+                                     f"({', '.join(sorted(copy))}): a copy is no evidence"}
         if chance:
             return {**out, "status": "chance", "reason": "no alignment beyond chance: " + _chance_text(arrays, chance)}
         if ctrl and not undefined:
@@ -494,7 +532,7 @@ def no_verdict(reason: str, last_layer: int | None, undefined=()) -> dict:
             "lead": None, "value": None, "last_value": None, "default_value": None, "interval": None,
             "gain_vs_last": None, "gain_vs_default": None, "gains_vs_last": {}, "vs_last": None,
             "vs_default": None, "controls": [], "chance": {}, "margin": PRACTICAL_MARGIN, "n_boot": None,
-            "control": False, "decided_by": None, "dissent": []}
+            "control": False, "decided_by": None, "dissent": [], "copies": {}}
 
 
 def _pct(g) -> str:
@@ -573,6 +611,9 @@ def _aside(v: dict) -> str:
     out = ""
     if v.get("controls"):
         out += f"; not voting (random-init controls): {', '.join(v['controls'])}"
+    if v.get("copies"):
+        out += (f"; not voting (an identical copy of this model, cosine ≥ 1 − {COPY_TOL:g} at every layer): "
+                f"{', '.join(sorted(v['copies']))}")
     if v.get("chance") and v["status"] != "chance":
         out += "; not voting (no alignment beyond chance): " + ", ".join(
             f"{m} (p={nl['p']:.2g}" + ("" if null_kind(nl) == "plain" else f", {null_label(nl)}") + ")"

@@ -81,7 +81,7 @@ def verdicts(con, dataset) -> list[dict]:
         nulls = {m: nl for m, (g, _) in found.items() if (nl := grid_null(g)) is not None}
         v = layer_verdict(curves, {m: hib.get(m, True) for m in curves}, last_layer=last, default_layer=default,
                           degenerate=deg, intervals=intervals, resamples=p.get("resamples"), controls=controls,
-                          nulls=nulls, control_model=base in random)
+                          nulls=nulls, control_model=base in random, copies=p.get("copies"))
         lead = v["lead"] if v["lead"] in found else next((m for m in v["agreeing"] if m in found),
                                                           next(iter(sorted(found)), None))
         heat = None
