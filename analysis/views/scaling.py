@@ -78,7 +78,7 @@ def scaling_view(con, dataset, subject) -> dict:
         # d_v = 2/α beside α, and DR's Table 1 beside the fit where the user mapped the names (issue #31)
         out["table"] = add_dimension_and_published(
             pd.DataFrame(saturating_param_rows(fit["params"], p.get("intervals"), blank)), fit["params"],
-            p.get("intervals"), blank, published_scaling(con, dataset, model_a, model_b), r2=fit.get("r2"))
+            p.get("intervals"), blank, published_scaling(con, dataset, model_a, model_b, metric), r2=fit.get("r2"))
         out["held_out"] = pd.DataFrame([{"form": f["form"], "formula": f["formula"],
                                          "drawn": "yes" if f["form"] in out["drawn"] else "",
                                          "held-out best": "yes" if f.get("best") else "",
