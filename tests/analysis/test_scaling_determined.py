@@ -88,3 +88,13 @@ def test_page_and_report_leave_alpha_blank_on_a_stored_fit_without_a_frame_term(
     (row,) = [r for r in scaling_rows(d["sections"]["scaling"]) if r["pair"].startswith("vmae")]
     assert row["α"] is None and row["d_v = 2/α"] is None and "α:" in row["not determined"]
     assert '"alpha": null' in to_json(report)
+
+
+def test_a_cknna_fit_with_s_inf_far_beyond_its_scores_stores_s_inf_undetermined():
+    # CKNNA has no registry bounds: scores <= 0.2 that keep rising in log n send S∞ to ~200; the
+    # stored payload (the JSON), not only the page, must say it is not determined
+    points = [(f, c, 0.02 + 0.04 * np.log(f) + 0.03 * np.log(c), 0, 0, "a", "b")
+              for f in (1, 2, 4, 8, 16) for c in (1, 2, 5, 10)]
+    fit = fit_subject(None, "a", "cknna", {"k": 10}, points, 0, 0)["fit"]
+    assert fit["params"]["s_inf"] > 1.0
+    assert "s_inf" in fit["undetermined"] and "alpha" in fit["undetermined"]
