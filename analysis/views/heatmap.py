@@ -7,7 +7,7 @@ import pandas as pd
 
 from analysis.storage import results as R
 from analysis.registry import REGISTRY
-from analysis.null import null_label
+from analysis.null import null_kind, null_label
 from analysis.views.null import grid_null, grid_null_within, null_text
 from analysis.views.store_info import _df, has_table
 from analysis.views.text import fmt_number
@@ -103,7 +103,8 @@ def null_rule_text(g: dict, n_beyond: int) -> str:
     """The heatmap's caption for its null rule: which cells are outlined and the best cell's verdict."""
     null = grid_null(g)
     return (f"White dotted outline: {n_beyond} cell(s) past {fmt_number(null['q95'])}, the 95th percentile of this "
-            f"grid's best value when the items are paired at random ({null['n_perm']} {null_label(null)}; the "
+            f"grid's best value when the items are paired at random ({null['n_perm']} shuffles"
+            f"{'' if null_kind(null) == 'plain' else ' — ' + null_label(null)}; the "
             f"maximum over all layer pairs, so the selection is counted). Best cell: "
             f"{null_text(null, grid_null_within(g))}.")
 
