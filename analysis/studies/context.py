@@ -52,7 +52,8 @@ from analysis.null import NULL_PERMUTATIONS
 #: 12: every sentence says what its numbers support (issue #42): CKA centres every layer (debiased
 #: and RBF too); downstream p-values are exact permutation tests below 10 models, no interval below
 #: 5; scaling fits store ``undetermined`` (a vanished term's exponent is blank, not a number); with
-#: item groups the null shuffles whole groups as blocks (``kind``) and ``null_within`` sits beside it
+#: item groups the null shuffles whole groups as blocks (``kind``) and ``null_within`` sits beside it;
+#: equal best cells go to the deepest layers; layer choices flag identical partner runs (``copies``)
 ANALYSIS_VERSION = 12
 
 #: resamples for the scaling study's parameter intervals (each one refits the law): at most this
