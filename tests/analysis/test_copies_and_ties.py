@@ -4,7 +4,6 @@ layer, on the heatmap's best cell and in the verdict alike."""
 
 import duckdb
 import numpy as np
-import pytest
 
 from analysis import views
 from analysis.grid import best_cell
