@@ -101,6 +101,7 @@ def best_cell(grid: np.ndarray, *, higher_is_better: bool = True, invalid=None,
             :func:`analysis.metrics.degenerate.stack_status` of each side).
         atol: cells within ``atol`` (plus float32 rounding, see :func:`analysis.metrics.degenerate.flat_grid`)
             of each other count as equal.
+    Cells of exactly equal value go to the deepest layer of A, then of B (the verdicts' rule).
     Raises:
         NoBestCell (a ``ValueError``) with the reason when no cell is valid and finite, or when
         every remaining cell has the same value (a flat grid: every layer pair ties, so naming one
@@ -120,6 +121,9 @@ def best_cell(grid: np.ndarray, *, higher_is_better: bool = True, invalid=None,
         raise NoBestCell(f"no best cell: all {int(valid.sum())} valid cells have the same value "
                          f"{float(g[valid][0]):.6g} (flat grid)")
     filled = np.where(valid, g, -np.inf if higher_is_better else np.inf)
-    flat = int(np.argmax(filled) if higher_is_better else np.argmin(filled))
+    # one tie rule everywhere (the verdict's): equal cells go to the deepest layer of A, then of B,
+    # i.e. the last occurrence in row-major order
+    back = filled.ravel()[::-1]
+    flat = g.size - 1 - int(np.argmax(back) if higher_is_better else np.argmin(back))
     a, b = np.unravel_index(flat, g.shape)
     return int(a), int(b), float(g[a, b])

@@ -13,10 +13,23 @@ search is redone), excludes the same invalid cells the best cell excludes, and k
 * ``q95``: the null maximum's 95th percentile (for a lower-is-better metric, the null minimum's
   5th percentile): the value a best cell must pass to be beyond selection at α = 0.05.
 
-Grouped shuffles (``groups``: an item's source, e.g. the scene several clips are cut from): items
-are shuffled *within* their group, and items alone in their group are shuffled among themselves.
-Group-level agreement (a scene's clips cluster in both spaces) then survives every shuffle, so a
-small p says the pairing is aligned beyond the groups; without groups it may be the groups alone.
+Grouped shuffles (``groups``: an item's source, e.g. the scene several clips are cut from, or the
+pair of a paraphrase) come in two kinds, each a different question:
+
+* ``between`` (the default grouped test, :data:`NULL_KINDS`): whole groups are shuffled as
+  exchangeable blocks — the items of one group are re-paired with the items of another group of the
+  same size (a random cyclic relabelling of the groups of each size, random order inside a block;
+  groups whose size no other group has, and lone items, are pooled and shuffled item by item). The
+  near-duplicates of one source never pair with each other, so agreement carried by the groups
+  alone (a source's clips cluster in both spaces) survives every shuffle, and a small p says the
+  sources themselves are arranged alike in both spaces: alignment beyond chance.
+* ``within``: items are shuffled *within* their group (items alone in their group among
+  themselves). Everything above the group survives, so a small p says the pairing is aligned
+  *inside* sources: "fine-grained alignment within sources", a stricter and different claim
+  (near-duplicates swapped for each other barely change a score, so this p is often large even
+  when the between-group alignment is strong).
+
+Without groups the shuffles are plain (``kind`` ``"plain"``).
 
 Cost (per pair; reasoned, not measured). A shuffle costs one grid scoring from prepared states plus
 relabelling the side with fewer layers: at N = 1024, 13 × 13 layers, k = 10 a k-NN shuffle is 13
@@ -54,21 +67,31 @@ NULL_ALPHA = 0.05
 NULL_CHUNK_BYTES = 64 << 20
 
 
-def pairing_permutations(n: int, n_perm: int, *, seed: int = 0, groups=None) -> np.ndarray:
+#: the grouped nulls, as sentences name them: the default grouped test first
+NULL_KINDS = {"plain": "shuffled pairings", "between": "between-group shuffles (whole sources as blocks)",
+              "within": "within-group shuffles (fine-grained alignment within sources)"}
+
+
+def pairing_permutations(n: int, n_perm: int, *, seed: int = 0, groups=None, kind: str = "between") -> np.ndarray:
     """``(n_perm, n)`` random re-pairings: row ``r`` pairs item ``i`` of A with item ``P[r, i]`` of B.
 
-    ``groups``: optional ``(n,)`` labels; items are then shuffled within their group, and the
+    ``groups``: optional ``(n,)`` labels; ``kind`` ``"between"`` (default) shuffles whole groups as
+    blocks among the groups of their size, ``"within"`` shuffles items within their group, the
     items alone in their group among themselves (see the module docstring). Seeded: one seed gives
     the same shuffles to every pair and metric of N items.
     """
     if n < 2 or n_perm < 1:
         raise ValueError(f"pairing_permutations needs n >= 2 items and n_perm >= 1, got n={n}, n_perm={n_perm}")
+    if kind not in ("between", "within"):
+        raise ValueError(f"kind must be 'between' or 'within', got {kind!r}")
     rng = np.random.default_rng(seed)
     if groups is None:
         return np.argsort(rng.random((n_perm, n)), axis=1)
     groups = np.asarray(groups)
     if groups.shape != (n,):
         raise ValueError(f"groups must hold one label per item ({n}), got shape {groups.shape}")
+    if kind == "between":
+        return _between_groups(rng, groups, n_perm)
     _, label, size = np.unique(groups, return_inverse=True, return_counts=True)
     label = np.where(size[label] == 1, -1, label)  # the singletons form one pool
     out = np.empty((n_perm, n), dtype=np.int64)
@@ -78,6 +101,32 @@ def pairing_permutations(n: int, n_perm: int, *, seed: int = 0, groups=None) -> 
                        axis=-1)
     home = np.argsort(label, kind="stable")  # the positions of each group, in group order
     out[:, home] = order
+    return out
+
+
+def _between_groups(rng, groups: np.ndarray, n_perm: int) -> np.ndarray:
+    """Block shuffles: per size s, the m >= 2 groups of s items are relabelled by a random m-cycle
+    (no group keeps its own items), each block's items in random order; the items of groups whose
+    size is unique (lone items included) are pooled and shuffled item by item."""
+    n = len(groups)
+    _, label, size = np.unique(groups, return_inverse=True, return_counts=True)
+    order = np.argsort(label, kind="stable")
+    members = np.split(order, np.cumsum(size)[:-1])  # each group's item positions, in position order
+    by_size: dict[int, list[int]] = {}
+    for g, s in enumerate(size):
+        by_size.setdefault(int(s), []).append(g)
+    blocks = {s: np.stack([members[g] for g in gids]) for s, gids in by_size.items() if len(gids) >= 2}
+    pool = np.concatenate([members[g] for s, gids in by_size.items() if len(gids) < 2 for g in gids]
+                          or [np.empty(0, dtype=np.int64)])
+    out = np.empty((n_perm, n), dtype=np.int64)
+    for r in range(n_perm):
+        for s, M in blocks.items():
+            cycle = rng.permutation(len(M))
+            target = M[np.roll(cycle, -1)]  # block cycle[j] takes the items of block cycle[j + 1]
+            inside = np.argsort(rng.random(target.shape), axis=1)
+            out[r, M[cycle]] = np.take_along_axis(target, inside, axis=1)
+        if len(pool):
+            out[r, pool] = pool[rng.permutation(len(pool))]
     return out
 
 
@@ -231,8 +280,9 @@ def _state_bytes(state) -> int:
 
 
 def null_summary(observed: float, maxima: np.ndarray, *, higher_is_better: bool = True,
-                 grouped: bool = False) -> dict:
-    """``{"p", "q95", "n_perm", "grouped"}`` of an observed best value against its null maxima.
+                 grouped: bool = False, kind: str | None = None) -> dict:
+    """``{"p", "q95", "n_perm", "grouped", "kind"}`` of an observed best value against its null maxima
+    (``kind``: ``"plain"``, ``"between"`` or ``"within"``, see :data:`NULL_KINDS`).
 
     ``p = (1 + #{m >= observed}) / (1 + n_perm)`` (``<=`` when lower is better) over all shuffles;
     a shuffle whose grid had no valid cell (NaN) counts as not reaching the observed value. ``q95``:
@@ -247,7 +297,20 @@ def null_summary(observed: float, maxima: np.ndarray, *, higher_is_better: bool 
     reach = (finite >= observed) if higher_is_better else (finite <= observed)
     p = (1 + int(np.count_nonzero(reach))) / (1 + m.size)
     q95 = float(np.quantile(finite, 0.95 if higher_is_better else 0.05)) if finite.size else float("nan")
-    return {"p": float(p), "q95": q95, "n_perm": int(m.size), "grouped": bool(grouped)}
+    kind = kind or ("between" if grouped else "plain")
+    return {"p": float(p), "q95": q95, "n_perm": int(m.size), "grouped": bool(grouped), "kind": kind}
+
+
+def null_kind(null: dict) -> str:
+    """The kind of a stored null: ``"plain"``, ``"between"`` or ``"within"`` (a grouped null stored
+    before kinds were named was a within-group one)."""
+    return null.get("kind") or ("within" if null.get("grouped") else "plain")
+
+
+def null_label(null: dict) -> str:
+    """How a sentence names a stored null (:data:`NULL_KINDS`), e.g. "between-group shuffles (whole
+    sources as blocks)"."""
+    return NULL_KINDS[null_kind(null)]
 
 
 def beyond_chance(null: dict) -> bool:
@@ -256,9 +319,9 @@ def beyond_chance(null: dict) -> bool:
 
 
 def selection_null(kernel, states_a, states_b, observed: float, *, invalid=None, higher_is_better: bool = True,
-                   n_perm: int = NULL_PERMUTATIONS, seed: int = 0, groups=None) -> dict:
+                   n_perm: int = NULL_PERMUTATIONS, seed: int = 0, groups=None, kind: str = "between") -> dict:
     """The shuffled-pairing null of a grid's best value (see the module docstring), as stored with
-    the best cell: ``{"p": float, "q95": float, "n_perm": int, "grouped": bool}``.
+    the best cell: ``{"p": float, "q95": float, "n_perm": int, "grouped": bool, "kind": str}``.
 
     Args:
         kernel: the metric's :class:`analysis.metrics.base.PairKernel` (paired metrics only).
@@ -266,9 +329,12 @@ def selection_null(kernel, states_a, states_b, observed: float, *, invalid=None,
         observed: the best cell's value (from :func:`analysis.grid.best_cell` with the same ``invalid``).
         invalid: ``(La, Lb)`` cells excluded from the maximum (degenerate layers).
         groups: ``(N,)`` item groups for grouped shuffles (used when some group has 2+ items).
+        kind: with groups, ``"between"`` (whole groups as blocks: the default grouped test) or
+            ``"within"`` (fine-grained alignment within sources).
     """
     n = states_a[0].n
     grouped = has_groups(groups)
-    perms = pairing_permutations(n, n_perm, seed=seed, groups=groups if grouped else None)
+    perms = pairing_permutations(n, n_perm, seed=seed, groups=groups if grouped else None, kind=kind)
     maxima = null_maxima(kernel, states_a, states_b, perms, invalid=invalid, higher_is_better=higher_is_better)
-    return null_summary(observed, maxima, higher_is_better=higher_is_better, grouped=grouped)
+    return null_summary(observed, maxima, higher_is_better=higher_is_better, grouped=grouped,
+                        kind=kind if grouped else "plain")

@@ -108,9 +108,11 @@ if ok:
     if draw_line and len(line):
         chart = chart + alt.Chart(line).mark_line(color="#ff4b4b").encode(x="score:Q", y="result:Q")
     st.altair_chart(chart.properties(height=360), width="stretch", key="downstream_scatter")
-    st.markdown(f"R = **{row['pearson_r']:.3f}** (p = {row['pearson_p']:.3g}, 95% CI {row['r_ci'][0]:.2f}–"
-                f"{row['r_ci'][1]:.2f}) · ρ = **{row['spearman_rho']:.3f}** (p = {row['spearman_p']:.3g}) · "
-                f"n = {row['n']} models")
+    ci = (f"95% CI: {row['ci_note']}" if row.get("ci_note")
+          else f"95% CI {row['r_ci'][0]:.2f}–{row['r_ci'][1]:.2f}")
+    exact = " (exact permutation p)" if row.get("p_method") == "exact permutation" else ""
+    st.markdown(f"R = **{row['pearson_r']:.3f}** (p = {row['pearson_p']:.3g}, {ci}) · ρ = **{row['spearman_rho']:.3f}** "
+                f"(p = {row['spearman_p']:.3g}) · n = {row['n']} models{exact}")
     if no_line:
         st.caption(md_escape(no_line))
     direction = "higher is better" if row.get("higher_is_better", True) else "lower is better"

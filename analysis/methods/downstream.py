@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass
+from functools import lru_cache
 
 import numpy as np
 from scipy import stats
@@ -15,11 +17,50 @@ class Correlation:
     pearson_p: float
     spearman_rho: float
     spearman_p: float
-    r_ci: tuple[float, float]  # bootstrap percentile interval over models
+    r_ci: tuple[float, float]  # bootstrap percentile interval over models (NaN below MIN_CI_MODELS)
     rho_ci: tuple[float, float]
     higher_is_better: bool  # the task's direction (False: errors, depth RMSE, ...)
     better: bool  # True when a higher score goes with a better result: r > 0 for higher-is-better
     # tasks, r < 0 for lower-is-better ones (False when r is 0 or NaN)
+    p_method: str = "scipy"  # "exact permutation" (fewer than EXACT_P_MAX_MODELS + 1 models) or "scipy"
+    ci_note: str = ""  # why there is no interval ("too few models"), else ""
+
+
+#: up to this many models the p-values are exact permutation tests (all n! pairings enumerated;
+#: 9! = 362,880): scipy's t-based (Pearson) and asymptotic (Spearman) p are wrong at tiny n, e.g.
+#: "ρ = 1, p = 0" over 3 models where 2 of the 6 pairings give |ρ| = 1 (exact p = 1/3)
+EXACT_P_MAX_MODELS = 9
+#: fewest models for a bootstrap interval: resampling 3-4 models gives a handful of distinct values
+MIN_CI_MODELS = 5
+TOO_FEW_MODELS = "too few models"
+
+
+@lru_cache(maxsize=EXACT_P_MAX_MODELS)
+def _pairings(n: int) -> np.ndarray:
+    """``(n!, n)`` every permutation of ``range(n)``."""
+    return np.array(list(itertools.permutations(range(n))), dtype=np.intp)
+
+
+def exact_permutation_p(x, y) -> float:
+    """Two-sided exact permutation p of Pearson's r between ``x`` and ``y`` ``(n,)``: the share of the
+    n! pairings of y with x whose ``|r|`` reaches the observed one (the observed pairing included, so
+    p >= 2/n! for distinct values). Spearman's ρ: pass ranks. Range (0, 1]; n <= EXACT_P_MAX_MODELS.
+    Reference: Pitman (1937); Good (2005), Permutation Tests, §3.
+
+    >>> round(exact_permutation_p([1, 2, 3], [1, 2, 3]), 4)
+    0.3333
+    """
+    x, y = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
+    n = len(x)
+    if n > EXACT_P_MAX_MODELS:
+        raise ValueError(f"exact permutation p enumerates n! pairings; n = {n} > {EXACT_P_MAX_MODELS}")
+    xc, yc = x - x.mean(), y - y.mean()
+    denom = np.sqrt((xc @ xc) * (yc @ yc))
+    if denom == 0:
+        return float("nan")
+    r = (yc[_pairings(n)] @ xc) / denom  # every pairing; row 0 is the observed one
+    # pairings equal to the observed |r| up to rounding count as reaching it
+    return float(np.mean(np.abs(r) >= np.abs(r[0]) * (1 - 1e-12)))
 
 
 def correlate(scores, results, *, higher_is_better: bool = True, n_boot: int = 1000, level: float = 0.95,
@@ -29,8 +70,10 @@ def correlate(scores, results, *, higher_is_better: bool = True, n_boot: int = 1
     The correlation is reported signed as computed on the raw values (a paper's R = -0.832 for a
     lower-is-better pose error stays -0.832); the task's direction sits beside it
     (``higher_is_better``) and ``better`` says whether a higher score goes with a better result.
-    p-values are scipy's two-sided tests; intervals resample models with replacement (resamples
-    with a constant side are skipped).
+    p-values are two-sided: exact permutation tests (:func:`exact_permutation_p`) up to
+    ``EXACT_P_MAX_MODELS`` models, scipy's tests above (``p_method`` says which). Intervals
+    resample models with replacement (resamples with a constant side are skipped); below
+    ``MIN_CI_MODELS`` models there is none (NaN, ``ci_note`` = "too few models").
     """
     x = np.asarray(scores, dtype=float)
     y = np.asarray(results, dtype=float)
@@ -44,9 +87,14 @@ def correlate(scores, results, *, higher_is_better: bool = True, n_boot: int = 1
         raise ValueError("scores or results are constant across models: correlation undefined")
     pr = stats.pearsonr(x, y)
     sr = stats.spearmanr(x, y)
+    p_r, p_rho, p_method = float(pr[1]), float(sr[1]), "scipy"
+    if len(x) <= EXACT_P_MAX_MODELS:
+        p_method = "exact permutation"
+        p_r = exact_permutation_p(x, y)
+        p_rho = exact_permutation_p(stats.rankdata(x), stats.rankdata(y))
     rng = np.random.default_rng(seed)
     rs, rhos = [], []
-    for _ in range(n_boot):
+    for _ in range(n_boot if len(x) >= MIN_CI_MODELS else 0):
         ix = rng.integers(0, len(x), len(x))
         if np.ptp(x[ix]) == 0 or np.ptp(y[ix]) == 0:
             continue
@@ -59,8 +107,9 @@ def correlate(scores, results, *, higher_is_better: bool = True, n_boot: int = 1
         return (float(np.quantile(v, a)), float(np.quantile(v, 1 - a))) if len(v) >= 2 else (np.nan, np.nan)
 
     r = float(pr[0])
-    return Correlation(len(x), r, float(pr[1]), float(sr[0]), float(sr[1]), ci(rs), ci(rhos),
-                       bool(higher_is_better), better_direction(r, higher_is_better))
+    return Correlation(len(x), r, p_r, float(sr[0]), p_rho, ci(rs), ci(rhos),
+                       bool(higher_is_better), better_direction(r, higher_is_better), p_method,
+                       TOO_FEW_MODELS if len(x) < MIN_CI_MODELS else "")
 
 
 def better_direction(r: float, higher_is_better: bool) -> bool:

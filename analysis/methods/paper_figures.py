@@ -32,8 +32,8 @@ def line_fit(x, y) -> dict:
 
     ``x``, ``y``: ``(n,)``; pairs with a NaN are left out (``n`` counts those kept).
     slope = cov(x, y) / var(x), intercept = ȳ − slope·x̄; r = cov / (sd_x sd_y) ∈ [−1, 1].
-    Returns ``{slope, intercept, r, n, error}``: ``error`` names why no line exists (fewer than two
-    points, all x equal), ``r`` is None (with ``r_error``) when every y is equal (the line is flat and
+    Returns ``{slope, intercept, r, n, error}``: ``error`` names why no line exists (fewer than
+    three points: any two points lie on a line with r = ±1, which says nothing; all x equal), ``r`` is None (with ``r_error``) when every y is equal (the line is flat and
     defined, the correlation is not).
 
     >>> f = line_fit([0, 1, 2], [1, 3, 5]); (f["slope"], f["intercept"], f["r"])
@@ -41,8 +41,8 @@ def line_fit(x, y) -> dict:
     """
     x, y = _finite_pairs(x, y)
     out = {"slope": None, "intercept": None, "r": None, "n": int(len(x)), "error": None, "r_error": None}
-    if len(x) < 2:
-        out["error"] = f"{len(x)} point(s): a line needs at least two"
+    if len(x) < 3:
+        out["error"] = f"{len(x)} point(s): a line needs at least 3 (through two points r is ±1 by construction)"
         return out
     dx, dy = x - x.mean(), y - y.mean()
     sxx, syy = float(dx @ dx), float(dy @ dy)
@@ -93,7 +93,8 @@ def kendall_w(scores) -> dict:
     ranked higher. With r_ij the average rank of object i under rater j, R_i = Σ_j r_ij,
     S = Σ_i (R_i − m(n+1)/2)², T_j = Σ_groups (t³ − t) over the tie groups of rater j:
     W = 12 S / (m²(n³ − n) − m Σ_j T_j). Range [0, 1]: 1 = every rater ranks alike, 0 = no agreement.
-    Returns ``{w, n, m, error}``; ``error`` when n < 2, m < 2, a NaN cell, or every rater ties
+    Returns ``{w, n, m, error}``; ``error`` when n < 3 (two objects give W = 0 or 1 by
+    construction), m < 2, a NaN cell, or every rater ties
     every object. Reference: Kendall & Babington Smith (1939); Legendre (2005) for the tie correction.
 
     >>> kendall_w([[1, 1], [2, 2], [3, 3]])["w"]
@@ -104,8 +105,9 @@ def kendall_w(scores) -> dict:
         raise ValueError(f"scores must be (objects, raters), got {X.ndim}-D")
     n, m = X.shape
     out = {"w": None, "n": int(n), "m": int(m), "error": None}
-    if n < 2 or m < 2:
-        out["error"] = f"{n} model(s) × {m} text encoder(s): agreement needs at least 2 of each"
+    if n < 3 or m < 2:
+        out["error"] = (f"{n} model(s) × {m} text encoder(s): agreement needs at least 2 text encoders and "
+                        "at least 3 models")
         return out
     if not np.isfinite(X).all():
         out["error"] = "a missing score: W needs every model scored against every text encoder"

@@ -129,7 +129,7 @@ class GramState:
     kernel: str
     debiased: bool
     mode: str = "blocks"
-    #: blocks: float64 rows (centred for linear-biased: exact H K H = Xc Xc^T), raw otherwise;
+    #: blocks: float64 rows, centred (for linear-biased: exact H K H = Xc Xc^T);
     #: feature: the layer as stored (float32 is not copied); packed: None (not needed any more)
     X: np.ndarray | None = field(default=None, repr=False)
     gamma: float = 0.0  # RBF: exp(-gamma * ||x - y||^2)
@@ -359,12 +359,15 @@ class CkaKernel(PairKernel):
             check_positive(sigma, "sigma")
         if kernel == "linear" and n > FEATURE_CKA_MIN_N:
             return self._prepare_feature(X, debiased)
-        # float32 layers of a grid are widened here, one layer at a time
+        # float32 layers of a grid are widened here, one layer at a time, and centred for every
+        # kernel and HSIC: H K H = Xc Xc^T (biased linear), unbiased HSIC of a linear kernel and
+        # every RBF distance are unchanged when one vector is added to all rows, so centring is
+        # exact and avoids the cancellation of a mean that is large against the spread (common in
+        # LLM hidden states; raw X X^T lost all digits at an offset of 10^4 x the spread)
         X = np.asarray(X, dtype=np.float64)
+        X = X - X.mean(axis=0)
         if kernel == "linear" and not debiased:
-            # H K H = Xc Xc^T: centring features is exact and avoids float cancellation when the
-            # mean is large against the spread (common in LLM hidden states)
-            state = GramState(n=n, X=X - X.mean(axis=0), kernel=kernel, debiased=False)
+            state = GramState(n=n, X=X, kernel=kernel, debiased=False)
         else:
             state = GramState(n=n, X=X, kernel=kernel, debiased=debiased)
             if kernel == "rbf":

@@ -26,6 +26,7 @@ from analysis.methods.scaling import undetermined_params
 from analysis.null import beyond_chance
 from analysis.report.markdown import md_block, md_cell, md_inline
 from analysis.report.paper_figures import paper_figures_html, paper_figures_md, paper_figures_section
+from analysis.views.null import grid_null_within
 from analysis.views.verdicts import VERDICT_WORDS
 from analysis.views.rankme_cap import RANKME_CAP_SHARE, rankme_cap_text, rankme_capped  # noqa: F401 (RANKME_CAP_SHARE: older callers)
 
@@ -120,7 +121,9 @@ def _dataset_section(con, ds, chosen, references, labels, ov) -> dict:
                 "n_captions": g["n_captions"], "result_id": g["result_id"],
                 "note": (g.get("flags") or {}).get("best") or "",
                 # the best cell against the grid maximum under shuffled pairings (None: not computed)
-                "null": views.grid_null(g)}
+                "null": views.grid_null(g),
+                # with item groups: the within-group null beside it (fine-grained alignment within sources)
+                "null_within": grid_null_within(g)}
             # the reference is its text side: a dual encoder's curve is "alignment with <ref> [text]"
             name = next((n for n in (f"alignment with {ref} [text]", f"alignment with {ref}") if c and n in c["picks"]),
                         None)
@@ -198,7 +201,7 @@ def _dataset_section(con, ds, chosen, references, labels, ov) -> dict:
     dsm = views.study(con, "downstream", ds)
     if dsm:
         table = [{k: r.get(k) for k in ("task", "task_metric", "score", "n", "pearson_r", "pearson_p", "spearman_rho",
-                                        "spearman_p", "r_ci", "rho_ci", "higher_is_better", "better", "error")}
+                                        "spearman_p", "p_method", "r_ci", "rho_ci", "ci_note", "higher_is_better", "better", "error")}
                  for r in dsm["rows"] if "score" in r]
         sec["sections"]["downstream"] = table
     else:
@@ -494,6 +497,8 @@ _SHAPES = {
     "tie": ('#57606a', '<path d="M2 5h10M2 9h10" stroke="currentColor" stroke-width="2"/>'),
     "untested": ('#57606a', '<circle cx="7" cy="7" r="5.5" fill="none" stroke="currentColor" stroke-width="1.5"/>'
                             '<circle cx="7" cy="7" r="1.5"/>'),
+    "unsupported": ('#57606a', '<circle cx="7" cy="7" r="5.5" fill="none" stroke="currentColor" stroke-width="1.5"/>'
+                               '<path d="M4 10L10 4" stroke="currentColor" stroke-width="1.5"/>'),
     "chance": ('#bc4c00', '<rect x="1.5" y="1.5" width="11" height="11" rx="2" fill="none" stroke="currentColor" '
                           'stroke-width="1.5"/><circle cx="4.5" cy="4.5" r="1.2"/><circle cx="9.5" cy="9.5" r="1.2"/>'),
     "control": ('#8250df', '<path d="M5 1.5h4M6 1.5v4L2.5 12h9L8 5.5v-4" fill="none" stroke="currentColor" '

@@ -122,9 +122,10 @@ def score_pair(engine, run_a: str, run_b: str, metric: str, params: dict, n_boot
     are None and ``flags["best"]`` says why; ``flags["interval"]`` says why an interval is missing;
     ``flags["best_caveat"]`` names a best layer that keeps few of the distinctions its run's other
     layers make (:func:`analysis.metrics.degenerate.lost_distinctions`). With ``n_null`` shuffles, ``flags["null"]``
-    is the best cell's selection-aware null ``{"p", "q95", "n_perm", "grouped"}``
+    is the best cell's selection-aware null ``{"p", "q95", "n_perm", "grouped", "kind"}``
     (:func:`analysis.null.selection_null`: the grid maximum under random item pairings, the same
-    degenerate cells excluded; ``groups`` shuffles within the items' groups), or ``flags["null_skipped"]``
+    degenerate cells excluded; with ``groups`` whole groups are shuffled as blocks, and
+    ``flags["null_within"]`` holds the within-group null beside it), or ``flags["null_skipped"]``
     says why there is none (:func:`analysis.null.unshufflable`).
     """
     grid = engine.grid(run_a, run_b, metric, **params)
@@ -168,9 +169,13 @@ def score_pair(engine, run_a: str, run_b: str, metric: str, params: dict, n_boot
         if skip:
             flags["null_skipped"] = skip
         else:
-            flags["null"] = selection_null(spec.kernel, sa, sb, value, invalid=invalid,
-                                           higher_is_better=spec.higher_is_better is not False, n_perm=n_null,
-                                           seed=seed, groups=groups)
+            kw = dict(invalid=invalid, higher_is_better=spec.higher_is_better is not False, n_perm=n_null,
+                      seed=seed, groups=groups)
+            # the test verdicts read: plain without groups, whole groups as blocks with them; the
+            # within-group null beside it answers another question (alignment within sources)
+            flags["null"] = selection_null(spec.kernel, sa, sb, value, kind="between", **kw)
+            if flags["null"]["grouped"]:
+                flags["null_within"] = selection_null(spec.kernel, sa, sb, value, kind="within", **kw)
     if n_boot >= 2:
         k = derived_lists_k(metric, params)  # exact k-NN metrics: the engine keeps each layer's lists
         spaces = None if k is None else tuple(engine.resample_space(r, layer, k, n_boot)

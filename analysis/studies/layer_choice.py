@@ -9,7 +9,8 @@ import numpy as np
 
 from analysis.storage import results as R
 from analysis.bootstrap import derived_lists_k, resample_indices, score_resamples
-from analysis.methods.layer_selection import layers_to_resample, named_layers, recommend_layers
+from analysis.methods.layer_selection import (COPY_TOL, layers_to_resample, named_layers, near_identical,
+                                             recommend_layers)
 from analysis.registry import get_metric
 from analysis.sides import side_label
 from analysis.studies.context import Context, DatasetRuns
@@ -59,7 +60,7 @@ def paired_resamples(ctx: Context, run: dict, curves: dict, sources: dict, grids
                 row = row[layer] if is_a else row[:, layer]
                 if not np.isfinite(row).any():
                     continue
-                j = int(np.nanargmax(row))
+                j = len(row) - 1 - int(np.nanargmax(row[::-1]))  # ties to the deepest layer, as every pick
                 la, lb = (layer, j) if is_a else (j, layer)
                 ra, rb = g["run_a"], g["run_b"]
                 spaces = None if k is None else (ctx.engine.resample_space(ra, la, k, s.n_boot),
@@ -161,6 +162,14 @@ def run(ctx: Context, d: DatasetRuns) -> None:
             n = int(run.get("n_layers") or 0)
             rec = {"picks": {}, "agreement": None, "n_layers": n, "last_layer": last if last is not None else n - 1,
                    "reason": reason}
+        # alignment with an identical copy of this run is 1 by construction: flagged, never a vote
+        rec["copies"] = {}
+        for name, result_id in sources.items():
+            g, is_a = grids[result_id]
+            partner = g["run_b"] if is_a else g["run_a"]
+            if name in curves and near_identical(ctx.engine.emb(run["run_id"]), ctx.engine.emb(partner)):
+                rec["copies"][name] = (f"{partner} is an identical copy of {run['run_id']} (cosine ≥ 1 − {COPY_TOL:g} "
+                                       "for every item at every layer)")
         rec["layer_names"] = {str(i): n for i, n in sorted(names.items())}
         rec["sources"] = sources
         rec["undefined_curves"] = undefined

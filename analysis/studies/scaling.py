@@ -11,7 +11,8 @@ import numpy as np
 
 from analysis.storage import results as R
 from analysis.registry import BOUNDS, get_metric
-from analysis.methods.scaling import TooFewPoints, bootstrap_params, compare_forms, fit_scaling_law, grid_score_samples
+from analysis.methods.scaling import (TooFewPoints, bootstrap_params, compare_forms, fit_scaling_law, grid_score_samples,
+                                      undetermined_params)
 from analysis.studies.context import MAX_BOOT, Context, DatasetRuns
 from analysis.studies.grids import result_keys
 from analysis.studies.parallel import run_tasks
@@ -79,10 +80,19 @@ def fit_subject(engine, _first_run: str, metric: str, params: dict, points: list
     good = [p for p, keep in zip(points, ok) if keep]
     try:
         fit = fit_scaling_law(nf[ok], nc[ok], y[ok], seed=seed, **kw)
+        # ``undetermined``: {parameter: why} for the values the data do not determine (a vanished
+        # term's exponent, an exponent or S∞ on a bound, ...): stored, so the JSON says what the page
+        # and the report leave blank; ``params`` keep every value (the curves are drawn from them)
         payload["fit"] = {"params": fit.params, "r2": fit.r2, "rmse": fit.rmse, "n_points": fit.n_points,
-                          "status": fit.status, "reason": fit.reason}
+                          "status": fit.status, "reason": fit.reason,
+                          "undetermined": undetermined_params("saturating", fit.params, fit.status, fit.reason,
+                                                              bounds=kw["bounds"], rmse=fit.rmse)}
         # the saturating law is fitted once: compare_forms reuses this fit
         payload["forms"] = compare_forms(nf[ok], nc[ok], y[ok], seed=seed, fits={"saturating": fit}, **kw)
+        for f in payload["forms"]:
+            if f.get("params"):
+                f["undetermined"] = undetermined_params(f["form"], f["params"], f.get("status"), f.get("reason"),
+                                                        bounds=kw["bounds"], rmse=f.get("rmse"))
         payload["drawn"] = next((f["form"] for f in payload["forms"] if f.get("best")), "saturating")
         if n_boot >= 2:
             have = [kn for kn, keep in zip(known or [None] * len(points), ok) if keep]

@@ -70,9 +70,10 @@ def layer_choices(con, dataset) -> dict:
 
 
 def _row_best(grid, layer: int, model_is_a: bool) -> int:
-    """The other model's layer that aligns best with ``layer`` (NaN cells skipped; 0 when none is finite)."""
+    """The other model's layer that aligns best with ``layer`` (NaN cells skipped; ties to the deepest
+    layer, as every pick; 0 when none is finite)."""
     line = np.asarray(grid, dtype=float)[layer] if model_is_a else np.asarray(grid, dtype=float)[:, layer]
-    return int(np.nanargmax(line)) if np.isfinite(line).any() else 0
+    return len(line) - 1 - int(np.nanargmax(line[::-1])) if np.isfinite(line).any() else 0
 
 
 def _alignment_sources(p: dict, curves, grids: list, by_id: dict) -> dict:

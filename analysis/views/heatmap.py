@@ -7,7 +7,8 @@ import pandas as pd
 
 from analysis.storage import results as R
 from analysis.registry import REGISTRY
-from analysis.views.null import grid_null, null_text
+from analysis.null import null_kind, null_label
+from analysis.views.null import grid_null, grid_null_within, null_text
 from analysis.views.store_info import _df, has_table
 from analysis.views.text import fmt_number
 
@@ -103,8 +104,9 @@ def null_rule_text(g: dict, n_beyond: int) -> str:
     null = grid_null(g)
     return (f"White dotted outline: {n_beyond} cell(s) past {fmt_number(null['q95'])}, the 95th percentile of this "
             f"grid's best value when the items are paired at random ({null['n_perm']} shuffles"
-            f"{', within groups' if null.get('grouped') else ''}; the maximum over all layer pairs, so the "
-            f"selection is counted). Best cell: {null_text(null)}.")
+            f"{'' if null_kind(null) == 'plain' else ' — ' + null_label(null)}; the "
+            f"maximum over all layer pairs, so the selection is counted). Best cell: "
+            f"{null_text(null, grid_null_within(g))}.")
 
 
 def near_best_cells(g: dict) -> np.ndarray:
@@ -139,7 +141,7 @@ def best_cell_text(g: dict, model_a: str, model_b: str) -> str:
     elif flags.get("interval"):
         text += f" (no interval: {flags['interval']})"
     if grid_null(g):
-        text += f"; {null_text(grid_null(g))}"
+        text += f"; {null_text(grid_null(g), grid_null_within(g))}"
     elif flags.get("null_skipped"):
         text += f"; {flags['null_skipped']}"
     n_deg = len(flags.get("degenerate_a") or {}) + len(flags.get("degenerate_b") or {})

@@ -23,9 +23,10 @@ from analysis.views.charts import _alt
 from analysis.views.store_info import has_table
 from analysis.views.text import fmt_number
 
-#: the note every figure carries when its fit had to use untrained models
-ALL_CONTROLS = ("every model here is an untrained (random-init) control: the figure shows the computation, "
-                "not a finding about trained encoders")
+#: the note every figure carries when only untrained models are there: they are drawn, never fitted
+#: or ranked (a line or an agreement over controls alone is no finding about trained encoders)
+ALL_CONTROLS = ("every model here is an untrained (random-init) control: the points are drawn, but no line "
+                "or ranking is computed over controls only")
 
 
 def best_cells(con, dataset: str, metric: str) -> pd.DataFrame:
@@ -91,9 +92,9 @@ def _layers(cell) -> str:
 
 
 def _voters(frame: pd.DataFrame) -> tuple[pd.Series, list[str]]:
-    """Which rows take part in a fit or a ranking: trained models, or all when all are controls."""
+    """Which rows take part in a fit or a ranking: trained models only (none when all are controls)."""
     if len(frame) and frame["control"].astype(bool).all():
-        return pd.Series(True, index=frame.index), [ALL_CONTROLS]
+        return pd.Series(False, index=frame.index), [ALL_CONTROLS]
     return ~frame["control"].astype(bool), []
 
 
@@ -288,6 +289,9 @@ def fig11_chart(av: dict, *, title=None):
 
 
 # ---------------------------------------------------------------- DR Fig. 2
+#: the frames of DR Fig. 2's ● points (image models on video)
+DR_FIG2_FRAMES = 8
+
 def fig2_view(con, dataset: str, metric: str, text_model: str, task: str) -> dict:
     """DR Fig. 2: each vision run kind's best alignment with ``text_model`` at the smallest n_c (x: the
     paper's single caption) against the model's whole-model downstream result on ``task``
@@ -313,11 +317,20 @@ def fig2_view(con, dataset: str, metric: str, text_model: str, task: str) -> dic
                 out["notes"].append(f"{r['model']}: several settings; using {down[r['model']]['setting'] or 'the empty one'!r}")
                 continue
             down[r["model"]] = r
-    points = []
+    points, shared = [], []
     for (vision, kind), g in cells.groupby(["vision", "kind"]):
-        row = g.loc[g["n_frames"].fillna(0).idxmax()] if kind != "image_on_image" else g.loc[g["n_frames"].fillna(0).idxmin()]
+        frames = g["n_frames"].fillna(0)
+        if kind == "image_on_video" and (frames == DR_FIG2_FRAMES).any():
+            row = g.loc[(frames == DR_FIG2_FRAMES).idxmax()]  # DR's ● points: image models on 8 frames
+        else:
+            row = g.loc[frames.idxmax()] if kind != "image_on_image" else g.loc[frames.idxmin()]
+        if kind == "image_on_video" and row["n_frames"] != DR_FIG2_FRAMES:
+            out["notes"].append(f"{vision} ●: n_f = {int(row['n_frames'] or 0)} (DR's ● points use {DR_FIG2_FRAMES} "
+                                "frames, not stored here)")
         if vision not in down:
             continue
+        if kind in ("image_on_image", "image_on_video"):
+            shared.append(vision)
         points.append({"vision": vision, "kind": kind, "marker": KINDS.get(kind, kind), "n_frames": row["n_frames"],
                        "alignment": row["value"], "score": down[vision]["value"], "control": bool(row["control"]),
                        "layers": _layers(row)})
@@ -325,14 +338,19 @@ def fig2_view(con, dataset: str, metric: str, text_model: str, task: str) -> dic
     if not len(pts):
         out["error"] = f"no vision model has both a grid with {text_model} and a whole-model result on {task}"
         return out
+    for vision in sorted({v for v in shared if shared.count(v) > 1}):
+        out["notes"].append(f"{vision}: ■ and ● share one downstream value (the store holds one whole-model "
+                            "result per model and task, not one per input)")
     voters, notes = _voters(pts)
     out["notes"] += notes
     pts["in_fit"] = voters
     out["points"], out["n_c"] = pts, n_c
     use = pts[pts["in_fit"]]
     out["offset"] = video_minus_image_offset(use["alignment"].astype(float), use["score"].astype(float), use["kind"])
-    out["published"] = published_rows(con, dataset, model=None, text_model=text_model,
-                                      metrics=("fig2_video_minus_image",))
+    # DR's offset is in retrieval accuracy: beside an offset on another task it is another quantity
+    if "retrieval" in task.lower():
+        out["published"] = published_rows(con, dataset, model=None, text_model=text_model,
+                                          metrics=("fig2_video_minus_image",))
     return out
 
 
@@ -375,9 +393,17 @@ def fig2_chart(fv: dict, *, title=None):
 SCALING_METRICS = ("s_inf", "c_f", "c_c", "alpha", "beta", "r2")
 
 
-def published_scaling(con, dataset: str, vision: str, text: str) -> dict[str, dict]:
+#: the alignment metric DR's Table 1 fits (a CKA or CKNNA fit is another quantity: no paper column)
+PUBLISHED_SCALING_METRIC = "mutual_knn"
+
+
+def published_scaling(con, dataset: str, vision: str, text: str, metric: str = PUBLISHED_SCALING_METRIC
+                      ) -> dict[str, dict]:
     """``{parameter: {value, source}}`` of DR's Table 1 for the store's ``vision`` × ``text`` pair on
-    ``dataset``, through the user's name mapping (empty when unmapped or not in the paper)."""
+    ``dataset``, through the user's name mapping (empty when unmapped, not in the paper, or when the
+    store's fit is of another ``metric`` than Table 1's mutual k-NN)."""
+    if metric != PUBLISHED_SCALING_METRIC:
+        return {}
     return {p["metric"]: {"value": p["value"], "source": p["source"]}
             for p in published_rows(con, dataset, model=vision, text_model=text, metrics=SCALING_METRICS)}
 

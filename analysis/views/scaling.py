@@ -50,7 +50,7 @@ def scaling_view(con, dataset, subject) -> dict:
     best = p.get("drawn") or ("saturating" if fit else None)  # stored: the lowest held-out error
     drawn = drawn_forms(p)
     blank = undetermined_params("saturating", fit.get("params") or {}, fit.get("status"), fit.get("reason"),
-                                bounds=p.get("bounds")) if fit.get("params") else {}
+                                bounds=p.get("bounds"), rmse=fit.get("rmse")) if fit.get("params") else {}
     out = {"points": points, "error": p.get("error"), "fit": p.get("fit"), "forms": p.get("forms", []),
            "intervals": p.get("intervals"), "params": s["params"], "drawn": [c["form"] for c in drawn],
            "held_out_best": best, "curves": drawn, "undetermined": blank, "notes": p.get("notes", []),
@@ -78,7 +78,7 @@ def scaling_view(con, dataset, subject) -> dict:
         # d_v = 2/α beside α, and DR's Table 1 beside the fit where the user mapped the names (issue #31)
         out["table"] = add_dimension_and_published(
             pd.DataFrame(saturating_param_rows(fit["params"], p.get("intervals"), blank)), fit["params"],
-            p.get("intervals"), blank, published_scaling(con, dataset, model_a, model_b), r2=fit.get("r2"))
+            p.get("intervals"), blank, published_scaling(con, dataset, model_a, model_b, metric), r2=fit.get("r2"))
         out["held_out"] = pd.DataFrame([{"form": f["form"], "formula": f["formula"],
                                          "drawn": "yes" if f["form"] in out["drawn"] else "",
                                          "held-out best": "yes" if f.get("best") else "",

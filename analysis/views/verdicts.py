@@ -13,13 +13,16 @@ from analysis.views.store_info import has_table, model_labels
 
 #: how a verdict line is decided, said under the verdicts on the Overview and in the report
 VERDICT_RULE = (
-    "Per model: the layer most label-free metrics pick (layer 0, degenerate and named layers never count; "
-    "alignment with a random-init control, or no better than shuffled pairings, never votes), its value with a "
-    "95% interval, and its gain over the last layer and over the model's own default output, each a paired "
-    "bootstrap difference on the same item resamples with its 95% interval. \"Use layer N\" only when both "
-    "intervals exclude zero and both gains reach the practical margin of {margin:.0%}; otherwise a tie. A pick "
-    "below the default output is never recommended over it. Random-init models are controls: shown, never "
-    "recommended.").format(margin=PRACTICAL_MARGIN)
+    "Per model: the layer that alignment with trained reference models picks (the most alignment curves; layer "
+    "0, degenerate and named layers never count; alignment with a random-init control, or no better than "
+    "shuffled pairings, never votes). Single-space signals (RankMe, uniformity) support or dissent but never "
+    "decide: alone they never say \"use layer N\". Its value with a 95% interval, and its gain over the last "
+    "layer and over the model's own default output, each a paired bootstrap difference on the same item "
+    "resamples with its 95% interval. \"Use layer N\" only when both intervals exclude zero and both gains "
+    "reach the practical margin of {margin:.0%}; otherwise a tie. A difference whose interval includes zero "
+    "never picks between the last layer and the default output; a pick below the default output beyond its "
+    "interval is never recommended over it. Every signal that picks another layer is named in the line. "
+    "Random-init models are controls: shown, never recommended.").format(margin=PRACTICAL_MARGIN)
 
 
 def verdicts(con, dataset) -> list[dict]:
@@ -78,7 +81,7 @@ def verdicts(con, dataset) -> list[dict]:
         nulls = {m: nl for m, (g, _) in found.items() if (nl := grid_null(g)) is not None}
         v = layer_verdict(curves, {m: hib.get(m, True) for m in curves}, last_layer=last, default_layer=default,
                           degenerate=deg, intervals=intervals, resamples=p.get("resamples"), controls=controls,
-                          nulls=nulls, control_model=base in random)
+                          nulls=nulls, control_model=base in random, copies=p.get("copies"))
         lead = v["lead"] if v["lead"] in found else next((m for m in v["agreeing"] if m in found),
                                                           next(iter(sorted(found)), None))
         heat = None
@@ -102,7 +105,8 @@ def verdicts(con, dataset) -> list[dict]:
 #: each verdict status in words: the report's marks and the Markdown summary carry them, so a tie and a
 #: recommendation never look alike without colour or an icon font
 VERDICT_WORDS = {"recommend": "recommended", "last": "last layer", "default": "default output", "tie": "tie",
-                 "untested": "untested", "chance": "at chance", "control": "control", "none": "no verdict"}
+                 "untested": "untested", "unsupported": "no alignment support", "chance": "at chance",
+                 "control": "control", "none": "no verdict"}
 
 #: how each verdict status is marked on screen: a Streamlit badge with a Material icon (shipped with
 #: the app: no emoji font needed) and a word, so a tie and a recommendation never look alike
@@ -112,6 +116,7 @@ VERDICT_BADGES = {
     "default": ":blue-badge[:material/undo: default output]",
     "tie": ":gray-badge[:material/drag_handle: tie]",
     "untested": ":gray-badge[:material/help: untested]",
+    "unsupported": ":gray-badge[:material/block: no alignment support]",
     "chance": ":orange-badge[:material/casino: at chance]",
     "control": ":violet-badge[:material/science: control]",
     "none": ":red-badge[:material/warning: no verdict]",

@@ -66,7 +66,7 @@ def test_a_planted_shared_latent_is_found_and_its_paired_gain_matches_a_brute_fo
     layers, text = _planted(0)
     IX = np.random.default_rng(1).integers(0, 60, size=(200, 60))  # explicit resample indices, shared by all layers
     curve, res = _cka_curve_and_resamples(layers, text, IX)
-    v = layer_verdict({"cka": curve}, {"cka": True}, resamples={"cka": res})
+    v = layer_verdict({"cka": curve}, {"cka": True}, resamples={"cka": res}, alignment=["cka"])
     assert v["status"] == "recommend" and v["layer"] == 2 and v["lead"] == "cka"
     # brute force: the difference on each resample, pick minus last layer
     diffs = [_linear_cka(layers[2][ix], text[ix]) - _linear_cka(layers[3][ix], text[ix]) for ix in IX]
@@ -119,7 +119,7 @@ def test_a_real_gain_under_the_practical_margin_is_a_tie_said_as_such():
     assert "use layer" not in s and "no reason to move off the last layer" in s
     # the same pick, 5% up: recommended
     curve = [0, .5, 1.05, 1.0]
-    assert layer_verdict({"a": curve}, UP, resamples={"a": _const(curve)})["status"] == "recommend"
+    assert layer_verdict({"a": curve}, UP, resamples={"a": _const(curve)}, alignment=["a"])["status"] == "recommend"
 
 
 def test_a_gain_whose_interval_includes_zero_is_a_tie():
@@ -138,8 +138,8 @@ def test_a_pick_below_the_default_output_is_never_recommended_over_it():
     s = verdict_sentence("m", v)
     assert s.startswith("m: keep the model's default output") and "use layer" not in s
     assert "-11% over the default output (95% CI" in s and "+67% over the last layer" in s
-    # without resamples too: a point value below default is enough to never recommend
-    assert layer_verdict({"a": curve}, UP, last_layer=3, default_layer=4)["status"] == "default"
+    # without resamples: a point difference decides nothing, and nothing is recommended
+    assert layer_verdict({"a": curve}, UP, last_layer=3, default_layer=4, alignment=["a"])["status"] == "untested"
 
 
 def test_a_pick_above_the_last_layer_but_tied_with_default_is_a_tie_with_default():
@@ -168,7 +168,7 @@ def test_without_resamples_a_lead_is_untested_never_recommended():
 
 def test_the_lead_is_a_metric_with_resamples_then_the_smallest_gain():
     curves = {"a": [0, .2, .5, .3], "b": [0, .1, .6, .2]}
-    v = layer_verdict(curves, UP, resamples={"b": _const(curves["b"])})
+    v = layer_verdict(curves, UP, resamples={"b": _const(curves["b"])}, alignment=["a", "b"])
     assert v["lead"] == "b" and v["status"] == "recommend" and v["n_boot"] == 40
 
 
@@ -257,7 +257,7 @@ def test_all_nan_or_all_degenerate_gives_no_verdict_and_says_why():
 
 def test_an_undefined_last_layer_gives_no_gain_and_says_why():
     curve = [0, .2, .5, NAN]
-    v = layer_verdict({"a": curve}, UP, resamples={"a": _const(curve)})
+    v = layer_verdict({"a": curve}, UP, resamples={"a": _const(curve)}, alignment=["a"])
     assert v["status"] == "recommend" and v["layer"] == 2 and v["vs_last"] is None
     assert "the last layer is degenerate or undefined" in verdict_sentence("m", v)
 

@@ -47,7 +47,7 @@ def test_permutations_are_permutations_and_seeded():
 
 def test_grouped_permutations_stay_in_their_group_and_pool_singletons():
     groups = np.array(["a", "a", "a", "b", "b", "x", "y", "z", "c", "c"])
-    P = pairing_permutations(10, 400, seed=1, groups=groups)
+    P = pairing_permutations(10, 400, seed=1, groups=groups, kind="within")
     assert (np.sort(P, axis=1) == np.arange(10)).all()
     pooled = np.isin(groups, ["x", "y", "z"])
     assert (pooled[P] == pooled[None, :]).all()  # singletons only meet singletons
@@ -116,7 +116,7 @@ def test_summary_counts_ties_as_reaching_and_follows_the_direction():
     m = np.array([0.1, 0.2, 0.3, 0.3, np.nan])
     s = null_summary(0.3, m)
     assert s == {"p": 3 / 6, "q95": pytest.approx(np.quantile([0.1, 0.2, 0.3, 0.3], 0.95)), "n_perm": 5,
-                 "grouped": False}
+                 "grouped": False, "kind": "plain"}
     low = null_summary(0.15, m, higher_is_better=False, grouped=True)
     assert low["p"] == 2 / 6 and low["grouped"] is True
     assert low["q95"] == pytest.approx(np.quantile([0.1, 0.2, 0.3, 0.3], 0.05))
@@ -188,7 +188,8 @@ def test_constant_layer_cells_are_left_out_of_every_shuffled_maximum():
 def test_grouped_shuffles_absorb_alignment_that_comes_from_the_groups_alone():
     """Pairs of near-duplicate items (two clips of one scene) are each other's nearest neighbour in
     both spaces, the scenes placed independently: mutual 1-NN is 1 on the groups alone. Plain
-    shuffles call that far beyond chance; shuffles within the groups keep it, so p = 1."""
+    shuffles call that far beyond chance; grouped shuffles (whole groups as blocks, the default, or
+    within the groups) keep it, so p = 1."""
     rng = np.random.default_rng(3)
     n_groups = 20
     groups = np.repeat(np.arange(n_groups), 2)

@@ -43,8 +43,8 @@ def test_each_best_cell_stores_its_null_as_a_brute_force_recomputation_gives_it(
     analyze_store(path, k=3, metrics=("mutual_knn",), n_boot=0, n_null=40, maps=0, log=quiet)
     g = _grid(path)
     null = g["flags"]["null"]
-    assert set(null) == {"p", "q95", "n_perm", "grouped"}
-    assert null["n_perm"] == 40 and null["grouped"] is False
+    assert set(null) == {"p", "q95", "n_perm", "grouped", "kind"}
+    assert null["n_perm"] == 40 and null["grouped"] is False and null["kind"] == "plain"
     p, q95 = _brute_p(path, g, pairing_permutations(N, 40, seed=0), k=3)
     assert null["p"] == pytest.approx(p) and null["q95"] == pytest.approx(q95)
 

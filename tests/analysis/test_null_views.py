@@ -38,7 +38,8 @@ def test_the_best_cell_sentence_gives_the_verdict_p_and_the_null_percentile():
                                   "vid", "txt")
     assert "beyond chance: p = 0.005" in beyond and "95th percentile 0.250" in beyond and "200 shuffled" in beyond
     none = views.best_cell_text(_g([[0.1, 0.5]], {"p": 0.3, "q95": 0.6, "n_perm": 200, "grouped": True}), "vid", "txt")
-    assert "no alignment beyond chance: p = 0.300" in none and "within-group" in none
+    # a grouped null stored without its kind was a within-group one: named as such
+    assert "no fine-grained alignment within sources beyond chance: p = 0.300" in none and "within-group" in none
     assert "chance" not in views.best_cell_text(_g([[0.1, 0.5]], None), "vid", "txt")
 
 

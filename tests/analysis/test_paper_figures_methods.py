@@ -28,13 +28,13 @@ def test_line_fit_on_the_papers_line_recovers_it_exactly():
 
 
 def test_line_fit_degenerate_inputs_say_why():
-    assert "at least two" in line_fit([0.2], [0.3])["error"]
+    assert "at least 3" in line_fit([0.2], [0.3])["error"]
     flat_x = line_fit([0.2, 0.2, 0.2], [0.1, 0.2, 0.3])
     assert flat_x["slope"] is None and "equal" in flat_x["error"]
     flat_y = line_fit([0.1, 0.2, 0.3], [0.4, 0.4, 0.4])
     assert flat_y["slope"] == pytest.approx(0.0) and flat_y["r"] is None and "undefined" in flat_y["r_error"]
     # a NaN pair is left out, not propagated
-    assert line_fit([0.1, np.nan, 0.3], [1, 2, 3])["n"] == 2
+    assert line_fit([0.1, np.nan, 0.3, 0.4], [1, 2, 3, 5])["n"] == 3
 
 
 @pytest.mark.parametrize("seed", range(5))
@@ -72,8 +72,8 @@ def test_kendall_w_of_opposite_raters_is_zero_and_of_two_raters_matches_spearman
 
 def test_kendall_w_degenerate_inputs_say_why():
     assert "at least 2" in kendall_w([[0.1, 0.2]])["error"]
-    assert "missing" in kendall_w([[0.1, np.nan], [0.2, 0.3]])["error"]
-    assert "ties every model" in kendall_w([[0.1, 0.2], [0.1, 0.2]])["error"]
+    assert "missing" in kendall_w([[0.1, np.nan], [0.2, 0.3], [0.3, 0.4]])["error"]
+    assert "ties every model" in kendall_w([[0.1, 0.2], [0.1, 0.2], [0.1, 0.2]])["error"]
 
 
 def test_rank_agreement_lists_every_pair_of_text_encoders():
@@ -97,8 +97,8 @@ def test_video_minus_image_offset_on_hand_built_points():
 
 def test_video_minus_image_offset_without_a_reference_line_says_why():
     out = video_minus_image_offset([0.1, 0.2], [0.3, 0.4], ["image_on_video", "video"])
-    assert out["offset"] is None and "at least two" in out["error"]
-    out = video_minus_image_offset([0.1, 0.2], [0.3, 0.4], ["image_on_video"] * 2)
+    assert out["offset"] is None and "at least 3" in out["error"]
+    out = video_minus_image_offset([0.1, 0.2, 0.3], [0.3, 0.4, 0.6], ["image_on_video"] * 3)
     assert out["offset"] is None and "no ▲" in out["error"]
 
 

@@ -33,8 +33,8 @@ def _resamples(curves, n_boot=20):
 def verdict_store(tmp_path):
     """Five models whose layer-choice curves and resamples have known answers (the paired
     differences are exact, so every interval is one point):
-    ``sharp``: rankme picks layer 2 at 8 against 4 at the last layer: +100%, interval [+100%, +100%]:
-    use layer 2.
+    ``sharp``: alignment with mpnet picks layer 2 at 0.8 against 0.4 at the last layer: +100%,
+    interval [+100%, +100%]: use layer 2 (alignment with a trained reference decides).
     ``clear`` (layers 0-3 numbered, 4 = its default output): both metrics pick layer 2 and gain
     over the last layer, but the default output is better by both (rankme 16 > 8; uniformity -6 < -3,
     -(-3-(-6))/6 = -50% for the headline): keep the default output.
@@ -51,8 +51,8 @@ def verdict_store(tmp_path):
     write_run(path, "rr", rng.normal(size=(4, 12, 4)), model="rnd", modality="video", n_frames=2)
     clear = {"rankme": [1, 2, 8, 4, 16], "uniformity": [0, -1, -3, -2, -6]}
     payloads = {
-        "sharp": _choice("rs", {"rankme": [1, 2, 8, 4]}, {"rankme": True},
-                         resamples=_resamples({"rankme": [1, 2, 8, 4]}), n_boot=20),
+        "sharp": _choice("rs", {"alignment with mpnet": [.1, .2, .8, .4]}, {"alignment with mpnet": True},
+                         resamples=_resamples({"alignment with mpnet": [.1, .2, .8, .4]}), n_boot=20),
         "clear": _choice("rc", clear, {"rankme": True, "uniformity": False}, layer_names={"4": "default"},
                          last_layer=3, resamples=_resamples(clear), n_boot=20),
         "tied": _choice("rt", {"rankme": [1, 5, 10.02, 10.0]}, {"rankme": True},
@@ -83,7 +83,7 @@ def test_overview_answers_first_with_value_interval_and_paired_gain_or_says_why_
     assert next(s.value for s in at.subheader) == "Which layer to use"
     lines = {k: v.replace("\\", "") for k, v in _lines(at).items()}
     sharp = lines["sharp"]
-    assert "use layer 2 of 3 — 1 of 1 metric agree; rankme 8 (95% CI" in sharp
+    assert "use layer 2 of 3 — 1 of 1 metric agree; alignment with mpnet 0.8 (95% CI" in sharp
     assert "+100% over the last layer (95% CI +100% to +100%)" in sharp and "practical margin 2%" in sharp
     clear = lines["clear"]
     assert "keep the model's default output" in clear and "use layer" not in clear
@@ -123,7 +123,7 @@ def test_the_report_opens_with_the_same_verdicts(verdict_store, tmp_path):
     (ds,) = json.loads(out.with_suffix(".json").read_text())["datasets"]
     by = {v["model"]: v for v in ds["verdicts"]}
     assert (by["sharp"]["status"], by["sharp"]["layer"], by["sharp"]["n_agree"]) == ("recommend", 2, 1)
-    assert by["sharp"]["vs_last"]["gain"] == pytest.approx(1.0) and by["sharp"]["vs_last"]["low"] == pytest.approx(4.0)
+    assert by["sharp"]["vs_last"]["gain"] == pytest.approx(1.0) and by["sharp"]["vs_last"]["low"] == pytest.approx(0.4)
     assert by["sharp"]["margin"] == 0.02
     assert (by["clear"]["status"], by["clear"]["layer"]) == ("default", 2)
     assert by["clear"]["gain_vs_last"] == pytest.approx(0.5) and by["clear"]["gain_vs_default"] == pytest.approx(-0.5)
@@ -153,7 +153,9 @@ def test_alignment_with_a_control_never_votes_and_a_chance_null_is_read_from_the
     con.execute("UPDATE models SET random_init = false WHERE model = 'minilm'")
     (v,) = views.verdicts(con, "synthetic")
     assert v["verdict"]["controls"] == ["alignment with vit"] and v["verdict"]["picks"] == {"rankme": 2}
-    assert v["verdict"]["status"] == "recommend" and "not voting (random-init controls): alignment with vit" in v["sentence"]
+    # RankMe is left alone: a single-space signal never decides "use layer N"
+    assert v["verdict"]["status"] == "unsupported" and "use layer" not in v["sentence"]
+    assert "not voting (random-init controls): alignment with vit" in v["sentence"]
     con.close()
 
 

@@ -12,7 +12,7 @@ from .forms import FORMS
 from .solver import EXPONENT_ATOL, fit_scaling_law, refit_many
 
 def undetermined_params(form: str, params: dict, status: str | None, reason: str | None = None, *,
-                        bounds=None) -> dict[str, str]:
+                        bounds=None, rmse: float | None = None) -> dict[str, str]:
     """``{parameter: why}`` for the parameters of a stored fit that the data do not determine (to be
     shown blank with the reason, never as a number; issue #29 item 7). Empty for a trusted fit.
 
@@ -20,12 +20,16 @@ def undetermined_params(form: str, params: dict, status: str | None, reason: str
     the metric's ``(low, high)`` (S∞'s box). Per status:
 
     - ``flat``: no trend, so every parameter but the level (S∞, or ``a``) is undetermined;
-    - ``not_identifiable``: every parameter (the values are one of many equal fits);
+    - ``not_identifiable``: every parameter (the values are one of many equal fits), except when a
+      vanished term (below) is what leaves its exponent free: then that exponent alone;
     - an exponent on its box bound (checked on every exponent, whatever status is reported first):
       at the lower bound 0 its term is a constant that trades off with S∞, so S∞, that C and the
       exponent are undetermined; at the upper bound the term only separates n = 1 from the rest,
       and the law's limit still trades off with it, so the same three are left blank;
-    - S∞ on the metric's bound: S∞ is the constraint, not an estimate.
+    - S∞ on the metric's bound: S∞ is the constraint, not an estimate;
+    - a coefficient at 0 (C_f, C_c or C), or no larger than the fit's ``rmse``: its term
+      ``C·n^−e`` moves the law by at most C over any budget, so it vanishes into the residual and its
+      exponent has no effect on the fit (d_v = 2/α goes with α).
 
     >>> sorted(undetermined_params("saturating", {"s_inf": 35.0, "c_f": 34.6, "c_c": 0.1, "alpha": 0.0,
     ...                                           "beta": 1.0}, "exponent_at_bound"))
@@ -36,12 +40,27 @@ def undetermined_params(form: str, params: dict, status: str | None, reason: str
     if status == "flat":
         level = names[law.limit] if law.limit is not None else names[0]
         return {n: "every score is the same: no trend to fit" for n in names if n != level}
-    if status == "not_identifiable":
-        return {n: reason or "the grid cannot separate the parameters" for n in names}
-    out: dict[str, str] = {}
     # exponent i belongs to the coefficient just before it in the saturating law (c_f·n_f^-α, c_c·n_c^-β)
     # and to the single coefficient of the joint power law
     partner = {"alpha": "c_f", "beta": "c_c", "gamma": "c"}
+    level = params.get(names[law.limit]) if law.limit is not None else None
+    exact = 1e-9 * max(1.0, abs(level) if level is not None and np.isfinite(level) else 1.0)
+    tol = max(exact, rmse if rmse is not None and np.isfinite(rmse) else 0.0)
+    vanished = {}
+    for i in law.exponents:
+        name, coef = names[i], partner[names[i]]
+        c = params.get(coef)
+        if c is not None and np.isfinite(c) and abs(c) <= tol:
+            vanished[name] = (f"{coef} = {c:.3g}{' (within the fit’s RMSE)' if abs(c) > exact else ''}: "
+                              f"its term vanishes, so {name} has no effect on the fit")
+    if status == "not_identifiable":
+        # a vanished term is what leaves its exponent free (a zero Jacobian column): the rest is
+        # determined, unless the reason names another exponent
+        other = [names[i] for i in law.exponents if names[i] in (reason or "") and names[i] not in vanished]
+        if vanished and not other:
+            return dict(vanished)
+        return {n: reason or "the grid cannot separate the parameters" for n in names}
+    out: dict[str, str] = {}
     for i in law.exponents:
         name = names[i]
         value = params.get(name)
@@ -51,6 +70,8 @@ def undetermined_params(form: str, params: dict, status: str | None, reason: str
                        f"so {name}, {partner[name]} and S∞ are not determined")
                 for n in (name, partner[name], names[law.limit]):
                     out.setdefault(n, why)
+    for name, why in vanished.items():
+        out.setdefault(name, why)
     if law.limit is not None and bounds is not None:
         s_inf = params.get(names[law.limit])
         for edge in bounds:
