@@ -701,14 +701,21 @@ def labelled_shapes(n=LABELLED_N):
     return [LABELLED_CLASSES[i % 3] for i in range(n)]
 
 
-def _labelled_layers(seed: int, n=LABELLED_N, L=4, d=12, strength=(0.0, 0.3, 3.0, 1.0)) -> np.ndarray:
-    """Layer 0 collapsed (one vector for every item); later layers separate the classes by ``strength``."""
+def _labelled_layers(seed: int, n=LABELLED_N, L=4, d=12, strength=(0.0, 0.3, 3.0, 0.5), shared=8.0) -> np.ndarray:
+    """Layer 0 collapsed (one vector for every item); layers 1.. separate the classes by ``strength``; the
+    last layer also carries, with weight ``shared``, an item-level latent every model of the store shares
+    (seeded alike), so alignment between models peaks at the last layer while the classes separate best
+    at layer 2: a label-free pick a labelled probe can refute."""
     rng = np.random.default_rng(seed)
     y = np.array([i % 3 for i in range(n)])
     centres = rng.normal(size=(3, d))
+    latent = np.random.default_rng(99).normal(size=(n, 8))
     out = [np.tile(rng.normal(size=d), (n, 1))]
     for l in range(1, L):
-        out.append(strength[l] * centres[y] + rng.normal(size=(n, d)))
+        X = strength[l] * centres[y] + rng.normal(size=(n, d))
+        if l == L - 1:
+            X = X + shared * latent @ rng.normal(size=(8, d)) / np.sqrt(8)
+        out.append(X)
     return np.stack(out).astype(np.float32)
 
 
@@ -718,7 +725,7 @@ def write_labelled_store(path, *, metadata=None, n=LABELLED_N) -> dict:
     metadata = metadata or [{"scene": {"shape": s}, "colour": ["red", "blue"][i % 2]} for i, s in enumerate(labelled_shapes(n))]
     items = [Item(i, f"item{i}", f"/nonexistent/v{i}.mp4", [f"a {s}"], metadata=md)
              for i, (s, md) in enumerate(zip(labelled_shapes(n), metadata))]
-    runs = {"vis-4": ("vis", "video", _labelled_layers(1, n)), "txt-1": ("txt", "text", _labelled_layers(2, n, strength=(0, 1, 2, 0.5)))}
+    runs = {"vis-4": ("vis", "video", _labelled_layers(1, n)), "txt-1": ("txt", "text", _labelled_layers(2, n, strength=(0, 1, 2, 0.3)))}
     w = StoreWriter(path)
     try:
         w.put_dataset("toy", Manifest("toy.jsonl", items))
