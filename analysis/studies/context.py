@@ -50,11 +50,12 @@ from analysis.null import NULL_PERMUTATIONS
 #: float32 block products in float64 (each cell within 1e-3 by a computed bound, float64 where not)
 #: 11: reorder entries carry paired item-bootstrap ``intervals`` (issue #33), and the reorder
 #: negative's lists are exact float64 cosine neighbours, ties to the lower index (were float32/argpartition)
-#: 12: every sentence says what its numbers support (issue #42): CKA centres every layer (debiased
+#: 12: every sentence says what its numbers support: CKA centres every layer (debiased
 #: and RBF too); downstream p-values are exact permutation tests below 10 models, no interval below
 #: 5; scaling fits store ``undetermined`` (a vanished term's exponent is blank, not a number); with
 #: item groups the null shuffles whole groups as blocks (``kind``) and ``null_within`` sits beside it;
-#: equal best cells go to the deepest layers; layer choices flag identical partner runs (``copies``)
+#: equal best cells go to the deepest layers; layer choices flag identical partner runs (``copies``);
+#: the labelled probes (``--labels``) are a new study
 ANALYSIS_VERSION = 12
 
 #: resamples for the scaling study's parameter intervals (each one refits the law): at most this
