@@ -452,7 +452,7 @@ class TimmAdapter(ImageFrames, _Standalone):
         name, _, query = self.spec[len("timm:"):].partition("?")
         kwargs = parse_kwargs(query, self.spec)
         torch.manual_seed(RANDOM_SEED)
-        offline = offline_weights(self.random_init)
+        offline = offline_weights(self.random_init or bool(self.weights))  # --weights: nothing from the hub
         if offline and (repo := _timm_hub_repo(name)) and not hub_weights_cached(repo):
             raise missing_offline(self.spec, offline)  # before building the model: that alone takes seconds
         try:

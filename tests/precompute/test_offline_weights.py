@@ -77,3 +77,23 @@ def test_the_cache_check_finds_weights_the_hub_cache_holds(tmp_path, monkeypatch
     (repo / "snapshots" / "abc123" / "model.safetensors").write_bytes(b"weights")
     assert hub_weights_cached("timm/vit_small_patch16_224.augreg_in21k_ft_in1k")
     assert not hub_weights_cached("timm/vit_small_patch16_224.augreg_in21k_ft_in1k", "open_clip_model.safetensors")
+
+
+@pytest.mark.slow
+def test_a_weights_file_needs_no_hub_offline(tmp_path):
+    """``--weights FILE`` brings every tensor: an uncached model name offline still runs (the demo's
+    EfficientNet-Lite0 from its package, on a machine without the hub)."""
+    timm = pytest.importorskip("timm")
+    import torch
+
+    weights = tmp_path / "w.pth"
+    torch.save(timm.create_model("test_efficientnet", pretrained=False).state_dict(), weights)
+    manifest = make_dataset(tmp_path / "data", n=2)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("HF_", "TRANSFORMERS_"))}
+    env.update(PYTHONPATH=str(ROOT), HF_HOME=str(tmp_path / "hf"), TORCH_HOME=str(tmp_path / "torch"),
+               XDG_CACHE_HOME=str(tmp_path / "cache"), HF_HUB_OFFLINE="1")
+    done = subprocess.run([sys.executable, "-m", "precompute.cli", "precompute", "--store", str(tmp_path / "s.duckdb"),
+                           "--manifest", str(manifest), "--dataset", "d", "--model", "timm:test_efficientnet",
+                           "--weights", str(weights), "--frames", "1", "--quiet"],
+                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
