@@ -265,9 +265,15 @@ def analyze_store(store, options: AnalyzeOptions | None = None, *, progress: boo
         if s.labels:  # a bad label field is refused before any setting is saved (a saved field that
             # the datasets analysed now lack is noted per dataset by the study instead)
             try:
-                probes.check_labels(con, list(plan), s.labels, require_all=options.labels is not None)
+                found = probes.check_labels(con, list(plan), s.labels, require_all=options.labels is not None)
             except ValueError as exc:
                 raise StoreError(str(exc)) from None
+            for field in s.labels:  # one note per field that some datasets lack (not one per dataset)
+                lacking = [ds for ds in plan if field not in found.get(ds, {})]
+                if lacking:
+                    having = [ds for ds in plan if ds not in lacking]
+                    ctx.note(f"--labels {field}: probed on {', '.join(having) or 'no dataset'}; not a field of "
+                             f"{', '.join(lacking)}")
         saved = s.stored()
         # every number on one BLAS thread, in this process as in every worker: OpenBLAS's products
         # (syrk for X Xᵀ, some gemm shapes) round differently on 2 threads than on 1, so a serial
