@@ -120,7 +120,9 @@ def _ci_text(ci) -> str:
 
 def _layer_words(layer: int, names: dict) -> str:
     label = layer_label(layer, names)
-    return f"layer {label}" if label.isdigit() else f"the {label} output"
+    if not label.isdigit():
+        return f"the {label} output"
+    return "layer 0 (the embedding output)" if layer == 0 else f"layer {label}"
 
 
 def check_sentence(c: dict) -> str:
