@@ -4,6 +4,7 @@ import streamlit as st
 from analysis import views
 from analysis.views.nuance import collapse_notes
 from analysis.views import md_escape, predictor_matrix
+from analysis.views.probes import checks_table, probe_checks
 from pages._shared import (
     dataset_picker,
     download_data,
@@ -56,6 +57,14 @@ chosen_kinds = pick_many("Signals", kinds, param="kinds", default=kinds, key="pr
                               "reference text model (row max of the grid); same_space: metrics where the video "
                               "and text sides share a space")
 shown = table[table["kind"].isin(chosen_kinds)] if len(table) else table
+
+checks = view(probe_checks, dataset)
+if checks:  # the verdict itself, set against the measured probes (every signal's own pick is below)
+    st.subheader("The verdict's layer against the measured best layer")
+    st.caption("Per model and measured task: the layer its label-free verdict advises against the probe's best "
+               "layer on the verdict's run, each difference with a 95% paired interval on the same item resamples "
+               "(the Downstream page draws every layer).")
+    st.dataframe(checks_table(checks), hide_index=True, width="stretch")
 
 st.subheader("Signal × task")
 st.dataframe(predictor_matrix(shown, statistic), hide_index=True, width="stretch")

@@ -42,6 +42,10 @@ def test_downstream_page_shows_measured_probes_without_imported_results(probed_s
 def test_predictors_page_reads_the_measured_tasks(probed_store, monkeypatch):
     at = app(probed_store, monkeypatch, page="predictors")
     assert not any("No per-layer downstream results" in i.value for i in at.info)
+    assert "The verdict's layer against the measured best layer" in [s.value for s in at.subheader]
+    checks = at.dataframe[0].value
+    assert {"label-free pick", "best layer", "pick − best", "outcome"} <= set(checks.columns)
+    assert "pick loses" in set(checks["outcome"])
     task = next(s for s in at.selectbox if s.label == "Task")
     assert task.value == "scene.shape · kmeans_ari [measured]"  # tasks in order; every one measured here
     assert all(o.endswith("[measured]") for o in task.options)
