@@ -96,9 +96,9 @@ def measure(sizes, d, routes, threads, n_busy, repeat):
     return out, agree
 
 
-def child_cells(args, routes):
-    """The ``routes`` measured in a child process with ``OMP_WAIT_POLICY=PASSIVE``, renamed ``*-passive``."""
-    cmd = [sys.executable, __file__, "--child", "--sizes", args.sizes, "--d", str(args.d), "--busy", str(args.busy),
+def child_cells(args, routes, n):
+    """The ``routes`` at ``n`` measured in a child process with ``OMP_WAIT_POLICY=PASSIVE``, renamed ``*-passive``."""
+    cmd = [sys.executable, __file__, "--child", "--sizes", str(n), "--d", str(args.d), "--busy", str(args.busy),
            "--routes", ",".join(routes), "--threads", args.threads, "--repeat", str(args.repeat)]
     env = {**os.environ, "OMP_WAIT_POLICY": "PASSIVE"}
     rows = json.loads(subprocess.run(cmd, env=env, capture_output=True, text=True, check=True).stdout.splitlines()[-1])
@@ -118,7 +118,7 @@ def report(cells, agree, sizes, routes, threads, conds):
                             ("LID distances (knn_distances, k = 20)", [r for r in routes if r.startswith("lid")])):
         if not members:
             continue
-        print(f"\n{family}: ms per layer (ratio to the best route of that condition and threads)")
+        print(f"{family}: ms per layer (ratio to the best route of that condition and threads)")
         print(f"{'N':>6} {'threads':>7} {'route':>16} " + " ".join(f"{c:>17}" for c in conds))
         for n in sizes:
             for setting in threads:
@@ -150,18 +150,22 @@ def main(argv=None):
     sizes = [int(s) for s in args.sizes.split(",") if s]
     routes = [r for r in args.routes.split(",") if r]
     threads = [t for t in args.threads.split(",") if t]
-    cells, agree = measure(sizes, args.d, routes, threads, args.busy, args.repeat)
-    if args.child:
-        print(json.dumps([[*key, s] for key, s in cells.items()]))
-        return
-    if args.passive:
-        faiss_routes = [r for r in routes if "faiss" in r]
-        cells.update(child_cells(args, faiss_routes))
-        routes = routes + [f"{r}-passive" for r in faiss_routes]
     conds = [c for c, _ in busy.conditions(args.busy)]
-    print(f"one layer per N, d = {args.d}, {os.cpu_count()} cores; load average before: "
-          f"{os.getloadavg()[0]:.2f}")
-    report(cells, agree, sizes, routes, threads, conds)
+    if not args.child:
+        print(f"one layer per N, d = {args.d}, {os.cpu_count()} cores", flush=True)
+    for n in sizes:  # one N at a time, printed as it is measured
+        load = os.getloadavg()[0]
+        cells, agree = measure([n], args.d, routes, threads, args.busy, args.repeat)
+        if args.child:
+            print(json.dumps([[*key, s] for key, s in cells.items()]), flush=True)
+            continue
+        shown = routes
+        if args.passive:
+            faiss_routes = [r for r in routes if "faiss" in r]
+            cells.update(child_cells(args, faiss_routes, n))
+            shown = routes + [f"{r}-passive" for r in faiss_routes]
+        print(f"\nN = {n}: load average (1 min) {load:.2f} before, {os.getloadavg()[0]:.2f} after", flush=True)
+        report(cells, agree, [n], shown, threads, conds)
 
 
 if __name__ == "__main__":
