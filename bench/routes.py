@@ -106,11 +106,10 @@ def child_cells(args, routes, n):
 
 
 def auto_choice(n):
+    """What ``auto`` takes at ``n`` on this machine (a CPU): the k-NN route and LID's (always numpy)."""
     from analysis.metrics.neighbors import _cpu_route
-    from analysis.metrics.single import LID_FAISS_MIN_ROWS
 
-    knn = _cpu_route(n) or "numpy"
-    return knn, "lid-faiss" if n >= LID_FAISS_MIN_ROWS else "lid-numpy"
+    return _cpu_route(n) or "numpy", "lid-numpy"
 
 
 def report(cells, agree, sizes, routes, threads, conds):
