@@ -39,7 +39,7 @@ processes beside (``bench/busy.py``), and prints both tables and the ratios side
 <= 3x quiet, <= 3.5x busy).
 
 Usage: python bench/analyze.py [--shape paper|small] [--items N] [--layers L] [--dim D] [--video 3] [--text 2]
-       [--jobs 1] [--repeat 2] [--busy 1]
+       [--jobs 1] [--repeat 2] [--busy 1] [--no-growth]
 """
 
 from __future__ import annotations
@@ -196,6 +196,8 @@ def main(argv=None):
     ap.add_argument("--repeat", type=int, default=2, help="best of this many runs of each side")
     ap.add_argument("--null-perms", type=int, default=None, help="shuffles of the best cells' null (default: "
                     "analyze's, 200 on the mutual k-NN grids; 0: off, as the floor has no such work)")
+    ap.add_argument("--no-growth", action="store_true", help="only the sweep of --text text models: no growth "
+                    "figure (half the time)")
     busy.add_argument(ap)
     args = ap.parse_args(argv)
     for name, value in SHAPES[args.shape].items():
@@ -209,7 +211,7 @@ def main(argv=None):
         spent = timed_studies()
         pair = timed_pair_work()
         sides = []
-        for n_text in (args.text, 2 * args.text):
+        for n_text in (args.text,) if args.no_growth else (args.text, 2 * args.text):
             path = Path(tmp) / f"sweep{n_text}.duckdb"
             sides.append((n_text, path, len(build(path, args.video, n_text, args))))
         floors, best = {}, {}
@@ -262,6 +264,8 @@ def report(rows):
         per_pair = pair_seconds(spent)
         print(f"{'':>11} per-pair work: {per_pair:.2f} s = {100 * per_pair / t:.0f} % (grid cells {spent['pair']:.2f} s, "
               f"scaling fits {spent['scaling']:.2f} s)")
+    if len(rows) < 2:  # --no-growth
+        return
     (_, r1, (f1, _), t1, _, s1), (_, r2, (f2, _), t2, _, s2) = rows
     print(f"doubling the text models: runs ×{r2 / r1:.2f}, analyze time ×{t2 / t1:.2f} "
           f"(target: time ratio ≤ runs ratio); analyze/floor target ≤ 3×")
