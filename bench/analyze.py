@@ -34,13 +34,18 @@ per-pair work (grid cells, N² each for CKA; the scaling fits, independent of N 
 the small shape weighs pairs about six times more against runs than the papers' encoders do.
 ``--items``, ``--layers``, ``--dim`` override the shape's values.
 
+``--busy N`` measures every floor and analysis twice in the same run, quiet and with N spinning
+processes beside (``bench/busy.py``), and prints both tables and the ratios side by side (targets:
+<= 3x quiet, <= 3.5x busy).
+
 Usage: python bench/analyze.py [--shape paper|small] [--items N] [--layers L] [--dim D] [--video 3] [--text 2]
-       [--jobs 1] [--repeat 2]
+       [--jobs 1] [--repeat 2] [--busy 1] [--no-growth]
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import shutil
 import sys
 import tempfile
@@ -48,6 +53,8 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench import busy  # noqa: E402
 
 METRICS = ("mutual_knn", "cka", "cknna")
 
@@ -189,39 +196,61 @@ def main(argv=None):
     ap.add_argument("--repeat", type=int, default=2, help="best of this many runs of each side")
     ap.add_argument("--null-perms", type=int, default=None, help="shuffles of the best cells' null (default: "
                     "analyze's, 200 on the mutual k-NN grids; 0: off, as the floor has no such work)")
+    ap.add_argument("--no-growth", action="store_true", help="only the sweep of --text text models: no growth "
+                    "figure (half the time)")
+    busy.add_argument(ap)
     args = ap.parse_args(argv)
     for name, value in SHAPES[args.shape].items():
         if getattr(args, name) is None:
             setattr(args, name, value)
-    rows = []
+    conds = busy.conditions(args.busy)
+    load0 = os.getloadavg()[0]
+    results = {}
     with tempfile.TemporaryDirectory() as tmp:
         warm_up(tmp)
         spent = timed_studies()
         pair = timed_pair_work()
         sides = []
-        for n_text in (args.text, 2 * args.text):
+        for n_text in (args.text,) if args.no_growth else (args.text, 2 * args.text):
             path = Path(tmp) / f"sweep{n_text}.duckdb"
             sides.append((n_text, path, len(build(path, args.video, n_text, args))))
         floors, best = {}, {}
         # rounds of (floor, analyze) for both sides, interleaved, the best of each: a slow spell of
-        # the shared VM then hits every measure of a round, not one side of a ratio
+        # the shared VM then hits every measure of a round, not one side of a ratio; with --busy
+        # each side runs quiet, then with the spinning processes beside
         for r in range(max(1, args.repeat)):
             for n_text, path, _ in sides:
-                floors[n_text] = min(floors.get(n_text, (float("inf"), 0.0)), floor(path))
-                fresh = Path(tmp) / f"sweep{n_text}-{r}.duckdb"
-                shutil.copy(path, fresh)  # nothing analysed yet: every round computes everything
-                for k in spent:
-                    spent[k] = 0.0
-                pair["seconds"] = 0.0
-                t, out = analyze(fresh, args.jobs, args.null_perms)
-                if n_text not in best or t < best[n_text][0]:
-                    best[n_text] = (t, out, {**spent, "pair": pair["seconds"]})
-        for n_text, _, runs in sides:
-            rows.append((n_text, runs, floors[n_text], *best[n_text]))
+                for cond, n_busy in conds:
+                    key = (cond, n_text)
+                    with busy.busy(n_busy):
+                        floors[key] = min(floors.get(key, (float("inf"), 0.0)), floor(path))
+                        fresh = Path(tmp) / f"sweep{n_text}-{r}-{n_busy}.duckdb"
+                        shutil.copy(path, fresh)  # nothing analysed yet: every round computes everything
+                        for k in spent:
+                            spent[k] = 0.0
+                        pair["seconds"] = 0.0
+                        t, out = analyze(fresh, args.jobs, args.null_perms)
+                    if key not in best or t < best[key][0]:
+                        best[key] = (t, out, {**spent, "pair": pair["seconds"]})
+        for cond, _ in conds:
+            results[cond] = [(n_text, runs, floors[cond, n_text], *best[cond, n_text]) for n_text, _, runs in sides]
     print(f"sweep ({args.shape} shape): {args.video} video models, N={args.items}, L={args.layers}, d={args.dim}, 3 budgets each, "
           f"metrics {', '.join(METRICS)}, bootstrap off, shuffled null "
           f"{'analyze default' if args.null_perms is None else args.null_perms}, jobs={args.jobs}, "
-          f"best of {max(1, args.repeat)} interleaved rounds")
+          f"best of {max(1, args.repeat)} interleaved rounds; load average (1 min) {load0:.2f} before, "
+          f"{os.getloadavg()[0]:.2f} after")
+    for cond, rows in results.items():
+        print(f"\n{cond}" + (f" ({cond[5:]} spinning process(es) beside)" if cond != "quiet" else ""))
+        report(rows)
+    if len(results) > 1:
+        print("\nanalyze / floor side by side (targets: <= 3x quiet, <= 3.5x busy)")
+        print(f"{'text models':>11}" + "".join(f"{c:>12}" for c in results))
+        for i, (n_text, _, _) in enumerate(sides):
+            print(f"{n_text:>11}" + "".join(f"{rows[i][3] / rows[i][2][0]:>11.2f}×" for rows in results.values()))
+
+
+def report(rows):
+    """The per-condition table: analyze against its floor, where its time goes, growth with runs."""
     print(f"{'text models':>11} {'runs':>5} {'floor s':>8} {'analyze s':>10} {'analyze/floor':>14} "
           f"{'(w/o spectrum)':>15} {'prepared':>9}")
     for n_text, runs, (f, f_spec), t, out, spent in rows:
@@ -235,6 +264,8 @@ def main(argv=None):
         per_pair = pair_seconds(spent)
         print(f"{'':>11} per-pair work: {per_pair:.2f} s = {100 * per_pair / t:.0f} % (grid cells {spent['pair']:.2f} s, "
               f"scaling fits {spent['scaling']:.2f} s)")
+    if len(rows) < 2:  # --no-growth
+        return
     (_, r1, (f1, _), t1, _, s1), (_, r2, (f2, _), t2, _, s2) = rows
     print(f"doubling the text models: runs ×{r2 / r1:.2f}, analyze time ×{t2 / t1:.2f} "
           f"(target: time ratio ≤ runs ratio); analyze/floor target ≤ 3×")
@@ -243,7 +274,6 @@ def main(argv=None):
     lone = [t - pair_seconds(s) for t, s in ((t1, s1), (t2, s2))]
     print(f"{'':>11} for comparison, measured in this run: floor ×{f2 / f1:.2f}, "
           f"analyze less its per-pair work ×{lone[1] / lone[0]:.2f}")
-
 
 if __name__ == "__main__":
     main()

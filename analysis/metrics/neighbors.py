@@ -36,12 +36,13 @@ Per row, take the top ``c = k + EXTRA_CANDIDATES`` float32 candidates, sorted
 
 ``KnnSearch.resolved`` counts the rows proven at each candidate width (the check firing shows
 there); ``KnnSearch.reranked`` the float64 cosines computed.
-The float32 top-c candidates of a whole layer come from the symmetric blocked search
-(:mod:`analysis.metrics.neighbors_blocks`, issue #32: each pair's product computed once, half the
-flops of faiss's ``IndexFlatIP``, compiled heaps), else from faiss's exhaustive inner-product
-search where faiss is installed (:mod:`analysis.metrics.neighbors_faiss`), else from numpy's matmul
-and argpartition; every route's values obey the same bound ``E``, and the proof and the float64
-re-rank are the same code on every route. The float32 similarities and top-c can run on
+By default (``"auto"``) the float32 top-c candidates of a whole layer of 2048 rows or more come
+from the symmetric blocked search (:mod:`analysis.metrics.neighbors_blocks`: each pair's product
+computed once, half the flops of faiss's ``IndexFlatIP``, compiled heaps), of smaller layers (and
+without numba) from numpy's matmul and argpartition; faiss's exhaustive inner-product search
+(:mod:`analysis.metrics.neighbors_faiss`) runs when asked for (``device="faiss"``). Every route's
+values obey the same bound ``E``, and the proof and the float64 re-rank are the same code on every
+route. The float32 similarities and top-c can run on
 a torch device (``device="cuda"``, or ``"auto"`` when torch sees CUDA); candidates and the
 float64 re-rank always come back to numpy, so any device returns the same answer bit for bit.
 """
@@ -66,12 +67,11 @@ EXTRA_CANDIDATES = 32
 #: ``"auto"`` (torch's CUDA when an NVIDIA driver is present and torch, if installed, sees the
 #: GPU; else, for layers of ``SYMMETRIC_MIN_ROWS`` rows or more, the symmetric blocked search of
 #: :mod:`analysis.metrics.neighbors_blocks` when numba can run, which computes each pair once:
-#: half faiss's flops; else faiss's exhaustive search when
-#: faiss is installed; else numpy, without importing torch), ``"symmetric"``, ``"faiss"``,
-#: ``"numpy"``, or a torch device name (``"cpu"`` runs the torch code on CPU; tests use it). The
-#: symmetric route serves whole-layer searches; its retries and searches of some rows only go to
-#: faiss (where installed) or numpy. Every route feeds the same proof and float64 re-rank: the
-#: same lists. Read at call time.
+#: half faiss's flops; else numpy, without importing torch: see ``SYMMETRIC_MIN_ROWS``),
+#: ``"symmetric"``, ``"faiss"``, ``"numpy"``, or a torch device name (``"cpu"`` runs the torch
+#: code on CPU; tests use it). The symmetric route serves whole-layer searches; its retries and
+#: searches of some rows only go to numpy. Every route feeds the same proof and float64 re-rank:
+#: the same lists. Read at call time.
 DEVICE = os.environ.get("LAYERSCOPE_KNN_DEVICE", "auto")
 
 U32 = 2.0**-24
@@ -258,18 +258,22 @@ def _resolve_device(device, n: int | None = None):
     return torch.device(device)
 
 
-#: ``"auto"`` takes the symmetric blocked search from this many rows: below, its heaps' filling
-#: costs more than the half product saves (N = 1024, d = 768 on the 2-core VM: 16 ms a layer
-#: against faiss's 12; N = 2048: 33 against 35; N = 8192: 296 against 373)
+#: ``"auto"`` takes the symmetric blocked search from this many rows (where numba runs); below,
+#: and everywhere without numba, numpy's row blocks and ``argpartition``: below it the heaps'
+#: filling costs more than the half product saves. faiss's exhaustive search is no ``auto`` route:
+#: a route is chosen by what it costs quiet *and* with a busy core beside (``bench/routes.py
+#: --busy 1``, figures in bench/README.md), and faiss lost to numpy at every N measured, 2-8x,
+#: on one thread and on the whole pool (its OpenMP threads spin-wait and lose the cores to any
+#: other process; its speed also swings by CPU far more than numpy's BLAS).
 SYMMETRIC_MIN_ROWS = 2048
 
 
 def _cpu_route(n: int | None = None):
     """``"auto"`` on a CPU: symmetric blocks (numba) for layers of ``SYMMETRIC_MIN_ROWS`` rows or
-    more, else faiss, else numpy (None)."""
+    more (``n`` None: a whole layer of unknown size), else numpy (None)."""
     if neighbors_blocks.available() and (n is None or n >= SYMMETRIC_MIN_ROWS):
         return "symmetric"
-    return "faiss" if faiss_module() is not None else None
+    return None
 
 
 class _Float32Sims:
@@ -279,8 +283,8 @@ class _Float32Sims:
         n = X.shape[0]
         self.n, self.groups, self.device = n, groups, device
         self.symmetric = isinstance(device, str) and device == "symmetric"
-        # the symmetric route's retries and row subsets: faiss where installed
-        self.faiss = isinstance(device, str) and (device == "faiss" or (self.symmetric and faiss_module() is not None))
+        # the symmetric route's retries and row subsets run on numpy (as auto's small layers)
+        self.faiss = isinstance(device, str) and device == "faiss"
         A = np.empty(X.shape, dtype=np.float32)
         self.norms = norms = np.empty(n)
         self.collapsed = True
@@ -326,7 +330,7 @@ class _Float32Sims:
         if self.faiss:
             if c + 1 + self.extra <= self.n:
                 return faiss_top(self.A, rows, c, self.groups, self.extra)
-        elif self.device is not None:
+        elif self.device is not None and not self.symmetric:  # a torch device
             return self._top_torch(rows, c)
         cand = np.empty((len(rows), c), dtype=np.int64)
         vals = np.empty((len(rows), c), dtype=np.float32)

@@ -84,13 +84,12 @@ LID_FAISS_EXTRA = 16
 LID_FAISS_ROWS = 1 << 14
 #: rows per float64 re-rank of candidate pairs (bounds the gathered ``(rows·c, d)`` differences)
 LID_RERANK_ROWS = 1024
-#: ``"auto"`` (faiss's exhaustive search where faiss is installed and ``N`` reaches
-#: :data:`LID_FAISS_MIN_ROWS`, else numpy), ``"faiss"`` or ``"numpy"``: which float32 search
-#: proposes :func:`knn_distances`'s candidates (same distances)
+#: ``"auto"`` (numpy), ``"faiss"`` or ``"numpy"``: which float32 search proposes
+#: :func:`knn_distances`'s candidates (same distances). ``auto`` takes numpy's row blocks and
+#: ``np.partition`` at every N: they beat ``faiss.knn`` at every size measured, quiet and with a
+#: busy core beside, on one thread and on the whole pool (``bench/routes.py --busy 1``; figures
+#: in bench/README.md), and faiss's OpenMP threads spin-wait on cores other work needs.
 LID_ROUTES = ("auto", "faiss", "numpy")
-#: rows from which ``route="auto"`` asks faiss: below it one sgemm block and ``np.partition`` were
-#: 2-2.5x faster than ``faiss.knn`` (N = 1,024 and 4,096, d = 768, 2 cores); at 16,384 they tie
-LID_FAISS_MIN_ROWS = 16_384
 
 
 def _float32_error(d: int) -> float:
@@ -120,7 +119,7 @@ def knn_distances(X, k: int, *, route: str = "auto", queries: np.ndarray | None 
     candidates (usually k or a few more) are measured exactly and their k smallest kept. Duplicated
     rows give exact zeros.
 
-    ``route`` (:data:`LID_ROUTES`): faiss's exhaustive L2 search (``faiss.knn``, a blocked sgemm and
+    ``route`` (:data:`LID_ROUTES`; ``auto`` is numpy): faiss's exhaustive L2 search (``faiss.knn``, a blocked sgemm and
     a heap per query: no ``N × N`` block, no partition) returns ``k + 1 +`` :data:`LID_FAISS_EXTRA`
     columns per row; a row is proven when the last value returned (a lower bound on every column
     not returned) exceeds ``D̃_(k) + 2 e_i``. Rows not proven (many near ties), and every row on
@@ -147,7 +146,7 @@ def knn_distances(X, k: int, *, route: str = "auto", queries: np.ndarray | None 
     queries = np.arange(n) if queries is None else np.asarray(queries, dtype=np.int64)
     out = np.empty((len(queries), k))
     todo = np.arange(len(queries))  # positions in queries
-    faiss = None if route == "numpy" or (route == "auto" and n < LID_FAISS_MIN_ROWS) else faiss_module()
+    faiss = faiss_module() if route == "faiss" else None
     if route == "faiss" and faiss is None:
         raise ValueError("knn_distances route 'faiss' needs faiss installed")
     take = k + 1 + LID_FAISS_EXTRA

@@ -90,16 +90,18 @@ def test_faiss_candidates_bound_every_column_left_out():
     assert not np.any(cand == rows[:, None])  # the row itself is never a candidate
 
 
-def test_auto_picks_faiss_on_a_cpu_machine_without_numba_and_numpy_does_not(faiss_calls, monkeypatch):
-    """Where numba cannot run (the symmetric route's heaps), "auto" takes faiss's search."""
+def test_auto_does_not_take_faiss_on_a_cpu_machine_without_numba(faiss_calls, monkeypatch):
+    """Where numba cannot run (the symmetric route's heaps), "auto" takes numpy, not faiss, at
+    small and large sizes; asked for, faiss runs and gives the same lists."""
     monkeypatch.setattr(neighbors, "_nvidia_driver", lambda: False)
     monkeypatch.setattr(neighbors_blocks, "available", lambda: False)
     X = np.random.default_rng(8).normal(size=(80, 10)).astype(np.float32)
     a = knn_search(X, 3, device="auto")
-    assert faiss_calls
-    faiss_calls.clear()
-    b = knn_search(X, 3, device="numpy")
+    monkeypatch.setattr(neighbors, "SYMMETRIC_MIN_ROWS", 80)
+    assert knn_search(X, 3, device="auto").idx.tolist() == a.idx.tolist()
     assert not faiss_calls
+    b = knn_search(X, 3, device="faiss")
+    assert faiss_calls
     np.testing.assert_array_equal(a.idx, b.idx)
     np.testing.assert_array_equal(a.idx, ref_knn_lists(X, 3))
 

@@ -130,7 +130,7 @@ def test_auto_prefers_the_symmetric_route_on_a_cpu_from_its_size(symmetric_calls
     monkeypatch.setattr(neighbors, "_nvidia_driver", lambda: False)
     X = np.random.default_rng(8).normal(size=(80, 10)).astype(np.float32)
     knn_search(X, 3, device="auto")
-    assert not symmetric_calls  # below SYMMETRIC_MIN_ROWS: faiss (or numpy)
+    assert not symmetric_calls  # below SYMMETRIC_MIN_ROWS: numpy
     monkeypatch.setattr(neighbors, "SYMMETRIC_MIN_ROWS", 80)
     a = knn_search(X, 3, device="auto")
     assert symmetric_calls == [80]
