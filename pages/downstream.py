@@ -60,13 +60,15 @@ if len(probes):
 retrieval = view(retrieval_long, dataset)
 if len(retrieval):
     st.subheader("Measured on this dataset: video–text retrieval in a shared space")
-    st.caption("Where a model's two sides share a space (a dual encoder's joint layer, an MLLM's layers), each "
-               "item's own caption is the right answer: recall@k and mAP per compared layer at each pair's largest "
-               "budgets, with 95% intervals over item resamples where stored.")
     r_scores = list(dict.fromkeys(retrieval["score"]))
     r_labels = dict(zip(retrieval["score"], retrieval["score_label"]))
     r_score = pick("Retrieval score", r_scores, param="rscore", fmt=lambda s: r_labels[s])
-    chart = probe_chart(retrieval[retrieval["score"] == r_score])
+    shown = retrieval[retrieval["score"] == r_score]
+    st.caption("Where a model's two sides share a space (a dual encoder's joint layer, an MLLM's layers), each "
+               "item's own caption is the right answer: recall@k and mAP per compared layer at each pair's largest "
+               "budgets; the vertical rule through a point spans its 95% item-resampling bounds where stored "
+               "(hover for them).")
+    chart = probe_chart(shown)
     if chart is not None:
         st.altair_chart(chart, width="stretch", key="retrieval_curves")
 if not len(probes):

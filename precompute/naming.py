@@ -1,7 +1,8 @@
 """Which ``--name`` goes with which ``--model``, and the name a model folder gets by default.
 
 ``--name`` may be given for some models and not others: each ``--name`` names the ``--model`` given
-just before it, or the model it names explicitly as ``--name MODEL=NAME``. Plain names that do not
+just before it, or the model it names explicitly as ``--name MODEL=NAME`` (``MODEL`` one of the given
+``--model`` values; any other value is a plain name, ``=`` included: ``--name lr=3e-4``). Plain names that do not
 each follow a model of their own but are as many as the models name them in order (``--model A
 --model B --name a --name b``, as before). A model without a name gets :func:`default_name`.
 """
@@ -33,6 +34,20 @@ class NameAfterModel(argparse.Action):
         setattr(namespace, self.dest, entries)
 
 
+def _model_and_name(text: str, models: list[str]) -> tuple[str, str, list[int]]:
+    """``(model, name, indices of the --model values it names)`` of a ``MODEL=NAME`` value: split at the
+    first ``=`` whose left side names a given ``--model`` (a spec may hold ``=`` itself, as
+    ``timm:vit?img_size=32``); no such split: a plain name, ``=`` and all (``lr=3e-4``), ``matches`` empty."""
+    at = text.find("=")
+    while at >= 0:
+        key = text[:at]
+        matches = [i for i, spec in enumerate(models) if _same_model(key, spec)]
+        if matches:
+            return key, text[at + 1:], matches
+        at = text.find("=", at + 1)
+    return text, text, []
+
+
 def _same_model(key: str, spec: str) -> bool:
     if key == spec:
         return True
@@ -47,11 +62,7 @@ def resolve_names(models: list[str], names) -> list[str | None]:
     out: list[str | None] = [None] * len(models)
     plain = []
     for n in names:
-        key, eq, value = str(n).rpartition("=")
-        matches = [i for i, spec in enumerate(models) if eq and _same_model(key, spec)]
-        if eq and not matches:
-            raise ValueError(f"--name {n}: no --model {key} (models: {', '.join(models)}); a name is --name NAME "
-                             "after its --model, or --name MODEL=NAME")
+        key, value, matches = _model_and_name(str(n), models)
         if len(matches) > 1:
             raise ValueError(f"--name {n}: --model {key} is given {len(matches)} times; put a plain --name right "
                              "after each")

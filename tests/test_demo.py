@@ -1,5 +1,7 @@
 """End to end: the --small demo from nothing into a temporary store, then again (reused)."""
 
+import json
+
 import duckdb
 import pytest
 

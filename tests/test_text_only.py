@@ -174,5 +174,6 @@ def test_the_report_shows_text_text_heatmaps_instead_of_saying_run_analyze(text_
     html = (root / "report.html").read_text()
     # the heatmaps' omission line is gone (the Paper figures section may still say it needs vision×text)
     assert "text×text" in html and "no vision×text or text×text grids" not in html
-    assert set(sec["omitted"]) <= {"paper_figures", "scaling", "downstream", "predictors", "temporal", "model_map"}
+    assert set(sec["omitted"]) <= {"paper_figures", "scaling", "downstream", "probes", "predictors", "temporal",
+                                   "model_map"}
     assert "alignment" in json.dumps(sec["sections"]["summary"])

@@ -12,6 +12,7 @@ import pandas as pd
 
 from analysis.null import beyond_chance
 from analysis.storage import results as R
+from analysis.views.charts import plot_height
 from analysis.views.curves import layer_choices
 from analysis.views.layers import layer_label
 from analysis.views.store_info import has_table, model_labels
@@ -236,29 +237,39 @@ CHECK_BADGES = {
 
 
 def probe_chart(data: pd.DataFrame, *, height: int = 280):
-    """Per-layer probe values of one field and score: a line per model and run, its 95% item-resampling
-    band, and the chance rule (the largest class's share) for accuracies. ``data``: rows of
-    :func:`probes_long` for one field and score. None when it holds no value."""
+    """Per-layer probe values of one field and score: a line per model and run with its 95%
+    item-resampling band (one layer only: a point with its interval as a rule), and the chance rule (the
+    largest class's share) for accuracies. ``data``: rows of :func:`probes_long` (or
+    :func:`retrieval_long`) for one field and score. The value axis spans the score's range ([0, 1];
+    ARI from its lowest value). None when it holds no value."""
     import altair as alt
 
     d = data[np.isfinite(data["value"])].copy()
     if d.empty:
         return None
     d["series"] = d["label"] + " · " + d["setting"]
-    x = alt.X("layer:Q", title="layer", axis=alt.Axis(tickMinStep=1))
     title = d["score_label"].iloc[0]
+    lo = float(min(0.0, np.nanmin(d[["value", "ci_low"]].to_numpy(dtype=float))))
+    y = alt.Y("value:Q", title=title, scale=alt.Scale(domain=[lo, 1.0]))
+    one_layer = d["layer"].nunique() < 2
+    x = (alt.X("layer_label:N", title="layer") if one_layer
+         else alt.X("layer:Q", title="layer", axis=alt.Axis(tickMinStep=1)))
+    colour = alt.Color("series:N", title="model · run", legend=alt.Legend(orient="bottom", columns=1, labelLimit=0))
     tooltip = ["label", "setting", "layer_label", alt.Tooltip("value:Q", format=".3f"),
                alt.Tooltip("ci_low:Q", format=".3f"), alt.Tooltip("ci_high:Q", format=".3f")]
-    base = alt.Chart(d).encode(x=x, color=alt.Color("series:N", title="model · run", legend=alt.Legend(orient="bottom",
-                                                                                                     columns=2)))
-    band = base.mark_area(opacity=0.15).encode(y=alt.Y("ci_low:Q", title=title), y2="ci_high:Q")
-    line = base.mark_line(point=True).encode(y=alt.Y("value:Q", title=title), tooltip=tooltip)
+    base = alt.Chart(d).encode(x=x, color=colour)
+    spread = [alt.Tooltip("ci_low:Q", format=".3f", title="95% CI low"),
+              alt.Tooltip("ci_high:Q", format=".3f", title="95% CI high")]
+    band = (base.mark_rule(strokeWidth=2) if one_layer else base.mark_area(opacity=0.15)).encode(
+        y=alt.Y("ci_low:Q", title=title, scale=alt.Scale(domain=[lo, 1.0])), y2="ci_high:Q", tooltip=spread)
+    line = (base.mark_point(filled=True, size=60) if one_layer else base.mark_line(point=True)).encode(
+        y=y, tooltip=tooltip)
     chart = band + line
     chance = d["chance"].dropna()
     if len(chance):
         rule = alt.Chart(pd.DataFrame({"chance": [float(chance.max())]})).mark_rule(strokeDash=[4, 4], color="gray")
         chart = chart + rule.encode(y="chance:Q", tooltip=[alt.Tooltip("chance:Q", title="largest class's share")])
-    return chart.properties(height=height)
+    return plot_height(chart, height)  # the legend below (one run a row) adds to the plot's height
 
 
 #: the same-space retrieval scores shown as measured tasks (the items' own pairing is the label)

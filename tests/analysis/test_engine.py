@@ -80,7 +80,8 @@ def test_the_store_settings_are_reused_when_none_are_given(sweep):
     again = analyze_store(sweep, log=quiet)
     assert again["settings"] == {"k": 5, "metrics": ["mutual_knn"], "references": [], "n_boot": 0, "seed": 0,
                                  "clamp": "off", "reorder_k": 5, "downstream_setting": "paper", "maps": 24,
-                                 "knn": "exact", "n_null": 200, "null_metrics": ["mutual_knn"], "null_budgets": "largest"}
+                                 "knn": "exact", "n_null": 200, "null_metrics": ["mutual_knn"], "null_budgets": "largest",
+                                 "labels": [], "probes": ["knn", "kmeans"], "probe_budgets": "largest"}
     assert again["computed"] == 0 and again["skipped"] > 0
     changed = analyze_store(sweep, k=3, log=quiet)
     assert changed["settings"]["k"] == 3 and changed["computed_by_study"]["grids"] > 0

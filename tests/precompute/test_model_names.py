@@ -34,11 +34,17 @@ def test_model_equals_name_names_that_model_wherever_it_is_given():
                   "--name", "a/x=first") == ["first", "vit32"]
 
 
+def test_a_name_holding_an_equals_sign_that_names_no_model_is_a_plain_name():
+    # an ablation's name, and a hostile one: neither left side is a --model, so each names the model before it
+    assert _names("--model", "a/x", "--model", "b/y", "--name", "lr=3e-4") == [None, "lr=3e-4"]
+    assert _names("--model", "a/x", "--name", "<script>w.x=1</script>") == ["<script>w.x=1</script>"]
+    assert _names("--model", "a/x", "--name", "a/x=lr=3e-4") == ["lr=3e-4"]  # the first split naming a model
+
+
 @pytest.mark.parametrize("argv,message", [
     (["--name", "early", "--model", "a/x", "--model", "b/y"], "comes before any --model"),
     (["--model", "a/x", "--name", "one", "--name", "uno", "--model", "b/y", "--model", "c/z"],
      "named twice (one and uno)"),
-    (["--model", "a/x", "--model", "b/y", "--name", "c/z=three"], "no --model c/z"),
     (["--model", "a/x", "--model", "a/x", "--name", "a/x=same"], "given 2 times"),
     (["--model", "a/x", "--name", "a/x="], "the name is empty"),
 ])
