@@ -186,3 +186,12 @@ def error_matrix(commands, kinds, *, fast_command, fast_kind):
     return [pytest.param(kind, command, id=f"{command}-{kind}",
                          marks=() if fast_kind == kind or fast_command == command else pytest.mark.slow)
             for command in commands for kind in kinds]
+
+
+def one_line_error(capsys, *needles) -> str:
+    """The command's stderr, which must be one line (no traceback) holding every one of ``needles``."""
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and "Traceback" not in err, err
+    for n in needles:
+        assert n in err, err
+    return err

@@ -740,3 +740,34 @@ def write_labelled_store(path, *, metadata=None, n=LABELLED_N) -> dict:
     finally:
         w.close()
     return {r: x[2] for r, x in runs.items()}
+
+
+def downgrade_to_v2(store, *, drop=None, repeat=None, change=False) -> None:
+    """Rewrite a store in the version-2 layout (one float32 BLOB per run, layer and 4 items), leaving
+    out the block ``drop`` and storing the block ``repeat`` twice (each ``(run_id, layer, first_idx)``;
+    ``change``: the copy's first value + 1), for ``layerscope migrate``'s tests."""
+    import duckdb
+
+    con = duckdb.connect(str(store))
+    con.execute("CREATE TABLE embeddings (run_id VARCHAR, layer SMALLINT, first_idx INTEGER, n_items INTEGER, "
+                "vectors BLOB)")
+    for run_id, dim, n_layers in con.execute("SELECT run_id, dim, n_layers FROM runs").fetchall():
+        for layer in range(n_layers):
+            rows = con.execute(f"SELECT idx, vec FROM embeddings_{dim} WHERE run_id = ? AND layer = ? ORDER BY idx",
+                               [run_id, layer]).fetchall()
+            for b in range(0, len(rows), 4):
+                key = (run_id, layer, rows[b][0])
+                if key == drop:
+                    continue
+                block = np.array([r[1] for r in rows[b:b + 4]], dtype="<f4")
+                copies = [block]
+                if key == repeat:
+                    copy = block.copy()
+                    copy[0, 0] += 1.0 if change else 0.0
+                    copies.append(copy)
+                for c in copies:
+                    con.execute("INSERT INTO embeddings VALUES (?, ?, ?, ?, ?)",
+                                [run_id, layer, rows[b][0], len(c), c.tobytes()])
+        con.execute(f"DROP TABLE IF EXISTS embeddings_{dim}")
+    con.execute("UPDATE meta SET value = '2' WHERE key = 'schema_version'")
+    con.close()

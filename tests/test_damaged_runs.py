@@ -17,7 +17,7 @@ import pytest
 from analysis.storage.schema import embedding_tables
 from precompute.cli import main
 from tests import stores
-from tests.stores import write_store
+from tests.stores import downgrade_to_v2, write_store
 
 
 def digest(path) -> str:
@@ -149,27 +149,6 @@ def test_analyze_reads_every_block_before_writing(tmp_path, monkeypatch):
 
 
 # ---------------------------------------------------------------- migrate of a v2 store with a hole
-
-
-def downgrade_to_v2(store, *, drop=None):
-    """Rewrite a store in the version-2 layout (one float32 BLOB per run, layer and 4 items),
-    leaving out the block ``drop`` = ``(run_id, layer, first_idx)``."""
-    con = duckdb.connect(str(store))
-    con.execute("CREATE TABLE embeddings (run_id VARCHAR, layer SMALLINT, first_idx INTEGER, n_items INTEGER, "
-                "vectors BLOB)")
-    for run_id, dim, n_layers in con.execute("SELECT run_id, dim, n_layers FROM runs").fetchall():
-        for layer in range(n_layers):
-            rows = con.execute(f"SELECT idx, vec FROM embeddings_{dim} WHERE run_id = ? AND layer = ? ORDER BY idx",
-                               [run_id, layer]).fetchall()
-            for b in range(0, len(rows), 4):
-                if (run_id, layer, rows[b][0]) == drop:
-                    continue
-                block = np.array([r[1] for r in rows[b:b + 4]], dtype="<f4")
-                con.execute("INSERT INTO embeddings VALUES (?, ?, ?, ?, ?)",
-                            [run_id, layer, rows[b][0], len(block), block.tobytes()])
-        con.execute(f"DROP TABLE IF EXISTS embeddings_{dim}")
-    con.execute("UPDATE meta SET value = '2' WHERE key = 'schema_version'")
-    con.close()
 
 
 def test_migrate_of_a_v2_store_with_a_missing_block_leaves_that_run_unfinished(tmp_path, capsys):

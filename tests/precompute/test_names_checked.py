@@ -9,15 +9,8 @@ import pytest
 from analysis.storage.names import MAX_NAME, MAX_TAG
 from analysis.storage.store import list_runs
 from precompute.cli import main
+from tests.helpers import one_line_error as _one_line
 from tests.stores import write_store
-
-
-def _one_line(capsys, *needles) -> str:
-    err = capsys.readouterr().err.strip()
-    assert err.count("\n") == 0 and "Traceback" not in err, err
-    for n in needles:
-        assert n in err, err
-    return err
 
 
 def _manifest(tmp_path):

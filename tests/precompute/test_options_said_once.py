@@ -4,15 +4,8 @@ a run id named twice, a manifest that is a folder, a lock wait that is not a num
 from analysis.storage.store import list_runs
 from precompute.cli import main
 from tests.precompute.helpers import write_sweep
+from tests.helpers import one_line_error as _one_line
 from tests.stores import write_store
-
-
-def _one_line(capsys, *needles) -> str:
-    err = capsys.readouterr().err.strip()
-    assert err.count("\n") == 0 and "Traceback" not in err, err
-    for n in needles:
-        assert n in err, err
-    return err
 
 
 def test_runs_rm_with_two_different_stores_is_refused_and_removes_nothing(tmp_path, capsys):
