@@ -25,7 +25,9 @@ A tiny analysis runs first, untimed, so imports and lazy initialisation are paid
 
 Each measure is the best of ``--repeat`` rounds (analyze from a fresh copy of the sweep each time),
 the floors and analyses of both sweeps interleaved within a round: on a shared 2-core VM single
-runs of either side swung by 1.5x within minutes, in spells of seconds.
+runs of either side swung by 1.5x within minutes, in spells of seconds. Each round's floor and
+analyze time (quiet, then busy) are printed and flushed as soon as they are measured, so a run cut
+short by a timeout still leaves its figures; the tables of the best rounds follow at the end.
 
 Shapes (``--shape``): ``paper`` (the default: N = 1024 items as in the papers, 13 layers of width
 768 as a ViT-B or BERT-base, the smallest encoders they sweep) and ``small`` (N = 512, 9 layers of
@@ -204,7 +206,12 @@ def main(argv=None):
         if getattr(args, name) is None:
             setattr(args, name, value)
     conds = busy.conditions(args.busy)
-    load0 = os.getloadavg()[0]
+    rounds = max(1, args.repeat)
+    # said first and flushed, like every figure below: a run cut short (a timeout) still leaves its numbers
+    print(f"sweep ({args.shape} shape): {args.video} video models, N={args.items}, L={args.layers}, d={args.dim}, "
+          f"3 budgets each, metrics {', '.join(METRICS)}, bootstrap off, shuffled null "
+          f"{'analyze default' if args.null_perms is None else args.null_perms}, jobs={args.jobs}, "
+          f"best of {rounds} interleaved rounds; load average (1 min) {os.getloadavg()[0]:.2f} before", flush=True)
     results = {}
     with tempfile.TemporaryDirectory() as tmp:
         warm_up(tmp)
@@ -218,27 +225,26 @@ def main(argv=None):
         # rounds of (floor, analyze) for both sides, interleaved, the best of each: a slow spell of
         # the shared VM then hits every measure of a round, not one side of a ratio; with --busy
         # each side runs quiet, then with the spinning processes beside
-        for r in range(max(1, args.repeat)):
-            for n_text, path, _ in sides:
+        for r in range(rounds):
+            for n_text, path, n_runs in sides:
                 for cond, n_busy in conds:
                     key = (cond, n_text)
                     with busy.busy(n_busy):
-                        floors[key] = min(floors.get(key, (float("inf"), 0.0)), floor(path))
+                        f = floor(path)
+                        floors[key] = min(floors.get(key, (float("inf"), 0.0)), f)
                         fresh = Path(tmp) / f"sweep{n_text}-{r}-{n_busy}.duckdb"
                         shutil.copy(path, fresh)  # nothing analysed yet: every round computes everything
                         for k in spent:
                             spent[k] = 0.0
                         pair["seconds"] = 0.0
                         t, out = analyze(fresh, args.jobs, args.null_perms)
+                    print(f"round {r + 1}/{rounds}, {cond}, {n_text} text models ({n_runs} runs): floor {f[0]:.2f} s, "
+                          f"analyze {t:.2f} s, analyze/floor {t / f[0]:.2f}×", flush=True)
                     if key not in best or t < best[key][0]:
                         best[key] = (t, out, {**spent, "pair": pair["seconds"]})
         for cond, _ in conds:
             results[cond] = [(n_text, runs, floors[cond, n_text], *best[cond, n_text]) for n_text, _, runs in sides]
-    print(f"sweep ({args.shape} shape): {args.video} video models, N={args.items}, L={args.layers}, d={args.dim}, 3 budgets each, "
-          f"metrics {', '.join(METRICS)}, bootstrap off, shuffled null "
-          f"{'analyze default' if args.null_perms is None else args.null_perms}, jobs={args.jobs}, "
-          f"best of {max(1, args.repeat)} interleaved rounds; load average (1 min) {load0:.2f} before, "
-          f"{os.getloadavg()[0]:.2f} after")
+    print(f"\nbest of {rounds} round(s); load average (1 min) {os.getloadavg()[0]:.2f} after")
     for cond, rows in results.items():
         print(f"\n{cond}" + (f" ({cond[5:]} spinning process(es) beside)" if cond != "quiet" else ""))
         report(rows)

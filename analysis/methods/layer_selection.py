@@ -364,7 +364,8 @@ def layer_verdict(curves: dict[str, np.ndarray], higher_is_better: dict[str, boo
         (lead metric, relative, + = pick better), "vs_last", "vs_default" (:func:`paired_gain` dicts,
         or point-only ones without an interval, or None), "gains_vs_last": {metric: gain}, "margin",
         "n_boot", "control", "reason", "decided_by": "alignment" | "single-space", "dissent":
-        [{"metric", "layer", "alignment", "vs", "gain", "beyond_interval"}], "tie_with" (ties)}``.
+        [{"metric", "layer", "alignment", "vs", "gain", "beyond_interval"}], "null" (the lead's entry of
+        ``nulls``, which cleared it, or None), "tie_with" (ties)}``.
         ``layer`` is the candidate whatever the status (the picked layer a probe is compared with).
     """
     if not curves:
@@ -452,7 +453,8 @@ def layer_verdict(curves: dict[str, np.ndarray], higher_is_better: dict[str, boo
                gain_vs_last=gains[lead] if layer != last else 0.0,
                gain_vs_default=vs_default["gain"] if vs_default else None, gains_vs_last=gains,
                vs_last=vs_last, vs_default=vs_default, n_boot=len(s_pick) if s_pick is not None else None,
-               decided_by="alignment" if lead in align else "single-space", dissent=dissent)
+               decided_by="alignment" if lead in align else "single-space", dissent=dissent,
+               null=dict(nulls[lead]) if lead in (nulls or {}) and lead not in chance and nulls[lead] else None)
     if control_model:
         return {**out, "status": "control",
                 "reason": "random-init weights: a baseline for the trained models, not a candidate"}
@@ -532,7 +534,7 @@ def no_verdict(reason: str, last_layer: int | None, undefined=()) -> dict:
             "lead": None, "value": None, "last_value": None, "default_value": None, "interval": None,
             "gain_vs_last": None, "gain_vs_default": None, "gains_vs_last": {}, "vs_last": None,
             "vs_default": None, "controls": [], "chance": {}, "margin": PRACTICAL_MARGIN, "n_boot": None,
-            "control": False, "decided_by": None, "dissent": [], "copies": {}}
+            "control": False, "decided_by": None, "dissent": [], "copies": {}, "null": None}
 
 
 def _pct(g) -> str:
@@ -569,6 +571,8 @@ def verdict_sentence(model: str, v: dict, *, n_boot: int | None = None) -> str:
         value += f" (95% CI {lo:.3g}{sep}{hi:.3g}{f', {n_boot} resamples' if n_boot else ''})"
     else:
         value += " (no interval: no item resamples stored)"
+    if v.get("null"):  # the test the deciding curve passed, named by kind (between groups by default)
+        value += f"; beyond chance: p = {v['null']['p']:.2g} under {v['null']['n_perm']} {null_label(v['null'])}"
     gains = [] if v["layer"] == last else [_gain_text(v.get("vs_last"), "the last layer")]
     if v.get("default_layer") is not None:
         gains.append(_gain_text(v.get("vs_default"), "the default output"))

@@ -23,7 +23,7 @@ from analysis import views
 from analysis.methods import grid_compare
 from analysis.methods.layer_selection import describe_pick
 from analysis.methods.scaling import undetermined_params
-from analysis.null import beyond_chance
+from analysis.null import beyond_chance, null_label
 from analysis.report.markdown import md_block, md_cell, md_inline
 from analysis.report.paper_figures import paper_figures_html, paper_figures_md, paper_figures_section
 from analysis.views.null import grid_null_within
@@ -77,7 +77,9 @@ def _verdicts(con, ds, chosen) -> list[dict]:
                 "value", "last_value", "default_value", "interval", "gain_vs_last", "gain_vs_default", "reason",
                 # the paired bootstrap gains (diff, interval, relative gain and its interval), the margin they
                 # must pass, and what did not vote (random-init controls, alignment no better than chance)
-                "vs_last", "vs_default", "margin", "controls", "chance", "control")
+                "vs_last", "vs_default", "margin", "controls", "chance", "control",
+                # the null the deciding alignment passed, and every signal that picks another layer
+                "null", "dissent")
         out.append({"model": v["model"], "label": v["label"], "sentence": v["sentence"], "n_boot": v["n_boot"],
                     **{k: v["verdict"][k] for k in keep}, "heatmap_query": v["heatmap"], "curves_query": v["curves"]})
     return out
@@ -310,13 +312,18 @@ def _spec(chart) -> dict:
     return chart.to_dict()
 
 
-def _null_cell(null: dict | None) -> str:
-    """A best cell's shuffled-pairing null in a table cell: verdict, p and the null's 95th percentile."""
+def _null_cell(null: dict | None, within: dict | None = None) -> str:
+    """A best cell's shuffled-pairing null in a table cell: verdict, p, the null's 95th percentile and
+    the shuffles by kind; with item groups the within-group null follows, named apart (it asks whether
+    the pairing holds within sources, not whether the sources align)."""
     if not null:
         return "—"
     verdict = "beyond chance" if beyond_chance(null) else "not beyond chance"
-    return (f"{verdict}: p = {_fmt(null['p'])}, {_fmt(null['q95'])} "
-            f"({null['n_perm']} shuffles{', grouped' if null.get('grouped') else ''})")
+    out = f"{verdict}: p = {_fmt(null['p'])}, {_fmt(null['q95'])} ({null['n_perm']} {null_label(null)})"
+    if within:
+        out += (f"; within sources: p = {_fmt(within['p'])} ({within['n_perm']} within-group shuffles, "
+                f"{'beyond' if beyond_chance(within) else 'not beyond'} chance)")
+    return out
 
 
 def _heatmap_spec(h) -> dict:
@@ -548,8 +555,9 @@ def _summary_html(summary) -> str:
                "<th>shuffled null (p, 95th pct.)</th><th>layer pair</th><th>final layer's best</th></tr>")
     for m in summary["models"]:
         for ref, a in m["alignment"].items():
+            null = _null_cell(a.get("null"), a.get("null_within"))
             out.append(f"<tr><td>{_e(m['label'])}</td><td>{_e(ref)}</td><td>{_fmt(a['value'])}</td>"
-                       f"<td>{_fmt(a['ci'][0])}–{_fmt(a['ci'][1])}</td><td>{_e(_null_cell(a.get('null')))}</td>"
+                       f"<td>{_fmt(a['ci'][0])}–{_fmt(a['ci'][1])}</td><td>{_e(null)}</td>"
                        f"<td>({a['layer']}, {a['ref_layer']})</td><td>{_fmt(a['final_layer_value'])}</td></tr>")
     out.append("</table>")
     if any(a.get("null") for m in summary["models"] for a in m["alignment"].values()):
@@ -782,7 +790,7 @@ def render_markdown(report: dict) -> str:
         for m in summary.get("models", []):
             for ref, a in m["alignment"].items():
                 lines.append(f"| {md_cell(m['label'])} | {md_cell(ref)} | {_fmt(a['value'])} | {_fmt(a['ci'][0])}–"
-                             f"{_fmt(a['ci'][1])} | {md_cell(_null_cell(a.get('null')))} | "
+                             f"{_fmt(a['ci'][1])} | {md_cell(_null_cell(a.get('null'), a.get('null_within')))} | "
                              f"({a['layer']}, {a['ref_layer']}) |")
         lines += _scaling_md(d["sections"].get("scaling"))
         lines += _probes_md(d["sections"].get("probes"))

@@ -15,14 +15,15 @@ from analysis.views.store_info import has_table, model_labels
 VERDICT_RULE = (
     "Per model: the layer that alignment with trained reference models picks (the most alignment curves; layer "
     "0, degenerate and named layers never count; alignment with a random-init control, or no better than "
-    "shuffled pairings, never votes). Single-space signals (RankMe, uniformity) support or dissent but never "
-    "decide: alone they never say \"use layer N\". Its value with a 95% interval, and its gain over the last "
-    "layer and over the model's own default output, each a paired bootstrap difference on the same item "
-    "resamples with its 95% interval. \"Use layer N\" only when both intervals exclude zero and both gains "
-    "reach the practical margin of {margin:.0%}; otherwise a tie. A difference whose interval includes zero "
-    "never picks between the last layer and the default output; a pick below the default output beyond its "
-    "interval is never recommended over it. Every signal that picks another layer is named in the line. "
-    "Random-init models are controls: shown, never recommended.").format(margin=PRACTICAL_MARGIN)
+    "shuffled pairings, never votes; the line names the null its deciding alignment passed: between-group "
+    "shuffles of whole sources when the manifest groups items). Single-space signals (RankMe, uniformity) "
+    "support or dissent but never decide: alone they never say \"use layer N\". Its value with a 95% interval, "
+    "and its gain over the last layer and over the model's own default output, each a paired bootstrap "
+    "difference on the same item resamples with its 95% interval. \"Use layer N\" only when both intervals "
+    "exclude zero and both gains reach the practical margin of {margin:.0%}; otherwise a tie. A difference whose "
+    "interval includes zero never picks between the last layer and the default output; a pick below the default "
+    "output beyond its interval is never recommended over it. Every signal that picks another layer is named in "
+    "the line. Random-init models are controls: shown, never recommended.").format(margin=PRACTICAL_MARGIN)
 
 
 def verdicts(con, dataset) -> list[dict]:

@@ -80,3 +80,12 @@ def test_the_grids_study_stores_both_grouped_nulls_and_the_heatmap_names_them(tm
     text = best_cell_text(g, "vis", "txt")
     assert "between-group shuffles (whole sources as blocks)" in text
     assert "fine-grained alignment within sources: p =" in text
+    # the report's alignment table names the kind of its null and the within-group one apart
+    from analysis.report import build_report, render_markdown
+
+    con = duckdb.connect(str(path), read_only=True)
+    md = render_markdown(build_report(con, store=str(path)))
+    con.close()
+    row = next(line for line in md.splitlines() if line.startswith("| vis (random init) | txt |"))
+    assert f"({g['flags']['null']['n_perm']} between-group shuffles (whole sources as blocks))" in row
+    assert f"; within sources: p = {g['flags']['null_within']['p']:.3f} (20 within-group shuffles, " in row

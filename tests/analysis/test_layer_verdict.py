@@ -299,3 +299,24 @@ def test_recommend_layers_never_picks_a_named_layer_and_measures_from_the_last_n
     assert recommend_layers({"ctl": ([0, .9, .1], True)}, controls=["ctl"])["agreement"] is None
     assert named_layers('{"layer_names": {"13": "default", "14": "joint"}}') == {13: "default", 14: "joint"}
     assert named_layers({}) == {} and named_layers(None) == {} and named_layers("not json") == {}
+
+
+@pytest.mark.parametrize("null, named", [
+    ({"p": 0.005, "q95": 0.16, "n_perm": 200, "grouped": True, "kind": "between"},
+     "beyond chance: p = 0.005 under 200 between-group shuffles (whole sources as blocks)"),
+    ({"p": 0.001, "q95": 0.12, "n_perm": 1000}, "beyond chance: p = 0.001 under 1000 shuffled pairings"),
+])
+def test_the_line_says_its_deciding_alignment_is_beyond_chance_under_the_null_it_was_tested_with(null, named):
+    """Issue #42: a voting alignment curve's line says which null cleared it (between-group shuffles by
+    default with groups), so a reader never takes another null's p for the verdict's."""
+    curve = [0, .2, .5, .3]
+    v = layer_verdict({"alignment with bert": curve, "b": [0, .1, .2, .9]}, {"alignment with bert": True, "b": True},
+                      resamples={"alignment with bert": _const(curve)}, nulls={"alignment with bert": null})
+    assert v["lead"] == "alignment with bert" and v["null"] == null
+    s = verdict_sentence("vit", v)
+    value = s.index("alignment with bert 0.5 (95% CI")
+    assert s.index(named) > value and s.count("beyond chance") == 1
+    # a lead without a stored null claims nothing about chance
+    bare = verdict_sentence("vit", layer_verdict({"alignment with bert": curve}, {"alignment with bert": True},
+                                                 resamples={"alignment with bert": _const(curve)}))
+    assert "chance" not in bare

@@ -79,4 +79,4 @@ def test_the_report_shows_each_best_cell_s_null(analysed):
     json.dumps(report, default=str)  # the JSON beside the HTML carries it
     assert "shuffled null (p, 95th pct.)" in render_markdown(report)
     page = render_html(report)
-    assert "shuffled null (p, 95th pct.)" in page and f"{g['flags']['null']['n_perm']} shuffles" in page
+    assert "shuffled null (p, 95th pct.)" in page and f"{g['flags']['null']['n_perm']} shuffled pairings" in page
