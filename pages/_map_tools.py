@@ -1,12 +1,14 @@
-"""The Embedding map page's tools (issue #33), rendered: search by caption or item id, a clicked item's
-neighbours at the map's layer (with thumbnails), a box selection listed and exported, the density view.
-Every value lives in the URL (``q``, ``focus``, ``nk``, ``box``, ``density``); a click or a drag on the
-map writes it there. The logic is in :mod:`analysis.views.embedding_tools`."""
+"""The Embedding map page's tools, rendered: search over every caption and metadata value (a regular
+expression on request), a clicked item's neighbours at the map's layer (with thumbnails), a box
+selection listed and exported, the density view. Every value lives in the URL (``q``, ``regex``,
+``focus``, ``nk``, ``box``, ``density``); a click or a drag on the map writes it there. The logic is in
+:mod:`analysis.views.embedding_tools` and :mod:`analysis.views.item_search`."""
 
 import streamlit as st
 
 from analysis import views
 from analysis.views import embedding_tools as tools
+from analysis.views import item_search
 from analysis.views import md_escape
 from pages._shared import own_params, pick_flag, pick_int, view
 from pages._tools import neighbour_table, pick_text
@@ -29,13 +31,15 @@ def _selection(state) -> dict:
 
 def _apply_chart_events(chart_key: str, pts) -> None:
     """A new click on the map becomes the focus item, a new drag the URL box, each only when its own
-    part of the chart's selection changed (a drag keeps the clicked item); a cleared part clears its
-    value. The URL wins until the chart changes."""
+    part of the chart's selection changed; a cleared part clears its value. A drag ends in a click on
+    the chart's background, which empties the point selection in the same event: a new box with an
+    emptied click keeps the clicked item. The URL wins until the chart changes."""
     sel = _selection(st.session_state.get(chart_key))
     seen_key = f"_seen_{chart_key}"
     seen = st.session_state.get(seen_key, {})
     st.session_state[seen_key] = sel
-    if sel.get(tools.PICK) != seen.get(tools.PICK):
+    dragged = sel.get(tools.BOX) != seen.get(tools.BOX) and bool(sel.get(tools.BOX))
+    if sel.get(tools.PICK) != seen.get(tools.PICK) and not (dragged and not sel.get(tools.PICK)):
         clicked = tools.picked_items(sel, pts)
         ids = dict(zip(pts["idx"], pts["item_id"]))
         st.session_state[FOCUS_KEY] = str(ids[clicked[-1]]) if clicked else NO_ITEM
@@ -75,9 +79,16 @@ def controls(pts, meta, dataset: str, result_id: str) -> dict:
     own_params("box", "focus")
     _apply_chart_events(chart_key, pts)
     st.sidebar.markdown("**Explore**")
-    query = pick_text("Search caption or item id", param="q", container=st.sidebar,
-                      help="case-insensitive; matches are ringed in black and listed under the map")
-    found = tools.search_items(pts, query)
+    query = pick_text("Search captions, metadata or item id", param="q", container=st.sidebar,
+                      help="every caption of each item and every metadata value, case-insensitive; matches are "
+                           "ringed in black and listed under the map")
+    regex = pick_flag("Regular expression", param="regex", container=st.sidebar,
+                      help="search with a Python regular expression (e.g. `angle (7|14)$`) instead of plain text")
+    records = view(item_search.item_records, dataset)
+    search = item_search.search_items(records, query, regex=regex, only=pts["idx"].unique())
+    if search.message:
+        st.warning(md_escape(search.message))
+    found = search.found
     item = _focus_item(pts)
     n_items = int(meta.get("n_items") or pts["idx"].nunique())
     k = pick_int("Neighbours (k)", 1, max(1, min(20, n_items - 1)), param="nk", default=5, container=st.sidebar)
@@ -89,7 +100,8 @@ def controls(pts, meta, dataset: str, result_id: str) -> dict:
         st.warning(md_escape(message))
         del st.query_params["box"]
     out = {"chart_key": chart_key, "highlight": list(found["idx"]), "focus": [], "density": density, "found": found,
-           "query": query, "item": item, "neighbours": [], "box": box, "in_box": tools.points_in_box(pts, box), "k": k}
+           "query": query, "item": item, "neighbours": [], "box": box, "in_box": tools.points_in_box(pts, box), "k": k,
+           "records": records}
     if item is not None and "run_id" in pts:
         idx = int(pts.loc[pts["item_id"].astype(str) == item, "idx"].iloc[0])
         items = view(views.items, dataset)
@@ -107,7 +119,8 @@ def panels(state: dict) -> None:
         found = state["found"]
         st.markdown(f"**Search** — {len(found)} item(s) match “{md_escape(state['query'])}” (ringed in black)")
         if len(found):
-            st.dataframe(found[["item_id", "caption"]], hide_index=True, width="stretch", key="search_results")
+            st.dataframe(found[["item_id", "caption", "matched"]], hide_index=True, width="stretch",
+                         key="search_results")
     if state["item"] is not None:
         st.markdown(f"**Nearest {state['k']} items to {md_escape(state['item'])}** (ringed in red) — cosine in the "
                     "stored embedding space at the map's layer, not distance on the map")
@@ -118,8 +131,9 @@ def panels(state: dict) -> None:
         sel = state["in_box"]
         st.markdown(f"**Box selection** — {len(sel)} point(s), {sel['idx'].nunique() if len(sel) else 0} item(s)")
         if len(sel):
-            st.dataframe(sel[tools.EXPORT_COLUMNS], hide_index=True, width="stretch", key="box_items")
-            st.download_button("Download selection (CSV)", tools.selection_csv(sel), file_name="map_selection.csv",
-                               mime="text/csv", key="dl_selection")
+            rows = tools.selection_table(sel, state["records"])  # every caption whole, metadata, run, layer
+            st.dataframe(rows, hide_index=True, width="stretch", key="box_items")
+            st.download_button("Download selection (CSV)", rows.to_csv(index=False).encode("utf-8"),
+                               file_name="map_selection.csv", mime="text/csv", key="dl_selection")
     elif not state["density"]:
         st.caption("Drag on the map to select a box of points; click a point for its neighbours (double-click clears).")

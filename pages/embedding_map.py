@@ -89,7 +89,7 @@ else:
         notes.append(views.gap_text(view(views.map_modality_gap, meta["dataset"], tuple(meta["run_ids"]),
                                                 tuple(int(x) for x in meta["layers"]))))
     st.caption(md_escape("; ".join(notes)))
-    download_data(pts.drop(columns=[c for c in ("image",) if c in pts]), "embedding_map")
+    download_data(tools.selection_table(pts, tools_state["records"]), "embedding_map")  # every caption, all metadata
     _map_tools.panels(tools_state)
 
 with st.expander("Map another layer"):
