@@ -57,6 +57,8 @@ ROUND_TRIPS = [
     ("neighbours", {**MS, "models": "vit-tiny"}, "slider", "nn_layer_vit-tiny", 2, "layers", "2"),
     ("neighbours", {**MS, "models": "llama-tiny"}, "selectbox", "nn_run_llama-tiny", "r1", "runs", "r1"),
     ("model_map", MS, "selectbox", "pick_dataset", "test_of_time", "dataset", "test_of_time"),
+    ("embedding_map", MS, "text_input", "pick_q", "shape0005", "q", "shape0005"),
+    ("embedding_map", {**MS, "q": "shape000[1-3]"}, "toggle", "pick_regex", True, "regex", "1"),
     ("temporal", MS, "selectbox", "pick_dataset", "test_of_time", "dataset", "test_of_time"),
     ("overview", {}, "selectbox", None, None, None, None),
 ]
