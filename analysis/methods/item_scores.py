@@ -25,9 +25,11 @@ def _paired(A, B) -> tuple[np.ndarray, np.ndarray]:
     return A, B
 
 
-def neighbour_lists(X: np.ndarray, k: int) -> np.ndarray:
-    """``(N, k)`` the exact cosine k nearest other rows of each row of ``X`` ``(N, d)``."""
-    return knn_search(np.asarray(X), int(k)).idx
+def neighbour_lists(X: np.ndarray, k: int) -> np.ndarray | None:
+    """``(N, k)`` the exact cosine k nearest other rows of each row of ``X`` ``(N, d)``; None when
+    every row is the same point (a collapsed layer has no neighbours, only tie-breaking)."""
+    found = knn_search(np.asarray(X), int(k))
+    return None if found.collapsed else found.idx
 
 
 def agreement_from_lists(idx_a: np.ndarray, idx_b: np.ndarray) -> np.ndarray:
@@ -47,19 +49,23 @@ def item_agreement(A, B, *, k: int = 10) -> np.ndarray:
     Returns:
         ``(N,)`` float: ``|N_k^A(i) ∩ N_k^B(i)| / k`` in ``[0, 1]``, higher is more agreement; chance is
         about ``k / (N - 1)``. Its mean is :func:`analysis.metrics.knn.mutual_knn` (Huh et al. 2024).
-        Invariant to rotation and scaling of either layer.
+        Invariant to rotation and scaling of either layer. All NaN when a layer is collapsed.
 
     >>> import numpy as np; X = np.random.default_rng(0).normal(size=(20, 4))
     >>> float(item_agreement(X, 2 * X, k=3).min())
     1.0
     """
     A, B = _paired(A, B)
-    return agreement_from_lists(neighbour_lists(A, k), neighbour_lists(B, k))
+    idx_a, idx_b = neighbour_lists(A, k), neighbour_lists(B, k)
+    if idx_a is None or idx_b is None:
+        return np.full(A.shape[0], np.nan)
+    return agreement_from_lists(idx_a, idx_b)
 
 
 @dataclass(frozen=True)
 class SubsetAgreement:
-    value: float | None  #: mean agreement over the subset's items, neighbours searched inside it; None under 2 items
+    value: float | None  #: mean agreement over the subset's items, neighbours searched inside it; None under 2
+    #: items or on a collapsed layer
     chance: float | None  #: k / (n - 1): the expected agreement of two unrelated layers on n items
     n: int  #: items in the subset
     k: int  #: neighbours used: the asked k, at most n - 1
@@ -76,7 +82,8 @@ def subset_agreement(A, B, rows, *, k: int = 10) -> SubsetAgreement:
     if n < 2:
         return SubsetAgreement(None, None, n, 0)
     k = int(min(k, n - 1))
-    value = float(item_agreement(A[rows], B[rows], k=k).mean())
+    scores = item_agreement(A[rows], B[rows], k=k)
+    value = float(scores.mean()) if np.isfinite(scores).all() else None
     return SubsetAgreement(value, k / (n - 1), n, k)
 
 
@@ -93,6 +100,8 @@ def knn_probe_correct(X, y, *, k: int = 10) -> np.ndarray:
     X = as_matrix(X, "X")
     y = np.asarray(y, dtype=np.int64)
     idx = neighbour_lists(X, k)
+    if idx is None:  # a collapsed layer predicts nothing
+        return np.zeros(X.shape[0], dtype=bool)
     Xn = l2_normalize(X.astype(np.float64))
     sim = np.einsum("nd,nkd->nk", Xn, Xn[idx])
     return knn_predictions(idx, sim, y, int(y.max()) + 1) == y

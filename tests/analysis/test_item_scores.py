@@ -80,3 +80,10 @@ def test_the_knn_probe_verdict_per_item_is_a_leave_one_out_majority_vote():
     got = item_scores.knn_probe_correct(X, y, k=k)
     assert got.dtype == bool
     np.testing.assert_array_equal(got, want)
+
+
+def test_a_collapsed_layer_has_no_agreement():
+    A, _ = data()
+    flat = np.ones_like(A)
+    assert np.isnan(item_scores.item_agreement(A, flat, k=3)).all()
+    assert item_scores.subset_agreement(A, flat, range(10), k=3).value is None
