@@ -11,6 +11,7 @@ from analysis.views import embedding_tools as tools
 from analysis.views import item_search
 from analysis.views import md_escape
 from pages._shared import own_params, pick_flag, pick_int, view
+from pages import _map_items
 from pages._tools import neighbour_table, pick_text
 
 #: the focus selectbox's empty choice
@@ -72,9 +73,11 @@ def _focus_item(pts) -> str | None:
 
 
 def controls(pts, meta, dataset: str, result_id: str) -> dict:
-    """The sidebar's tools and what they select: ``{"chart_key", "highlight", "focus", "density",
-    "found", "query", "item", "neighbours", "box", "in_box"}`` (``highlight``/``focus``: item ``idx``
-    ringed on the map; ``neighbours``: one table per series of the map)."""
+    """The sidebar's tools and what they select: ``{"chart_key", "points", "keep", "pair", "highlight",
+    "focus", "density", "found", "query", "item", "neighbours", "box", "in_box", "k", "records"}``
+    (``points``: the map's points the metadata filter keeps; ``keep``: their ``idx``, None without a
+    filter; ``pair``: the per-item table's two layers; ``highlight``/``focus``: item ``idx`` ringed on
+    the map; ``neighbours``: one table per series of the map)."""
     chart_key = f"embedding_map_{result_id}"  # a selection belongs to one map
     own_params("box", "focus")
     _apply_chart_events(chart_key, pts)
@@ -85,6 +88,9 @@ def controls(pts, meta, dataset: str, result_id: str) -> dict:
     regex = pick_flag("Regular expression", param="regex", container=st.sidebar,
                       help="search with a Python regular expression (e.g. `angle (7|14)$`) instead of plain text")
     records = view(item_search.item_records, dataset)
+    keep = _map_items.filter_controls(records)
+    if keep is not None:
+        pts = pts[pts["idx"].isin(keep)]
     search = item_search.search_items(records, query, regex=regex, only=pts["idx"].unique())
     if search.message:
         st.warning(md_escape(search.message))
@@ -99,9 +105,10 @@ def controls(pts, meta, dataset: str, result_id: str) -> dict:
     if message:
         st.warning(md_escape(message))
         del st.query_params["box"]
-    out = {"chart_key": chart_key, "highlight": list(found["idx"]), "focus": [], "density": density, "found": found,
+    pair = _map_items.compare_controls(pts, dataset) if len(pts) else None
+    out = {"chart_key": chart_key, "points": pts, "keep": keep, "pair": pair, "highlight": list(found["idx"]), "focus": [], "density": density, "found": found,
            "query": query, "item": item, "neighbours": [], "box": box, "in_box": tools.points_in_box(pts, box), "k": k,
-           "records": records}
+           "records": records, "dataset": dataset}
     if item is not None and "run_id" in pts:
         idx = int(pts.loc[pts["item_id"].astype(str) == item, "idx"].iloc[0])
         items = view(views.items, dataset)
@@ -135,5 +142,10 @@ def panels(state: dict) -> None:
             st.dataframe(rows, hide_index=True, width="stretch", key="box_items")
             st.download_button("Download selection (CSV)", rows.to_csv(index=False).encode("utf-8"),
                                file_name="map_selection.csv", mime="text/csv", key="dl_selection")
+            if state["pair"] is not None:
+                _map_items.selection_alignment(state["pair"], sel["idx"].unique())
     elif not state["density"]:
-        st.caption("Drag on the map to select a box of points; click a point for its neighbours (double-click clears).")
+        st.caption("Drag on the map to select a box of points; click a point for its neighbours (double-click clears). "
+                   "No lasso: Vega-Lite, which draws the map, has only point and box selections.")
+    if state["pair"] is not None:
+        _map_items.table_panel(state["pair"], state["dataset"], state["keep"])

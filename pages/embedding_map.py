@@ -71,6 +71,7 @@ else:
     two_sided = meta["kind"] == "pair"
     connect = two_sided and pick_flag("Connect each item's two points", param="links", container=st.sidebar)
     tools_state = _map_tools.controls(pts, meta, dataset, row["result_id"])  # search, density, the clicked item, the box
+    pts = tools_state["points"]  # the items the metadata filter keeps
     chart = tools.explore_chart(pts, colour=colour, kind=meta["fields"].get(colour, "nominal"), two_sided=two_sided,
                                 connect=connect, tooltip_fields=[t.split(":")[0] for t in tooltip],
                                 highlight=tools_state["highlight"], focus=tools_state["focus"],
@@ -80,9 +81,12 @@ else:
     how = {"umap": f"UMAP n_neighbors={meta['n_neighbors']}, min_dist={meta['min_dist']}, seed={meta['seed']}",
            "pca": "PCA of the unit rows (first two components)",
            "tsne": f"t-SNE (sklearn, seed={meta['seed']})"}[meta["method"]]
-    notes = [f"{len(pts)} points; {how}; {meta['why']}"]
+    drawn = mp["points"]
+    notes = [f"{len(drawn)} points; {how}; {meta['why']}"]
+    if tools_state["keep"] is not None:
+        notes.append(f"the filter shows {pts['idx'].nunique()} of {drawn['idx'].nunique()} items")
     if meta.get("sampled"):
-        notes.append(f"a seeded sample of {len(pts) // len(meta['models'])} of {meta['n_items']} items")
+        notes.append(f"a seeded sample of {len(drawn) // len(meta['models'])} of {meta['n_items']} items")
     if meta.get("n_duplicates"):
         notes.append(f"{meta['n_duplicates']} point(s) duplicate others and are drawn on top of them")
     if meta["kind"] == "pair":

@@ -118,3 +118,29 @@ def search_items(records: pd.DataFrame, query, *, regex: bool = False, only=None
         return SearchResult(empty, f"the regular expression {query[:60]!r} took too long (over {REGEX_SECONDS} s "
                                    "on these items); nothing found. Try a simpler one.")
     return SearchResult(pd.DataFrame(out, columns=FOUND_COLUMNS), None)
+
+
+#: a metadata field filters the items when it has between 2 and this many distinct values
+MAX_FILTER_LEVELS = 50
+
+
+def filter_fields(records: pd.DataFrame, max_levels: int = MAX_FILTER_LEVELS) -> dict[str, list[str]]:
+    """``{field: its distinct values, sorted}`` of every metadata field of ``records``
+    (:func:`item_records`) with 2..``max_levels`` distinct values, a missing value as ``""``."""
+    fields = sorted({f for md in records["metadata"] for f in (md or {})})
+    out = {}
+    for f in fields:
+        values = sorted({value_text((md or {}).get(f)) for md in records["metadata"]})
+        if 2 <= len(values) <= max_levels:
+            out[f] = values
+    return out
+
+
+def filter_items(records: pd.DataFrame, field: str | None, values) -> set[int] | None:
+    """The ``idx`` of the items whose ``field`` (as :func:`value_text` writes it, missing as ``""``) is
+    one of ``values``; ``None`` (no filter) when no field or no value is chosen."""
+    values = set(str(v) for v in (values or []))
+    if not field or not values:
+        return None
+    return {int(i) for i, md in zip(records["idx"], records["metadata"])
+            if value_text((md or {}).get(field)) in values}

@@ -92,3 +92,20 @@ def test_an_empty_query_finds_nothing_and_says_nothing():
     got = item_search.search_items(records(), "  ", regex=True)
     assert got.found.empty and got.message is None
     assert list(got.found.columns) == ["idx", "item_id", "caption", "matched"]
+
+
+def test_filter_fields_are_the_metadata_fields_with_a_few_values():
+    recs = records()
+    fields = item_search.filter_fields(recs, max_levels=4)
+    # speed has 12 values, note 2, scene_shape 2, tags 4
+    assert fields == {"note": ["[x](javascript:alert(1))", "plain"], "scene_shape": ["cube", "disc"],
+                      "tags": ["t0, toy", "t1, toy", "t2, toy", "t3, toy"]}
+
+
+def test_a_filter_keeps_the_items_whose_field_has_a_chosen_value():
+    recs = records()
+    got = item_search.filter_items(recs, "tags", ["t1, toy", "t3, toy"])
+    assert got == {i for i in range(12) if i % 4 in (1, 3)}
+    assert item_search.filter_items(recs, "tags", []) is None
+    assert item_search.filter_items(recs, None, ["x"]) is None
+    assert item_search.filter_items(recs, "tags", ["nope"]) == set()

@@ -1,0 +1,94 @@
+"""The Embedding map page's item-level tools, rendered: a filter by a metadata field, the layer pair
+the per-item table compares (the map's layer and another run's layer), the sortable per-item table
+(outliers first) and a selection's alignment with its chance level. Every value lives in the URL
+(``ff``, ``fv``, ``cmp``, ``cmpl``, ``ak``). The logic is in :mod:`analysis.views.item_table` and
+:mod:`analysis.views.item_search`."""
+
+import streamlit as st
+
+from analysis import views
+from analysis.views import item_search, item_table
+from analysis.views import md_escape
+from analysis.views.text import fmt_number
+from pages._shared import pick, pick_int, pick_many, view
+
+NO_FIELD = "(none)"
+
+
+def filter_controls(records) -> set | None:
+    """A metadata field and its values in the sidebar; the ``idx`` of the items kept, None for all."""
+    fields = item_search.filter_fields(records)
+    if not fields:
+        return None
+    field = pick("Filter by", [NO_FIELD] + list(fields), param="ff", default=NO_FIELD, container=st.sidebar,
+                 help="show only the items whose metadata field has one of the chosen values (map, search, table)")
+    if field in (None, NO_FIELD):
+        return None
+    values = pick_many(f"{field} is", fields[field], param="fv", container=st.sidebar)
+    return item_search.filter_items(records, field, values)
+
+
+def _run_text(r) -> str:
+    budget = f"n_f {r['n_frames']}" if r["modality"] != "text" else f"n_c {r['n_captions']}"
+    return f"{r['model']} · {r['modality']} · {budget}"
+
+
+def compare_controls(pts, dataset: str) -> dict | None:
+    """The layer pair of the per-item table: A is the map's (first) series, B a run and layer picked in
+    the sidebar (default: a two-sided map's other side, else another model's largest run at its last
+    layer). ``{"a": (run, layer), "b": (run, layer), "a_text", "b_text", "k"}``; None when the map's
+    points do not name their runs."""
+    if "run_id" not in pts:
+        return None
+    series = pts[["run_id", "layer"]].drop_duplicates().itertuples(index=False)
+    pairs = [(str(r), int(l)) for r, l in series]
+    run_a, layer_a = pairs[0]
+    runs = view(views.runs_for_neighbours, dataset)
+    by_id = {r["run_id"]: r for r in runs.to_dict("records")}
+    if run_a not in by_id:
+        return None
+    if len(pairs) > 1:
+        default_run, default_layer = pairs[1]
+    else:
+        others = runs[runs["model"] != by_id[run_a]["model"]]
+        default_run = str(others.iloc[-1]["run_id"]) if len(others) else run_a
+        default_layer = int(by_id[default_run]["n_layers"]) - 1 if len(others) else max(0, layer_a - 1)
+    st.sidebar.markdown("**Compare layers** (per-item table)")
+    run_b = pick("Compare with run", list(by_id), param="cmp", default=default_run, container=st.sidebar,
+                 fmt=lambda r: _run_text(by_id[r]))
+    top = int(by_id[run_b]["n_layers"]) - 1
+    layer_b = pick_int("Its layer", 0, top, param="cmpl", default=min(default_layer, top), container=st.sidebar)
+    n = int(pts["idx"].nunique())
+    k = pick_int("Agreement k", 1, max(1, min(50, n - 1)), param="ak", default=min(10, max(1, n - 1)),
+                 container=st.sidebar, help="neighbours per item compared between the two layers")
+    return {"a": (run_a, layer_a), "b": (run_b, int(layer_b)), "k": k,
+            "a_text": f"{_run_text(by_id[run_a])} L{layer_a}", "b_text": f"{_run_text(by_id[run_b])} L{layer_b}"}
+
+
+def table_panel(pair: dict, dataset: str, keep: set | None) -> None:
+    """The per-item table of the pair, restricted to the filtered items, sortable by any column."""
+    (ra, la), (rb, lb) = pair["a"], pair["b"]
+    res = view(item_table.item_table, dataset, ra, la, rb, lb, pair["k"])
+    t = res.table if keep is None else res.table[res.table["idx"].isin(keep)]
+    st.markdown(f"**Items: where the layers disagree** — {md_escape(pair['a_text'])} vs "
+                f"{md_escape(pair['b_text'])}, outliers first")
+    st.caption(md_escape(
+        f"agreement: the share of an item's {res.k} nearest items (cosine) that both layers hold, 0–1 "
+        f"(chance about {fmt_number(res.chance)}; its mean over all items is the pair's mutual k-NN). "
+        "pair_rank: where the item's own other side ranks when it queries the other layer (1 = first). "
+        "Click a column header to sort." + (" " + " ".join(res.notes) if res.notes else "")))
+    st.dataframe(t.drop(columns=["idx"]), hide_index=True, width="stretch", key="item_table",
+                 column_config={"agreement": st.column_config.NumberColumn("agreement", format="%.2f")})
+
+
+def selection_alignment(pair: dict, items) -> None:
+    """The pair's mutual k-NN on the selected items alone, with its chance level."""
+    (ra, la), (rb, lb) = pair["a"], pair["b"]
+    got = view(item_table.subset_alignment, ra, la, rb, lb, tuple(sorted(int(i) for i in items)), pair["k"])
+    if got.value is None:
+        st.caption("Alignment on this selection: needs at least 2 items on two layers that are not collapsed.")
+        return
+    st.markdown(md_escape(
+        f"Alignment on this selection: mutual k-NN {fmt_number(got.value)} between {pair['a_text']} and "
+        f"{pair['b_text']} (k={got.k}, neighbours searched among its {got.n} items; chance "
+        f"{fmt_number(got.chance)})"))
