@@ -1,16 +1,18 @@
 """The Embedding map page's item-level tools, rendered: a filter by a metadata field, the layer pair
 the per-item table compares (the map's layer and another run's layer), the sortable per-item table
 (outliers first) and a selection's alignment with its chance level. Every value lives in the URL
-(``ff``, ``fv``, ``cmp``, ``cmpl``, ``ak``). The logic is in :mod:`analysis.views.item_table` and
+(``ff``, ``fv``, ``cmp``, ``cmpl``, ``ak``, ``linked``); the compared layer's map beside this one. The logic is in :mod:`analysis.views.item_table` and
 :mod:`analysis.views.item_search`."""
 
 import streamlit as st
 
 from analysis import views
-from analysis.views import item_search, item_table
+from analysis.methods.grid_compare import budget_text
+from analysis.views import embedding_map, item_search, item_table
+from analysis.views import embedding_tools as tools
 from analysis.views import md_escape
 from analysis.views.text import fmt_number
-from pages._shared import pick, pick_int, pick_many, view
+from pages._shared import pick, pick_flag, pick_int, pick_many, store_path, view
 
 NO_FIELD = "(none)"
 
@@ -29,8 +31,7 @@ def filter_controls(records) -> set | None:
 
 
 def _run_text(r) -> str:
-    budget = f"n_f {r['n_frames']}" if r["modality"] != "text" else f"n_c {r['n_captions']}"
-    return f"{r['model']} · {r['modality']} · {budget}"
+    return f"{r['model']} · {r['modality']} · {budget_text(r)}"
 
 
 def compare_controls(pts, dataset: str) -> dict | None:
@@ -92,3 +93,35 @@ def selection_alignment(pair: dict, items) -> None:
         f"Alignment on this selection: mutual k-NN {fmt_number(got.value)} between {pair['a_text']} and "
         f"{pair['b_text']} (k={got.k}, neighbours searched among its {got.n} items; chance "
         f"{fmt_number(got.chance)})"))
+
+
+def linked_flag(pair: dict | None) -> bool:
+    """The sidebar switch that draws the compared layer's map beside this one."""
+    if pair is None:
+        return False
+    return pick_flag("Linked map of the compared layer", param="linked", container=st.sidebar,
+                     help="the compared run's layer drawn beside this map: the search's matches, the clicked item "
+                          "and its neighbours, and the box's items (orange) are ringed on both")
+
+
+def linked_map(container, state: dict, dataset: str, method: str) -> None:
+    """The compared layer's stored map in ``container``, ringing what the main map selected: the search's
+    matches, the clicked item and its neighbours, and the box's items (orange); the command that
+    computes it when the store holds none."""
+    run_b, layer_b = state["pair"]["b"]
+    container.markdown(f"**{md_escape(state['pair']['b_text'])}**")
+    result_id = view(embedding_map.map_of_layer, dataset, run_b, layer_b, method)
+    if result_id is None:
+        model = str(run_b)
+        runs = view(views.runs_for_neighbours, dataset)
+        model = str(runs.loc[runs["run_id"] == run_b, "model"].iloc[0]) if (runs["run_id"] == run_b).any() else model
+        container.caption(md_escape(f"No {method} map of this layer is stored; compute it with:"))
+        container.code(embedding_map.map_command(store_path(), dataset, model, layer_b, "auto", method),
+                       language="bash")
+        return
+    pts = view(tools.map_points_for_tools, result_id)["points"]
+    if state["keep"] is not None:
+        pts = pts[pts["idx"].isin(state["keep"])]
+    chart = tools.explore_chart(pts, highlight=state["highlight"], focus=state["focus"],
+                                marked=list(state["in_box"]["idx"].unique()), selectable=False)
+    container.altair_chart(chart, width="stretch", key=f"linked_{result_id}")

@@ -106,7 +106,8 @@ def controls(pts, meta, dataset: str, result_id: str) -> dict:
         st.warning(md_escape(message))
         del st.query_params["box"]
     pair = _map_items.compare_controls(pts, dataset) if len(pts) else None
-    out = {"chart_key": chart_key, "points": pts, "keep": keep, "pair": pair, "highlight": list(found["idx"]), "focus": [], "density": density, "found": found,
+    linked = _map_items.linked_flag(pair)
+    out = {"chart_key": chart_key, "points": pts, "keep": keep, "pair": pair, "linked": linked, "highlight": list(found["idx"]), "focus": [], "density": density, "found": found,
            "query": query, "item": item, "neighbours": [], "box": box, "in_box": tools.points_in_box(pts, box), "k": k,
            "records": records, "dataset": dataset}
     if item is not None and "run_id" in pts:
@@ -149,3 +150,4 @@ def panels(state: dict) -> None:
                    "No lasso: Vega-Lite, which draws the map, has only point and box selections.")
     if state["pair"] is not None:
         _map_items.table_panel(state["pair"], state["dataset"], state["keep"])
+

@@ -15,7 +15,7 @@ from pages._shared import (
     view,
 )
 from pages._tools import thumbnails
-from pages import _map_tools
+from pages import _map_items, _map_tools
 
 #: items that get a frame thumbnail on hover (one first-frame decode each; more are sampled)
 THUMB_CAP = 200
@@ -76,8 +76,13 @@ else:
                                 connect=connect, tooltip_fields=[t.split(":")[0] for t in tooltip],
                                 highlight=tools_state["highlight"], focus=tools_state["focus"],
                                 density=tools_state["density"], box=tools_state["box"])
-    st.altair_chart(chart, width="stretch", key=tools_state["chart_key"], on_select="rerun",
-                    selection_mode=tools.selection_modes(tools_state["density"]))
+    here, beside = st.columns(2) if tools_state["linked"] else (st, None)
+    if beside is not None:
+        here.markdown(f"**{md_escape(tools_state['pair']['a_text'])}**")
+    here.altair_chart(chart, width="stretch", key=tools_state["chart_key"], on_select="rerun",
+                      selection_mode=tools.selection_modes(tools_state["density"]))
+    if beside is not None:
+        _map_items.linked_map(beside, tools_state, dataset, method)
     how = {"umap": f"UMAP n_neighbors={meta['n_neighbors']}, min_dist={meta['min_dist']}, seed={meta['seed']}",
            "pca": "PCA of the unit rows (first two components)",
            "tsne": f"t-SNE (sklearn, seed={meta['seed']})"}[meta["method"]]

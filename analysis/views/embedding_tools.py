@@ -215,17 +215,19 @@ def use_density(n_points: int, requested: bool) -> bool:
 # ------------------------------------------------------------------------------------------ chart
 def explore_chart(points: pd.DataFrame, *, colour: str = "series", kind: str = "nominal", two_sided: bool = False,
                   connect: bool = False, tooltip_fields=("series", "item_id", "caption"), highlight=(),
-                  focus=(), density: bool = False, box=None, height: int = 560):
+                  focus=(), marked=(), density: bool = False, box=None, height: int = 560, selectable: bool = True):
     """The embedding map with its tools (points coloured by
     ``colour``, a ``quantitative`` field on a continuous scale, no axes: UMAP coordinates have no
     units), with a click selection :data:`PICK` (by ``idx``) and a drag selection :data:`BOX` (on x
     and y); ``highlight`` (item ``idx``, e.g. search matches) ringed in black, ``focus`` (a clicked
-    item, ringed wider, then its neighbours) ringed in red. ``density``: binned counts (:func:`density_cells`) instead
+    item, ringed wider, then its neighbours) ringed in red, ``marked`` (a selection made on another map)
+    ringed in orange; ``selectable=False`` draws no selections (a linked map follows the main one). ``density``: binned counts (:func:`density_cells`) instead
     of points, the rings still drawn; a click then selects nothing (no point is drawn). ``box``
     ``(x0, x1, y0, y1)`` (a box from the link) is outlined dashed."""
     alt = _alt()
     pick = alt.selection_point(name=PICK, fields=["idx"], on="click", clear="dblclick")
     brush = alt.selection_interval(name=BOX, encodings=["x", "y"])
+    params = [pick, brush] if selectable else []
     # UMAP coordinates have no origin: the scales fit the points, not zero
     x = alt.X("x:Q", title=None, axis=None, scale=alt.Scale(zero=False))
     y = alt.Y("y:Q", title=None, axis=None, scale=alt.Scale(zero=False))
@@ -239,7 +241,7 @@ def explore_chart(points: pd.DataFrame, *, colour: str = "series", kind: str = "
             y=alt.Y("y0:Q", title=None, axis=None, scale=alt.Scale(zero=False)), y2="y1:Q",
             color=alt.Color("count:Q", title="points per cell", scale=alt.Scale(scheme="blues", domainMin=0),
                             legend=alt.Legend(orient="bottom", format="d")),
-            tooltip=[alt.Tooltip("count:Q", title="points")]).add_params(brush))
+            tooltip=[alt.Tooltip("count:Q", title="points")]).add_params(*params[1:]))
     else:
         tips = [alt.Tooltip(f"{f}:{'Q' if f == colour and kind == 'quantitative' else 'N'}",
                             title=TOOLTIP_TITLES.get(f, f)) for f in tooltip_fields]
@@ -254,10 +256,12 @@ def explore_chart(points: pd.DataFrame, *, colour: str = "series", kind: str = "
         base = alt.Chart(points)
         if connect and two_sided:
             layers.append(base.mark_line(opacity=0.15, color="gray").encode(x=x, y=y, detail="idx:N"))
-        layers.append(base.mark_point(size=50, opacity=0.75, filled=True).encode(**encoding).add_params(pick, brush))
+        layers.append(base.mark_point(size=50, opacity=0.75, filled=True).encode(**encoding).add_params(*params))
     focus = list(focus)
-    # search matches in black, the clicked item (a wider ring) and its neighbours in red
-    for ids, colour_ring, size in ((highlight, "black", 220), (focus[1:], "#d62728", 220), (focus[:1], "#d62728", 480)):
+    # search matches in black, another map's selection in orange, the clicked item (a wider ring) and its
+    # neighbours in red
+    for ids, colour_ring, size in ((highlight, "black", 220), (list(marked), "#ff7f0e", 320),
+                                   (focus[1:], "#d62728", 220), (focus[:1], "#d62728", 480)):
         ring = points[points["idx"].isin(list(ids))] if len(ids) else points.iloc[0:0]
         if len(ring):
             layers.append(alt.Chart(ring).mark_point(size=size, filled=False, strokeWidth=2, color=colour_ring)

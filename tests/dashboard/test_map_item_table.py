@@ -3,6 +3,8 @@
 layer (outliers first), a metadata filter over the map, search and table, and a box's alignment with its
 chance level. Expected values from the vectors the store was written with (sklearn NearestNeighbors)."""
 
+import json
+
 import numpy as np
 import pyarrow as pa
 import pytest
@@ -88,3 +90,49 @@ def test_a_box_shows_the_layer_pairs_alignment_on_its_items_with_chance(store, m
     (line,) = [m.value.replace("\\", "") for m in at.markdown if "Alignment on this selection" in m.value]
     assert f"mutual k-NN {want:.3f} between" in line
     assert f"(k=3, neighbours searched among its {len(inside)} items; chance {3 / (len(inside) - 1):.3f})" in line
+
+
+def chart_tables(chart):
+    """The spec's layers and every dataset the chart shipped (Arrow IPC in the chart proto)."""
+    spec = json.loads(chart.proto.spec)
+    return spec.get("layer", [spec]), [pa.ipc.open_stream(d.data.data).read_pandas() for d in chart.proto.datasets]
+
+
+def stored_points(store, subject):
+    import duckdb
+
+    from analysis.storage import results as R
+
+    con = duckdb.connect(str(store), read_only=True)
+    (row,) = [r for r in R.read_studies(con, study="embedding_map", dataset="tools") if r["subject"] == subject]
+    con.close()
+    p = row["payload"]
+    return {int(i): (x, y) for i, x, y in zip(p["items"], p["x"], p["y"])}
+
+
+def test_the_linked_map_follows_the_box_and_the_clicked_item_on_the_compared_layer(store, monkeypatch):
+    main = stored_points(store, MAP)
+    xs = sorted(x for x, _ in main.values())
+    box = (xs[3], xs[12], -1e9, 1e9)
+    inside = {f"clip{i:02d}" for i, (x, _) in main.items() if box[0] <= x <= box[1]}
+    at = page(store, monkeypatch, {"linked": "1", "focus": "clip05", "nk": "2", "box": ",".join(map(repr, box))})
+    first, second = at.get("vega_lite_chart")
+    marks, tables = chart_tables(second)
+    assert not any(m.get("params") for m in marks)  # the linked map selects nothing itself
+    other = stored_points(store, "txt · text L2")  # the compared layer's stored map, drawn as stored
+    (points,) = [t for t in tables if "series" in t and len(t) == TOOLS_N]
+    for r in points.itertuples():
+        assert (r.x, r.y) == pytest.approx(other[r.idx])
+    rings = {m["mark"].get("color"): m for m in marks if m["mark"].get("filled") is False}
+    assert set(rings) >= {"#ff7f0e", "#d62728"}
+    ring_ids = [set(t["item_id"]) for t in tables if "item_id" in t and len(t) < TOOLS_N]
+    assert inside in ring_ids  # the box's items, ringed on the other layer
+    near = sk_lists(tools_vectors("vid-f2", 4)[3], 2)[5]  # the clicked item's 2 neighbours at the map's layer
+    assert {"clip05"} in ring_ids and {f"clip{j:02d}" for j in near} in ring_ids
+    assert "**txt · text · n\\_c=1 L2**" in [m.value for m in at.markdown]
+
+
+def test_a_compared_layer_without_a_stored_map_gives_its_command(store, monkeypatch):
+    at = page(store, monkeypatch, {"linked": "1", "cmp": "vid-f1", "cmpl": "2"})
+    assert len(at.get("vega_lite_chart")) == 1
+    assert any(c.value.endswith("--dataset tools --model vid --layer 2") for c in at.code)

@@ -106,6 +106,7 @@ MAP_ROUND_TRIPS = [
     ("selectbox", "pick_cmp", "vid-f1", "cmp", "vid-f1"),
     ("slider", "pick_cmpl", 1, "cmpl", "1"),
     ("slider", "pick_ak", 4, "ak", "4"),
+    ("toggle", "pick_linked", True, "linked", "1"),
 ]
 
 
