@@ -12,7 +12,7 @@ from analysis.views import item_search
 from analysis.views import md_escape
 from pages._shared import own_params, pick_flag, pick_int, view
 from pages import _map_items
-from pages._tools import neighbour_table, pick_text
+from pages._tools import frame_strip, neighbour_table, pick_text
 
 #: the focus selectbox's empty choice
 NO_ITEM = "(none)"
@@ -108,12 +108,14 @@ def controls(pts, meta, dataset: str, result_id: str) -> dict:
     pair = _map_items.compare_controls(pts, dataset) if len(pts) else None
     linked = _map_items.linked_flag(pair)
     out = {"chart_key": chart_key, "points": pts, "keep": keep, "pair": pair, "linked": linked, "highlight": list(found["idx"]), "focus": [], "density": density, "found": found,
-           "query": query, "item": item, "neighbours": [], "box": box, "in_box": tools.points_in_box(pts, box), "k": k,
+           "query": query, "item": item, "video": None, "captions": [], "neighbours": [], "box": box, "in_box": tools.points_in_box(pts, box), "k": k,
            "records": records, "dataset": dataset}
     if item is not None and "run_id" in pts:
         idx = int(pts.loc[pts["item_id"].astype(str) == item, "idx"].iloc[0])
         items = view(views.items, dataset)
         out["focus"] = [idx]
+        out["video"] = records.loc[records["idx"] == idx, "video"].iloc[0]
+        out["captions"] = list(records.loc[records["idx"] == idx, "captions"].iloc[0])
         for (series, run_id, layer) in pts[["series", "run_id", "layer"]].drop_duplicates().itertuples(index=False):
             nn = tools.neighbour_rows(view(views.neighbours, run_id, int(layer), idx, k), items)
             out["neighbours"].append((series, nn))
@@ -132,6 +134,9 @@ def panels(state: dict) -> None:
     if state["item"] is not None:
         st.markdown(f"**Nearest {state['k']} items to {md_escape(state['item'])}** (ringed in red) — cosine in the "
                     "stored embedding space at the map's layer, not distance on the map")
+        if state["captions"]:
+            st.caption(" · ".join(md_escape(c) for c in state["captions"]))  # every caption, whole
+        frame_strip(state["video"])
         for series, nn in state["neighbours"]:
             st.caption(md_escape(series))
             neighbour_table(nn, key=f"nn_{series}")
