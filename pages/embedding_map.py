@@ -5,6 +5,7 @@ from analysis.methods.embedding_map import sample_items
 from analysis.views import embedding_tools as tools
 from analysis.views import map_command, md_escape
 from pages._shared import (
+    background_job,
     dataset_picker,
     download_data,
     pick,
@@ -114,7 +115,11 @@ with st.expander("Map another layer"):
         layer = c3.number_input("Layer", 0, n_layers - 1, n_layers - 1, key="other_layer")
         other_method = st.radio("Method", list(METHOD_NAMES), format_func=METHOD_NAMES.get, horizontal=True,
                                 key="other_method")
-        st.caption("The dashboard only reads the store, and a first UMAP takes up to half a minute, so maps are "
-                   "computed from the command line; refresh this page when it is done (later `analyze` runs keep "
-                   "the map current).")
+        st.caption("The page itself only reads the store: the map is computed in a background process (a first "
+                   "UMAP takes up to half a minute) and appears in the Map picker when it is done; later "
+                   "`analyze` runs keep it current. The same from the command line:")
         st.code(map_command(store_path(), dataset, model, int(layer), side, other_method), language="bash")
+        background_job("map", "Compute this map in the background",
+                       request={"dataset": dataset, "model": model, "layer": int(layer), "side": side,
+                                "method": other_method},
+                       help="one map with the store's saved settings (seed, clamp), in a subprocess")
