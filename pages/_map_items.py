@@ -78,19 +78,21 @@ def table_panel(pair: dict, dataset: str, keep: set | None) -> None:
         f"(chance about {fmt_number(res.chance)}; its mean over all items is the pair's mutual k-NN). "
         "pair_rank: where the item's own other side ranks when it queries the other layer (1 = first). "
         "Click a column header to sort." + (" " + " ".join(res.notes) if res.notes else "")))
+    if keep is not None:
+        selection_alignment(pair, keep, "the filtered items")
     st.dataframe(t.drop(columns=["idx"]), hide_index=True, width="stretch", key="item_table",
                  column_config={"agreement": st.column_config.NumberColumn("agreement", format="%.2f")})
 
 
-def selection_alignment(pair: dict, items) -> None:
-    """The pair's mutual k-NN on the selected items alone, with its chance level."""
+def selection_alignment(pair: dict, items, what: str = "this selection") -> None:
+    """The pair's mutual k-NN on the selected items alone (``what``: which selection), with its chance level."""
     (ra, la), (rb, lb) = pair["a"], pair["b"]
     got = view(item_table.subset_alignment, ra, la, rb, lb, tuple(sorted(int(i) for i in items)), pair["k"])
     if got.value is None:
-        st.caption("Alignment on this selection: needs at least 2 items on two layers that are not collapsed.")
+        st.caption(f"Alignment on {what}: needs at least 2 items on two layers that are not collapsed.")
         return
     st.markdown(md_escape(
-        f"Alignment on this selection: mutual k-NN {fmt_number(got.value)} between {pair['a_text']} and "
+        f"Alignment on {what}: mutual k-NN {fmt_number(got.value)} between {pair['a_text']} and "
         f"{pair['b_text']} (k={got.k}, neighbours searched among its {got.n} items; chance "
         f"{fmt_number(got.chance)})"))
 

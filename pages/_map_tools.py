@@ -152,7 +152,8 @@ def panels(state: dict) -> None:
                 _map_items.selection_alignment(state["pair"], sel["idx"].unique())
     elif not state["density"]:
         st.caption("Drag on the map to select a box of points; click a point for its neighbours (double-click clears). "
-                   "No lasso: Vega-Lite, which draws the map, has only point and box selections.")
+                   "No lasso: Vega-Lite, which draws the map, has point and box selections only (Streamlit offers a "
+                   "lasso on Plotly charts, and Plotly is not installed with LayerScope).")
     if state["pair"] is not None:
         _map_items.table_panel(state["pair"], state["dataset"], state["keep"])
 

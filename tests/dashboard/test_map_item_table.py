@@ -71,6 +71,10 @@ def test_a_metadata_filter_narrows_the_map_the_search_and_the_table(store, monke
     drawn = {i for t in tables if "item_id" in t for i in t["item_id"]}
     assert drawn == set(want)
     assert any("the filter shows 20 of 30 items" in c.value for c in at.caption)
+    kept = [int(i[4:]) for i in want]
+    (line,) = [m.value.replace("\\", "") for m in at.markdown if "Alignment on the filtered items" in m.value]
+    assert f"mutual k-NN {np.mean(list(agreement('txt-c1', 2, 10, kept).values())):.3f} between" in line
+    assert f"among its 20 items; chance {10 / 19:.3f})" in line
 
 
 def test_a_box_shows_the_layer_pairs_alignment_on_its_items_with_chance(store, monkeypatch):
