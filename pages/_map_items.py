@@ -48,12 +48,7 @@ def compare_controls(pts, dataset: str) -> dict | None:
     by_id = {r["run_id"]: r for r in runs.to_dict("records")}
     if run_a not in by_id:
         return None
-    if len(pairs) > 1:
-        default_run, default_layer = pairs[1]
-    else:
-        others = runs[runs["model"] != by_id[run_a]["model"]]
-        default_run = str(others.iloc[-1]["run_id"]) if len(others) else run_a
-        default_layer = int(by_id[default_run]["n_layers"]) - 1 if len(others) else max(0, layer_a - 1)
+    default_run, default_layer = item_table.default_comparison(runs, pairs)
     st.sidebar.markdown("**Compare layers** (per-item table)")
     run_b = pick("Compare with run", list(by_id), param="cmp", default=default_run, container=st.sidebar,
                  fmt=lambda r: _run_text(by_id[r]))

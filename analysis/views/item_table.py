@@ -28,6 +28,23 @@ class ItemTable:
     notes: list = field(default_factory=list)  #: sentences on what is missing and why
 
 
+def default_comparison(runs: pd.DataFrame, series: list[tuple[str, int]]) -> tuple[str, int]:
+    """The layer the per-item table compares a map's layer with when the link names none: a two-sided
+    map's other side; else the largest run (the last of ``runs``, ordered by model and budget as
+    :func:`analysis.views.runs_for_neighbours` orders them) of another model at its last layer, the
+    cross-model alignment the grids measure; else the same run's layer below (layer 0: itself).
+    ``series``: the map's ``(run_id, layer)`` pairs, the first being the table's own layer."""
+    if len(series) > 1:
+        return str(series[1][0]), int(series[1][1])
+    run_a, layer_a = series[0]
+    model = runs.loc[runs["run_id"] == run_a, "model"]
+    others = runs[runs["model"] != (model.iloc[0] if len(model) else None)]
+    if len(others):
+        last = others.iloc[-1]
+        return str(last["run_id"]), int(last["n_layers"]) - 1
+    return str(run_a), max(0, int(layer_a) - 1)
+
+
 def _run(con, run_id: str) -> dict:
     rows = _df(con, "SELECT run_id, model, modality, dataset FROM runs WHERE run_id = ?", [run_id])
     if rows.empty:

@@ -99,3 +99,14 @@ def test_alignment_on_a_subset_searches_inside_it(labelled):
     la, lb = sk_lists(A[list(items)], 3), sk_lists(B[list(items)], 3)
     assert got.value == pytest.approx(np.mean([len(a & b) / 3 for a, b in zip(la, lb)]))
     assert got.chance == pytest.approx(3 / (len(items) - 1)) and got.n == len(items)
+
+
+def test_the_default_comparison_is_the_other_side_else_another_models_last_layer():
+    import pandas as pd
+
+    runs = pd.DataFrame({"run_id": ["a-1", "a-2", "b-1", "b-4", "c-1"], "model": ["a", "a", "b", "b", "c"],
+                         "n_layers": [3, 3, 5, 5, 7]})
+    assert views.default_comparison(runs, [("a-2", 1), ("a-t", 2)]) == ("a-t", 2)  # a two-sided map
+    assert views.default_comparison(runs, [("a-2", 1)]) == ("c-1", 6)  # the last run of another model
+    assert views.default_comparison(runs[runs["model"] == "a"], [("a-2", 2)]) == ("a-2", 1)  # one model only
+    assert views.default_comparison(runs[runs["model"] == "a"], [("a-2", 0)]) == ("a-2", 0)
