@@ -79,16 +79,18 @@ def _matcher(query: str, regex: bool):
     return (lambda text: pattern.search(text, timeout=max(deadline - time.monotonic(), 1e-3)) is not None), None
 
 
-def _first_match(row, match) -> str | None:
-    """Where ``row`` matches: ``"item id"``, ``"caption N"`` (1-based) or a metadata field; None when nowhere."""
+def _first_match(row, match) -> tuple[str, str] | None:
+    """Where ``row`` first matches and the caption to show: ``("item id" | "caption N" (1-based) | a
+    metadata field, the matching caption or else the first)``; None when nowhere."""
+    first = (row.captions or [""])[0]
     if match(str(row.item_id)):
-        return "item id"
+        return "item id", first
     for n, caption in enumerate(row.captions, start=1):
         if match(caption):
-            return f"caption {n}"
+            return f"caption {n}", caption
     for field, value in (row.metadata or {}).items():
         if match(value_text(value)):
-            return field
+            return field, first
     return None
 
 
@@ -110,10 +112,9 @@ def search_items(records: pd.DataFrame, query, *, regex: bool = False, only=None
     out = []
     try:
         for row in rows.itertuples(index=False):
-            where = _first_match(row, match)
-            if where is not None:
-                n = int(where.split()[1]) - 1 if where.startswith("caption ") else 0
-                out.append((int(row.idx), str(row.item_id), (row.captions or [""])[n], where))
+            hit = _first_match(row, match)
+            if hit is not None:
+                out.append((int(row.idx), str(row.item_id), hit[1], hit[0]))
     except TimeoutError:
         return SearchResult(empty, f"the regular expression {query[:60]!r} took too long (over {REGEX_SECONDS} s "
                                    "on these items); nothing found. Try a simpler one.")

@@ -34,3 +34,17 @@ def test_an_item_whose_video_is_elsewhere_says_so_in_one_line(store, monkeypatch
     assert not at.get("image")
     (note,) = [c.value for c in at.caption if c.value.startswith("frames unavailable")]
     assert "clip5.mp4" in note and "\n" not in note
+
+
+def test_hover_frames_show_for_every_item_whose_video_is_here(store, monkeypatch):
+    """Half the videos are missing, and their paths sort first: the page still tries the rest."""
+    at = app(store, monkeypatch, "embedding_map", {"dataset": "tools", "map": "vid · video L3"})
+    (chart,) = at.get("vega_lite_chart")
+    import pyarrow as pa
+
+    tables = [pa.ipc.open_stream(d.data.data).read_pandas() for d in chart.proto.datasets]
+    (points,) = [t for t in tables if "image" in t and len(t) == 30]
+    has_frame = {i: isinstance(u, str) and u.startswith("data:image/jpeg") for i, u in zip(points["idx"],
+                                                                                          points["image"])}
+    assert has_frame == {i: i % 2 == 0 for i in range(30)}
+    assert any(c.value.startswith("15 of 30 item(s) have no frame on hover") for c in at.caption)
