@@ -15,6 +15,8 @@ from analysis.views.text import fmt_number
 from pages._shared import pick, pick_flag, pick_int, pick_many, store_path, view
 
 NO_FIELD = "(none)"
+#: the per-item table's widget key, and where the item ids it shows are kept (a picked row names one)
+TABLE_KEY, TABLE_IDS = "item_table", "_item_table_ids"
 
 
 def filter_controls(records) -> set | None:
@@ -72,10 +74,13 @@ def table_panel(pair: dict, dataset: str, keep: set | None) -> None:
         f"agreement: the share of an item's {res.k} nearest items (cosine) that both layers hold, 0–1 "
         f"(chance about {fmt_number(res.chance)}; its mean over all items is the pair's mutual k-NN). "
         "pair_rank: where the item's own other side ranks when it queries the other layer (1 = first). "
-        "Click a column header to sort." + (" " + " ".join(res.notes) if res.notes else "")))
+        "Click a column header to sort; pick a row to inspect its item on the map."
+        + (" " + " ".join(res.notes) if res.notes else "")))
     if keep is not None:
         selection_alignment(pair, keep, "the filtered items")
-    st.dataframe(t.drop(columns=["idx"]), hide_index=True, width="stretch", key="item_table",
+    st.session_state[TABLE_IDS] = list(t["item_id"])
+    st.dataframe(t.drop(columns=["idx"]), hide_index=True, width="stretch", key=TABLE_KEY, on_select="rerun",
+                 selection_mode="single-row",
                  column_config={"agreement": st.column_config.NumberColumn("agreement", format="%.2f")})
 
 

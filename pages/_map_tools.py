@@ -52,6 +52,19 @@ def _apply_chart_events(chart_key: str, pts) -> None:
             del st.query_params["box"]
 
 
+def _apply_table_pick() -> None:
+    """A new row picked in the per-item table becomes the focus item (the table lists the ids it showed
+    under :data:`pages._map_items.TABLE_IDS`); a cleared pick leaves the focus as it is."""
+    rows = _selection(st.session_state.get(_map_items.TABLE_KEY)).get("rows") or []
+    seen_key = f"_seen_{_map_items.TABLE_KEY}"
+    if rows == st.session_state.get(seen_key, []):
+        return
+    st.session_state[seen_key] = rows
+    ids = st.session_state.get(_map_items.TABLE_IDS) or []
+    if rows and 0 <= int(rows[0]) < len(ids):
+        st.session_state[FOCUS_KEY] = str(ids[int(rows[0])])
+
+
 def _focus_item(pts) -> str | None:
     """The focus item's id: a selectbox in the sidebar whose value a click sets and the URL (``focus``) keeps."""
     order = pts.drop_duplicates("idx").sort_values("idx")
@@ -81,6 +94,7 @@ def controls(pts, meta, dataset: str, result_id: str) -> dict:
     chart_key = f"embedding_map_{result_id}"  # a selection belongs to one map
     own_params("box", "focus")
     _apply_chart_events(chart_key, pts)
+    _apply_table_pick()
     st.sidebar.markdown("**Explore**")
     query = pick_text("Search captions, metadata or item id", param="q", container=st.sidebar,
                       help="every caption of each item and every metadata value, case-insensitive; matches are "

@@ -140,3 +140,15 @@ def test_a_compared_layer_without_a_stored_map_gives_its_command(store, monkeypa
     at = page(store, monkeypatch, {"linked": "1", "cmp": "vid-f1", "cmpl": "2"})
     assert len(at.get("vega_lite_chart")) == 1
     assert any(c.value.endswith("--dataset tools --model vid --layer 2") for c in at.code)
+
+
+def test_a_row_picked_in_the_table_becomes_the_inspected_item(store, monkeypatch):
+    at = page(store, monkeypatch)
+    third = item_rows(at)["item_id"].iloc[2]
+    at.session_state["item_table"] = {"selection": {"rows": [2], "columns": []}}
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert at.selectbox(key="pick_focus").value == third and at.query_params["focus"] == third
+    # the focus can still be changed elsewhere while the row stays picked
+    at.selectbox(key="pick_focus").set_value("clip09").run()
+    assert at.query_params["focus"] == "clip09"
