@@ -96,21 +96,18 @@ def controls(pts, meta, dataset: str, result_id: str) -> dict:
     _apply_chart_events(chart_key, pts)
     _apply_table_pick()
     st.sidebar.markdown("**Explore**")
-    query = pick_text("Search captions, metadata or item id", param="q", container=st.sidebar,
-                      help="every caption of each item and every metadata value, case-insensitive; matches are "
-                           "ringed in black and listed under the map")
-    regex = pick_flag("Regular expression", param="regex", container=st.sidebar,
-                      help="search with a Python regular expression (e.g. `angle (7|14)$`) instead of plain text")
     records = view(item_search.item_records, dataset)
+    query, regex = _search_box()
     keep = _map_items.filter_controls(records)
+    every = pts  # an item hidden by the filter can still be inspected (a link may name it)
     if keep is not None:
         pts = pts[pts["idx"].isin(keep)]
-    search = item_search.search_items(records, query, regex=regex, only=pts["idx"].unique())
+    search = item_search.search_items(records, query, regex=regex, only=pts["idx"].unique())  # items drawn
     if search.message:
         st.warning(md_escape(search.message))
     found = search.found
-    item = _focus_item(pts)
-    n_items = int(meta.get("n_items") or pts["idx"].nunique())
+    item = _focus_item(every)
+    n_items = int(meta.get("n_items") or every["idx"].nunique())
     k = pick_int("Neighbours (k)", 1, max(1, min(20, n_items - 1)), param="nk", default=5, container=st.sidebar)
     density = tools.use_density(len(pts), pick_flag(
         "Density view", param="density", container=st.sidebar,
@@ -120,21 +117,36 @@ def controls(pts, meta, dataset: str, result_id: str) -> dict:
         st.warning(md_escape(message))
         del st.query_params["box"]
     pair = _map_items.compare_controls(pts, dataset) if len(pts) else None
-    linked = _map_items.linked_flag(pair)
-    out = {"chart_key": chart_key, "points": pts, "keep": keep, "pair": pair, "linked": linked, "highlight": list(found["idx"]), "focus": [], "density": density, "found": found,
-           "query": query, "item": item, "video": None, "captions": [], "neighbours": [], "box": box, "in_box": tools.points_in_box(pts, box), "k": k,
-           "records": records, "dataset": dataset}
-    if item is not None and "run_id" in pts:
-        idx = int(pts.loc[pts["item_id"].astype(str) == item, "idx"].iloc[0])
-        items = view(views.items, dataset)
-        out["focus"] = [idx]
-        out["video"] = records.loc[records["idx"] == idx, "video"].iloc[0]
-        out["captions"] = list(records.loc[records["idx"] == idx, "captions"].iloc[0])
-        for (series, run_id, layer) in pts[["series", "run_id", "layer"]].drop_duplicates().itertuples(index=False):
-            nn = tools.neighbour_rows(view(views.neighbours, run_id, int(layer), idx, k), items)
-            out["neighbours"].append((series, nn))
-            out["focus"] += list(nn["idx"])
+    out = {"chart_key": chart_key, "points": pts, "keep": keep, "pair": pair, "linked": _map_items.linked_flag(pair),
+           "highlight": list(found["idx"]), "focus": [], "density": density, "found": found, "query": query,
+           "item": item, "video": None, "captions": [], "neighbours": [], "box": box,
+           "in_box": tools.points_in_box(pts, box), "k": k, "records": records, "dataset": dataset}
+    if item is not None and "run_id" in every:
+        _inspect(out, every, records, dataset, item, k)
     return out
+
+
+def _search_box() -> tuple[str, bool]:
+    """The search box and its regular-expression switch: ``(query, regex)``."""
+    query = pick_text("Search captions, metadata or item id", param="q", container=st.sidebar,
+                      help="every caption of each item and every metadata value, case-insensitive; matches are "
+                           "ringed in black and listed under the map")
+    regex = pick_flag("Regular expression", param="regex", container=st.sidebar,
+                      help="search with a Python regular expression (e.g. `angle (7|14)$`) instead of plain text")
+    return query, regex
+
+
+def _inspect(out: dict, every, records, dataset: str, item: str, k: int) -> None:
+    """The inspected item into ``out``: its ``video`` and ``captions``, and its k nearest items in each
+    series of the map (``neighbours``; ``focus``: the item's ``idx`` then theirs, ringed red)."""
+    idx = int(every.loc[every["item_id"].astype(str) == item, "idx"].iloc[0])
+    items = view(views.items, dataset)
+    row = records[records["idx"] == idx].iloc[0]
+    out.update(focus=[idx], video=row["video"], captions=list(row["captions"]))
+    for (series, run_id, layer) in every[["series", "run_id", "layer"]].drop_duplicates().itertuples(index=False):
+        nn = tools.neighbour_rows(view(views.neighbours, run_id, int(layer), idx, k), items)
+        out["neighbours"].append((series, nn))
+        out["focus"] += list(nn["idx"])
 
 
 def panels(state: dict) -> None:

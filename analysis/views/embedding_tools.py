@@ -223,7 +223,7 @@ def explore_chart(points: pd.DataFrame, *, colour: str = "series", kind: str = "
     item, ringed wider, then its neighbours) ringed in red, ``marked`` (a selection made on another map)
     ringed in orange; ``selectable=False`` draws no selections (a linked map follows the main one). ``density``: binned counts (:func:`density_cells`) instead
     of points, the rings still drawn; a click then selects nothing (no point is drawn). ``box``
-    ``(x0, x1, y0, y1)`` (a box from the link) is outlined dashed."""
+    ``(x0, x1, y0, y1)`` (a box from the link) is outlined dashed, within the points' extent."""
     alt = _alt()
     pick = alt.selection_point(name=PICK, fields=["idx"], on="click", clear="dblclick")
     brush = alt.selection_interval(name=BOX, encodings=["x", "y"])
@@ -267,8 +267,11 @@ def explore_chart(points: pd.DataFrame, *, colour: str = "series", kind: str = "
             layers.append(alt.Chart(ring).mark_point(size=size, filled=False, strokeWidth=2, color=colour_ring)
                           .encode(x=x, y=y, tooltip=[alt.Tooltip("item_id:N", title="item"),
                                                      alt.Tooltip("caption:N", title="caption")]))
-    if box is not None:
-        x0, x1, y0, y1 = box
+    if box is not None and len(points):
+        # the outline is clipped to the points' extent: it shares the map's scales, and a box from a
+        # hand-edited link (say ±1e9) would otherwise shrink every point into one
+        x0, x1 = np.clip(box[:2], points["x"].min(), points["x"].max())
+        y0, y1 = np.clip(box[2:], points["y"].min(), points["y"].max())
         layers.append(alt.Chart(pd.DataFrame({"x": [x0], "x2": [x1], "y": [y0], "y2": [y1]})).mark_rect(
             fill=None, stroke="#555", strokeDash=[4, 3]).encode(x=x, x2="x2:Q", y=y, y2="y2:Q"))
     return alt.layer(*layers).properties(height=height)

@@ -72,3 +72,26 @@ def test_a_box_dragged_after_a_click_keeps_the_clicked_item(server, browser):
     wait_done(browser, "Embedding map", charts=True)
     shoot(browser, "map-selection-drag-after-click")
     assert url_params(browser).get("focus") == [focus]
+
+
+def test_the_linked_map_and_the_item_table_draw_beside_and_under_the_map(server, browser):
+    from selenium.webdriver.common.by import By
+
+    query = urllib.parse.urlencode({"dataset": "tools", "map": "vid · video L3", "frames": "0", "linked": "1",
+                                    "focus": "clip04", "box": "-1e9,1e9,-1e9,1e9", "ff": "shade",
+                                    "fv": "red"}, safe="")
+    query += "&fv=blue"
+    browser.get(f"{server}/embedding_map?{query}")
+    wait_done(browser, "Embedding map", charts=True)
+    charts = [c for s in page_sections(browser) for c in s["charts"] if c["svg"]]
+    assert len(charts) == 2
+    (left, right) = charts[0]["box"], charts[1]["box"]
+    assert left[0] + left[2] <= right[0] + 1 and abs(left[1] - right[1]) < 80  # side by side
+    body = browser.find_element(By.TAG_NAME, "body").text
+    assert "Alignment on this selection" in body and "Alignment on the filtered items" in body
+    assert "Items: where the layers disagree" in body
+    # clip04 (green) is hidden by the filter and still inspected; the link's ±1e9 box leaves the points spread
+    assert "unknown item" not in body and "Nearest 5 items to clip04" in body
+    xs = [m["box"][0] for m in charts[0]["marks"] if m["kind"] == "symbol" and m["box"][2] > 0]
+    assert max(xs) - min(xs) > left[2] / 2
+    shoot(browser, "map-selection-linked")
