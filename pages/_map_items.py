@@ -36,11 +36,12 @@ def _run_text(r) -> str:
     return f"{r['model']} · {r['modality']} · {budget_text(r)}"
 
 
-def compare_controls(pts, dataset: str) -> dict | None:
+def compare_controls(pts, dataset: str, *, sampled: bool = False) -> dict | None:
     """The layer pair of the per-item table: A is the map's (first) series, B a run and layer picked in
     the sidebar (default: a two-sided map's other side, else another model's largest run at its last
-    layer). ``{"a": (run, layer), "b": (run, layer), "a_text", "b_text", "k"}``; None when the map's
-    points do not name their runs."""
+    layer). ``{"a": (run, layer), "b": (run, layer), "a_text", "b_text", "k", "only"}`` (``only``: the
+    map's items when the map is a sample of a large dataset, the table's items then); None when the
+    map's points do not name their runs."""
     if "run_id" not in pts:
         return None
     series = pts[["run_id", "layer"]].drop_duplicates().itertuples(index=False)
@@ -59,14 +60,15 @@ def compare_controls(pts, dataset: str) -> dict | None:
     n = int(pts["idx"].nunique())
     k = pick_int("Agreement k", 1, max(1, min(50, n - 1)), param="ak", default=min(10, max(1, n - 1)),
                  container=st.sidebar, help="neighbours per item compared between the two layers")
-    return {"a": (run_a, layer_a), "b": (run_b, int(layer_b)), "k": k,
+    only = tuple(sorted(int(i) for i in pts["idx"].unique())) if sampled else None
+    return {"a": (run_a, layer_a), "b": (run_b, int(layer_b)), "k": k, "only": only,
             "a_text": f"{_run_text(by_id[run_a])} L{layer_a}", "b_text": f"{_run_text(by_id[run_b])} L{layer_b}"}
 
 
 def table_panel(pair: dict, dataset: str, keep: set | None) -> None:
     """The per-item table of the pair, restricted to the filtered items, sortable by any column."""
     (ra, la), (rb, lb) = pair["a"], pair["b"]
-    res = view(item_table.item_table, dataset, ra, la, rb, lb, pair["k"])
+    res = view(item_table.item_table, dataset, ra, la, rb, lb, pair["k"], pair["only"])
     t = res.table if keep is None else res.table[res.table["idx"].isin(keep)]
     st.markdown(f"**Items: where the layers disagree** — {md_escape(pair['a_text'])} vs "
                 f"{md_escape(pair['b_text'])}, outliers first")

@@ -116,7 +116,7 @@ def controls(pts, meta, dataset: str, result_id: str) -> dict:
     if message:
         st.warning(md_escape(message))
         del st.query_params["box"]
-    pair = _map_items.compare_controls(pts, dataset) if len(pts) else None
+    pair = _map_items.compare_controls(every, dataset, sampled=bool(meta.get("sampled"))) if len(every) else None
     out = {"chart_key": chart_key, "points": pts, "keep": keep, "pair": pair, "linked": _map_items.linked_flag(pair),
            "highlight": list(found["idx"]), "focus": [], "density": density, "found": found, "query": query,
            "item": item, "video": None, "captions": [], "neighbours": [], "box": box,

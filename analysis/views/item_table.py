@@ -52,13 +52,16 @@ def _run(con, run_id: str) -> dict:
     return rows.iloc[0].to_dict()
 
 
-def _layers(con, run_a, layer_a, run_b, layer_b):
-    """The two layers on the items both runs hold: ``(A, B, idx)``, rows aligned by item."""
+def _layers(con, run_a, layer_a, run_b, layer_b, only=None):
+    """The two layers on the items both runs hold (and ``only`` names, when given): ``(A, B, idx)``,
+    rows aligned by item."""
     from analysis.storage.store import load_layer
 
     A, ia = load_layer(con, run_a, int(layer_a), with_idx=True)
     B, ib = load_layer(con, run_b, int(layer_b), with_idx=True)
     common = np.intersect1d(ia, ib)
+    if only is not None:
+        common = np.intersect1d(common, np.asarray(list(only), dtype=common.dtype))
     pa = {int(i): p for p, i in enumerate(ia)}
     pb = {int(i): p for p, i in enumerate(ib)}
     return (A[[pa[int(i)] for i in common]].astype(np.float64), B[[pb[int(i)] for i in common]].astype(np.float64),
@@ -112,15 +115,18 @@ def _probe_columns(con, dataset: str, run_id: str, idx: np.ndarray) -> tuple[dic
     return cols, notes
 
 
-def item_table(con, dataset: str, run_a: str, layer_a: int, run_b: str, layer_b: int, k: int = 10) -> ItemTable:
-    """One row per item both layers hold: ``idx, item_id, caption`` (the first), ``agreement``
+def item_table(con, dataset: str, run_a: str, layer_a: int, run_b: str, layer_b: int, k: int = 10,
+               only: tuple | None = None) -> ItemTable:
+    """One row per item both layers hold (``only``: among these item ``idx`` alone, neighbours searched
+    among them: a sampled map's items, so a page never searches a huge dataset): ``idx, item_id,
+    caption`` (the first), ``agreement``
     (:func:`analysis.methods.item_scores.item_agreement`, NaN on a collapsed layer), ``pair_rank``
     (1 = its own pair retrieved first; only for one model's two sides in a shared space) and one
     ``probe <field> (L<best>)`` column per field the probes study stored for ``run_a`` (True: its
     k-NN probe at the best layer gets the item right). Sorted outliers first: lowest agreement, then
     worst rank."""
     ra, rb = _run(con, run_a), _run(con, run_b)
-    A, B, idx = _layers(con, run_a, layer_a, run_b, layer_b)
+    A, B, idx = _layers(con, run_a, layer_a, run_b, layer_b, only)
     n = len(idx)
     k = int(max(1, min(int(k), n - 1)))
     items = _df(con, "SELECT idx, item_id, captions FROM items WHERE dataset = ? ORDER BY idx", [dataset])
@@ -136,7 +142,8 @@ def item_table(con, dataset: str, run_a: str, layer_a: int, run_b: str, layer_b:
         table["pair_rank"] = ranks
     else:
         notes.append(why)
-    probes, probe_notes = _probe_columns(con, dataset, run_a, idx)
+    probes, probe_notes = _probe_columns(con, dataset, run_a, idx) if only is None else ({}, [
+        "no probe verdicts on a sample of the items (a probe votes among all of them)"])
     for name, col in probes.items():
         table[name] = col
     notes += probe_notes

@@ -110,3 +110,14 @@ def test_the_default_comparison_is_the_other_side_else_another_models_last_layer
     assert views.default_comparison(runs, [("a-2", 1)]) == ("c-1", 6)  # the last run of another model
     assert views.default_comparison(runs[runs["model"] == "a"], [("a-2", 2)]) == ("a-2", 1)  # one model only
     assert views.default_comparison(runs[runs["model"] == "a"], [("a-2", 0)]) == ("a-2", 0)
+
+
+def test_a_sample_of_the_items_searches_neighbours_among_it(labelled):
+    path, arrays = labelled
+    A, B = arrays["vis-4"][2], arrays["txt-1"][1]
+    only = tuple(range(1, len(A), 3))
+    res = read(path, views.item_table, "toy", "vis-4", 2, "txt-1", 1, k=3, only=only)
+    la, lb = sk_lists(A[list(only)], 3), sk_lists(B[list(only)], 3)
+    want = {f"item{i}": len(a & b) / 3 for i, a, b in zip(only, la, lb)}
+    assert dict(zip(res.table["item_id"], res.table["agreement"])) == pytest.approx(want)
+    assert not [c for c in res.table if c.startswith("probe ")] and any("sample" in n for n in res.notes)
