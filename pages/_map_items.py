@@ -1,8 +1,8 @@
 """The Embedding map page's item-level tools, rendered: a filter by a metadata field, the layer pair
 the per-item table compares (the map's layer and another run's layer), the sortable per-item table
 (outliers first) and a selection's alignment with its chance level. Every value lives in the URL
-(``ff``, ``fv``, ``cmp``, ``cmpl``, ``ak``, ``linked``); the compared layer's map beside this one. The logic is in :mod:`analysis.views.item_table` and
-:mod:`analysis.views.item_search`."""
+(``ff``, ``fv``, ``cmp``, ``cmpl``, ``ak``, ``linked``); the compared layer's map beside this one.
+The logic is in :mod:`analysis.views.item_table` and :mod:`analysis.views.item_search`."""
 
 import streamlit as st
 

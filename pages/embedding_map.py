@@ -25,8 +25,9 @@ THUMB_CAP = 200
 st.title("Embedding map")
 st.caption("UMAP (or PCA, t-SNE) of one layer of one run, or of a model's video and text sides together where they "
            "share a space: clusters, outliers and the modality gap as points. Hover a point for its item, caption and "
-           "a frame; search items by caption or id in the sidebar; click a point for its neighbours; drag a box to list "
-           "and export its items. Computed by `layerscope analyze` (cosine geometry, exact k-NN graph, fixed seed); "
+           "a frame; search every caption and metadata value, or filter by a field, in the sidebar; click a point for "
+           "its frames and neighbours; drag a box to list and export its items; the table under the map lists the "
+           "items two layers disagree on. Computed by `layerscope analyze` (cosine geometry, exact k-NN graph, fixed seed); "
            "two-sided maps also by PCA and t-SNE, as TARA pictures the gap.")
 require_store()
 dataset = dataset_picker()

@@ -221,7 +221,8 @@ def explore_chart(points: pd.DataFrame, *, colour: str = "series", kind: str = "
     units), with a click selection :data:`PICK` (by ``idx``) and a drag selection :data:`BOX` (on x
     and y); ``highlight`` (item ``idx``, e.g. search matches) ringed in black, ``focus`` (a clicked
     item, ringed wider, then its neighbours) ringed in red, ``marked`` (a selection made on another map)
-    ringed in orange; ``selectable=False`` draws no selections (a linked map follows the main one). ``density``: binned counts (:func:`density_cells`) instead
+    ringed in orange; ``selectable=False`` draws no selections (a linked map follows the main one).
+    ``density``: binned counts (:func:`density_cells`) instead
     of points, the rings still drawn; a click then selects nothing (no point is drawn). ``box``
     ``(x0, x1, y0, y1)`` (a box from the link) is outlined dashed, within the points' extent."""
     alt = _alt()
