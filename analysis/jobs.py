@@ -14,7 +14,7 @@ dashboard never recomputes everything with different settings.
 
 Status (``status.json``)::
 
-    {"id": str, "kind": "analyze" | "import", "state": "running" | "done" | "error" | "cancelled",
+    {"id": str, "kind": "analyze" | "import" | "map", "state": "running" | "done" | "error" | "cancelled",
      "step": str,            # what the job is doing now, e.g. "analysing (the store's settings: k=10, ...)"
      "message": str,         # the last log line, or the result when done, or the one-line error
      "lines": int,           # log lines so far
@@ -40,7 +40,10 @@ import sys
 import time
 from pathlib import Path
 
-KINDS = ("analyze", "import")
+KINDS = ("analyze", "import", "map")
+#: what a map job's ``request`` names (``layerscope map``'s options; see
+#: :func:`analysis.studies.embedding_map.request_map`)
+MAP_REQUEST = ("dataset", "model", "layer", "side", "method")
 REPO = Path(__file__).resolve().parents[1]
 #: seconds a started child may take to write its first status before the job counts as failed
 STARTUP_S = 60.0
@@ -191,18 +194,27 @@ def _start_lock(root: Path):
             fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
 
 
-def start(store, kind: str, *, csv: bytes | None = None, jobs: int | None = None) -> dict:
+def start(store, kind: str, *, csv: bytes | None = None, jobs: int | None = None,
+          request: dict | None = None) -> dict:
     """Start a background job on ``store`` and return its first status at once.
 
-    ``kind``: ``"analyze"`` (what ``layerscope analyze --store STORE`` does, with the store's settings)
-    or ``"import"`` (``layerscope downstream import`` of the ``csv`` bytes, then analyze). ``jobs``: worker
-    processes for the analysis (default 1: the dashboard's machine stays responsive). When a job is
-    already running on this store, that job's status is returned and nothing new starts.
+    ``kind``: ``"analyze"`` (what ``layerscope analyze --store STORE`` does, with the store's settings),
+    ``"import"`` (``layerscope downstream import`` of the ``csv`` bytes, then analyze) or ``"map"`` (what
+    ``layerscope map`` does with ``request``: :data:`MAP_REQUEST`, dataset, model and layer required).
+    ``jobs``: worker processes for the analysis (default 1: the dashboard's machine stays responsive).
+    When a job is already running on this store, that job's status is returned and nothing new starts.
     """
     if kind not in KINDS:
         raise ValueError(f"unknown job kind {kind!r}; expected one of {', '.join(KINDS)}")
     if kind == "import" and not csv:
         raise ValueError("an import job needs the CSV's bytes")
+    if kind == "map":
+        request = dict(request or {})
+        unknown = sorted(set(request) - set(MAP_REQUEST))
+        missing = [k for k in ("dataset", "model", "layer") if request.get(k) is None]
+        if unknown or missing:
+            raise ValueError(f"a map job needs {', '.join(MAP_REQUEST[:3])} (and may name side, method): "
+                             f"missing {', '.join(missing) or 'none'}, unknown {', '.join(unknown) or 'none'}")
     store = Path(store).absolute()  # the child runs in the repository: a relative path would name another file
     root = jobs_dir(store)
     root.mkdir(parents=True, exist_ok=True)
@@ -217,6 +229,8 @@ def start(store, kind: str, *, csv: bytes | None = None, jobs: int | None = None
         job_dir = root / job_id
         job_dir.mkdir()
         spec = {"id": job_id, "kind": kind, "store": str(Path(store).resolve()), "jobs": int(jobs or 1)}
+        if kind == "map":
+            spec["request"] = request
         if csv:
             (job_dir / "upload.csv").write_bytes(csv)
             spec["csv"] = str((job_dir / "upload.csv").resolve())  # the child runs in another folder
@@ -278,6 +292,8 @@ def run(job_dir) -> int:
         from analysis.studies import analyze_store, stored_settings
 
         store = spec["store"]
+        if spec["kind"] == "map":
+            return _run_map(store, spec["request"], st, step, log)
         if spec["kind"] == "import":
             from analysis.storage.downstream_import import import_downstream
 
@@ -302,6 +318,20 @@ def run(job_dir) -> int:
     finally:
         _write_json(job_dir / "status.json", st)
         log_file.close()
+
+
+def _run_map(store, request: dict, st: dict, step, log) -> int:
+    """A map job's work: one map computed and kept (:func:`analysis.studies.embedding_map.request_map`)."""
+    from analysis.studies.embedding_map import request_map
+
+    r = dict(request)
+    step(f"computing the {r.get('method') or 'umap'} map of {r['model']} layer {r['layer']} on {r['dataset']}")
+    out = request_map(store, log=log, **r)
+    text = (f"map {out['subject']} {'computed' if out['computed'] else 'already current'}"
+            + (f"; no picture: {out['reason']}" if out.get("reason") else ""))
+    st.update(state="done", step="done", finished=time.time(), eta_s=None, message=text)
+    log(text)
+    return 0
 
 
 def main(argv=None) -> int:

@@ -1,15 +1,18 @@
-"""The Embedding map page's tools (issue #33), rendered: search by caption or item id, a clicked item's
-neighbours at the map's layer (with thumbnails), a box selection listed and exported, the density view.
-Every value lives in the URL (``q``, ``focus``, ``nk``, ``box``, ``density``); a click or a drag on the
-map writes it there. The logic is in :mod:`analysis.views.embedding_tools`."""
+"""The Embedding map page's tools, rendered: search over every caption and metadata value (a regular
+expression on request), a clicked item's neighbours at the map's layer (with thumbnails), a box
+selection listed and exported, the density view. Every value lives in the URL (``q``, ``regex``,
+``focus``, ``nk``, ``box``, ``density``); a click or a drag on the map writes it there. The logic is in
+:mod:`analysis.views.embedding_tools` and :mod:`analysis.views.item_search`."""
 
 import streamlit as st
 
 from analysis import views
 from analysis.views import embedding_tools as tools
+from analysis.views import item_search
 from analysis.views import md_escape
 from pages._shared import own_params, pick_flag, pick_int, view
-from pages._tools import neighbour_table, pick_text
+from pages import _map_items
+from pages._tools import frame_strip, neighbour_table, pick_text
 
 #: the focus selectbox's empty choice
 NO_ITEM = "(none)"
@@ -29,13 +32,15 @@ def _selection(state) -> dict:
 
 def _apply_chart_events(chart_key: str, pts) -> None:
     """A new click on the map becomes the focus item, a new drag the URL box, each only when its own
-    part of the chart's selection changed (a drag keeps the clicked item); a cleared part clears its
-    value. The URL wins until the chart changes."""
+    part of the chart's selection changed; a cleared part clears its value. A drag ends in a click on
+    the chart's background, which empties the point selection in the same event: a new box with an
+    emptied click keeps the clicked item. The URL wins until the chart changes."""
     sel = _selection(st.session_state.get(chart_key))
     seen_key = f"_seen_{chart_key}"
     seen = st.session_state.get(seen_key, {})
     st.session_state[seen_key] = sel
-    if sel.get(tools.PICK) != seen.get(tools.PICK):
+    dragged = sel.get(tools.BOX) != seen.get(tools.BOX) and bool(sel.get(tools.BOX))
+    if sel.get(tools.PICK) != seen.get(tools.PICK) and not (dragged and not sel.get(tools.PICK)):
         clicked = tools.picked_items(sel, pts)
         ids = dict(zip(pts["idx"], pts["item_id"]))
         st.session_state[FOCUS_KEY] = str(ids[clicked[-1]]) if clicked else NO_ITEM
@@ -45,6 +50,19 @@ def _apply_chart_events(chart_key: str, pts) -> None:
             st.query_params["box"] = tools.box_param(box)
         elif "box" in st.query_params:
             del st.query_params["box"]
+
+
+def _apply_table_pick() -> None:
+    """A new row picked in the per-item table becomes the focus item (the table lists the ids it showed
+    under :data:`pages._map_items.TABLE_IDS`); a cleared pick leaves the focus as it is."""
+    rows = _selection(st.session_state.get(_map_items.TABLE_KEY)).get("rows") or []
+    seen_key = f"_seen_{_map_items.TABLE_KEY}"
+    if rows == st.session_state.get(seen_key, []):
+        return
+    st.session_state[seen_key] = rows
+    ids = st.session_state.get(_map_items.TABLE_IDS) or []
+    if rows and 0 <= int(rows[0]) < len(ids):
+        st.session_state[FOCUS_KEY] = str(ids[int(rows[0])])
 
 
 def _focus_item(pts) -> str | None:
@@ -68,18 +86,28 @@ def _focus_item(pts) -> str | None:
 
 
 def controls(pts, meta, dataset: str, result_id: str) -> dict:
-    """The sidebar's tools and what they select: ``{"chart_key", "highlight", "focus", "density",
-    "found", "query", "item", "neighbours", "box", "in_box"}`` (``highlight``/``focus``: item ``idx``
-    ringed on the map; ``neighbours``: one table per series of the map)."""
+    """The sidebar's tools and what they select: ``{"chart_key", "points", "keep", "pair", "highlight",
+    "focus", "density", "found", "query", "item", "neighbours", "box", "in_box", "k", "records"}``
+    (``points``: the map's points the metadata filter keeps; ``keep``: their ``idx``, None without a
+    filter; ``pair``: the per-item table's two layers; ``highlight``/``focus``: item ``idx`` ringed on
+    the map; ``neighbours``: one table per series of the map)."""
     chart_key = f"embedding_map_{result_id}"  # a selection belongs to one map
     own_params("box", "focus")
     _apply_chart_events(chart_key, pts)
+    _apply_table_pick()
     st.sidebar.markdown("**Explore**")
-    query = pick_text("Search caption or item id", param="q", container=st.sidebar,
-                      help="case-insensitive; matches are ringed in black and listed under the map")
-    found = tools.search_items(pts, query)
-    item = _focus_item(pts)
-    n_items = int(meta.get("n_items") or pts["idx"].nunique())
+    records = view(item_search.item_records, dataset)
+    query, regex = _search_box()
+    keep = _map_items.filter_controls(records)
+    every = pts  # an item hidden by the filter can still be inspected (a link may name it)
+    if keep is not None:
+        pts = pts[pts["idx"].isin(keep)]
+    search = item_search.search_items(records, query, regex=regex, only=pts["idx"].unique())  # items drawn
+    if search.message:
+        st.warning(md_escape(search.message))
+    found = search.found
+    item = _focus_item(every)
+    n_items = int(meta.get("n_items") or every["idx"].nunique())
     k = pick_int("Neighbours (k)", 1, max(1, min(20, n_items - 1)), param="nk", default=5, container=st.sidebar)
     density = tools.use_density(len(pts), pick_flag(
         "Density view", param="density", container=st.sidebar,
@@ -88,17 +116,37 @@ def controls(pts, meta, dataset: str, result_id: str) -> dict:
     if message:
         st.warning(md_escape(message))
         del st.query_params["box"]
-    out = {"chart_key": chart_key, "highlight": list(found["idx"]), "focus": [], "density": density, "found": found,
-           "query": query, "item": item, "neighbours": [], "box": box, "in_box": tools.points_in_box(pts, box), "k": k}
-    if item is not None and "run_id" in pts:
-        idx = int(pts.loc[pts["item_id"].astype(str) == item, "idx"].iloc[0])
-        items = view(views.items, dataset)
-        out["focus"] = [idx]
-        for (series, run_id, layer) in pts[["series", "run_id", "layer"]].drop_duplicates().itertuples(index=False):
-            nn = tools.neighbour_rows(view(views.neighbours, run_id, int(layer), idx, k), items)
-            out["neighbours"].append((series, nn))
-            out["focus"] += list(nn["idx"])
+    pair = _map_items.compare_controls(every, dataset, sampled=bool(meta.get("sampled"))) if len(every) else None
+    out = {"chart_key": chart_key, "points": pts, "keep": keep, "pair": pair, "linked": _map_items.linked_flag(pair),
+           "highlight": list(found["idx"]), "focus": [], "density": density, "found": found, "query": query,
+           "item": item, "video": None, "captions": [], "neighbours": [], "box": box,
+           "in_box": tools.points_in_box(pts, box), "k": k, "records": records, "dataset": dataset}
+    if item is not None and "run_id" in every:
+        _inspect(out, every, records, dataset, item, k)
     return out
+
+
+def _search_box() -> tuple[str, bool]:
+    """The search box and its regular-expression switch: ``(query, regex)``."""
+    query = pick_text("Search captions, metadata or item id", param="q", container=st.sidebar,
+                      help="every caption of each item and every metadata value, case-insensitive; matches are "
+                           "ringed in black and listed under the map")
+    regex = pick_flag("Regular expression", param="regex", container=st.sidebar,
+                      help="search with a Python regular expression (e.g. `angle (7|14)$`) instead of plain text")
+    return query, regex
+
+
+def _inspect(out: dict, every, records, dataset: str, item: str, k: int) -> None:
+    """The inspected item into ``out``: its ``video`` and ``captions``, and its k nearest items in each
+    series of the map (``neighbours``; ``focus``: the item's ``idx`` then theirs, ringed red)."""
+    idx = int(every.loc[every["item_id"].astype(str) == item, "idx"].iloc[0])
+    items = view(views.items, dataset)
+    row = records[records["idx"] == idx].iloc[0]
+    out.update(focus=[idx], video=row["video"], captions=list(row["captions"]))
+    for (series, run_id, layer) in every[["series", "run_id", "layer"]].drop_duplicates().itertuples(index=False):
+        nn = tools.neighbour_rows(view(views.neighbours, run_id, int(layer), idx, k), items)
+        out["neighbours"].append((series, nn))
+        out["focus"] += list(nn["idx"])
 
 
 def panels(state: dict) -> None:
@@ -107,10 +155,14 @@ def panels(state: dict) -> None:
         found = state["found"]
         st.markdown(f"**Search** — {len(found)} item(s) match “{md_escape(state['query'])}” (ringed in black)")
         if len(found):
-            st.dataframe(found[["item_id", "caption"]], hide_index=True, width="stretch", key="search_results")
+            st.dataframe(found[["item_id", "caption", "matched"]], hide_index=True, width="stretch",
+                         key="search_results")
     if state["item"] is not None:
         st.markdown(f"**Nearest {state['k']} items to {md_escape(state['item'])}** (ringed in red) — cosine in the "
                     "stored embedding space at the map's layer, not distance on the map")
+        if state["captions"]:
+            st.caption(" · ".join(md_escape(c) for c in state["captions"]))  # every caption, whole
+        frame_strip(state["video"])
         for series, nn in state["neighbours"]:
             st.caption(md_escape(series))
             neighbour_table(nn, key=f"nn_{series}")
@@ -118,8 +170,16 @@ def panels(state: dict) -> None:
         sel = state["in_box"]
         st.markdown(f"**Box selection** — {len(sel)} point(s), {sel['idx'].nunique() if len(sel) else 0} item(s)")
         if len(sel):
-            st.dataframe(sel[tools.EXPORT_COLUMNS], hide_index=True, width="stretch", key="box_items")
-            st.download_button("Download selection (CSV)", tools.selection_csv(sel), file_name="map_selection.csv",
-                               mime="text/csv", key="dl_selection")
+            rows = tools.selection_table(sel, state["records"])  # every caption whole, metadata, run, layer
+            st.dataframe(rows, hide_index=True, width="stretch", key="box_items")
+            st.download_button("Download selection (CSV)", rows.to_csv(index=False).encode("utf-8"),
+                               file_name="map_selection.csv", mime="text/csv", key="dl_selection")
+            if state["pair"] is not None:
+                _map_items.selection_alignment(state["pair"], sel["idx"].unique())
     elif not state["density"]:
-        st.caption("Drag on the map to select a box of points; click a point for its neighbours (double-click clears).")
+        st.caption("Drag on the map to select a box of points; click a point for its neighbours (double-click clears). "
+                   "No lasso: Vega-Lite, which draws the map, has point and box selections only (Streamlit offers a "
+                   "lasso on Plotly charts, and Plotly is not installed with LayerScope).")
+    if state["pair"] is not None:
+        _map_items.table_panel(state["pair"], state["dataset"], state["keep"])
+

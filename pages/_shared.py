@@ -360,7 +360,7 @@ def reproducibility(run_ids, params: dict | None = None):
 
 def _job_line(job: dict):
     """One line on a background job: what it does now, or its result, or its one-line error."""
-    what = "import and analysis" if job.get("kind") == "import" else "analysis"
+    what = {"import": "import and analysis", "map": "map"}.get(job.get("kind"), "analysis")
     end = job.get("finished") or time.time()
     took = f"{end - float(job.get('started') or end):.0f} s"
     if job["state"] == "running":
@@ -389,16 +389,18 @@ def _live_job(path: str, job_id: str):
         st.rerun(scope="app")
 
 
-def background_job(kind: str, label: str, *, csv: bytes | None = None, help=None) -> dict | None:
-    """A button that starts ``kind`` (``"analyze"`` or ``"import"`` of ``csv``) as a background job on the
-    store (:mod:`analysis.jobs`: a subprocess with the store's own analysis settings), and the store's
-    latest job: live progress while it runs, then its result or its error in one line."""
+def background_job(kind: str, label: str, *, csv: bytes | None = None, help=None,
+                   request: dict | None = None) -> dict | None:
+    """A button that starts ``kind`` (``"analyze"``, ``"import"`` of ``csv``, or ``"map"`` of ``request``)
+    as a background job on the store (:mod:`analysis.jobs`: a subprocess with the store's own analysis
+    settings), and the store's latest job: live progress while it runs, then its result or its error in
+    one line."""
     path = store_path()
     job = jobs.latest(path)
     running = job is not None and job["state"] == "running"
     if st.button(label, key=f"job_{kind}", disabled=running or (kind == "import" and not csv), help=help):
         try:
-            jobs.start(path, kind, csv=csv)
+            jobs.start(path, kind, csv=csv, request=request)
         except (ValueError, OSError) as exc:
             st.error(md_escape(f"Could not start the job: {jobs.one_line(exc)}"))
             return job

@@ -5,6 +5,7 @@ from analysis.methods.embedding_map import sample_items
 from analysis.views import embedding_tools as tools
 from analysis.views import map_command, md_escape
 from pages._shared import (
+    background_job,
     dataset_picker,
     download_data,
     pick,
@@ -15,7 +16,7 @@ from pages._shared import (
     view,
 )
 from pages._tools import thumbnails
-from pages import _map_tools
+from pages import _map_items, _map_tools
 
 #: items that get a frame thumbnail on hover (one first-frame decode each; more are sampled)
 THUMB_CAP = 200
@@ -24,8 +25,9 @@ THUMB_CAP = 200
 st.title("Embedding map")
 st.caption("UMAP (or PCA, t-SNE) of one layer of one run, or of a model's video and text sides together where they "
            "share a space: clusters, outliers and the modality gap as points. Hover a point for its item, caption and "
-           "a frame; search items by caption or id in the sidebar; click a point for its neighbours; drag a box to list "
-           "and export its items. Computed by `layerscope analyze` (cosine geometry, exact k-NN graph, fixed seed); "
+           "a frame; search every caption and metadata value, or filter by a field, in the sidebar; click a point for "
+           "its frames and neighbours; drag a box to list and export its items; the table under the map lists the "
+           "items two layers disagree on. Computed by `layerscope analyze` (cosine geometry, exact k-NN graph, fixed seed); "
            "two-sided maps also by PCA and t-SNE, as TARA pictures the gap.")
 require_store()
 dataset = dataset_picker()
@@ -71,25 +73,34 @@ else:
     two_sided = meta["kind"] == "pair"
     connect = two_sided and pick_flag("Connect each item's two points", param="links", container=st.sidebar)
     tools_state = _map_tools.controls(pts, meta, dataset, row["result_id"])  # search, density, the clicked item, the box
+    pts = tools_state["points"]  # the items the metadata filter keeps
     chart = tools.explore_chart(pts, colour=colour, kind=meta["fields"].get(colour, "nominal"), two_sided=two_sided,
                                 connect=connect, tooltip_fields=[t.split(":")[0] for t in tooltip],
                                 highlight=tools_state["highlight"], focus=tools_state["focus"],
                                 density=tools_state["density"], box=tools_state["box"])
-    st.altair_chart(chart, width="stretch", key=tools_state["chart_key"], on_select="rerun",
-                    selection_mode=tools.selection_modes(tools_state["density"]))
+    here, beside = st.columns(2) if tools_state["linked"] else (st, None)
+    if beside is not None:
+        here.markdown(f"**{md_escape(tools_state['pair']['a_text'])}**")
+    here.altair_chart(chart, width="stretch", key=tools_state["chart_key"], on_select="rerun",
+                      selection_mode=tools.selection_modes(tools_state["density"]))
+    if beside is not None:
+        _map_items.linked_map(beside, tools_state, dataset, method)
     how = {"umap": f"UMAP n_neighbors={meta['n_neighbors']}, min_dist={meta['min_dist']}, seed={meta['seed']}",
            "pca": "PCA of the unit rows (first two components)",
            "tsne": f"t-SNE (sklearn, seed={meta['seed']})"}[meta["method"]]
-    notes = [f"{len(pts)} points; {how}; {meta['why']}"]
+    drawn = mp["points"]
+    notes = [f"{len(drawn)} points; {how}; {meta['why']}"]
+    if tools_state["keep"] is not None:
+        notes.append(f"the filter shows {pts['idx'].nunique()} of {drawn['idx'].nunique()} items")
     if meta.get("sampled"):
-        notes.append(f"a seeded sample of {len(pts) // len(meta['models'])} of {meta['n_items']} items")
+        notes.append(f"a seeded sample of {len(drawn) // len(meta['models'])} of {meta['n_items']} items")
     if meta.get("n_duplicates"):
         notes.append(f"{meta['n_duplicates']} point(s) duplicate others and are drawn on top of them")
     if meta["kind"] == "pair":
         notes.append(views.gap_text(view(views.map_modality_gap, meta["dataset"], tuple(meta["run_ids"]),
                                                 tuple(int(x) for x in meta["layers"]))))
     st.caption(md_escape("; ".join(notes)))
-    download_data(pts.drop(columns=[c for c in ("image",) if c in pts]), "embedding_map")
+    download_data(tools.selection_table(pts, tools_state["records"]), "embedding_map")  # every caption, all metadata
     _map_tools.panels(tools_state)
 
 with st.expander("Map another layer"):
@@ -105,7 +116,11 @@ with st.expander("Map another layer"):
         layer = c3.number_input("Layer", 0, n_layers - 1, n_layers - 1, key="other_layer")
         other_method = st.radio("Method", list(METHOD_NAMES), format_func=METHOD_NAMES.get, horizontal=True,
                                 key="other_method")
-        st.caption("The dashboard only reads the store, and a first UMAP takes up to half a minute, so maps are "
-                   "computed from the command line; refresh this page when it is done (later `analyze` runs keep "
-                   "the map current).")
+        st.caption("The page itself only reads the store: the map is computed in a background process (a first "
+                   "UMAP takes up to half a minute) and appears in the Map picker when it is done; later "
+                   "`analyze` runs keep it current. The same from the command line:")
         st.code(map_command(store_path(), dataset, model, int(layer), side, other_method), language="bash")
+        background_job("map", "Compute this map in the background",
+                       request={"dataset": dataset, "model": model, "layer": int(layer), "side": side,
+                                "method": other_method},
+                       help="one map with the store's saved settings (seed, clamp), in a subprocess")

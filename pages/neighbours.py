@@ -6,7 +6,7 @@ from analysis.methods.grid_compare import budget_text
 from analysis.views import choose, md_escape
 from analysis.views.embedding_tools import neighbour_rows
 from pages._shared import dataset_picker, pick, pick_int, pick_many, require_store, url_list, view
-from pages._tools import neighbour_table
+from pages._tools import frame_strip, neighbour_table
 
 st.title("Neighbours")
 st.caption("An item's nearest items in each model's space at a chosen layer, and which neighbours the spaces share.")
@@ -22,16 +22,7 @@ idx = int(items.loc[items["item_id"] == item, "idx"].iloc[0])
 k = pick_int("k", 1, min(20, max(1, len(items) - 1)), param="k", default=5, container=st.sidebar)
 row = items[items["idx"] == idx].iloc[0]
 st.markdown(f"**{md_escape(item)}** — " + " · ".join(md_escape(c) for c in row["captions"][:3]))
-if isinstance(row["video"], str):  # a text-only dataset's items are their captions
-    try:
-        from PIL import Image
-
-        from precompute.video import read_video, sample_indices
-
-        strip = [Image.fromarray(f) for f in read_video(row["video"], lambda T: sample_indices(T, 6)).frames]
-        st.image(strip, width=96)
-    except Exception as exc:  # the video may live on another machine than the store
-        st.caption(md_escape(f"frames unavailable: {exc}"))
+frame_strip(row["video"])  # a text-only dataset's items are their captions: no strip
 
 labels = view(views.model_labels)
 layer_names = view(views.run_layer_names, dataset)  # {run_id: {index: "default" / "joint"}}

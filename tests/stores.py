@@ -601,6 +601,18 @@ def tools_captions(i: int) -> str:
     return f"A {TOOLS_WORDS[i % 3]} ball number {i}"
 
 
+def tools_second_caption(i: int) -> str:
+    """Item ``i``'s second caption in :func:`write_map_tools_store`, which no run embeds (a video map
+    shows the first): long, so a map's shortened caption never holds its end."""
+    return "seen " + "from far away " * 12 + f"as a wooden cube at angle {7 * i}"
+
+
+def tools_metadata(i: int) -> dict:
+    """Item ``i``'s metadata in :func:`write_map_tools_store`."""
+    return {"shade": TOOLS_WORDS[i % 3].lower(), "speed": 0.5 + 0.25 * i, "lane": i % 3,
+            "note": "[x](javascript:alert(1)) *" if i == 0 else f"n{i % 2}", "tags": [f"t{i % 4}", "toy"]}
+
+
 def tools_vectors(run: str, n_layers: int) -> np.ndarray:
     """The ``(L, N, d)`` embeddings of one run of :func:`write_map_tools_store` (a test's brute-force
     neighbours read these, not the store)."""
@@ -617,9 +629,10 @@ def tools_video(path, i: int) -> str:
 
 
 def write_map_tools_store(path) -> None:
-    """Dataset ``tools`` of :data:`TOOLS_N` items with metadata ``shade`` (3 levels), ``speed`` (a float,
-    all values distinct), ``lane`` (an integer, 3 values: numeric) and ``note`` (Markdown and a
-    ``javascript:`` link, hostile text), videos by :func:`tools_video`; a video model ``vid`` at two
+    """Dataset ``tools`` of :data:`TOOLS_N` items with two captions (:func:`tools_captions`,
+    :func:`tools_second_caption`) and metadata (:func:`tools_metadata`) ``shade`` (3 levels), ``speed`` (a float,
+    all values distinct), ``lane`` (an integer, 3 values: numeric), ``note`` (Markdown and a
+    ``javascript:`` link, hostile text) and ``tags`` (a list), videos by :func:`tools_video`; a video model ``vid`` at two
     budgets (n_f 1 and 2) and a text model ``txt``; analysed with k=3, 5 resamples and the default
     embedding maps (seconds, no model)."""
     from pathlib import Path
@@ -632,9 +645,8 @@ def write_map_tools_store(path) -> None:
         Image.new("RGB", (8, 8), (40 * (i % 6), 120, 200)).save(folder / "000.png")
     w = StoreWriter(path)
     try:
-        items = [Item(i, f"clip{i:02d}", tools_video(path, i), [tools_captions(i)],
-                      metadata={"shade": TOOLS_WORDS[i % 3].lower(), "speed": 0.5 + 0.25 * i, "lane": i % 3,
-                                "note": "[x](javascript:alert(1)) *" if i == 0 else f"n{i % 2}"})
+        items = [Item(i, f"clip{i:02d}", tools_video(path, i), [tools_captions(i), tools_second_caption(i)],
+                      metadata=tools_metadata(i))
                  for i in range(TOOLS_N)]
         w.put_dataset("tools", Manifest("tools.jsonl", items))
     finally:

@@ -119,6 +119,19 @@ def embedding_map_points(con, result_id) -> dict:
     return {"points": points, "meta": meta, "reason": None}
 
 
+def map_of_layer(con, dataset: str, run_id: str, layer: int, method: str = "umap") -> str | None:
+    """The result id of the stored one-sided map of ``run_id``'s layer ``layer`` by ``method`` (a map
+    stored before methods existed is UMAP), or None when the store holds none (or only its reason)."""
+    if not has_table(con, "result_studies"):
+        return None
+    for r in R.read_studies(con, current=True, study="embedding_map", dataset=dataset):
+        p = r["payload"]
+        if (list(p.get("run_ids") or []) == [run_id] and [int(x) for x in p.get("layers") or []] == [int(layer)]
+                and (p.get("method") or "umap") == method and not p.get("reason")):
+            return r["result_id"]
+    return None
+
+
 def map_command(store_path: str, dataset: str, model: str, layer, side: str = "auto", method: str = "umap") -> str:
     """The command that computes a map the dashboard does not hold (the dashboard never writes)."""
     import shlex

@@ -1,4 +1,4 @@
-"""The embedding map's exploring tools (issue #33): search by caption or item id, a clicked point's
+"""The embedding map's exploring tools: search (:mod:`analysis.views.item_search`), a clicked point's
 neighbours, a box selection listed and exported, colour by any metadata field (categorical or
 numeric), and a density view for large N. Plain functions, no Streamlit: the page turns widget and
 chart-selection values into calls of these.
@@ -18,6 +18,7 @@ import pandas as pd
 
 from analysis.views.charts import _alt
 from analysis.views.embedding_map import TOOLTIP_TITLES, embedding_map_points, flatten_metadata
+from analysis.views.item_search import MAX_QUERY, clean_query, value_text  # noqa: F401  (the search's text rules)
 from analysis.views.store_info import _df
 
 #: the map's point selection (a click) and interval selection (a drag) as Vega-Lite params
@@ -26,8 +27,6 @@ PICK, BOX = "pick", "box"
 DENSITY_THRESHOLD = 5000
 #: the density view's most cells per axis
 DENSITY_BINS = 40
-#: a search text longer than this is cut (a pasted paragraph is not a query)
-MAX_QUERY = 200
 
 
 # ------------------------------------------------------------------------------------------ metadata
@@ -77,26 +76,6 @@ def map_points_for_tools(con, result_id) -> dict:
         pts["layer"] = pts["series"].map(lambda s: by[s][1])
     meta["fields"] = dict(sorted(fields.items()))
     return {"points": pts, "meta": meta, "reason": None}
-
-
-# ------------------------------------------------------------------------------------------ search
-def clean_query(text) -> str:
-    """A search text as matched: stripped, control characters dropped, at most :data:`MAX_QUERY` long."""
-    text = "".join(ch for ch in str(text or "") if ch.isprintable())
-    return text.strip()[:MAX_QUERY]
-
-
-def search_items(points: pd.DataFrame, query) -> pd.DataFrame:
-    """The items whose id or caption contains ``query`` (case-insensitive, a literal substring: no
-    regular expression, so hostile text only matches itself): one row per item, ``idx, item_id,
-    caption``, in item order; empty for an empty query."""
-    q = clean_query(query).casefold()
-    cols = ["idx", "item_id", "caption"]
-    if not q or points.empty:
-        return pd.DataFrame(columns=cols)
-    hit = (points["item_id"].astype(str).str.casefold().str.contains(q, regex=False)
-           | points["caption"].astype(str).str.casefold().str.contains(q, regex=False))
-    return points.loc[hit, cols].drop_duplicates("idx").sort_values("idx").reset_index(drop=True)
 
 
 # ------------------------------------------------------------------------------------------ selections
@@ -163,14 +142,32 @@ def points_in_box(points: pd.DataFrame, box) -> pd.DataFrame:
     return points[inside]
 
 
-#: the columns of an exported selection
-EXPORT_COLUMNS = ["item_id", "caption", "series", "x", "y"]
+#: the first columns of an exported selection; ``caption_1`` ... and the metadata fields follow
+EXPORT_COLUMNS = ["item_id", "series", "run_id", "layer", "x", "y"]
 
 
-def selection_csv(points: pd.DataFrame) -> bytes:
-    """The selected points as CSV (one row per point: an item on a two-sided map has two):
-    :data:`EXPORT_COLUMNS` (map coordinates, which have no units)."""
-    return points[EXPORT_COLUMNS].to_csv(index=False).encode("utf-8")
+def selection_table(points: pd.DataFrame, records: pd.DataFrame) -> pd.DataFrame:
+    """The selected points as a table to list and export, one row per point (an item on a two-sided
+    map has two): :data:`EXPORT_COLUMNS` (``run_id``/``layer``: the run and layer the point's series
+    embeds; x, y are map coordinates, which have no units), then every caption of the item whole
+    (``caption_1``, ``caption_2``, ...; a map shows one, shortened) and every metadata field of
+    ``records`` (:func:`analysis.views.item_search.item_records`) as text, a field named like one of
+    the columns before it prefixed ``metadata_``; a field an item lacks is empty."""
+    info = records.set_index("idx")
+    out = pd.DataFrame({c: points[c].to_numpy() if c in points else None for c in EXPORT_COLUMNS})
+    captions = [list(info.at[int(i), "captions"]) for i in points["idx"]]
+    for n in range(max((len(c) for c in captions), default=0)):
+        out[f"caption_{n + 1}"] = [c[n] if n < len(c) else "" for c in captions]
+    metadata = [info.at[int(i), "metadata"] or {} for i in points["idx"]]
+    for field in sorted({f for md in metadata for f in md}):
+        name = f"metadata_{field}" if field in out.columns else field
+        out[name] = [value_text(md.get(field)) for md in metadata]
+    return out.reset_index(drop=True)
+
+
+def selection_csv(points: pd.DataFrame, records: pd.DataFrame) -> bytes:
+    """:func:`selection_table` as UTF-8 CSV."""
+    return selection_table(points, records).to_csv(index=False).encode("utf-8")
 
 
 # ------------------------------------------------------------------------------------------ density
@@ -218,17 +215,20 @@ def use_density(n_points: int, requested: bool) -> bool:
 # ------------------------------------------------------------------------------------------ chart
 def explore_chart(points: pd.DataFrame, *, colour: str = "series", kind: str = "nominal", two_sided: bool = False,
                   connect: bool = False, tooltip_fields=("series", "item_id", "caption"), highlight=(),
-                  focus=(), density: bool = False, box=None, height: int = 560):
+                  focus=(), marked=(), density: bool = False, box=None, height: int = 560, selectable: bool = True):
     """The embedding map with its tools (points coloured by
     ``colour``, a ``quantitative`` field on a continuous scale, no axes: UMAP coordinates have no
     units), with a click selection :data:`PICK` (by ``idx``) and a drag selection :data:`BOX` (on x
     and y); ``highlight`` (item ``idx``, e.g. search matches) ringed in black, ``focus`` (a clicked
-    item, ringed wider, then its neighbours) ringed in red. ``density``: binned counts (:func:`density_cells`) instead
+    item, ringed wider, then its neighbours) ringed in red, ``marked`` (a selection made on another map)
+    ringed in orange; ``selectable=False`` draws no selections (a linked map follows the main one).
+    ``density``: binned counts (:func:`density_cells`) instead
     of points, the rings still drawn; a click then selects nothing (no point is drawn). ``box``
-    ``(x0, x1, y0, y1)`` (a box from the link) is outlined dashed."""
+    ``(x0, x1, y0, y1)`` (a box from the link) is outlined dashed, within the points' extent."""
     alt = _alt()
     pick = alt.selection_point(name=PICK, fields=["idx"], on="click", clear="dblclick")
     brush = alt.selection_interval(name=BOX, encodings=["x", "y"])
+    params = [pick, brush] if selectable else []
     # UMAP coordinates have no origin: the scales fit the points, not zero
     x = alt.X("x:Q", title=None, axis=None, scale=alt.Scale(zero=False))
     y = alt.Y("y:Q", title=None, axis=None, scale=alt.Scale(zero=False))
@@ -242,7 +242,7 @@ def explore_chart(points: pd.DataFrame, *, colour: str = "series", kind: str = "
             y=alt.Y("y0:Q", title=None, axis=None, scale=alt.Scale(zero=False)), y2="y1:Q",
             color=alt.Color("count:Q", title="points per cell", scale=alt.Scale(scheme="blues", domainMin=0),
                             legend=alt.Legend(orient="bottom", format="d")),
-            tooltip=[alt.Tooltip("count:Q", title="points")]).add_params(brush))
+            tooltip=[alt.Tooltip("count:Q", title="points")]).add_params(*params[1:]))
     else:
         tips = [alt.Tooltip(f"{f}:{'Q' if f == colour and kind == 'quantitative' else 'N'}",
                             title=TOOLTIP_TITLES.get(f, f)) for f in tooltip_fields]
@@ -257,17 +257,22 @@ def explore_chart(points: pd.DataFrame, *, colour: str = "series", kind: str = "
         base = alt.Chart(points)
         if connect and two_sided:
             layers.append(base.mark_line(opacity=0.15, color="gray").encode(x=x, y=y, detail="idx:N"))
-        layers.append(base.mark_point(size=50, opacity=0.75, filled=True).encode(**encoding).add_params(pick, brush))
+        layers.append(base.mark_point(size=50, opacity=0.75, filled=True).encode(**encoding).add_params(*params))
     focus = list(focus)
-    # search matches in black, the clicked item (a wider ring) and its neighbours in red
-    for ids, colour_ring, size in ((highlight, "black", 220), (focus[1:], "#d62728", 220), (focus[:1], "#d62728", 480)):
+    # search matches in black, another map's selection in orange, the clicked item (a wider ring) and its
+    # neighbours in red
+    for ids, colour_ring, size in ((highlight, "black", 220), (list(marked), "#ff7f0e", 320),
+                                   (focus[1:], "#d62728", 220), (focus[:1], "#d62728", 480)):
         ring = points[points["idx"].isin(list(ids))] if len(ids) else points.iloc[0:0]
         if len(ring):
             layers.append(alt.Chart(ring).mark_point(size=size, filled=False, strokeWidth=2, color=colour_ring)
                           .encode(x=x, y=y, tooltip=[alt.Tooltip("item_id:N", title="item"),
                                                      alt.Tooltip("caption:N", title="caption")]))
-    if box is not None:
-        x0, x1, y0, y1 = box
+    if box is not None and len(points):
+        # the outline is clipped to the points' extent: it shares the map's scales, and a box from a
+        # hand-edited link (say ±1e9) would otherwise shrink every point into one
+        x0, x1 = np.clip(box[:2], points["x"].min(), points["x"].max())
+        y0, y1 = np.clip(box[2:], points["y"].min(), points["y"].max())
         layers.append(alt.Chart(pd.DataFrame({"x": [x0], "x2": [x1], "y": [y0], "y2": [y1]})).mark_rect(
             fill=None, stroke="#555", strokeDash=[4, 3]).encode(x=x, x2="x2:Q", y=y, y2="y2:Q"))
     return alt.layer(*layers).properties(height=height)

@@ -24,22 +24,9 @@ def points(n=12, seed=0, two_sided=False):
     return df
 
 
-@pytest.mark.parametrize("query", ["red", "RED", "clip1", "ball", "  Blue ", ".*", "[3](javascript", "(", "\x00red",
-                                   "nothing", ""])
-def test_search_is_a_case_insensitive_literal_substring(query):
-    pts = points(two_sided=True)
-    q = "".join(ch for ch in query if ch.isprintable()).strip().lower()
-    want = sorted({i for i, a, c in zip(pts["idx"], pts["item_id"], pts["caption"])
-                   if q and (q in a.lower() or q in c.lower())})
-    got = tools.search_items(pts, query)
-    assert list(got["idx"]) == want
-    assert got["idx"].is_unique  # one row per item, not per side of a two-sided map
-
-
 def test_a_long_query_is_cut_and_matches_nothing_harmful():
-    pts = points()
     assert tools.clean_query("x" * 1000) == "x" * tools.MAX_QUERY
-    assert tools.search_items(pts, "a" * 1000).empty
+    assert tools.clean_query("\x00red\n ") == "red"
 
 
 def test_clicked_points_become_items_on_the_map_only():
@@ -70,16 +57,41 @@ def test_the_box_url_text_keeps_every_point_inside():
     assert len(tools.points_in_box(pts, again)) == 50
 
 
-def test_the_exported_csv_holds_exactly_the_points_in_the_box():
-    pts = points(40, seed=1, two_sided=True)
+def item_records(pts):
+    """The items behind ``points``: two captions each (the map shows the first), metadata with a list."""
+    rows = pts.drop_duplicates("idx").sort_values("idx")
+    return pd.DataFrame({"idx": rows["idx"], "item_id": rows["item_id"],
+                         "captions": [[c, "a second caption, " * 20 + f"end {i}"] for i, c in zip(rows["idx"],
+                                                                                                  rows["caption"])],
+                         "metadata": [{"shape": "cube" if i % 2 else "disc", "tags": f"t{i}, toy",
+                                       **({"x": "clash"} if i == 0 else {})} for i in rows["idx"]]})
+
+
+def test_the_exported_csv_holds_exactly_the_points_in_the_box_with_every_caption_and_field():
+    pts = points(40, seed=1, two_sided=True).assign(run_id=lambda d: d["side"] + "-run", layer=1)
+    recs = item_records(pts)
     box = (-0.5, 0.7, -1.0, 0.4)
     want = [r for r in pts.itertuples() if box[0] <= r.x <= box[1] and box[2] <= r.y <= box[3]]
     assert 0 < len(want) < len(pts)
-    back = pd.read_csv(io.BytesIO(tools.selection_csv(tools.points_in_box(pts, box))))
-    assert list(back.columns) == ["item_id", "caption", "series", "x", "y"]
-    assert sorted(zip(back["item_id"], back["series"])) == sorted((r.item_id, r.series) for r in want)
-    assert set(back["caption"]) == {r.caption for r in want}  # Markdown in a caption is exported as text
+    back = pd.read_csv(io.BytesIO(tools.selection_csv(tools.points_in_box(pts, box), recs)), keep_default_na=False)
+    assert list(back.columns)[:8] == ["item_id", "series", "run_id", "layer", "x", "y", "caption_1", "caption_2"]
+    assert sorted(zip(back["item_id"], back["series"], back["run_id"])) == sorted(
+        (r.item_id, r.series, f"{r.side}-run") for r in want)
+    info = recs.set_index("item_id")
+    for row in back.itertuples():
+        caps = info.at[row.item_id, "captions"]
+        assert (row.caption_1, row.caption_2) == (caps[0], caps[1])  # whole, Markdown exported as text
+        assert row.shape == info.at[row.item_id, "metadata"]["shape"]
+        assert row.tags == info.at[row.item_id, "metadata"]["tags"]
     assert tools.points_in_box(pts, None).empty
+
+
+def test_a_metadata_field_named_like_a_column_keeps_both():
+    pts = points(3).assign(run_id="r", layer=2)
+    recs = item_records(pts)
+    back = pd.read_csv(io.BytesIO(tools.selection_csv(pts, recs)), keep_default_na=False)
+    assert list(back["x"]) == pytest.approx(list(pts["x"]))
+    assert list(back["metadata_x"]) == ["clash", "", ""]
 
 
 def test_numeric_metadata_keeps_number_fields_only():

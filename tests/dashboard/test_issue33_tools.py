@@ -83,6 +83,9 @@ def spec(at):
 
 
 NN_COLUMNS = ["rank", "frame", "item_id", "cosine", "caption"]
+#: a box selection's table: tests/dashboard/test_map_search_and_export.py checks its captions and metadata
+BOX_COLUMNS = ["item_id", "series", "run_id", "layer", "x", "y", "caption_1", "caption_2", "lane", "note", "shade",
+               "speed", "tags"]
 
 
 def assert_thumbnails(at, nn, store):
@@ -121,7 +124,7 @@ def test_search_results_equal_a_substring_filter(store, monkeypatch, query):
     at = page(store, monkeypatch, {"q": query})
     want = [f"clip{i:02d}" for i in range(TOOLS_N)
             if query.lower() in tools_captions(i).lower() or query.lower() in f"clip{i:02d}"]
-    got = frame_with(at, ["item_id", "caption"])
+    got = frame_with(at, ["item_id", "caption", "matched"])
     assert list(got["item_id"]) == want
     assert list(got["caption"]) == [tools_captions(int(i[4:])) for i in want]
     (_, marks) = spec(at)
@@ -162,13 +165,12 @@ def test_a_dragged_box_lists_exactly_its_points_and_offers_them_as_csv(store, st
     click(at, result_id, {"box": {"x": [box[1], box[0]], "y": [box[2], box[3]]}})
     want = sorted(f"clip{i:02d}" for i, (x, y) in xy.items() if box[0] <= x <= box[1] and box[2] <= y <= box[3])
     assert 0 < len(want) < TOOLS_N
-    listed = frame_with(at, ["item_id", "caption", "series", "x", "y"])
+    listed = frame_with(at, BOX_COLUMNS)
     assert sorted(listed["item_id"]) == want
     assert at.get("download_button")  # the CSV's content is tested in tests/analysis/test_embedding_tools.py
     assert [b for b in at.get("download_button") if "dl_selection" in b.proto.id]
     # the box is in the link, and the link alone gives the same list
-    again = frame_with(page(store, monkeypatch, {"box": at.query_params["box"]}),
-                       ["item_id", "caption", "series", "x", "y"])
+    again = frame_with(page(store, monkeypatch, {"box": at.query_params["box"]}), BOX_COLUMNS)
     assert sorted(again["item_id"]) == want
 
 
@@ -202,7 +204,8 @@ def test_hostile_links_are_inert(store, monkeypatch):
     markdown = " ".join(str(e.value) for e in list(at.markdown) + list(at.caption) + list(at.warning))
     assert "](javascript:" not in markdown and "<script>" not in markdown
     # the hostile caption of item 0 matches its own text literally, and only that
-    got = frame_with(page(store, monkeypatch, {"colour": "note", "q": "ball number 0"}), ["item_id", "caption"])
+    got = frame_with(page(store, monkeypatch, {"colour": "note", "q": "ball number 0"}),
+                     ["item_id", "caption", "matched"])
     assert list(got["item_id"]) == ["clip00"]
 
 

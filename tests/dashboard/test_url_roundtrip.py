@@ -57,6 +57,8 @@ ROUND_TRIPS = [
     ("neighbours", {**MS, "models": "vit-tiny"}, "slider", "nn_layer_vit-tiny", 2, "layers", "2"),
     ("neighbours", {**MS, "models": "llama-tiny"}, "selectbox", "nn_run_llama-tiny", "r1", "runs", "r1"),
     ("model_map", MS, "selectbox", "pick_dataset", "test_of_time", "dataset", "test_of_time"),
+    ("embedding_map", MS, "text_input", "pick_q", "shape0005", "q", "shape0005"),
+    ("embedding_map", {**MS, "q": "shape000[1-3]"}, "toggle", "pick_regex", True, "regex", "1"),
     ("temporal", MS, "selectbox", "pick_dataset", "test_of_time", "dataset", "test_of_time"),
     ("overview", {}, "selectbox", None, None, None, None),
 ]
@@ -75,20 +77,52 @@ def run_id(store, model, dataset="moving_shapes", n_captions=None, n_frames=None
     return row[0]
 
 
+def round_trip(store, monkeypatch, page, start, kind, key, value, param, text):
+    """Set the widget, check the URL's text, open that URL in a fresh session and see the same value."""
+    at = app(store, monkeypatch, page, start)
+    widget(at, kind, key).set_value(value).run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert as_list(at.query_params[param]) == as_list(text)
+    # the link as the browser now shows it, opened in a fresh session
+    again = app(store, monkeypatch, page, dict(at.query_params))
+    shown = widget(again, kind, key).value
+    assert (list(shown) if kind == "multiselect" else shown) == value
+    assert not [w.value for w in again.warning if "in the link" in w.value]
+
+
 @pytest.mark.parametrize("page,start,kind,key,value,param,text", [r for r in ROUND_TRIPS if r[3]],
                          ids=[f"{r[0]}-{r[5]}" for r in ROUND_TRIPS if r[3]])
 def test_control_round_trips_through_the_url(dashboard_store, monkeypatch, page, start, kind, key, value, param, text):
     if value == "r1":  # a run id is only known once the store exists: llama-tiny's smallest caption budget
         value = text = run_id(dashboard_store, "llama-tiny", n_captions=1)
-    at = app(dashboard_store, monkeypatch, page, start)
-    widget(at, kind, key).set_value(value).run()
-    assert not at.exception, [e.value for e in at.exception]
-    assert as_list(at.query_params[param]) == as_list(text)
-    # the link as the browser now shows it, opened in a fresh session
-    again = app(dashboard_store, monkeypatch, page, dict(at.query_params))
-    shown = widget(again, kind, key).value
-    assert (list(shown) if kind == "multiselect" else shown) == value
-    assert not [w.value for w in again.warning if "in the link" in w.value]
+    round_trip(dashboard_store, monkeypatch, page, start, kind, key, value, param, text)
+
+
+#: the Embedding map's item tools on the tools store (tests/stores.py), whose items carry metadata
+MAP_TOOLS = {"dataset": "tools", "map": "vid · video L3"}
+MAP_ROUND_TRIPS = [
+    ("selectbox", "pick_ff", "shade", "ff", "shade"),
+    ("multiselect", "pick_fv", ["red", "blue"], "fv", ["red", "blue"]),
+    ("selectbox", "pick_cmp", "vid-f1", "cmp", "vid-f1"),
+    ("slider", "pick_cmpl", 1, "cmpl", "1"),
+    ("slider", "pick_ak", 4, "ak", "4"),
+    ("toggle", "pick_linked", True, "linked", "1"),
+]
+
+
+@pytest.fixture(scope="module")
+def tools_store(tmp_path_factory):
+    from tests.stores import write_map_tools_store
+
+    path = tmp_path_factory.mktemp("roundtrip-tools") / "s.duckdb"
+    write_map_tools_store(path)
+    return path
+
+
+@pytest.mark.parametrize("kind,key,value,param,text", MAP_ROUND_TRIPS, ids=[r[3] for r in MAP_ROUND_TRIPS])
+def test_map_item_tool_round_trips_through_the_url(tools_store, monkeypatch, kind, key, value, param, text):
+    start = {**MAP_TOOLS, "ff": "shade"} if param == "fv" else MAP_TOOLS
+    round_trip(tools_store, monkeypatch, "embedding_map", start, kind, key, value, param, text)
 
 
 @pytest.mark.parametrize("page,params,fragment", [

@@ -1,0 +1,162 @@
+"""The Embedding map's per-item table: for each item, how far two chosen layers agree on its neighbours,
+where its own pair ranks in retrieval (two sides of one model's shared space), and whether the best
+layer's k-NN probe gets it right (where the probes study stored that field); outliers first. Also the
+layer pair's alignment on a selection of items, with its chance level. Plain functions, no Streamlit;
+the maths is :mod:`analysis.methods.item_scores`.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from analysis.methods import item_scores
+from analysis.methods.probes import categorical
+from analysis.metrics.retrieval import partner_ranks
+from analysis.storage import results as R
+from analysis.views.store_info import _df, has_table
+
+
+@dataclass(frozen=True)
+class ItemTable:
+    table: pd.DataFrame  #: one row per item both layers hold: idx, item_id, caption, agreement[, pair_rank][, probe …]
+    k: int  #: neighbours per item used (the asked k, at most n - 1)
+    chance: float  #: k / (n - 1): an unrelated pair's expected agreement
+    notes: list = field(default_factory=list)  #: sentences on what is missing and why
+
+
+def default_comparison(runs: pd.DataFrame, series: list[tuple[str, int]]) -> tuple[str, int]:
+    """The layer the per-item table compares a map's layer with when the link names none: a two-sided
+    map's other side; else the largest run (the last of ``runs``, ordered by model and budget as
+    :func:`analysis.views.runs_for_neighbours` orders them) of another model at its last layer, the
+    cross-model alignment the grids measure; else the same run's layer below (layer 0: itself).
+    ``series``: the map's ``(run_id, layer)`` pairs, the first being the table's own layer."""
+    if len(series) > 1:
+        return str(series[1][0]), int(series[1][1])
+    run_a, layer_a = series[0]
+    model = runs.loc[runs["run_id"] == run_a, "model"]
+    others = runs[runs["model"] != (model.iloc[0] if len(model) else None)]
+    if len(others):
+        last = others.iloc[-1]
+        return str(last["run_id"]), int(last["n_layers"]) - 1
+    return str(run_a), max(0, int(layer_a) - 1)
+
+
+def _run(con, run_id: str) -> dict:
+    rows = _df(con, "SELECT run_id, model, modality, dataset FROM runs WHERE run_id = ?", [run_id])
+    if rows.empty:
+        raise ValueError(f"no run {run_id!r} in this store")
+    return rows.iloc[0].to_dict()
+
+
+def _layers(con, run_a, layer_a, run_b, layer_b, only=None):
+    """The two layers on the items both runs hold (and ``only`` names, when given): ``(A, B, idx)``,
+    rows aligned by item."""
+    from analysis.storage.store import load_layer
+
+    A, ia = load_layer(con, run_a, int(layer_a), with_idx=True)
+    B, ib = load_layer(con, run_b, int(layer_b), with_idx=True)
+    common = np.intersect1d(ia, ib)
+    if only is not None:
+        common = np.intersect1d(common, np.asarray(list(only), dtype=common.dtype))
+    pa = {int(i): p for p, i in enumerate(ia)}
+    pb = {int(i): p for p, i in enumerate(ib)}
+    return (A[[pa[int(i)] for i in common]].astype(np.float64), B[[pb[int(i)] for i in common]].astype(np.float64),
+            common)
+
+
+def _rank_column(ra: dict, rb: dict, A, B) -> tuple[np.ndarray | None, str | None]:
+    """Each item's 1-based rank of its own pair, A's row querying B's rows, where the two runs are one
+    model's two sides of one width (a shared space); else None and why."""
+    if ra["model"] != rb["model"] or ra["modality"] == rb["modality"]:
+        return None, ("no rank in retrieval: the two layers are not one model's video and text sides, so they "
+                      "share no space to retrieve in")
+    if A.shape[1] != B.shape[1]:
+        return None, f"no rank in retrieval: the sides have widths {A.shape[1]} and {B.shape[1]} (no shared space)"
+    return partner_ranks(A, B) + 1, None
+
+
+def _probe_columns(con, dataset: str, run_id: str, idx: np.ndarray) -> tuple[dict, list[str]]:
+    """``{column: (n,) bool or None}`` per field the probes study stored for ``run_id``: the k-NN probe's
+    verdict at its best layer (an item without a label: None)."""
+    from analysis.storage.store import load_layer
+
+    if not has_table(con, "result_studies"):
+        return {}, []
+    cols, notes = {}, []
+    md = _df(con, "SELECT idx, metadata FROM items WHERE dataset = ? ORDER BY idx", [dataset])
+    meta = {int(i): (json.loads(m) if isinstance(m, str) else (m or {})) for i, m in zip(md["idx"], md["metadata"])}
+    for r in R.read_studies(con, current=True, study="probes", dataset=dataset):
+        p = r["payload"]
+        acc = (p.get("scores") or {}).get("knn_accuracy")
+        if p.get("run_id") != run_id or not acc:
+            continue
+        values = np.array([np.nan if v is None else v for v in acc["values"]], dtype=float)
+        if not np.isfinite(values).any():
+            notes.append(f"no k-NN probe verdicts on {p['field']}: no layer has a probe value")
+            continue
+        best = int(np.nanargmax(values))
+        from analysis.studies.probes import field_value
+
+        names = [categorical(field_value(meta.get(int(i)), p["field"])) for i in idx]
+        code = {c: n for n, c in enumerate(p["classes"])}
+        have = np.array([n in code for n in names])
+        X, ids = load_layer(con, run_id, best, with_idx=True)
+        pos = {int(i): q for q, i in enumerate(ids)}
+        rows = [pos[int(i)] for i, h in zip(idx, have) if h]
+        y = np.array([code[n] for n, h in zip(names, have) if h])
+        ok = item_scores.knn_probe_correct(X[rows], y, k=min(int(p["k"]), len(rows) - 1))
+        col = np.full(len(idx), None, dtype=object)
+        col[have] = ok
+        cols[f"probe {p['field']} (L{best})"] = col
+    return cols, notes
+
+
+def item_table(con, dataset: str, run_a: str, layer_a: int, run_b: str, layer_b: int, k: int = 10,
+               only: tuple | None = None) -> ItemTable:
+    """One row per item both layers hold (``only``: among these item ``idx`` alone, neighbours searched
+    among them: a sampled map's items, so a page never searches a huge dataset): ``idx, item_id,
+    caption`` (the first), ``agreement``
+    (:func:`analysis.methods.item_scores.item_agreement`, NaN on a collapsed layer), ``pair_rank``
+    (1 = its own pair retrieved first; only for one model's two sides in a shared space) and one
+    ``probe <field> (L<best>)`` column per field the probes study stored for ``run_a`` (True: its
+    k-NN probe at the best layer gets the item right). Sorted outliers first: lowest agreement, then
+    worst rank."""
+    ra, rb = _run(con, run_a), _run(con, run_b)
+    A, B, idx = _layers(con, run_a, layer_a, run_b, layer_b, only)
+    n = len(idx)
+    k = int(max(1, min(int(k), n - 1)))
+    items = _df(con, "SELECT idx, item_id, captions FROM items WHERE dataset = ? ORDER BY idx", [dataset])
+    info = items.set_index("idx")
+    table = pd.DataFrame({"idx": idx, "item_id": info.loc[idx, "item_id"].to_numpy(),
+                          "caption": [(list(c) or [""])[0] if c is not None else "" for c in info.loc[idx, "captions"]],
+                          "agreement": item_scores.item_agreement(A, B, k=k)})
+    notes = []
+    if not np.isfinite(table["agreement"]).all():
+        notes.append("no agreement: a layer is collapsed (every item at one point), so it has no neighbours")
+    ranks, why = _rank_column(ra, rb, A, B)
+    if ranks is not None:
+        table["pair_rank"] = ranks
+    else:
+        notes.append(why)
+    probes, probe_notes = _probe_columns(con, dataset, run_a, idx) if only is None else ({}, [
+        "no probe verdicts on a sample of the items (a probe votes among all of them)"])
+    for name, col in probes.items():
+        table[name] = col
+    notes += probe_notes
+    order = ["agreement"] + (["pair_rank"] if ranks is not None else [])
+    table = table.sort_values(order, ascending=[True] + [False] * (len(order) - 1), kind="stable")
+    return ItemTable(table.reset_index(drop=True), k, k / (n - 1), notes)
+
+
+def subset_alignment(con, run_a: str, layer_a: int, run_b: str, layer_b: int, items: tuple,
+                     k: int = 10) -> item_scores.SubsetAgreement:
+    """Mutual k-NN of the two layers on the items ``items`` (their ``idx``) alone, with its chance
+    level (:func:`analysis.methods.item_scores.subset_agreement`); items a run lacks are left out."""
+    A, B, idx = _layers(con, run_a, layer_a, run_b, layer_b)
+    pos = {int(i): p for p, i in enumerate(idx)}
+    rows = [pos[int(i)] for i in items if int(i) in pos]
+    return item_scores.subset_agreement(A, B, rows, k=k)
