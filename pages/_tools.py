@@ -15,7 +15,7 @@ def thumbnails(videos: tuple, where: str = "") -> tuple[dict, str | None]:
     """``{video: data URI}`` of each video's first frame, and a note when some could not be read
     (videos on another machine than the store: captions only); ``where`` says where frames would show
     (" on hover")."""
-    from precompute.video import poster_frame
+    from precompute.inputs.video import poster_frame
 
     out, failed, first_error = {}, 0, None
     for v in videos:

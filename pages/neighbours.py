@@ -26,7 +26,7 @@ if isinstance(row["video"], str):  # a text-only dataset's items are their capti
     try:
         from PIL import Image
 
-        from precompute.video import read_video, sample_indices
+        from precompute.inputs.video import read_video, sample_indices
 
         strip = [Image.fromarray(f) for f in read_video(row["video"], lambda T: sample_indices(T, 6)).frames]
         st.image(strip, width=96)

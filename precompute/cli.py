@@ -30,7 +30,8 @@ def build_parser() -> argparse.ArgumentParser:
     from analysis import cli as analysis
     from analysis import papers_cli as papers
 
-    from . import imported, recipes
+    from . import imported
+    from .inputs import recipes
 
     parser = argparse.ArgumentParser(
         prog="layerscope",
@@ -49,9 +50,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def cmd_precompute(args) -> int:
-    from .manifest import load_manifest
-    from .options import PrecomputeOptions
-    from .runner import run_precompute
+    from .inputs.manifest import load_manifest
+    from .batch.options import PrecomputeOptions
+    from .batch.runner import run_precompute
 
     manifest = load_manifest(args.manifest)
     options = PrecomputeOptions(
@@ -66,8 +67,8 @@ def cmd_precompute(args) -> int:
                modality=args.modality, options=options, progress=not args.quiet)
     if args.gpus_per_model is not None and not args.ray:
         raise UserError("--gpus-per-model only applies with --ray")
-    if args.ray:  # the same runs on a Ray cluster (precompute/ray_backend.py)
-        from .ray_backend import RaySession, ray_job
+    if args.ray:  # the same runs on a Ray cluster (precompute/batch/ray_backend.py)
+        from .batch.ray_backend import RaySession, ray_job
 
         with RaySession(args.ray) as session:
             summary = run_precompute(**job, job_cls=ray_job(session, gpus_per_model=args.gpus_per_model))
@@ -95,7 +96,7 @@ def _runs_store(args) -> str:
 
 
 def cmd_runs_rm(args) -> int:
-    from .manage import remove_runs
+    from .upkeep.manage import remove_runs
 
     out = remove_runs(_runs_store(args), args.run_ids, model=args.model)
     what = f"model {out['model']!r} and its " if out["model"] else ""
@@ -107,7 +108,7 @@ def cmd_runs_rm(args) -> int:
 
 
 def cmd_runs_rename(args) -> int:
-    from .manage import rename_model
+    from .upkeep.manage import rename_model
 
     out = rename_model(_runs_store(args), args.old, args.new)
     print(f"runs rename: {args.old!r} is now {args.new!r} ({out['runs']} run(s), {out['downstream']} downstream "
@@ -116,7 +117,7 @@ def cmd_runs_rename(args) -> int:
 
 
 def cmd_runs_tag(args) -> int:
-    from .manage import tag_runs
+    from .upkeep.manage import tag_runs
 
     remove = args.action == "untag"
     out = tag_runs(_runs_store(args), [args.run_id], args.tags, remove=remove)
@@ -173,8 +174,8 @@ def _csv(values) -> str:
 
 
 def _register_precompute(sub):
-    from .naming import NameAfterModel
-    from .options import DEFAULTS
+    from .adapters.naming import NameAfterModel
+    from .batch.options import DEFAULTS
 
     p = sub.add_parser("precompute", help="embed a dataset with models, every layer, into a DuckDB store",
                        formatter_class=argparse.RawDescriptionHelpFormatter, epilog=EPILOG)
@@ -272,7 +273,7 @@ def _register_precompute(sub):
 
 
 def cmd_models(args) -> int:
-    from .loaders import catalog
+    from .adapters.hooked import catalog
 
     rows = catalog()
     if args.json:
@@ -341,7 +342,7 @@ def _register_dashboard(sub):
 
 
 def cmd_merge(args) -> int:
-    from .merge import merge_stores
+    from .upkeep.merge import merge_stores
 
     out = merge_stores(args.store, args.sources, log=lambda m: print(m, file=sys.stderr))
     print(f"merge: {out['runs_merged']} sharded run(s) merged, {out['runs_copied']} copied, "
@@ -357,7 +358,7 @@ def _register_merge(sub):
 
 
 def cmd_migrate(args) -> int:
-    from .migrate import migrate_store
+    from .upkeep.migrate import migrate_store
 
     migrate_store(args.store)
     return 0

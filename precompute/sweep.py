@@ -72,7 +72,7 @@ import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .options import DEFAULTS
+from .batch.options import DEFAULTS
 
 DTYPES = ("float32", "bfloat16", "float16")
 
@@ -161,7 +161,7 @@ def _num(lo):
 
 
 def _frames(v):
-    from .runner import MAX_FRAMES
+    from .batch.runner import MAX_FRAMES
 
     err = _ints(v)
     if err is None and max(v) > MAX_FRAMES:
@@ -169,7 +169,7 @@ def _frames(v):
     return err
 
 
-#: what :func:`precompute.models.resolve_device` takes (whether that device exists is the run's to find out)
+#: what :func:`precompute.adapters.hf.resolve_device` takes (whether that device exists is the run's to find out)
 _DEVICE = re.compile(r"^(auto|cpu|cuda|cuda:\d+)$")
 
 
@@ -223,7 +223,7 @@ def _variants(v):
         else f"expected a list of distinct \"original\" / \"reversed\", got {v!r}"
 
 
-#: the [precompute] table's fields and their checks; defaults are :data:`precompute.options.DEFAULTS`
+#: the [precompute] table's fields and their checks; defaults are :data:`precompute.batch.options.DEFAULTS`
 PRECOMPUTE_FIELDS = {
     "frames": _frames, "captions": _ints, "variants": _variants, "batch_size": _int(1), "dtype": _one_of(*DTYPES),
     "device": _device, "image_mode": _one_of("frames", "first"), "caption_order": _one_of("first", "random"),
@@ -340,7 +340,7 @@ def load_sweep(path) -> Sweep:
     if precompute.get("cache_dir") and not Path(precompute["cache_dir"]).is_absolute():
         precompute["cache_dir"] = str(base / precompute["cache_dir"])
     models, seen = [], {}
-    from .models import store_name
+    from .adapters.hf import store_name
 
     for v, key, label in array("models", MODEL_FIELDS, ("source",)):
         source = v["source"]
@@ -419,9 +419,9 @@ def _size(n: int) -> str:
 def _probe(sweep: Sweep, m: ModelSpec):
     """The model's config-only adapter (no weights), errors pointing at the sweep file. A model that
     brings its own code is planned from its config JSON without running that code
-    (:class:`precompute.remote_code.RemoteCodeProbe`): the plan loads and runs nothing."""
-    from .loading import probe_model
-    from .remote_code import RemoteCodeProbe, remote_code_config
+    (:class:`precompute.adapters.remote_code.RemoteCodeProbe`): the plan loads and runs nothing."""
+    from .adapters.dispatch import probe_model
+    from .adapters.remote_code import RemoteCodeProbe, remote_code_config
 
     opts = sweep.model_options(m)
     try:
@@ -437,7 +437,7 @@ def _probe(sweep: Sweep, m: ModelSpec):
     except ValueError as exc:
         raise SweepError(f"{sweep.path}:{m.line}: models source {m.source!r}: {exc}") from None
     if opts["blocks"] and hasattr(probe, "config"):  # a transformers model: its skeleton shows the path
-        from .hooks import check_block_path
+        from .adapters.hooks import check_block_path
 
         why = check_block_path(probe.config, opts["blocks"])
         if why:
@@ -464,7 +464,7 @@ def _check_references(sweep: Sweep, known: set) -> None:
 def _stored_runs(store) -> list[dict]:
     from analysis.storage.store import connect
 
-    from .known_runs import stored_runs
+    from .batch.known_runs import stored_runs
 
     if not Path(store).exists():
         return []
@@ -485,11 +485,11 @@ def _fewer_captions_fix(fewest: int) -> str:
 def plan_sweep(sweep: Sweep, store) -> Plan:
     """Every run the sweep asks for and how much of it the store holds (no model is loaded).
 
-    A stored run matches a planned one by :func:`precompute.known_runs.match` (every identity field
+    A stored run matches a planned one by :func:`precompute.batch.known_runs.match` (every identity field
     the config tells, as ``layerscope precompute`` decides to skip a model)."""
-    from .known_runs import keep_unknown_revision, known_identity, match
-    from .manifest import load_manifest
-    from .runner import Precompute, check_text_only
+    from .batch.known_runs import keep_unknown_revision, known_identity, match
+    from .inputs.manifest import load_manifest
+    from .batch.runner import Precompute, check_text_only
 
     manifests = {}
     for d in sweep.datasets:
@@ -533,7 +533,7 @@ def plan_sweep(sweep: Sweep, store) -> Plan:
                 runs.append(PlannedRun(d.name, name, Precompute._label(p), n, n_done, status, left))
             if pair_done:
                 done_pairs.add((d.name, name))
-    from .remote_code import RemoteCodeProbe, cannot_know
+    from .adapters.remote_code import RemoteCodeProbe, cannot_know
 
     notes = [cannot_know(name) for name, (_, probe) in probes.items() if isinstance(probe, RemoteCodeProbe)]
     return Plan(runs, done_pairs, manifests, probes, notes)
@@ -575,12 +575,12 @@ def run_sweep(sweep: Sweep, store, *, ray: str | None = None, gpus_per_model: fl
 
     ``ray``: ``local`` / ``auto`` / an address (default: ``[ray] address`` of the file, else no Ray).
     A (dataset, model) pair whose runs are all in the store is skipped without loading the model;
-    the rest go through :func:`~precompute.runner.run_precompute`, which resumes unfinished runs.
+    the rest go through :func:`~precompute.batch.runner.run_precompute`, which resumes unfinished runs.
     Returns ``{"runs_computed", "runs_done_before", "pairs_skipped", "items_embedded",
     "analysis": analyze_store's dict or None, "seconds"}``."""
     from contextlib import nullcontext
 
-    from .runner import run_precompute
+    from .batch.runner import run_precompute
 
     log = log or (lambda msg: print(msg, file=sys.stderr, flush=True))
     t0 = time.perf_counter()
@@ -595,7 +595,7 @@ def run_sweep(sweep: Sweep, store, *, ray: str | None = None, gpus_per_model: fl
     a = sweep.analyze
     session = None
     if address and (todo or a.get("enabled", True)):
-        from .ray_backend import RaySession
+        from .batch.ray_backend import RaySession
 
         session = RaySession(address)
     with session or nullcontext():
@@ -603,7 +603,7 @@ def run_sweep(sweep: Sweep, store, *, ray: str | None = None, gpus_per_model: fl
             m = models[0][0]
             kwargs = {}
             if session is not None:
-                from .ray_backend import ray_job
+                from .batch.ray_backend import ray_job
 
                 kwargs["job_cls"] = ray_job(
                     session, gpus_per_model=sweep.ray.get("gpus_per_model") if gpus_per_model is None
@@ -621,7 +621,7 @@ def run_sweep(sweep: Sweep, store, *, ray: str | None = None, gpus_per_model: fl
 
             executor = None
             if session is not None:  # pairs scored in Ray tasks
-                from .ray_backend import analysis_executor
+                from .batch.ray_backend import analysis_executor
 
                 executor = analysis_executor(session)
             options = analyze_options(sweep, default_jobs())

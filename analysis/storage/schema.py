@@ -225,7 +225,7 @@ def embedding_tables(con: duckdb.DuckDBPyConnection) -> dict[int, str]:
             if n.startswith(EMBEDDING_PREFIX) and n[len(EMBEDDING_PREFIX):].isdigit()}
 
 
-#: Older schema versions ``layerscope migrate`` can upgrade (see precompute.migrate).
+#: Older schema versions ``layerscope migrate`` can upgrade (see precompute.upkeep.migrate).
 MIGRATABLE = (2, 3, 4)
 
 

@@ -12,9 +12,9 @@ from analysis.storage import results as R
 from analysis.storage.store import load_run
 from analysis.studies import analyze_store
 from analysis.views import caption_baseline as CB
-from precompute import tiny_models
+from precompute.synthetic import tiny_models
 from precompute.cli import main
-from precompute.manifest import ManifestError, load_manifest
+from precompute.inputs.manifest import ManifestError, load_manifest
 from tests.precompute.helpers import make_dataset
 from tests.reference import ref_mutual_knn
 
@@ -123,7 +123,7 @@ def test_a_manifest_without_long_captions_keeps_its_hash(tmp_path):
 def test_an_mllm_plans_its_long_caption_run_on_its_text_side_and_reads_the_long_caption(tmp_path):
     from types import SimpleNamespace
 
-    from precompute.runner import Precompute
+    from precompute.batch.runner import Precompute
 
     man = load_manifest(_with_long_captions(make_dataset(tmp_path, n=3)))
     job = Precompute(None, man, "toy", frames=[1], captions=[1], progress=False)

@@ -2,7 +2,7 @@
 
 ``layerscope precompute`` builds a :class:`PrecomputeOptions` from its flags, a sweep file from its
 ``[precompute]`` table (and each ``[[models]]`` override), and Python callers pass one (or keyword
-overrides) to :func:`precompute.runner.run_precompute`. The CLI's defaults, the sweep format's and the
+overrides) to :func:`precompute.batch.runner.run_precompute`. The CLI's defaults, the sweep format's and the
 runner's are all read from :data:`DEFAULTS`.
 """
 

@@ -16,12 +16,12 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from . import __version__
-from .manifest import Manifest
+from .. import __version__
+from ..inputs.manifest import Manifest
 from .options import DEFAULTS
-from .models import Adapter, ModelError, default_name, store_name
-from .loading import load_adapter, probe_model
-from .video import DecodedVideo, read_video, sample_indices
+from ..adapters.hf import Adapter, ModelError, default_name, store_name
+from ..adapters.dispatch import load_adapter, probe_model
+from ..inputs.video import DecodedVideo, read_video, sample_indices
 from .writer import StoreWriter, run_id_for
 
 #: Bumped when extraction changes numbers for the same inputs (part of every run id).
@@ -329,7 +329,7 @@ class Precompute:
 
     def all_done(self, probe, name: str) -> int:
         """The number of this model's planned runs when the store holds every one of them done (told
-        from the config alone, by the rule ``sweep plan`` uses: :mod:`precompute.known_runs`), else 0."""
+        from the config alone, by the rule ``sweep plan`` uses: :mod:`precompute.batch.known_runs`), else 0."""
         from .known_runs import keep_unknown_revision, known_identity, match, stored_runs
 
         known = known_identity(probe)
@@ -681,14 +681,14 @@ def run_precompute(*, store, manifest, dataset, models, names=None, modality=Non
                    out=None, job_cls=None, unused_mllm_flags: str = "refuse", **overrides) -> Summary:
     """Library entry of ``layerscope precompute``: validate everything, then run every model.
 
-    ``options``: a :class:`~precompute.options.PrecomputeOptions` (default: its defaults), with
+    ``options``: a :class:`~precompute.batch.options.PrecomputeOptions` (default: its defaults), with
     keyword ``overrides`` of its fields on top. ``job_cls``: the :class:`Precompute` (sub)class or
-    factory doing the work (default :class:`Precompute`; :class:`precompute.ray_backend.RayPrecompute`
+    factory doing the work (default :class:`Precompute`; :class:`precompute.batch.ray_backend.RayPrecompute`
     spreads it over Ray). ``unused_mllm_flags``: ``--prompt``/``--prompt-template`` given when no model
     is an MLLM are refused (``"refuse"``), or only noted (``"note"``: a sweep's flags cover all its models)."""
     options = (options or DEFAULTS).with_overrides(**overrides).kwargs()
     t0 = time.perf_counter()
-    from .naming import resolve_names
+    from ..adapters.naming import resolve_names
 
     names = resolve_names(list(models), names)  # one per model, None where not named
     _check_names(dataset, models, names, options.get("random_init", False))
@@ -696,7 +696,7 @@ def run_precompute(*, store, manifest, dataset, models, names=None, modality=Non
     # config is read (no weights): a bad spec or a caption shortfall is reported before anything runs
     job = (job_cls or Precompute)(None, manifest, dataset, progress=progress, out=out, **options)
     if job.trust:  # before the probes below import any model's own code
-        from .remote_code import remote_code_config, warning_line
+        from ..adapters.remote_code import remote_code_config, warning_line
 
         for spec in models:
             if remote_code_config(spec) is not None:

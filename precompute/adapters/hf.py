@@ -17,7 +17,7 @@ import numpy as np
 import torch
 
 from .model_info import ModelInfo
-from .video import clip_indices
+from ..inputs.video import clip_indices
 
 #: Video families transformers exposes with hidden_states: model_type -> pooling
 VIDEO_TYPES = {"videomae": "mean", "timesformer": "cls", "vivit": "cls", "vjepa2": "mean", "xclip": "cls"}
@@ -180,7 +180,7 @@ def local_revision(path: Path) -> str:
 
 
 def default_name(spec: str) -> str:
-    """Store name without ``--name``: :func:`precompute.naming.default_name`."""
+    """Store name without ``--name``: :func:`precompute.adapters.naming.default_name`."""
     from .naming import default_name as name
 
     return name(spec)
@@ -287,7 +287,7 @@ class Adapter:
 
     #: the vision tower takes a clip's frames as a batch of images (X-CLIP); see FRAME_TOWER_TYPES
     frame_tower = False
-    #: a sentence-transformers folder's own head (precompute.sentence_head), which makes ``default``
+    #: a sentence-transformers folder's own head (precompute.adapters.sentence_head), which makes ``default``
     st_head = None
     #: how the ``default`` layer was made (runs record it as ``default_pooling``)
     default_pooling = ("the model's own output: pooler_output (not a dense BERT/ViT pooler), "
@@ -343,7 +343,7 @@ class Adapter:
                                  "pass --trust-remote-code to run that code") from None
             first = (str(exc).strip().splitlines() or [""])[0]
             raise ModelError(f"cannot load a model config from {spec!r}{hint}: {first}") from None
-        #: "hidden_states" (transformers' own outputs) or "hooks" (precompute.hooks on the block list)
+        #: "hidden_states" (transformers' own outputs) or "hooks" (precompute.adapters.hooks on the block list)
         self.extraction = "hidden_states"
         if _is_remote_type(self.config) or blocks:
             self.extraction = "hooks"
@@ -384,9 +384,9 @@ class Adapter:
         return cfg
 
     def planned_sentence_head(self):
-        """The :class:`~precompute.sentence_head.SentenceHead` of a local sentence-transformers text
+        """The :class:`~precompute.adapters.sentence_head.SentenceHead` of a local sentence-transformers text
         folder, read from its JSON alone (``sweep plan`` matches runs on it), else None; raises
-        :class:`~precompute.sentence_head.HeadError` for a head LayerScope cannot reproduce."""
+        :class:`~precompute.adapters.sentence_head.HeadError` for a head LayerScope cannot reproduce."""
         from .sentence_head import read_head
 
         if self.modality != "text" or not (self.is_local and Path(self.source).is_dir()):
@@ -395,7 +395,7 @@ class Adapter:
 
     def default_of(self, out, mask):
         """``(B, d)`` ``default`` layer from a forward's output: a sentence-transformers head on the
-        last hidden state (what ``encode()`` returns), else :func:`~precompute.hooks.default_output`."""
+        last hidden state (what ``encode()`` returns), else :func:`~precompute.adapters.hooks.default_output`."""
         from .hooks import default_output
 
         if self.st_head is not None:

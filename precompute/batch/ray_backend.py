@@ -1,15 +1,15 @@
 """Precompute on a Ray cluster: decoding and preprocessing on CPU actors, forwards on model actors, one writer.
 
-The driver plans exactly as a local run (:class:`~precompute.runner.Precompute`: same run ids,
+The driver plans exactly as a local run (:class:`~precompute.batch.runner.Precompute`: same run ids,
 same batches, same resume point) and writes every batch itself, in order, through the one
-:class:`~precompute.writer.StoreWriter` (:meth:`Precompute._commit`, shared with the local path);
+:class:`~precompute.batch.writer.StoreWriter` (:meth:`Precompute._commit`, shared with the local path);
 only the work between "batch planned" and "vectors back" moves to Ray:
 
 - ``Decoder`` actors (1 CPU each) decode videos, sample frames and assemble captions
   (:meth:`Precompute.batch_inputs`), then apply the model's preprocessing
-  (:func:`~precompute.runner.model_inputs` on :meth:`Adapter.preprocessor`, the loaded adapter
+  (:func:`~precompute.batch.runner.model_inputs` on :meth:`Adapter.preprocessor`, the loaded adapter
   without its weights, fetched once per decoder and model). Each keeps a
-  :class:`~precompute.runner.FrameCache` for the whole job, so a video is decoded once for all
+  :class:`~precompute.batch.runner.FrameCache` for the whole job, so a video is decoded once for all
   budgets and models, as locally; batch ``b`` of every run goes to decoder ``b mod n`` so it hits.
 - ``ModelActor`` actors load the model once (``--gpus-per-model`` GPUs each) and run forwards on
   the prepared tensors; with several replicas batches go round robin. Both kinds restart when their
@@ -148,7 +148,7 @@ def _decoder_class(ray):
             self.preprocessors = {}
 
         def prepare(self, p, batch, image_mode, key, boxed):
-            """``(inputs, notes)``: a :class:`~precompute.models.Prepared` for the model actor, or
+            """``(inputs, notes)``: a :class:`~precompute.adapters.hf.Prepared` for the model actor, or
             ``(kind, raw, item_ids)`` when the model's preprocessing could not be shipped (``boxed``
             is ``[None]``; the actor then applies it). ``boxed = [ref]`` keeps Ray from fetching the
             preprocessor on every call: it is fetched once per actor and model."""
@@ -176,7 +176,7 @@ def _model_class(ray):
         def __init__(self, spec, load_options: dict, threads: int | None, kill: str | None):
             import threading
 
-            from .loading import load_adapter
+            from ..adapters.dispatch import load_adapter
 
             if threads:
                 import torch
@@ -202,7 +202,7 @@ def _model_class(ray):
             return {"info": a.info(), "prompts": prompts, "device": str(a.device), "run_config": a.run_config()}
 
         def preprocessor(self):
-            """The adapter without its weights (:meth:`~precompute.models.Adapter.preprocessor`)."""
+            """The adapter without its weights (:meth:`~precompute.adapters.hf.Adapter.preprocessor`)."""
             return self.adapter.preprocessor()
 
         def embed(self, inputs, image_mode):
@@ -302,7 +302,7 @@ class RayPrecompute(Precompute):
         described = ray.get([a.describe.remote() for a in actors])
         for d in described:
             if "error" in d:
-                from .models import ModelError
+                from ..adapters.hf import ModelError
 
                 raise ModelError(d["error"])
         try:  # the weightless adapter, fetched by the decoders once each
@@ -387,7 +387,7 @@ def _plain_error(ray, exc):
 
 
 def ray_job(session: RaySession, **ray_options):
-    """A ``job_cls`` for :func:`~precompute.runner.run_precompute` running on ``session``."""
+    """A ``job_cls`` for :func:`~precompute.batch.runner.run_precompute` running on ``session``."""
     def make(*args, **kwargs):
         return RayPrecompute(*args, session=session, **ray_options, **kwargs)
     return make

@@ -31,7 +31,7 @@ import numpy as np
 import torch
 
 from .hooks import BlockCapture, default_output, find_blocks, pool
-from .models import (PIXEL_KEYS, Adapter, ModelError, ModelInfo, Prepared, TextAdapter, VisionAdapter,
+from .hf import (PIXEL_KEYS, Adapter, ModelError, ModelInfo, Prepared, TextAdapter, VisionAdapter,
                      resolve_device, DTYPES)
 
 #: The named layers stored after the numbered ones, in this order when present
@@ -142,10 +142,10 @@ def short(message: str, limit: int = MESSAGE_CHARS) -> str:
 
 def offline_weights(random_init: bool) -> str | None:
     """Why pretrained weights can only come from the local cache (``HF_HUB_OFFLINE`` set, or the hub
-    unreachable: :func:`~precompute.models.hub_offline`, which then puts huggingface_hub in offline
+    unreachable: :func:`~precompute.adapters.hf.hub_offline`, which then puts huggingface_hub in offline
     mode), else None. timm and open_clip download through huggingface_hub, whose retries would
     otherwise take a minute or more before the same failure."""
-    from .models import hub_offline
+    from .hf import hub_offline
 
     return None if random_init else hub_offline()
 
@@ -246,7 +246,7 @@ def timm_option_error(name: str, kwargs: dict, spec: str) -> str | None:
 
 
 class HookRun:
-    """``run`` through :class:`~precompute.hooks.BlockCapture` plus the named layers.
+    """``run`` through :class:`~precompute.adapters.hooks.BlockCapture` plus the named layers.
 
     Subclasses set ``self.blocks`` (the block list), ``self.pooling``, ``self.prefix`` (class +
     register tokens left out of mean pooling), ``self.seq_first`` and implement
@@ -782,7 +782,7 @@ STANDALONE = {"timm": TimmAdapter, "open_clip": OpenClipAdapter}
 def catalog() -> list[dict]:
     """What each loader takes and how it pools (``layerscope models``): one dict per row with
     ``loader``, ``form`` (the ``--model`` value and flags), ``families``, ``pooling``, ``layers``."""
-    from .models import DUAL_TOWER_TYPES, IMAGE_TYPES, MLLM_TYPES, VIDEO_TYPES
+    from .hf import DUAL_TOWER_TYPES, IMAGE_TYPES, MLLM_TYPES, VIDEO_TYPES
 
     def pools(table):
         return ", ".join(f"{k}: {v}" for k, v in sorted(table.items()))
