@@ -236,12 +236,13 @@ class SharedLoads:
         class SharedJob(Precompute):
             def __init__(self, *args, **kwargs):
                 super().__init__(*args, **kwargs)
-                key = (dataset, tuple(self.frames), tuple(self.variants))
+                key = (dataset, self.options.frames, self.options.variants)
                 self.frames_cache = shared.caches.setdefault(key, self.frames_cache)
 
             def load_model(self, spec, modality):
-                key = (spec, modality, self.device, self.dtype, self.named_layers, self.blocks,
-                       self.random_init, self.prompt_template, self.trust)
+                o = self.options
+                key = (spec, modality, o.device, o.dtype, o.named_layers, o.blocks, o.random_init, o.prompt_template,
+                       o.trust_remote_code)
                 if key not in shared.adapters:
                     with shared.timer.stage("load models"):
                         shared.adapters[key] = super().load_model(spec, modality)

@@ -509,7 +509,7 @@ def plan_sweep(sweep: Sweep, store) -> Plan:
                 check_text_only(manifest, [name], [probe.modality], lambda: None)
             except ValueError as exc:
                 raise SweepError(f"{sweep.path}:{m.line}: models {name!r} on datasets {d.name!r}: {exc}") from None
-            job = Precompute(None, manifest, d.name, progress=False, **opts)
+            job = Precompute(None, manifest, d.name, options=DEFAULTS.with_overrides(**opts), progress=False)
             job.close()
             if {"text", "mllm"} & {probe.modality} and opts["variants"] != ["reversed"] \
                     and not opts["allow_fewer_captions"]:

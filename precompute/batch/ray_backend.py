@@ -260,8 +260,8 @@ class RayPrecompute(Precompute):
     prefetch_first = False
 
     def __init__(self, writer, manifest, dataset, *, session: RaySession, gpus_per_model: float | None = None,
-                 replicas: int = 1, decoders: int | None = None, window: int | None = None, **options):
-        super().__init__(writer, manifest, dataset, **options)
+                 replicas: int = 1, decoders: int | None = None, window: int | None = None, **job):
+        super().__init__(writer, manifest, dataset, **job)
         if replicas < 1:
             raise ValueError(f"Ray replicas must be >= 1, got {replicas}")
         if gpus_per_model is not None and gpus_per_model < 0:
@@ -290,10 +290,7 @@ class RayPrecompute(Precompute):
             import torch
 
             threads = torch.get_num_threads()
-        opts = {"device": self.device, "dtype": self.dtype, "trust_remote_code": self.trust,
-                "modality": modality, "prompt_template": self.prompt_template, "prompt": self.prompt,
-                "blocks": self.blocks, "random_init": self.random_init, "named_layers": self.named_layers,
-                "hub": self.hub, "weights": self.weights}
+        opts = self.adapter_options(modality)
         cls = _model_class(ray)
         actors = [cls.options(num_cpus=1, num_gpus=self.gpus).remote(spec, opts, threads, os.environ.get(KILL_ENV))
                   for _ in range(self.replicas)]
@@ -334,8 +331,9 @@ class RayPrecompute(Precompute):
     def _decoder_pool(self):
         if self.decoders is None:
             cls = _decoder_class(self.ray)
-            rules = {"caption_order": self.caption_order, "caption_seed": self.caption_seed}
-            self.decoders = [cls.remote(self.frames, self.variants, rules) for _ in range(self.n_decoders)]
+            rules = {"caption_order": self.options.caption_order, "caption_seed": self.options.caption_seed}
+            self.decoders = [cls.remote(self.options.frames, self.options.variants, rules)
+                             for _ in range(self.n_decoders)]
         return self.decoders
 
     def _submit(self, model: RemoteModel, p, b0: int, batch, t: int):
@@ -344,10 +342,10 @@ class RayPrecompute(Precompute):
         budgets), embedded by a model actor (round robin)."""
         decoders = self._decoder_pool()
         decoder = decoders[(b0 // p.batch) % len(decoders)]
-        inputs, notes = decoder.prepare.options(num_returns=2).remote(p, batch, self.image_mode, model.key,
+        inputs, notes = decoder.prepare.options(num_returns=2).remote(p, batch, self.options.image_mode, model.key,
                                                                       model.preprocessor)
         actor = model.actors[t % len(model.actors)]
-        return actor.embed.remote(inputs, self.image_mode), notes
+        return actor.embed.remote(inputs, self.options.image_mode), notes
 
     def _execute(self, model, name, info, pending, items):
         ray = self.ray

@@ -161,6 +161,7 @@ def test_decoders_decode_and_preprocess_on_cpu_workers(ray_local, data, tiny):
     from precompute.inputs.manifest import load_manifest
     from precompute.adapters.hf import Prepared
     from precompute.adapters.dispatch import load_adapter
+    from precompute.batch.options import PrecomputeOptions
     from precompute.batch.runner import FrameCache, Precompute, RunPlan, model_inputs
 
     items = load_manifest(data).items[:3]
@@ -171,7 +172,8 @@ def test_decoders_decode_and_preprocess_on_cpu_workers(ray_local, data, tiny):
         decoder = ray_backend._decoder_class(ray_local).remote([3], ["original"], {"caption_order": "first",
                                                                                     "caption_seed": 0})
         got, notes = ray_local.get(decoder.prepare.options(num_returns=2).remote(plan, items, "frames", 1, boxed))
-        local = Precompute(None, load_manifest(data), "toy", frames=[3], captions=[3], progress=False)
+        local = Precompute(None, load_manifest(data), "toy", options=PrecomputeOptions(frames=(3,), captions=(3,)),
+                           progress=False)
         kind, raw, _ = local.batch_inputs(plan, items, FrameCache(local._wanted_frames).get)
         local.close()
         want, _ = model_inputs(adapter, kind, raw, [it.item_id for it in items], "frames")
