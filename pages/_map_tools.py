@@ -1,4 +1,4 @@
-"""The Embedding map page's tools (issue #33), rendered: search by caption or item id, a clicked item's
+"""The Embedding map page's tools, rendered: search by caption or item id, a clicked item's
 neighbours at the map's layer (with thumbnails), a box selection listed and exported, the density view.
 Every value lives in the URL (``q``, ``focus``, ``nk``, ``box``, ``density``); a click or a drag on the
 map writes it there. The logic is in :mod:`analysis.views.embedding_tools`."""

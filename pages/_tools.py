@@ -1,4 +1,4 @@
-"""Rendering helpers of the embedding-map and neighbours tools (issue #33): frame thumbnails, a text
+"""Rendering helpers of the embedding-map and neighbours tools: frame thumbnails, a text
 box whose value lives in the URL, a neighbours table with thumbnails. Render only: the logic is in
 :mod:`analysis.views.embedding_tools`."""
 

@@ -239,7 +239,7 @@ def _dataset_section(con, ds, chosen, references, labels, ov) -> dict:
     else:
         sec["omitted"]["temporal"] = "no temporal probes for this dataset"
 
-    # ---- DR's figures (issue #31)
+    # ---- DR's figures
     figures, figure_charts = paper_figures_section(con, ds)
     if figures:
         sec["sections"]["paper_figures"] = figures
@@ -876,7 +876,7 @@ PREDICTOR_COLUMNS = ("task", "rank", "signal", "kind", "coverage", "interval exc
                      "ρ pooled", "interval (pooled)", "layers used", "layers excluded", "higher signal goes with")
 
 
-#: how the predictor table is ordered (DESIGN §9), said wherever it is shown
+#: how the predictor table is ordered (by coverage: a signal is only as good as the models it stands on), said wherever it is shown
 RANKING_TEXT = ("Ranked by the number of models a signal's ρ stands on, then whether its interval excludes 0, "
                 "then |ρ|: a signal seen in one model only (\"1 model only\") ranks below every signal seen in "
                 "more. No single signal is a universal selector; the table shows which signal predicts which task.")

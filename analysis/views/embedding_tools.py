@@ -1,4 +1,4 @@
-"""The embedding map's exploring tools (issue #33): search by caption or item id, a clicked point's
+"""The embedding map's exploring tools: search by caption or item id, a clicked point's
 neighbours, a box selection listed and exported, colour by any metadata field (categorical or
 numeric), and a density view for large N. Plain functions, no Streamlit: the page turns widget and
 chart-selection values into calls of these.
