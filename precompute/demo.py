@@ -48,9 +48,9 @@ class DemoSize:
         return self.frames, self.captions
 
 
-#: Sized to what the pages need (issue #32: the demo was 180 + 256 items, frames 1-16 on both and
-#: captions 1-10 on moving shapes, 110 s on a quiet 2-core machine): k = 10 neighbours among 160-192 items, 4 frame and
-#: 4 caption budgets for the scaling laws (the saturating law's 5 parameters need 6+ grid points;
+#: Sized to what the pages need, and no more (every frame and caption budget costs embedding time):
+#: k = 10 neighbours among 160-192 items, 4 frame and 4 caption budgets for the scaling laws (the
+#: saturating law's 5 parameters need 6+ grid points;
 #: 16 frames and 10 captions cost about as much embedding as all smaller budgets together, for one
 #: more point on each axis).
 FULL = DemoSize(tot_items=160, shape_items=192, frames=(1, 2, 4, 8), captions=(1, 2, 4, 8),

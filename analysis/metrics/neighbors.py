@@ -1,7 +1,7 @@
 """Cosine nearest neighbours: float32 speed, float64 answers, never N x N in memory.
 
-How ``knn_search`` stays exact (issue #18)
-------------------------------------------
+How ``knn_search`` stays exact
+------------------------------
 The answer is defined in float64: ``s(i, j) = sum_t x̂_it x̂_jt`` with ``x̂ = x / ||x||`` in float64
 (``dot64``; elementwise product then numpy's sum over the last axis, so a pair's value does not
 depend on which other pairs are computed with it, and ``s(i, j) == s(j, i)`` bit for bit). The
@@ -518,7 +518,7 @@ KNN_METHODS = ("exact", "ann")
 #: rows per approximate search whose neighbours are compared with the exact answer (recall)
 RECALL_SAMPLE = 256
 #: The approximate search ranks in ``p = min(d, max(ANN_MIN_DIMS, ANN_DIMS_SHARE · d))``
-#: principal dimensions (d = 768: p = 64). Chosen by measurement (bench/README.md, issue #32;
+#: principal dimensions (d = 768: p = 64). Chosen by measurement (bench/README.md;
 #: N = 16,384, d = 768, one layer, one run on the 2-core VM under load): exact (faiss's exhaustive
 #: search) 19 s; faiss IVF-Flat (512 cells) 44 s for recall 0.86 (64 probes), 66 s for 0.955
 #: (128 probes): its per-cell scans are not BLAS-shaped, so scanning 1/4 of the rows costs more

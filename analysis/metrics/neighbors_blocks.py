@@ -1,5 +1,5 @@
 """Symmetric blocked self-search: the float32 top-c of every row against every other row, each
-block of ``A·Aᵀ`` computed once (issue #32).
+block of ``A·Aᵀ`` computed once.
 
 A self-search compares each pair of rows twice: ``s̃(i, j)`` in row i's list and ``s̃(j, i)`` in
 row j's. faiss's exhaustive search (``IndexFlatIP``) computes both, ``2 N² d`` flops. Here the rows

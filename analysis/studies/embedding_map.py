@@ -206,8 +206,8 @@ def compute_map(ctx: Context, dataset: str, spec: MapSpec, runs_by_id: dict, *, 
     try:
         # one thread, as the rest of the analysis, and looked up now: scikit-learn's OpenMP pool (t-SNE's
         # gradient) loads with the first t-SNE map, after the analysis set its limit; on two threads a
-        # few hundred points spend most of each of the 1000 iterations waiting (issue #32: 384 points
-        # took 113 s on a busy 2-core machine, 7.7 s on one thread; the same coordinates bit for bit)
+        # few hundred points spend most of each of the 1000 iterations waiting; one thread gives the
+        # same coordinates bit for bit, many times faster on a busy machine
         with threadpool_limits(limits=1):
             if len(X) == 2:
                 m = two_sided_coords(X[0], X[1], seed=ctx.settings.seed, names=names, method=spec.method)

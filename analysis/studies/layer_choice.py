@@ -86,7 +86,7 @@ def _json_samples(resamples: dict) -> dict:
 
 
 #: the grids an "alignment with" curve comes from: cross-modal ones (either model's curve), and text×text
-#: ones, whose partner is a text side as a reference should be (DESIGN §9), so a text model is judged
+#: ones, whose partner is a text side as a reference should be (a reference is a text side), so a text model is judged
 #: against the other text models too (in a text-only store, only against them). Vision×vision grids
 #: stay on the heatmap and model map: a vision model is not a reference. Curves join runs at each
 #: model's largest setting, so a text×text curve needs the two models' largest n_c to be equal.

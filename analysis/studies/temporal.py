@@ -177,9 +177,10 @@ def _reorder_intervals(ctx, V, P, Nn, k: int, point: dict) -> dict:
 
 def negatives_by_item(E: np.ndarray, has_neg: np.ndarray, run: dict) -> np.ndarray:
     """A negative run's ``(L, n, d)`` rows placed at their items: ``(L, N, d)`` (``has_neg`` ``(N,)``
-    bool, from the items table). Since issue #34 a negative run holds only the items with a negative
-    (``n = has_neg.sum()``, in item order) and the others' rows here are zeros; a run from before holds
-    every item (``n = N``; an item without a negative has its first caption there). Either way those
+    bool, from the items table). A negative run holds only the items with a negative (``n =
+    has_neg.sum()``, in item order) and the others' rows here are zeros; an older LayerScope's run
+    holds every item (``n = N``; an item without a negative has its first caption there; stored
+    embeddings are not recomputed by an analysis version, so both shapes are read). Either way those
     rows are never read: every probe takes only items with a negative (as queries or as kept rows)."""
     n, N = E.shape[1], len(has_neg)
     if n == N:

@@ -38,7 +38,7 @@ MLLM_TYPES = {"llava", "llava_next", "llava_next_video", "llava_onevision", "qwe
 ENCODER_DECODER_TEXT = {"t5", "mt5", "umt5", "bart", "mbart"}
 
 #: The "explicit one-word limitation" prompts, exactly as the nuanced-retrieval paper writes them
-#: (``<video>: Summarize the video in one word: ``; DESIGN §4), trailing space included.
+#: (``<video>: Summarize the video in one word: ``), trailing space included.
 #: ``{media}`` becomes the frames' image tokens, ``{text}`` the caption.
 MLLM_VIDEO_PROMPT = "{media}: Summarize the video in one word: "
 MLLM_TEXT_PROMPT = "{text}: Summarize above sentence in one word: "
@@ -467,7 +467,7 @@ class Adapter:
         return self
 
     def _plan_named_layers(self):
-        """The named layers stored after the ``n_hidden`` hidden states (issue #15): ``default``,
+        """The named layers stored after the ``n_hidden`` hidden states: ``default``,
         the model's own output (not for MLLMs: their layers are the language model's), and
         ``joint`` for dual encoders; sets ``n_layers``, ``dim`` (the widest layer),
         ``layer_names`` and ``layer_dims``."""
@@ -862,7 +862,7 @@ class TextAdapter(Adapter):
 class MllmAdapter(Adapter):
     """Multimodal LLMs (LLaVA-style: an image processor, a tokenizer with an image token, a language
     model): the "explicit one-word limitation" prompt, and the hidden state of the last token of
-    every language-model layer (nuanced video retrieval paper; DESIGN §4).
+    every language-model layer (the nuanced video retrieval paper's protocol).
 
     Video: the ``n_f`` sampled frames go in as ``n_f`` images in the prompt
     ``{media}: Summarize the video in one word: ``. Text: ``{text}: Summarize above sentence in one word: ``.

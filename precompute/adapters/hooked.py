@@ -1,4 +1,4 @@
-"""Hook-path adapters: any PyTorch encoder's layers through forward hooks (issue #15).
+"""Hook-path adapters: any PyTorch encoder's layers through forward hooks.
 
 Loaders (``--model`` forms):
 
@@ -428,8 +428,8 @@ class TimmAdapter(ImageFrames, _Standalone):
 
     Layers: ``cls`` (token 0, where timm puts the class token before any register tokens) when
     the model has a class token (``cls_token``), whatever its head does: DR's rule, "the class
-    token where the model has one" (DESIGN §4; issue #29 item 8: DINOv3 and Perception Encoder
-    have one but an ``avg`` / attention-pool head). Without one: ``mean`` over the patch tokens
+    token where the model has one" (so DINOv3 and Perception Encoder, which have one but an ``avg`` /
+    attention-pool head, are read at their class token). Without one: ``mean`` over the patch tokens
     (register tokens, ``num_prefix_tokens``, left out, as timm's ``avg`` pool does). The head's
     own pooling is ``default``: ``forward_head(forward_features(x), pre_logits=True)``, the pooled,
     normed feature the model returns with ``num_classes=0``.
@@ -552,7 +552,7 @@ class OpenClipAdapter(ImageFrames, _Standalone):
 
     Vision tower (default) or text tower (``--modality text``), layers through hooks on its
     ``transformer.resblocks``. Vision layers: ``cls`` when the tower has a class embedding (whatever
-    its ``pool_type``: the class token where there is one, DESIGN §4), else ``mean``; text
+    its ``pool_type``: the class token where there is one, DR's rule), else ``mean``; text
     layers: mean over real tokens (ids other than the pad id). ``default``: the tower's pooled
     output *before* its projection (final norm, then the tower's pooling); ``joint``: that output
     through the projection, i.e. exactly ``encode_image`` / ``encode_text`` (unnormalised).

@@ -126,7 +126,7 @@ MAX_FRAMES = 4096
 def caption_text(captions: list[str], n_c: int) -> str:
     """The string a text model sees for ``captions`` (already chosen and ordered) at ``n_c``.
 
-    ``n_c = 1``: the first caption verbatim (DESIGN §4). ``n_c > 1``: the first ``n_c`` captions,
+    ``n_c = 1``: the first caption verbatim (DR's protocol). ``n_c > 1``: the first ``n_c`` captions,
     each ending in ``.``, ``!`` or ``?`` (a full stop is added otherwise), joined by
     :data:`CAPTION_SEPARATOR`.
     """
@@ -230,7 +230,7 @@ class Precompute:
         if info.config.get("layerscope", {}).get("layer_names"):  # named layers after the numbered ones
             base["layer_names"] = info.config["layerscope"]["layer_names"]
         if info.config.get("layerscope", {}).get("sentence_transformers"):
-            # a sentence-transformers head makes default what encode() returns (issue #29): another
+            # a sentence-transformers head makes default what encode() returns: another
             # default than a store made before it was read, so another run, not a resumed one
             base["sentence_transformers"] = info.config["layerscope"]["sentence_transformers"]
         if info.modality in ("video", "image"):

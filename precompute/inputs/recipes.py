@@ -1,5 +1,5 @@
 """Dataset recipes: ``layerscope manifest vatex|msrvtt`` turns a public annotation file and a folder of
-videos the user downloaded into a LayerScope manifest (issue #31). Nothing is downloaded.
+videos the user downloaded into a LayerScope manifest. Nothing is downloaded.
 
 Layouts read (as published):
 

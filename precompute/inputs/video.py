@@ -1,6 +1,6 @@
 """Video decoding and the papers' frame-sampling protocol. No torch here: frames are numpy.
 
-Protocol (DESIGN §4): pick ``n_f`` time points ``round(linspace(0, T-1, n_f))``; a video model with
+Protocol (DR's frame sampling): pick ``n_f`` time points ``round(linspace(0, T-1, n_f))``; a video model with
 native clip length ``n_0`` sees them repeated by nearest neighbour up to the next multiple of
 ``n_0`` and split into consecutive sub-clips of ``n_0`` frames.
 """

@@ -1,5 +1,5 @@
-"""The scaling-law forms (DESIGN §4): each :class:`LawForm` names its parameters, its prediction and
-Jacobian, its box bounds and the design columns its linear parameters multiply (:class:`_Grid` finds
+"""The scaling-law forms (DR's saturating law and the two it is compared with): each
+:class:`LawForm` names its parameters, its prediction and Jacobian, its box bounds and the design columns its linear parameters multiply (:class:`_Grid` finds
 every distinct n once); :data:`FORMS` holds the three compared (``saturating`` — the video–text
 alignment paper's ``S∞ − (C_f n_f^−α + C_c n_c^−β)`` — ``log_linear`` and ``joint_power``), and
 :func:`predict_from_params` evaluates a stored fit."""

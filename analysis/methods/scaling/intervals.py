@@ -14,7 +14,8 @@ from .solver import EXPONENT_ATOL, fit_scaling_law, refit_many
 def undetermined_params(form: str, params: dict, status: str | None, reason: str | None = None, *,
                         bounds=None, rmse: float | None = None) -> dict[str, str]:
     """``{parameter: why}`` for the parameters of a stored fit that the data do not determine (to be
-    shown blank with the reason, never as a number; issue #29 item 7). Empty for a trusted fit.
+    shown blank with the reason, never as a number: a number the data do not determine would read
+    as a finding). Empty for a trusted fit.
 
     ``params`` as :attr:`ScalingFit.params` reports them, ``status``/``reason`` the fit's, ``bounds``
     the metric's ``(low, high)`` (S∞'s box). Per status:
