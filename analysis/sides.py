@@ -16,8 +16,6 @@ from __future__ import annotations
 import re
 
 VISION = ("video", "image")
-#: the side tags a user may write after a model name
-SIDES = ("text", "image", "video")
 _TAGGED = re.compile(r"^(?P<model>.+?) \[(?P<side>text|image|video)\]$")
 
 

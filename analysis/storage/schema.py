@@ -293,14 +293,6 @@ def add_missing_columns(con: duckdb.DuckDBPyConnection) -> list[str]:
     return added
 
 
-def table_columns(name: str) -> list[tuple[str, str, str]]:
-    """The ``(column, type, comment)`` list of table ``name`` in :data:`TABLES`."""
-    for table, columns, _ in TABLES:
-        if table == name:
-            return columns
-    raise KeyError(f"no table {name!r} in the schema; tables: {', '.join(TABLE_NAMES)}")
-
-
 def table_ddl(name: str, as_name: str | None = None) -> str:
     """``CREATE TABLE`` of table ``name`` (under ``as_name`` when given, e.g. for a rebuild)."""
     for table, columns, constraints in TABLES:

@@ -103,11 +103,6 @@ def _side(run: dict) -> str:
     return run["modality"]
 
 
-def recommended_layer(ctx: Context, dataset: str, subject: str) -> int | None:
-    """The layer most label-free curves pick for ``subject`` (layer-choice study), or None."""
-    return _modal_layer(ctx.read_studies(study="layer_choice", dataset=dataset, subject=subject))
-
-
 def _modal_layer(rows: list[dict]) -> int | None:
     if not rows:
         return None

@@ -113,7 +113,7 @@ class ParamIntervals(dict):
 
 
 def bootstrap_params(score_samples: np.ndarray, n_frames, n_captions, *, scores=None, level: float = 0.95,
-                     form: str = "saturating", seed: int = 0, bounds=None,
+                     form: str = "saturating", bounds=None,
                      higher_is_better=True) -> ParamIntervals:
     """Percentile intervals of the law's parameters from scores recomputed on item resamples.
 
@@ -139,7 +139,7 @@ def bootstrap_params(score_samples: np.ndarray, n_frames, n_captions, *, scores=
     """
     samples = np.atleast_2d(np.asarray(score_samples, float))
     samples = samples[np.all(np.isfinite(samples), axis=1)]
-    kw = {"form": form, "seed": seed, "bounds": bounds, "higher_is_better": higher_is_better}
+    kw = {"form": form, "bounds": bounds, "higher_is_better": higher_is_better}
     recentred = scores is not None
     if recentred:
         y = np.asarray(scores, float).ravel()

@@ -522,7 +522,7 @@ def _status(law: LawForm, theta, lower, upper, nf, nc) -> tuple[str, str | None]
     return "ok", None
 
 
-def fit_scaling_law(n_frames, n_captions, scores, *, form: str = "saturating", seed: int = 0,
+def fit_scaling_law(n_frames, n_captions, scores, *, form: str = "saturating",
                     init=None, bounds: tuple | None = None, higher_is_better: bool | None = True,
                     flat_atol: float = 1e-9) -> ScalingFit:
     """Fit a scaling law by bounded least squares (variable projection, :func:`_varpro_fit`).
@@ -530,7 +530,6 @@ def fit_scaling_law(n_frames, n_captions, scores, *, form: str = "saturating", s
     Args:
         n_frames, n_captions, scores: one entry per grid point (flat arrays of equal length).
         form: ``"saturating"`` (the paper's), ``"log_linear"`` or ``"joint_power"``.
-        seed: unused (the fit is deterministic); kept so callers can pass their resampling seed.
         init: a known good start (e.g. the full-data fit's ``theta`` when refitting subsets): the
             exponent search then zooms around its exponents only.
         bounds: ``(lo, hi)`` range of the metric (``registry.BOUNDS[metric]``; None = unbounded):
