@@ -26,6 +26,8 @@ from analysis.methods.scaling import undetermined_params
 from analysis.null import beyond_chance
 from analysis.report.markdown import md_block, md_cell, md_inline
 from analysis.report.paper_figures import paper_figures_html, paper_figures_md, paper_figures_section
+from analysis.studies import stored_settings
+from analysis.studies.context import Settings
 from analysis.views.null import grid_null_within
 from analysis.views.verdicts import VERDICT_WORDS
 from analysis.views.rankme_cap import RANKME_CAP_SHARE, rankme_cap_text, rankme_capped  # noqa: F401 (RANKME_CAP_SHARE: older callers)
@@ -260,7 +262,8 @@ def _dataset_section(con, ds, chosen, references, labels, ov) -> dict:
         "settings": {"n_frames": sorted(int(x) for x in runs["n_frames"].dropna().unique()),
                      "n_captions": sorted(int(x) for x in runs["n_captions"].dropna().unique())},
         "k": (heat[0]["params"].get("k") if heat else None), "bootstrap_resamples": heat[0]["n_boot"] if heat else None,
-        "seed": 0,
+        # the seed the store was last analysed with (its bootstrap and null draws), the default if unsaved
+        "seed": stored_settings(con).get("seed", Settings.seed),
         "example_items": [{"id": r.item_id, "captions": list(r.captions)[:2]} for r in examples.itertuples()],
     }
     return sec
