@@ -530,7 +530,7 @@ def plan_sweep(sweep: Sweep, store) -> Plan:
                 n_done, status = match(p, known, stored, n)
                 pair_done &= status == "done"
                 left = None if known.dims is None else (n - n_done) * known.dims[0] * known.dims[1] * 4
-                runs.append(PlannedRun(d.name, name, Precompute._label(p), n, n_done, status, left))
+                runs.append(PlannedRun(d.name, name, Precompute.label(p), n, n_done, status, left))
             if pair_done:
                 done_pairs.add((d.name, name))
     from .adapters.remote_code import RemoteCodeProbe, cannot_know

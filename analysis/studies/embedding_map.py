@@ -321,7 +321,7 @@ def request_map(store, *, dataset: str, model: str, layer, side: str = "auto", t
     from analysis.storage.schema import create_all
     from analysis.storage.integrity import scan_store
     from analysis.storage.store import check_store_path, connect
-    from analysis.studies import _drop_stale_results, _plan, _resolve
+    from analysis.studies import drop_stale_results, plan_datasets, resolve_settings
     from analysis.studies.context import Context
 
     check_store_path(store, must_exist=True)  # a mistyped path must not become a new, empty store
@@ -330,9 +330,9 @@ def request_map(store, *, dataset: str, model: str, layer, side: str = "auto", t
     try:
         non_finite = scan_store(con)  # as analyze: read everything before the first write
         create_all(con, str(store))
-        _drop_stale_results(con, log)  # as analyze does: stamps the version, so a later analyze keeps this map
-        ctx = Context(store, con, _resolve(con, {}), log=log)
-        plan = _plan(con, [dataset], ctx, non_finite)
+        drop_stale_results(con, log)  # as analyze does: stamps the version, so a later analyze keeps this map
+        ctx = Context(store, con, resolve_settings(con, {}), log=log)
+        plan = plan_datasets(con, [dataset], ctx, non_finite)
         d = plan[dataset]
         spec = resolve_request(d, model, layer, side=side, text_layer=text_layer, method=method)
         computed = compute_map(ctx, dataset, spec, {r["run_id"]: r for r in d.runs}, requested=True)

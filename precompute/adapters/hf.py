@@ -192,7 +192,7 @@ def store_name(spec: str, name: str | None = None, random_init: bool = False) ->
     return name or default_name(spec) + ("-random-init" if random_init else "")
 
 
-def _classify(config, modality_override: str | None) -> tuple[str, str]:
+def classify(config, modality_override: str | None) -> tuple[str, str]:
     mt = config.model_type
     if modality_override:
         if modality_override == "text" and mt in DUAL_TOWER_TYPES:
@@ -243,7 +243,7 @@ def _known_type(mt: str) -> bool:
     return mt in VIDEO_TYPES or mt in IMAGE_TYPES or mt in MLLM_TYPES or mt in ENCODER_DECODER_TEXT
 
 
-def _is_remote_type(config) -> bool:
+def is_remote_type(config) -> bool:
     """A config whose classes come from the model's own code (``auto_map``) and whose type
     transformers does not know: extracted through hooks (VideoMAEv2, InternVideo, ...)."""
     if not getattr(config, "auto_map", None) or _known_type(config.model_type):
@@ -259,13 +259,13 @@ def _looks_like_video(config) -> bool:
     return any(getattr(config, k, None) for k in keys) or (isinstance(inner, dict) and any(inner.get(k) for k in keys))
 
 
-def _classify_hooked(config, modality: str | None, spec: str) -> tuple[str, str | None]:
+def classify_hooked(config, modality: str | None, spec: str) -> tuple[str, str | None]:
     """Modality and pooling of a model on the hook path (pooling None: decided at load, ``cls``
     when the model has a class token, else ``mean``)."""
     mt = config.model_type
-    if _known_type(mt) or not _is_remote_type(config):
+    if _known_type(mt) or not is_remote_type(config):
         try:
-            got, pooling = _classify(config, modality)
+            got, pooling = classify(config, modality)
         except ModelError:
             got, pooling = None, None
         if got == "mllm":
@@ -345,11 +345,11 @@ class Adapter:
             raise ModelError(f"cannot load a model config from {spec!r}{hint}: {first}") from None
         #: "hidden_states" (transformers' own outputs) or "hooks" (precompute.adapters.hooks on the block list)
         self.extraction = "hidden_states"
-        if _is_remote_type(self.config) or blocks:
+        if is_remote_type(self.config) or blocks:
             self.extraction = "hooks"
-            self.modality, self.pooling = _classify_hooked(self.config, modality, spec)
+            self.modality, self.pooling = classify_hooked(self.config, modality, spec)
         else:
-            self.modality, self.pooling = _classify(self.config, modality)
+            self.modality, self.pooling = classify(self.config, modality)
         if self.is_local and local.is_dir() and not random_init:
             check_local_weights(local)  # before any run exists, not at load time mid-job
 

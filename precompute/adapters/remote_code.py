@@ -40,7 +40,7 @@ def remote_code_config(spec: str) -> dict | None:
 class RemoteCodeProbe:
     """What ``sweep plan`` needs of a remote-code model (:func:`precompute.batch.known_runs.known_identity`),
     from its config JSON alone: modality and pooling by the loader's own rules
-    (:func:`precompute.adapters.hf._classify_hooked` / ``_classify`` on a plain config object), the
+    (:func:`precompute.adapters.hf.classify_hooked` / ``classify`` on a plain config object), the
     revision (folder fingerprint, or the hub commit), and no layers (None: known after loading)."""
 
     def __init__(self, spec: str, config: dict, *, modality: str | None = None, blocks: str | None = None,
@@ -61,10 +61,10 @@ class RemoteCodeProbe:
         self._commit = config.get("_commit_hash")
         # the same rules Adapter.__init__ applies (private helpers of precompute.adapters.hf, reused so
         # the plan cannot drift from what a load decides)
-        if hf._is_remote_type(self.config) or blocks:
-            self.modality, self.pooling = hf._classify_hooked(self.config, modality, spec)
+        if hf.is_remote_type(self.config) or blocks:
+            self.modality, self.pooling = hf.classify_hooked(self.config, modality, spec)
         else:
-            self.modality, self.pooling = hf._classify(self.config, modality)
+            self.modality, self.pooling = hf.classify(self.config, modality)
 
     def planned_layers(self):
         return None  # the model's own code decides its layers: known once it is loaded

@@ -358,7 +358,7 @@ class RayPrecompute(Precompute):
                     inflight.append(self._submit(model, *tasks[nxt], nxt))
                     nxt += 1
                 if b0 == p.state["n_done"]:
-                    bar.set_postfix_str(self._label(p))
+                    bar.set_postfix_str(self.label(p))
                 out_ref, notes_ref = inflight.popleft()
                 vectors, model_notes = ray.get(out_ref)
                 self._commit(name, p, b0, batch, items, vectors, notes, bar, ray.get(notes_ref), model_notes)

@@ -453,7 +453,7 @@ class Precompute:
                 continue
             old = self.w.get_run(run_id_for({k: v for k, v in p.identity.items() if k != "layer_names"}))
             if old is not None and self.w.get_run(p.run_id) is None:
-                legacy.append(self._label(p))
+                legacy.append(self.label(p))
         if legacy:
             print(f"note: {name}: the store holds {len(legacy)} run(s) of these settings without the named layers "
                   f"(default/joint): {', '.join(legacy)}; they are kept, and the runs with them are computed "
@@ -469,7 +469,7 @@ class Precompute:
             ahead = pool.submit(self._prepare, adapter, tasks[0][0], tasks[0][2]) if tasks else None
             for t, (p, b0, batch) in enumerate(tasks):
                 if b0 == p.state["n_done"]:
-                    bar.set_postfix_str(self._label(p))
+                    bar.set_postfix_str(self.label(p))
                 prepared, batch_notes = ahead.result()
                 ahead = (pool.submit(self._prepare, adapter, tasks[t + 1][0], tasks[t + 1][2])
                          if t + 1 < len(tasks) else None)
@@ -483,11 +483,11 @@ class Precompute:
         self.summary.runs_computed += 1
         for kind, entries in notes.items():
             # above the progress bar, which stays whole below it
-            bar.write(f"note: {name} {self._label(p)}: {kind}: {len(entries)} item(s) "
+            bar.write(f"note: {name} {self.label(p)}: {kind}: {len(entries)} item(s) "
                       f"({next(iter(entries.values()))['handled']})", file=self.out)
 
     @staticmethod
-    def _label(p: RunPlan) -> str:
+    def label(p: RunPlan) -> str:
         if p.n_frames is not None:
             return f"n_f={p.n_frames}" + (" reversed" if p.variant == "reversed" else "")
         return f"n_c={p.n_captions}" + {"negative": " negatives", "long_caption": " long caption"}.get(p.variant, "")
@@ -551,7 +551,7 @@ class Precompute:
         layer, pos = np.argwhere(~np.isfinite(vectors))[0][:2]
         raise ModelError(
             f"{name} produced NaN/inf at layer {layer} for item {batch[pos].item_id!r} "
-            f"({Precompute._label(p)}); earlier batches are kept, this run stays unfinished. "
+            f"({Precompute.label(p)}); earlier batches are kept, this run stays unfinished. "
             "Try --dtype float32 if you used half precision."
         )
 

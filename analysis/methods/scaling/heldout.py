@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 
 from .forms import FORMS
-from .solver import ScalingFit, TooFewPoints, _check, _refits, fit_scaling_law
+from .solver import ScalingFit, TooFewPoints, check_points, refits, fit_scaling_law
 
 def leave_one_out_rmse(n_frames, n_captions, scores, *, form: str = "saturating",
                        bounds=None, higher_is_better=True, full: ScalingFit | None = None) -> float:
@@ -17,12 +17,12 @@ def leave_one_out_rmse(n_frames, n_captions, scores, *, form: str = "saturating"
     their parameters are kept: a held-out prediction needs no fit status)."""
     nf, nc, y = (np.asarray(a, float).ravel() for a in (n_frames, n_captions, scores))
     law = FORMS[form]
-    _check(nf[1:], nc[1:], y[1:], len(law.params), form)
+    check_points(nf[1:], nc[1:], y[1:], len(law.params), form)
     kw = {"form": form, "bounds": bounds, "higher_is_better": higher_is_better}
     full = full or fit_scaling_law(nf, nc, y, **kw)
     keep = ~np.eye(len(y), dtype=bool)  # row i: every point but i
     P = len(y) - 1
-    theta, _, sign, *_ = _refits(law, *(a[None].repeat(len(y), 0)[keep].reshape(-1, P) for a in (nf, nc, y)),
+    theta, _, sign, *_ = refits(law, *(a[None].repeat(len(y), 0)[keep].reshape(-1, P) for a in (nf, nc, y)),
                                  full.theta, bounds, higher_is_better, 1e-9)
     errs = sign * law.fn(theta.T, nf, nc) - y  # row i's fit at the held-out point i
     return float(np.sqrt(np.mean(np.square(errs))))
