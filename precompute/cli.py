@@ -40,7 +40,7 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    order = [analysis.register_metrics, _register_precompute, _register_models, _register_demo,
+    order = [analysis.register_metrics, _register_precompute, _register_runs, _register_models, _register_demo,
              analysis.register_analyze, _register_dashboard, analysis.register_report, _register_merge,
              _register_migrate, analysis.register_map, papers.register_papers, recipes.register, _register_sweep,
              imported.register]
@@ -215,6 +215,16 @@ def _register_precompute(sub):
                    help="MLLMs: the explicit one-word limitation prompt (eol, default: 'Summarize ... in one word:') "
                         "or the input alone (plain), TARA's comparison; another prompt is another run, so give "
                         "it another --name to compare the two")
+    _add_model_flags(p)
+    p.add_argument("--quiet", action="store_true", help="no progress bars")
+    _add_ray_flags(p)
+    p.set_defaults(func=cmd_precompute)
+
+
+def _add_model_flags(p) -> None:
+    """``precompute``'s flags that say how a model is loaded and read (remote code, hooks, weights)."""
+    from .batch.options import DEFAULTS
+
     p.add_argument("--trust-remote-code", action="store_true",
                    help="run a model's own Python code (auto_map in its config.json; off by default): arbitrary "
                    "code, run with your user's rights, so only for models whose code you trust (a warning is "
@@ -239,9 +249,9 @@ def _register_precompute(sub):
                    "CLIP/SigLIP/X-CLIP, the projected joint embedding (`joint`) after the numbered layers (on by "
                    "default; --no-named-layers stores the hidden states only, the run ids of stores made before "
                    "named layers; remote-code, --blocks, timm and open_clip models always store them)")
-    p.add_argument("--quiet", action="store_true", help="no progress bars")
-    _add_ray_flags(p)
-    p.set_defaults(func=cmd_precompute)
+
+
+def _register_runs(sub):
     r = sub.add_parser("runs", help="list the runs a store holds; remove runs (rm) or rename a model (rename)",
                        epilog="examples:\n  layerscope runs --store S\n  layerscope runs rm --store S RUN_ID [RUN_ID ...]\n"
                               "  layerscope runs rm --store S --model NAME\n  layerscope runs rename --store S OLD NEW\n"

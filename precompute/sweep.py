@@ -261,6 +261,58 @@ def _read_text(path: Path) -> str:
                          "UTF-8") from None
 
 
+class _Fields:
+    """Checks of a parsed sweep file's tables; every error names the file and the field's line."""
+
+    def __init__(self, path: Path, data: dict, lines: dict):
+        self.path, self.data, self.lines = path, data, lines
+
+    def fail(self, key: tuple, label: str, msg: str):
+        # the field's own line, else its table's, else the file
+        for k in (key, key[:-1], key[:-2], key[:1]):
+            if k in self.lines:
+                raise SweepError(f"{self.path}:{self.lines[k]}: {label}: {msg}")
+        raise SweepError(f"{self.path}: {label}: {msg}")
+
+    def table(self, fields: dict, value, key: tuple, label: str) -> dict:
+        if not isinstance(value, dict):
+            self.fail(key, label, "expected a table")
+        for f, v in value.items():
+            check = fields.get(f)
+            if check is None:
+                self.fail((*key, f), f"{label}.{f}", f"unknown field; expected one of {', '.join(fields)}")
+            check = check[0] if isinstance(check, tuple) else check
+            err = check(v)
+            if err:
+                self.fail((*key, f), f"{label}.{f}", err)
+        return value
+
+    def array(self, name: str, fields: dict, required: tuple) -> list[tuple[dict, tuple, str]]:
+        value = self.data.get(name)
+        if value is None:
+            raise SweepError(f"{self.path}: {name}: at least one [[{name}]] table is required")
+        if not isinstance(value, list) or not all(isinstance(v, dict) for v in value):
+            self.fail((name,), name, f"expected [[{name}]] tables")
+        out = []
+        for i, v in enumerate(value):
+            key, label = (name, i), f"{name}[{i}]"
+            self.table(fields, v, key, label)
+            for f in required:
+                if f not in v:
+                    self.fail(key + ("",), label, f"missing required field {f!r}")
+            out.append((v, key, label))
+        return out
+
+
+def _parse_toml(path: Path, text: str) -> dict:
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        m = re.search(r"\(at line (\d+), column (\d+)\)", str(exc))
+        where = f"{path}:{m.group(1)}" if m else f"{path}"
+        raise SweepError(f"{where}: TOML syntax error: {str(exc).split(' (at line')[0]}") from None
+
+
 def load_sweep(path) -> Sweep:
     """Parse and validate a sweep file (see the module doc); raises :class:`SweepError`.
 
@@ -270,99 +322,67 @@ def load_sweep(path) -> Sweep:
     if not path.is_file():
         raise SweepError(f"{path}: sweep file does not exist")
     text = _read_text(path)
-    try:
-        data = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        m = re.search(r"\(at line (\d+), column (\d+)\)", str(exc))
-        where = f"{path}:{m.group(1)}" if m else f"{path}"
-        raise SweepError(f"{where}: TOML syntax error: {str(exc).split(' (at line')[0]}") from None
+    data = _parse_toml(path, text)
     lines = key_lines(text)
-
-    def fail(key: tuple, label: str, msg: str):
-        # the field's own line, else its table's, else the file
-        for k in (key, key[:-1], key[:-2], key[:1]):
-            if k in lines:
-                raise SweepError(f"{path}:{lines[k]}: {label}: {msg}")
-        raise SweepError(f"{path}: {label}: {msg}")
-
+    fields = _Fields(path, data, lines)
     for k in data:
         if k not in TOP:
-            fail((k,), k, f"unknown table or field; expected {', '.join(sorted(TOP))}")
-
-    def table(name: str, fields: dict, value, key: tuple, label: str) -> dict:
-        if not isinstance(value, dict):
-            fail(key, label, "expected a table")
-        for f, v in value.items():
-            check = fields.get(f)
-            if check is None:
-                fail((*key, f), f"{label}.{f}", f"unknown field; expected one of {', '.join(fields)}")
-            check = check[0] if isinstance(check, tuple) else check
-            err = check(v)
-            if err:
-                fail((*key, f), f"{label}.{f}", err)
-        return value
-
-    pre = table("precompute", PRECOMPUTE_FIELDS, data.get("precompute", {}), ("precompute",), "precompute")
+            fields.fail((k,), k, f"unknown table or field; expected {', '.join(sorted(TOP))}")
+    pre = fields.table(PRECOMPUTE_FIELDS, data.get("precompute", {}), ("precompute",), "precompute")
     defaults = DEFAULTS.kwargs()
     precompute = {f: pre.get(f, defaults[f]) for f in PRECOMPUTE_FIELDS}
-    analyze = table("analyze", ANALYZE_FIELDS, data.get("analyze", {}), ("analyze",), "analyze")
-    ray = table("ray", RAY_FIELDS, data.get("ray", {}), ("ray",), "ray")
-
-    def array(name: str, fields: dict, required: tuple) -> list[tuple[dict, tuple, str]]:
-        value = data.get(name)
-        if value is None:
-            raise SweepError(f"{path}: {name}: at least one [[{name}]] table is required")
-        if not isinstance(value, list) or not all(isinstance(v, dict) for v in value):
-            fail((name,), name, f"expected [[{name}]] tables")
-        out = []
-        for i, v in enumerate(value):
-            key, label = (name, i), f"{name}[{i}]"
-            table(name, fields, v, key, label)
-            for f in required:
-                if f not in v:
-                    fail(key + ("",), label, f"missing required field {f!r}")
-            out.append((v, key, label))
-        return out
-
+    analyze = fields.table(ANALYZE_FIELDS, data.get("analyze", {}), ("analyze",), "analyze")
+    ray = fields.table(RAY_FIELDS, data.get("ray", {}), ("ray",), "ray")
     # absolute: a sweep given as `sweep.toml` has parent `.`, and `./nope` joined to it is `nope`,
     # which would pass for a hub id
     base = path.parent.absolute()
+    datasets = _dataset_specs(fields, base)
+    if precompute.get("cache_dir") and not Path(precompute["cache_dir"]).is_absolute():
+        precompute["cache_dir"] = str(base / precompute["cache_dir"])
+    models = _model_specs(fields, base, precompute)
+    return Sweep(path, datasets, models, precompute, dict(analyze), dict(ray), lines)
+
+
+def _dataset_specs(fields: _Fields, base: Path) -> list[DatasetSpec]:
     datasets, seen = [], {}
-    for v, key, label in array("datasets", DATASET_FIELDS, ("name", "manifest")):
+    for v, key, label in fields.array("datasets", DATASET_FIELDS, ("name", "manifest")):
         if v["name"] in seen:
-            fail((*key, "name"), f"{label}.name", f"dataset {v['name']!r} is already {seen[v['name']]}")
+            fields.fail((*key, "name"), f"{label}.name", f"dataset {v['name']!r} is already {seen[v['name']]}")
         seen[v["name"]] = label
         manifest = (base / v["manifest"]) if not Path(v["manifest"]).is_absolute() else Path(v["manifest"])
         if not manifest.is_file():
-            fail((*key, "manifest"), f"{label}.manifest", f"{manifest} is a folder, not a manifest file (.jsonl or .csv)"
-                 if manifest.is_dir() else f"{manifest} does not exist")
-        datasets.append(DatasetSpec(v["name"], manifest, lines.get(key, 0)))
-    if precompute.get("cache_dir") and not Path(precompute["cache_dir"]).is_absolute():
-        precompute["cache_dir"] = str(base / precompute["cache_dir"])
-    models, seen = [], {}
+            fields.fail((*key, "manifest"), f"{label}.manifest",
+                        f"{manifest} is a folder, not a manifest file (.jsonl or .csv)"
+                        if manifest.is_dir() else f"{manifest} does not exist")
+        datasets.append(DatasetSpec(v["name"], manifest, fields.lines.get(key, 0)))
+    return datasets
+
+
+def _model_specs(fields: _Fields, base: Path, precompute: dict) -> list[ModelSpec]:
     from .adapters.hf import store_name
 
-    for v, key, label in array("models", MODEL_FIELDS, ("source",)):
+    models, seen = [], {}
+    for v, key, label in fields.array("models", MODEL_FIELDS, ("source",)):
         source = v["source"]
         local = base / source
         if not Path(source).is_absolute() and (source.startswith((".", "/")) or local.exists()):
             source = str(local)  # a folder next to the sweep file; anything else is a hub id
         if source.startswith((".", "/")) and not Path(source).exists():
-            fail((*key, "source"), f"{label}.source", f"model folder {source} does not exist")
+            fields.fail((*key, "source"), f"{label}.source", f"model folder {source} does not exist")
         options = {f: v[f] for f in MODEL_OPTIONS if f in v}
         if options.get("cache_dir") and not Path(options["cache_dir"]).is_absolute():
             options["cache_dir"] = str(base / options["cache_dir"])  # as every path: from the sweep file
         if options.get("weights"):
             options["weights"] = str(base / options["weights"])  # an absolute path stays as it is
             if not Path(options["weights"]).is_file():
-                fail((*key, "weights"), f"{label}.weights", f"weights file {options['weights']} does not exist")
+                fields.fail((*key, "weights"), f"{label}.weights", f"weights file {options['weights']} does not exist")
         name = store_name(source, v.get("name"), options.get("random_init", precompute["random_init"]))
         if name in seen:
-            fail((*key, "name" if "name" in v else "source"), f"{label}.name",
-                 f"model name {name!r} is already {seen[name]}; give each model its own name")
+            fields.fail((*key, "name" if "name" in v else "source"), f"{label}.name",
+                        f"model name {name!r} is already {seen[name]}; give each model its own name")
         seen[name] = label
-        models.append(ModelSpec(source, v.get("name"), v.get("modality"), options, lines.get(key, 0), name))
-    return Sweep(path, datasets, models, precompute, dict(analyze), dict(ray), lines)
+        models.append(ModelSpec(source, v.get("name"), v.get("modality"), options, fields.lines.get(key, 0), name))
+    return models
 
 
 # ---- planning --------------------------------------------------------------------------------
