@@ -144,7 +144,8 @@ def _decoder_class(ray):
             from functools import partial
 
             self.cache = FrameCache(partial(frames_wanted, frames=list(frames), variants=list(variants)))
-            self.rules = SimpleNamespace(**caption_rules)  # what batch_inputs reads for caption runs
+            # what batch_inputs reads of its job for caption runs: the options' caption rules
+            self.rules = SimpleNamespace(options=SimpleNamespace(**caption_rules))
             self.preprocessors = {}
 
         def prepare(self, p, batch, image_mode, key, boxed):

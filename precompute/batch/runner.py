@@ -519,7 +519,8 @@ class Precompute:
                     notes.setdefault("fewer_captions", {})[it.item_id] = {
                         "has": len(it.captions), "asked": p.n_captions,
                         "handled": "all available captions were used"}
-                ordered = caption_order(it.captions, it.item_id, self.options.caption_order, self.options.caption_seed)
+                o = self.options
+                ordered = caption_order(it.captions, it.item_id, o.caption_order, o.caption_seed)
                 texts.append(caption_text(ordered, p.n_captions))
             return "text", texts, notes
         videos = []
