@@ -1,5 +1,5 @@
 """``layerscope papers``: map the store's model and dataset names to the papers' names once, so the
-papers' published numbers (``analysis/data/papers.csv``) are shown beside the user's (issue #31).
+papers' published numbers (``analysis/data/papers.csv``) are shown beside the user's.
 
 A thin command: parse, call :mod:`analysis.storage.published`, print."""
 

@@ -1,4 +1,4 @@
-"""A model's sides, named explicitly (DESIGN §9, "Sides are explicit").
+"""A model's sides, named explicitly: every run belongs to one side, and every label names it.
 
 A dual encoder (CLIP, SigLIP, X-CLIP) or an MLLM embeds both the videos (or images) and the captions:
 it has two runs per setting, one per side. The studies' run choices (:class:`analysis.studies.context.
@@ -16,8 +16,6 @@ from __future__ import annotations
 import re
 
 VISION = ("video", "image")
-#: the side tags a user may write after a model name
-SIDES = ("text", "image", "video")
 _TAGGED = re.compile(r"^(?P<model>.+?) \[(?P<side>text|image|video)\]$")
 
 

@@ -62,7 +62,7 @@ METRICS = ("mutual_knn", "cka", "cknna")
 
 
 def build(path, n_video, n_text, args):
-    from precompute.synthetic_store import write_sweep
+    from precompute.synthetic.store import write_sweep
 
     return write_sweep(path, video=[f"video{i}" for i in range(n_video)], text=[f"text{i}" for i in range(n_text)],
                        frames=(1, 2, 4), captions=(1, 2, 4), n_items=args.items, n_layers=args.layers, dim=args.dim)
@@ -170,7 +170,7 @@ def pair_seconds(spent: dict) -> float:
 def warm_up(tmp) -> None:
     """A tiny sweep analysed once: imports and lazy initialisation are not part of either timing."""
     from analysis.studies import analyze_store
-    from precompute.synthetic_store import write_sweep
+    from precompute.synthetic.store import write_sweep
 
     path = Path(tmp) / "warm.duckdb"
     write_sweep(path, video=["v0", "v1"], text=["t0"], frames=(1, 2, 4), captions=(1, 2, 4), n_items=40,

@@ -49,7 +49,7 @@ def measure(path, n_video: int, n_text: int, n_layers: int, metrics) -> tuple[in
 
     import analysis.studies as S
     from analysis.studies import context
-    from precompute.synthetic_store import write_sweep
+    from precompute.synthetic.store import write_sweep
 
     write_sweep(path, video=[f"v{i}" for i in range(n_video)], text=[f"t{i}" for i in range(n_text)],
                 frames=(1, 2, 4), captions=(1, 2, 4), n_items=64, n_layers=n_layers, dim=16)

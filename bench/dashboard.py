@@ -22,9 +22,9 @@ PAGES = ["overview", "heatmap", "curves", "scaling", "model_map", "downstream", 
 
 
 def build_store(path: Path, n_models: int, n_items: int) -> None:
-    from precompute.manifest import Item, Manifest
-    from precompute.model_info import ModelInfo
-    from precompute.writer import StoreWriter
+    from precompute.inputs.manifest import Item, Manifest
+    from precompute.adapters.model_info import ModelInfo
+    from precompute.batch.writer import StoreWriter
 
     rng = np.random.default_rng(0)
     latent = rng.normal(size=(n_items, 8))

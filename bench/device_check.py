@@ -37,8 +37,8 @@ import numpy as np
 
 
 def write_dataset(root: Path, n: int, size: int = 128) -> Path:
-    from precompute.synthetic import render_shapes, shape_scenes
-    from precompute.synthetic_video import write_video
+    from precompute.synthetic.scenes import render_shapes, shape_scenes
+    from precompute.synthetic.video_files import write_video
 
     lines = []
     for scene in shape_scenes(n, seed=0):
@@ -53,7 +53,7 @@ def build_models(root: Path, base: bool, base_frames: int) -> dict:
     from transformers import VideoMAEConfig, VideoMAEModel
     from transformers.models.videomae.image_processing_pil_videomae import VideoMAEImageProcessorPil
 
-    from precompute import tiny_models
+    from precompute.synthetic import tiny_models
 
     models = {"tiny-videomae": (str(tiny_models.build_videomae(root / "tiny-videomae")), {"frames": [4]}),
               "tiny-bert": (str(tiny_models.build_bert(root / "tiny-bert")), {"captions": [2]})}
@@ -161,8 +161,8 @@ def main(argv=None):
     import torch
 
     from analysis.storage.store import load_embeddings
-    from precompute.manifest import load_manifest
-    from precompute.runner import run_precompute
+    from precompute.inputs.manifest import load_manifest
+    from precompute.batch.runner import run_precompute
 
     print(f"torch {torch.__version__}, CUDA available: {torch.cuda.is_available()}"
           + (f" ({torch.cuda.get_device_name(0)})" if torch.cuda.is_available() else ""))

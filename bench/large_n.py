@@ -2,7 +2,7 @@
 
 Writes a store of ``--video`` video and ``--text`` text models (one budget each: one run per
 model) of ``--layers`` layers of width ``--dim`` for ``--items`` items, the numbers of
-:func:`precompute.synthetic_store.write_sweep` (a latent shared by every model, a per-model
+:func:`precompute.synthetic.store.write_sweep` (a latent shared by every model, a per-model
 projection, noise peaking at the first and last layers) written in item batches so the writer
 never holds a whole run. Then runs ``analyze_store`` on it (bootstrap off, maps off, the default
 metrics mutual_knn / cka / cknna and the default shuffled null unless ``--null-perms``) and prints:
@@ -69,11 +69,11 @@ WRITE_BATCH = 8192
 
 def write_store(path, *, n_items: int, video: int, text: int, layers: int, dim: int, seed: int = 0,
                 log=print) -> list[str]:
-    """A done run per model of :func:`precompute.synthetic_store.write_sweep`'s shape (budget 1),
+    """A done run per model of :func:`precompute.synthetic.store.write_sweep`'s shape (budget 1),
     written ``WRITE_BATCH`` items at a time; returns the run ids."""
-    from precompute.manifest import Item, Manifest
-    from precompute.model_info import ModelInfo
-    from precompute.writer import StoreWriter
+    from precompute.inputs.manifest import Item, Manifest
+    from precompute.adapters.model_info import ModelInfo
+    from precompute.batch.writer import StoreWriter
 
     latent_rng = np.random.default_rng(seed)
     latent = latent_rng.normal(size=(n_items, 8)).astype(np.float32)

@@ -49,8 +49,8 @@ def write_videos(root: Path, n: int, size: int, content: str = "noise") -> Path:
     """``n`` H.264 videos of 48 frames: ``noise`` (uniform noise: the decoder's worst case, every
     block full of detail) or ``shapes`` (the demo's moving shapes on textured backgrounds: closer
     to the decoding cost of real footage)."""
-    from precompute.synthetic import render_shapes, shape_scenes
-    from precompute.synthetic_video import write_video
+    from precompute.synthetic.scenes import render_shapes, shape_scenes
+    from precompute.synthetic.video_files import write_video
 
     rng = np.random.default_rng(0)
     scenes = shape_scenes(n, seed=0)
@@ -86,10 +86,10 @@ def main(argv=None):
         model_dir = build_model(tmp / "model", p)
         manifest_path = write_videos(tmp, args.videos, 256, args.content)
 
-        from precompute.manifest import load_manifest
-        from precompute.loading import load_adapter
-        from precompute.runner import run_precompute
-        from precompute.video import clip_indices, read_frames, sample_indices
+        from precompute.inputs.manifest import load_manifest
+        from precompute.adapters.dispatch import load_adapter
+        from precompute.batch.runner import run_precompute
+        from precompute.inputs.video import clip_indices, read_frames, sample_indices
 
         manifest = load_manifest(manifest_path)
         n_f = p["frames"]
@@ -134,8 +134,8 @@ def main(argv=None):
 def load_test(shape: str) -> None:
     """Time ``load_embeddings`` of one run against ``np.load`` of the same array (best of five each)."""
     from analysis.storage.store import connect, load_embeddings
-    from precompute.model_info import ModelInfo
-    from precompute.writer import StoreWriter
+    from precompute.adapters.model_info import ModelInfo
+    from precompute.batch.writer import StoreWriter
 
     L, N, d = (int(x) for x in shape.split(","))
     with tempfile.TemporaryDirectory() as tmp:

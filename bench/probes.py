@@ -33,7 +33,7 @@ def build(path, args) -> None:
     import duckdb
     import numpy as np
 
-    from precompute.synthetic_store import write_sweep
+    from precompute.synthetic.store import write_sweep
 
     write_sweep(path, video=[f"video{i}" for i in range(args.video)], text=[f"text{i}" for i in range(args.text)],
                 frames=(1, 2, 4), captions=(1, 2, 4), n_items=args.items, n_layers=args.layers, dim=args.dim)

@@ -52,7 +52,7 @@ def main(argv=None):
     args = ap.parse_args(argv)
 
     from bench.precompute import PRESETS, build_model, write_videos
-    from precompute.ray_backend import RaySession
+    from precompute.batch.ray_backend import RaySession
     from precompute.sweep import load_sweep, run_sweep
 
     def quiet(msg):
@@ -70,7 +70,7 @@ def main(argv=None):
         sweep = load_sweep(tmp / "sweep.toml")
         n_items = args.videos * len(frames)
 
-        from precompute.writer import StoreWriter
+        from precompute.batch.writer import StoreWriter
 
         commits: list = []  # (time, items) of every committed batch, both paths (the driver writes)
         write_batch = StoreWriter.write_batch

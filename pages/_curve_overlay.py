@@ -1,4 +1,4 @@
-"""The Layer curves page's overlay of many runs (issue #33), rendered: runs picked in the URL
+"""The Layer curves page's overlay of many runs, rendered: runs picked in the URL
 (``oruns``), one pinned as the baseline (``base``), optionally drawn as differences to it (``diff``).
 The data and chart are :mod:`analysis.views.curve_overlay`."""
 

@@ -15,7 +15,7 @@ def thumbnails(videos: tuple, where: str = "") -> tuple[dict, str | None]:
     """``{video: data URI}`` of each video's first frame, and a note when some could not be read
     (videos on another machine than the store: captions only); ``where`` says where frames would show
     (" on hover")."""
-    from precompute.video import poster_frame
+    from precompute.inputs.video import poster_frame
 
     out, failed, first_error = {}, 0, None
     # five videos spread over the list are tried first: when all five fail the videos are taken to be
@@ -67,7 +67,7 @@ def frame_strip(video, *, container=st, n: int = STRIP_FRAMES, width: int = STRI
     try:
         from PIL import Image
 
-        from precompute.video import read_video, sample_indices
+        from precompute.inputs.video import read_video, sample_indices
 
         strip = [Image.fromarray(f) for f in read_video(video, lambda T: sample_indices(T, n)).frames]
         container.image(strip, width=width)

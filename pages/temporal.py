@@ -127,7 +127,7 @@ for key, title, caption in (
         continue
     st.subheader(title)
     charts = choice_charts(df) if drawable(df, "accuracy") else []
-    # the chart's key only under a chart: with every value undefined, no error bar is promised (issue #33)
+    # the chart's key only under a chart: with every value undefined, no error bar is promised
     st.caption(caption + (" Error bars: 95% Wilson intervals over the items' choices (approximate, as ties count "
                           "½); dashed rule: chance. A dual encoder's joint layer has no depth: it is drawn apart."
                           if charts else ""))

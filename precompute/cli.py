@@ -30,7 +30,8 @@ def build_parser() -> argparse.ArgumentParser:
     from analysis import cli as analysis
     from analysis import papers_cli as papers
 
-    from . import imported, recipes
+    from . import imported
+    from .inputs import recipes
 
     parser = argparse.ArgumentParser(
         prog="layerscope",
@@ -39,7 +40,7 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    order = [analysis.register_metrics, _register_precompute, _register_models, _register_demo,
+    order = [analysis.register_metrics, _register_precompute, _register_runs, _register_models, _register_demo,
              analysis.register_analyze, _register_dashboard, analysis.register_report, _register_merge,
              _register_migrate, analysis.register_map, papers.register_papers, recipes.register, _register_sweep,
              imported.register]
@@ -49,9 +50,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def cmd_precompute(args) -> int:
-    from .manifest import load_manifest
-    from .options import PrecomputeOptions
-    from .runner import run_precompute
+    from .inputs.manifest import load_manifest
+    from .batch.options import PrecomputeOptions
+    from .batch.runner import run_precompute
 
     manifest = load_manifest(args.manifest)
     options = PrecomputeOptions(
@@ -66,8 +67,8 @@ def cmd_precompute(args) -> int:
                modality=args.modality, options=options, progress=not args.quiet)
     if args.gpus_per_model is not None and not args.ray:
         raise UserError("--gpus-per-model only applies with --ray")
-    if args.ray:  # the same runs on a Ray cluster (precompute/ray_backend.py)
-        from .ray_backend import RaySession, ray_job
+    if args.ray:  # the same runs on a Ray cluster (precompute/batch/ray_backend.py)
+        from .batch.ray_backend import RaySession, ray_job
 
         with RaySession(args.ray) as session:
             summary = run_precompute(**job, job_cls=ray_job(session, gpus_per_model=args.gpus_per_model))
@@ -95,7 +96,7 @@ def _runs_store(args) -> str:
 
 
 def cmd_runs_rm(args) -> int:
-    from .manage import remove_runs
+    from .upkeep.manage import remove_runs
 
     out = remove_runs(_runs_store(args), args.run_ids, model=args.model)
     what = f"model {out['model']!r} and its " if out["model"] else ""
@@ -107,7 +108,7 @@ def cmd_runs_rm(args) -> int:
 
 
 def cmd_runs_rename(args) -> int:
-    from .manage import rename_model
+    from .upkeep.manage import rename_model
 
     out = rename_model(_runs_store(args), args.old, args.new)
     print(f"runs rename: {args.old!r} is now {args.new!r} ({out['runs']} run(s), {out['downstream']} downstream "
@@ -116,7 +117,7 @@ def cmd_runs_rename(args) -> int:
 
 
 def cmd_runs_tag(args) -> int:
-    from .manage import tag_runs
+    from .upkeep.manage import tag_runs
 
     remove = args.action == "untag"
     out = tag_runs(_runs_store(args), [args.run_id], args.tags, remove=remove)
@@ -173,8 +174,8 @@ def _csv(values) -> str:
 
 
 def _register_precompute(sub):
-    from .naming import NameAfterModel
-    from .options import DEFAULTS
+    from .adapters.naming import NameAfterModel
+    from .batch.options import DEFAULTS
 
     p = sub.add_parser("precompute", help="embed a dataset with models, every layer, into a DuckDB store",
                        formatter_class=argparse.RawDescriptionHelpFormatter, epilog=EPILOG)
@@ -214,6 +215,16 @@ def _register_precompute(sub):
                    help="MLLMs: the explicit one-word limitation prompt (eol, default: 'Summarize ... in one word:') "
                         "or the input alone (plain), TARA's comparison; another prompt is another run, so give "
                         "it another --name to compare the two")
+    _add_model_flags(p)
+    p.add_argument("--quiet", action="store_true", help="no progress bars")
+    _add_ray_flags(p)
+    p.set_defaults(func=cmd_precompute)
+
+
+def _add_model_flags(p) -> None:
+    """``precompute``'s flags that say how a model is loaded and read (remote code, hooks, weights)."""
+    from .batch.options import DEFAULTS
+
     p.add_argument("--trust-remote-code", action="store_true",
                    help="run a model's own Python code (auto_map in its config.json; off by default): arbitrary "
                    "code, run with your user's rights, so only for models whose code you trust (a warning is "
@@ -238,9 +249,9 @@ def _register_precompute(sub):
                    "CLIP/SigLIP/X-CLIP, the projected joint embedding (`joint`) after the numbered layers (on by "
                    "default; --no-named-layers stores the hidden states only, the run ids of stores made before "
                    "named layers; remote-code, --blocks, timm and open_clip models always store them)")
-    p.add_argument("--quiet", action="store_true", help="no progress bars")
-    _add_ray_flags(p)
-    p.set_defaults(func=cmd_precompute)
+
+
+def _register_runs(sub):
     r = sub.add_parser("runs", help="list the runs a store holds; remove runs (rm) or rename a model (rename)",
                        epilog="examples:\n  layerscope runs --store S\n  layerscope runs rm --store S RUN_ID [RUN_ID ...]\n"
                               "  layerscope runs rm --store S --model NAME\n  layerscope runs rename --store S OLD NEW\n"
@@ -272,7 +283,7 @@ def _register_precompute(sub):
 
 
 def cmd_models(args) -> int:
-    from .loaders import catalog
+    from .adapters.hooked import catalog
 
     rows = catalog()
     if args.json:
@@ -341,7 +352,7 @@ def _register_dashboard(sub):
 
 
 def cmd_merge(args) -> int:
-    from .merge import merge_stores
+    from .upkeep.merge import merge_stores
 
     out = merge_stores(args.store, args.sources, log=lambda m: print(m, file=sys.stderr))
     print(f"merge: {out['runs_merged']} sharded run(s) merged, {out['runs_copied']} copied, "
@@ -357,7 +368,7 @@ def _register_merge(sub):
 
 
 def cmd_migrate(args) -> int:
-    from .migrate import migrate_store
+    from .upkeep.migrate import migrate_store
 
     migrate_store(args.store)
     return 0

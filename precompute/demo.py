@@ -15,15 +15,15 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from .manifest import load_manifest
-from .stages import StageTimer
-from .synthetic import LABEL_FIELDS, write_moving_shapes, write_test_of_time
+from .inputs.manifest import load_manifest
+from .batch.stages import StageTimer
+from .synthetic.scenes import LABEL_FIELDS, write_moving_shapes, write_test_of_time
 
 
 def _tiny():
-    """precompute.tiny_models, imported when a model is built (it imports torch, which a test store
+    """precompute.synthetic.tiny_models, imported when a model is built (it imports torch, which a test store
     built in the demo's shape does not need)."""
-    from . import tiny_models
+    from .synthetic import tiny_models
 
     return tiny_models
 
@@ -48,9 +48,9 @@ class DemoSize:
         return self.frames, self.captions
 
 
-#: Sized to what the pages need (issue #32: the demo was 180 + 256 items, frames 1-16 on both and
-#: captions 1-10 on moving shapes, 110 s on a quiet 2-core machine): k = 10 neighbours among 160-192 items, 4 frame and
-#: 4 caption budgets for the scaling laws (the saturating law's 5 parameters need 6+ grid points;
+#: Sized to what the pages need, and no more (every frame and caption budget costs embedding time):
+#: k = 10 neighbours among 160-192 items, 4 frame and 4 caption budgets for the scaling laws (the
+#: saturating law's 5 parameters need 6+ grid points;
 #: 16 frames and 10 captions cost about as much embedding as all smaller budgets together, for one
 #: more point on each axis).
 FULL = DemoSize(tot_items=160, shape_items=192, frames=(1, 2, 4, 8), captions=(1, 2, 4, 8),
@@ -95,7 +95,7 @@ DEMO_BATCH_SIZE = 64
 def _demo_corpus() -> list[str]:
     """Every sentence the demo's word-level tokenizers must know: all Test of Time captions (every
     colour and region pair) and moving-shape captions and negatives."""
-    from .synthetic import shape_scenes, time_scenes
+    from .synthetic.scenes import shape_scenes, time_scenes
 
     lines = sorted({s.caption for s in time_scenes(720)})
     for s in shape_scenes(60):
@@ -207,7 +207,7 @@ def _models(root: Path, log) -> dict[str, str]:
 
 def real_vision_weights() -> Path | None:
     """The packaged EfficientNet-Lite0 weights file when it and timm are installed, else None."""
-    from .packaged import efficientnet_lite0_path
+    from .synthetic.packaged import efficientnet_lite0_path
 
     try:
         import timm  # noqa: F401
@@ -219,8 +219,8 @@ def real_vision_weights() -> Path | None:
 class SharedLoads:
     """What the demo's precompute calls share: each model loads once (not once per dataset and
     job), and each dataset's videos decode once for all its jobs (the frame budgets and variants of
-    a dataset are the same in every job, so one :class:`~precompute.runner.FrameCache` serves them).
-    ``job_cls(dataset)`` is the ``job_cls`` to pass to :func:`~precompute.runner.run_precompute`.
+    a dataset are the same in every job, so one :class:`~precompute.batch.runner.FrameCache` serves them).
+    ``job_cls(dataset)`` is the ``job_cls`` to pass to :func:`~precompute.batch.runner.run_precompute`.
     Seconds spent loading go to ``timer``'s ``load models`` stage."""
 
     def __init__(self, timer: StageTimer | None = None):
@@ -229,19 +229,20 @@ class SharedLoads:
         self.timer = timer or StageTimer()
 
     def job_cls(self, dataset: str):
-        from .runner import Precompute  # imports torch: only when the demo embeds
+        from .batch.runner import Precompute  # imports torch: only when the demo embeds
 
         shared = self
 
         class SharedJob(Precompute):
             def __init__(self, *args, **kwargs):
                 super().__init__(*args, **kwargs)
-                key = (dataset, tuple(self.frames), tuple(self.variants))
+                key = (dataset, self.options.frames, self.options.variants)
                 self.frames_cache = shared.caches.setdefault(key, self.frames_cache)
 
             def load_model(self, spec, modality):
-                key = (spec, modality, self.device, self.dtype, self.named_layers, self.blocks,
-                       self.random_init, self.prompt_template, self.trust)
+                o = self.options
+                key = (spec, modality, o.device, o.dtype, o.named_layers, o.blocks, o.random_init, o.prompt_template,
+                       o.trust_remote_code)
                 if key not in shared.adapters:
                     with shared.timer.stage("load models"):
                         shared.adapters[key] = super().load_model(spec, modality)
@@ -352,7 +353,7 @@ def _precompute(store, dataset: str, manifest, size: DemoSize, models: dict, sha
     log(f"precompute: {dataset} ({len(manifest.items)} items, frames {','.join(map(str, frames))}, captions "
         f"{','.join(map(str, captions))}) with {', '.join(single)}, and {', '.join(DUAL_ENCODERS)} "
         "(image and text towers, named layers)")
-    from .runner import run_precompute
+    from .batch.runner import run_precompute
 
     computed = reused = 0
     for job in jobs:
@@ -414,7 +415,7 @@ def run_demo(*, store="data/demo.duckdb", small=False, dashboard=True, data_dir=
 
 
 #: the manifest fields the demo probes every layer with (``analyze --labels``): every class field each
-#: generated item carries (:data:`precompute.synthetic.LABEL_FIELDS`: moving shapes' shape, colour,
+#: generated item carries (:data:`precompute.synthetic.scenes.LABEL_FIELDS`: moving shapes' shape, colour,
 #: direction and speed; Test of Time's first colour, its region and the caption's before/after
 #: phrasing), so the Downstream and Layer predictors pages show measured numbers. A field one dataset
 #: lacks is probed where it exists.

@@ -217,14 +217,14 @@ def import_embeddings(store, *, manifest, dataset: str, name: str, files, modali
                       log=print) -> dict:
     """Store the layers in ``files`` as one done run of model ``name`` on ``dataset``.
 
-    ``manifest``: a :class:`~precompute.manifest.Manifest` (its items' ids match the rows);
+    ``manifest``: a :class:`~precompute.inputs.manifest.Manifest` (its items' ids match the rows);
     ``modality``: ``text`` (``budget`` is ``n_c``, captions per item), ``video`` or ``image``
     (``budget`` is ``n_f``, frames per item). Returns ``{"run_id", "layers", "items", "stored"}``
     (``stored`` False when the same vectors were imported before).
     """
-    from .model_info import ModelInfo
-    from .runner import run_config
-    from .writer import StoreWriter, run_id_for
+    from .adapters.model_info import ModelInfo
+    from .batch.runner import run_config
+    from .batch.writer import StoreWriter, run_id_for
 
     if modality not in ("text", "video", "image"):
         raise ValueError(f"--modality {modality!r}: imported runs are text, video or image")
@@ -323,7 +323,7 @@ def register(sub) -> None:
 def _cmd(args) -> int:
     import sys
 
-    from .manifest import load_manifest
+    from .inputs.manifest import load_manifest
 
     vision = args.modality != "text"
     if (args.frames if not vision else args.captions) is not None:

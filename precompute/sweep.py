@@ -72,7 +72,7 @@ import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .options import DEFAULTS
+from .batch.options import DEFAULTS
 
 DTYPES = ("float32", "bfloat16", "float16")
 
@@ -161,7 +161,7 @@ def _num(lo):
 
 
 def _frames(v):
-    from .runner import MAX_FRAMES
+    from .batch.runner import MAX_FRAMES
 
     err = _ints(v)
     if err is None and max(v) > MAX_FRAMES:
@@ -169,7 +169,7 @@ def _frames(v):
     return err
 
 
-#: what :func:`precompute.models.resolve_device` takes (whether that device exists is the run's to find out)
+#: what :func:`precompute.adapters.hf.resolve_device` takes (whether that device exists is the run's to find out)
 _DEVICE = re.compile(r"^(auto|cpu|cuda|cuda:\d+)$")
 
 
@@ -223,7 +223,7 @@ def _variants(v):
         else f"expected a list of distinct \"original\" / \"reversed\", got {v!r}"
 
 
-#: the [precompute] table's fields and their checks; defaults are :data:`precompute.options.DEFAULTS`
+#: the [precompute] table's fields and their checks; defaults are :data:`precompute.batch.options.DEFAULTS`
 PRECOMPUTE_FIELDS = {
     "frames": _frames, "captions": _ints, "variants": _variants, "batch_size": _int(1), "dtype": _one_of(*DTYPES),
     "device": _device, "image_mode": _one_of("frames", "first"), "caption_order": _one_of("first", "random"),
@@ -261,6 +261,58 @@ def _read_text(path: Path) -> str:
                          "UTF-8") from None
 
 
+class _Fields:
+    """Checks of a parsed sweep file's tables; every error names the file and the field's line."""
+
+    def __init__(self, path: Path, data: dict, lines: dict):
+        self.path, self.data, self.lines = path, data, lines
+
+    def fail(self, key: tuple, label: str, msg: str):
+        # the field's own line, else its table's, else the file
+        for k in (key, key[:-1], key[:-2], key[:1]):
+            if k in self.lines:
+                raise SweepError(f"{self.path}:{self.lines[k]}: {label}: {msg}")
+        raise SweepError(f"{self.path}: {label}: {msg}")
+
+    def table(self, fields: dict, value, key: tuple, label: str) -> dict:
+        if not isinstance(value, dict):
+            self.fail(key, label, "expected a table")
+        for f, v in value.items():
+            check = fields.get(f)
+            if check is None:
+                self.fail((*key, f), f"{label}.{f}", f"unknown field; expected one of {', '.join(fields)}")
+            check = check[0] if isinstance(check, tuple) else check
+            err = check(v)
+            if err:
+                self.fail((*key, f), f"{label}.{f}", err)
+        return value
+
+    def array(self, name: str, fields: dict, required: tuple) -> list[tuple[dict, tuple, str]]:
+        value = self.data.get(name)
+        if value is None:
+            raise SweepError(f"{self.path}: {name}: at least one [[{name}]] table is required")
+        if not isinstance(value, list) or not all(isinstance(v, dict) for v in value):
+            self.fail((name,), name, f"expected [[{name}]] tables")
+        out = []
+        for i, v in enumerate(value):
+            key, label = (name, i), f"{name}[{i}]"
+            self.table(fields, v, key, label)
+            for f in required:
+                if f not in v:
+                    self.fail(key + ("",), label, f"missing required field {f!r}")
+            out.append((v, key, label))
+        return out
+
+
+def _parse_toml(path: Path, text: str) -> dict:
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        m = re.search(r"\(at line (\d+), column (\d+)\)", str(exc))
+        where = f"{path}:{m.group(1)}" if m else f"{path}"
+        raise SweepError(f"{where}: TOML syntax error: {str(exc).split(' (at line')[0]}") from None
+
+
 def load_sweep(path) -> Sweep:
     """Parse and validate a sweep file (see the module doc); raises :class:`SweepError`.
 
@@ -270,99 +322,67 @@ def load_sweep(path) -> Sweep:
     if not path.is_file():
         raise SweepError(f"{path}: sweep file does not exist")
     text = _read_text(path)
-    try:
-        data = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        m = re.search(r"\(at line (\d+), column (\d+)\)", str(exc))
-        where = f"{path}:{m.group(1)}" if m else f"{path}"
-        raise SweepError(f"{where}: TOML syntax error: {str(exc).split(' (at line')[0]}") from None
+    data = _parse_toml(path, text)
     lines = key_lines(text)
-
-    def fail(key: tuple, label: str, msg: str):
-        # the field's own line, else its table's, else the file
-        for k in (key, key[:-1], key[:-2], key[:1]):
-            if k in lines:
-                raise SweepError(f"{path}:{lines[k]}: {label}: {msg}")
-        raise SweepError(f"{path}: {label}: {msg}")
-
+    fields = _Fields(path, data, lines)
     for k in data:
         if k not in TOP:
-            fail((k,), k, f"unknown table or field; expected {', '.join(sorted(TOP))}")
-
-    def table(name: str, fields: dict, value, key: tuple, label: str) -> dict:
-        if not isinstance(value, dict):
-            fail(key, label, "expected a table")
-        for f, v in value.items():
-            check = fields.get(f)
-            if check is None:
-                fail((*key, f), f"{label}.{f}", f"unknown field; expected one of {', '.join(fields)}")
-            check = check[0] if isinstance(check, tuple) else check
-            err = check(v)
-            if err:
-                fail((*key, f), f"{label}.{f}", err)
-        return value
-
-    pre = table("precompute", PRECOMPUTE_FIELDS, data.get("precompute", {}), ("precompute",), "precompute")
+            fields.fail((k,), k, f"unknown table or field; expected {', '.join(sorted(TOP))}")
+    pre = fields.table(PRECOMPUTE_FIELDS, data.get("precompute", {}), ("precompute",), "precompute")
     defaults = DEFAULTS.kwargs()
     precompute = {f: pre.get(f, defaults[f]) for f in PRECOMPUTE_FIELDS}
-    analyze = table("analyze", ANALYZE_FIELDS, data.get("analyze", {}), ("analyze",), "analyze")
-    ray = table("ray", RAY_FIELDS, data.get("ray", {}), ("ray",), "ray")
-
-    def array(name: str, fields: dict, required: tuple) -> list[tuple[dict, tuple, str]]:
-        value = data.get(name)
-        if value is None:
-            raise SweepError(f"{path}: {name}: at least one [[{name}]] table is required")
-        if not isinstance(value, list) or not all(isinstance(v, dict) for v in value):
-            fail((name,), name, f"expected [[{name}]] tables")
-        out = []
-        for i, v in enumerate(value):
-            key, label = (name, i), f"{name}[{i}]"
-            table(name, fields, v, key, label)
-            for f in required:
-                if f not in v:
-                    fail(key + ("",), label, f"missing required field {f!r}")
-            out.append((v, key, label))
-        return out
-
+    analyze = fields.table(ANALYZE_FIELDS, data.get("analyze", {}), ("analyze",), "analyze")
+    ray = fields.table(RAY_FIELDS, data.get("ray", {}), ("ray",), "ray")
     # absolute: a sweep given as `sweep.toml` has parent `.`, and `./nope` joined to it is `nope`,
     # which would pass for a hub id
     base = path.parent.absolute()
+    datasets = _dataset_specs(fields, base)
+    if precompute.get("cache_dir") and not Path(precompute["cache_dir"]).is_absolute():
+        precompute["cache_dir"] = str(base / precompute["cache_dir"])
+    models = _model_specs(fields, base, precompute)
+    return Sweep(path, datasets, models, precompute, dict(analyze), dict(ray), lines)
+
+
+def _dataset_specs(fields: _Fields, base: Path) -> list[DatasetSpec]:
     datasets, seen = [], {}
-    for v, key, label in array("datasets", DATASET_FIELDS, ("name", "manifest")):
+    for v, key, label in fields.array("datasets", DATASET_FIELDS, ("name", "manifest")):
         if v["name"] in seen:
-            fail((*key, "name"), f"{label}.name", f"dataset {v['name']!r} is already {seen[v['name']]}")
+            fields.fail((*key, "name"), f"{label}.name", f"dataset {v['name']!r} is already {seen[v['name']]}")
         seen[v["name"]] = label
         manifest = (base / v["manifest"]) if not Path(v["manifest"]).is_absolute() else Path(v["manifest"])
         if not manifest.is_file():
-            fail((*key, "manifest"), f"{label}.manifest", f"{manifest} is a folder, not a manifest file (.jsonl or .csv)"
-                 if manifest.is_dir() else f"{manifest} does not exist")
-        datasets.append(DatasetSpec(v["name"], manifest, lines.get(key, 0)))
-    if precompute.get("cache_dir") and not Path(precompute["cache_dir"]).is_absolute():
-        precompute["cache_dir"] = str(base / precompute["cache_dir"])
-    models, seen = [], {}
-    from .models import store_name
+            fields.fail((*key, "manifest"), f"{label}.manifest",
+                        f"{manifest} is a folder, not a manifest file (.jsonl or .csv)"
+                        if manifest.is_dir() else f"{manifest} does not exist")
+        datasets.append(DatasetSpec(v["name"], manifest, fields.lines.get(key, 0)))
+    return datasets
 
-    for v, key, label in array("models", MODEL_FIELDS, ("source",)):
+
+def _model_specs(fields: _Fields, base: Path, precompute: dict) -> list[ModelSpec]:
+    from .adapters.hf import store_name
+
+    models, seen = [], {}
+    for v, key, label in fields.array("models", MODEL_FIELDS, ("source",)):
         source = v["source"]
         local = base / source
         if not Path(source).is_absolute() and (source.startswith((".", "/")) or local.exists()):
             source = str(local)  # a folder next to the sweep file; anything else is a hub id
         if source.startswith((".", "/")) and not Path(source).exists():
-            fail((*key, "source"), f"{label}.source", f"model folder {source} does not exist")
+            fields.fail((*key, "source"), f"{label}.source", f"model folder {source} does not exist")
         options = {f: v[f] for f in MODEL_OPTIONS if f in v}
         if options.get("cache_dir") and not Path(options["cache_dir"]).is_absolute():
             options["cache_dir"] = str(base / options["cache_dir"])  # as every path: from the sweep file
         if options.get("weights"):
             options["weights"] = str(base / options["weights"])  # an absolute path stays as it is
             if not Path(options["weights"]).is_file():
-                fail((*key, "weights"), f"{label}.weights", f"weights file {options['weights']} does not exist")
+                fields.fail((*key, "weights"), f"{label}.weights", f"weights file {options['weights']} does not exist")
         name = store_name(source, v.get("name"), options.get("random_init", precompute["random_init"]))
         if name in seen:
-            fail((*key, "name" if "name" in v else "source"), f"{label}.name",
-                 f"model name {name!r} is already {seen[name]}; give each model its own name")
+            fields.fail((*key, "name" if "name" in v else "source"), f"{label}.name",
+                        f"model name {name!r} is already {seen[name]}; give each model its own name")
         seen[name] = label
-        models.append(ModelSpec(source, v.get("name"), v.get("modality"), options, lines.get(key, 0), name))
-    return Sweep(path, datasets, models, precompute, dict(analyze), dict(ray), lines)
+        models.append(ModelSpec(source, v.get("name"), v.get("modality"), options, fields.lines.get(key, 0), name))
+    return models
 
 
 # ---- planning --------------------------------------------------------------------------------
@@ -419,9 +439,9 @@ def _size(n: int) -> str:
 def _probe(sweep: Sweep, m: ModelSpec):
     """The model's config-only adapter (no weights), errors pointing at the sweep file. A model that
     brings its own code is planned from its config JSON without running that code
-    (:class:`precompute.remote_code.RemoteCodeProbe`): the plan loads and runs nothing."""
-    from .loading import probe_model
-    from .remote_code import RemoteCodeProbe, remote_code_config
+    (:class:`precompute.adapters.remote_code.RemoteCodeProbe`): the plan loads and runs nothing."""
+    from .adapters.dispatch import probe_model
+    from .adapters.remote_code import RemoteCodeProbe, remote_code_config
 
     opts = sweep.model_options(m)
     try:
@@ -437,7 +457,7 @@ def _probe(sweep: Sweep, m: ModelSpec):
     except ValueError as exc:
         raise SweepError(f"{sweep.path}:{m.line}: models source {m.source!r}: {exc}") from None
     if opts["blocks"] and hasattr(probe, "config"):  # a transformers model: its skeleton shows the path
-        from .hooks import check_block_path
+        from .adapters.hooks import check_block_path
 
         why = check_block_path(probe.config, opts["blocks"])
         if why:
@@ -464,7 +484,7 @@ def _check_references(sweep: Sweep, known: set) -> None:
 def _stored_runs(store) -> list[dict]:
     from analysis.storage.store import connect
 
-    from .known_runs import stored_runs
+    from .batch.known_runs import stored_runs
 
     if not Path(store).exists():
         return []
@@ -485,11 +505,11 @@ def _fewer_captions_fix(fewest: int) -> str:
 def plan_sweep(sweep: Sweep, store) -> Plan:
     """Every run the sweep asks for and how much of it the store holds (no model is loaded).
 
-    A stored run matches a planned one by :func:`precompute.known_runs.match` (every identity field
+    A stored run matches a planned one by :func:`precompute.batch.known_runs.match` (every identity field
     the config tells, as ``layerscope precompute`` decides to skip a model)."""
-    from .known_runs import keep_unknown_revision, known_identity, match
-    from .manifest import load_manifest
-    from .runner import Precompute, check_text_only
+    from .batch.known_runs import keep_unknown_revision, known_identity, match
+    from .inputs.manifest import load_manifest
+    from .batch.runner import Precompute, check_text_only
 
     manifests = {}
     for d in sweep.datasets:
@@ -509,7 +529,7 @@ def plan_sweep(sweep: Sweep, store) -> Plan:
                 check_text_only(manifest, [name], [probe.modality], lambda: None)
             except ValueError as exc:
                 raise SweepError(f"{sweep.path}:{m.line}: models {name!r} on datasets {d.name!r}: {exc}") from None
-            job = Precompute(None, manifest, d.name, progress=False, **opts)
+            job = Precompute(None, manifest, d.name, options=DEFAULTS.with_overrides(**opts), progress=False)
             job.close()
             if {"text", "mllm"} & {probe.modality} and opts["variants"] != ["reversed"] \
                     and not opts["allow_fewer_captions"]:
@@ -530,10 +550,10 @@ def plan_sweep(sweep: Sweep, store) -> Plan:
                 n_done, status = match(p, known, stored, n)
                 pair_done &= status == "done"
                 left = None if known.dims is None else (n - n_done) * known.dims[0] * known.dims[1] * 4
-                runs.append(PlannedRun(d.name, name, Precompute._label(p), n, n_done, status, left))
+                runs.append(PlannedRun(d.name, name, Precompute.label(p), n, n_done, status, left))
             if pair_done:
                 done_pairs.add((d.name, name))
-    from .remote_code import RemoteCodeProbe, cannot_know
+    from .adapters.remote_code import RemoteCodeProbe, cannot_know
 
     notes = [cannot_know(name) for name, (_, probe) in probes.items() if isinstance(probe, RemoteCodeProbe)]
     return Plan(runs, done_pairs, manifests, probes, notes)
@@ -575,12 +595,12 @@ def run_sweep(sweep: Sweep, store, *, ray: str | None = None, gpus_per_model: fl
 
     ``ray``: ``local`` / ``auto`` / an address (default: ``[ray] address`` of the file, else no Ray).
     A (dataset, model) pair whose runs are all in the store is skipped without loading the model;
-    the rest go through :func:`~precompute.runner.run_precompute`, which resumes unfinished runs.
+    the rest go through :func:`~precompute.batch.runner.run_precompute`, which resumes unfinished runs.
     Returns ``{"runs_computed", "runs_done_before", "pairs_skipped", "items_embedded",
     "analysis": analyze_store's dict or None, "seconds"}``."""
     from contextlib import nullcontext
 
-    from .runner import run_precompute
+    from .batch.runner import run_precompute
 
     log = log or (lambda msg: print(msg, file=sys.stderr, flush=True))
     t0 = time.perf_counter()
@@ -595,7 +615,7 @@ def run_sweep(sweep: Sweep, store, *, ray: str | None = None, gpus_per_model: fl
     a = sweep.analyze
     session = None
     if address and (todo or a.get("enabled", True)):
-        from .ray_backend import RaySession
+        from .batch.ray_backend import RaySession
 
         session = RaySession(address)
     with session or nullcontext():
@@ -603,7 +623,7 @@ def run_sweep(sweep: Sweep, store, *, ray: str | None = None, gpus_per_model: fl
             m = models[0][0]
             kwargs = {}
             if session is not None:
-                from .ray_backend import ray_job
+                from .batch.ray_backend import ray_job
 
                 kwargs["job_cls"] = ray_job(
                     session, gpus_per_model=sweep.ray.get("gpus_per_model") if gpus_per_model is None
@@ -621,7 +641,7 @@ def run_sweep(sweep: Sweep, store, *, ray: str | None = None, gpus_per_model: fl
 
             executor = None
             if session is not None:  # pairs scored in Ray tasks
-                from .ray_backend import analysis_executor
+                from .batch.ray_backend import analysis_executor
 
                 executor = analysis_executor(session)
             options = analyze_options(sweep, default_jobs())

@@ -7,10 +7,10 @@ from __future__ import annotations
 import numpy as np
 
 from analysis.studies import analyze_store
-from precompute.manifest import Item, Manifest
-from precompute.model_info import ModelInfo
-from precompute.synthetic_store import write_run
-from precompute.writer import StoreWriter, run_id_for
+from precompute.inputs.manifest import Item, Manifest
+from precompute.adapters.model_info import ModelInfo
+from precompute.synthetic.store import write_run
+from precompute.batch.writer import StoreWriter, run_id_for
 
 #: model name -> (modality, n_layers, dim)
 MODELS = {"vis": ("video", 3, 8), "txt": ("text", 2, 6)}
@@ -251,7 +251,7 @@ def write_dashboard_store(path) -> None:
     seconds, no model or video): :data:`DASHBOARD_MODELS` on both :data:`DASHBOARD_DATASETS`, one
     done run per budget of :data:`DASHBOARD_BUDGETS`, items ``shape0000``... with two captions each,
     analysed with the default metrics, k=5 and 5 resamples. Layer ``l`` of item ``i`` is
-    ``z_i P_m + (0.5 + |depth_l| + 1/s) e`` (:func:`precompute.synthetic_store.write_sweep`'s recipe),
+    ``z_i P_m + (0.5 + |depth_l| + 1/s) e`` (:func:`precompute.synthetic.store.write_sweep`'s recipe),
     so models agree more at some layers and budgets than at others."""
     w = StoreWriter(path)
     try:
@@ -294,7 +294,7 @@ def write_sides_store(root):
     from analysis.storage.downstream_import import import_downstream
     from analysis.storage.store import load_embeddings
     from analysis.studies import analyze_store
-    from precompute import tiny_models
+    from precompute.synthetic import tiny_models
     from precompute.cli import main
     from tests.precompute.helpers import make_dataset
 
@@ -471,8 +471,8 @@ def write_demo_like_store(root):
     from pathlib import Path
 
     from precompute.demo import DEMO_LABELS
-    from precompute.manifest import load_manifest
-    from precompute.synthetic import write_moving_shapes, write_test_of_time
+    from precompute.inputs.manifest import load_manifest
+    from precompute.synthetic.scenes import write_moving_shapes, write_test_of_time
 
     root = Path(root)
     data = root / "data"

@@ -102,7 +102,7 @@ def test_damaged_store_gives_one_line_for_every_command(good_store, tmp_path, ca
 
 @pytest.mark.slow  # builds a tiny BERT
 def test_precompute_into_a_damaged_store_gives_one_line(good_store, tmp_path, capsys):
-    from precompute import tiny_models
+    from precompute.synthetic import tiny_models
     from tests.precompute.helpers import make_dataset
 
     store = damaged("truncated", good_store, tmp_path)

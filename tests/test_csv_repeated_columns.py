@@ -5,7 +5,7 @@ import duckdb
 import pytest
 
 from precompute.cli import main
-from precompute.manifest import ManifestError, load_manifest
+from precompute.inputs.manifest import ManifestError, load_manifest
 from tests.stores import write_store
 
 

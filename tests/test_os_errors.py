@@ -11,7 +11,7 @@ import pytest
 
 from analysis.storage.store import load_embeddings, store_error, transaction
 from precompute.cli import main
-from precompute.writer import StoreWriter
+from precompute.batch.writer import StoreWriter
 from tests.stores import write_store
 
 REPO = Path(__file__).resolve().parents[1]

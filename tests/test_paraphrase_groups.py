@@ -20,7 +20,7 @@ from analysis.storage import results as R
 from analysis.storage.store import load_embeddings
 from precompute.cli import main
 from precompute.demo import minilm_path
-from precompute.packaged import mpnet_path
+from precompute.synthetic.packaged import mpnet_path
 
 pytestmark = pytest.mark.slow  # loads two real encoders (one of 110M parameters) and analyses their store
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from precompute.synthetic_store import write_sweep
+from precompute.synthetic.store import write_sweep
 from tests.stores import result_tables, write_store
 
 REPO = Path(__file__).resolve().parents[1]
@@ -89,7 +89,7 @@ def test_a_killed_precompute_run_reads_interrupted_with_how_to_resume(tmp_path):
     script = f"""
 import sys, time
 import numpy as np
-from precompute.writer import StoreWriter
+from precompute.batch.writer import StoreWriter
 from tests.stores import manifest, model_info
 w = StoreWriter({str(store)!r})
 w.put_dataset("toy", manifest(8))

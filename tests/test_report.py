@@ -46,8 +46,8 @@ def test_report_rejects_unknown_models(demo_like, tmp_path, capsys):
 @pytest.fixture(scope="module")
 def hostile_store(tmp_path_factory):
     """Model, dataset and caption strings that try to break out of the HTML."""
-    from precompute import tiny_models
-    from precompute.synthetic_video import index_frames, write_video
+    from precompute.synthetic import tiny_models
+    from precompute.synthetic.video_files import index_frames, write_video
 
     root = tmp_path_factory.mktemp("hostile")
     for i in range(12):

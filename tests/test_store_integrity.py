@@ -123,7 +123,7 @@ def test_store_that_is_another_kind_of_file_is_refused_untouched(store, tmp_path
 
 @pytest.mark.slow  # builds a tiny BERT
 def test_precompute_into_a_csv_is_refused_before_any_model_runs(tmp_path, capsys):
-    from precompute import tiny_models
+    from precompute.synthetic import tiny_models
     from tests.precompute.helpers import make_dataset
 
     data = make_dataset(tmp_path / "data", n=3, captions=1)
@@ -156,7 +156,7 @@ def dump(path) -> dict:
 
 KILLER = r"""
 import os, signal, sys
-import precompute.merge as M
+import precompute.upkeep.merge as M
 kill_at, target, sources = int(sys.argv[1]), sys.argv[2], sys.argv[3:]
 count = [0]
 
@@ -272,7 +272,7 @@ def test_unsharded_run_copied_by_merge_keeps_its_notes(tmp_path):
 def test_a_schema_3_store_is_refused_then_migrated_to_4_and_analysed(tmp_path, capsys):
     from analysis.storage.schema import SCHEMA_VERSION
     from analysis.studies import analyze_store
-    from precompute.synthetic_store import write_sweep
+    from precompute.synthetic.store import write_sweep
 
     store = tmp_path / "v3.duckdb"
     write_sweep(store, video=["v"], text=["t"], frames=(1,), captions=(1,), n_items=24, n_layers=3, dim=8)

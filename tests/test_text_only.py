@@ -11,11 +11,11 @@ import pytest
 
 from analysis.storage.store import load_embeddings
 from precompute.cli import main
-from precompute.manifest import ManifestError, load_manifest
+from precompute.inputs.manifest import ManifestError, load_manifest
 
 N, K = 12, 4
 #: items 3 and 7 share their captions word for word: duplicated captions, so tied neighbours
-#: words the tiny BERT's tokenizer knows (precompute.tiny_models.DEFAULT_CORPUS), seeded sentences
+#: words the tiny BERT's tokenizer knows (precompute.synthetic.tiny_models.DEFAULT_CORPUS), seeded sentences
 WORDS = ["red", "blue", "green", "yellow", "circle", "square", "triangle", "moves", "left", "right", "quickly",
          "slowly", "appears", "before", "after", "shape", "background", "striped", "dotted"]
 _rng = np.random.default_rng(31)
@@ -43,7 +43,7 @@ def write_manifest(path, captions, *, video=None) -> None:
 
 @pytest.fixture(scope="module")
 def text_only_store(tmp_path_factory):
-    from precompute import tiny_models
+    from precompute.synthetic import tiny_models
     from precompute.demo import minilm_path
 
     root = tmp_path_factory.mktemp("text_only")
@@ -90,7 +90,7 @@ def test_a_manifest_without_video_is_text_only_and_a_partial_one_is_refused(tmp_
 
 
 def test_a_vision_model_on_a_text_only_manifest_is_refused_before_the_store_is_written(tmp_path, capsys):
-    from precompute import tiny_models
+    from precompute.synthetic import tiny_models
 
     write_manifest(tmp_path / "t.jsonl", CAPTIONS[:4])
     tiny_models.build_vit(tmp_path / "vit", seed=1)

@@ -1,4 +1,4 @@
-"""DR's frame exponent read as a dimension: α = 2/d_v (issue #31).
+"""DR's frame exponent read as a dimension: α = 2/d_v.
 
 DR's Appendix B derives the frame term from manifold approximation: the estimation error of a
 d-dimensional manifold from n samples falls as n^(−2/d), so the fitted α gives the dimension of the

@@ -165,11 +165,22 @@ def describe_pick(model: str, pick: dict, n_layers: int, what: str, *, samples: 
 PRACTICAL_MARGIN = 0.02
 
 
-#: verdict statuses: ``recommend`` (use layer N), ``last`` (the last layer is best), ``default``
-#: (keep the model's own output: the pick is below it), ``tie`` (the gain is not shown or too small),
-#: ``untested`` (no paired resamples to test the gain), ``unsupported`` (single-space signals lead,
-#: but no alignment with a trained reference supports the layer), ``chance`` (no alignment beyond
-#: chance), ``control`` (a random-init model: a baseline, never a recommendation), ``none`` (nothing defined)
+#: verdict statuses (:func:`layer_verdict`; gains are the lead metric's paired gains):
+#:
+#: - ``recommend``: decided by alignment, both gains' 95% intervals exclude zero and both gains
+#:   reach the margin (use layer N);
+#: - ``last``: the candidate is the last layer, and it beats ``default`` beyond its interval and
+#:   the margin (or no ``default`` is stored);
+#: - ``default``: the lead metric scores the candidate (or the last layer) below ``default``
+#:   beyond the 95% interval: the pick is never recommended over the model's own output;
+#: - ``tie``: a gain's interval includes zero or the gain is under the margin (``tie_with`` says
+#:   against what: a difference whose interval includes 0 never picks between the last layer
+#:   and the default output);
+#: - ``untested``: no paired resamples, so no gain can be tested (never a recommendation);
+#: - ``unsupported``: single-space signals alone would recommend the layer: never a recommendation;
+#: - ``chance``: every voter was an alignment curve with no alignment beyond chance;
+#: - ``control``: a random-init model: the same fields, never a recommendation;
+#: - ``none``: no voter is defined at any layer (or the only signals were controls).
 STATUSES = ("recommend", "last", "default", "tie", "untested", "unsupported", "chance", "control", "none")
 
 #: how the layer-choice study names a curve of alignment with another model (a reference)
@@ -320,22 +331,8 @@ def layer_verdict(curves: dict[str, np.ndarray], higher_is_better: dict[str, boo
     layer, so the headline never overstates.
 
     Gains are paired differences (:func:`paired_gain`) of the lead metric on the same item
-    resamples, pick against the last layer and against ``default``. The status:
-
-    - ``recommend``: decided by alignment, both gains' 95% intervals exclude zero and both gains
-      reach ``margin``;
-    - ``last``: the candidate is the last layer, and it beats ``default`` beyond its interval and
-      the margin (or no ``default`` is stored);
-    - ``default``: the lead metric scores the candidate (or the last layer) below ``default``
-      beyond the 95% interval: the pick is never recommended over the model's own output;
-    - ``tie``: a gain's interval includes zero or the gain is under ``margin`` (``tie_with`` says
-      against what: a difference whose interval includes 0 never picks between the last layer
-      and the default output);
-    - ``untested``: no paired resamples, so no gain can be tested (never a recommendation);
-    - ``unsupported``: single-space signals alone would recommend the layer: never a recommendation;
-    - ``chance``: every voter was an alignment curve with no alignment beyond chance;
-    - ``control``: ``control_model`` (random-init weights): the same fields, never a recommendation;
-    - ``none``: no voter is defined at any layer (or the only signals were controls).
+    resamples, pick against the last layer and against ``default``. The status is one of
+    :data:`STATUSES` (each one's rule is listed there).
 
     Args:
         curves: metric -> per-layer values ``(L,)`` (NaN = undefined).
@@ -378,12 +375,7 @@ def layer_verdict(curves: dict[str, np.ndarray], higher_is_better: dict[str, boo
     last = n_layers - 1 if last_layer is None else int(last_layer)
     if not 1 <= last < n_layers:
         raise ValueError(f"last_layer {last_layer} is outside 1..{n_layers - 1}")
-    ctrl = sorted(m for m in set(controls) if m in arrays)
-    copy = {m: str(why) for m, why in (copies or {}).items() if m in arrays and m not in ctrl}
-    chance = {m: dict(nl) for m, nl in (nulls or {}).items()
-              if m in arrays and m not in ctrl and m not in copy and nl and nl.get("p") is not None
-              and not beyond_chance(nl)}
-    voters = {m: v for m, v in arrays.items() if m not in ctrl and m not in chance and m not in copy}
+    ctrl, copy, chance, voters = _voters(arrays, controls, copies, nulls)
     picks, undefined = _metric_picks(voters, higher_is_better, last, bad)
     align = {m for m in arrays if (m in set(alignment) if alignment is not None else is_alignment(m))}
     d = default_layer if default_layer is not None and 0 <= default_layer < n_layers else None
@@ -391,16 +383,70 @@ def layer_verdict(curves: dict[str, np.ndarray], higher_is_better: dict[str, boo
            "controls": ctrl, "chance": chance, "margin": float(margin), "control": bool(control_model),
            "copies": copy}
     if not picks:
-        if copy and not chance and not undefined:
-            return {**out, "reason": f"its only other signals are alignment with identical copies of this model "
-                                     f"({', '.join(sorted(copy))}): a copy is no evidence"}
-        if chance:
-            return {**out, "status": "chance", "reason": "no alignment beyond chance: " + _chance_text(arrays, chance)}
-        if ctrl and not undefined:
-            return {**out, "reason": f"its only signals are alignment with random-init controls "
-                                     f"({', '.join(ctrl)}): controls never vote"}
-        why = "degenerate or undefined at every layer" if bad else "undefined at every layer"
-        return {**out, "reason": f"every curve is {why} ({', '.join(sorted(undefined))})"}
+        return {**out, **_without_voters(arrays, copy, chance, ctrl, undefined, bad)}
+    ev = _Evidence(arrays, higher_is_better, resamples)
+    out.update(_measured(ev, picks, align, last, d, intervals))
+    lead = out["lead"]  # the test the deciding curve passed, when it has one
+    out["null"] = dict(nulls[lead]) if lead in (nulls or {}) and lead not in chance and nulls[lead] else None
+    if control_model:
+        return {**out, "status": "control",
+                "reason": "random-init weights: a baseline for the trained models, not a candidate"}
+    return _judged(out, ev.comparisons, align, last, margin)
+
+
+def _voters(arrays: dict, controls, copies: dict | None, nulls: dict | None) -> tuple[list, dict, dict, dict]:
+    """``(controls, copies, chance, voters)``: the curves that are controls, copies of the model or
+    alignment no stronger than chance, each set apart, and the curves left to vote."""
+    ctrl = sorted(m for m in set(controls) if m in arrays)
+    copy = {m: str(why) for m, why in (copies or {}).items() if m in arrays and m not in ctrl}
+    chance = {m: dict(nl) for m, nl in (nulls or {}).items()
+              if m in arrays and m not in ctrl and m not in copy and nl and nl.get("p") is not None
+              and not beyond_chance(nl)}
+    voters = {m: v for m, v in arrays.items() if m not in ctrl and m not in chance and m not in copy}
+    return ctrl, copy, chance, voters
+
+
+def _without_voters(arrays: dict, copy: dict, chance: dict, ctrl: list, undefined: list, bad: set) -> dict:
+    """The status and reason of a verdict that no curve votes in."""
+    if copy and not chance and not undefined:
+        return {"reason": f"its only other signals are alignment with identical copies of this model "
+                          f"({', '.join(sorted(copy))}): a copy is no evidence"}
+    if chance:
+        return {"status": "chance", "reason": "no alignment beyond chance: " + _chance_text(arrays, chance)}
+    if ctrl and not undefined:
+        return {"reason": f"its only signals are alignment with random-init controls "
+                          f"({', '.join(ctrl)}): controls never vote"}
+    why = "degenerate or undefined at every layer" if bad else "undefined at every layer"
+    return {"reason": f"every curve is {why} ({', '.join(sorted(undefined))})"}
+
+
+class _Evidence:
+    """The curves, their directions and their item resamples, and the comparisons a verdict makes."""
+
+    def __init__(self, arrays: dict, higher_is_better: dict, resamples: dict | None):
+        self.arrays, self.higher_is_better, self.resamples = arrays, higher_is_better, resamples
+        self.comparisons: dict = {}  # filled by _measured: "vs_last", "vs_default", "dissent"
+
+    def paired(self, m: str, *layers: int) -> bool:
+        return all(_samples(self.resamples, m, i) is not None for i in set(layers))
+
+    def compare(self, m: str, pick: int, base: int) -> dict | None:
+        """``m`` at ``pick`` against ``m`` at ``base``: paired when both have resamples, else point only."""
+        w, up = self.arrays[m], bool(self.higher_is_better[m])
+        if not (np.isfinite(w[base]) and np.isfinite(w[pick])):
+            return None
+        s_a, s_b = _samples(self.resamples, m, pick), _samples(self.resamples, m, base)
+        if s_a is not None and s_b is not None:
+            return paired_gain(s_a, s_b, w[pick], w[base], higher=up)
+        diff = (1.0 if up else -1.0) * float(w[pick] - w[base])
+        return {"diff": diff, "low": None, "high": None, "gain": _rel_gain(w[pick], w[base], up),
+                "gain_low": None, "gain_high": None, "n_boot": 0, "n_valid": 0, "level": 0.95}
+
+
+def _measured(ev: _Evidence, picks: dict, align: set, last: int, d: int | None, intervals: dict | None) -> dict:
+    """The candidate layer, its lead metric and value, and its gains over the last layer and the default
+    output; every dissenting voter with its own gain (``ev.comparisons`` keeps them for the status)."""
+    arrays, higher_is_better = ev.arrays, ev.higher_is_better
     # alignment with a trained reference decides; single-space signals (RankMe, uniformity: both
     # reward isotropy, which an information-free layer has) support or dissent, never decide
     deciders = {m: p for m, p in picks.items() if m in align} or picks
@@ -408,56 +454,43 @@ def layer_verdict(curves: dict[str, np.ndarray], higher_is_better: dict[str, boo
     layer = int(layers[counts == counts.max()].max())  # most votes; the deeper of equals
     agreeing = sorted(m for m, p in picks.items() if p == layer)
     gains = {m: _rel_gain(arrays[m][layer], arrays[m][last], bool(higher_is_better[m])) for m in agreeing}
-
-    def paired(m: str) -> bool:
-        return all(_samples(resamples, m, i) is not None for i in {layer, last})
-
     # the smallest gain among the testable deciding metrics (undefined gains last), so the headline
     # never overstates
     lead = min((m for m in agreeing if m in deciders),
-               key=lambda m: (not paired(m), gains[m] is None, gains[m] if gains[m] is not None else 0.0, m))
-    v, higher = arrays[lead], bool(higher_is_better[lead])
+               key=lambda m: (not ev.paired(m, layer, last), gains[m] is None,
+                              gains[m] if gains[m] is not None else 0.0, m))
+    v = arrays[lead]
     stored = {m: (lo, hi) for m, (il, lo, hi) in (intervals or {}).items()
               if m == lead and int(il) == layer and lo is not None and hi is not None}
-    s_pick = _samples(resamples, lead, layer)
+    s_pick = _samples(ev.resamples, lead, layer)
     interval = stored.get(lead) or (percentile_interval(s_pick, v[layer]) if s_pick is not None else None)
-
-    def compare(m: str, pick: int, base: int) -> dict | None:
-        """``m`` at ``pick`` against ``m`` at ``base``: paired when both have resamples, else point only."""
-        w, up = arrays[m], bool(higher_is_better[m])
-        if not (np.isfinite(w[base]) and np.isfinite(w[pick])):
-            return None
-        s_a, s_b = _samples(resamples, m, pick), _samples(resamples, m, base)
-        if s_a is not None and s_b is not None:
-            return paired_gain(s_a, s_b, w[pick], w[base], higher=up)
-        diff = (1.0 if up else -1.0) * float(w[pick] - w[base])
-        return {"diff": diff, "low": None, "high": None, "gain": _rel_gain(w[pick], w[base], up),
-                "gain_low": None, "gain_high": None, "n_boot": 0, "n_valid": 0, "level": 0.95}
-
-    vs_last = compare(lead, layer, last) if layer != last else None
-    vs_default = compare(lead, layer, d) if d is not None else None
+    vs_last = ev.compare(lead, layer, last) if layer != last else None
+    vs_default = ev.compare(lead, layer, d) if d is not None else None
     # every voter that picks another layer, with its own gain there over the last layer (or, when it
     # picks the last layer, over the candidate): said in the line, never hidden behind a majority
     dissent = []
     for m, p in sorted(picks.items(), key=lambda mp: (mp[0] not in align, mp[0])):
         if p == layer:
             continue
-        cmp = compare(m, p, last) if p != last else compare(m, last, layer)
+        cmp = ev.compare(m, p, last) if p != last else ev.compare(m, last, layer)
         dissent.append({"metric": m, "layer": p, "alignment": m in align, "vs": "the last layer" if p != last
                         else f"layer {layer}", "gain": cmp,
                         "beyond_interval": bool(cmp is not None and cmp["low"] is not None and cmp["low"] > 0)})
-    out.update(layer=layer, n_agree=len(agreeing), agreeing=agreeing, lead=lead, value=float(v[layer]),
-               interval=list(interval) if interval is not None else None,
-               last_value=float(v[last]) if np.isfinite(v[last]) else None,
-               default_value=float(v[d]) if d is not None and np.isfinite(v[d]) else None,
-               gain_vs_last=gains[lead] if layer != last else 0.0,
-               gain_vs_default=vs_default["gain"] if vs_default else None, gains_vs_last=gains,
-               vs_last=vs_last, vs_default=vs_default, n_boot=len(s_pick) if s_pick is not None else None,
-               decided_by="alignment" if lead in align else "single-space", dissent=dissent,
-               null=dict(nulls[lead]) if lead in (nulls or {}) and lead not in chance and nulls[lead] else None)
-    if control_model:
-        return {**out, "status": "control",
-                "reason": "random-init weights: a baseline for the trained models, not a candidate"}
+    ev.comparisons.update(vs_last=vs_last, vs_default=vs_default, dissent=dissent)
+    return dict(layer=layer, n_agree=len(agreeing), agreeing=agreeing, lead=lead, value=float(v[layer]),
+                interval=list(interval) if interval is not None else None,
+                last_value=float(v[last]) if np.isfinite(v[last]) else None,
+                default_value=float(v[d]) if d is not None and np.isfinite(v[d]) else None,
+                gain_vs_last=gains[lead] if layer != last else 0.0,
+                gain_vs_default=vs_default["gain"] if vs_default else None, gains_vs_last=gains,
+                vs_last=vs_last, vs_default=vs_default, n_boot=len(s_pick) if s_pick is not None else None,
+                decided_by="alignment" if lead in align else "single-space", dissent=dissent)
+
+
+def _judged(out: dict, comparisons: dict, align: set, last: int, margin: float) -> dict:
+    """``out`` with its status and reason (:data:`STATUSES`), from the candidate's paired gains."""
+    layer, lead, agreeing = out["layer"], out["lead"], out["agreeing"]
+    vs_last, vs_default, dissent = comparisons["vs_last"], comparisons["vs_default"], comparisons["dissent"]
     # an undefined default output (degenerate) is no baseline: shown, not tested against
     j_default = judge_gain(vs_default, margin) if vs_default is not None else None
     if j_default == "worse":

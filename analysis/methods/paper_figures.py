@@ -1,4 +1,4 @@
-"""The science behind DR's figures as pure functions (issue #31): the least-squares line and Pearson r
+"""The science behind DR's figures as pure functions: the least-squares line and Pearson r
 of Fig. 7, Kendall's τ and W of the model ranking across text encoders (Figs. 11/12), and Fig. 2's
 "video − image" offset. Inputs are plain arrays; the views read them from the result tables.
 

@@ -208,8 +208,8 @@ def excludes_zero(ci) -> bool:
 
 
 def rank_rows(rows: list[dict]) -> list[dict]:
-    """Rows of one task ordered as DESIGN §9 ("a predictor needs coverage") asks: first by how many
-    models the signal's ρ stands on (:func:`headline`: more first), then whether its interval
+    """Rows of one task ordered by coverage, since a signal is only as good as the models it stands
+    on: first by how many models the signal's ρ stands on (:func:`headline`: more first), then whether its interval
     excludes 0, then by ``|rho_layers|`` (within-model ordering of layers, what choosing a layer
     needs) and ``|rho_pooled|``; undefined ρ last. A signal seen in one model only ranks below every
     signal seen in more, however strong its ρ: one model's layers say nothing about other models.

@@ -55,6 +55,11 @@ def svcca(X, Y, *, keep: float = 0.99) -> float:
         Mean of the ``min(r_x, r_y)`` canonical correlations, in ``[0, 1]``; higher is more similar.
         Invariant to invertible linear maps of either space (after the SVD step, to rotations and scaling).
     Reference: Raghu et al. (2017), SVCCA.
+
+    >>> import numpy as np; X = np.random.default_rng(0).normal(size=(50, 8))
+    >>> Q = np.linalg.qr(np.random.default_rng(1).normal(size=(8, 8)))[0]  # a rotation
+    >>> round(svcca(X, X @ Q), 12)  # invariant to invertible linear maps
+    1.0
     """
     X = as_matrix(X, "X")
     Y = as_matrix(Y, "Y")

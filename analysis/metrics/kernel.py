@@ -509,6 +509,11 @@ def cka(X, Y, *, kernel: str = "linear", debiased: bool = False, sigma: float = 
         dip slightly below 0. Higher is more similar. Linear CKA is invariant to orthogonal maps
         and isotropic scaling of either space.
     Reference: Kornblith et al. (2019), Similarity of Neural Network Representations Revisited.
+
+    >>> import numpy as np; X = np.random.default_rng(0).normal(size=(50, 8))
+    >>> Q = np.linalg.qr(np.random.default_rng(1).normal(size=(8, 8)))[0]  # a rotation
+    >>> round(cka(X, 3 * X @ Q), 12)  # invariant to rotation and isotropic scaling
+    1.0
     """
     # float32 stays float32: each form widens what it needs (no N x d float64 copy at large N)
     X = as_matrix(X, "X", dtype=None)

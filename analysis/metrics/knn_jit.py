@@ -35,6 +35,11 @@ def counts_kernel():
 
 def _build(numba) -> dict:
     """This module's kernels, compiled with ``numba`` (:class:`analysis.metrics.jit.Kernels`)."""
+    return {**_build_sums(numba), **_build_counts(numba)}
+
+
+def _build_counts(numba) -> dict:
+    """``shared_counts`` (mutual k-NN) and ``reciprocal_slots``."""
 
     @numba.njit(cache=True, nogil=True)
     def shared_counts(idx_a, idx_b):  # pragma: no cover - compiled
@@ -71,6 +76,12 @@ def _build(numba) -> dict:
                         out[i, s] = q
                         break
         return out
+
+    return {"reciprocal_slots": reciprocal_slots, "shared_counts": shared_counts}
+
+
+def _build_sums(numba) -> dict:
+    """``cross_sums``: CKNNA's sums."""
 
     @numba.njit(cache=True, nogil=True)
     def cross_sums(idx_a, sim_a, rec_a, idx_b, sims_b, rec_b):  # pragma: no cover - compiled
@@ -113,7 +124,7 @@ def _build(numba) -> dict:
                     mark[idx_b[t, i, s], t] = -1
         return trace, colsum, rowsum, counts
 
-    return {"cross_sums": cross_sums, "reciprocal_slots": reciprocal_slots, "shared_counts": shared_counts}
+    return {"cross_sums": cross_sums}
 
 
 _KERNELS = Kernels(_build)

@@ -1,7 +1,7 @@
 """Cosine nearest neighbours: float32 speed, float64 answers, never N x N in memory.
 
-How ``knn_search`` stays exact (issue #18)
-------------------------------------------
+How ``knn_search`` stays exact
+------------------------------
 The answer is defined in float64: ``s(i, j) = sum_t x̂_it x̂_jt`` with ``x̂ = x / ||x||`` in float64
 (``dot64``; elementwise product then numpy's sum over the last axis, so a pair's value does not
 depend on which other pairs are computed with it, and ``s(i, j) == s(j, i)`` bit for bit). The
@@ -518,7 +518,7 @@ KNN_METHODS = ("exact", "ann")
 #: rows per approximate search whose neighbours are compared with the exact answer (recall)
 RECALL_SAMPLE = 256
 #: The approximate search ranks in ``p = min(d, max(ANN_MIN_DIMS, ANN_DIMS_SHARE · d))``
-#: principal dimensions (d = 768: p = 64). Chosen by measurement (bench/README.md, issue #32;
+#: principal dimensions (d = 768: p = 64). Chosen by measurement (bench/README.md;
 #: N = 16,384, d = 768, one layer, one run on the 2-core VM under load): exact (faiss's exhaustive
 #: search) 19 s; faiss IVF-Flat (512 cells) 44 s for recall 0.86 (64 probes), 66 s for 0.955
 #: (128 probes): its per-cell scans are not BLAS-shaped, so scanning 1/4 of the rows costs more
@@ -645,7 +645,7 @@ def ann_search(X: np.ndarray, k: int, groups: np.ndarray | None = None, *, sampl
     Args and returns as ``knn_search`` (``method="ann"``; ``dims`` the final p). Needs faiss.
     Memory: the float32 unit rows, their ``(N, p)`` projection, ``d × d`` eigenvectors, ``N`` norms.
     """
-    from analysis.metrics.neighbors_faiss import principal_directions, projected_candidates
+    from analysis.metrics.neighbors_faiss import principal_directions
 
     _faiss()
     n, d = X.shape
@@ -663,32 +663,49 @@ def ann_search(X: np.ndarray, k: int, groups: np.ndarray | None = None, *, sampl
     audit = np.sort(held[sample:]) if len(held) >= 2 * sample else tune
     # the row itself and its own group come back from the search too: ask for that many more
     g = largest_group(groups)
-    extra = ANN_EXTRAS[-1]
-    take = min(n, k + extra + g)
     p = ann_dims(d)
-    V = None
-    if p < d and take < n:
+    V = exact_tune = None
+    if p < d and min(n, k + ANN_EXTRAS[-1] + g) < n:
         fit = np.setdiff1d(np.arange(n), held)
         fit = np.sort(rng.choice(fit, size=min(ANN_FIT_ROWS, len(fit)), replace=False)) if len(fit) else held
         V = principal_directions(sims.A, d, fit)  # every direction, largest first: p can grow
         exact_tune = _exact_rows(sims, tune, k, E, X, groups)[0]
-    passed = False
-    while not passed:
+    P, take = _tuned_projection(sims, V, p, n, d, k, g, tune, exact_tune, E, X, groups)
+    idx = _ann_lists(sims, P, take, g, k, E, X, groups)
+    exact = _exact_rows(sims, audit, k, E, X, groups)[0]
+    return KnnSearch(idx=idx, norms=sims.norms, resolved=(), bound=E, method="ann",
+                     recall=_recall(idx[audit], exact), recall_rows=len(audit), dims=P.shape[1],
+                     candidates=take - g)
+
+
+def _tuned_projection(sims: "_Float32Sims", V, p: int, n: int, d: int, k: int, g: int, tune, exact_tune,
+                      E: float, X, groups) -> tuple[np.ndarray, int]:
+    """``(P, take)``: the rows projected on the fewest leading directions ``V`` (p doubling from ``p``)
+    with the fewest candidates (:data:`ANN_EXTRAS`) whose recall on the ``tune`` rows reaches
+    :data:`ANN_RECALL_TARGET`; the full rows when p reaches d or no directions were fitted."""
+    from analysis.metrics.neighbors_faiss import projected_candidates
+
+    while True:
         # the full space when p reaches d (narrow layers, or N too small for the candidate lists)
         P = np.ascontiguousarray(sims.A @ V[:, :p]) if V is not None and p < d else sims.A
         if P is sims.A:
-            extra, take = ANN_EXTRAS[-1], min(n, k + ANN_EXTRAS[-1] + g)
-            break
+            return P, min(n, k + ANN_EXTRAS[-1] + g)
         for extra in ANN_EXTRAS:  # fewest candidates first: the final search's cost grows with them
             take = min(n, k + extra + g)
             got, few = _rerank_candidates(sims, tune, projected_candidates(P, tune, take).astype(np.int64),
                                           k, E, X, groups)
             got[few] = exact_tune[few]
-            passed = _recall(got, exact_tune) >= ANN_RECALL_TARGET
-            if passed:
-                break
-        else:
-            p = min(d, 2 * p)
+            if _recall(got, exact_tune) >= ANN_RECALL_TARGET:
+                return P, take
+        p = min(d, 2 * p)
+
+
+def _ann_lists(sims: "_Float32Sims", P: np.ndarray, take: int, g: int, k: int, E: float, X, groups) -> np.ndarray:
+    """Every row's k nearest (sorted ``(N, k)`` indices) from ``take`` candidates in the projection
+    ``P``, re-ranked in float64; rows left with fewer than k valid candidates searched exactly."""
+    from analysis.metrics.neighbors_faiss import projected_candidates
+
+    n = len(P)
     idx = np.empty((n, k), dtype=np.int64)
     short = []
     # every row's candidates at once by the symmetric blocked search where numba runs (each pair's
@@ -706,10 +723,7 @@ def ann_search(X: np.ndarray, k: int, groups: np.ndarray | None = None, *, sampl
         short = np.asarray(short)
         idx[short] = _exact_rows(sims, short, k, E, X, groups)[0]
     idx.sort(axis=1)
-    exact = _exact_rows(sims, audit, k, E, X, groups)[0]
-    return KnnSearch(idx=idx, norms=sims.norms, resolved=(), bound=E, method="ann",
-                     recall=_recall(idx[audit], exact), recall_rows=len(audit), dims=P.shape[1],
-                     candidates=take - g)
+    return idx
 
 
 def _recall(got: np.ndarray, exact: np.ndarray) -> float:

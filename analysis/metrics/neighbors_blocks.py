@@ -1,5 +1,5 @@
 """Symmetric blocked self-search: the float32 top-c of every row against every other row, each
-block of ``A·Aᵀ`` computed once (issue #32).
+block of ``A·Aᵀ`` computed once.
 
 A self-search compares each pair of rows twice: ``s̃(i, j)`` in row i's list and ``s̃(j, i)`` in
 row j's. faiss's exhaustive search (``IndexFlatIP``) computes both, ``2 N² d`` flops. Here the rows
@@ -62,6 +62,11 @@ def available() -> bool:
 
 def _build(numba) -> dict:
     """This module's kernels, compiled with ``numba`` (:class:`analysis.metrics.jit.Kernels`)."""
+    return {**_build_heaps(numba), **_build_dots(numba)}
+
+
+def _build_heaps(numba) -> dict:
+    """``rows_update`` and ``cols_update``, and the heap ``push`` they share (a module global)."""
     global _push
 
     @numba.njit(cache=True, nogil=True)
@@ -133,6 +138,12 @@ def _build(numba) -> dict:
                             continue
                         _push(hv, hi, thr, col, v, src)
 
+    return {"rows_update": rows_update, "cols_update": cols_update}
+
+
+def _build_dots(numba) -> dict:
+    """``pair_dots``: the float32 products of each row with its candidates."""
+
     @numba.njit(cache=True, nogil=True, fastmath={"reassoc", "contract"})
     def pair_dots(A, rows, cand, out, r0, r1):  # pragma: no cover - compiled
         # out[i, j] = A[rows[i]] · A[cand[i, j]] in float32 for i in [r0, r1), rows read in place;
@@ -147,7 +158,7 @@ def _build(numba) -> dict:
                     acc += a[t] * b[t]
                 out[i, j] = acc
 
-    return {"rows_update": rows_update, "cols_update": cols_update, "pair_dots": pair_dots}
+    return {"pair_dots": pair_dots}
 
 
 _KERNELS = Kernels(_build)

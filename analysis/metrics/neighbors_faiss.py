@@ -1,6 +1,6 @@
 """faiss routes of the k-NN search: exact float32 candidates, and the approximate index.
 
-Exact route (issue #32): ``faiss.knn`` with ``METRIC_INNER_PRODUCT`` is faiss's exhaustive search
+Exact route: ``faiss.knn`` with ``METRIC_INNER_PRODUCT`` is faiss's exhaustive search
 (the kernel behind ``IndexFlatIP.search``, without the index's copy of the rows): a blocked float32
 sgemm and a heap per query. It only replaces the float32 similarities and top-c of
 :class:`analysis.metrics.neighbors._Float32Sims`; the proof and the float64 re-rank of

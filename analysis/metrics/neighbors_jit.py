@@ -40,6 +40,12 @@ def near_kernel():
 
 def _build(numba) -> dict:
     """This module's kernels, compiled with ``numba`` (:class:`analysis.metrics.jit.Kernels`)."""
+    _build_products(numba)
+    return _build_kernels(numba)
+
+
+def _build_products(numba) -> None:
+    """``dot8`` and ``sqdist8``, the 8-lane float64 products the kernels call."""
     # dot8 and sqdist8 become module globals, not closure cells of the kernels that call them:
     # numba keys its on-disk cache on a closure's pickled cells, and a dispatcher pickles differently
     # in every process, so a kernel closing over them missed the cache and compiled again in every
@@ -96,6 +102,10 @@ def _build(numba) -> dict:
         return ((a0 + a1) + (a2 + a3)) + ((a4 + a5) + (a6 + a7))
 
     _sqdist8 = sqdist8
+
+
+def _build_kernels(numba) -> dict:
+    """``pair_cosines`` and ``near_sqdists``, calling the products as module globals."""
 
     @numba.njit(cache=True, nogil=True)
     def pair_cosines(X, norms, rows, idx, recip, symmetric):  # pragma: no cover - compiled

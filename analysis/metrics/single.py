@@ -19,6 +19,10 @@ def rankme(X) -> float:
 
     ``σ`` = singular values of X (no centring); ``p = σ/||σ||₁ + 1e-7``; ``exp(-Σ p log p)``.
     Reference: Garrido et al. (2023), RankMe.
+
+    >>> import numpy as np
+    >>> round(rankme(np.eye(8)), 3)  # a flat spectrum: the full rank
+    8.0
     """
     X = as_matrix(X)
     s = np.linalg.svd(X, compute_uv=False)
@@ -369,12 +373,21 @@ def lid(X, *, method: str = "mle", k: int = 20) -> float:
     point, combined as ``1 / mean(1/d_i)``. ``method="twonn"``: TwoNN (Facco et al., 2017), which
     uses only the two nearest neighbours (``k`` unused). Result ``> 0``; no preferred direction.
     Duplicated rows are merged first; NaN when too few distinct rows remain (see :func:`lid_report`).
+
+    >>> import numpy as np; t = np.random.default_rng(0).uniform(size=(200, 1))
+    >>> round(lid(t * np.ones((1, 8)), k=10), 1)  # points on a line in 8 dimensions
+    1.0
     """
     return lid_report(X, method=method, k=k).value
 
 
 def lid_pointwise(X, *, method: str = "mle", k: int = 20) -> np.ndarray:
-    """Per-point LID ``(N,)``: MLE on each point's k neighbours, or TwoNN fitted in each point's k-neighbourhood."""
+    """Per-point LID ``(N,)``: MLE on each point's k neighbours, or TwoNN fitted in each point's k-neighbourhood.
+
+    >>> import numpy as np; X = np.random.default_rng(0).normal(size=(50, 8))
+    >>> lid_pointwise(X, k=5).shape  # one estimate per point
+    (50,)
+    """
     X = as_matrix(X)
     check_k(X.shape[0], k)
     est = _lid_estimator(method)
@@ -408,6 +421,10 @@ def uniformity(X, *, t: float = 2.0) -> float:
 
     Raises ``ValueError`` when every row of ``X`` is zero (no direction is defined; the engine
     stores NaN with the layer's flag). A single zero row counts as orthogonal to every other.
+
+    >>> import numpy as np
+    >>> uniformity(np.eye(4))  # orthonormal points: every squared distance is 2, log e^(-2·2)
+    -4.0
     """
     X = as_matrix(X)
     check_positive(t, "t")

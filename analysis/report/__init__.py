@@ -26,6 +26,8 @@ from analysis.methods.scaling import undetermined_params
 from analysis.null import beyond_chance, null_label
 from analysis.report.markdown import md_block, md_cell, md_inline
 from analysis.report.paper_figures import paper_figures_html, paper_figures_md, paper_figures_section
+from analysis.studies import stored_settings
+from analysis.studies.context import Settings
 from analysis.views.null import grid_null_within
 from analysis.views.verdicts import VERDICT_WORDS
 from analysis.views.rankme_cap import RANKME_CAP_SHARE, rankme_cap_text, rankme_capped  # noqa: F401 (RANKME_CAP_SHARE: older callers)
@@ -241,7 +243,7 @@ def _dataset_section(con, ds, chosen, references, labels, ov) -> dict:
     else:
         sec["omitted"]["temporal"] = "no temporal probes for this dataset"
 
-    # ---- DR's figures (issue #31)
+    # ---- DR's figures
     figures, figure_charts = paper_figures_section(con, ds)
     if figures:
         sec["sections"]["paper_figures"] = figures
@@ -262,7 +264,8 @@ def _dataset_section(con, ds, chosen, references, labels, ov) -> dict:
         "settings": {"n_frames": sorted(int(x) for x in runs["n_frames"].dropna().unique()),
                      "n_captions": sorted(int(x) for x in runs["n_captions"].dropna().unique())},
         "k": (heat[0]["params"].get("k") if heat else None), "bootstrap_resamples": heat[0]["n_boot"] if heat else None,
-        "seed": 0,
+        # the seed the store was last analysed with (its bootstrap and null draws), the default if unsaved
+        "seed": stored_settings(con).get("seed", Settings.seed),
         "example_items": [{"id": r.item_id, "captions": list(r.captions)[:2]} for r in examples.itertuples()],
     }
     return sec
@@ -884,7 +887,7 @@ PREDICTOR_COLUMNS = ("task", "rank", "signal", "kind", "coverage", "interval exc
                      "ρ pooled", "interval (pooled)", "layers used", "layers excluded", "higher signal goes with")
 
 
-#: how the predictor table is ordered (DESIGN §9), said wherever it is shown
+#: how the predictor table is ordered (by coverage: a signal is only as good as the models it stands on), said wherever it is shown
 RANKING_TEXT = ("Ranked by the number of models a signal's ρ stands on, then whether its interval excludes 0, "
                 "then |ρ|: a signal seen in one model only (\"1 model only\") ranks below every signal seen in "
                 "more. No single signal is a universal selector; the table shows which signal predicts which task.")

@@ -1,4 +1,4 @@
-"""The report's "Paper figures" section (issue #31): DR Fig. 7's fit, Figs. 11/12's matrices with
+"""The report's "Paper figures" section: DR Fig. 7's fit, Figs. 11/12's matrices with
 their layers and rank agreement, Fig. 2's "video − image" offset, each with the papers' published
 number beside it where the user mapped the names. Numbers come from :mod:`analysis.views.paper_figures`
 (nothing recomputed); rendering escapes every store string."""

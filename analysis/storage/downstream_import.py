@@ -23,7 +23,7 @@ from analysis.storage.store import StoreError, check_store_path, connect, transa
 
 COLUMNS = ("model", "task", "metric", "value", "higher_is_better")
 OPTIONAL = ("layer", "setting")
-#: layer names a CSV may use instead of an index (stored after the numbered layers, issue #15)
+#: layer names a CSV may use instead of an index (stored after the numbered layers)
 LAYER_NAMES = ("default", "joint")
 
 

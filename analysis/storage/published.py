@@ -1,5 +1,5 @@
 """The papers' published numbers (``analysis/data/papers.csv``, package data: a wheel carries it) and the user's mapping of store
-names to the papers' names (the ``paper_names`` table), issue #31.
+names to the papers' names (the ``paper_names`` table).
 
 A published number is shown *beside* a user's value where model, dataset and setting match; it is
 never written into a result table nor mixed into a fit. The CSV holds only numbers the papers state,

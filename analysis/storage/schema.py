@@ -225,7 +225,7 @@ def embedding_tables(con: duckdb.DuckDBPyConnection) -> dict[int, str]:
             if n.startswith(EMBEDDING_PREFIX) and n[len(EMBEDDING_PREFIX):].isdigit()}
 
 
-#: Older schema versions ``layerscope migrate`` can upgrade (see precompute.migrate).
+#: Older schema versions ``layerscope migrate`` can upgrade (see precompute.upkeep.migrate).
 MIGRATABLE = (2, 3, 4)
 
 
@@ -291,14 +291,6 @@ def add_missing_columns(con: duckdb.DuckDBPyConnection) -> list[str]:
                 _comment(con, name, [(column, type_, comment)])
                 added.append(f"{name}.{column}")
     return added
-
-
-def table_columns(name: str) -> list[tuple[str, str, str]]:
-    """The ``(column, type, comment)`` list of table ``name`` in :data:`TABLES`."""
-    for table, columns, _ in TABLES:
-        if table == name:
-            return columns
-    raise KeyError(f"no table {name!r} in the schema; tables: {', '.join(TABLE_NAMES)}")
 
 
 def table_ddl(name: str, as_name: str | None = None) -> str:

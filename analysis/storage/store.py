@@ -1,6 +1,6 @@
 """Reading the DuckDB store: connections, listings and embeddings as numpy arrays.
 
-Writers live in ``precompute.writer`` (embeddings) and the analysis studies (result tables);
+Writers live in ``precompute.batch.writer`` (embeddings) and the analysis studies (result tables);
 every table is defined in :mod:`analysis.storage.schema`.
 """
 

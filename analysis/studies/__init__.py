@@ -50,7 +50,7 @@ RESULT_TABLES = ("result_grids", "result_profiles", "result_studies")
 SETTINGS_KEY = "analysis_settings"
 
 
-def _drop_stale_results(con, log) -> None:
+def drop_stale_results(con, log) -> None:
     """Result tables are caches: when their payloads changed shape (a new ANALYSIS_VERSION), clear
     them rather than mix two formats. Embeddings and downstream results are never touched."""
     row = con.execute("SELECT value FROM meta WHERE key = 'analysis_version'").fetchall()
@@ -78,7 +78,7 @@ def stored_settings(con) -> dict:
     return json.loads(row[0][0]) if row else {}
 
 
-def _resolve(con, given: dict) -> Settings:
+def resolve_settings(con, given: dict) -> Settings:
     """Given settings over the store's saved ones over the defaults."""
     saved = stored_settings(con)
     s = Settings()
@@ -112,11 +112,11 @@ def _saved_problem(name: str, s: Settings, shape: StoreShape | None, available: 
 
 
 def _checked(con, given: dict, log, *, workers: int = 1) -> Settings:
-    """The settings this analysis uses (:func:`_resolve`), every one checked against the store's data
+    """The settings this analysis uses (:func:`resolve_settings`), every one checked against the store's data
     and the memory available before anything is computed or saved. A value given now that cannot
     work is a ValueError naming its flag, its cost and the largest value that fits; a saved one (an
     older version kept values that fail) falls back to the default with a one-line note."""
-    s = _resolve(con, given)
+    s = resolve_settings(con, given)
     saved = stored_settings(con)
     shape, available = _store_shape(con), available_memory()
     default = Settings()
@@ -142,7 +142,7 @@ def _non_finite_note(r: dict, n_bad: int, store) -> str:
             "precompute command again (a half-precision model that overflows: --dtype float32)")
 
 
-def _plan(con, datasets, ctx, non_finite: dict[str, int] | None = None) -> dict[str, DatasetRuns]:
+def plan_datasets(con, datasets, ctx, non_finite: dict[str, int] | None = None) -> dict[str, DatasetRuns]:
     """The done runs to analyse per dataset. Runs not done, superseded, or holding NaN/inf
     (``non_finite``: ``{run_id: items}`` from :func:`analysis.storage.integrity.scan_store`) are left
     out with a note; when that leaves nothing, a :class:`StoreError` naming the runs left out."""
@@ -259,9 +259,9 @@ def analyze_store(store, options: AnalyzeOptions | None = None, *, progress: boo
         if bad_refs:
             raise StoreError(f"unknown --reference model(s) {bad_refs}; models: {sorted(known)} (a side may "
                              "follow the name: 'clip [text]', 'clip [image]')")
-        _drop_stale_results(con, log)
+        drop_stale_results(con, log)
         ctx = Context(store, con, s, log=log, progress=progress, executor=executor)
-        plan = _plan(con, datasets, ctx, non_finite)
+        plan = plan_datasets(con, datasets, ctx, non_finite)
         if s.labels:  # a bad label field is refused before any setting is saved (a saved field that
             # the datasets analysed now lack is noted per dataset by the study instead)
             try:

@@ -38,17 +38,17 @@ from analysis.null import NULL_PERMUTATIONS
 #: distances are summed in a new fixed order (values move in the last bits). 7: scaling fits solve
 #: their small systems by Cholesky (fitted exponents move within the search's ~1e-7 resolution).
 #: 8: CKA's packed contractions run on 32-row tiles of 2048 columns (values move in the last bits)
-#: 9: verdicts you can defend (issue #29): layer choice stores paired item resamples and its
+#: 9: verdicts you can defend: layer choice stores paired item resamples and its
 #: controls; grids carry a shuffled-pairing null; downstream and predictors read best cells as the
 #: grid study defines them and name model sides; CiA mAP counts one query per action; the whole
 #: analysis computes on one BLAS thread (results no longer depend on --jobs; last bits move)
-#: 10: text×text grids (issue #31) and the layer choice of text models reads them; an all-zero
+#: 10: text×text grids and the layer choice of text models reads them; an all-zero
 #: layer's RankMe/LID/uniformity are NaN with a note; runs holding NaN are left out, not fatal;
 #: ``--knn ann`` searches a principal subspace and flags recall below 0.95; the caption-baseline
 #: study and PCA/t-SNE pair maps are new rows; above 16,384 items uniformity and LID are seeded
 #: estimates with their standard error in the layer's flag, and above 8,192 items linear CKA sums
 #: float32 block products in float64 (each cell within 1e-3 by a computed bound, float64 where not)
-#: 11: reorder entries carry paired item-bootstrap ``intervals`` (issue #33), and the reorder
+#: 11: reorder entries carry paired item-bootstrap ``intervals``, and the reorder
 #: negative's lists are exact float64 cosine neighbours, ties to the lower index (were float32/argpartition)
 #: 12: every sentence says what its numbers support: CKA centres every layer (debiased
 #: and RBF too); downstream p-values are exact permutation tests below 10 models, no interval below

@@ -103,11 +103,6 @@ def _side(run: dict) -> str:
     return run["modality"]
 
 
-def recommended_layer(ctx: Context, dataset: str, subject: str) -> int | None:
-    """The layer most label-free curves pick for ``subject`` (layer-choice study), or None."""
-    return _modal_layer(ctx.read_studies(study="layer_choice", dataset=dataset, subject=subject))
-
-
 def _modal_layer(rows: list[dict]) -> int | None:
     if not rows:
         return None
@@ -206,8 +201,8 @@ def compute_map(ctx: Context, dataset: str, spec: MapSpec, runs_by_id: dict, *, 
     try:
         # one thread, as the rest of the analysis, and looked up now: scikit-learn's OpenMP pool (t-SNE's
         # gradient) loads with the first t-SNE map, after the analysis set its limit; on two threads a
-        # few hundred points spend most of each of the 1000 iterations waiting (issue #32: 384 points
-        # took 113 s on a busy 2-core machine, 7.7 s on one thread; the same coordinates bit for bit)
+        # few hundred points spend most of each of the 1000 iterations waiting; one thread gives the
+        # same coordinates bit for bit, many times faster on a busy machine
         with threadpool_limits(limits=1):
             if len(X) == 2:
                 m = two_sided_coords(X[0], X[1], seed=ctx.settings.seed, names=names, method=spec.method)
@@ -326,7 +321,7 @@ def request_map(store, *, dataset: str, model: str, layer, side: str = "auto", t
     from analysis.storage.schema import create_all
     from analysis.storage.integrity import scan_store
     from analysis.storage.store import check_store_path, connect
-    from analysis.studies import _drop_stale_results, _plan, _resolve
+    from analysis.studies import drop_stale_results, plan_datasets, resolve_settings
     from analysis.studies.context import Context
 
     check_store_path(store, must_exist=True)  # a mistyped path must not become a new, empty store
@@ -335,9 +330,9 @@ def request_map(store, *, dataset: str, model: str, layer, side: str = "auto", t
     try:
         non_finite = scan_store(con)  # as analyze: read everything before the first write
         create_all(con, str(store))
-        _drop_stale_results(con, log)  # as analyze does: stamps the version, so a later analyze keeps this map
-        ctx = Context(store, con, _resolve(con, {}), log=log)
-        plan = _plan(con, [dataset], ctx, non_finite)
+        drop_stale_results(con, log)  # as analyze does: stamps the version, so a later analyze keeps this map
+        ctx = Context(store, con, resolve_settings(con, {}), log=log)
+        plan = plan_datasets(con, [dataset], ctx, non_finite)
         d = plan[dataset]
         spec = resolve_request(d, model, layer, side=side, text_layer=text_layer, method=method)
         computed = compute_map(ctx, dataset, spec, {r["run_id"]: r for r in d.runs}, requested=True)

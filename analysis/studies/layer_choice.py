@@ -86,7 +86,7 @@ def _json_samples(resamples: dict) -> dict:
 
 
 #: the grids an "alignment with" curve comes from: cross-modal ones (either model's curve), and text×text
-#: ones, whose partner is a text side as a reference should be (DESIGN §9), so a text model is judged
+#: ones, whose partner is a text side as a reference should be (a reference is a text side), so a text model is judged
 #: against the other text models too (in a text-only store, only against them). Vision×vision grids
 #: stay on the heatmap and model map: a vision model is not a reference. Curves join runs at each
 #: model's largest setting, so a text×text curve needs the two models' largest n_c to be equal.
@@ -99,33 +99,54 @@ def alignment_grids(ctx: Context, dataset: str) -> list[dict]:
             for g in ctx.result_rows("result_grids", dataset, metric="mutual_knn", pair_kind=kind)]
 
 
+def _model_curves(ctx: Context, dataset: str, run: dict, chosen: dict, by_run: dict, params: dict):
+    """``(curves, sources, grids)`` of one run: ``{name: (per-layer values, higher is better)}`` from its
+    profiles and its alignment grids, ``{alignment curve: grid result id}``, ``{result id: (grid row,
+    whether the run is the grid's run_a)}``."""
+    curves, sources, grids = {}, {}, {}
+    for prof in ctx.current_profiles(dataset, run["run_id"], PROFILE_METRICS):
+        hib = get_metric(prof["metric"]).higher_is_better
+        if hib is None:
+            continue  # LID has no direction: shown, not used to pick
+        curves[prof["metric"]] = (prof["layer_values"], hib)
+    for g in alignment_grids(ctx, dataset):
+        if g["result_id"] != ctx.rid("grid", g["run_a"], g["run_b"], "mutual_knn", params):
+            continue  # computed with other settings (k, --clamp): not this analysis's grid
+        # the partner by its run, named by its side: a dual encoder's text tower is "clip [text]",
+        # never its image tower's plain name
+        if g["run_a"] == run["run_id"] and g["run_b"] in by_run:
+            name = f"alignment with {side_label(by_run[g['run_b']], chosen)}"
+            curves[name] = (_row_max(ctx.grid_of(g), axis=1), True)
+            sources[name] = g["result_id"]
+            grids[g["result_id"]] = (g, True)
+        elif g["run_b"] == run["run_id"] and g["run_a"] in by_run:
+            name = f"alignment with {side_label(by_run[g['run_a']], chosen)}"
+            curves[name] = (_row_max(ctx.grid_of(g), axis=0), True)
+            sources[name] = g["result_id"]
+            grids[g["result_id"]] = (g, False)
+    return curves, sources, grids
+
+
+def _copies(ctx: Context, run: dict, curves: dict, sources: dict, grids: dict) -> dict:
+    """``{curve: why}`` for alignment with an identical copy of this run: 1 by construction, so
+    flagged, never a vote."""
+    copies = {}
+    for name, result_id in sources.items():
+        g, is_a = grids[result_id]
+        partner = g["run_b"] if is_a else g["run_a"]
+        if name in curves and near_identical(ctx.engine.emb(run["run_id"]), ctx.engine.emb(partner)):
+            copies[name] = (f"{partner} is an identical copy of {run['run_id']} (cosine ≥ 1 − {COPY_TOL:g} "
+                            "for every item at every layer)")
+    return copies
+
+
 def run(ctx: Context, d: DatasetRuns) -> None:
     chosen = d.largest_settings()
     random = {r[0] for r in ctx.con.execute("SELECT model FROM models WHERE random_init").fetchall()}
     by_run = {r["run_id"]: r for r in chosen.values()}
     params = ctx.settings.params_for("mutual_knn")
     for m, run in chosen.items():
-        curves, sources, grids = {}, {}, {}
-        for prof in ctx.current_profiles(d.name, run["run_id"], PROFILE_METRICS):
-            hib = get_metric(prof["metric"]).higher_is_better
-            if hib is None:
-                continue  # LID has no direction: shown, not used to pick
-            curves[prof["metric"]] = (prof["layer_values"], hib)
-        for g in alignment_grids(ctx, d.name):
-            if g["result_id"] != ctx.rid("grid", g["run_a"], g["run_b"], "mutual_knn", params):
-                continue  # computed with other settings (k, --clamp): not this analysis's grid
-            # the partner by its run, named by its side: a dual encoder's text tower is "clip [text]",
-            # never its image tower's plain name
-            if g["run_a"] == run["run_id"] and g["run_b"] in by_run:
-                name = f"alignment with {side_label(by_run[g['run_b']], chosen)}"
-                curves[name] = (_row_max(ctx.grid_of(g), axis=1), True)
-                sources[name] = g["result_id"]
-                grids[g["result_id"]] = (g, True)
-            elif g["run_b"] == run["run_id"] and g["run_a"] in by_run:
-                name = f"alignment with {side_label(by_run[g['run_a']], chosen)}"
-                curves[name] = (_row_max(ctx.grid_of(g), axis=0), True)
-                sources[name] = g["result_id"]
-                grids[g["result_id"]] = (g, False)
+        curves, sources, grids = _model_curves(ctx, d.name, run, chosen, by_run, params)
         if not curves:
             continue
         # a degenerate layer's value is not a measurement of a representation: never a pick
@@ -162,14 +183,7 @@ def run(ctx: Context, d: DatasetRuns) -> None:
             n = int(run.get("n_layers") or 0)
             rec = {"picks": {}, "agreement": None, "n_layers": n, "last_layer": last if last is not None else n - 1,
                    "reason": reason}
-        # alignment with an identical copy of this run is 1 by construction: flagged, never a vote
-        rec["copies"] = {}
-        for name, result_id in sources.items():
-            g, is_a = grids[result_id]
-            partner = g["run_b"] if is_a else g["run_a"]
-            if name in curves and near_identical(ctx.engine.emb(run["run_id"]), ctx.engine.emb(partner)):
-                rec["copies"][name] = (f"{partner} is an identical copy of {run['run_id']} (cosine ≥ 1 − {COPY_TOL:g} "
-                                       "for every item at every layer)")
+        rec["copies"] = _copies(ctx, run, curves, sources, grids)
         rec["layer_names"] = {str(i): n for i, n in sorted(names.items())}
         rec["sources"] = sources
         rec["undefined_curves"] = undefined

@@ -9,7 +9,7 @@ worker; results come back to this process, which alone writes. Workers use one B
 (tests compare them cell for cell).
 
 Elsewhere than local processes: ``ctx.executor`` (``analyze_store(..., executor=...)``; ``layerscope
-sweep run --ray`` passes one, see precompute/ray_backend.py) is called as ``executor(store, clamp, unit,
+sweep run --ray`` passes one, see precompute/batch/ray_backend.py) is called as ``executor(store, clamp, unit,
 chunks)`` and yields ``(chunk position, run_chunk's result)`` as each chunk finishes, each chunk run
 elsewhere by :func:`init_worker`, :func:`run_chunk` and :func:`close_worker`. This module knows no
 study: the task function comes with the tasks.

@@ -159,6 +159,49 @@ def _usable(model, results: dict, sig: dict, bad: dict) -> tuple[Series, dict]:
                   np.array([results[l] for l in keep], dtype=float)), excluded
 
 
+def _tasks(rows: list[dict]) -> dict:
+    """``{(task, metric, setting): {"results": {model: {layer: value}}, "hib", "sources", "names":
+    {model: its default layer}}}`` of the per-layer downstream rows."""
+    tasks = defaultdict(lambda: {"results": defaultdict(dict), "hib": None, "sources": set(), "names": {}})
+    for r in rows:
+        t = tasks[(r["task"], r["metric"], r["setting"])]
+        t["results"][r["model"]][int(r["layer"])] = float(r["value"])
+        t["hib"] = bool(r["higher_is_better"])
+        t["sources"].add(str(r["source"]))
+        if r["layer_name"] == "default":
+            t["names"][r["model"]] = int(r["layer"])
+    return tasks
+
+
+def _signal_row(name: str, res: dict, signals: dict, bad: dict, layout: dict, entry: dict, hib: bool, s) -> dict:
+    """One label-free signal against one task: its correlation over the models' usable layers, which
+    layers were left out and why, and each model's pick by it."""
+    series, excluded, picks, kind, shib = [], defaultdict(int), [], None, None
+    for m in sorted(res):
+        sig = signals[m].get(name)
+        if sig is None:
+            continue
+        kind, shib = sig["kind"], sig["higher_is_better"]
+        ser, exc = _usable(m, res[m], sig, bad.get(sig["run_id"], {}))
+        for k, v in exc.items():
+            excluded[k] += v
+        if len(ser.layers):
+            series.append(ser)
+            if shib is not None:  # a signal without a direction (LID) is shown, not used to pick
+                picks.append(signal_pick(ser, res[m], signal_higher_is_better=bool(shib),
+                                         task_higher_is_better=hib,
+                                         last_layer=layout[m]["last_layer"],
+                                         default_layer=next(e["default_layer"] for e in entry["models"]
+                                                            if e["model"] == m)))
+    corr = predictor_correlation(series, n_boot=s.n_boot, level=LEVEL, seed=s.seed)
+    rho = corr["rho_layers"] if corr["rho_layers"] is not None else corr["rho_pooled"]
+    return {"signal": name, "kind": kind, "signal_higher_is_better": shib, **corr,
+            "better": None if rho is None else better_direction(rho, hib),
+            "excluded": dict(excluded),
+            "models_too_few_layers": sorted(m for m, r in corr["per_model_rho"].items() if r is None),
+            "picks": picks}
+
+
 def run(ctx: Context, d: DatasetRuns) -> None:
     s = ctx.settings
     chosen = d.downstream_settings(ctx.con, s.downstream_setting)
@@ -190,16 +233,8 @@ def run(ctx: Context, d: DatasetRuns) -> None:
                   "n_captions": chosen[m]["n_captions"], "modality": chosen[m]["modality"],
                   "degenerate_layers": {str(i): why for i, why in bad.get(chosen[m]["run_id"], {}).items()}}
               for m in models}
-    tasks = defaultdict(lambda: {"results": defaultdict(dict), "hib": None, "sources": set(), "names": {}})
-    for r in rows:
-        t = tasks[(r["task"], r["metric"], r["setting"])]
-        t["results"][r["model"]][int(r["layer"])] = float(r["value"])
-        t["hib"] = bool(r["higher_is_better"])
-        t["sources"].add(str(r["source"]))
-        if r["layer_name"] == "default":
-            t["names"][r["model"]] = int(r["layer"])
     notes, out_tasks = [], []
-    for (task, tmetric, setting), t in sorted(tasks.items()):
+    for (task, tmetric, setting), t in sorted(_tasks(rows).items()):
         hib = t["hib"]
         res = {m: v for m, v in t["results"].items() if m in chosen}
         if not res:
@@ -216,32 +251,7 @@ def run(ctx: Context, d: DatasetRuns) -> None:
             entry["models"].append({"model": m, "layers": sorted(res[m]), "values": [res[m][l] for l in sorted(res[m])],
                                     **cmp})
         names = sorted({n for m in res for n in signals[m]})
-        table = []
-        for name in names:
-            series, excluded, picks, kind, shib = [], defaultdict(int), [], None, None
-            for m in sorted(res):
-                sig = signals[m].get(name)
-                if sig is None:
-                    continue
-                kind, shib = sig["kind"], sig["higher_is_better"]
-                ser, exc = _usable(m, res[m], sig, bad.get(sig["run_id"], {}))
-                for k, v in exc.items():
-                    excluded[k] += v
-                if len(ser.layers):
-                    series.append(ser)
-                    if shib is not None:  # a signal without a direction (LID) is shown, not used to pick
-                        picks.append(signal_pick(ser, res[m], signal_higher_is_better=bool(shib),
-                                                 task_higher_is_better=hib,
-                                                 last_layer=layout[m]["last_layer"],
-                                                 default_layer=next(e["default_layer"] for e in entry["models"]
-                                                                    if e["model"] == m)))
-            corr = predictor_correlation(series, n_boot=s.n_boot, level=LEVEL, seed=s.seed)
-            rho = corr["rho_layers"] if corr["rho_layers"] is not None else corr["rho_pooled"]
-            table.append({"signal": name, "kind": kind, "signal_higher_is_better": shib, **corr,
-                          "better": None if rho is None else better_direction(rho, hib),
-                          "excluded": dict(excluded),
-                          "models_too_few_layers": sorted(m for m, r in corr["per_model_rho"].items() if r is None),
-                          "picks": picks})
+        table = [_signal_row(name, res, signals, bad, layout, entry, hib, s) for name in names]
         entry["signals"] = rank_rows(table)
         if not table:
             notes.append(f"task {task!r} ({tmetric}{', ' + setting if setting else ''}): no label-free signal is "

@@ -6,7 +6,7 @@ Which runs share a space (:func:`shared_spaces`):
 - an MLLM's two sides (runs of one model whose configs say ``side: video`` / ``side: text``): every
   layer, since both sides go through the same language model at the same width (``space: layers``);
 - a dual encoder's towers (a vision run and a text run of one model name, or of two names with one
-  source and revision) that both stored the named layer ``joint`` (issue #15): that one layer, cut
+  source and revision) that both stored the named layer ``joint``: that one layer, cut
   to its true width (``layer_dims``; the store zero-pads it to the run's width) (``space: joint``).
   Their numbered layers belong to two different towers and are never compared here.
 

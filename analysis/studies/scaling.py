@@ -79,7 +79,7 @@ def fit_subject(engine, _first_run: str, metric: str, params: dict, points: list
                             "input) and are left out of the fits"]
     good = [p for p, keep in zip(points, ok) if keep]
     try:
-        fit = fit_scaling_law(nf[ok], nc[ok], y[ok], seed=seed, **kw)
+        fit = fit_scaling_law(nf[ok], nc[ok], y[ok], **kw)
         # ``undetermined``: {parameter: why} for the values the data do not determine (a vanished
         # term's exponent, an exponent or S∞ on a bound, ...): stored, so the JSON says what the page
         # and the report leave blank; ``params`` keep every value (the curves are drawn from them)
@@ -88,7 +88,7 @@ def fit_subject(engine, _first_run: str, metric: str, params: dict, points: list
                           "undetermined": undetermined_params("saturating", fit.params, fit.status, fit.reason,
                                                               bounds=kw["bounds"], rmse=fit.rmse)}
         # the saturating law is fitted once: compare_forms reuses this fit
-        payload["forms"] = compare_forms(nf[ok], nc[ok], y[ok], seed=seed, fits={"saturating": fit}, **kw)
+        payload["forms"] = compare_forms(nf[ok], nc[ok], y[ok], fits={"saturating": fit}, **kw)
         for f in payload["forms"]:
             if f.get("params"):
                 f["undetermined"] = undetermined_params(f["form"], f["params"], f.get("status"), f.get("reason"),
@@ -103,7 +103,7 @@ def fit_subject(engine, _first_run: str, metric: str, params: dict, points: list
                                               for _, _, _, la, lb, a, b in good],
                                              metric, n_boot=n_boot, seed=seed, **params)
             try:
-                iv = bootstrap_params(samples, nf[ok], nc[ok], scores=y[ok], seed=seed, **kw)
+                iv = bootstrap_params(samples, nf[ok], nc[ok], scores=y[ok], **kw)
                 payload["intervals"] = iv.intervals
                 payload["intervals_detail"] = iv.as_dict()
                 payload["intervals_n_boot"] = n_boot

@@ -99,38 +99,65 @@ def run(ctx: Context, d: DatasetRuns) -> None:
     v_top = d.largest_settings(text=False)
     t_one = {r["model"]: r for r in d.text if r["n_captions"] == 1}  # the probes compare single captions
     if has_tot:
-        event = [m["event"] for m in md]
-        phrasing = [m["phrasing"] for m in md]
-        bow = [m["bow_key"] for m in md]
-        for vm, vr in v_top.items():
-            for tm, tr in t_one.items():
-                V, T = emb(vr["run_id"]), emb(tr["run_id"])
-                by_k = {}
-                for kk in (1, 2, 3):
-                    g = ctx.engine.grid(vr["run_id"], tr["run_id"], "mutual_knn", k=kk)
-                    best = _best(ctx, g, vr["run_id"], tr["run_id"], k=kk)
-                    by_k[str(kk)] = {"value": best["value"], "layers": best["layers"], "grid": g.tolist(),
-                                     **({"reason": best["reason"]} if best["reason"] else {})}
-                entry = {"vision": vm, "text": tm, "n_frames": vr["n_frames"], "alignment": by_k,
-                         "first_neighbours_per_layer": {
-                             "vision": [first_neighbour_types(x, event=event, phrasing=phrasing, bow=bow) for x in V],
-                             "text": [first_neighbour_types(x, event=event, phrasing=phrasing, bow=bow) for x in T]}}
-                if by_k["1"]["layers"] is not None:
-                    la, lb = by_k["1"]["layers"]
-                    entry["first_neighbours"] = {
-                        "vision": first_neighbour_types(V[la], event=event, phrasing=phrasing, bow=bow),
-                        "text": first_neighbour_types(T[lb], event=event, phrasing=phrasing, bow=bow),
-                        "layers": [la, lb]}
-                else:
-                    entry["first_neighbours"] = {"reason": by_k["1"]["reason"]}
-                payload["test_of_time"].append(entry)
+        payload["test_of_time"] = _test_of_time(ctx, md, v_top, t_one)
     has_neg = np.array([bool(m["negatives"]) for m in meta])
     kinds = np.array([str(m.get(NEGATIVES_KIND) or "temporal") for m in md])
     reorder_items = has_neg & (kinds != "negated")  # a negated caption is right for its video, not reordered
+    _reorder(ctx, payload, negatives, t_one, v_top, has_neg, np.flatnonzero(reorder_items))
+    for (vm, n_f), rr in sorted(reversed_runs.items()):
+        fwd = next((r for r in d.vision if r["model"] == vm and r["n_frames"] == n_f), None)
+        if fwd is None:
+            continue
+        V, Vr = emb(fwd["run_id"]), emb(rr["run_id"])
+        reports = [_arrow(V[layer], Vr[layer]) for layer in range(len(V))]
+        payload["arrow_of_time"].append({"vision": vm, "n_frames": n_f, "per_layer": [v for v, _ in reports],
+                                         "reasons": {i: why for i, (_, why) in enumerate(reports) if why}})
+    _shared_space_probes(ctx, d, md, payload, has_neg, negatives)
+    ctx.put_study(result_id=rid, study="temporal", dataset=d.name, subject="all",
+                params={"k": k, "reorder_k": ctx.settings.reorder_k, "n_boot": ctx.settings.n_boot,
+                        "seed": ctx.settings.seed}, payload=payload, input_key=ikey)
+
+
+def _test_of_time(ctx, md: list[dict], v_top: dict, t_one: dict) -> list[dict]:
+    """Test of Time entries: each vision model (largest setting) against each single-caption text run,
+    alignment at k = 1, 2, 3 and what kind of item each side's first neighbour is, per layer."""
+    emb = ctx.engine.emb
+    event = [m["event"] for m in md]
+    phrasing = [m["phrasing"] for m in md]
+    bow = [m["bow_key"] for m in md]
+    entries = []
+    for vm, vr in v_top.items():
+        for tm, tr in t_one.items():
+            V, T = emb(vr["run_id"]), emb(tr["run_id"])
+            by_k = {}
+            for kk in (1, 2, 3):
+                g = ctx.engine.grid(vr["run_id"], tr["run_id"], "mutual_knn", k=kk)
+                best = _best(ctx, g, vr["run_id"], tr["run_id"], k=kk)
+                by_k[str(kk)] = {"value": best["value"], "layers": best["layers"], "grid": g.tolist(),
+                                 **({"reason": best["reason"]} if best["reason"] else {})}
+            entry = {"vision": vm, "text": tm, "n_frames": vr["n_frames"], "alignment": by_k,
+                     "first_neighbours_per_layer": {
+                         "vision": [first_neighbour_types(x, event=event, phrasing=phrasing, bow=bow) for x in V],
+                         "text": [first_neighbour_types(x, event=event, phrasing=phrasing, bow=bow) for x in T]}}
+            if by_k["1"]["layers"] is not None:
+                la, lb = by_k["1"]["layers"]
+                entry["first_neighbours"] = {
+                    "vision": first_neighbour_types(V[la], event=event, phrasing=phrasing, bow=bow),
+                    "text": first_neighbour_types(T[lb], event=event, phrasing=phrasing, bow=bow),
+                    "layers": [la, lb]}
+            else:
+                entry["first_neighbours"] = {"reason": by_k["1"]["reason"]}
+            entries.append(entry)
+    return entries
+
+
+def _reorder(ctx, payload: dict, negatives: dict, t_one: dict, v_top: dict, has_neg, keep) -> None:
+    """The reorder probe of every text model with negatives against every vision model, on the items
+    ``keep`` (those with a reordered, not a negated, caption), appended to ``payload``."""
+    emb = ctx.engine.emb
     for tm, neg_run in negatives.items():
         if tm not in t_one:
             continue
-        keep = np.flatnonzero(reorder_items)
         rk = ctx.settings.reorder_k
         if len(keep) <= rk:
             payload["notes"].append(f"{tm}: only {len(keep)} items have negatives, too few for the reorder "
@@ -149,18 +176,6 @@ def run(ctx: Context, d: DatasetRuns) -> None:
             except NoBestCell as exc:
                 entry["reason"] = str(exc)
             payload["reorder"].append(entry)
-    for (vm, n_f), rr in sorted(reversed_runs.items()):
-        fwd = next((r for r in d.vision if r["model"] == vm and r["n_frames"] == n_f), None)
-        if fwd is None:
-            continue
-        V, Vr = emb(fwd["run_id"]), emb(rr["run_id"])
-        reports = [_arrow(V[layer], Vr[layer]) for layer in range(len(V))]
-        payload["arrow_of_time"].append({"vision": vm, "n_frames": n_f, "per_layer": [v for v, _ in reports],
-                                         "reasons": {i: why for i, (_, why) in enumerate(reports) if why}})
-    _shared_space_probes(ctx, d, md, payload, has_neg, negatives)
-    ctx.put_study(result_id=rid, study="temporal", dataset=d.name, subject="all",
-                params={"k": k, "reorder_k": ctx.settings.reorder_k, "n_boot": ctx.settings.n_boot,
-                        "seed": ctx.settings.seed}, payload=payload, input_key=ikey)
 
 
 def _reorder_intervals(ctx, V, P, Nn, k: int, point: dict) -> dict:
@@ -177,9 +192,10 @@ def _reorder_intervals(ctx, V, P, Nn, k: int, point: dict) -> dict:
 
 def negatives_by_item(E: np.ndarray, has_neg: np.ndarray, run: dict) -> np.ndarray:
     """A negative run's ``(L, n, d)`` rows placed at their items: ``(L, N, d)`` (``has_neg`` ``(N,)``
-    bool, from the items table). Since issue #34 a negative run holds only the items with a negative
-    (``n = has_neg.sum()``, in item order) and the others' rows here are zeros; a run from before holds
-    every item (``n = N``; an item without a negative has its first caption there). Either way those
+    bool, from the items table). A negative run holds only the items with a negative (``n =
+    has_neg.sum()``, in item order) and the others' rows here are zeros; an older LayerScope's run
+    holds every item (``n = N``; an item without a negative has its first caption there; stored
+    embeddings are not recomputed by an analysis version, so both shapes are read). Either way those
     rows are never read: every probe takes only items with a negative (as queries or as kept rows)."""
     n, N = E.shape[1], len(has_neg)
     if n == N:
@@ -280,40 +296,53 @@ def _shared_space_probes(ctx, d, md, payload, has_neg, negatives) -> None:
                                list(zip(status(rt, lb), status(fwd, la), status(back[0], la))))
                 payload["time_reversal"].append({**base, "n_frames": fwd["n_frames"], "n_items": len(T[0]), **out})
         if has_gallery:
-            # ``map``: one query per action (TARA's protocol, the default); ``map_item_queries``: one
-            # per item's caption (an action with more videos weighs more), kept beside it, labelled
-            entry = {**base, "map": {s: [] for s in GALLERY_SETTINGS}, "n_queries": None,
-                     "map_item_queries": {s: [] for s in GALLERY_SETTINGS}, "n_item_queries": None,
-                     "queries": "action", "reasons": {}}
-            for e, (Ve, Te, sv, st) in enumerate(zip(V, T, status(rv, la), status(rt, lb))):
-                why = _degenerate(**{"video side": sv, "caption side": st})
-                for s in GALLERY_SETTINGS:
-                    if why:
-                        entry["map"][s].append(float("nan"))
-                        entry["map_item_queries"][s].append(float("nan"))
-                        entry["reasons"][f"{s} {e}"] = why
-                        continue
-                    m, nq, reason = chiral_gallery_map(Te, Ve, group=group, action=action, setting=s)
-                    mi, nqi, _ = chiral_gallery_map(Te, Ve, group=group, action=action, setting=s, queries="item")
-                    entry["map"][s].append(m)
-                    entry["map_item_queries"][s].append(mi)
-                    entry["n_queries"], entry["n_item_queries"] = nq, nqi
-                    if reason:
-                        entry["reasons"][f"{s} {e}"] = reason
-            payload["chiral_gallery"].append(entry)
+            payload["chiral_gallery"].append(_gallery_entry(base, V, T, zip(status(rv, la), status(rt, lb)),
+                                                            group, action))
         if neg_run is not None and len(negated):
             Nn = cut(negatives_by_item(emb(neg_run["run_id"]), has_neg, neg_run), lb, width)
-            ks = (1, 5, 10)
-            entry = {**base, "n_queries": len(negated), "recall": {f"{w}@{k}": [] for w in ("standard", "negated")
-                                                                   for k in ks}, "reasons": {}}
             statuses = zip(status(rv, la), status(rt, lb), status(neg_run, lb))
-            for e, (Ve, Te, Ne, (sv, st, sn)) in enumerate(zip(V, T, Nn, statuses)):
-                why = _degenerate(**{"video side": sv, "caption side": st, "negated-caption side": sn})
-                std = negated_query_recall(Te, Ve, ks=ks, queries=negated)
-                neg = negated_query_recall(Ne, Ve, ks=ks, queries=negated)
-                for kk in ks:
-                    entry["recall"][f"standard@{kk}"].append(float("nan") if why else std[f"recall@{kk}"])
-                    entry["recall"][f"negated@{kk}"].append(float("nan") if why else neg[f"recall@{kk}"])
-                if why:
-                    entry["reasons"][str(e)] = why
-            payload["negation"].append(entry)
+            payload["negation"].append(_negation_entry(base, V, T, Nn, statuses, negated))
+
+
+def _gallery_entry(base: dict, V, T, statuses, group: list, action: list) -> dict:
+    """Chiral-gallery mAP per layer of one shared space, at every :data:`GALLERY_SETTINGS`;
+    ``statuses``: per layer, the video and caption sides' layer statuses."""
+    # ``map``: one query per action (TARA's protocol, the default); ``map_item_queries``: one
+    # per item's caption (an action with more videos weighs more), kept beside it, labelled
+    entry = {**base, "map": {s: [] for s in GALLERY_SETTINGS}, "n_queries": None,
+             "map_item_queries": {s: [] for s in GALLERY_SETTINGS}, "n_item_queries": None,
+             "queries": "action", "reasons": {}}
+    for e, (Ve, Te, (sv, st)) in enumerate(zip(V, T, statuses)):
+        why = _degenerate(**{"video side": sv, "caption side": st})
+        for s in GALLERY_SETTINGS:
+            if why:
+                entry["map"][s].append(float("nan"))
+                entry["map_item_queries"][s].append(float("nan"))
+                entry["reasons"][f"{s} {e}"] = why
+                continue
+            m, nq, reason = chiral_gallery_map(Te, Ve, group=group, action=action, setting=s)
+            mi, nqi, _ = chiral_gallery_map(Te, Ve, group=group, action=action, setting=s, queries="item")
+            entry["map"][s].append(m)
+            entry["map_item_queries"][s].append(mi)
+            entry["n_queries"], entry["n_item_queries"] = nq, nqi
+            if reason:
+                entry["reasons"][f"{s} {e}"] = reason
+    return entry
+
+
+def _negation_entry(base: dict, V, T, Nn, statuses, negated) -> dict:
+    """Recall@1/5/10 per layer of the standard and the negated caption queries (``negated``: their
+    items) against the videos of one shared space; ``statuses``: per layer, the three sides'."""
+    ks = (1, 5, 10)
+    entry = {**base, "n_queries": len(negated), "recall": {f"{w}@{k}": [] for w in ("standard", "negated")
+                                                           for k in ks}, "reasons": {}}
+    for e, (Ve, Te, Ne, (sv, st, sn)) in enumerate(zip(V, T, Nn, statuses)):
+        why = _degenerate(**{"video side": sv, "caption side": st, "negated-caption side": sn})
+        std = negated_query_recall(Te, Ve, ks=ks, queries=negated)
+        neg = negated_query_recall(Ne, Ve, ks=ks, queries=negated)
+        for kk in ks:
+            entry["recall"][f"standard@{kk}"].append(float("nan") if why else std[f"recall@{kk}"])
+            entry["recall"][f"negated@{kk}"].append(float("nan") if why else neg[f"recall@{kk}"])
+        if why:
+            entry["reasons"][str(e)] = why
+    return entry

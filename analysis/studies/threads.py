@@ -31,8 +31,8 @@ def load_pooled_libraries() -> None:
     """Import the libraries the analysis loads lazily that bring thread pools of their own (faiss:
     its OpenBLAS and OpenMP), so that a limit set now covers them. threadpoolctl limits only the
     libraries loaded when it looks: faiss imported later searched on every core while the analysis
-    held one (issue #32: the demo's 774 small k-NN searches on a busy 2-core machine spent 42 ms
-    each in OpenMP waits, 18 ms on one thread)."""
+    held one (many small k-NN searches on a busy machine then spend most of their time in OpenMP
+    waits; bench/README.md keeps the timings)."""
     from analysis.metrics.neighbors_faiss import faiss_module
 
     faiss_module()  # None where faiss is not installed: nothing to load

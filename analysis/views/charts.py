@@ -36,7 +36,7 @@ def plot_height(chart, height: int):
     Streamlit's theme sets ``autosize: fit`` with ``contains: padding``: the whole chart (title, a legend
     below the plot, a long rotated axis title) is fitted into ``height``, so a chart with a legend of
     four rows and a two-line title kept a plot a few pixels tall, and rows of a categorical axis lost
-    their labels (issue #33; tests/dashboard/test_browser_default_views.py reads the drawn axes).
+    their labels (tests/dashboard/test_browser_default_views.py reads the drawn axes).
     ``fit-x`` still fits the width to the column; the height is the plot's own."""
     alt = _alt()
     return chart.properties(height=height, autosize=alt.AutoSizeParams(type="fit-x", contains="padding"))

@@ -1,5 +1,5 @@
 """Layer curves of many runs at once, with their intervals where stored, and one run pinned as the
-baseline (issue #33). Plain functions, no Streamlit.
+baseline. Plain functions, no Streamlit.
 
 A *run* here is one model at one test-time budget (``n_f`` frames or ``n_c`` captions): the curves page
 draws each model at its largest budget; the overlay draws any runs side by side. Intervals: per-layer
@@ -145,7 +145,7 @@ def interval_rows(data: pd.DataFrame, baseline: str | None = None) -> tuple[pd.D
 
 def overlay_text(data: pd.DataFrame, baseline: str | None, difference: bool) -> str:
     """The overlay's caption: which intervals are drawn, as bands or bars (only the kind drawn is named:
-    a caption promised bands where every run had one interval, drawn as a bar; issue #33), and what the
+    a caption promised bands where every run had one interval, drawn as a bar), and what the
     baseline line means."""
     bands, bars = interval_rows(data, baseline) if len(data) else (data, data)
     parts = []

@@ -1,4 +1,4 @@
-"""The Paper figures page's data (issue #31): DR Fig. 7 (smallest against largest caption budget),
+"""The Paper figures page's data: DR Fig. 7 (smallest against largest caption budget),
 Figs. 11/12 (vision × text matrix of best alignment with its layers, and whether the ranking survives
 a change of text encoder), Fig. 2 (alignment against a downstream score by kind of vision input),
 and the papers' published numbers beside the user's where the names are mapped.

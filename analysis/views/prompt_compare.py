@@ -1,4 +1,4 @@
-"""TARA's EOL-prompt against plain-prompt comparison of one MLLM (issue #31): two same-space models
+"""TARA's EOL-prompt against plain-prompt comparison of one MLLM: two same-space models
 (an MLLM's video and text sides) side by side: modality gap, retrieval and alignment from the
 same-space study (with their bootstrap intervals), uniformity of each side from the profiles.
 

@@ -25,7 +25,7 @@ def scaling_view(con, dataset, subject) -> dict:
     the held-out-best form beside it when that is another one; ``curves`` with each one's own R²,
     ``drawn`` their forms, ``held_out_best``) on a dense n_f/n_c range, one ``form`` label per curve;
     the saturating law's parameter table with intervals, blank where the data do not determine a
-    parameter (``undetermined``: ``{parameter: why}``, issue #29 item 7); the fit's status, and
+    parameter (``undetermined``: ``{parameter: why}``: never a number the data do not support); the fit's status, and
     every form's held-out error."""
     (s,) = R.read_studies(con, current=True, study="scaling", dataset=dataset, subject=subject)
     p = s["payload"]
@@ -75,7 +75,7 @@ def scaling_view(con, dataset, subject) -> dict:
                                                   "form": c["label"]}
                                                  for c in drawn for f in sorted(good["n_frames"].unique())
                                                  for n in dense_c])
-        # d_v = 2/α beside α, and DR's Table 1 beside the fit where the user mapped the names (issue #31)
+        # d_v = 2/α beside α, and DR's Table 1 beside the fit where the user mapped the names
         out["table"] = add_dimension_and_published(
             pd.DataFrame(saturating_param_rows(fit["params"], p.get("intervals"), blank)), fit["params"],
             p.get("intervals"), blank, published_scaling(con, dataset, model_a, model_b, metric), r2=fit.get("r2"))
@@ -91,7 +91,7 @@ def scaling_view(con, dataset, subject) -> dict:
     return out
 
 
-#: DR's law, the one every scaling chart draws and names first (DESIGN §4)
+#: DR's law, the one every scaling chart draws and names first
 SATURATING_TITLE = "DR's saturating law S∞ − (C_f·n_f^−α + C_c·n_c^−β)"
 
 

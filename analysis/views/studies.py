@@ -213,7 +213,7 @@ def model_map_charts(mv: dict, *, labels: dict, title: dict | None = None):
     cells = mv["cells"].assign(model_a=mv["cells"]["model_a"].map(lambda m: labels.get(m, m)),
                                model_b=mv["cells"]["model_b"].map(lambda m: labels.get(m, m)))
     order = [labels.get(m, m) for m in mv["order"]]
-    # whole names: "(random init)" was cut to "(rando…" at the default label limit (issue #33)
+    # whole names: "(random init)" was cut to "(rando…" at the default label limit, so no limit
     base = alt.Chart(cells).encode(x=alt.X("model_b:N", sort=order, title=None, axis=alt.Axis(labelLimit=0)),
                                    y=alt.Y("model_a:N", sort=order, title=None, axis=alt.Axis(labelLimit=0)))
     heat = base.mark_rect().encode(color=alt.Color("similarity:Q", scale=alt.Scale(scheme="viridis"),
@@ -248,7 +248,7 @@ def model_map_charts(mv: dict, *, labels: dict, title: dict | None = None):
                                                                text="model:N")
     # "pad": the plot is exactly side × side and the names, legends and titles go around it. Under
     # Streamlit's default fit they came out of the 380 px, which left a 220 px map whose labels (placed
-    # for 380 px) overlapped, and 22 px matrix cells (issue #33)
+    # for 380 px) overlapped, and 22 px matrix cells
     pad = alt.AutoSizeParams(type="pad")
     cell = min(380, max(120, 34 * len(order)))
     matrix = heat.properties(width=cell, height=cell, autosize=pad)

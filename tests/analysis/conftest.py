@@ -2,7 +2,7 @@
 
 import pytest
 
-from precompute.synthetic_store import write_sweep
+from precompute.synthetic.store import write_sweep
 from tests.helpers import SHAPE
 
 

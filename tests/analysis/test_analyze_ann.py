@@ -7,7 +7,7 @@ import pytest
 
 from analysis.storage import results as R
 from analysis.studies import analyze_store
-from precompute.synthetic_store import write_sweep
+from precompute.synthetic.store import write_sweep
 
 SHAPE = dict(frames=(1, 2), captions=(1,), n_items=40, n_layers=3, dim=12)
 

@@ -166,7 +166,7 @@ def test_downstream_csv_errors_import_nothing(store, tmp_path, capsys):
 
 @pytest.mark.slow  # builds a tiny ViT and precomputes it
 def test_bad_analyze_inputs(tmp_path, store, capsys):
-    from precompute import tiny_models
+    from precompute.synthetic import tiny_models
     from tests.precompute.helpers import make_dataset
 
     one = tmp_path / "one.duckdb"

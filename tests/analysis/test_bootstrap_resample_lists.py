@@ -17,7 +17,7 @@ from analysis.bootstrap import ResampleNeighbours, resample_indices, score_resam
 from analysis.metrics.neighbors import knn_search
 from analysis.storage.store import connect
 from analysis.studies import analyze_store
-from precompute.synthetic_store import write_sweep
+from precompute.synthetic.store import write_sweep
 from tests.helpers import quiet
 
 

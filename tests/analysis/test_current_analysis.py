@@ -21,7 +21,7 @@ from analysis.report import build_report
 from analysis.storage import results as R
 from analysis.studies import analyze_store
 from analysis.views import paper_figures as PF
-from precompute.synthetic_store import write_sweep
+from precompute.synthetic.store import write_sweep
 from tests.helpers import quiet
 
 DS = "synthetic"

@@ -136,7 +136,7 @@ def test_migrate_upgrades_a_version_4_store_keeping_its_results(store, tmp_path,
 
 
 def test_a_failed_migration_leaves_the_version_4_store_as_it_was(store, tmp_path, monkeypatch):
-    import precompute.migrate as mig
+    import precompute.upkeep.migrate as mig
 
     csv = tmp_path / "r.csv"
     csv.write_text(f"{HEADER}\nvis,ssv2,top1,0.5,true\n")

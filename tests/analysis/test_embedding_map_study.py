@@ -14,7 +14,7 @@ from analysis.storage.store import load_run
 from analysis.studies import analyze_store
 from analysis.studies import embedding_map as EM
 from precompute.cli import main
-from precompute.synthetic_store import write_run
+from precompute.synthetic.store import write_run
 
 N, D = 30, 8
 

@@ -13,7 +13,7 @@ from analysis.storage.store import load_embeddings
 from analysis.studies import analyze_store
 from analysis.studies.threads import one_blas_thread
 from precompute.cli import main
-from precompute.synthetic_store import write_sweep
+from precompute.synthetic.store import write_sweep
 from tests.helpers import SHAPE, quiet
 
 
@@ -110,7 +110,7 @@ def test_a_newer_run_of_the_same_setting_supersedes_the_older(sweep):
     from analysis.storage.store import connect, find_run
 
     T = load_embeddings(sweep, model="t1", dataset="synthetic", n_captions=1)
-    from precompute.synthetic_store import write_run
+    from precompute.synthetic.store import write_run
 
     write_run(sweep, "t1-1-v2", T[::-1].copy(), model="t1", modality="text", n_captions=1)  # another protocol
     out = analyze_store(sweep, metrics=("mutual_knn",), n_boot=0, log=quiet)
@@ -308,7 +308,7 @@ def test_profiles_on_degenerate_layers_equal_the_references(tmp_path):
     from analysis.storage.store import connect
     from analysis.studies.engine import Engine
     from analysis.studies.profiles import params_for, profile
-    from precompute.synthetic_store import write_run
+    from precompute.synthetic.store import write_run
 
     rng = np.random.default_rng(5)
     n, d = 24, 6

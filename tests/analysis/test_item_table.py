@@ -11,7 +11,7 @@ from sklearn.neighbors import NearestNeighbors
 from analysis.storage import results as R
 from analysis.studies import analyze_store
 from analysis.views import item_table as views
-from precompute.synthetic_store import write_run
+from precompute.synthetic.store import write_run
 from tests.stores import write_labelled_store
 
 

@@ -7,7 +7,7 @@ import pytest
 from threadpoolctl import threadpool_limits
 
 from analysis.studies import analyze_store
-from precompute.synthetic_store import write_sweep
+from precompute.synthetic.store import write_sweep
 from tests.stores import result_tables
 
 

@@ -169,7 +169,7 @@ def test_cknna_counts_are_mutual_knn_counts(monkeypatch, path):
 def test_engine_keeps_mutual_knn_from_cknna(tmp_path):
     from analysis.storage.store import connect
     from analysis.studies.engine import Engine
-    from precompute.synthetic_store import write_sweep
+    from precompute.synthetic.store import write_sweep
 
     path = tmp_path / "s.duckdb"
     write_sweep(path, video=["v0"], text=["t0"], frames=(1,), captions=(1,), n_items=60, n_layers=3, dim=8)

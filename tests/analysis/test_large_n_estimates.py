@@ -96,7 +96,7 @@ def test_profiles_study_stores_the_estimate_and_its_flag(tmp_path, small_sample,
     from analysis.storage.store import connect
     from analysis.studies.engine import Engine
     from analysis.studies.profiles import profile
-    from precompute.synthetic_store import write_run
+    from precompute.synthetic.store import write_run
 
     monkeypatch.setattr(single, "UNIFORMITY_EXACT_MAX_N", 500)
     A = np.stack([_clusters(1500, seed=4), _clusters(1500, seed=5), np.zeros((1500, 8))]).astype(np.float32)
@@ -116,7 +116,7 @@ def test_profiles_study_stores_the_lid_estimate_and_its_flag(tmp_path, lid_sampl
     from analysis.storage.store import connect
     from analysis.studies.engine import Engine
     from analysis.studies.profiles import profile
-    from precompute.synthetic_store import write_run
+    from precompute.synthetic.store import write_run
 
     A = np.stack([_manifold(1500, seed=4), _manifold(400, seed=5).repeat(4, axis=0)[:1500]]).astype(np.float32)
     path = tmp_path / "l.duckdb"

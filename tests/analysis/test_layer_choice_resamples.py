@@ -11,7 +11,7 @@ from analysis.storage import results as R
 from analysis import views
 from analysis.bootstrap import bootstrap_ci, resample_indices
 from analysis.studies import analyze_store
-from precompute.synthetic_store import write_run
+from precompute.synthetic.store import write_run
 
 N, D, B = 40, 12, 30
 

@@ -112,7 +112,7 @@ def test_cka_carries_its_null_only_when_asked_and_says_why_not_otherwise(tmp_pat
 
 
 def test_the_null_sits_on_each_model_pairs_largest_setting_unless_every_budget_is_asked(tmp_path):
-    from precompute.synthetic_store import write_sweep
+    from precompute.synthetic.store import write_sweep
 
     path = tmp_path / "sweep.duckdb"
     write_sweep(path, video=["v"], text=["t"], frames=(1, 4), captions=(1, 2), n_items=30, n_layers=3, dim=8)

@@ -179,7 +179,7 @@ def test_a_bad_published_file_names_its_line(tmp_path, body, message):
 
 
 def test_renaming_or_removing_a_model_carries_its_paper_name(store, tmp_path):
-    from precompute.manage import remove_runs, rename_model
+    from precompute.upkeep.manage import remove_runs, rename_model
 
     with duckdb.connect(str(store)) as con:
         P.set_paper_name(con, "model", "vmae", "VideoMAEv2-H")

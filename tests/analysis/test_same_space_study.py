@@ -91,7 +91,7 @@ def test_nuanced_probes_find_the_planted_answers(planted_store):
 
 
 def test_a_dual_encoder_without_joint_layers_is_noted_not_compared(tmp_path):
-    from precompute.synthetic_store import write_run
+    from precompute.synthetic.store import write_run
 
     rng = np.random.default_rng(0)
     path = tmp_path / "d.duckdb"

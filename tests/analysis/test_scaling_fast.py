@@ -20,9 +20,9 @@ from scipy.optimize import least_squares
 
 from analysis.metrics.degenerate import flat_grid
 from analysis.methods.scaling import FORMS, TooFewPoints, compare_forms, fit_scaling_law, leave_one_out_rmse
-from analysis.methods.scaling.forms import _Grid, _plain_axes
+from analysis.methods.scaling.forms import Grid, plain_axes
 from analysis.methods.scaling.solver import (
-    _check,
+    check_points,
     _check_rows,
     _flat_rows,
     _grid_settings,
@@ -63,15 +63,15 @@ def test_normal_equations_equal_einsum_bit_for_bit(form, per_row):
             NCr = np.stack([np.roll(NC, 2 * b)[:-1] for b in range(B)])
             Z = RNG.normal(size=(B, NFr.shape[1]))
             rows = RNG.integers(0, B, G)
-            grid, target = _Grid(NFr, NCr), _Target.of(Z)
+            grid, target = Grid(NFr, NCr), _Target.of(Z)
             X = _design(form, E, NFr[rows], NCr[rows])
             ref_A, ref_Xz = np.einsum("gpi,gpj->gij", X, X), np.einsum("gpi,gp->gi", X, Z[rows])
         else:
             rows, z = None, RNG.normal(size=len(NF))
-            grid, target = _Grid(NF, NC), _Target.of(z)
+            grid, target = Grid(NF, NC), _Target.of(z)
             X = _design(form, E, NF, NC)
             ref_A, ref_Xz = np.einsum("gpi,gpj->gij", X, X), np.einsum("gpi,p->gi", X, z)
-        A, Xz = _normal_equations(law, G, _plain_axes(E), grid, target, rows)
+        A, Xz = _normal_equations(law, G, plain_axes(E), grid, target, rows)
         np.testing.assert_array_equal(A, ref_A)
         np.testing.assert_array_equal(Xz, ref_Xz)
 
@@ -183,7 +183,7 @@ def test_row_checks_raise_what_a_loop_of_checks_raises():
     for n_params in (2, 3, 4):
         try:
             for r in zip(*rows):
-                _check(*r, n_params, "f")
+                check_points(*r, n_params, "f")
             expected = None
         except TooFewPoints as exc:
             expected = str(exc)

@@ -5,8 +5,8 @@ import numpy as np
 import pytest
 
 from analysis.storage.store import StoreError, connect, load_embeddings, load_layer, load_run
-from precompute.model_info import ModelInfo
-from precompute.writer import StoreWriter
+from precompute.adapters.model_info import ModelInfo
+from precompute.batch.writer import StoreWriter
 
 
 def _write(path, X, *, first=0, batch=300, run="r1"):

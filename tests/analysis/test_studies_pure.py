@@ -12,7 +12,7 @@ from analysis.methods.scaling import (
     TooFewPoints, bootstrap_params, compare_forms, extrapolation_rmse, fit_scaling_law, leave_one_out_rmse,
 )
 from analysis.methods.temporal import arrow_of_time, chiral_accuracy, first_neighbour_types, reorder_alignment
-from precompute.synthetic import time_scenes
+from precompute.synthetic.scenes import time_scenes
 
 PAPER = {  # DESIGN §5: Gemma-2-9b-it on VATEX
     "VideoMAEv2-H": dict(s_inf=0.41, c_f=0.15, c_c=0.13, alpha=0.75, beta=1.30),

@@ -16,7 +16,7 @@ from analysis.storage.store import StoreError, load_embeddings
 from analysis.studies import analyze_store
 from analysis.studies.threads import one_blas_thread
 from precompute.cli import main
-from precompute.synthetic_store import write_run
+from precompute.synthetic.store import write_run
 
 N, D = 40, 12
 

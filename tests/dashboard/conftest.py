@@ -5,7 +5,7 @@ import pytest
 @pytest.fixture(scope="session")
 def one_model_store(tmp_path_factory):
     """A store with a single image model and one setting: every page must explain what is missing."""
-    from precompute import tiny_models
+    from precompute.synthetic import tiny_models
     from precompute.cli import main
     from tests.precompute.helpers import make_dataset
 

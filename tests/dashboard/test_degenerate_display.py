@@ -9,7 +9,7 @@ import pytest
 
 from analysis.studies import analyze_store
 from precompute.cli import main
-from precompute.synthetic_store import write_run
+from precompute.synthetic.store import write_run
 from tests.helpers import app, charts
 
 N, D = 30, 8

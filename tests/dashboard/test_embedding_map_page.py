@@ -11,7 +11,7 @@ from streamlit.testing.v1 import AppTest
 
 from analysis.studies import analyze_store
 from analysis.views import categorical_metadata
-from precompute.synthetic_store import write_run
+from precompute.synthetic.store import write_run
 
 APP = str(Path(__file__).resolve().parents[2] / "app.py")
 

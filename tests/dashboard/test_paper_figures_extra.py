@@ -12,7 +12,7 @@ from streamlit.testing.v1 import AppTest
 from analysis.report import build_report, render_html, render_markdown
 from analysis.storage import results as R
 from analysis.studies import analyze_store
-from precompute.synthetic_store import write_run
+from precompute.synthetic.store import write_run
 
 APP = str(Path(__file__).resolve().parents[2] / "app.py")
 N = 24

@@ -11,7 +11,7 @@ import pytest
 
 from analysis.storage import results as R
 from analysis.registry import REGISTRY
-from precompute.synthetic_store import write_run
+from precompute.synthetic.store import write_run
 from tests.helpers import app, charts
 
 NAN = float("nan")

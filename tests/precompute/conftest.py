@@ -1,6 +1,6 @@
 import pytest
 
-from precompute import tiny_models
+from precompute.synthetic import tiny_models
 
 
 @pytest.fixture(scope="session")

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import numpy as np
 
-from precompute.synthetic_video import index_frames, write_video
+from precompute.synthetic.video_files import index_frames, write_video
 
 CAPTION_WORDS = ["red", "blue", "green", "circle", "square", "moves", "left", "right", "fast", "slow"]
 

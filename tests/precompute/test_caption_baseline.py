@@ -12,9 +12,9 @@ from analysis.storage import results as R
 from analysis.storage.store import load_run
 from analysis.studies import analyze_store
 from analysis.views import caption_baseline as CB
-from precompute import tiny_models
+from precompute.synthetic import tiny_models
 from precompute.cli import main
-from precompute.manifest import ManifestError, load_manifest
+from precompute.inputs.manifest import ManifestError, load_manifest
 from tests.precompute.helpers import make_dataset
 from tests.reference import ref_mutual_knn
 
@@ -123,10 +123,11 @@ def test_a_manifest_without_long_captions_keeps_its_hash(tmp_path):
 def test_an_mllm_plans_its_long_caption_run_on_its_text_side_and_reads_the_long_caption(tmp_path):
     from types import SimpleNamespace
 
-    from precompute.runner import Precompute
+    from precompute.batch.options import PrecomputeOptions
+    from precompute.batch.runner import Precompute
 
     man = load_manifest(_with_long_captions(make_dataset(tmp_path, n=3)))
-    job = Precompute(None, man, "toy", frames=[1], captions=[1], progress=False)
+    job = Precompute(None, man, "toy", options=PrecomputeOptions(frames=(1,), captions=(1,)), progress=False)
     try:
         adapter = SimpleNamespace(prompt_format=lambda side: f"<{side}> {{text}}")
         info = SimpleNamespace(source="s", revision="r", modality="mllm", pooling="last_token", config={},
@@ -137,8 +138,8 @@ def test_an_mllm_plans_its_long_caption_run_on_its_text_side_and_reads_the_long_
         kind, texts, _ = job.batch_inputs(p, man.items, get_video=None)
         assert kind == "text" and texts == [it.metadata["long_caption"] for it in man.items]
         # without long captions there is no such run
-        plain = Precompute(None, load_manifest(make_dataset(tmp_path / "plain", n=3)), "toy", frames=[1],
-                           captions=[1], progress=False)
+        plain = Precompute(None, load_manifest(make_dataset(tmp_path / "plain", n=3)), "toy",
+                           options=PrecomputeOptions(frames=(1,), captions=(1,)), progress=False)
         assert not [p for p in plain.plan(adapter, "m", info) if p.variant == "long_caption"]
         plain.pool.shutdown()
     finally:

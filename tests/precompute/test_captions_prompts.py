@@ -10,10 +10,10 @@ import pytest
 import torch
 
 from analysis.storage.store import list_runs, load_embeddings, load_run
-from precompute import tiny_models
+from precompute.synthetic import tiny_models
 from precompute.cli import main
-from precompute.loading import load_adapter
-from precompute.runner import caption_text
+from precompute.adapters.dispatch import load_adapter
+from precompute.batch.runner import caption_text
 from tests.precompute.helpers import make_dataset
 
 pytestmark = pytest.mark.slow  # builds tiny models (an MLLM with a chat template)

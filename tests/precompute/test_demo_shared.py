@@ -3,16 +3,16 @@ bit for bit, as separate precompute calls that each load their models and decode
 
 import pytest
 
-import precompute.runner
-from precompute import tiny_models
+import precompute.batch.runner
+from precompute.synthetic import tiny_models
 from precompute.demo import SharedLoads, torch_threads
-from precompute.manifest import load_manifest
-from precompute.runner import run_precompute
-from precompute.stages import StageTimer
+from precompute.inputs.manifest import load_manifest
+from precompute.batch.runner import run_precompute
+from precompute.batch.stages import StageTimer
 
 from .helpers import make_dataset, stored_contents
 
-READ_VIDEO, LOAD_ADAPTER = precompute.runner.read_video, precompute.runner.load_adapter
+READ_VIDEO, LOAD_ADAPTER = precompute.batch.runner.read_video, precompute.batch.runner.load_adapter
 
 
 @pytest.fixture(scope="module")
@@ -32,9 +32,9 @@ def _jobs(models):
 def _fill(store, manifests, models, shared, monkeypatch):
     """Every job on every dataset into ``store``; returns (videos decoded, models loaded)."""
     decoded, loaded = [], []
-    monkeypatch.setattr(precompute.runner, "read_video", lambda path, wanted=None: (
+    monkeypatch.setattr(precompute.batch.runner, "read_video", lambda path, wanted=None: (
         decoded.append(path), READ_VIDEO(path, wanted))[1])
-    monkeypatch.setattr(precompute.runner, "load_adapter", lambda spec, **kw: (
+    monkeypatch.setattr(precompute.batch.runner, "load_adapter", lambda spec, **kw: (
         loaded.append((spec, kw.get("modality"))), LOAD_ADAPTER(spec, **kw))[1])
     for dataset, manifest in manifests.items():
         for job in _jobs(models):
@@ -97,7 +97,7 @@ def test_a_store_with_an_older_demo_dataset_is_refused_before_anything_runs(tmp_
 
     from analysis.storage.store import StoreError
     from precompute.demo import _check_stored_datasets
-    from precompute.writer import StoreWriter
+    from precompute.batch.writer import StoreWriter
 
     old = load_manifest(make_dataset(tmp_path / "old", n=3, seed=0))
     new = load_manifest(make_dataset(tmp_path / "new", n=3, seed=1))

@@ -6,10 +6,10 @@ import numpy as np
 import pytest
 import torch
 
-from precompute.models import ModelError
+from precompute.adapters.hf import ModelError
 
-from precompute.loading import load_adapter
-from precompute.video import clip_indices, read_frames, sample_indices
+from precompute.adapters.dispatch import load_adapter
+from precompute.inputs.video import clip_indices, read_frames, sample_indices
 from tests.precompute.helpers import make_index_dataset
 
 EXPECTED = {  # model -> (modality, pooling, layers incl. embeddings)
@@ -230,7 +230,7 @@ def fresh_hub_state(monkeypatch):
     """The hub's reachability unprobed and huggingface_hub online, restored after the test."""
     import huggingface_hub.constants as hub
 
-    from precompute import models
+    from precompute.adapters import hf as models
 
     monkeypatch.setattr(models, "_HUB_OFFLINE", [])
     monkeypatch.setattr(hub, "HF_HUB_OFFLINE", False)
@@ -265,7 +265,7 @@ def test_an_unreachable_hub_fails_at_once_naming_it(monkeypatch, fresh_hub_state
 
 
 def test_mllm_last_token_under_the_one_word_prompt(tiny):
-    from precompute.models import MLLM_TEXT_PROMPT, MLLM_VIDEO_PROMPT
+    from precompute.adapters.hf import MLLM_TEXT_PROMPT, MLLM_VIDEO_PROMPT
 
     a = load_adapter(tiny["llava"], device="cpu")
     info = a.info()

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from analysis.storage.store import load_embeddings
-from precompute import tiny_models
+from precompute.synthetic import tiny_models
 from precompute.cli import main
 from tests.precompute.helpers import make_dataset
 
@@ -88,7 +88,7 @@ def test_runs_stored_without_their_commit_are_still_found(tmp_path):
     cache = fake_hub_cache(tmp_path / "cache", {"main": ("3" * 40, tiny_models.build_bert(tmp_path / "m"))})
     store = tmp_path / "s.duckdb"
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
-    old = ("import sys; import precompute.models as m; m.hub_commit = lambda *a: None; "
+    old = ("import sys; import precompute.adapters.hf as m; m.hub_commit = lambda *a: None; "
            "from precompute.cli import main; sys.exit(main(sys.argv[1:]))")
     args = ["precompute", "--store", str(store), "--manifest", str(data), "--dataset", "d", "--captions", "1",
             "--quiet", "--name", "bert", "--model", HUB_ID, "--cache-dir", str(cache)]

@@ -185,7 +185,7 @@ def test_sentence_transformers_vectors_imported_match_layerscopes_own_precompute
     import torch
     from sentence_transformers import SentenceTransformer
 
-    from precompute import tiny_models
+    from precompute.synthetic import tiny_models
     from precompute.demo import minilm_path
 
     manifest = tmp_path / "m.jsonl"

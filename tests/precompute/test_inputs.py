@@ -12,7 +12,7 @@ import pytest
 from analysis.storage.schema import embedding_tables
 from analysis.storage.store import list_runs, load_embeddings
 from precompute.cli import main
-from precompute.synthetic_video import index_frames
+from precompute.synthetic.video_files import index_frames
 from tests.precompute.helpers import make_dataset
 
 
@@ -219,7 +219,7 @@ def test_truncated_pickled_weights_are_one_line_and_no_run(tmp_path, tiny, capsy
 
 @pytest.mark.parametrize("n_items, batch, n", [(7, 2, 3), (10, 2, 2), (1024, 8, 5), (5, 8, 2), (3, 1, 7)])
 def test_shards_cover_every_item_once_on_whole_batches(n_items, batch, n):
-    from precompute.runner import parse_shard
+    from precompute.batch.runner import parse_shard
 
     ranges = [parse_shard(f"{i}/{n}", n_items, batch)[2] for i in range(n)]
     assert [x for r in ranges for x in r] == list(range(n_items))  # every item once, in order
@@ -232,7 +232,7 @@ def test_shards_cover_every_item_once_on_whole_batches(n_items, batch, n):
 
 def test_a_truncated_mkv_is_embedded_with_a_note(tmp_path, tiny, capsys):
     # Matroska states a duration (3 s at 10 fps), not a frame count: a file cut on disk decodes fewer
-    from precompute.synthetic_video import write_video
+    from precompute.synthetic.video_files import write_video
 
     whole = write_video(tmp_path / "whole.mkv", index_frames(30))
     cut = tmp_path / "cut.mkv"

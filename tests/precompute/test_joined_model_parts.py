@@ -1,5 +1,5 @@
 """A model shipped as one zip split over several packages is joined and extracted once into a cache
-folder (:func:`precompute.packaged.join_split_zip`, used by ``mpnet_path``; issue #41 item 5)."""
+folder (:func:`precompute.synthetic.packaged.join_split_zip`, used by ``mpnet_path``; issue #41 item 5)."""
 
 import io
 import json
@@ -7,7 +7,7 @@ import zipfile
 
 import pytest
 
-from precompute.packaged import join_split_zip
+from precompute.synthetic.packaged import join_split_zip
 
 
 def split_zip(tmp_path, files: dict, n: int = 3) -> list:

@@ -9,7 +9,7 @@ import pytest
 
 from analysis.storage.store import list_runs, load_embeddings
 from precompute.cli import main
-from precompute.writer import identity_of, run_id_for
+from precompute.batch.writer import identity_of, run_id_for
 from tests.precompute.helpers import make_dataset
 from tests.stores import write_store
 

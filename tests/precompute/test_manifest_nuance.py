@@ -6,8 +6,8 @@ import json
 import duckdb
 import pytest
 
-from precompute.manifest import ManifestError, load_manifest
-from precompute.writer import StoreWriter
+from precompute.inputs.manifest import ManifestError, load_manifest
+from precompute.batch.writer import StoreWriter
 from tests.precompute.helpers import make_dataset
 
 

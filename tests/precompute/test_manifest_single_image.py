@@ -10,7 +10,7 @@ from PIL import Image
 
 from analysis.storage.store import load_embeddings
 from precompute.cli import main
-from precompute.manifest import load_manifest
+from precompute.inputs.manifest import load_manifest
 
 
 def image_manifest(root, suffix: str, n: int = 5):
@@ -30,7 +30,7 @@ def test_the_manifest_counts_one_frame_per_image(tmp_path, suffix):
 
 
 def test_an_image_per_item_is_a_one_frame_video(tmp_path):
-    from precompute import tiny_models
+    from precompute.synthetic import tiny_models
 
     image_manifest(tmp_path, ".png")
     tiny_models.build_vit(tmp_path / "vit", seed=1)

@@ -3,9 +3,9 @@ import json
 import numpy as np
 import pytest
 
-from precompute.manifest import ManifestError, load_manifest
-from precompute.synthetic_video import index_frames, write_video
-from precompute.video import clip_indices, read_frames, read_video, reverse, sample_indices
+from precompute.inputs.manifest import ManifestError, load_manifest
+from precompute.synthetic.video_files import index_frames, write_video
+from precompute.inputs.video import clip_indices, read_frames, read_video, reverse, sample_indices
 from tests.precompute.helpers import make_dataset, make_index_dataset
 
 
@@ -123,7 +123,7 @@ def test_read_video_keeps_only_the_wanted_frames(tmp_path, suffix):
 
 
 def test_read_video_with_a_wrong_stated_frame_count_decodes_again(tmp_path, monkeypatch):
-    import precompute.video as V
+    import precompute.inputs.video as V
 
     path = write_video(tmp_path / "v.mkv", index_frames(12))
     calls = []

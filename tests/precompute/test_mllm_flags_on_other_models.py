@@ -10,7 +10,7 @@ from precompute.cli import main
 
 @pytest.mark.parametrize("flag", [["--prompt", "plain"], ["--prompt-template", "none"]])
 def test_an_mllm_flag_without_an_mllm_is_refused(tmp_path, capsys, flag):
-    from precompute import tiny_models
+    from precompute.synthetic import tiny_models
 
     tiny_models.build_bert(tmp_path / "bert", layers=1)
     manifest = tmp_path / "t.jsonl"

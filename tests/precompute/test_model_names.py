@@ -8,7 +8,7 @@ import os
 import pytest
 
 from precompute.cli import build_parser, main
-from precompute.naming import default_name, resolve_names
+from precompute.adapters.naming import default_name, resolve_names
 
 
 def _names(*argv):

@@ -11,9 +11,9 @@ from torch import nn
 
 from analysis.storage.store import list_runs, load_embeddings
 from precompute.cli import main
-from precompute.hooks import BlockCapture, BlockError, find_blocks
-from precompute.models import ModelError
-from precompute.loading import load_adapter
+from precompute.adapters.hooks import BlockCapture, BlockError, find_blocks
+from precompute.adapters.hf import ModelError
+from precompute.adapters.dispatch import load_adapter
 from tests.precompute.helpers import make_dataset
 
 FRAMES = [np.random.default_rng(i).integers(0, 256, size=(3, 32, 32, 3), dtype=np.uint8) for i in range(2)]

@@ -10,8 +10,8 @@ import torch
 
 from analysis.storage.store import load_embeddings
 from precompute.cli import main
-from precompute.loading import load_adapter
-from precompute.tiny_models import build_clip
+from precompute.adapters.dispatch import load_adapter
+from precompute.synthetic.tiny_models import build_clip
 from tests.precompute.helpers import make_dataset
 
 pytestmark = pytest.mark.slow  # builds tiny CLIP-family models
@@ -160,7 +160,7 @@ def test_random_init_ignores_the_folders_weights(tmp_path, tiny):
 
 
 def test_blocks_refused_on_xclip_frame_tower(tiny):
-    from precompute.models import ModelError
+    from precompute.adapters.hf import ModelError
 
     with pytest.raises(ModelError, match="--blocks does not apply to X-CLIP"):
         load_adapter(tiny["xclip"], blocks="encoder.layers")

@@ -12,8 +12,8 @@ import torch
 
 from analysis.storage.store import list_runs, load_embeddings  # noqa: E402
 from precompute.cli import main  # noqa: E402
-from precompute.loading import load_adapter  # noqa: E402
-from precompute.models import ModelError  # noqa: E402
+from precompute.adapters.dispatch import load_adapter  # noqa: E402
+from precompute.adapters.hf import ModelError  # noqa: E402
 from tests.precompute.helpers import make_dataset  # noqa: E402
 
 pytestmark = pytest.mark.slow  # builds open_clip models with random weights

@@ -9,10 +9,10 @@ import torch
 
 from analysis.storage.store import list_runs, load_embeddings
 from precompute.cli import main
-from precompute.manifest import load_manifest
-from precompute.loading import load_adapter
-from precompute.tiny_models import build_remote_videomae_v2
-from precompute.video import read_frames, sample_indices
+from precompute.inputs.manifest import load_manifest
+from precompute.adapters.dispatch import load_adapter
+from precompute.synthetic.tiny_models import build_remote_videomae_v2
+from precompute.inputs.video import read_frames, sample_indices
 from tests.precompute.helpers import make_dataset
 
 pytestmark = pytest.mark.slow  # builds a tiny remote-code model
@@ -111,8 +111,8 @@ def test_an_unknown_remote_type_without_a_video_hint_asks_for_modality(tmp_path,
     cfg = json.loads((folder / "config.json").read_text())
     cfg["model_config"] = {k: v for k, v in cfg["model_config"].items() if k not in ("num_frames", "tubelet_size")}
     (folder / "config.json").write_text(json.dumps(cfg))
-    from precompute.models import ModelError
-    from precompute.loading import probe_model
+    from precompute.adapters.hf import ModelError
+    from precompute.adapters.dispatch import probe_model
 
     with pytest.raises(ModelError, match="--modality video, image or text"):
         probe_model(str(folder), trust_remote_code=True)

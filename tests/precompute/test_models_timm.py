@@ -8,7 +8,7 @@ import torch
 # timm is imported by the tests (load_adapter), not at collection: the fast tier never needs it. Required,
 # not skipped: in the `models` and `dev` extras, and a missing timm fails every test here.
 
-from precompute.loading import load_adapter  # noqa: E402
+from precompute.adapters.dispatch import load_adapter  # noqa: E402
 
 pytestmark = pytest.mark.slow  # builds timm backbones with random weights
 
@@ -81,7 +81,7 @@ def test_timm_preprocessing_is_the_models_data_config():
 
 
 def test_timm_refusals_name_the_fix():
-    from precompute.models import ModelError
+    from precompute.adapters.hf import ModelError
 
     with pytest.raises(ModelError, match="image models"):
         load_adapter("timm:vit_tiny_patch16_224", modality="video", random_init=True)

@@ -10,7 +10,7 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from precompute import tiny_models
+from precompute.synthetic import tiny_models
 from precompute.cli import main
 from tests.precompute.helpers import make_dataset
 

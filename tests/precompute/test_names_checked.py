@@ -35,7 +35,7 @@ def test_a_bad_name_is_refused_before_a_store_is_made(tmp_path, capsys, flags, n
 
 
 def test_two_models_under_one_name_are_refused_before_either_runs(tmp_path, capsys):
-    from precompute import tiny_models
+    from precompute.synthetic import tiny_models
 
     tiny_models.build_bert(tmp_path / "a", layers=1, seed=1)
     tiny_models.build_bert(tmp_path / "b", layers=1, seed=2)

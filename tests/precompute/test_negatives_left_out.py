@@ -10,9 +10,9 @@ import pytest
 from analysis.storage.schema import embedding_table
 from analysis.storage.store import list_runs, load_layer, load_run
 from precompute.cli import main
-from precompute.manifest import Item, Manifest
-from precompute.loading import load_adapter
-from precompute.writer import StoreWriter
+from precompute.inputs.manifest import Item, Manifest
+from precompute.adapters.dispatch import load_adapter
+from precompute.batch.writer import StoreWriter
 from tests.precompute.helpers import make_dataset
 from tests.stores import model_info
 
@@ -103,7 +103,7 @@ def test_the_reorder_probe_reads_a_negative_run_of_some_items_by_item(tmp_path):
     from analysis.storage.results import read_studies
     from analysis.storage.store import connect
     from analysis.studies import analyze_store
-    from precompute.writer import run_id_for
+    from precompute.batch.writer import run_id_for
     from tests.stores import MODELS
 
     n, rng = 24, np.random.default_rng(3)

@@ -22,7 +22,8 @@ def test_papers_map_with_a_mistyped_store_creates_nothing(tmp_path, capsys):
 
 
 def test_a_precompute_refused_at_model_load_leaves_no_store(tmp_path, capsys, monkeypatch):
-    from precompute import runner, tiny_models
+    from precompute.batch import runner
+    from precompute.synthetic import tiny_models
 
     tiny_models.build_bert(tmp_path / "bert", layers=1)
 
@@ -38,7 +39,8 @@ def test_a_precompute_refused_at_model_load_leaves_no_store(tmp_path, capsys, mo
 
 
 def test_a_refused_precompute_keeps_an_existing_store(tmp_path, capsys, monkeypatch):
-    from precompute import runner, tiny_models
+    from precompute.batch import runner
+    from precompute.synthetic import tiny_models
 
     tiny_models.build_bert(tmp_path / "bert", layers=1)
     store = tmp_path / "s.duckdb"
@@ -56,7 +58,7 @@ def test_a_refused_precompute_keeps_an_existing_store(tmp_path, capsys, monkeypa
 
 
 def test_reversed_videos_of_text_models_only_does_nothing_and_creates_no_store(tmp_path, capsys):
-    from precompute import tiny_models
+    from precompute.synthetic import tiny_models
 
     tiny_models.build_bert(tmp_path / "bert", layers=1)
     store = tmp_path / "new.duckdb"

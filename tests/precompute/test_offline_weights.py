@@ -65,7 +65,7 @@ def test_uncached_weights_offline_fail_in_seconds_in_one_line(tmp_path, offline,
 def test_the_cache_check_finds_weights_the_hub_cache_holds(tmp_path, monkeypatch):
     import huggingface_hub.constants as hub
 
-    from precompute.loaders import hub_weights_cached
+    from precompute.adapters.hooked import hub_weights_cached
 
     monkeypatch.setattr(hub, "HF_HUB_CACHE", str(tmp_path))
     assert not hub_weights_cached("timm/vit_small_patch16_224.augreg_in21k_ft_in1k")

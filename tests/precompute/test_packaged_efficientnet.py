@@ -13,7 +13,7 @@ import torch
 
 from analysis.storage.store import load_embeddings
 from precompute.cli import main
-from precompute.packaged import efficientnet_lite0_path, write_digits, write_photos
+from precompute.synthetic.packaged import efficientnet_lite0_path, write_digits, write_photos
 
 pytestmark = pytest.mark.slow  # EfficientNet-Lite0 at 224 px over 200 digits and 4 photos on the CPU
 
@@ -67,7 +67,7 @@ def test_the_digits_classes_are_separable_in_the_last_layer(store):
     from sklearn.neighbors import KNeighborsClassifier
 
     path, _ = store
-    from precompute.manifest import load_manifest
+    from precompute.inputs.manifest import load_manifest
 
     X = load_embeddings(path, model="effnet", dataset="digits", n_frames=1)
     y = [it.metadata["digit"] for it in load_manifest(path.parent / "digits.jsonl").items]
@@ -115,7 +115,7 @@ def test_probe_values_on_real_embeddings_equal_scikit_learns_own(probed, model, 
 
     from analysis.storage import results as R
     from analysis.storage.store import connect
-    from precompute.manifest import load_manifest
+    from precompute.inputs.manifest import load_manifest
 
     X = load_embeddings(probed, model=model, dataset="digits", **kw).astype(np.float64)
     y = np.array([int(it.metadata["digit"]) for it in load_manifest(probed.parent / "digits.jsonl").items])

@@ -8,7 +8,7 @@ import json
 import numpy as np
 import pytest
 
-from precompute.packaged import mpnet_path
+from precompute.synthetic.packaged import mpnet_path
 
 pytestmark = pytest.mark.slow  # joins 400 MB once, loads a 110M-parameter encoder
 

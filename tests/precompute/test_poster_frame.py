@@ -4,8 +4,8 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from precompute.synthetic_video import index_frames, write_video
-from precompute.video import VideoError, poster_frame, read_video
+from precompute.synthetic.video_files import index_frames, write_video
+from precompute.inputs.video import VideoError, poster_frame, read_video
 
 
 def test_the_poster_frame_is_frame_0_of_the_full_decode(tmp_path):

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from precompute.loading import load_adapter
+from precompute.adapters.dispatch import load_adapter
 
 FRAMES = [np.random.default_rng(i).integers(0, 256, size=(3, 40, 48, 3), dtype=np.uint8) for i in range(2)]
 TEXTS = ["a red circle", "a blue square moves left quickly"]

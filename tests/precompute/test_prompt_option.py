@@ -12,10 +12,10 @@ import torch
 
 from analysis.studies import analyze_store
 from analysis.views import prompt_compare as PC
-from precompute import tiny_models
+from precompute.synthetic import tiny_models
 from precompute.cli import main
-from precompute.loading import load_adapter
-from precompute.models import ModelError
+from precompute.adapters.dispatch import load_adapter
+from precompute.adapters.hf import ModelError
 from tests.precompute.helpers import make_dataset
 
 

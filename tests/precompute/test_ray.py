@@ -9,7 +9,7 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from precompute import ray_backend
+from precompute.batch import ray_backend
 from precompute.cli import main
 from tests.precompute.helpers import make_dataset, stored_contents, write_sweep
 from tests.stores import result_tables as results
@@ -158,10 +158,11 @@ def test_decoders_decode_and_preprocess_on_cpu_workers(ray_local, data, tiny):
     what the local path prepares, from the weightless adapter the driver ships to it."""
     import torch
 
-    from precompute.manifest import load_manifest
-    from precompute.models import Prepared
-    from precompute.loading import load_adapter
-    from precompute.runner import FrameCache, Precompute, RunPlan, model_inputs
+    from precompute.inputs.manifest import load_manifest
+    from precompute.adapters.hf import Prepared
+    from precompute.adapters.dispatch import load_adapter
+    from precompute.batch.options import PrecomputeOptions
+    from precompute.batch.runner import FrameCache, Precompute, RunPlan, model_inputs
 
     items = load_manifest(data).items[:3]
     for spec, plan in ((tiny["videomae"], RunPlan("r", 3, None, "original", {})),
@@ -171,7 +172,8 @@ def test_decoders_decode_and_preprocess_on_cpu_workers(ray_local, data, tiny):
         decoder = ray_backend._decoder_class(ray_local).remote([3], ["original"], {"caption_order": "first",
                                                                                     "caption_seed": 0})
         got, notes = ray_local.get(decoder.prepare.options(num_returns=2).remote(plan, items, "frames", 1, boxed))
-        local = Precompute(None, load_manifest(data), "toy", frames=[3], captions=[3], progress=False)
+        local = Precompute(None, load_manifest(data), "toy", options=PrecomputeOptions(frames=(3,), captions=(3,)),
+                           progress=False)
         kind, raw, _ = local.batch_inputs(plan, items, FrameCache(local._wanted_frames).get)
         local.close()
         want, _ = model_inputs(adapter, kind, raw, [it.item_id for it in items], "frames")
@@ -185,7 +187,7 @@ def test_an_address_where_nothing_listens_fails_fast_with_one_line(tmp_path):
     import socket
     import time
 
-    from precompute import tiny_models
+    from precompute.synthetic import tiny_models
 
     with socket.socket() as s:  # a port nothing listens on: bound, then released
         s.bind(("127.0.0.1", 0))

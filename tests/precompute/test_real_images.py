@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from precompute.manifest import load_manifest
-from precompute.packaged import DIGIT_WORDS, digit_subset, write_digits, write_photos
+from precompute.inputs.manifest import load_manifest
+from precompute.synthetic.packaged import DIGIT_WORDS, digit_subset, write_digits, write_photos
 
 
 def rows(path):

@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 
 from precompute.cli import main
-from precompute.manifest import load_manifest
-from precompute.recipes import build_recipe, read_caption_sets
+from precompute.inputs.manifest import load_manifest
+from precompute.inputs.recipes import build_recipe, read_caption_sets
 
 KEYS = ["158873272", "161608120", "174851788", "179235024", "199091666", "251241216"]
 

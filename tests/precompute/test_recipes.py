@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 
 from precompute.cli import main
-from precompute.manifest import load_manifest
-from precompute.recipes import build_recipe, seeded_subset
+from precompute.inputs.manifest import load_manifest
+from precompute.inputs.recipes import build_recipe, seeded_subset
 
 
 def vatex_fixture(root, n=6, missing=(2,)):

@@ -7,7 +7,7 @@ import os
 import pytest
 
 from precompute.cli import main
-from precompute.manifest import load_manifest
+from precompute.inputs.manifest import load_manifest
 
 
 def _videos(root, ids):
@@ -125,7 +125,7 @@ def test_an_out_naming_one_of_the_recipes_inputs_is_refused_and_the_input_kept(t
 
 
 def test_rows_precompute_would_refuse_are_never_written(tmp_path):
-    from precompute.recipes import write_manifest
+    from precompute.inputs.recipes import write_manifest
 
     video = _videos(tmp_path, ["v"]) / "v.mp4"
     rows = [{"id": "v", "video": str(video), "captions": ["a"]}, {"id": "v", "video": str(video), "captions": ["b"]}]

@@ -4,7 +4,7 @@ import pytest
 
 from precompute.cli import build_parser, main
 from precompute.sweep import load_sweep, plan_sweep, run_sweep
-from precompute.tiny_models import build_remote_videomae_v2
+from precompute.synthetic.tiny_models import build_remote_videomae_v2
 from tests.precompute.helpers import make_dataset, write_sweep
 
 MARK = "\nimport pathlib as _p\n_p.Path(__file__).parent.joinpath('{name}').touch()\n"

@@ -3,7 +3,7 @@ the run agree about random-init controls (issue #34 items 13 and 17)."""
 
 import pytest
 
-import precompute.runner
+import precompute.batch.runner
 from precompute.cli import main
 from precompute.sweep import load_sweep, plan_sweep, run_sweep
 from tests.precompute.helpers import make_dataset, stored_contents
@@ -36,8 +36,8 @@ def test_rerun_of_a_finished_precompute_loads_nothing_and_says_done(tmp_path, da
     assert main(args) == 0
     before = stored_contents(store)
     capsys.readouterr()
-    monkeypatch.setattr(precompute.runner, "load_adapter", no_load)
-    monkeypatch.setattr(precompute.runner, "read_video", no_decode)
+    monkeypatch.setattr(precompute.batch.runner, "load_adapter", no_load)
+    monkeypatch.setattr(precompute.batch.runner, "read_video", no_decode)
     assert main(args) == 0
     out = capsys.readouterr()
     n_runs = len(before[1])
@@ -70,6 +70,6 @@ def test_plan_of_a_finished_random_init_sweep_says_done_as_the_run_does(tmp_path
     assert out["runs_computed"] == 2  # n_c=1 and the negatives
     plan = plan_sweep(load_sweep(path), store)
     assert [(r.label, r.status) for r in plan.runs] == [("n_c=1", "done"), ("n_c=1 negatives", "done")]
-    monkeypatch.setattr(precompute.runner, "load_adapter", no_load)
+    monkeypatch.setattr(precompute.batch.runner, "load_adapter", no_load)
     again = run_sweep(load_sweep(path), store, progress=False, log=lambda m: None)
     assert again["runs_computed"] == 0 and again["pairs_skipped"] == 1

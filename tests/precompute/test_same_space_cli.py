@@ -10,7 +10,7 @@ from analysis.metrics import mean_ap, modality_gap, recall_at_k
 from analysis.storage.store import connect, load_embeddings, load_run
 from analysis.methods.temporal import chiral_accuracy
 from precompute.cli import main
-from precompute.tiny_models import build_clip
+from precompute.synthetic.tiny_models import build_clip
 from tests.precompute.helpers import make_dataset
 
 pytestmark = pytest.mark.slow  # builds a tiny CLIP and precomputes with it

@@ -10,9 +10,9 @@ import pytest
 import torch
 
 from precompute.demo import minilm_path
-from precompute.models import ModelError
-from precompute.loading import load_adapter
-from precompute.sentence_head import HeadError, SentenceHead, pooling_mode, read_head
+from precompute.adapters.hf import ModelError
+from precompute.adapters.dispatch import load_adapter
+from precompute.adapters.sentence_head import HeadError, SentenceHead, pooling_mode, read_head
 
 # different lengths, so padding (and the mask) matters for every pooling mode
 TEXTS = ["a red circle", "a blue square moves left quickly over a striped background", "two dogs run"]
@@ -144,8 +144,8 @@ def test_a_plain_transformers_folder_has_no_head(folders):
 
 def test_sweep_plan_pins_the_head_in_the_run_identity(folders):
     """A run made before the head was read (no ``sentence_transformers`` key) must not count as done."""
-    from precompute.loading import probe_model
-    from precompute.known_runs import known_identity
+    from precompute.adapters.dispatch import probe_model
+    from precompute.batch.known_runs import known_identity
 
     known = known_identity(probe_model(str(folders["cls"]), named_layers=True))
     info, unknown = known.info, known.unknown
@@ -160,7 +160,7 @@ def test_precompute_records_the_head_and_stores_encode_as_default(folders, tmp_p
 
     from analysis.storage.store import load_embeddings
     from precompute.cli import main
-    from precompute.manifest import load_manifest
+    from precompute.inputs.manifest import load_manifest
     from sentence_transformers import SentenceTransformer
     from tests.precompute.helpers import make_dataset
 

@@ -13,11 +13,11 @@ import pytest
 from analysis.storage.schema import SCHEMA_VERSION, embedding_tables
 from analysis.storage.store import StoreError, list_runs, load_embeddings
 from precompute.cli import main
-from precompute.manifest import load_manifest
-from precompute.loading import load_adapter
-from precompute.runner import caption_text
-from precompute.synthetic_video import index_frames, write_video
-from precompute.video import read_frames, sample_indices
+from precompute.inputs.manifest import load_manifest
+from precompute.adapters.dispatch import load_adapter
+from precompute.batch.runner import caption_text
+from precompute.synthetic.video_files import index_frames, write_video
+from precompute.inputs.video import read_frames, sample_indices
 from tests.precompute.helpers import make_dataset
 
 REPO = Path(__file__).resolve().parents[2]
@@ -270,7 +270,7 @@ def test_shard_stores_merge_into_exactly_the_unsharded_run(tmp_path, dataset, ti
     # CLIP's narrower joint layer (16 wide in a 32-wide run) and a hook-path timm model put extras
     # (layer widths, the block path found) in the run config beside the identity: merge must still
     # find the unsharded run id
-    from precompute.tiny_models import build_clip
+    from precompute.synthetic.tiny_models import build_clip
 
     clip = str(build_clip(tmp_path / "tinyclip"))
     commands = [["--model", tiny["vit"], "--model", tiny["bert"], "--model", clip],

@@ -139,12 +139,12 @@ def test_sweep_run_equals_plain_precompute_and_a_second_run_does_nothing(root, t
                  "--quiet"]) == 0
     assert stored_rows(store) == stored_rows(plain)  # same run ids, same rows, bitwise
 
-    import precompute.runner
+    import precompute.batch.runner
 
     def no_load(*a, **k):
         raise AssertionError("a complete sweep must not load a model")
 
-    monkeypatch.setattr(precompute.runner, "load_adapter", no_load)
+    monkeypatch.setattr(precompute.batch.runner, "load_adapter", no_load)
     assert main(["sweep", "run", str(path), "--store", str(store), "--quiet"]) == 0
     second = capsys.readouterr().out
     assert "0 run(s) computed" in second and "2 dataset×model pair(s) complete" in second
@@ -179,8 +179,8 @@ def test_per_model_overrides_and_a_partial_run_in_the_plan(root, tiny):
 def test_blocks_random_init_and_named_layers_in_a_sweep_are_the_cli_flags(root, tiny):
     """A sweep's ``blocks``, ``random_init`` and ``named_layers`` give the runs (ids and rows) of the
     same ``layerscope precompute`` flags, and the plan tells runs with named layers from runs without."""
-    from precompute.hooks import find_blocks
-    from precompute.loading import load_adapter
+    from precompute.adapters.hooks import find_blocks
+    from precompute.adapters.dispatch import load_adapter
 
     blocks = find_blocks(load_adapter(tiny["vit"]).model)[0]
     manifest = root / "data/manifest.jsonl"
@@ -252,7 +252,7 @@ def test_more_field_errors_name_file_line_and_field(root, tiny, extra, needle, f
 
 
 def test_frames_beyond_the_runners_limit_name_the_line(root, tiny):
-    from precompute.runner import MAX_FRAMES
+    from precompute.batch.runner import MAX_FRAMES
 
     path = write_sweep(root, tiny)
     path.write_text(path.read_text().replace("frames = [1, 3]", f"frames = [1, {MAX_FRAMES + 1}]"))
@@ -307,8 +307,8 @@ def test_unknown_reference_stops_the_plan_with_its_line(root, tiny):
 
 def test_a_blocks_path_the_model_lacks_stops_the_plan_at_its_line(root, tiny):
     """Issue #34 item 6: a bad ``blocks`` passed ``sweep plan`` and failed only when its model loaded."""
-    from precompute.hooks import find_blocks
-    from precompute.loading import load_adapter
+    from precompute.adapters.hooks import find_blocks
+    from precompute.adapters.dispatch import load_adapter
 
     good = find_blocks(load_adapter(tiny["vit"]).model)[0]  # the loaded model's own block list
     path = write_sweep(root, tiny, "[analyze]\nenabled = false\n", models=f"""

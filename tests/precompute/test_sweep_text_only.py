@@ -8,7 +8,7 @@ from tests.precompute.helpers import write_sweep
 
 
 def test_a_vision_model_on_a_text_only_manifest_fails_the_plan_at_its_line(tmp_path, capsys):
-    from precompute import tiny_models
+    from precompute.synthetic import tiny_models
 
     tiny_models.build_vit(tmp_path / "vit")
     (tmp_path / "t.jsonl").write_text("".join(json.dumps({"id": f"s{i}", "captions": [f"a dog {i}"]}) + "\n"

@@ -6,11 +6,11 @@ import json
 import numpy as np
 import pytest
 
-from precompute.synthetic import (
+from precompute.synthetic.scenes import (
     COLOURS, SPEEDS, render_shapes, render_time, shape_scenes, time_scenes,
     write_moving_shapes, write_test_of_time,
 )
-from precompute.video import read_frames, reverse
+from precompute.inputs.video import read_frames, reverse
 
 
 def colour_mask(frame, colour):
@@ -157,7 +157,7 @@ def test_test_of_time_captions_are_distinct_and_keep_the_before_after_design(tmp
 
 def test_test_of_time_videos_show_each_circle_where_its_caption_says(tmp_path):
     """The region words of each caption: the circle of that colour sits in that quadrant."""
-    from precompute.synthetic import REGIONS
+    from precompute.synthetic.scenes import REGIONS
 
     for scene in time_scenes(16, seed=5):
         last = render_time(scene)[-1]

@@ -7,10 +7,10 @@ from collections import Counter
 
 import pytest
 
-import precompute.synthetic as synthetic
+import precompute.synthetic.scenes as synthetic
 from precompute.demo import FULL, SMALL
-from precompute.manifest import load_manifest
-from precompute.synthetic import LABEL_FIELDS, REGIONS, write_moving_shapes, write_test_of_time
+from precompute.inputs.manifest import load_manifest
+from precompute.synthetic.scenes import LABEL_FIELDS, REGIONS, write_moving_shapes, write_test_of_time
 
 WRITERS = {"test_of_time": (write_test_of_time, "tot_items"), "moving_shapes": (write_moving_shapes, "shape_items")}
 

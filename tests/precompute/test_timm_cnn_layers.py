@@ -11,7 +11,7 @@ import torch
 
 from analysis.storage.store import load_embeddings
 from precompute.cli import main
-from precompute.loading import load_adapter
+from precompute.adapters.dispatch import load_adapter
 from tests.precompute.helpers import make_dataset
 
 pytestmark = pytest.mark.slow  # builds timm EfficientNet-Lite0 (random weights)
@@ -77,8 +77,8 @@ def test_weights_file_through_the_cli_gives_that_models_layers(tmp_path, capsys)
     direct = load_adapter(SPEC, random_init=True)
     trained = model.state_dict()
     direct.model.load_state_dict({k: trained[k] for k in direct.model.state_dict()})  # the same tensors, by name
-    from precompute.manifest import load_manifest
-    from precompute.video import read_frames, sample_indices
+    from precompute.inputs.manifest import load_manifest
+    from precompute.inputs.video import read_frames, sample_indices
 
     items = load_manifest(manifest).items
     frames = [read_frames(it.video)[sample_indices(len(read_frames(it.video)), 1)] for it in items]
@@ -88,7 +88,7 @@ def test_weights_file_through_the_cli_gives_that_models_layers(tmp_path, capsys)
     revision, config = con.execute("SELECT revision, config FROM models WHERE model = 'a'").fetchone()
     run = json.loads(con.execute("SELECT config FROM runs").fetchone()[0])
     con.close()
-    from precompute.loaders import file_sha256
+    from precompute.adapters.hooked import file_sha256
 
     digest = file_sha256(file_a)[:16]
     assert revision == run["revision"] == f"file-{digest}"

@@ -6,9 +6,9 @@ import pytest
 import torch
 from torch import nn
 
-from precompute.loaders import file_sha256, map_state_dict, read_state_dict
-from precompute.loading import probe_model
-from precompute.models import ModelError
+from precompute.adapters.hooked import file_sha256, map_state_dict, read_state_dict
+from precompute.adapters.dispatch import probe_model
+from precompute.adapters.hf import ModelError
 
 
 class Ours(nn.Module):
@@ -114,7 +114,7 @@ def test_the_files_content_hash_is_the_revision_before_the_load(tmp_path):
     assert pa.file_revision == "file-" + hashlib.sha256(a.read_bytes()).hexdigest()[:16]
     assert pa.file_revision != pb.file_revision
     assert file_sha256(a) == hashlib.sha256(a.read_bytes()).hexdigest()
-    from precompute.known_runs import known_identity
+    from precompute.batch.known_runs import known_identity
 
     assert known_identity(pa).info.revision == pa.file_revision  # a finished run of b is not a's
 

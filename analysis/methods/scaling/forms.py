@@ -1,5 +1,5 @@
-"""The scaling-law forms (DESIGN §4): each :class:`LawForm` names its parameters, its prediction and
-Jacobian, its box bounds and the design columns its linear parameters multiply (:class:`_Grid` finds
+"""The scaling-law forms (DR's saturating law and the two it is compared with): each
+:class:`LawForm` names its parameters, its prediction and Jacobian, its box bounds and the design columns its linear parameters multiply (:class:`Grid` finds
 every distinct n once); :data:`FORMS` holds the three compared (``saturating`` — the video–text
 alignment paper's ``S∞ − (C_f n_f^−α + C_c n_c^−β)`` — ``log_linear`` and ``joint_power``), and
 :func:`predict_from_params` evaluates a stored fit."""
@@ -24,7 +24,7 @@ class LawForm:
     exponents: tuple = ()  # indices of the exponents, whose box bounds mean "no power law here"
     needs: tuple = ()  # what must vary: "nf", "nc" (each needs 3 distinct values), "product"
     # columns(axes, grid, rows, out) -> sign: the columns multiplying the linear parameters (every
-    # parameter that is not an exponent, in order) for G exponent settings, on a _Grid of P points
+    # parameter that is not an exponent, in order) for G exponent settings, on a Grid of P points
     # (rows: None for one grid, or (G,) the grid row of each setting); axes[d] = (values, index)
     # gives exponent d of setting g as values[index[g]]. The first linear parameter multiplies a
     # column of ones (implied); the j-th other one multiplies sign * out[:, j], written into out
@@ -32,7 +32,7 @@ class LawForm:
     columns: Callable | None = None
 
 
-class _Grid:
+class Grid:
     """The (n_f, n_c) points of one grid, ``(P,)``, or of B grids of P points each, ``(B, P)``
     (leave-one-out subsets, resamples), with each distinct n_f, n_c and n_f·n_c found once.
 
@@ -95,7 +95,7 @@ def _columns_joint_power(axes, grid, rows, out):
     return -1.0
 
 
-def _plain_axes(E: np.ndarray) -> tuple:
+def plain_axes(E: np.ndarray) -> tuple:
     """Axes (see ``LawForm.columns``) of exponent settings ``E`` ``(G, e)`` taken as they are."""
     return tuple((E[:, d], np.arange(len(E))) for d in range(E.shape[1]))
 
@@ -147,7 +147,7 @@ FORMS = {
 }
 
 
-def _report_params(law: LawForm, theta, sign) -> dict[str, float]:
+def report_params(law: LawForm, theta, sign) -> dict[str, float]:
     out = dict(zip(law.params, map(float, theta)))
     if law.limit is not None:
         out[law.params[law.limit]] = float(sign * theta[law.limit])
@@ -158,7 +158,7 @@ def _report_params(law: LawForm, theta, sign) -> dict[str, float]:
 
 def predict_from_params(form: str, params: dict, n_frames, n_captions, *, higher_is_better=True) -> np.ndarray:
     """Predictions of a stored fit (``params`` as :attr:`ScalingFit.params` reports them, in the
-    metric's units) at ``(n_frames, n_captions)``: the inverse of :func:`_report_params`."""
+    metric's units) at ``(n_frames, n_captions)``: the inverse of :func:`report_params`."""
     law = FORMS[form]
     sign = 1.0 if higher_is_better is not False else -1.0
     theta = np.array([params[p] for p in law.params], dtype=float)

@@ -14,7 +14,8 @@ from .solver import EXPONENT_ATOL, fit_scaling_law, refit_many
 def undetermined_params(form: str, params: dict, status: str | None, reason: str | None = None, *,
                         bounds=None, rmse: float | None = None) -> dict[str, str]:
     """``{parameter: why}`` for the parameters of a stored fit that the data do not determine (to be
-    shown blank with the reason, never as a number; issue #29 item 7). Empty for a trusted fit.
+    shown blank with the reason, never as a number: a number the data do not determine would read
+    as a finding). Empty for a trusted fit.
 
     ``params`` as :attr:`ScalingFit.params` reports them, ``status``/``reason`` the fit's, ``bounds``
     the metric's ``(low, high)`` (S∞'s box). Per status:
@@ -112,7 +113,7 @@ class ParamIntervals(dict):
 
 
 def bootstrap_params(score_samples: np.ndarray, n_frames, n_captions, *, scores=None, level: float = 0.95,
-                     form: str = "saturating", seed: int = 0, bounds=None,
+                     form: str = "saturating", bounds=None,
                      higher_is_better=True) -> ParamIntervals:
     """Percentile intervals of the law's parameters from scores recomputed on item resamples.
 
@@ -138,7 +139,7 @@ def bootstrap_params(score_samples: np.ndarray, n_frames, n_captions, *, scores=
     """
     samples = np.atleast_2d(np.asarray(score_samples, float))
     samples = samples[np.all(np.isfinite(samples), axis=1)]
-    kw = {"form": form, "seed": seed, "bounds": bounds, "higher_is_better": higher_is_better}
+    kw = {"form": form, "bounds": bounds, "higher_is_better": higher_is_better}
     recentred = scores is not None
     if recentred:
         y = np.asarray(scores, float).ravel()

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .forms import FORMS, LawForm, _Grid, _plain_axes, _report_params
+from .forms import FORMS, LawForm, Grid, plain_axes, report_params
 
 #: fit statuses, most serious first:
 #: - ``"flat"``: every score is the same (up to float32 rounding); there is no trend to fit.
@@ -68,7 +68,7 @@ class ScalingFit:
         raise AttributeError(name)
 
 
-def _check(n_frames, n_captions, scores, n_params, form):
+def check_points(n_frames, n_captions, scores, n_params, form):
     nf = np.asarray(n_frames, dtype=float).ravel()
     nc = np.asarray(n_captions, dtype=float).ravel()
     y = np.asarray(scores, dtype=float).ravel()
@@ -197,7 +197,7 @@ _LAYOUTS = {
 }
 
 
-def _normal_equations(law: LawForm, G: int, axes, grid: _Grid, target: _Target, rows) -> tuple[np.ndarray, np.ndarray]:
+def _normal_equations(law: LawForm, G: int, axes, grid: Grid, target: _Target, rows) -> tuple[np.ndarray, np.ndarray]:
     """``A = X'X`` ``(G, m, m)`` and ``X'z`` ``(G, m)`` for the G designs ``X = [1, sign * cols]``
     of a law's columns at G exponent settings (``axes``, see ``LawForm.columns``); ``rows`` None for
     one target, or ``(G,)``.
@@ -363,7 +363,7 @@ def _box_faces(A, Xz, zz, ridge, b_free, lo, hi) -> tuple[np.ndarray, np.ndarray
     return best_b, best_c
 
 
-def _solve_on(law: LawForm, E: np.ndarray, grid: _Grid, target: _Target, lower, upper, *,
+def _solve_on(law: LawForm, E: np.ndarray, grid: Grid, target: _Target, lower, upper, *,
               rows=None, axes=None) -> tuple[np.ndarray, np.ndarray]:
     """Full parameter vectors ``(G, n_params)`` and costs ``(G,)`` for exponent settings ``E``
     ``(G, e)`` on ``grid``: ``rows`` None for one grid and target, or ``rows`` ``(G,)`` (each
@@ -371,7 +371,7 @@ def _solve_on(law: LawForm, E: np.ndarray, grid: _Grid, target: _Target, lower, 
     (see ``LawForm.columns``), when the caller knows them."""
     exps = list(law.exponents)
     lin = [i for i in range(len(law.params)) if i not in exps]
-    A, Xz = _normal_equations(law, len(E), axes or _plain_axes(E), grid, target, rows)
+    A, Xz = _normal_equations(law, len(E), axes or plain_axes(E), grid, target, rows)
     zz = np.full(len(E), target.zz) if rows is None else target.zz[rows]
     b, cost = _box_solve(A, Xz, zz, lower[lin], upper[lin])
     theta = np.empty((len(E), len(law.params)))
@@ -433,7 +433,7 @@ def _zoom_index(K: int, e: int) -> np.ndarray:
     return out
 
 
-def _varpro_fit(law: LawForm, grid: _Grid, z, lower, upper, *, init=None, keep: int = 3, levels: int = 9) -> np.ndarray:
+def _varpro_fit(law: LawForm, grid: Grid, z, lower, upper, *, init=None, keep: int = 3, levels: int = 9) -> np.ndarray:
     """Least squares by variable projection: for given exponents the law is linear in the other
     parameters, whose box-constrained optimum :func:`_box_solve` gives exactly; the exponents are
     searched on a grid over their box (:data:`EXPONENT_GRID` points each), then around the ``keep``
@@ -522,7 +522,7 @@ def _status(law: LawForm, theta, lower, upper, nf, nc) -> tuple[str, str | None]
     return "ok", None
 
 
-def fit_scaling_law(n_frames, n_captions, scores, *, form: str = "saturating", seed: int = 0,
+def fit_scaling_law(n_frames, n_captions, scores, *, form: str = "saturating",
                     init=None, bounds: tuple | None = None, higher_is_better: bool | None = True,
                     flat_atol: float = 1e-9) -> ScalingFit:
     """Fit a scaling law by bounded least squares (variable projection, :func:`_varpro_fit`).
@@ -530,7 +530,6 @@ def fit_scaling_law(n_frames, n_captions, scores, *, form: str = "saturating", s
     Args:
         n_frames, n_captions, scores: one entry per grid point (flat arrays of equal length).
         form: ``"saturating"`` (the paper's), ``"log_linear"`` or ``"joint_power"``.
-        seed: unused (the fit is deterministic); kept so callers can pass their resampling seed.
         init: a known good start (e.g. the full-data fit's ``theta`` when refitting subsets): the
             exponent search then zooms around its exponents only.
         bounds: ``(lo, hi)`` range of the metric (``registry.BOUNDS[metric]``; None = unbounded):
@@ -550,17 +549,17 @@ def fit_scaling_law(n_frames, n_captions, scores, *, form: str = "saturating", s
     from analysis.metrics.degenerate import flat_grid
 
     law = FORMS[form]
-    nf, nc, y = _check(n_frames, n_captions, scores, len(law.params), form)
+    nf, nc, y = check_points(n_frames, n_captions, scores, len(law.params), form)
     sign, lower, upper, box = _sign_and_box(law, bounds, higher_is_better)
     z = sign * y
     if flat_grid(y, atol=flat_atol):
         theta = _flat_theta(law, z, lower, upper)
-        params = _report_params(law, theta, sign)
+        params = report_params(law, theta, sign)
         params.update({law.params[i]: float("nan") for i in law.exponents})
         rmse = float(np.sqrt(np.mean((sign * law.fn(theta, nf, nc) - y) ** 2)))
         return ScalingFit(form, params, float("nan"), rmse, len(y), theta, "flat",
                           f"all {len(y)} scores equal {float(y[0]):.6g}: no trend to fit", sign, box)
-    theta = _varpro_fit(law, _Grid(nf, nc), z, lower, upper, init=init)
+    theta = _varpro_fit(law, Grid(nf, nc), z, lower, upper, init=init)
     return _finish(law, theta, nf, nc, y, sign, lower, upper, box)
 
 
@@ -584,7 +583,7 @@ def _finish(law: LawForm, theta, nf, nc, y, sign, lower, upper, box) -> ScalingF
     r2 = 1.0 - ss_res / ss_tot if ss_tot > 0 else float("nan")
     why = _identifiability(law, nf, nc)
     status, reason = ("not_identifiable", why) if why else _status(law, theta, lower, upper, nf, nc)
-    return ScalingFit(law.name, _report_params(law, theta, sign), r2, float(np.sqrt(ss_res / len(y))), len(y),
+    return ScalingFit(law.name, report_params(law, theta, sign), r2, float(np.sqrt(ss_res / len(y))), len(y),
                       theta, status, reason, sign, box)
 
 
@@ -595,7 +594,7 @@ def _varpro_refits(law: LawForm, NF, NC, Z, lower, upper, init) -> np.ndarray:
     subsets, or item resamples of one grid). The same search as ``_varpro_fit(init=...)`` (the
     zoom from ``init``'s exponents, :data:`INIT_LEVELS` levels), each level one batched solve."""
     B = len(Z)
-    grid, rows0, target = _Grid(NF, NC), np.arange(B), _Target.of(Z)
+    grid, rows0, target = Grid(NF, NC), np.arange(B), _Target.of(Z)
     exps = list(law.exponents)
     if not exps:
         theta, _ = _solve_on(law, np.zeros((B, 0)), grid, target, lower, upper, rows=rows0)
@@ -631,18 +630,18 @@ def _varpro_refits(law: LawForm, NF, NC, Z, lower, upper, init) -> np.ndarray:
 
 
 def _check_rows(NF, NC, Y, n_params, form) -> None:
-    """:func:`_check` of every row of ``(B, P)`` grids, raising what the first failing row raises;
+    """:func:`check_points` of every row of ``(B, P)`` grids, raising what the first failing row raises;
     the common case (budgets >= 1, finite scores) is checked on all rows at once."""
     if not (np.all(NF >= 1) and np.all(NC >= 1) and np.all(np.isfinite(Y))):
         for nf, nc, y in zip(NF, NC, Y):
-            _check(nf, nc, y, n_params, form)
+            check_points(nf, nc, y, n_params, form)
         return
     f = np.unique(NF, return_inverse=True)[1]
     c = np.unique(NC, return_inverse=True)[1]
     pair = np.sort(f.reshape(NF.shape) * (NC.size + 1) + c.reshape(NC.shape), axis=1)  # an id per (n_f, n_c)
     distinct = 1 + np.count_nonzero(np.diff(pair, axis=1), axis=1)  # distinct (n_f, n_c) per row
     for b in np.flatnonzero(distinct <= n_params)[:1]:
-        _check(NF[b], NC[b], Y[b], n_params, form)  # raises TooFewPoints with this row's count
+        check_points(NF[b], NC[b], Y[b], n_params, form)  # raises TooFewPoints with this row's count
 
 
 def _flat_rows(Y, atol: float) -> np.ndarray:
@@ -653,7 +652,7 @@ def _flat_rows(Y, atol: float) -> np.ndarray:
     return np.ptp(Y, axis=1) <= atol + REL_TOL * np.max(np.abs(Y), axis=1)
 
 
-def _refits(law: LawForm, NF, NC, Y, init, bounds, higher_is_better, flat_atol):
+def refits(law: LawForm, NF, NC, Y, init, bounds, higher_is_better, flat_atol):
     """Checked refits of B grids ``(B, P)`` from ``init``: ``(theta (B, n_params), flat (B,), sign,
     lower, upper, box)``; a flat row gets :func:`_flat_theta` (not fitted)."""
     _check_rows(NF, NC, Y, len(law.params), law.name)
@@ -680,7 +679,7 @@ def refit_many(NF, NC, Y, *, init, form: str = "saturating", bounds=None, higher
     Y = np.atleast_2d(np.asarray(Y, float))
     NF = np.broadcast_to(np.asarray(NF, float), Y.shape)
     NC = np.broadcast_to(np.asarray(NC, float), Y.shape)
-    theta, flat, sign, lower, upper, box = _refits(law, NF, NC, Y, init, bounds, higher_is_better, flat_atol)
+    theta, flat, sign, lower, upper, box = refits(law, NF, NC, Y, init, bounds, higher_is_better, flat_atol)
     out: list = [None] * len(Y)
     for b in np.flatnonzero(flat):
         out[b] = fit_scaling_law(NF[b], NC[b], Y[b], form=form, init=init, bounds=bounds,

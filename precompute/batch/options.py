@@ -2,7 +2,7 @@
 
 ``layerscope precompute`` builds a :class:`PrecomputeOptions` from its flags, a sweep file from its
 ``[precompute]`` table (and each ``[[models]]`` override), and Python callers pass one (or keyword
-overrides) to :func:`precompute.runner.run_precompute`. The CLI's defaults, the sweep format's and the
+overrides) to :func:`precompute.batch.runner.run_precompute`. The CLI's defaults, the sweep format's and the
 runner's are all read from :data:`DEFAULTS`.
 """
 
@@ -50,8 +50,11 @@ class PrecomputeOptions:
     weights: str | None = None
 
     def __post_init__(self):
+        # the types the job reads (a sweep's TOML and Python callers may pass lists or other numbers)
         for name in ("frames", "captions", "variants"):
             object.__setattr__(self, name, tuple(getattr(self, name)))
+        for name, kind in (("batch_size", int), ("caption_seed", int), ("random_init", bool), ("named_layers", bool)):
+            object.__setattr__(self, name, kind(getattr(self, name)))
 
     def kwargs(self) -> dict:
         """The options as keyword arguments (tuples as lists)."""

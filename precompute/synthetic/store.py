@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from .manifest import Item, Manifest
-from .model_info import ModelInfo
-from .writer import StoreWriter
+from ..inputs.manifest import Item, Manifest
+from ..adapters.model_info import ModelInfo
+from ..batch.writer import StoreWriter
 
 
 def write_run(path, run_id: str, X, *, model: str, modality: str, n_frames=None, n_captions=None,

@@ -16,12 +16,12 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from . import __version__
-from .manifest import Manifest
-from .options import DEFAULTS
-from .models import Adapter, ModelError, default_name, store_name
-from .loading import load_adapter, probe_model
-from .video import DecodedVideo, read_video, sample_indices
+from .. import __version__
+from ..inputs.manifest import Manifest
+from .options import DEFAULTS, PrecomputeOptions
+from ..adapters.hf import Adapter, ModelError, default_name, store_name
+from ..adapters.dispatch import load_adapter, probe_model
+from ..inputs.video import DecodedVideo, read_video, sample_indices
 from .writer import StoreWriter, run_id_for
 
 #: Bumped when extraction changes numbers for the same inputs (part of every run id).
@@ -126,7 +126,7 @@ MAX_FRAMES = 4096
 def caption_text(captions: list[str], n_c: int) -> str:
     """The string a text model sees for ``captions`` (already chosen and ordered) at ``n_c``.
 
-    ``n_c = 1``: the first caption verbatim (DESIGN §4). ``n_c > 1``: the first ``n_c`` captions,
+    ``n_c = 1``: the first caption verbatim (DR's protocol). ``n_c > 1``: the first ``n_c`` captions,
     each ending in ``.``, ``!`` or ``?`` (a full stop is added otherwise), joined by
     :data:`CAPTION_SEPARATOR`.
     """
@@ -161,62 +161,39 @@ def frames_wanted(n_total: int, frames, variants) -> np.ndarray:
 class Precompute:
     """One precompute invocation over one dataset and several models."""
 
-    def __init__(self, writer: StoreWriter, manifest: Manifest, dataset: str, *, frames=DEFAULTS.frames,
-                 captions=DEFAULTS.captions, variants=DEFAULTS.variants, batch_size=DEFAULTS.batch_size,
-                 device=DEFAULTS.device, dtype=DEFAULTS.dtype, image_mode=DEFAULTS.image_mode, shard=DEFAULTS.shard,
-                 allow_fewer_captions=DEFAULTS.allow_fewer_captions, trust_remote_code=DEFAULTS.trust_remote_code,
-                 progress=True, out=None, caption_order=DEFAULTS.caption_order, caption_seed=DEFAULTS.caption_seed,
-                 prompt_template=DEFAULTS.prompt_template, prompt=DEFAULTS.prompt, blocks=DEFAULTS.blocks,
-                 random_init=DEFAULTS.random_init, named_layers=DEFAULTS.named_layers, revision=DEFAULTS.revision,
-                 cache_dir=DEFAULTS.cache_dir, weights=DEFAULTS.weights):
+    def __init__(self, writer: StoreWriter, manifest: Manifest, dataset: str, *,
+                 options: PrecomputeOptions = DEFAULTS, progress=True, out=None):
         self.w = writer
         self.manifest = manifest
         self.dataset = dataset
-        self.frames = list(frames)
-        self.captions = list(captions)
-        self.variants = list(variants)
-        self.batch_size = int(batch_size)
-        self.device = device
-        self.dtype = dtype
-        self.image_mode = image_mode
-        self.shard_text = shard
-        self.allow_fewer = allow_fewer_captions
-        self.trust = trust_remote_code
+        #: what the job is asked (budgets, variants, device, model flags): read from here, never copied
+        self.options = options
         self.progress = progress
-        self.caption_order = caption_order
-        self.caption_seed = int(caption_seed)
-        self.prompt_template = prompt_template
-        self.prompt = prompt
-        self.blocks = blocks  # --blocks: hook path on this block list (issue #15)
-        self.random_init = bool(random_init)
-        # transformers models also store default / joint (issue #15); part of each run's identity,
-        # so named_layers=False reproduces the run ids of stores made before they were stored
-        self.named_layers = bool(named_layers)
         #: hub models: which revision, and where the hub's files are cached (from_pretrained's own keywords)
-        self.hub = {k: v for k, v in (("revision", revision), ("cache_dir", cache_dir)) if v}
-        self.weights = weights  # --weights: a timm model's state dict file
+        self.hub = {k: v for k, v in (("revision", options.revision), ("cache_dir", options.cache_dir)) if v}
         self.out = out or sys.stderr  # resolved at call time, so redirected stderr is honoured
         self.summary = Summary()
         self.frames_cache = FrameCache(self._wanted_frames)
         # one worker thread for decoding and preprocessing: the frame cache is only touched there
         self.pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="layerscope-prepare")
-        if self.batch_size < 1:
-            raise ValueError(f"--batch-size must be >= 1, got {batch_size}")
-        if self.frames and max(self.frames) > MAX_FRAMES:
-            raise ValueError(f"--frames {max(self.frames)}: at most {MAX_FRAMES} frames per video "
+        if options.batch_size < 1:
+            raise ValueError(f"--batch-size must be >= 1, got {options.batch_size}")
+        if options.frames and max(options.frames) > MAX_FRAMES:
+            raise ValueError(f"--frames {max(options.frames)}: at most {MAX_FRAMES} frames per video "
                              "(more than a video holds only repeats frames)")
-        if caption_order not in ("first", "random"):
-            raise ValueError(f"--caption-order must be first or random, got {caption_order!r}")
-        if prompt_template not in ("auto", "none"):
-            raise ValueError(f"--prompt-template must be auto or none, got {prompt_template!r}")
-        self.shard_i, self.shard_n, self.items_range = parse_shard(shard, len(manifest.items), self.batch_size)
+        if options.caption_order not in ("first", "random"):
+            raise ValueError(f"--caption-order must be first or random, got {options.caption_order!r}")
+        if options.prompt_template not in ("auto", "none"):
+            raise ValueError(f"--prompt-template must be auto or none, got {options.prompt_template!r}")
+        self.shard_i, self.shard_n, self.items_range = parse_shard(options.shard, len(manifest.items),
+                                                                   options.batch_size)
 
     def close(self) -> None:
         """Stop the prefetch worker (and a backend's workers); the job cannot run after this."""
         self.pool.shutdown(wait=True, cancel_futures=True)
 
     def _wanted_frames(self, n_total: int) -> np.ndarray:
-        return frames_wanted(n_total, self.frames, self.variants)
+        return frames_wanted(n_total, self.options.frames, self.options.variants)
 
     def check_captions(self, asked_by: str | None = None, fix=None):
         """Only relevant when a text or MLLM model is in the call; run before any model runs.
@@ -224,14 +201,14 @@ class Precompute:
         ``asked_by``: what set the caption budgets, as the error names it (default: the ``--captions``
         flag, or the default budgets when they are the defaults, which a user who never passed
         ``--captions`` did not choose); ``fix(fewest)``: how to lower them (default: the flags)."""
-        need = max(self.captions) if self.captions else 0
+        need = max(self.options.captions) if self.options.captions else 0
         short = [(it.item_id, len(it.captions)) for it in self.manifest.items if len(it.captions) < need]
-        if short and not self.allow_fewer:
+        if short and not self.options.allow_fewer_captions:
             listed = ", ".join(f"{i} ({n})" for i, n in short[:10]) + (" ..." if len(short) > 10 else "")
-            budgets = ",".join(map(str, self.captions))
+            budgets = ",".join(map(str, self.options.captions))
             if asked_by is None:
                 asked_by = (f"the default --captions {budgets} (used when --captions is not given)"
-                            if tuple(self.captions) == DEFAULTS.captions else f"--captions {budgets}")
+                            if self.options.captions == DEFAULTS.captions else f"--captions {budgets}")
             fix = fix or (lambda fewest: (
                 f"Pass --captions with values up to {fewest} (e.g. --captions {','.join(map(str, range(1, fewest + 1)))}), "
                 "or --allow-fewer-captions to use all of an item's captions when it has fewer (recorded in each "
@@ -245,28 +222,28 @@ class Precompute:
         base = {
             "model": name, "source": info.source, "revision": info.revision, "dataset": self.dataset,
             "manifest_sha": self.manifest.sha, "modality": info.modality, "pooling": info.pooling,
-            "dtype": self.dtype, "extraction": EXTRACTION_VERSION,
+            "dtype": self.options.dtype, "extraction": EXTRACTION_VERSION,
             "shard": None if self.shard_n == 1 else f"{self.shard_i}/{self.shard_n}",
         }
-        if self.blocks:  # another block list is another set of layers
-            base["blocks"] = self.blocks
+        if self.options.blocks:  # another block list is another set of layers
+            base["blocks"] = self.options.blocks
         if info.config.get("layerscope", {}).get("layer_names"):  # named layers after the numbered ones
             base["layer_names"] = info.config["layerscope"]["layer_names"]
         if info.config.get("layerscope", {}).get("sentence_transformers"):
-            # a sentence-transformers head makes default what encode() returns (issue #29): another
+            # a sentence-transformers head makes default what encode() returns: another
             # default than a store made before it was read, so another run, not a resumed one
             base["sentence_transformers"] = info.config["layerscope"]["sentence_transformers"]
         if info.modality in ("video", "image"):
-            for variant in self.variants:
-                for n_f in self.frames:
+            for variant in self.options.variants:
+                for n_f in self.options.frames:
                     ident = {**base, "n_frames": n_f, "variant": variant,
-                             "image_mode": self.image_mode if info.modality == "image" else None,
+                             "image_mode": self.options.image_mode if info.modality == "image" else None,
                              "native_frames": info.native_frames}
                     plans.append(RunPlan(run_id_for(ident), n_f, None, variant, ident))
         elif info.modality == "text":
-            if self.variants == ["reversed"]:  # text has no reversed variant: nothing to do
+            if self.options.variants == ("reversed",):  # text has no reversed variant: nothing to do
                 return plans
-            for n_c in self.captions:
+            for n_c in self.options.captions:
                 ident = {**base, "n_captions": n_c, "variant": "original", **self._caption_identity()}
                 plans.append(RunPlan(run_id_for(ident), None, n_c, "original", ident))
             if any(it.negatives for it in self.manifest.items):
@@ -278,14 +255,14 @@ class Precompute:
                 ident = {**base, "n_captions": 1, "variant": "long_caption"}
                 plans.append(RunPlan(run_id_for(ident), None, 1, "long_caption", ident))
         elif info.modality == "mllm":  # one model, both sides: video runs and caption runs
-            for variant in self.variants:
-                for n_f in self.frames:
+            for variant in self.options.variants:
+                for n_f in self.options.frames:
                     ident = {**base, "n_frames": n_f, "variant": variant, "side": "video",
                              "prompt": adapter.prompt_format("video")}
                     plans.append(RunPlan(run_id_for(ident), n_f, None, variant, ident))
-            if self.variants == ["reversed"]:  # reversed videos only: captions are not reversed
+            if self.options.variants == ("reversed",):  # reversed videos only: captions are not reversed
                 return plans
-            for n_c in self.captions:
+            for n_c in self.options.captions:
                 ident = {**base, "n_captions": n_c, "variant": "original", "side": "text",
                          "prompt": adapter.prompt_format("text"), **self._caption_identity()}
                 plans.append(RunPlan(run_id_for(ident), None, n_c, "original", ident))
@@ -304,32 +281,34 @@ class Precompute:
     def _caption_identity(self) -> dict:
         """Identity fields of a caption run: the caption-to-text rule and the caption order (with
         its seed when random), so another order is another run and the same order resumes."""
-        ident = {"caption_text": CAPTION_TEXT_VERSION, "caption_order": self.caption_order}
-        if self.caption_order == "random":
-            ident["caption_seed"] = self.caption_seed
+        ident = {"caption_text": CAPTION_TEXT_VERSION, "caption_order": self.options.caption_order}
+        if self.options.caption_order == "random":
+            ident["caption_seed"] = self.options.caption_seed
         return ident
 
     # ---- execution ---------------------------------------------------------------------
     #: decode the first batch in the prefetch thread while the model loads (a Ray driver does not)
     prefetch_first = True
 
+    def adapter_options(self, modality: str | None) -> dict:
+        """The keywords of :func:`load_adapter` and :func:`probe_model` for this job's options."""
+        o = self.options
+        return {"device": o.device, "dtype": o.dtype, "trust_remote_code": o.trust_remote_code, "modality": modality,
+                "prompt_template": o.prompt_template, "blocks": o.blocks, "random_init": o.random_init,
+                "named_layers": o.named_layers, "hub": self.hub, "prompt": o.prompt, "weights": o.weights}
+
     def load_model(self, spec: str, modality: str | None):
         """The adapter the runs of ``spec`` use: loaded here (a Ray job returns a proxy of a remote
         actor instead; :meth:`run_model` needs ``info()``, ``prompt_format(side)`` and ``device``)."""
-        return load_adapter(spec, device=self.device, dtype=self.dtype, trust_remote_code=self.trust,
-                            modality=modality, prompt_template=self.prompt_template, blocks=self.blocks,
-                            random_init=self.random_init, named_layers=self.named_layers, hub=self.hub,
-                            prompt=self.prompt, weights=self.weights)
+        return load_adapter(spec, **self.adapter_options(modality))
 
     def probe(self, spec: str, modality: str | None):
         """The config-only adapter of ``spec`` with this job's options (no weights)."""
-        return probe_model(spec, device=self.device, dtype=self.dtype, trust_remote_code=self.trust, modality=modality,
-                           prompt_template=self.prompt_template, blocks=self.blocks, random_init=self.random_init,
-                           named_layers=self.named_layers, hub=self.hub, prompt=self.prompt, weights=self.weights)
+        return probe_model(spec, **self.adapter_options(modality))
 
     def all_done(self, probe, name: str) -> int:
         """The number of this model's planned runs when the store holds every one of them done (told
-        from the config alone, by the rule ``sweep plan`` uses: :mod:`precompute.known_runs`), else 0."""
+        from the config alone, by the rule ``sweep plan`` uses: :mod:`precompute.batch.known_runs`), else 0."""
         from .known_runs import keep_unknown_revision, known_identity, match, stored_runs
 
         known = known_identity(probe)
@@ -345,21 +324,21 @@ class Precompute:
         """Every run of one model: skipped before loading when the store holds them all, else the model
         loads and its missing runs are computed (unfinished ones resume). ``probe``: its config-only
         adapter when the caller has one (:meth:`probe` otherwise)."""
-        if spec_modality == "text" and self.variants == ["reversed"]:
+        if spec_modality == "text" and self.options.variants == ("reversed",):
             # said and done: no model load, no runs
             print(f"note: {name or default_name(spec)} is a text model; text has no reversed variant, "
                   "nothing to do for it", file=self.out)
             return
         probe = probe or self.probe(spec, modality)
-        name = store_name(spec, name, self.random_init)
+        name = store_name(spec, name, self.options.random_init)
         n_done = self.all_done(probe, name)
         if n_done:  # a rerun of a finished job: no weights loaded, no video decoded
             self.summary.runs_done_before += n_done
             print(f"{name}: all {n_done} run(s) already done, skipped", file=self.out)
             return
-        if spec_modality in ("video", "image", "mllm") and self.frames and self.prefetch_first:
+        if spec_modality in ("video", "image", "mllm") and self.options.frames and self.prefetch_first:
             # decode the first batch's videos while the model loads (the worker is otherwise idle)
-            first = [self.manifest.items[i].video for i in self.items_range[:self.batch_size]]
+            first = [self.manifest.items[i].video for i in self.items_range[:self.options.batch_size]]
             self.pool.submit(lambda: [self.frames_cache.get(v) for v in first])
         adapter = self.load_model(spec, modality)
         info = pinned_revision(adapter.info(), probe)
@@ -393,9 +372,9 @@ class Precompute:
             p.state = self.w.start_run(
                 p.run_id, model=name, dataset=self.dataset, modality=run_modality, n_frames=p.n_frames,
                 n_captions=p.n_captions, variant=p.variant,
-                image_mode=self.image_mode if info.modality == "image" else None, pooling=info.pooling,
-                dtype=self.dtype, device=str(adapter.device), n_items=len(p.items), n_layers=info.n_layers,
-                dim=info.dim, config=run_config(p.identity, {**adapter.run_config(), "batch_size": self.batch_size,
+                image_mode=self.options.image_mode if info.modality == "image" else None, pooling=info.pooling,
+                dtype=self.options.dtype, device=str(adapter.device), n_items=len(p.items), n_layers=info.n_layers,
+                dim=info.dim, config=run_config(p.identity, {**adapter.run_config(), "batch_size": self.options.batch_size,
                                                              "code_version": __version__,
                                                              "device": str(adapter.device)}),
             )
@@ -403,7 +382,7 @@ class Precompute:
             # every float) match an uninterrupted run
             cfg = p.state["config"]
             cfg = json.loads(cfg) if isinstance(cfg, str) else (cfg or {})
-            p.batch = int(cfg.get("batch_size", self.batch_size))
+            p.batch = int(cfg.get("batch_size", self.options.batch_size))
             if p.items:
                 pending.append(p)
         if not items:
@@ -474,7 +453,7 @@ class Precompute:
                 continue
             old = self.w.get_run(run_id_for({k: v for k, v in p.identity.items() if k != "layer_names"}))
             if old is not None and self.w.get_run(p.run_id) is None:
-                legacy.append(self._label(p))
+                legacy.append(self.label(p))
         if legacy:
             print(f"note: {name}: the store holds {len(legacy)} run(s) of these settings without the named layers "
                   f"(default/joint): {', '.join(legacy)}; they are kept, and the runs with them are computed "
@@ -490,7 +469,7 @@ class Precompute:
             ahead = pool.submit(self._prepare, adapter, tasks[0][0], tasks[0][2]) if tasks else None
             for t, (p, b0, batch) in enumerate(tasks):
                 if b0 == p.state["n_done"]:
-                    bar.set_postfix_str(self._label(p))
+                    bar.set_postfix_str(self.label(p))
                 prepared, batch_notes = ahead.result()
                 ahead = (pool.submit(self._prepare, adapter, tasks[t + 1][0], tasks[t + 1][2])
                          if t + 1 < len(tasks) else None)
@@ -504,11 +483,11 @@ class Precompute:
         self.summary.runs_computed += 1
         for kind, entries in notes.items():
             # above the progress bar, which stays whole below it
-            bar.write(f"note: {name} {self._label(p)}: {kind}: {len(entries)} item(s) "
+            bar.write(f"note: {name} {self.label(p)}: {kind}: {len(entries)} item(s) "
                       f"({next(iter(entries.values()))['handled']})", file=self.out)
 
     @staticmethod
-    def _label(p: RunPlan) -> str:
+    def label(p: RunPlan) -> str:
         if p.n_frames is not None:
             return f"n_f={p.n_frames}" + (" reversed" if p.variant == "reversed" else "")
         return f"n_c={p.n_captions}" + {"negative": " negatives", "long_caption": " long caption"}.get(p.variant, "")
@@ -516,7 +495,7 @@ class Precompute:
     def _prepare(self, adapter, p: RunPlan, batch):
         """Model inputs of one batch and notes on how odd items were handled (runs in the worker)."""
         kind, raw, notes = self.batch_inputs(p, batch, self.frames_cache.get)
-        prepared, more = model_inputs(adapter, kind, raw, [it.item_id for it in batch], self.image_mode)
+        prepared, more = model_inputs(adapter, kind, raw, [it.item_id for it in batch], self.options.image_mode)
         for key, entries in more.items():
             notes.setdefault(key, {}).update(entries)
         return prepared, notes
@@ -540,7 +519,8 @@ class Precompute:
                     notes.setdefault("fewer_captions", {})[it.item_id] = {
                         "has": len(it.captions), "asked": p.n_captions,
                         "handled": "all available captions were used"}
-                ordered = caption_order(it.captions, it.item_id, self.caption_order, self.caption_seed)
+                o = self.options
+                ordered = caption_order(it.captions, it.item_id, o.caption_order, o.caption_seed)
                 texts.append(caption_text(ordered, p.n_captions))
             return "text", texts, notes
         videos = []
@@ -572,7 +552,7 @@ class Precompute:
         layer, pos = np.argwhere(~np.isfinite(vectors))[0][:2]
         raise ModelError(
             f"{name} produced NaN/inf at layer {layer} for item {batch[pos].item_id!r} "
-            f"({Precompute._label(p)}); earlier batches are kept, this run stays unfinished. "
+            f"({Precompute.label(p)}); earlier batches are kept, this run stays unfinished. "
             "Try --dtype float32 if you used half precision."
         )
 
@@ -681,22 +661,23 @@ def run_precompute(*, store, manifest, dataset, models, names=None, modality=Non
                    out=None, job_cls=None, unused_mllm_flags: str = "refuse", **overrides) -> Summary:
     """Library entry of ``layerscope precompute``: validate everything, then run every model.
 
-    ``options``: a :class:`~precompute.options.PrecomputeOptions` (default: its defaults), with
+    ``options``: a :class:`~precompute.batch.options.PrecomputeOptions` (default: its defaults), with
     keyword ``overrides`` of its fields on top. ``job_cls``: the :class:`Precompute` (sub)class or
-    factory doing the work (default :class:`Precompute`; :class:`precompute.ray_backend.RayPrecompute`
+    factory doing the work (default :class:`Precompute`; :class:`precompute.batch.ray_backend.RayPrecompute`
     spreads it over Ray). ``unused_mllm_flags``: ``--prompt``/``--prompt-template`` given when no model
     is an MLLM are refused (``"refuse"``), or only noted (``"note"``: a sweep's flags cover all its models)."""
-    options = (options or DEFAULTS).with_overrides(**overrides).kwargs()
+    record = (options or DEFAULTS).with_overrides(**overrides)
+    options = record.kwargs()
     t0 = time.perf_counter()
-    from .naming import resolve_names
+    from ..adapters.naming import resolve_names
 
     names = resolve_names(list(models), names)  # one per model, None where not named
     _check_names(dataset, models, names, options.get("random_init", False))
     # options are checked before the store is opened: a bad flag leaves no trace; then every model's
     # config is read (no weights): a bad spec or a caption shortfall is reported before anything runs
-    job = (job_cls or Precompute)(None, manifest, dataset, progress=progress, out=out, **options)
-    if job.trust:  # before the probes below import any model's own code
-        from .remote_code import remote_code_config, warning_line
+    job = (job_cls or Precompute)(None, manifest, dataset, options=record, progress=progress, out=out)
+    if record.trust_remote_code:  # before the probes below import any model's own code
+        from ..adapters.remote_code import remote_code_config, warning_line
 
         for spec in models:
             if remote_code_config(spec) is not None:
@@ -709,14 +690,14 @@ def run_precompute(*, store, manifest, dataset, models, names=None, modality=Non
     modalities = [p.modality for p in probes]
     check_text_only(manifest, models, modalities, job.close)
     _check_mllm_flags(options, models, modalities, job.close, refuse=unused_mllm_flags == "refuse")
-    if job.variants == ["reversed"] and all(m == "text" for m in modalities):
+    if record.variants == ("reversed",) and all(m == "text" for m in modalities):
         # said and done: no run to compute, so no store is opened (nor created)
         for i, spec in enumerate(models):
             job.run_model(spec, names[i] if names else None, modality, spec_modality=modalities[i], probe=probes[i])
         job.close()
         job.summary.seconds = time.perf_counter() - t0
         return job.summary
-    if {"text", "mllm"} & set(modalities) and job.variants != ["reversed"]:  # reversed: no caption runs
+    if {"text", "mllm"} & set(modalities) and record.variants != ("reversed",):  # reversed: no caption runs
         job.check_captions()
     new_store = not Path(store).exists()
     writer = StoreWriter(store)

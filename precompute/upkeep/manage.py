@@ -18,7 +18,7 @@ import json
 from analysis.storage.schema import embedding_table
 from analysis.storage.store import StoreError, check_store_path, connect, transaction
 
-from .writer import identity_of, run_id_for
+from ..batch.writer import identity_of, run_id_for
 
 RESULT_TABLES = ("result_grids", "result_profiles", "result_studies")
 

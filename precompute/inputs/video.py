@@ -1,6 +1,6 @@
 """Video decoding and the papers' frame-sampling protocol. No torch here: frames are numpy.
 
-Protocol (DESIGN §4): pick ``n_f`` time points ``round(linspace(0, T-1, n_f))``; a video model with
+Protocol (DR's frame sampling): pick ``n_f`` time points ``round(linspace(0, T-1, n_f))``; a video model with
 native clip length ``n_0`` sees them repeated by nearest neighbour up to the next multiple of
 ``n_0`` and split into consecutive sub-clips of ``n_0`` frames.
 """
@@ -19,7 +19,7 @@ class VideoError(ValueError):
     """A video that cannot be read; the message names the file."""
 
 
-def _frame_files(folder: Path) -> list[Path]:
+def frame_files(folder: Path) -> list[Path]:
     return sorted(p for p in folder.iterdir() if p.suffix.lower() in IMAGE_SUFFIXES)
 
 
@@ -75,7 +75,7 @@ def read_video(path, wanted=None) -> DecodedVideo:
     if path.is_dir():
         from PIL import Image
 
-        files = _frame_files(path)
+        files = frame_files(path)
         if not files:
             raise VideoError(f"frame folder {path} holds no images ({', '.join(sorted(IMAGE_SUFFIXES))})")
         index = _wanted(wanted, len(files))
@@ -209,7 +209,7 @@ def _check_frame_folder(path: Path) -> int:
     """
     from PIL import Image
 
-    files = _frame_files(path)
+    files = frame_files(path)
     if not files:
         raise VideoError(f"frame folder {path} holds no images ({', '.join(sorted(IMAGE_SUFFIXES))})")
     sizes = {}

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .synthetic_video import write_video
+from .video_files import write_video
 
 COLOURS = {
     "red": (230, 40, 40), "blue": (40, 80, 235), "green": (40, 200, 70), "yellow": (240, 220, 40),

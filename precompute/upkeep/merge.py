@@ -25,7 +25,7 @@ from analysis.storage.schema import create_all, embedding_table, embedding_write
 from analysis.storage.store import StoreError, connect, run_tags, transaction
 
 from .manage import has_paper_names
-from .writer import identity_of, insert_arrow, run_id_for
+from ..batch.writer import identity_of, insert_arrow, run_id_for
 
 
 def merge_stores(target, sources, *, log=print) -> dict:

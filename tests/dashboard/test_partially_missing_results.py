@@ -18,7 +18,7 @@ def test_an_analysed_store_has_nothing_partially_missing(dashboard_store):
 
 
 def test_a_run_added_after_the_analysis_is_counted(dashboard_store, tmp_path, monkeypatch):
-    from precompute.synthetic_store import write_run
+    from precompute.synthetic.store import write_run
 
     path = tmp_path / "partial.duckdb"
     shutil.copy(dashboard_store, path)

@@ -13,9 +13,9 @@ import pyarrow as pa
 from analysis.storage.schema import create_all, embedding_writer_settings, ensure_embedding_table, fetch_one
 from analysis.storage.store import StoreError, connect, transaction
 
-from . import __version__
-from .manifest import Manifest
-from .model_info import ModelInfo
+from .. import __version__
+from ..inputs.manifest import Manifest
+from ..adapters.model_info import ModelInfo
 
 
 #: key of each item's video fingerprint in the items table's metadata JSON
@@ -91,7 +91,7 @@ class StoreWriter:
         """Store the dataset and its items, or check that the stored one is the same.
 
         Same means the same ids, video names, captions and negatives (``manifest_sha``) and, item by
-        item, the same video content (:func:`~precompute.manifest.video_fingerprint`, kept in each
+        item, the same video content (:func:`~precompute.inputs.manifest.video_fingerprint`, kept in each
         item's metadata JSON under ``_video_content``; items stored before it was recorded are not
         checked). A difference is a :class:`StoreError` naming the items; nothing is written.
         """
@@ -137,7 +137,7 @@ class StoreWriter:
     def moved_from(self, name: str, info: ModelInfo) -> str | None:
         """The source model ``name`` was stored from, when ``info`` is the same weights from another
         folder: both sources local paths and the revisions equal (a local revision is a hash of the
-        folder's config and weight files, :func:`precompute.models.local_revision`, so it does not
+        folder's config and weight files, :func:`precompute.adapters.hf.local_revision`, so it does not
         depend on where the folder is). None otherwise. The runs keep the stored source in their
         identity, so the moved folder resumes them rather than starting a second copy."""
         row = fetch_one(self.con, "SELECT source, revision FROM models WHERE model = ?", [name])
@@ -150,7 +150,7 @@ class StoreWriter:
     def stored_without_commit(self, name: str, info: ModelInfo) -> bool:
         """True when model ``name`` is stored from the same hub source with revision ``unknown`` (what
         transformers 5, which stopped setting ``config._commit_hash``, left before
-        :func:`precompute.models.hub_commit`), while ``info`` now knows the commit."""
+        :func:`precompute.adapters.hf.hub_commit`), while ``info`` now knows the commit."""
         row = fetch_one(self.con, "SELECT source, revision FROM models WHERE model = ?", [name])
         return row is not None and row[0] == info.source and row[1] == "unknown" and info.revision != "unknown"
 

@@ -38,16 +38,16 @@ def remote_code_config(spec: str) -> dict | None:
 
 
 class RemoteCodeProbe:
-    """What ``sweep plan`` needs of a remote-code model (:func:`precompute.known_runs.known_identity`),
+    """What ``sweep plan`` needs of a remote-code model (:func:`precompute.batch.known_runs.known_identity`),
     from its config JSON alone: modality and pooling by the loader's own rules
-    (:func:`precompute.models._classify_hooked` / ``_classify`` on a plain config object), the
+    (:func:`precompute.adapters.hf.classify_hooked` / ``classify`` on a plain config object), the
     revision (folder fingerprint, or the hub commit), and no layers (None: known after loading)."""
 
     def __init__(self, spec: str, config: dict, *, modality: str | None = None, blocks: str | None = None,
                  random_init: bool = False):
         from transformers import PretrainedConfig
 
-        from . import models
+        from . import hf
 
         self.spec = spec
         local = Path(spec)
@@ -59,21 +59,21 @@ class RemoteCodeProbe:
         self.config.model_type = config.get("model_type", "")
         self.config.auto_map = config.get("auto_map")
         self._commit = config.get("_commit_hash")
-        # the same rules Adapter.__init__ applies (private helpers of precompute.models, reused so
+        # the same rules Adapter.__init__ applies (private helpers of precompute.adapters.hf, reused so
         # the plan cannot drift from what a load decides)
-        if models._is_remote_type(self.config) or blocks:
-            self.modality, self.pooling = models._classify_hooked(self.config, modality, spec)
+        if hf.is_remote_type(self.config) or blocks:
+            self.modality, self.pooling = hf.classify_hooked(self.config, modality, spec)
         else:
-            self.modality, self.pooling = models._classify(self.config, modality)
+            self.modality, self.pooling = hf.classify(self.config, modality)
 
     def planned_layers(self):
         return None  # the model's own code decides its layers: known once it is loaded
 
     def config_revision(self) -> str | None:
-        """As :meth:`precompute.models.Adapter.config_revision` for trained weights; a random-init
+        """As :meth:`precompute.adapters.hf.Adapter.config_revision` for trained weights; a random-init
         build's revision hashes the config class's serialisation, which only its code can give: None
         (unknown to the plan)."""
-        from .models import local_revision
+        from .hf import local_revision
 
         if self.random_init:
             return None

@@ -1,6 +1,6 @@
 """Every layer of any PyTorch module through forward hooks on its block list.
 
-The generic extraction path (issue #15) for models that do not hand back ``hidden_states``
+The generic extraction path for models that do not hand back ``hidden_states``
 (remote-code Hugging Face models such as VideoMAEv2, timm and open_clip backbones), and for any
 model when ``--blocks PATH`` names the list. Layer ``0`` is the *input* of the first block and
 layer ``i`` (1..L) the output of block ``i``, so on a transformers encoder the captured tensors are

@@ -1,11 +1,11 @@
 """Which adapter takes a ``--model`` value, probing and loading it: the one place that knows both the
-transformers adapters (:mod:`precompute.models`) and the hook-based and standalone loaders
-(:mod:`precompute.loaders`), so neither of those imports the other's subclasses."""
+transformers adapters (:mod:`precompute.adapters.hf`) and the hook-based and standalone loaders
+(:mod:`precompute.adapters.hooked`), so neither of those imports the other's subclasses."""
 
 from __future__ import annotations
 
-from .loaders import STANDALONE, HFHookTextAdapter, HFHookVisionAdapter, loader_of
-from .models import Adapter, MllmAdapter, ModelError, TextAdapter, VisionAdapter
+from .hooked import STANDALONE, HFHookTextAdapter, HFHookVisionAdapter, loader_of
+from .hf import Adapter, MllmAdapter, ModelError, TextAdapter, VisionAdapter
 
 
 def _adapter_class(spec: str, probe) -> type:

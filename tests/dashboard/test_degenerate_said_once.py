@@ -37,7 +37,7 @@ def test_undefined_text_counts_reasons_that_differ_only_in_numbers():
 def flat_store(tmp_path_factory):
     """Two video models on 12 items: ``flat``'s every layer is one repeated row (collapsed), ``ok`` is noise."""
     from analysis.studies import analyze_store
-    from precompute.synthetic_store import write_run
+    from precompute.synthetic.store import write_run
 
     path = tmp_path_factory.mktemp("flat") / "flat.duckdb"
     rng = np.random.default_rng(0)

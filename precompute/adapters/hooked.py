@@ -1,4 +1,4 @@
-"""Hook-path adapters: any PyTorch encoder's layers through forward hooks (issue #15).
+"""Hook-path adapters: any PyTorch encoder's layers through forward hooks.
 
 Loaders (``--model`` forms):
 
@@ -31,7 +31,7 @@ import numpy as np
 import torch
 
 from .hooks import BlockCapture, default_output, find_blocks, pool
-from .models import (PIXEL_KEYS, Adapter, ModelError, ModelInfo, Prepared, TextAdapter, VisionAdapter,
+from .hf import (PIXEL_KEYS, Adapter, ModelError, ModelInfo, Prepared, TextAdapter, VisionAdapter,
                      resolve_device, DTYPES)
 
 #: The named layers stored after the numbered ones, in this order when present
@@ -142,10 +142,10 @@ def short(message: str, limit: int = MESSAGE_CHARS) -> str:
 
 def offline_weights(random_init: bool) -> str | None:
     """Why pretrained weights can only come from the local cache (``HF_HUB_OFFLINE`` set, or the hub
-    unreachable: :func:`~precompute.models.hub_offline`, which then puts huggingface_hub in offline
+    unreachable: :func:`~precompute.adapters.hf.hub_offline`, which then puts huggingface_hub in offline
     mode), else None. timm and open_clip download through huggingface_hub, whose retries would
     otherwise take a minute or more before the same failure."""
-    from .models import hub_offline
+    from .hf import hub_offline
 
     return None if random_init else hub_offline()
 
@@ -246,7 +246,7 @@ def timm_option_error(name: str, kwargs: dict, spec: str) -> str | None:
 
 
 class HookRun:
-    """``run`` through :class:`~precompute.hooks.BlockCapture` plus the named layers.
+    """``run`` through :class:`~precompute.adapters.hooks.BlockCapture` plus the named layers.
 
     Subclasses set ``self.blocks`` (the block list), ``self.pooling``, ``self.prefix`` (class +
     register tokens left out of mean pooling), ``self.seq_first`` and implement
@@ -428,8 +428,8 @@ class TimmAdapter(ImageFrames, _Standalone):
 
     Layers: ``cls`` (token 0, where timm puts the class token before any register tokens) when
     the model has a class token (``cls_token``), whatever its head does: DR's rule, "the class
-    token where the model has one" (DESIGN §4; issue #29 item 8: DINOv3 and Perception Encoder
-    have one but an ``avg`` / attention-pool head). Without one: ``mean`` over the patch tokens
+    token where the model has one" (so DINOv3 and Perception Encoder, which have one but an ``avg`` /
+    attention-pool head, are read at their class token). Without one: ``mean`` over the patch tokens
     (register tokens, ``num_prefix_tokens``, left out, as timm's ``avg`` pool does). The head's
     own pooling is ``default``: ``forward_head(forward_features(x), pre_logits=True)``, the pooled,
     normed feature the model returns with ``num_classes=0``.
@@ -552,7 +552,7 @@ class OpenClipAdapter(ImageFrames, _Standalone):
 
     Vision tower (default) or text tower (``--modality text``), layers through hooks on its
     ``transformer.resblocks``. Vision layers: ``cls`` when the tower has a class embedding (whatever
-    its ``pool_type``: the class token where there is one, DESIGN §4), else ``mean``; text
+    its ``pool_type``: the class token where there is one, DR's rule), else ``mean``; text
     layers: mean over real tokens (ids other than the pad id). ``default``: the tower's pooled
     output *before* its projection (final norm, then the tower's pooling); ``joint``: that output
     through the projection, i.e. exactly ``encode_image`` / ``encode_text`` (unnormalised).
@@ -782,7 +782,7 @@ STANDALONE = {"timm": TimmAdapter, "open_clip": OpenClipAdapter}
 def catalog() -> list[dict]:
     """What each loader takes and how it pools (``layerscope models``): one dict per row with
     ``loader``, ``form`` (the ``--model`` value and flags), ``families``, ``pooling``, ``layers``."""
-    from .models import DUAL_TOWER_TYPES, IMAGE_TYPES, MLLM_TYPES, VIDEO_TYPES
+    from .hf import DUAL_TOWER_TYPES, IMAGE_TYPES, MLLM_TYPES, VIDEO_TYPES
 
     def pools(table):
         return ", ".join(f"{k}: {v}" for k, v in sorted(table.items()))

@@ -3,10 +3,10 @@
 A sentence-transformers model is a transformers model plus ``modules.json``: the transformer at
 the folder's root, then a ``Pooling`` module (``1_Pooling/config.json``: ``cls``, ``mean``,
 ``max``, ``mean_sqrt_len_tokens`` or ``lasttoken``) and often ``Normalize``. LayerScope's numbered
-layers keep the protocol's pooling (text: mean over real tokens, DESIGN §4); the ``default`` layer
+layers keep the protocol's pooling (text: mean over real tokens, DR's protocol); the ``default`` layer
 is the model's own output, which for such a folder is this head applied to the last hidden state
-(issue #29 item 8: a CLS-pooled model's ``default`` was the token mean, silently unlike
-``encode()``). Pure reading and pooling; loading the model stays in :mod:`precompute.models`.
+(otherwise a CLS-pooled model's ``default`` would be the token mean, silently unlike
+``encode()``). Pure reading and pooling; loading the model stays in :mod:`precompute.adapters.hf`.
 
 Reference: sentence-transformers' ``Pooling.forward`` / ``Normalize.forward`` (v2–v6 configs:
 the legacy ``pooling_mode_*_token`` booleans and the newer ``pooling_mode`` string).

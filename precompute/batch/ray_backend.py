@@ -1,15 +1,15 @@
 """Precompute on a Ray cluster: decoding and preprocessing on CPU actors, forwards on model actors, one writer.
 
-The driver plans exactly as a local run (:class:`~precompute.runner.Precompute`: same run ids,
+The driver plans exactly as a local run (:class:`~precompute.batch.runner.Precompute`: same run ids,
 same batches, same resume point) and writes every batch itself, in order, through the one
-:class:`~precompute.writer.StoreWriter` (:meth:`Precompute._commit`, shared with the local path);
+:class:`~precompute.batch.writer.StoreWriter` (:meth:`Precompute._commit`, shared with the local path);
 only the work between "batch planned" and "vectors back" moves to Ray:
 
 - ``Decoder`` actors (1 CPU each) decode videos, sample frames and assemble captions
   (:meth:`Precompute.batch_inputs`), then apply the model's preprocessing
-  (:func:`~precompute.runner.model_inputs` on :meth:`Adapter.preprocessor`, the loaded adapter
+  (:func:`~precompute.batch.runner.model_inputs` on :meth:`Adapter.preprocessor`, the loaded adapter
   without its weights, fetched once per decoder and model). Each keeps a
-  :class:`~precompute.runner.FrameCache` for the whole job, so a video is decoded once for all
+  :class:`~precompute.batch.runner.FrameCache` for the whole job, so a video is decoded once for all
   budgets and models, as locally; batch ``b`` of every run goes to decoder ``b mod n`` so it hits.
 - ``ModelActor`` actors load the model once (``--gpus-per-model`` GPUs each) and run forwards on
   the prepared tensors; with several replicas batches go round robin. Both kinds restart when their
@@ -144,11 +144,12 @@ def _decoder_class(ray):
             from functools import partial
 
             self.cache = FrameCache(partial(frames_wanted, frames=list(frames), variants=list(variants)))
-            self.rules = SimpleNamespace(**caption_rules)  # what batch_inputs reads for caption runs
+            # what batch_inputs reads of its job for caption runs: the options' caption rules
+            self.rules = SimpleNamespace(options=SimpleNamespace(**caption_rules))
             self.preprocessors = {}
 
         def prepare(self, p, batch, image_mode, key, boxed):
-            """``(inputs, notes)``: a :class:`~precompute.models.Prepared` for the model actor, or
+            """``(inputs, notes)``: a :class:`~precompute.adapters.hf.Prepared` for the model actor, or
             ``(kind, raw, item_ids)`` when the model's preprocessing could not be shipped (``boxed``
             is ``[None]``; the actor then applies it). ``boxed = [ref]`` keeps Ray from fetching the
             preprocessor on every call: it is fetched once per actor and model."""
@@ -176,7 +177,7 @@ def _model_class(ray):
         def __init__(self, spec, load_options: dict, threads: int | None, kill: str | None):
             import threading
 
-            from .loading import load_adapter
+            from ..adapters.dispatch import load_adapter
 
             if threads:
                 import torch
@@ -202,7 +203,7 @@ def _model_class(ray):
             return {"info": a.info(), "prompts": prompts, "device": str(a.device), "run_config": a.run_config()}
 
         def preprocessor(self):
-            """The adapter without its weights (:meth:`~precompute.models.Adapter.preprocessor`)."""
+            """The adapter without its weights (:meth:`~precompute.adapters.hf.Adapter.preprocessor`)."""
             return self.adapter.preprocessor()
 
         def embed(self, inputs, image_mode):
@@ -260,8 +261,8 @@ class RayPrecompute(Precompute):
     prefetch_first = False
 
     def __init__(self, writer, manifest, dataset, *, session: RaySession, gpus_per_model: float | None = None,
-                 replicas: int = 1, decoders: int | None = None, window: int | None = None, **options):
-        super().__init__(writer, manifest, dataset, **options)
+                 replicas: int = 1, decoders: int | None = None, window: int | None = None, **job):
+        super().__init__(writer, manifest, dataset, **job)
         if replicas < 1:
             raise ValueError(f"Ray replicas must be >= 1, got {replicas}")
         if gpus_per_model is not None and gpus_per_model < 0:
@@ -290,10 +291,7 @@ class RayPrecompute(Precompute):
             import torch
 
             threads = torch.get_num_threads()
-        opts = {"device": self.device, "dtype": self.dtype, "trust_remote_code": self.trust,
-                "modality": modality, "prompt_template": self.prompt_template, "prompt": self.prompt,
-                "blocks": self.blocks, "random_init": self.random_init, "named_layers": self.named_layers,
-                "hub": self.hub, "weights": self.weights}
+        opts = self.adapter_options(modality)
         cls = _model_class(ray)
         actors = [cls.options(num_cpus=1, num_gpus=self.gpus).remote(spec, opts, threads, os.environ.get(KILL_ENV))
                   for _ in range(self.replicas)]
@@ -302,7 +300,7 @@ class RayPrecompute(Precompute):
         described = ray.get([a.describe.remote() for a in actors])
         for d in described:
             if "error" in d:
-                from .models import ModelError
+                from ..adapters.hf import ModelError
 
                 raise ModelError(d["error"])
         try:  # the weightless adapter, fetched by the decoders once each
@@ -334,8 +332,9 @@ class RayPrecompute(Precompute):
     def _decoder_pool(self):
         if self.decoders is None:
             cls = _decoder_class(self.ray)
-            rules = {"caption_order": self.caption_order, "caption_seed": self.caption_seed}
-            self.decoders = [cls.remote(self.frames, self.variants, rules) for _ in range(self.n_decoders)]
+            rules = {"caption_order": self.options.caption_order, "caption_seed": self.options.caption_seed}
+            self.decoders = [cls.remote(self.options.frames, self.options.variants, rules)
+                             for _ in range(self.n_decoders)]
         return self.decoders
 
     def _submit(self, model: RemoteModel, p, b0: int, batch, t: int):
@@ -344,10 +343,10 @@ class RayPrecompute(Precompute):
         budgets), embedded by a model actor (round robin)."""
         decoders = self._decoder_pool()
         decoder = decoders[(b0 // p.batch) % len(decoders)]
-        inputs, notes = decoder.prepare.options(num_returns=2).remote(p, batch, self.image_mode, model.key,
+        inputs, notes = decoder.prepare.options(num_returns=2).remote(p, batch, self.options.image_mode, model.key,
                                                                       model.preprocessor)
         actor = model.actors[t % len(model.actors)]
-        return actor.embed.remote(inputs, self.image_mode), notes
+        return actor.embed.remote(inputs, self.options.image_mode), notes
 
     def _execute(self, model, name, info, pending, items):
         ray = self.ray
@@ -360,7 +359,7 @@ class RayPrecompute(Precompute):
                     inflight.append(self._submit(model, *tasks[nxt], nxt))
                     nxt += 1
                 if b0 == p.state["n_done"]:
-                    bar.set_postfix_str(self._label(p))
+                    bar.set_postfix_str(self.label(p))
                 out_ref, notes_ref = inflight.popleft()
                 vectors, model_notes = ray.get(out_ref)
                 self._commit(name, p, b0, batch, items, vectors, notes, bar, ray.get(notes_ref), model_notes)
@@ -387,7 +386,7 @@ def _plain_error(ray, exc):
 
 
 def ray_job(session: RaySession, **ray_options):
-    """A ``job_cls`` for :func:`~precompute.runner.run_precompute` running on ``session``."""
+    """A ``job_cls`` for :func:`~precompute.batch.runner.run_precompute` running on ``session``."""
     def make(*args, **kwargs):
         return RayPrecompute(*args, session=session, **ray_options, **kwargs)
     return make

@@ -17,7 +17,7 @@ import numpy as np
 import torch
 
 from .model_info import ModelInfo
-from .video import clip_indices
+from ..inputs.video import clip_indices
 
 #: Video families transformers exposes with hidden_states: model_type -> pooling
 VIDEO_TYPES = {"videomae": "mean", "timesformer": "cls", "vivit": "cls", "vjepa2": "mean", "xclip": "cls"}
@@ -38,7 +38,7 @@ MLLM_TYPES = {"llava", "llava_next", "llava_next_video", "llava_onevision", "qwe
 ENCODER_DECODER_TEXT = {"t5", "mt5", "umt5", "bart", "mbart"}
 
 #: The "explicit one-word limitation" prompts, exactly as the nuanced-retrieval paper writes them
-#: (``<video>: Summarize the video in one word: ``; DESIGN §4), trailing space included.
+#: (``<video>: Summarize the video in one word: ``), trailing space included.
 #: ``{media}`` becomes the frames' image tokens, ``{text}`` the caption.
 MLLM_VIDEO_PROMPT = "{media}: Summarize the video in one word: "
 MLLM_TEXT_PROMPT = "{text}: Summarize above sentence in one word: "
@@ -180,7 +180,7 @@ def local_revision(path: Path) -> str:
 
 
 def default_name(spec: str) -> str:
-    """Store name without ``--name``: :func:`precompute.naming.default_name`."""
+    """Store name without ``--name``: :func:`precompute.adapters.naming.default_name`."""
     from .naming import default_name as name
 
     return name(spec)
@@ -192,7 +192,7 @@ def store_name(spec: str, name: str | None = None, random_init: bool = False) ->
     return name or default_name(spec) + ("-random-init" if random_init else "")
 
 
-def _classify(config, modality_override: str | None) -> tuple[str, str]:
+def classify(config, modality_override: str | None) -> tuple[str, str]:
     mt = config.model_type
     if modality_override:
         if modality_override == "text" and mt in DUAL_TOWER_TYPES:
@@ -243,7 +243,7 @@ def _known_type(mt: str) -> bool:
     return mt in VIDEO_TYPES or mt in IMAGE_TYPES or mt in MLLM_TYPES or mt in ENCODER_DECODER_TEXT
 
 
-def _is_remote_type(config) -> bool:
+def is_remote_type(config) -> bool:
     """A config whose classes come from the model's own code (``auto_map``) and whose type
     transformers does not know: extracted through hooks (VideoMAEv2, InternVideo, ...)."""
     if not getattr(config, "auto_map", None) or _known_type(config.model_type):
@@ -259,13 +259,13 @@ def _looks_like_video(config) -> bool:
     return any(getattr(config, k, None) for k in keys) or (isinstance(inner, dict) and any(inner.get(k) for k in keys))
 
 
-def _classify_hooked(config, modality: str | None, spec: str) -> tuple[str, str | None]:
+def classify_hooked(config, modality: str | None, spec: str) -> tuple[str, str | None]:
     """Modality and pooling of a model on the hook path (pooling None: decided at load, ``cls``
     when the model has a class token, else ``mean``)."""
     mt = config.model_type
-    if _known_type(mt) or not _is_remote_type(config):
+    if _known_type(mt) or not is_remote_type(config):
         try:
-            got, pooling = _classify(config, modality)
+            got, pooling = classify(config, modality)
         except ModelError:
             got, pooling = None, None
         if got == "mllm":
@@ -287,7 +287,7 @@ class Adapter:
 
     #: the vision tower takes a clip's frames as a batch of images (X-CLIP); see FRAME_TOWER_TYPES
     frame_tower = False
-    #: a sentence-transformers folder's own head (precompute.sentence_head), which makes ``default``
+    #: a sentence-transformers folder's own head (precompute.adapters.sentence_head), which makes ``default``
     st_head = None
     #: how the ``default`` layer was made (runs record it as ``default_pooling``)
     default_pooling = ("the model's own output: pooler_output (not a dense BERT/ViT pooler), "
@@ -343,13 +343,13 @@ class Adapter:
                                  "pass --trust-remote-code to run that code") from None
             first = (str(exc).strip().splitlines() or [""])[0]
             raise ModelError(f"cannot load a model config from {spec!r}{hint}: {first}") from None
-        #: "hidden_states" (transformers' own outputs) or "hooks" (precompute.hooks on the block list)
+        #: "hidden_states" (transformers' own outputs) or "hooks" (precompute.adapters.hooks on the block list)
         self.extraction = "hidden_states"
-        if _is_remote_type(self.config) or blocks:
+        if is_remote_type(self.config) or blocks:
             self.extraction = "hooks"
-            self.modality, self.pooling = _classify_hooked(self.config, modality, spec)
+            self.modality, self.pooling = classify_hooked(self.config, modality, spec)
         else:
-            self.modality, self.pooling = _classify(self.config, modality)
+            self.modality, self.pooling = classify(self.config, modality)
         if self.is_local and local.is_dir() and not random_init:
             check_local_weights(local)  # before any run exists, not at load time mid-job
 
@@ -384,9 +384,9 @@ class Adapter:
         return cfg
 
     def planned_sentence_head(self):
-        """The :class:`~precompute.sentence_head.SentenceHead` of a local sentence-transformers text
+        """The :class:`~precompute.adapters.sentence_head.SentenceHead` of a local sentence-transformers text
         folder, read from its JSON alone (``sweep plan`` matches runs on it), else None; raises
-        :class:`~precompute.sentence_head.HeadError` for a head LayerScope cannot reproduce."""
+        :class:`~precompute.adapters.sentence_head.HeadError` for a head LayerScope cannot reproduce."""
         from .sentence_head import read_head
 
         if self.modality != "text" or not (self.is_local and Path(self.source).is_dir()):
@@ -395,7 +395,7 @@ class Adapter:
 
     def default_of(self, out, mask):
         """``(B, d)`` ``default`` layer from a forward's output: a sentence-transformers head on the
-        last hidden state (what ``encode()`` returns), else :func:`~precompute.hooks.default_output`."""
+        last hidden state (what ``encode()`` returns), else :func:`~precompute.adapters.hooks.default_output`."""
         from .hooks import default_output
 
         if self.st_head is not None:
@@ -467,7 +467,7 @@ class Adapter:
         return self
 
     def _plan_named_layers(self):
-        """The named layers stored after the ``n_hidden`` hidden states (issue #15): ``default``,
+        """The named layers stored after the ``n_hidden`` hidden states: ``default``,
         the model's own output (not for MLLMs: their layers are the language model's), and
         ``joint`` for dual encoders; sets ``n_layers``, ``dim`` (the widest layer),
         ``layer_names`` and ``layer_dims``."""
@@ -862,7 +862,7 @@ class TextAdapter(Adapter):
 class MllmAdapter(Adapter):
     """Multimodal LLMs (LLaVA-style: an image processor, a tokenizer with an image token, a language
     model): the "explicit one-word limitation" prompt, and the hidden state of the last token of
-    every language-model layer (nuanced video retrieval paper; DESIGN §4).
+    every language-model layer (the nuanced video retrieval paper's protocol).
 
     Video: the ``n_f`` sampled frames go in as ``n_f`` images in the prompt
     ``{media}: Summarize the video in one word: ``. Text: ``{text}: Summarize above sentence in one word: ``.

@@ -28,7 +28,7 @@ from analysis.storage.schema import (
 )
 from analysis.storage.store import connect, schema_version, transaction
 
-from .writer import embedding_rows, insert_arrow
+from ..batch.writer import embedding_rows, insert_arrow
 
 
 def migrate_store(path, *, log=print) -> dict:

@@ -3,7 +3,7 @@
 ``dataset``, and never drops a parameter no page has claimed.
 
 AppTest runs app.py (where the parameters are pruned) only for the entry page; pages within one
-session are checked in a real browser (test_browser_issue33_params.py)."""
+session are checked in a real browser (test_browser_url_params.py)."""
 
 from analysis.views.url_state import stale_params
 

@@ -77,12 +77,12 @@ def video_fingerprint(path) -> str:
     last 64 KiB (the whole file when smaller); for a frame folder, of every image's name, size and
     ends. Another video under the same name almost surely differs in size or in those bytes (the
     container header and index sit at the ends); a copied or touched file keeps its fingerprint."""
-    from .video import _frame_files
+    from .video import frame_files
 
     path = Path(path)
     h = hashlib.sha256()
     if path.is_dir():
-        files = _frame_files(path)
+        files = frame_files(path)
         total = 0
         for f in files:
             _file_digest(h, f)

@@ -223,7 +223,7 @@ BUILDERS = {
 }
 
 
-# ---- models outside transformers' own classes (issue #15) ---------------------------------------
+# ---- models outside transformers' own classes ----------------------------------------------------
 
 #: A VideoMAEv2-like remote-code model: its own config and modeling files named in ``auto_map``,
 #: a ``model.blocks`` list inside a PreTrainedModel wrapper, clips as ``(B, C, T, H, W)`` through a

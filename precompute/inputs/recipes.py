@@ -1,5 +1,5 @@
 """Dataset recipes: ``layerscope manifest vatex|msrvtt`` turns a public annotation file and a folder of
-videos the user downloaded into a LayerScope manifest (issue #31). Nothing is downloaded.
+videos the user downloaded into a LayerScope manifest. Nothing is downloaded.
 
 Layouts read (as published):
 
@@ -366,7 +366,7 @@ def write_manifest(items: list[dict], out) -> Path:
     """JSONL, one item per line, written to a temporary file, checked by precompute's own manifest
     validation, then renamed: no half-written manifest, none precompute would refuse, and no
     temporary file left behind."""
-    from precompute.manifest import ManifestError, load_manifest
+    from precompute.inputs.manifest import ManifestError, load_manifest
 
     out = Path(out)
     if out.suffix.lower() not in (".jsonl", ".ndjson"):
@@ -428,7 +428,7 @@ Users bring the annotation files and the videos; nothing is downloaded. PVD: pvd
 test/*.tar shards extracted (<key>.json beside <key>.mp4); a shard .tar or a JSONL of the samples'
 JSON is read as well (the videos must be files in VIDEO_DIR); each video's human_caption is written
 as long_caption (see
-`python -c "import precompute.recipes as r; print(r.__doc__)"`).
+`python -c "import precompute.inputs.recipes as r; print(r.__doc__)"`).
 """
 
 

@@ -24,19 +24,19 @@ LOADED_ONLY = ("native_frames",)
 
 @dataclass(frozen=True)
 class KnownIdentity:
-    info: SimpleNamespace  #: the ``info`` fields :meth:`precompute.runner.Precompute.plan` reads
+    info: SimpleNamespace  #: the ``info`` fields :meth:`precompute.batch.runner.Precompute.plan` reads
     fixed: dict  #: identity fields pinned beyond the plan's (``layer_names``: None for a run without them)
     unknown: tuple  #: identity fields only a load can tell
     dims: tuple | None  #: ``(n_layers, dim)`` when the config states them, else None
-    #: stands in for the adapter in :meth:`precompute.runner.Precompute.plan`: ``prompt_format(side)``
+    #: stands in for the adapter in :meth:`precompute.batch.runner.Precompute.plan`: ``prompt_format(side)``
     adapter: SimpleNamespace
 
 
 def known_identity(probe) -> KnownIdentity:
-    """The identity a config-only adapter (:func:`precompute.loading.probe_model`) pins down."""
+    """The identity a config-only adapter (:func:`precompute.adapters.dispatch.probe_model`) pins down."""
     planned = probe.planned_layers()
     hf = hasattr(probe, "config")  # timm / open_clip: revision and pooling come with the weights
-    # a --weights file's content hash is known before the load: it is the revision (precompute.loaders)
+    # a --weights file's content hash is known before the load: it is the revision (precompute.adapters.hooked)
     revision = probe.config_revision() if hf else getattr(probe, "file_revision", None)
     info = SimpleNamespace(source=probe.source, revision=revision,
                            modality=probe.modality, pooling=getattr(probe, "pooling", None), native_frames=None,
@@ -49,14 +49,14 @@ def known_identity(probe) -> KnownIdentity:
     if names:
         info.config = {"layerscope": {"layer_names": names}}
     head = _sentence_head(probe) if names else None
-    if head is not None:  # the load records it in the run identity (precompute.runner.Precompute.plan)
+    if head is not None:  # the load records it in the run identity (precompute.batch.runner.Precompute.plan)
         info.config["layerscope"]["sentence_transformers"] = head.record()
     return KnownIdentity(info, {"layer_names": names or None}, unknown, (n_layers, dim), adapter)
 
 
 def _sentence_head(probe):
     """A sentence-transformers folder's head, or None (also for a head the load will refuse)."""
-    from .sentence_head import HeadError
+    from ..adapters.sentence_head import HeadError
 
     try:
         return probe.planned_sentence_head() if hasattr(probe, "planned_sentence_head") else None
@@ -67,7 +67,7 @@ def _sentence_head(probe):
 def _prompts(probe):
     """``prompt_format(side)`` of an MLLM probe, as its loaded adapter gives it: the processor (no
     weights) is read here when the prompt goes inside its chat template (``prompt_template`` auto)."""
-    from .models import MllmAdapter
+    from ..adapters.hf import MllmAdapter
 
     shell = MllmAdapter.__new__(MllmAdapter)
     shell.__dict__.update(probe.__dict__)
@@ -87,7 +87,7 @@ def _prompts(probe):
 
 def keep_unknown_revision(known: KnownIdentity, name: str, stored: list[dict], explicit_revision) -> None:
     """Plan a hub model whose stored runs say revision ``unknown`` (made while transformers 5 left
-    hub commits unrecorded) with that revision, as :meth:`precompute.runner.Precompute.run_model`
+    hub commits unrecorded) with that revision, as :meth:`precompute.batch.runner.Precompute.run_model`
     then runs it, so the plan agrees with the run: only when no ``--revision`` was asked for."""
     info = known.info
     if explicit_revision or not info.revision or info.revision == "unknown":
@@ -108,7 +108,7 @@ def stored_runs(con) -> list[dict]:
 
 
 def match(plan, known: KnownIdentity, stored: list[dict], n_items: int) -> tuple[int, str]:
-    """``(n_done, status)`` of one planned run (:class:`precompute.runner.RunPlan`): the best stored
+    """``(n_done, status)`` of one planned run (:class:`precompute.batch.runner.RunPlan`): the best stored
     run of the same known identity (done first, then the most items), ``status`` done | partial | todo."""
     want = {**{k: v for k, v in plan.identity.items() if k not in known.unknown}, **known.fixed}
     found = [r for r in stored if all(r["config"].get(k) == v for k, v in want.items())]

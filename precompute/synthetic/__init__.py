@@ -1,0 +1,1 @@
+"""Fixtures and the demo's data: synthetic videos and stores, tiny random models, packaged weights and images."""

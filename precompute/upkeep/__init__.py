@@ -1,0 +1,1 @@
+"""Store upkeep: removing, renaming and tagging runs (manage), merging shard stores, migrating old schemas."""
