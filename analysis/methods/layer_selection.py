@@ -360,9 +360,8 @@ def layer_verdict(curves: dict[str, np.ndarray], higher_is_better: dict[str, boo
         "interval": [lo, hi] | None, "last_value", "default_value", "gain_vs_last", "gain_vs_default"
         (lead metric, relative, + = pick better), "vs_last", "vs_default" (:func:`paired_gain` dicts,
         or point-only ones without an interval, or None), "gains_vs_last": {metric: gain}, "margin",
-        "n_boot", "control", "reason", "decided_by": "alignment" | "single-space", "dissent":
-        [{"metric", "layer", "alignment", "vs", "gain", "beyond_interval"}], "null" (the lead's entry of
-        ``nulls``, which cleared it, or None), "tie_with" (ties)}``.
+        "n_boot", "control", "reason", "decided_by": "alignment" | "single-space", "dissent": [{"metric",
+        "layer", "alignment", "vs", "gain", "beyond_interval"}], "null" (:func:`_lead_null`), "tie_with"}``.
         ``layer`` is the candidate whatever the status (the picked layer a probe is compared with).
     """
     if not curves:
@@ -384,14 +383,19 @@ def layer_verdict(curves: dict[str, np.ndarray], higher_is_better: dict[str, boo
            "copies": copy}
     if not picks:
         return {**out, **_without_voters(arrays, copy, chance, ctrl, undefined, bad)}
-    ev = _Evidence(arrays, higher_is_better, resamples)
-    out.update(_measured(ev, picks, align, last, d, intervals))
-    lead = out["lead"]  # the test the deciding curve passed, when it has one
-    out["null"] = dict(nulls[lead]) if lead in (nulls or {}) and lead not in chance and nulls[lead] else None
+    out.update(_measured(ev := _Evidence(arrays, higher_is_better, resamples), picks, align, last, d, intervals))
+    out["null"] = _lead_null(nulls, chance, out["lead"])
     if control_model:
         return {**out, "status": "control",
                 "reason": "random-init weights: a baseline for the trained models, not a candidate"}
     return _judged(out, ev.comparisons, align, last, margin)
+
+
+def _lead_null(nulls: dict | None, chance: dict, lead: str | None) -> dict | None:
+    """The null the lead (deciding) curve passed: its entry of ``nulls``, or None when it has none or
+    did not pass it (then it is in ``chance`` and never leads)."""
+    nl = (nulls or {}).get(lead)
+    return dict(nl) if nl and lead not in chance else None
 
 
 def _voters(arrays: dict, controls, copies: dict | None, nulls: dict | None) -> tuple[list, dict, dict, dict]:
