@@ -97,6 +97,15 @@ def wait_done(browser, title: str, charts: bool = False, timeout=90, settle=1.5)
     assert not errors, errors[0].text
 
 
+def wait_charts_drawn(browser, timeout=60):
+    """Until every vega-embed on the page holds its drawn SVG or canvas."""
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    WebDriverWait(browser, timeout).until(lambda b: b.execute_script(
+        "const e = document.querySelectorAll('.vega-embed');"
+        "return [...e].every(x => x.querySelector('svg.marks, canvas'));"))
+
+
 def shoot(browser, name: str) -> Path:
     """A screenshot of the window to ``$LAYERSCOPE_SCREENSHOTS/{name}.png``."""
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)

@@ -19,7 +19,7 @@ from analysis.methods.paper_figures import KINDS, line_fit, rank_agreement, vide
 from analysis.storage import published as P
 from analysis.storage import results as R
 from analysis.storage.schema import MODEL_LEVEL
-from analysis.views.charts import _alt
+from analysis.views.charts import _alt, wrapped_title
 from analysis.views.store_info import has_table
 from analysis.views.text import fmt_number
 
@@ -280,12 +280,17 @@ def fig11_chart(av: dict, *, title=None):
     alt = _alt()
     cells = av["cells"].assign(value=lambda d: pd.to_numeric(d["value"], errors="coerce"))
     base = alt.Chart(cells).encode(x=alt.X("text:N", title="text model"), y=alt.Y("vision:N", title="vision model"))
-    heat = base.mark_rect().encode(color=alt.Color("value:Q", title=av["metric"], scale=alt.Scale(scheme="viridis")),
+    heat = base.mark_rect().encode(color=alt.Color("value:Q", title=av["metric"], scale=alt.Scale(scheme="viridis"),
+                                                   legend=alt.Legend(orient="bottom")),
                                    tooltip=["vision", "text", "n_frames", "n_captions", "cell"])
-    text = base.mark_text(fontSize=11, color="white").encode(text="cell:N")
-    chart = alt.layer(heat, text).properties(width=max(200, 110 * cells["text"].nunique()),
-                                             height=max(120, 28 * cells["vision"].nunique()))
-    return chart.properties(title=title) if title else chart
+    text = base.mark_text(fontSize=10, color="white").encode(text="cell:N")
+    # drawn at its own size (``pad``): Streamlit's ``fit`` squeezed title, axes and legend into the plot's
+    # box and left the cells 0 px; 72 px holds "0.41 (L12/L5)" at 10 px, so three columns with the legend
+    # below fit a phone's column
+    chart = alt.layer(heat, text).properties(
+        width=72 * max(1, cells["text"].nunique()), height=32 * max(1, cells["vision"].nunique()),
+        autosize=alt.AutoSizeParams(type="pad"))
+    return chart.properties(title=wrapped_title(title)) if title else chart
 
 
 # ---------------------------------------------------------------- DR Fig. 2

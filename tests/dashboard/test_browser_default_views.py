@@ -21,7 +21,7 @@ import re
 
 import pytest
 
-from tests.browser_helpers import page_sections, shoot, wait_done
+from tests.browser_helpers import page_sections, shoot, wait_charts_drawn, wait_done
 
 pytestmark = pytest.mark.browser
 
@@ -195,15 +195,6 @@ def interval_problems(section) -> list[str]:
 
 def _has_band(sentence: str) -> bool:
     return re.search(r"\bbands?\b", sentence, re.I) is not None
-
-
-def wait_charts_drawn(browser, timeout=60):
-    """Until every vega-embed on the page holds its drawn SVG or canvas."""
-    from selenium.webdriver.support.ui import WebDriverWait
-
-    WebDriverWait(browser, timeout).until(lambda b: b.execute_script(
-        "const e = document.querySelectorAll('.vega-embed');"
-        "return [...e].every(x => x.querySelector('svg.marks, canvas'));"))
 
 
 def full_page_shot(browser, name: str):
