@@ -70,6 +70,30 @@ def new_run():
     st.session_state["_owned_params"] = set()
 
 
+#: Streamlit's frontend pushes a browser-history entry for every change of the query string, so each URL
+#: write that only mirrors a widget (a page's defaults, a changed selectbox) was one more press of Back,
+#: and Back from a page landed on the same page with its defaults missing, which wrote them again. A
+#: change of the query alone now replaces the current entry; a change of page (the path) still pushes.
+_QUERY_WRITES_REPLACE = """<script>
+(() => {
+  const h = window.history;
+  if (h.layerscopeQueryReplaces) return;
+  const push = h.pushState.bind(h);
+  h.pushState = (state, title, url) => {
+    const next = new URL(url === undefined || url === null ? location.href : url, location.href);
+    return next.pathname === location.pathname ? h.replaceState(state, title, url) : push(state, title, url);
+  };
+  h.layerscopeQueryReplaces = true;
+})();
+</script>"""
+
+
+def query_writes_replace_history():
+    """Called once at the top of every script run (app.py), before any page writes the URL: see
+    :data:`_QUERY_WRITES_REPLACE`. In the sidebar, so the main column keeps no empty element."""
+    st.sidebar.html(_QUERY_WRITES_REPLACE, unsafe_allow_javascript=True)
+
+
 def own_params(*params: str):
     """Mark URL parameters as this page's (the ``pick*`` helpers and :func:`url_list` do it themselves;
     pages that read ``st.query_params`` directly call this): :func:`prune_params` keeps them."""
