@@ -18,7 +18,8 @@ from analysis.views.metric_help import metric_direction, chance_level, metric_he
 from analysis.views.null import grid_null, null_text, curve_null_levels, null_levels_text  # noqa: F401
 from analysis.views.heatmap import PAIR_KINDS, pair_kinds, pair_kind_label, budget_pickers, grid_index, grid_by_id, grid_long, near_best_cells, best_cell_text, beyond_null_cells, null_rule_text  # noqa: F401
 from analysis.views.curves import profiles_long, flag_lines, layer_choices, curve_intervals, alignment_curves_long, recommended_marks, curves_chart, named_layer_rows, named_layers_text, budget_text, uncertainty_text  # noqa: F401
-from analysis.views.layers import layer_label, layer_order, relative_depth, run_layer_names, names_of  # noqa: F401
+from analysis.views.layers import (axis_label_expr, layer_label, layer_order, relative_depth, run_layer_names,  # noqa: F401
+                                   names_of)
 from analysis.views.verdicts import VERDICT_RULE, verdicts  # noqa: F401
 from analysis.views.scaling import SATURATING_TITLE, drawn_forms, saturating_param_rows, scaling_heading, scaling_fit_lines, scaling_subjects, scaling_view, scaling_panels, scaling_uncertainty_text, budget_lists  # noqa: F401
 from analysis.views.studies import model_map_view, downstream_view, scatter_frame, fit_line_verdict, MIN_LINE_N, temporal_view, model_map_charts, reorder_charts, reorder_drop_text  # noqa: F401
