@@ -342,7 +342,12 @@ def require_store():
     return path
 
 
-def require_results(what: str, available: bool):
+def require_results(what: str, available: bool, why: str | None = None):
+    """Stop the page when ``available`` is false: with ``why`` (nothing to compute: e.g. a text-only
+    dataset on a vision page) as the reason, else with the command that computes ``what``."""
+    if not available and why:
+        st.info(md_escape(why))
+        st.stop()
     if not available:
         st.info(f"No {md_escape(what)} in this store yet. Compute them with `layerscope analyze`:")
         st.code(f"layerscope analyze --store {store_path()}", language="bash")

@@ -25,7 +25,7 @@ SECTIONS = {"fig7": "Fig. 7: 1 vs many captions", "fig11": "Figs. 11/12: vision 
 section = pick("Figure", list(SECTIONS), param="figure", fmt=SECTIONS.get, widget="radio", container=st.sidebar)
 
 if section not in ("published", "prompts"):
-    require_results("vision × text grids", bool(choices["metrics"]))
+    require_results("vision × text grids", bool(choices["metrics"]), why=view(views.vision_results_missing, dataset))
     metric = pick("Metric", choices["metrics"], param="metric", default="mutual_knn", container=st.sidebar)
 
 

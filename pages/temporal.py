@@ -22,7 +22,8 @@ require_store()
 dataset = dataset_picker()
 payload = view(views.study, "temporal", dataset)
 same_rows = view(views.same_space_studies, dataset)
-require_results("temporal probes for this dataset", payload is not None or bool(same_rows))
+require_results("temporal probes for this dataset", payload is not None or bool(same_rows),
+                why=view(views.vision_results_missing, dataset))
 payload = payload or {}
 
 #: facet labels above each row, horizontal, never on top of each other
