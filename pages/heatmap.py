@@ -204,6 +204,7 @@ if n_near:
 st.caption(views.md_escape(views.metric_help(metric, view(views.dataset_context, dataset)["n_items"],
                                              {k: v for k, v in (g.get("params") or {}).items() if k != "n_boot"})))
 st.metric(f"{views.md_escape(metric)} at layers ({shown_la}, {shown_lb})", views.fmt_number(g["grid"][la, lb], 4))
+st.caption(views.md_escape(views.selected_cell_text(g, la, lb)))  # the number's uncertainty, where it is read
 note = df[(df["layer_a"] == la) & (df["layer_b"] == lb)]["note"].iloc[0]
 if note:
     st.caption(f"This cell: {views.md_escape(note)}")

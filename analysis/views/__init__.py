@@ -16,7 +16,7 @@ from analysis.views.charts import chart_title, export_name, plot_height  # noqa:
 from analysis.views.store_info import is_layerscope_store, has_table, overview, untrained_banner, display_table, model_labels, provenance, dataset_context, study  # noqa: F401
 from analysis.views.metric_help import metric_direction, chance_level, metric_help, baselines, baseline_rules  # noqa: F401
 from analysis.views.null import grid_null, null_text, curve_null_levels, null_levels_text  # noqa: F401
-from analysis.views.heatmap import PAIR_KINDS, pair_kinds, pair_kind_label, budget_pickers, grid_index, grid_by_id, grid_long, near_best_cells, best_cell_text, beyond_null_cells, null_rule_text  # noqa: F401
+from analysis.views.heatmap import PAIR_KINDS, pair_kinds, pair_kind_label, budget_pickers, grid_index, grid_by_id, grid_long, near_best_cells, best_cell_text, selected_cell_text, beyond_null_cells, null_rule_text  # noqa: F401
 from analysis.views.curves import profiles_long, flag_lines, layer_choices, curve_intervals, alignment_curves_long, recommended_marks, curves_chart, named_layer_rows, named_layers_text, budget_text, uncertainty_text  # noqa: F401
 from analysis.views.store_info import text_only, vision_results_missing  # noqa: F401
 from analysis.views.layers import (axis_label_expr, layer_label, layer_order, relative_depth, run_layer_names,  # noqa: F401
