@@ -96,7 +96,8 @@ def gain_chart(table: pd.DataFrame, *, margin: float = PRACTICAL_MARGIN, height_
     span = max(abs(min(ends)), abs(max(ends))) * 1.1 or 1.0
     scale = alt.Scale(domain=[-span, span])
     # "model · dataset" in two lines: the legends start where the plot does, after these labels
-    y = alt.Y("row:N", title=None, sort=list(d["row"]), axis=alt.Axis(labelLimit=0, labelExpr="split(datum.label, ' · ')"))
+    y = alt.Y("row:N", title=None, sort=list(d["row"]), axis=alt.Axis(labelLimit=0, labelOverlap=False,
+                                                                   labelExpr="split(datum.label, ' · ')"))
     # a legend starts at the plot's left edge, after the model names, and the axis title is centred on the
     # plot: one legend entry per row, one legend above, the title in two lines ending at the plot's right
     # edge, so a phone's column holds them

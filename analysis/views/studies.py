@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from analysis.views.charts import _alt
+from analysis.views.charts import _alt, wrapped_title
 
 
 def model_map_view(payload: dict) -> dict:
@@ -217,7 +217,7 @@ def model_map_charts(mv: dict, *, labels: dict, title: dict | None = None):
     base = alt.Chart(cells).encode(x=alt.X("model_b:N", sort=order, title=None, axis=alt.Axis(labelLimit=0)),
                                    y=alt.Y("model_a:N", sort=order, title=None, axis=alt.Axis(labelLimit=0)))
     heat = base.mark_rect().encode(color=alt.Color("similarity:Q", scale=alt.Scale(scheme="viridis"),
-                                                   title="mutual k-NN"),
+                                                   title="mutual k-NN", legend=alt.Legend(orient="bottom")),
                                    tooltip=["model_a", "model_b", alt.Tooltip("similarity:Q", format=".3f"),
                                             alt.Tooltip("pair_kind:N", title="pair kind")])
     if len(order) <= 10:
@@ -233,9 +233,10 @@ def model_map_charts(mv: dict, *, labels: dict, title: dict | None = None):
     sy = alt.Scale(domain=dom_y, nice=False, zero=False)
     points = alt.Chart(coords).mark_point(filled=True, size=220, opacity=0.9).encode(
         x=alt.X("x:Q", title="MDS 1", scale=sx), y=alt.Y("y:Q", title="MDS 2", scale=sy),
-        color=alt.Color("cluster:N", title="cluster"), shape=alt.Shape("modality:N", title="modality"),
+        color=alt.Color("cluster:N", title="cluster", legend=alt.Legend(orient="bottom")),
+        shape=alt.Shape("modality:N", title="modality", legend=alt.Legend(orient="top")),
         tooltip=["model", "modality", "cluster"])
-    side = 380
+    side = 260  # with the legends above and below, the map and its axes fit a phone's column
     # labels placed beside their points without overlapping each other or a marker; one that finds no
     # free place is left off (the point's tooltip names it)
     from analysis.views.label_layout import label_positions
@@ -248,12 +249,13 @@ def model_map_charts(mv: dict, *, labels: dict, title: dict | None = None):
                                                                text="model:N")
     # "pad": the plot is exactly side × side and the names, legends and titles go around it. Under
     # Streamlit's default fit they came out of the 380 px, which left a 220 px map whose labels (placed
-    # for 380 px) overlapped, and 22 px matrix cells (issue #33)
+    # for 380 px) overlapped, and 22 px matrix cells. One legend above, one below, titles wrapped: a
+    # phone's column holds the charts (beside them, the map was 541 px wide)
     pad = alt.AutoSizeParams(type="pad")
-    cell = min(380, max(120, 34 * len(order)))
+    cell = min(300, max(120, 30 * len(order)))
     matrix = heat.properties(width=cell, height=cell, autosize=pad)
     mapped = (points + names).properties(width=side, height=side, autosize=pad)  # square, same span: equal scales
     if title:
-        matrix = matrix.properties(title=title)
-        mapped = mapped.properties(title={**title, "text": "2-D map (classical MDS of 1 − similarity)"})
+        matrix = matrix.properties(title=wrapped_title(title))
+        mapped = mapped.properties(title=wrapped_title({**title, "text": "2-D map (classical MDS of 1 − similarity)"}))
     return matrix, mapped
