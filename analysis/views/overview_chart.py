@@ -61,12 +61,20 @@ def gain_table(by_dataset: dict[str, list[dict]]) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=_COLUMNS)
 
 
+def _all_last(rows: pd.DataFrame) -> bool:
+    """Whether every row's pick is its model's last layer (a gain of 0 by definition, no interval)."""
+    return bool((rows["interval"] == "pick is the last layer").all())
+
+
 def gain_note(table: pd.DataFrame) -> str:
     """One line on what the chart cannot draw: ``""`` when every row is drawn; the whole answer when no
     row is (an empty store, or no pick anywhere), each distinct reason once with its count."""
     if not len(table):
         return "No layer verdict yet: the chart needs per-layer results (`layerscope analyze`)."
     undrawn = table[table["gain"].isna()]
+    drawn = table[table["gain"].notna()]
+    if len(drawn) and _all_last(drawn) and not len(undrawn):
+        return "Every model's pick is its last layer: no gain over it to draw."
     if not len(undrawn):
         return ""
     counts = undrawn["note"].fillna("undefined").value_counts()
@@ -85,7 +93,7 @@ def gain_chart(table: pd.DataFrame, *, margin: float = PRACTICAL_MARGIN, height_
 
     alt = _alt()
     d = table[table["gain"].notna()].copy()
-    if not len(d):
+    if not len(d) or _all_last(d):  # nothing but zeros without intervals: gain_note says it in a sentence
         return None
     # controls (random-init weights) after the trained models, grey and faded: a control's gain is no result
     d["control"] = d["status"] == "control"

@@ -1,6 +1,6 @@
-"""The Overview's gain chart draws controls (random-init weights) apart from trained models: after
-them, in grey and faded, so a control's large gain (the largest on the demo) is not read as a
-trained model's result."""
+"""The Overview's gain chart: controls (random-init weights) apart from trained models, after them, grey and
+faded, so a control's large gain (the largest on the demo) is not read as a trained model's result; and no
+chart (one sentence instead) when every pick is its model's last layer: nothing but zeros, no interval."""
 
 import pandas as pd
 
@@ -24,3 +24,11 @@ def test_controls_come_after_the_trained_models_and_are_drawn_grey():
     stroke = points["encoding"]["stroke"]
     assert stroke["condition"]["test"] == "datum.control" and stroke["condition"]["value"] == "#999999"
     assert data.set_index("model")["control"].to_dict() == {"a": False, "b": False, "ctl (random init)": True}
+
+
+def test_every_pick_at_the_last_layer_is_one_sentence_not_a_chart_of_zeros():
+    from analysis.views.overview_chart import gain_note
+
+    t = gain_table({"d": [verdict("a", "recommend", 4, 4, 0.0), verdict("b", "tie", 6, 6, 0.0)]})
+    assert gain_chart(t) is None
+    assert gain_note(t) == "Every model's pick is its last layer: no gain over it to draw."
