@@ -50,9 +50,9 @@ if len(tv["tot"]):
     st.subheader("Test of Time: alignment at k = 1, 2, 3")
     line = undefined_text(tv["tot"], "alignment", "alignment")
     if drawable(tv["tot"], "alignment"):
-        st.altair_chart(alt.Chart(tv["tot"]).mark_bar().encode(
-            x=alt.X("k:O", axis=alt.Axis(labelAngle=0)), y=alt.Y("alignment:Q"), color="pair:N", xOffset="pair:N",
-            tooltip=["pair", "k", "alignment"]).properties(height=260), width="stretch", key="tot_chart")
+        n_items = view(views.dataset_context, dataset)["n_items"]
+        st.altair_chart(views.tot_chart(tv["tot"], n_items=n_items), width="stretch", key="tot_chart")
+        st.caption(md_escape(views.tot_uncertainty_text(n_items)))
     if line:
         st.caption(md_escape(line))
     st.subheader("First neighbour types")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from analysis.views.charts import _alt, wrapped_title
+from analysis.views.charts import _alt, plot_height, wrapped_title
 
 
 def model_map_view(payload: dict) -> dict:
@@ -202,6 +202,33 @@ def temporal_view(payload: dict) -> dict:
     return {"tot": pd.DataFrame(tot), "types": pd.DataFrame(types), "reorder": pd.DataFrame(reorder),
             "arrow": pd.DataFrame(arrow), "chiral": payload.get("chiral", []), "notes": payload.get("notes", []),
             "types_missing": types_missing}
+
+
+def tot_chart(tot: pd.DataFrame, *, n_items: int | None, height: int = 260):
+    """Test of Time alignment (y) at k = 1, 2, 3 (x), one bar per vision × text pair, with mutual k-NN's
+    chance level k/(N−1) at each k as a black tick (``n_items`` N; none when unknown): a bar is read
+    against it. ``tot``: :func:`temporal_view`'s ``tot`` rows."""
+    alt = _alt()
+    bars = alt.Chart(tot).mark_bar().encode(
+        x=alt.X("k:O", axis=alt.Axis(labelAngle=0)), y=alt.Y("alignment:Q"), xOffset="pair:N",
+        color=alt.Color("pair:N", legend=alt.Legend(orient="bottom", columns=1, labelLimit=0)),
+        tooltip=["pair", "k", "alignment"])
+    layers = [bars]
+    if n_items and n_items > 1:
+        ks = sorted(int(k) for k in tot["k"].unique())
+        chance = pd.DataFrame({"k": ks, "chance": [k / (n_items - 1) for k in ks],
+                               "level": ["chance k/(N−1)"] * len(ks)})
+        layers.append(alt.Chart(chance).mark_tick(color="black", thickness=2).encode(
+            x="k:O", y="chance:Q", tooltip=[alt.Tooltip("chance:Q", format=".3f", title="chance k/(N−1)")]))
+    return plot_height(alt.layer(*layers), height)
+
+
+def tot_uncertainty_text(n_items: int | None) -> str:
+    """What the Test of Time bars can claim: no interval (one best-of-grid value on all items, biased up
+    by the choice of its layers) and the chance ticks."""
+    chance = (f"Black ticks: chance, k/(N−1) with N = {n_items} items. " if n_items and n_items > 1 else "")
+    return (chance + "No interval: each bar is the best layer pair's value on all items, computed once (a maximum "
+            "over the grid, so it sits a little above what a fixed layer pair would score).")
 
 
 def model_map_charts(mv: dict, *, labels: dict, title: dict | None = None):
