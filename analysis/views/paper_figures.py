@@ -297,7 +297,8 @@ def agreement_text(av: dict) -> str:
 def agreement_frame(av: dict) -> pd.DataFrame:
     ag = av.get("agreement") or {"pairs": []}
     return pd.DataFrame([{"text encoder a": p["a"], "text encoder b": p["b"],
-                          "Kendall τ-b": fmt_number(p["tau"]) if p["tau"] is not None else f"— ({p['why']})"}
+                          "Kendall τ-b": (fmt_number(p["tau"]) + (f" (exact p = {p['p']:.3g})" if p.get("p") is not None else "")
+                                          if p["tau"] is not None else f"— ({p['why']})")}
                          for p in ag["pairs"]], columns=["text encoder a", "text encoder b", "Kendall τ-b"])
 
 

@@ -118,3 +118,18 @@ def test_fig7s_r_over_four_models_carries_its_exact_p_and_no_interval(tmp_path):
     assert fv["fit"]["p"] == pytest.approx(brute_p(x, y, pearson))  # 4! pairings, each scored by scipy
     text = pf.fig7_text(fv)
     assert f"exact permutation p = {fv['fit']['p']:.3g}" in text and "no interval below 5 models" in text
+
+
+def kendall(a, b):
+    return stats.kendalltau(a, b)[0]
+
+
+@pytest.mark.parametrize("n", [4, 6])
+def test_kendall_tau_between_two_encoders_carries_its_exact_permutation_p(n):
+    from analysis.methods.paper_figures import rank_agreement
+
+    rng = np.random.default_rng(n)
+    X = np.column_stack([rng.normal(size=n), rng.normal(size=n)])
+    X[1, 1] = X[0, 1]  # a tie in one encoder's scores
+    (pair,) = rank_agreement(X, ["a", "b"])["pairs"]
+    assert pair["p"] == pytest.approx(brute_p(X[:, 0], X[:, 1], kendall))  # n! orderings, each scored by scipy
