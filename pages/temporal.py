@@ -85,6 +85,7 @@ if len(tv["arrow"]):
             x=alt.X("depth:Q", title="relative depth"), y=alt.Y("arrow_of_time:Q"), color="model:N",
             strokeDash="n_frames:N", tooltip=["model", "n_frames", "layer", "arrow_of_time"]).properties(height=280),
             width="stretch", key="arrow_chart")
+        st.caption(md_escape(views.arrow_uncertainty_text(view(views.dataset_context, dataset)["n_items"])))
     line = undefined_text(tv["arrow"], "arrow-of-time", "arrow_of_time")
     if line:
         st.caption(md_escape(line))

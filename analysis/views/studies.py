@@ -231,6 +231,14 @@ def tot_uncertainty_text(n_items: int | None) -> str:
             "over the grid, so it sits a little above what a fixed layer pair would score).")
 
 
+def arrow_uncertainty_text(n_items: int | None) -> str:
+    """How to read the arrow-of-time values and what they cannot claim: each is one ratio over all the
+    videos (:func:`analysis.methods.temporal.arrow_of_time`), computed once, with no interval."""
+    over = f"all {n_items} videos" if n_items else "all videos"
+    return (f"0: reversal does not move a video; 1: it moves it as far as another video is. No interval: each "
+            f"point is one ratio over {over}, computed once; differences between layers or models are not tested.")
+
+
 def model_map_charts(mv: dict, *, labels: dict, title: dict | None = None):
     """The model map's two charts: the similarity matrix (values written in the cells while the
     matrix is small enough to read) and the 2-D map with one shape per modality, one colour per

@@ -22,3 +22,10 @@ def test_each_k_has_its_chance_tick_at_k_over_n_minus_one():
 def test_the_bars_say_they_have_no_interval():
     text = tot_uncertainty_text(101)
     assert "no interval" in text.lower() and "k/(N−1)" in text and "N = 101" in text
+
+
+def test_the_arrow_of_time_says_what_its_values_mean_and_that_they_have_no_interval():
+    from analysis.views.studies import arrow_uncertainty_text
+
+    text = arrow_uncertainty_text(12)
+    assert "no interval" in text.lower() and "12 videos" in text and "0:" in text and "1:" in text
