@@ -246,8 +246,14 @@ def curves_chart(data: pd.DataFrame, metric: str, *, labels: dict, marks: pd.Dat
                  alt.Tooltip("high:Q", format=".3g", title="95% CI high"), alt.Tooltip("pick:N", title="recommended by")]
         layers.append(alt.Chart(nm).mark_rule(strokeDash=[8, 3], strokeWidth=1.5, opacity=0.8).encode(
             y="value:Q", color="model:N", tooltip=ntips))
-        layers.append(alt.Chart(nm).mark_text(align="right", dx=-2, dy=-6, fontSize=11).encode(
-            y="value:Q", x=alt.value("width"), text="label:N", color="model:N", tooltip=ntips))
+        # in the order of their values, labels alternate below and above their level, the highest above:
+        # two close levels (a default output and a joint projection) then never print on each other
+        nm = nm.sort_values("value", kind="stable").reset_index(drop=True)
+        nm["above"] = (len(nm) - 1 - nm.index) % 2 == 0
+        for above, rows in nm.groupby("above"):
+            layers.append(alt.Chart(rows.drop(columns="above")).mark_text(
+                align="right", dx=-2, dy=-6 if above else 8, baseline="bottom" if above else "top", fontSize=11,
+            ).encode(y="value:Q", x=alt.value("width"), text="label:N", color="model:N", tooltip=ntips))
     if null_levels is not None and len(null_levels):
         nl = lab(null_levels)
         layers.append(alt.Chart(nl).mark_rule(strokeDash=[2, 3], strokeWidth=1.5).encode(
