@@ -131,7 +131,8 @@ def rank_agreement(scores, raters: list[str]) -> dict:
 
     ``scores``: ``(n, m)`` best alignment of n vision models (rows) with m text encoders (columns);
     ``raters``: the m column names. Returns ``{pairs: [{a, b, tau, why}], w: kendall_w(...)}``, τ-b for
-    every pair of text encoders (None, with ``why``, where fewer than two models or a column ties them all)."""
+    every pair of text encoders (None, with ``why``, where fewer than two models or a column ties them all);
+    ``w`` carries W's permutation p (:func:`kendall_w_p`) as ``p``, ``p_method`` and ``n_perm``."""
     X = np.asarray(scores, dtype=float)
     if X.ndim != 2 or X.shape[1] != len(raters):
         raise ValueError(f"scores {X.shape} do not match {len(raters)} text encoder name(s)")
@@ -142,7 +143,8 @@ def rank_agreement(scores, raters: list[str]) -> dict:
                                             else "a text encoder gives every vision model the same score")
         p = kendall_exact_p(X[:, i], X[:, j]) if tau is not None and len(X) <= EXACT_P_MAX_MODELS else None
         pairs.append({"a": raters[i], "b": raters[j], "tau": tau, "why": why, "p": p})
-    return {"pairs": pairs, "w": kendall_w(X)}
+    q = kendall_w_p(X)
+    return {"pairs": pairs, "w": {**kendall_w(X), "p": q["p"], "p_method": q["method"], "n_perm": q["n_perm"]}}
 
 
 def kendall_exact_p(a, b) -> float:
@@ -163,6 +165,51 @@ def kendall_exact_p(a, b) -> float:
     perms = b[_pairings(len(b))]  # (n!, n)
     reached = np.abs(np.sign(perms[:, i] - perms[:, j]) @ sa) >= observed - 1e-9
     return float(np.mean(reached))
+
+
+#: the most rankings :func:`kendall_w_p` enumerates exactly; above it, this many seeded draws
+W_EXACT_MAX = 200_000
+
+
+def kendall_w_p(scores, *, seed: int = 0) -> dict:
+    """One-sided permutation p of Kendall's W: how often m raters ranking the n objects independently
+    (each rater's column permuted on its own, its ties kept) concord at least as much as observed.
+
+    ``scores``: ``(n, m)`` as in :func:`kendall_w`. Under a permutation the tie corrections do not
+    change, so W's numerator S = Σ_i (R_i − m(n+1)/2)² decides. Exact (the first column fixed, every
+    ordering of the other m − 1 enumerated) when (n!)^(m−1) <= :data:`W_EXACT_MAX`; else
+    :data:`W_EXACT_MAX` seeded draws with p = (1 + #reached) / (1 + draws). Returns ``{p, method,
+    n_perm}``; ``p`` is None where :func:`kendall_w` has no W. Over 3 models and 2 encoders that
+    rank alike, p = 1/6 (one of the 3! orderings of the second column matches the first).
+
+    >>> kendall_w_p([[1, 1], [2, 2], [3, 3]])["p"]
+    0.16666666666666666
+    """
+    X = np.asarray(scores, dtype=float)
+    if kendall_w(X)["w"] is None:
+        return {"p": None, "method": None, "n_perm": 0}
+    n, m = X.shape
+    ranks = np.column_stack([_average_ranks(X[:, j]) for j in range(m)])
+    centre = m * (n + 1) / 2
+
+    def spread(R):  # S of each row of rank sums R (…, n)
+        return ((R - centre) ** 2).sum(axis=-1)
+
+    observed = float(spread(ranks.sum(axis=1))) - 1e-9 * max(1.0, centre ** 2 * n)
+    n_orders = float(np.prod(np.arange(1, n + 1, dtype=float))) ** (m - 1)
+    if n_orders <= W_EXACT_MAX:
+        orders = np.array(list(itertools.permutations(range(n))))
+        sums = ranks[None, :, 0]
+        for j in range(1, m):
+            sums = (sums[:, None, :] + ranks[orders, j][None, :, :]).reshape(-1, n)
+        reached = spread(sums) >= observed
+        return {"p": float(np.mean(reached)), "method": "exact permutation", "n_perm": int(len(sums))}
+    rng = np.random.default_rng(seed)
+    R = np.repeat(ranks[None, :, 0], W_EXACT_MAX, axis=0)
+    for j in range(1, m):
+        R += rng.permuted(np.broadcast_to(ranks[:, j], (W_EXACT_MAX, n)), axis=1)
+    count = int((spread(R) >= observed).sum())
+    return {"p": (1 + count) / (1 + W_EXACT_MAX), "method": "permutation", "n_perm": W_EXACT_MAX}
 
 
 def video_minus_image_offset(x, y, kinds, *, reference: str = "image_on_video", target: str = "video") -> dict:

@@ -291,6 +291,10 @@ def agreement_text(av: dict) -> str:
     w = ag["w"]
     head = (f"Kendall's W = {w['w']:.3f} over {w['n']} vision models × {w['m']} text encoders (1: every text encoder "
             "ranks the vision models alike; 0: no agreement)." if w["w"] is not None else f"No Kendall's W: {w['error']}.")
+    if w["w"] is not None and w.get("p") is not None:
+        how = (f"exact permutation p = {w['p']:.3g} over all {w['n_perm']:,} orderings" if w["p_method"] == "exact permutation"
+               else f"permutation p = {w['p']:.3g} ({w['n_perm']:,} draws)")
+        head += f" Against text encoders that rank the models independently: {how}; W itself has no interval."
     return head
 
 
