@@ -249,21 +249,6 @@ def pick_int(label: str, lo: int, hi: int, *, param: str, default: int, containe
     return int(value)
 
 
-def pick_text(label: str, *, param: str, container=st, help=None, placeholder=None) -> str:
-    """A free-text box (a search) whose text lives in the URL (cut at ``url_state.MAX_TEXT``; removed
-    from the URL when empty)."""
-    own_params(param)
-    value = container.text_input(label, value=url_state.choose_text(st.query_params.get(param)),
-                                 key=f"pick_{param}", help=help, placeholder=placeholder,
-                                 max_chars=url_state.MAX_TEXT)
-    value = url_state.choose_text(value)
-    if value:
-        st.query_params[param] = value
-    elif param in st.query_params:
-        del st.query_params[param]
-    return value
-
-
 def pick_flag(label: str, *, param: str, default: bool = False, container=st, help=None) -> bool:
     """A toggle whose state lives in the URL as ``1``/``0``."""
     own_params(param)

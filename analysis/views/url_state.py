@@ -95,18 +95,6 @@ def preferred(options, prefixes) -> object:
     return options[0] if options else None
 
 
-#: longest free text a link may carry (a search box): longer text is cut, never refused
-MAX_TEXT = 100
-
-
-def choose_text(requested) -> str:
-    """Free text from the URL (a search), as plain text: line breaks become spaces, cut at
-    :data:`MAX_TEXT` characters; ``""`` when absent. It is only ever matched and echoed escaped."""
-    if requested is None:
-        return ""
-    return " ".join(str(requested).split())[:MAX_TEXT]
-
-
 def stale_params(present, owned, others=(), carried=()) -> list[str]:
     """The URL parameters a page should drop after a full run: those ``present`` in the URL that another
     page owns (``others``: the parameters the session's other pages read or wrote), that this page did
