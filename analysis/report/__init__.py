@@ -83,7 +83,7 @@ def _verdicts(con, ds, chosen) -> list[dict]:
                 # the null the deciding alignment passed, and every signal that picks another layer
                 "null", "dissent")
         out.append({"model": v["model"], "label": v["label"], "sentence": v["sentence"], "n_boot": v["n_boot"],
-                    **{k: v["verdict"][k] for k in keep}, "heatmap_query": v["heatmap"], "curves_query": v["curves"]})
+                    **{k: getattr(v["verdict"], k) for k in keep}, "heatmap_query": v["heatmap"], "curves_query": v["curves"]})
     return out
 
 

@@ -38,8 +38,8 @@ def capped_verdicts(found: list[dict], n_items: int, dims: dict) -> list[tuple[s
     for v in found:
         vd = v["verdict"]
         dim = dims.get(v["model"], dims.get(v["model"].removesuffix(" [text]")))
-        if vd.get("lead") == "rankme" and rankme_capped(vd.get("value"), n_items, dim):
-            out.append((v["label"], float(vd["value"])))
+        if vd.lead == "rankme" and rankme_capped(vd.value, n_items, dim):
+            out.append((v["label"], float(vd.value)))
     return out
 
 

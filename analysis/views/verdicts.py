@@ -83,12 +83,12 @@ def verdicts(con, dataset) -> list[dict]:
         v = layer_verdict(curves, {m: hib.get(m, True) for m in curves}, last_layer=last, default_layer=default,
                           degenerate=deg, intervals=intervals, resamples=p.get("resamples"), controls=controls,
                           nulls=nulls, control_model=base in random, copies=p.get("copies"))
-        lead = v["lead"] if v["lead"] in found else next((m for m in v["agreeing"] if m in found),
+        lead = v.lead if v.lead in found else next((m for m in v.agreeing if m in found),
                                                           next(iter(sorted(found)), None))
         heat = None
         if lead is not None:
             g, is_a = found[lead]
-            layer = v["layer"] if v["layer"] is not None else (g["best_a"] if is_a else g["best_b"]) or 0
+            layer = v.layer if v.layer is not None else (g["best_a"] if is_a else g["best_b"]) or 0
             other = _row_best(g["grid"], layer, is_a)
             heat = {"dataset": dataset, "kind": g.get("pair_kind") or "vision_text", "a": g["model_a"],
                     "b": g["model_b"], "metric": "mutual_knn",
@@ -96,10 +96,10 @@ def verdicts(con, dataset) -> list[dict]:
                     "nc": str(int(g["n_captions"])) if g["n_captions"] is not None else None,
                     "la": str(layer if is_a else other), "lb": str(other if is_a else layer)}
             heat = {k: x for k, x in heat.items() if x is not None}
-        n_boot = v["n_boot"] or (found[v["lead"]][0].get("n_boot") if v["lead"] in found and v["interval"] else None)
+        n_boot = v.n_boot or (found[v.lead][0].get("n_boot") if v.lead in found and v.interval else None)
         out.append({"model": model, "label": label, "verdict": v, "n_boot": n_boot,
                     "sentence": verdict_sentence(label, v, n_boot=n_boot), "heatmap": heat,
-                    "curves": {"dataset": dataset, "metric": v["lead"] or next(iter(sorted(curves))), "models": base}})
+                    "curves": {"dataset": dataset, "metric": v.lead or next(iter(sorted(curves))), "models": base}})
     return out
 
 

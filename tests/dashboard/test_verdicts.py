@@ -152,9 +152,9 @@ def test_alignment_with_a_control_never_votes_and_a_chance_null_is_read_from_the
                                                  resamples=_resamples(curves), n_boot=20), input_key="hand")
     con.execute("UPDATE models SET random_init = false WHERE model = 'minilm'")
     (v,) = views.verdicts(con, "synthetic")
-    assert v["verdict"]["controls"] == ["alignment with vit"] and v["verdict"]["picks"] == {"rankme": 2}
+    assert v["verdict"].controls == ["alignment with vit"] and v["verdict"].picks == {"rankme": 2}
     # RankMe is left alone: a single-space signal never decides "use layer N"
-    assert v["verdict"]["status"] == "unsupported" and "use layer" not in v["sentence"]
+    assert v["verdict"].status == "unsupported" and "use layer" not in v["sentence"]
     assert "not voting (random-init controls): alignment with vit" in v["sentence"]
     con.close()
 
