@@ -5,7 +5,7 @@ from analysis.views import VERDICT_RULE, display_table, md_escape
 from analysis.views.overview_chart import gain_chart, gain_note, gain_table
 from analysis.views.rankme_cap import capped_verdicts, rankme_cap_text
 from analysis.views.probes import CHECK_BADGES, check_summaries, probe_checks
-from analysis.views.verdicts import VERDICT_BADGES
+from analysis.views.verdicts import VERDICT_BADGES, missing_text
 from pages._shared import (
     background_job,
     download_data,
@@ -37,7 +37,7 @@ for ds, found in found_by.items():
     if len(ov["datasets"]) > 1:
         st.markdown(f"**{md_escape(ds)}**")
     if not found:
-        st.caption(md_escape(f"{ds}: no layer choice yet (needs per-layer results: `layerscope analyze`)."))
+        st.caption(md_escape(missing_text(ds)))
         continue
     for i, v in enumerate(found):
         line, links = st.columns([5, 2], vertical_alignment="center")

@@ -73,7 +73,7 @@ def _verdicts(con, ds, chosen) -> list[dict]:
     (:func:`views.verdicts`), for the chosen models, with the dashboard query of their evidence."""
     out = []
     for v in views.verdicts(con, ds):
-        if v["model"].removesuffix(" [text]") not in chosen:
+        if v["base"] not in chosen:
             continue
         keep = ("status", "layer", "last_layer", "default_layer", "n_agree", "n_metrics", "agreeing", "lead",
                 "value", "last_value", "default_value", "interval", "gain_vs_last", "gain_vs_default", "reason",

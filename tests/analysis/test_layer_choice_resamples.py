@@ -75,6 +75,9 @@ def test_the_verdict_finds_the_planted_layer_with_paired_gains(planted):
     path, V, T = planted
     con = duckdb.connect(str(path))
     con.execute("UPDATE models SET random_init = false")  # trained models here, so their signals vote
+    con.close()
+    analyze_store(path, log=quiet)  # verdicts are decided by analyze: again, now that the models are trained
+    con = duckdb.connect(str(path), read_only=True)
     by = {v["model"]: v for v in views.verdicts(con, "synthetic")}
     con.close()
     v = by["vid"]["verdict"]
@@ -117,6 +120,9 @@ def test_a_collapsed_last_layer_is_never_a_baseline_and_the_line_says_why(tmp_pa
     assert all("3" not in per for per in p["resamples"].values())  # no value there, so no resamples
     con = duckdb.connect(str(path))
     con.execute("UPDATE models SET random_init = false")
+    con.close()
+    analyze_store(path, log=quiet)
+    con = duckdb.connect(str(path), read_only=True)
     (v,) = [v for v in views.verdicts(con, "synthetic") if v["model"] == "vid"]
     con.close()
     assert v["verdict"].layer != 3 and v["verdict"].vs_last is None

@@ -16,9 +16,9 @@ from analysis.views.rankme_cap import capped_verdicts, rankme_capped
 from tests.helpers import app, charts
 
 
-def verdict(label, status, layer, last, cmp=None, lead="rankme", value=None, model=None):
+def verdict(label, status, layer, last, cmp=None, lead="rankme", value=None, model=None, base=None):
     v = dataclasses.replace(no_verdict("", last), status=status, layer=layer, lead=lead, vs_last=cmp, value=value)
-    return {"model": model or label, "label": label, "verdict": v}
+    return {"model": model or label, "base": base or model or label, "label": label, "verdict": v}
 
 
 def cmp(gain, low, high):
@@ -116,7 +116,7 @@ def test_rankme_bound_formula():
     assert not rankme_capped(float("nan"), 5, 8) and not rankme_capped(None, 5, 8) and not rankme_capped(4.5, 5, None)
     found = [verdict("a", "control", 1, 2, lead="rankme", value=4.6, model="vis"),
              verdict("b", "control", 1, 2, lead="uniformity", value=4.6, model="vis"),
-             verdict("c [text]", "control", 1, 2, lead="rankme", value=4.2, model="vis [text]")]
+             verdict("c [text]", "control", 1, 2, lead="rankme", value=4.2, model="vis [text]", base="vis")]
     assert capped_verdicts(found, 5, {"vis": 8}) == [("a", 4.6), ("c [text]", 4.2)]
 
 
