@@ -103,6 +103,12 @@ def test_a_store_analysed_before_verdicts_were_stored_says_to_run_analyze(demo_l
     assert not at.exception
     said = [c.value.replace("\\", "") for c in at.caption]
     assert missing_text("moving_shapes") in said and "run `layerscope analyze`" in missing_text("moving_shapes")
+    from precompute.cli import main
+
+    out = tmp_path / "r.html"
+    assert main(["report", "--store", str(store), "--out", str(out)]) == 0
+    assert "no layer verdict stored yet: run" in out.read_text() and "layerscope analyze" in out.read_text()
+    assert "no layer verdict stored yet: run" in out.with_suffix(".md").read_text()
 
 
 @pytest.fixture
