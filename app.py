@@ -8,7 +8,7 @@ from pathlib import Path
 
 import streamlit as st
 
-from pages._shared import new_run, prune_params, render_sidebar, store_path
+from pages._shared import new_run, prune_params, query_writes_replace_history, render_sidebar, store_path
 
 HERE = Path(__file__).resolve().parent  # absolute page paths: the entry script may live elsewhere
 
@@ -31,6 +31,7 @@ PAGES = [
 ]
 
 new_run()
+query_writes_replace_history()
 nav = st.navigation(PAGES)
 render_sidebar(store_path())
 nav.run()

@@ -20,8 +20,10 @@ def overlay_section(dataset: str, metric: str, models, labels: dict) -> None:
         drop_params("oruns", "base", "diff")
         return
     st.subheader("Overlay runs")
-    chosen = pick_many("Runs to overlay", runs, param="oruns", default=runs, fmt=lambda r: label_of[r],
-                       help="each model at each budget (n_f frames, n_c captions) with this curve")
+    chosen = pick_many("Runs to overlay", runs, param="oruns", default=curve_overlay.default_runs(data),
+                       fmt=lambda r: label_of[r],
+                       help="each model at each budget (n_f frames, n_c captions) with this curve; first, each "
+                            "trained model at its smallest and largest budget")
     if not chosen:
         st.caption("Pick runs to overlay.")
         drop_params("base", "diff")

@@ -6,8 +6,9 @@ Connections: DuckDB locks the store file per process, and a reader holding it re
 writer (``layerscope analyze``, ``precompute``, ``downstream import``). So no connection is kept:
 each view opens the store read-only, reads, and closes (:func:`analysis.storage.store.read_store`); results
 are cached by the store's stamp (file and write-ahead-log mtime and size), so a refresh after a
-write shows the new results. While a writer holds the store, the last results read are shown with
-a note.
+write shows the new results. While a writer holds the store (an analysis holds it for its whole run),
+each view reads a copy of the store as last saved (:func:`analysis.storage.store.snapshot`), and the
+page says so once.
 
 Text: every string that comes from the store or the URL goes through :func:`views.md_escape`
 before any Markdown-rendering element (markdown, caption, info, warning, widget labels).
@@ -24,7 +25,7 @@ import streamlit as st
 from analysis import jobs, report, views
 
 from analysis.views import url_state
-from analysis.storage.store import StoreBusy, read_store, store_stamp
+from analysis.storage.store import StoreBusy, read_store, snapshot, store_stamp
 from analysis.views import md_escape
 from analysis.views.store_info import UNTRAINED_ICON
 
@@ -70,6 +71,30 @@ def new_run():
     st.session_state["_owned_params"] = set()
 
 
+#: Streamlit's frontend pushes a browser-history entry for every change of the query string, so each URL
+#: write that only mirrors a widget (a page's defaults, a changed selectbox) was one more press of Back,
+#: and Back from a page landed on the same page with its defaults missing, which wrote them again. A
+#: change of the query alone now replaces the current entry; a change of page (the path) still pushes.
+_QUERY_WRITES_REPLACE = """<script>
+(() => {
+  const h = window.history;
+  if (h.layerscopeQueryReplaces) return;
+  const push = h.pushState.bind(h);
+  h.pushState = (state, title, url) => {
+    const next = new URL(url === undefined || url === null ? location.href : url, location.href);
+    return next.pathname === location.pathname ? h.replaceState(state, title, url) : push(state, title, url);
+  };
+  h.layerscopeQueryReplaces = true;
+})();
+</script>"""
+
+
+def query_writes_replace_history():
+    """Called once at the top of every script run (app.py), before any page writes the URL: see
+    :data:`_QUERY_WRITES_REPLACE`. In the sidebar, so the main column keeps no empty element."""
+    st.sidebar.html(_QUERY_WRITES_REPLACE, unsafe_allow_javascript=True)
+
+
 def own_params(*params: str):
     """Mark URL parameters as this page's (the ``pick*`` helpers and :func:`url_list` do it themselves;
     pages that read ``st.query_params`` directly call this): :func:`prune_params` keeps them."""
@@ -89,25 +114,37 @@ def prune_params(page: str):
         del st.query_params[param]
 
 
-def _busy_note(exc):
-    """The "being written" note, once per page run however many views fell back to earlier results."""
+def _busy_note():
+    """The "being written" note, once per page run however many views read the saved copy. A reader has
+    nothing to stop or merge: the note says what the page shows, not the writer's advice."""
     if st.session_state.get("_busy_noted"):
         return
     st.session_state["_busy_noted"] = True
-    st.caption(md_escape(f"The store is being written by another process; showing the results read "
-                         f"before. Refresh when it is done. ({exc})"))
+    st.caption("The store is being written by another process (a background job, or a command); the pages show "
+               "the results saved before it. Refresh when it is done to see its new results.")
 
 
-def _read(key, fn):
+def _read(key, fn, saved=None):
+    """``fn()``; while a writer holds the store, ``saved()`` (the same read on the copy as last saved)
+    or the value read before, with the note."""
     try:
         value = fn()
     except StoreBusy as exc:
         _BUSY[store_path()] = time.monotonic()
-        if key in _LAST:
-            _busy_note(exc)
-            return _LAST[key]
-        st.warning(md_escape(f"{exc}. Refresh when it is done."))
-        st.stop()
+        try:
+            value = saved() if saved is not None else _LAST[key]
+        except (StoreBusy, KeyError):
+            if key not in _LAST:
+                st.warning(md_escape(f"{exc}. Refresh when it is done."))
+                st.stop()
+            value = _LAST[key]
+        except ValueError as err:  # the copy could not be made or opened
+            if key not in _LAST:
+                st.warning(md_escape(f"{exc}; a copy to read could not be made either ({err})."))
+                st.stop()
+            value = _LAST[key]
+        _busy_note()
+        return value
     except ValueError as exc:  # damaged, not a DuckDB file, another schema version
         st.error(md_escape(f"Cannot open the store {store_path()}: {exc}"))
         st.stop()
@@ -121,7 +158,8 @@ def view(fn, *args):
     """A cached call of the view function ``fn(con, *args)`` (one of :mod:`analysis.views`; a fresh
     read when the store changed)."""
     path = store_path()
-    return _read((_name(fn), path, args), lambda: _cached_view(fn, path, *args))
+    return _read((_name(fn), path, args), lambda: _cached_view(fn, path, *args),
+                 lambda: _cached_view(fn, str(snapshot(path)), *args))
 
 
 def _name(fn) -> str:
@@ -304,7 +342,12 @@ def require_store():
     return path
 
 
-def require_results(what: str, available: bool):
+def require_results(what: str, available: bool, why: str | None = None):
+    """Stop the page when ``available`` is false: with ``why`` (nothing to compute: e.g. a text-only
+    dataset on a vision page) as the reason, else with the command that computes ``what``."""
+    if not available and why:
+        st.info(md_escape(why))
+        st.stop()
     if not available:
         st.info(f"No {md_escape(what)} in this store yet. Compute them with `layerscope analyze`:")
         st.code(f"layerscope analyze --store {store_path()}", language="bash")
@@ -328,8 +371,9 @@ def untrained_banner():
         ov = _cached_view(views.overview, path, path)
         _LAST[key] = ov
     except StoreBusy:  # a job is writing: the models did not change, so the banner stays
-        ov = _LAST.get(key)
-        if ov is None:
+        try:
+            ov = _LAST.get(key) or _cached_view(views.overview, str(snapshot(path)), path)
+        except ValueError:  # no copy could be read either (StoreBusy is one)
             return
     except Exception:  # noqa: BLE001 - a damaged or older store is explained by the page itself
         return

@@ -46,6 +46,8 @@ for column, label, param in views.budget_pickers(kind):  # the budgets this kind
     sub = sub[sub[column] == chosen]
 row = sub.iloc[0]
 g = view(views.grid_by_id, row["result_id"])
+layer_names = view(views.run_layer_names, dataset)  # {run_id: {index: "default" / "joint"}}
+names_a, names_b = layer_names.get(g["run_a"]) or {}, layer_names.get(g["run_b"]) or {}
 df = views.grid_long(g)
 setting = grid_compare.budget_text(row)
 
@@ -84,9 +86,12 @@ def heat_chart(frame, grid, title, color_title, b_name, *, select=False, domain=
                  "anchor": "start"}
     labelled = grid_compare.cell_labels(frame, grid["n_rows"], grid["n_cols"], diverging=diverging)
     frame = labelled if len(labelled) else frame  # one dataset for every layer of the chart
+    # a named layer (default, joint) is written by its name, as on every other page
     base = alt.Chart(frame).encode(
-        x=alt.X("layer_b:O", title=f"{b_name} layer", axis=alt.Axis(labelAngle=0, titleLimit=0)),
-        y=alt.Y("layer_a:O", title=f"{model_a} layer", sort="descending", axis=alt.Axis(titleLimit=0)))
+        x=alt.X("layer_b:O", title=f"{b_name} layer", axis=alt.Axis(
+            labelAngle=0, titleLimit=0, labelExpr=views.axis_label_expr(layer_names.get(grid.get("run_b"))))),
+        y=alt.Y("layer_a:O", title=f"{model_a} layer", sort="descending", axis=alt.Axis(
+            titleLimit=0, labelExpr=views.axis_label_expr(layer_names.get(grid.get("run_a"))))))
     # tooltips name the models' layers and the metric, not the data's field names
     tips = [alt.Tooltip("layer_a:O", title=f"{model_a} layer"), alt.Tooltip("layer_b:O", title=f"{b_name} layer"),
             alt.Tooltip("value:Q", format=".4f", title=value_title), alt.Tooltip("interval:N", title="95% interval"),
@@ -176,12 +181,15 @@ c1, c2, c3 = st.columns([2, 2, 3], vertical_alignment="bottom")
 for key, first, n in (("sel_la", start[0], shape[0]), ("sel_lb", start[1], shape[1])):
     if st.session_state.get(key) not in range(n):  # first visit, or another grid of fewer layers
         st.session_state[key] = first
-la = c1.selectbox("Selected layer of A", list(range(shape[0])), key="sel_la")
-lb = c2.selectbox("Selected layer of B", list(range(shape[1])), key="sel_lb")
+la = c1.selectbox("Selected layer of A", list(range(shape[0])), key="sel_la",
+                  format_func=lambda i: views.layer_label(i, names_a))
+lb = c2.selectbox("Selected layer of B", list(range(shape[1])), key="sel_lb",
+                  format_func=lambda i: views.layer_label(i, names_b))
+shown_la, shown_lb = (views.md_escape(views.layer_label(i, n)) for i, n in ((la, names_a), (lb, names_b)))
 st.query_params["la"], st.query_params["lb"] = str(la), str(lb)
 st.session_state["selected_layers"] = {"model_a": model_a, "model_b": model_b, "layer_a": la, "layer_b": lb}
 # the selected cell's two spaces, side by side on the Neighbours page (same runs, same layers)
-if c3.button(f"Neighbours at layers ({la}, {lb}) →", key="to_neighbours",
+if c3.button(f"Neighbours at layers ({shown_la}, {shown_lb}) →", key="to_neighbours",
              help="Open the Neighbours page on these two models, their runs (budgets) and these layers"):
     open_page("neighbours", {
         "dataset": dataset, "models": [model_a, model_b], "layers": [str(la), str(lb)],
@@ -195,7 +203,8 @@ if n_near:
                "interval is computed, so this compares values with that one interval.")
 st.caption(views.md_escape(views.metric_help(metric, view(views.dataset_context, dataset)["n_items"],
                                              {k: v for k, v in (g.get("params") or {}).items() if k != "n_boot"})))
-st.metric(f"{views.md_escape(metric)} at layers ({la}, {lb})", views.fmt_number(g["grid"][la, lb], 4))
+st.metric(f"{views.md_escape(metric)} at layers ({shown_la}, {shown_lb})", views.fmt_number(g["grid"][la, lb], 4))
+st.caption(views.md_escape(views.selected_cell_text(g, la, lb)))  # the number's uncertainty, where it is read
 note = df[(df["layer_a"] == la) & (df["layer_b"] == lb)]["note"].iloc[0]
 if note:
     st.caption(f"This cell: {views.md_escape(note)}")

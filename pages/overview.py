@@ -92,8 +92,11 @@ st.subheader("What is missing")
 if ov["missing"]:
     for m in ov["missing"]:
         st.markdown(f"- {md_escape(m['what'])}")
-        st.code(m["command"], language="bash")
-    background_job("analyze", "Run the analysis now, in the background (the store's own settings)")
+        if m["command"]:  # a text-only dataset's vision results have nothing to run
+            st.code(m["command"], language="bash")
+    # only when an analysis alone fixes something (an import, a precompute or a text-only dataset it does not)
+    if any((m["command"] or "").startswith("layerscope analyze") for m in ov["missing"]):
+        background_job("analyze", "Run the analysis now, in the background (the store's own settings)")
 else:
     st.success("Every run is done and analysed.")
     last_job_outcome()  # what the last background analysis did stays in view

@@ -6,8 +6,8 @@ from analysis.views import md_escape
 from analysis.views import caption_baseline as cb
 from analysis.views import paper_figures as pf
 from analysis.views import prompt_compare as pc
-from pages._shared import (dataset_picker, download_chart, download_data, pick, require_results, require_store,
-                           view)
+from pages._shared import (dataset_picker, download_chart, download_data, drop_params, pick, require_results,
+                           require_store, view)
 
 st.title("Paper figures")
 st.caption("DR's figures on this store's results, one section each (its own link): Fig. 7 (smallest against "
@@ -23,9 +23,13 @@ SECTIONS = {"fig7": "Fig. 7: 1 vs many captions", "fig11": "Figs. 11/12: vision 
             "fig2": "Fig. 2: alignment vs downstream", "fig8": "Fig. 8: long-caption baseline",
             "prompts": "TARA: EOL vs plain prompt", "published": "Published numbers"}
 section = pick("Figure", list(SECTIONS), param="figure", fmt=SECTIONS.get, widget="radio", container=st.sidebar)
+#: each figure's URL parameters: another figure's are dropped, so the link names only what is on screen
+SECTION_PARAMS = {"fig7": ("metric", "text"), "fig11": ("metric", "budget"), "fig2": ("metric", "text", "task"),
+                  "fig8": ("metric", "pair", "nf"), "prompts": ("a", "b"), "published": ()}
+drop_params(*{p for ps in SECTION_PARAMS.values() for p in ps} - set(SECTION_PARAMS[section]))
 
 if section not in ("published", "prompts"):
-    require_results("vision × text grids", bool(choices["metrics"]))
+    require_results("vision × text grids", bool(choices["metrics"]), why=view(views.vision_results_missing, dataset))
     metric = pick("Metric", choices["metrics"], param="metric", default="mutual_knn", container=st.sidebar)
 
 

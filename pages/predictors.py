@@ -96,7 +96,7 @@ if len(curves):
     chart = alt.Chart(curves).mark_line(point=True).encode(
         x=alt.X("layer_name:O", title="layer", sort=order, axis=alt.Axis(labelAngle=0)),
         y=alt.Y("result:Q", title=task, scale=alt.Scale(zero=False), axis=alt.Axis(titleLimit=0)),
-        color=alt.Color("model:N", legend=alt.Legend(orient="bottom", labelLimit=0)),
+        color=alt.Color("model:N", legend=alt.Legend(orient="bottom", labelLimit=0, columns=1)),  # a phone's width
         tooltip=[alt.Tooltip("model:N", title="model"), alt.Tooltip("layer_name:N", title="layer"),
                  alt.Tooltip("result:Q", format=".4g", title="result")])
     st.altair_chart(views.plot_height(chart, 300), width="stretch", key="pred_curves")

@@ -13,7 +13,7 @@ st.caption("Best-layer-pair alignment against the frames (n_f) and captions (n_c
 require_store()
 dataset = dataset_picker()
 subjects = view(views.scaling_subjects, dataset)
-require_results("scaling fits", len(subjects) > 0)
+require_results("scaling fits", len(subjects) > 0, why=view(views.vision_results_missing, dataset))
 labels = view(views.model_labels)
 
 

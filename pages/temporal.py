@@ -22,7 +22,8 @@ require_store()
 dataset = dataset_picker()
 payload = view(views.study, "temporal", dataset)
 same_rows = view(views.same_space_studies, dataset)
-require_results("temporal probes for this dataset", payload is not None or bool(same_rows))
+require_results("temporal probes for this dataset", payload is not None or bool(same_rows),
+                why=view(views.vision_results_missing, dataset))
 payload = payload or {}
 
 #: facet labels above each row, horizontal, never on top of each other
@@ -49,9 +50,9 @@ if len(tv["tot"]):
     st.subheader("Test of Time: alignment at k = 1, 2, 3")
     line = undefined_text(tv["tot"], "alignment", "alignment")
     if drawable(tv["tot"], "alignment"):
-        st.altair_chart(alt.Chart(tv["tot"]).mark_bar().encode(
-            x=alt.X("k:O", axis=alt.Axis(labelAngle=0)), y=alt.Y("alignment:Q"), color="pair:N", xOffset="pair:N",
-            tooltip=["pair", "k", "alignment"]).properties(height=260), width="stretch", key="tot_chart")
+        n_items = view(views.dataset_context, dataset)["n_items"]
+        st.altair_chart(views.tot_chart(tv["tot"], n_items=n_items), width="stretch", key="tot_chart")
+        st.caption(md_escape(views.tot_uncertainty_text(n_items)))
     if line:
         st.caption(md_escape(line))
     st.subheader("First neighbour types")
@@ -84,6 +85,7 @@ if len(tv["arrow"]):
             x=alt.X("depth:Q", title="relative depth"), y=alt.Y("arrow_of_time:Q"), color="model:N",
             strokeDash="n_frames:N", tooltip=["model", "n_frames", "layer", "arrow_of_time"]).properties(height=280),
             width="stretch", key="arrow_chart")
+        st.caption(md_escape(views.arrow_uncertainty_text(view(views.dataset_context, dataset)["n_items"])))
     line = undefined_text(tv["arrow"], "arrow-of-time", "arrow_of_time")
     if line:
         st.caption(md_escape(line))

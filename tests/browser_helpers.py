@@ -97,6 +97,15 @@ def wait_done(browser, title: str, charts: bool = False, timeout=90, settle=1.5)
     assert not errors, errors[0].text
 
 
+def wait_charts_drawn(browser, timeout=60):
+    """Until every vega-embed on the page holds its drawn SVG or canvas."""
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    WebDriverWait(browser, timeout).until(lambda b: b.execute_script(
+        "const e = document.querySelectorAll('.vega-embed');"
+        "return [...e].every(x => x.querySelector('svg.marks, canvas'));"))
+
+
 def shoot(browser, name: str) -> Path:
     """A screenshot of the window to ``$LAYERSCOPE_SCREENSHOTS/{name}.png``."""
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
@@ -173,3 +182,38 @@ def page_sections(browser) -> list[dict]:
     rect/text/..., ``name`` (the Vega-Lite layer's mark name), ``fill``, ``stroke``, ``aria``, ``box``).
     Boxes are ``[x, y, w, h]`` in CSS pixels of the window."""
     return browser.execute_script(_SCENE_JS)
+
+
+#: Every drawn chart's fit: its SVG's box, the main column's right edge (inside its padding), the
+#: window's width, and the texts Vega drew (titles, axis and legend labels) that leave the SVG (cut).
+_FIT_JS = r"""
+const box = el => { const r = el.getBoundingClientRect(); return [r.left, r.top, r.width, r.height]; };
+const block = document.querySelector("[data-testid='stMainBlockContainer']");
+const right = block.getBoundingClientRect().right - parseFloat(getComputedStyle(block).paddingRight);
+return [...document.querySelectorAll('.vega-embed svg.marks')].map(svg => {
+  const s = svg.getBoundingClientRect();
+  const title = [...svg.querySelectorAll('g.role-title text')].map(t => t.textContent).join(' / ');
+  // a text's box holds its font's ascent and descent: 4 px of slack on each side
+  const cut = [...svg.querySelectorAll('text')].filter(t => t.textContent.trim()).filter(t => {
+    const r = t.getBoundingClientRect();
+    return r.width > 0 && (r.left < s.left - 4 || r.right > s.right + 4 || r.top < s.top - 4 || r.bottom > s.bottom + 4);
+  }).map(t => t.textContent);
+  return {title: title, svg: box(svg), right: right, viewport: window.innerWidth, cut: cut};
+});
+"""
+
+
+def chart_fit_problems(browser) -> list[str]:
+    """What keeps a drawn chart from being read whole: a chart wider than the window or past the main
+    column's right edge (a phone scrolls it sideways, or the column cuts it), and texts cut by their
+    own chart (a chart narrower than its content: Streamlit's ``fit`` squeezed it)."""
+    problems = []
+    for c in browser.execute_script(_FIT_JS):
+        name = c["title"] or "untitled chart"
+        end = c["svg"][0] + c["svg"][2]
+        if end > min(c["right"], c["viewport"]) + 1:
+            problems.append(f"{name!r}: {c['svg'][2]:.0f} px wide, ends at x {end:.0f}, past the column's "
+                            f"{c['right']:.0f} (window {c['viewport']} px)")
+        if c["cut"]:
+            problems.append(f"{name!r} cuts its texts: {c['cut'][:6]}")
+    return problems

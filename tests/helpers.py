@@ -112,10 +112,11 @@ CHROMIUM_FLAGS = ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-
                   "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-quic")
 
 
-def chromium_driver(profile_dir, *, window="1400,1000", offline=False, log_requests=False):
+def chromium_driver(profile_dir, *, window="1400,1000", offline=False, log_requests=False, log_console=False):
     """Debian's chromium under selenium with the flags this workplace needs; fails (not skips) when absent.
     ``log_requests``: keep Chrome's performance log (every network event, favicons included), read
-    with ``driver.get_log("performance")``."""
+    with ``driver.get_log("performance")``; ``log_console``: keep the page's console (errors, warnings),
+    read with ``driver.get_log("browser")``."""
     import os
     import shutil
 
@@ -131,8 +132,9 @@ def chromium_driver(profile_dir, *, window="1400,1000", offline=False, log_reque
     opts.binary_location = chromium
     for flag in CHROMIUM_FLAGS + (f"--window-size={window}", f"--user-data-dir={profile_dir}"):
         opts.add_argument(flag)
-    if log_requests:
-        opts.set_capability("goog:loggingPrefs", {"performance": "ALL"})
+    logs = {**({"performance": "ALL"} if log_requests else {}), **({"browser": "ALL"} if log_console else {})}
+    if logs:
+        opts.set_capability("goog:loggingPrefs", logs)
     driver = webdriver.Chrome(service=Service(driver_path), options=opts)
     if offline:
         driver.execute_cdp_cmd("Network.enable", {})

@@ -140,7 +140,7 @@ def describe_pick(model: str, pick: dict, n_layers: int, what: str, *, samples: 
     if not np.isfinite(short):
         change = "the pick scores 0"
     elif abs(short) < TIE_TOLERANCE:  # would print "0% lower": no layer is better, whatever the argmax says
-        return (f"layer {pick['layer']} of {last} of {model} and the last layer are within 0.5% by {what}: "
+        return (f"layer {pick['layer']} of 0–{last} of {model} and the last layer are within 0.5% by {what}: "
                 "no reason to move off the last layer")
     elif pick.get("higher_is_better", True):
         change = f"the last layer is {abs(short) * 100:.0f}% {'lower' if short > 0 else 'higher'}"
@@ -153,7 +153,7 @@ def describe_pick(model: str, pick: dict, n_layers: int, what: str, *, samples: 
     else:
         cmp = paired_gain(a, b, pick["value"], pick["final_value"], higher=pick.get("higher_is_better", True))
         gain = f"{values}, {_gain_text(cmp, 'the last layer')} on {len(a)} paired item resamples"
-    return f"layer {pick['layer']} of {last} of {model} is best by {what}; {change}; {gain}"
+    return f"layer {pick['layer']} of 0–{last} of {model} is best by {what}; {change}; {gain}"
 
 
 #: smallest relative gain, ``|Δ| / |baseline|``, for which "use layer N" is said: 2%. A paired interval
@@ -615,7 +615,7 @@ def verdict_sentence(model: str, v: Verdict, *, n_boot: int | None = None) -> st
         gains.append(_gain_text(v.vs_default, "the default output"))
     gain = "; ".join([value, *gains]) + f"; paired bootstrap, practical margin {v.margin:.0%}"
     if status == "control":
-        where = f"the last layer ({last})" if v.layer == last else f"layer {v.layer} of {last}"
+        where = f"the last layer ({last})" if v.layer == last else f"layer {v.layer} of 0–{last}"
         return (f"{model}: a control (random-init weights), never a recommendation — its metrics pick {where} "
                 f"({agree}); {gain}" + _aside(v))
     if status == "last":
@@ -630,10 +630,10 @@ def verdict_sentence(model: str, v: Verdict, *, n_boot: int | None = None) -> st
         return (f"{model}: tie between {where} ({agree}) and {which} — {v.reason}; {gain}; "
                 f"no reason to move off {which}" + _dissent(v) + _aside(v))
     if status in ("untested", "unsupported"):
-        return (f"{model}: {where} of {last} leads ({agree}) but is not recommended — {v.reason}; "
+        return (f"{model}: {where} of 0–{last} leads ({agree}) but is not recommended — {v.reason}; "
                 f"{gain}" + _dissent(v) + _aside(v))
     extra = f" ({v.reason})" if v.vs_last is None else ""
-    return f"{model}: use layer {v.layer} of {last} — {agree}{extra}; {gain}" + _dissent(v) + _aside(v)
+    return f"{model}: use layer {v.layer} of 0–{last} — {agree}{extra}; {gain}" + _dissent(v) + _aside(v)
 
 
 def _dissent(v: Verdict) -> str:

@@ -13,6 +13,8 @@ import itertools
 import numpy as np
 from scipy import stats
 
+from analysis.methods.downstream import EXACT_P_MAX_MODELS
+
 #: Fig. 2's kinds of vision point, with the paper's markers (DR §"Video Encoding Pipeline")
 KINDS = {"image_on_image": "■ image model on image", "image_on_video": "● image model on video",
          "video": "▲ video model"}
@@ -138,8 +140,29 @@ def rank_agreement(scores, raters: list[str]) -> dict:
         tau = kendall_tau_b(X[:, i], X[:, j])
         why = None if tau is not None else ("fewer than two vision models" if len(X) < 2
                                             else "a text encoder gives every vision model the same score")
-        pairs.append({"a": raters[i], "b": raters[j], "tau": tau, "why": why})
+        p = kendall_exact_p(X[:, i], X[:, j]) if tau is not None and len(X) <= EXACT_P_MAX_MODELS else None
+        pairs.append({"a": raters[i], "b": raters[j], "tau": tau, "why": why, "p": p})
     return {"pairs": pairs, "w": kendall_w(X)}
+
+
+def kendall_exact_p(a, b) -> float:
+    """Two-sided exact permutation p of Kendall's τ-b between ``a`` and ``b`` ``(n,)``, n <=
+    :data:`EXACT_P_MAX_MODELS`: the share of the n! orderings of ``b`` against ``a`` whose ``|τ|``
+    reaches the observed one (ties kept: the denominator of τ-b does not change under a permutation, so
+    the numerator C − D decides). Over 4 models τ = 1 has p = 2/24, not scipy's asymptotic value.
+
+    >>> round(kendall_exact_p([1, 2, 3, 4], [1, 2, 3, 4]), 4)
+    0.0833
+    """
+    from analysis.methods.downstream import _pairings
+
+    a, b = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
+    i, j = np.triu_indices(len(a), k=1)
+    sa = np.sign(a[i] - a[j])
+    observed = abs(float(sa @ np.sign(b[i] - b[j])))
+    perms = b[_pairings(len(b))]  # (n!, n)
+    reached = np.abs(np.sign(perms[:, i] - perms[:, j]) @ sa) >= observed - 1e-9
+    return float(np.mean(reached))
 
 
 def video_minus_image_offset(x, y, kinds, *, reference: str = "image_on_video", target: str = "video") -> dict:

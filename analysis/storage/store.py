@@ -238,6 +238,53 @@ def read_store(path, fn, *args, wait: float = 2.0, **kwargs):
         con.close()
 
 
+#: folder of the copies :func:`snapshot` reads a held store from (one per store, the newest kept)
+SNAPSHOTS = "layerscope-snapshots"
+
+
+def snapshot(path, *, tries: int = 3) -> Path:
+    """A read-only copy of the store at ``path`` as it was last saved, for reading while another process
+    holds it (DuckDB's lock lets one writer or many readers open the file, never both; an analysis
+    holds it for its whole run).
+
+    DuckDB changes the file itself only at a checkpoint: a writer appends its commits to
+    ``<store>.wal`` first, so the file alone is a whole, consistent store (the state at the writer's
+    last checkpoint; the log is left out). A copy is kept when the file's (mtime, size) is the same
+    before and after copying (a checkpoint during the copy is tried again, ``tries`` times in all),
+    and is reused while the file stays unchanged, so a large store is copied once per checkpoint, not
+    once per read. Older copies of the same store are removed. Raises :class:`StoreBusy` when the
+    file kept changing, :class:`StoreError` when it cannot be copied.
+    """
+    import hashlib
+    import shutil
+    import tempfile
+
+    src = Path(path).resolve()
+    folder = Path(tempfile.gettempdir()) / SNAPSHOTS
+    stem = hashlib.sha256(str(src).encode()).hexdigest()[:16]
+    for _ in range(max(1, tries)):
+        try:
+            before = os.stat(src)
+            dst = folder / f"{stem}-{before.st_mtime_ns}-{before.st_size}.duckdb"
+            if dst.exists():
+                return dst
+            folder.mkdir(exist_ok=True)
+            tmp = dst.with_name(f"{dst.name}.{os.getpid()}.part")
+            shutil.copyfile(src, tmp)
+            after = os.stat(src)
+        except OSError as exc:
+            raise StoreError(f"store {path}: cannot copy it to read while it is written ({exc.strerror or exc})") from None
+        if (after.st_mtime_ns, after.st_size) != (before.st_mtime_ns, before.st_size):
+            tmp.unlink(missing_ok=True)  # a checkpoint changed the file while it was copied
+            continue
+        os.replace(tmp, dst)
+        for old in folder.glob(f"{stem}-*.duckdb"):
+            if old != dst:
+                old.unlink(missing_ok=True)
+        return dst
+    raise StoreBusy(f"store {path} kept changing while it was copied to read; refresh in a moment")
+
+
 def _as_connection(store):
     if isinstance(store, duckdb.DuckDBPyConnection):
         return store, False

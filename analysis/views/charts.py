@@ -23,6 +23,20 @@ def chart_title(text: str, *, dataset: str | None = None, details=(), labels: di
     return {"text": text, "subtitle": sub, "anchor": "start"}  # one subtitle line each: exports stay narrow
 
 
+def wrapped_title(title: dict | str, width: int = 44) -> dict:
+    """``title`` (:func:`chart_title`) with its text and each subtitle broken into lines of at most
+    ``width`` characters, so a chart drawn at its own size stays as narrow as its plot: Vega widens a
+    chart to its longest title line, and a 100-character line is 650 px, wider than a phone."""
+    import textwrap
+
+    def lines(text):
+        return [line for part in ([text] if isinstance(text, str) else text)
+                for line in (textwrap.wrap(part, width) or [""])]
+
+    title = {"text": title} if isinstance(title, str) else title
+    return {**title, "text": lines(title["text"]), "subtitle": lines(title.get("subtitle", []))}
+
+
 def export_name(kind: str, dataset: str, *parts) -> str:
     """A file name stem for downloads that says what they hold: ``curves_DATASET_METRIC`` (unsafe
     characters replaced)."""

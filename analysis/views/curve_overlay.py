@@ -19,7 +19,17 @@ from analysis.views.curves import alignment_curves_long, curve_intervals, layer_
 from analysis.views.layers import last_numbered, layer_label, relative_depth, run_layer_names
 from analysis.views.store_info import has_table
 
-COLUMNS = ["run", "run_id", "model", "metric", "layer", "depth", "layer_name", "value", "low", "high"]
+COLUMNS = ["run", "run_id", "model", "metric", "layer", "depth", "layer_name", "value", "low", "high",
+           "model_label", "budget", "budget_size", "control"]
+
+
+def _budget(n_frames, n_captions) -> tuple[str, float]:
+    """A run's budget as a legend names it (``"n_f 4"``, ``"n_c 2"``, ``""`` for none) and its size."""
+    if n_frames is not None and not pd.isna(n_frames):
+        return f"n_f {int(n_frames)}", float(n_frames)
+    if n_captions is not None and not pd.isna(n_captions):
+        return f"n_c {int(n_captions)}", float(n_captions)
+    return "", 0.0
 
 
 def run_label(model: str, n_frames, n_captions, labels: dict | None = None) -> str:
@@ -38,7 +48,14 @@ def run_curves(con, dataset: str, labels: dict | None = None) -> pd.DataFrame:
     layer`` in [0, 1], NaN for a named layer (``default``, ``joint``). ``labels``: model labels, a dict
     or its items (hashable, for the dashboard's cache)."""
     labels = dict(labels or {})
+    controls = {m for m, ri in con.execute("SELECT model, random_init FROM models").fetchall() if ri}
     rows = []
+
+    def group(model, n_frames, n_captions) -> dict:  # what the chart colours and dashes by
+        budget, size = _budget(n_frames, n_captions)
+        return {"model_label": labels.get(model, model), "budget": budget, "budget_size": size,
+                "control": model in controls}
+
     if has_table(con, "result_profiles"):
         names = run_layer_names(con, dataset)
         for r in R.read_profiles(con, current=True, dataset=dataset):
@@ -50,7 +67,8 @@ def run_curves(con, dataset: str, labels: dict | None = None) -> pd.DataFrame:
                 rows.append({"run": label, "run_id": r["run_id"], "model": r["model"], "metric": r["metric"],
                              "layer": layer, "depth": relative_depth(layer, last, nm),
                              "layer_name": layer_label(layer, nm),
-                             "value": float(value) if np.isfinite(value) else np.nan, "low": np.nan, "high": np.nan})
+                             "value": float(value) if np.isfinite(value) else np.nan, "low": np.nan, "high": np.nan,
+                             **group(r["model"], r["n_frames"], r["n_captions"])})
     choices = layer_choices(con, dataset)
     align = alignment_curves_long(choices)
     if len(align):
@@ -62,7 +80,8 @@ def run_curves(con, dataset: str, labels: dict | None = None) -> pd.DataFrame:
             rows.append({"run": run_label(a.model, setting.get("n_frames"), setting.get("n_captions"), labels),
                          "run_id": setting.get("run_id") or a.model, "model": a.model, "metric": a.metric,
                          "layer": a.layer, "depth": a.depth, "layer_name": a.layer_name,
-                         "value": np.nan if a.value is None else float(a.value), "low": low, "high": high})
+                         "value": np.nan if a.value is None else float(a.value), "low": low, "high": high,
+                         **group(a.model, setting.get("n_frames"), setting.get("n_captions"))})
     out = pd.DataFrame(rows, columns=COLUMNS)
     out["depth"] = pd.to_numeric(out["depth"], errors="coerce")
     return out
@@ -86,26 +105,58 @@ def difference_to_baseline(data: pd.DataFrame, baseline: str) -> pd.DataFrame:
     return numbered.assign(value=numbered["value"] - ref, low=numbered["low"] - ref, high=numbered["high"] - ref)
 
 
+def default_runs(data: pd.DataFrame) -> list[str]:
+    """The runs an overlay starts with: each trained model at its smallest and its largest budget (one
+    run when it has one), in ``run`` order; controls (random init) only when every model is one. All
+    runs at once (23 for RankMe on the demo) drew ~10 repeating colours nobody could tell apart; the
+    picker adds the rest."""
+    d = _grouped(data)
+    if d.empty:
+        return []
+    d = d[~d["control"]] if (~d["control"]).any() else d
+    keep = set()
+    for _, runs in d.drop_duplicates("run_id").groupby("model"):
+        runs = runs.sort_values("budget_size")
+        keep |= {runs["run_id"].iloc[0], runs["run_id"].iloc[-1]}
+    return [r for r in d.drop_duplicates("run_id").sort_values("run")["run_id"] if r in keep]
+
+
+def _grouped(data: pd.DataFrame) -> pd.DataFrame:
+    """``data`` with the grouping columns (a frame built without them: the model, the run as budget)."""
+    defaults = {"model_label": data.get("model"), "budget": data.get("run"), "budget_size": 0.0, "control": False}
+    return data.assign(**{c: v for c, v in defaults.items() if c not in data})
+
+
+#: dash patterns for budgets, smallest budget solid: up to six budgets stay apart
+DASHES = [[1, 0], [8, 4], [2, 3], [12, 3, 2, 3], [4, 2], [1, 5]]
+
+
 def overlay_chart(data: pd.DataFrame, metric: str, *, baseline: str | None = None, difference: bool = False,
                   height: int = 380):
-    """Many runs' curves of one metric on relative depth in [0, 1]: one line per run (legend below,
-    labels untruncated), a shaded band between ``low`` and ``high`` where a run has intervals at two or
-    more layers and an error bar where at one; the ``baseline`` run drawn black and dashed. With
-    ``difference`` the curves are :func:`difference_to_baseline` and the baseline is the dashed zero
-    line. Named layers (no depth) are left out of the overlay."""
+    """Many runs' curves of one metric on relative depth in [0, 1]: colour = model, dash = budget (so a
+    model's budgets read as one family and 20 runs need no 20 colours), legends below and untruncated;
+    a shaded band between ``low`` and ``high`` where a run has intervals at two or more layers and an
+    error bar where at one; the ``baseline`` run drawn black and dashed. With ``difference`` the curves
+    are :func:`difference_to_baseline` and the baseline is the dashed zero line. Named layers (no depth)
+    are left out of the overlay."""
     alt = _alt()
-    d = data[data["depth"].notna()]
+    d = _grouped(data[data["depth"].notna()])
     if difference and baseline is not None:
         d = difference_to_baseline(d, baseline)
     ytitle = f"{metric} minus {baseline}" if difference and baseline else metric
-    x = alt.X("depth:Q", title="relative depth (0 = embeddings, 1 = last numbered layer)",
+    # a short title that fits a phone's width (the page's caption says what 0 and 1 are)
+    x = alt.X("depth:Q", title="relative depth (0 → 1)",
               scale=alt.Scale(domain=[0, 1]), axis=alt.Axis(values=[0, 0.25, 0.5, 0.75, 1], format=".2~f", labelAngle=0,
                                                               titleLimit=0))
     y = alt.Y("value:Q", title=ytitle, scale=alt.Scale(zero=False), axis=alt.Axis(titleLimit=0))
     others = d[d["run"] != baseline] if baseline is not None else d
-    runs = sorted(others["run"].unique())
-    color = alt.Color("run:N", title="run", scale=alt.Scale(domain=runs),
-                      legend=alt.Legend(orient="bottom", labelLimit=0, titleLimit=0, columns=2))
+    models = sorted(others["model_label"].unique())
+    budgets = list(others.sort_values("budget_size")["budget"].drop_duplicates())
+    # one model per legend row: long "(random init)" names stay whole at 390 px
+    color = alt.Color("model_label:N", title="model", scale=alt.Scale(domain=models),
+                      legend=alt.Legend(orient="bottom", labelLimit=0, titleLimit=0, columns=1))
+    dash = alt.StrokeDash("budget:N", title="budget", scale=alt.Scale(domain=budgets, range=DASHES[:max(1, len(budgets))]),
+                          legend=alt.Legend(orient="bottom", labelLimit=0, titleLimit=0))
     tips = [alt.Tooltip("run:N"), alt.Tooltip("layer_name:N", title="layer"),
             alt.Tooltip("value:Q", format=".4g", title=ytitle), alt.Tooltip("low:Q", format=".4g", title="95% CI low"),
             alt.Tooltip("high:Q", format=".4g", title="95% CI high")]
@@ -114,7 +165,8 @@ def overlay_chart(data: pd.DataFrame, metric: str, *, baseline: str | None = Non
     if len(bands):
         layers.append(alt.Chart(bands).mark_area(opacity=0.2).encode(x=x, y="low:Q", y2="high:Q", color=color,
                                                                      detail="run:N"))
-    layers.append(alt.Chart(others).mark_line(point=True).encode(x=x, y=y, color=color, tooltip=tips))
+    layers.append(alt.Chart(others).mark_line(point=True).encode(x=x, y=y, color=color, strokeDash=dash,
+                                                                 detail="run:N", tooltip=tips))
     if len(bars):
         layers.append(alt.Chart(bars).mark_rule(strokeWidth=2).encode(x=x, y="low:Q", y2="high:Q", color=color,
                                                                       tooltip=tips))
@@ -126,7 +178,7 @@ def overlay_chart(data: pd.DataFrame, metric: str, *, baseline: str | None = Non
             base = d[d["run"] == baseline]
             layers.append(alt.Chart(base).mark_line(color="black", strokeDash=[6, 4], point=False).encode(
                 x=x, y=y, tooltip=tips))
-    return plot_height(alt.layer(*layers), height)  # the two-column legend below adds to it
+    return plot_height(alt.layer(*layers), height)  # the legends below add to it
 
 
 def interval_rows(data: pd.DataFrame, baseline: str | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:

@@ -178,6 +178,10 @@ def named_layer_rows(data: pd.DataFrame, marks: pd.DataFrame | None = None,
     return pd.DataFrame(rows, columns=["model", "layer", "layer_name", "value", "low", "high", "pick", "label"])
 
 
+#: line dash by weights: a trained model's curve solid, a control's (random init) dashed
+WEIGHT_DASHES = (("trained", [1, 0]), ("random init", [5, 3]))
+
+
 def curves_chart(data: pd.DataFrame, metric: str, *, labels: dict, marks: pd.DataFrame | None = None,
                  intervals: pd.DataFrame | None = None, rules=(), title: dict | None = None, height: int = 380,
                  null_levels: pd.DataFrame | None = None):
@@ -192,6 +196,8 @@ def curves_chart(data: pd.DataFrame, metric: str, *, labels: dict, marks: pd.Dat
     lab = lambda df: df.assign(model=df["model"].map(lambda m: labels.get(m, m)))  # noqa: E731
     numbered, _ = _split_named(data)
     d = lab(numbered)
+    # a control (random-init weights) dashed and faded: its curve is no trained model's result
+    d = d.assign(weights=["random init" if str(m).endswith("(random init)") else "trained" for m in d["model"]])
     named = named_layer_rows(data, marks, intervals)
     tips = [alt.Tooltip("model:N", title="model"), alt.Tooltip("layer:O", title="layer"),
             alt.Tooltip("depth:Q", format=".2f", title="relative depth"),
@@ -204,7 +210,12 @@ def curves_chart(data: pd.DataFrame, metric: str, *, labels: dict, marks: pd.Dat
     # below the plot, one model per row: long "(random init)" labels stay whole at 390 px
     color = alt.Color("model:N", title="model", legend=alt.Legend(orient="bottom", labelLimit=0, titleLimit=0,
                                                                   columns=1))
-    layers = [alt.Chart(d).mark_line().encode(x=x, y=y, color=color, tooltip=tips),
+    kinds = [k for k, _ in WEIGHT_DASHES if k in set(d["weights"])]  # the legend names only what is drawn
+    weights = alt.StrokeDash("weights:N", title="weights", scale=alt.Scale(
+        domain=kinds, range=[dict(WEIGHT_DASHES)[k] for k in kinds]), legend=alt.Legend(orient="top"))  # beside the
+    # model legend below, it passed a phone's width
+    faded = alt.condition("datum.weights == 'random init'", alt.value(0.5), alt.value(1.0))
+    layers = [alt.Chart(d).mark_line().encode(x=x, y=y, color=color, strokeDash=weights, opacity=faded, tooltip=tips),
               alt.Chart(d).mark_point(filled=True, size=40).encode(x=x, y=y, color="model:N", tooltip=tips)]
     iv, _ = _split_named(intervals)
     if len(iv):
@@ -228,8 +239,14 @@ def curves_chart(data: pd.DataFrame, metric: str, *, labels: dict, marks: pd.Dat
                  alt.Tooltip("high:Q", format=".3g", title="95% CI high"), alt.Tooltip("pick:N", title="recommended by")]
         layers.append(alt.Chart(nm).mark_rule(strokeDash=[8, 3], strokeWidth=1.5, opacity=0.8).encode(
             y="value:Q", color="model:N", tooltip=ntips))
-        layers.append(alt.Chart(nm).mark_text(align="right", dx=-2, dy=-6, fontSize=11).encode(
-            y="value:Q", x=alt.value("width"), text="label:N", color="model:N", tooltip=ntips))
+        # in the order of their values, labels alternate below and above their level, the highest above:
+        # two close levels (a default output and a joint projection) then never print on each other
+        nm = nm.sort_values("value", kind="stable").reset_index(drop=True)
+        nm["above"] = (len(nm) - 1 - nm.index) % 2 == 0
+        for above, rows in nm.groupby("above"):
+            layers.append(alt.Chart(rows.drop(columns="above")).mark_text(
+                align="right", dx=-2, dy=-6 if above else 8, baseline="bottom" if above else "top", fontSize=11,
+            ).encode(y="value:Q", x=alt.value("width"), text="label:N", color="model:N", tooltip=ntips))
     if null_levels is not None and len(null_levels):
         nl = lab(null_levels)
         layers.append(alt.Chart(nl).mark_rule(strokeDash=[2, 3], strokeWidth=1.5).encode(

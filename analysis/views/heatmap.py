@@ -129,6 +129,17 @@ def near_best_cells(g: dict) -> np.ndarray:
     return out
 
 
+def selected_cell_text(g: dict, layer_a: int, layer_b: int) -> str:
+    """What is known of the uncertainty of the selected cell's value: the stored 95% interval when it is
+    the best cell, else that none was computed (only the best cell is resampled), with the best cell's
+    interval for scale; why the best cell has none when it has none."""
+    iv = (f"95% CI {fmt_number(g['ci_low'])}–{fmt_number(g['ci_high'])} ({g['n_boot']} resamples)"
+          if g.get("ci_low") is not None else None)
+    if (layer_a, layer_b) == (g.get("best_a"), g.get("best_b")):
+        return f"{iv}: the best cell's interval" if iv else f"no interval: {(g.get('flags') or {}).get('interval', 'none stored')}"
+    return ("no interval for this cell: only the best cell is resampled" + (f" (its {iv})" if iv else ""))
+
+
 def best_cell_text(g: dict, model_a: str, model_b: str) -> str:
     """One sentence on the grid's best cell, or why it has none (flat or degenerate grid)."""
     flags = g.get("flags") or {}

@@ -34,6 +34,15 @@ def layer_label(layer, names: dict | None) -> str:
     return names.get(int(layer), str(int(layer)))
 
 
+def axis_label_expr(names: dict | None) -> str:
+    """A Vega ``labelExpr`` that writes a named layer's name for its index on an ordinal layer axis
+    (``"datum.label"`` when none is named), so an axis shows ``default`` / ``joint``, not 5, 6."""
+    import json
+
+    names = {str(int(k)): str(v) for k, v in (names or {}).items()}
+    return f"({json.dumps(names)})[datum.label] || datum.label" if names else "datum.label"
+
+
 def relative_depth(layer: int, last: int | None, names: dict | None) -> float | None:
     """``layer / last`` in [0, 1] for a numbered layer (``last``: the last numbered layer, 0 = the
     embeddings), ``None`` for a named layer or one past ``last`` (it has no depth)."""

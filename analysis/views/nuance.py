@@ -225,7 +225,7 @@ def joint_points_chart(df: pd.DataFrame, y: str, colour: str, *, height: int = 2
     return alt.Chart(joint).mark_point(filled=True, size=80).encode(
         x=alt.X("pair:N", title="joint layer of each pair", axis=alt.Axis(labelAngle=0, labelLimit=0)),
         y=alt.Y(f"{y}:Q", scale=alt.Scale(domain=[0, 1])), xOffset=f"{colour}:N",
-        color=alt.Color(f"{colour}:N", legend=alt.Legend(orient="bottom", labelLimit=0)),
+        color=alt.Color(f"{colour}:N", legend=alt.Legend(orient="bottom", labelLimit=0, columns=1)),  # a phone's width
         tooltip=[c for c in joint.columns if c != "depth"]).properties(height=height)
 
 

@@ -61,12 +61,20 @@ def gain_table(by_dataset: dict[str, list[dict]]) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=_COLUMNS)
 
 
+def _all_last(rows: pd.DataFrame) -> bool:
+    """Whether every row's pick is its model's last layer (a gain of 0 by definition, no interval)."""
+    return bool((rows["interval"] == "pick is the last layer").all())
+
+
 def gain_note(table: pd.DataFrame) -> str:
     """One line on what the chart cannot draw: ``""`` when every row is drawn; the whole answer when no
     row is (an empty store, or no pick anywhere), each distinct reason once with its count."""
     if not len(table):
         return "No layer verdict yet: the chart needs per-layer results (`layerscope analyze`)."
     undrawn = table[table["gain"].isna()]
+    drawn = table[table["gain"].notna()]
+    if len(drawn) and _all_last(drawn) and not len(undrawn):
+        return "Every model's pick is its last layer: no gain over it to draw."
     if not len(undrawn):
         return ""
     counts = undrawn["note"].fillna("undefined").value_counts()
@@ -76,7 +84,7 @@ def gain_note(table: pd.DataFrame) -> str:
     return f"{len(undrawn)} of {len(table)} model(s) not drawn: {parts}."
 
 
-def gain_chart(table: pd.DataFrame, *, margin: float = PRACTICAL_MARGIN, height_per_row: int = 26):
+def gain_chart(table: pd.DataFrame, *, margin: float = PRACTICAL_MARGIN, height_per_row: int = 32):
     """Each model's gain over its last layer (x, percent) with its 95% paired-bootstrap interval as a
     bar, a dashed zero line (no gain: the test's null), a dotted line at ``+margin`` (the practical
     margin a recommendation also needs), and the point's fill saying whether the interval excludes
@@ -85,32 +93,42 @@ def gain_chart(table: pd.DataFrame, *, margin: float = PRACTICAL_MARGIN, height_
 
     alt = _alt()
     d = table[table["gain"].notna()].copy()
-    if not len(d):
+    if not len(d) or _all_last(d):  # nothing but zeros without intervals: gain_note says it in a sentence
         return None
+    # controls (random-init weights) after the trained models, grey and faded: a control's gain is no result
+    d["control"] = d["status"] == "control"
+    d = d.sort_values("control", kind="stable")
     d["row"] = [f"{m} · {ds}" if table["dataset"].nunique() > 1 else m for m, ds in zip(d["model"], d["dataset"])]
     d["pick"] = [f"layer {int(a)} vs last {int(b)}" for a, b in zip(d["layer"], d["last_layer"])]
     ends = [*d["gain"], *d["gain_low"].dropna(), *d["gain_high"].dropna(), 0.0, margin]
     span = max(abs(min(ends)), abs(max(ends))) * 1.1 or 1.0
     scale = alt.Scale(domain=[-span, span])
-    y = alt.Y("row:N", title=None, sort=list(d["row"]), axis=alt.Axis(labelLimit=0))
-    x = alt.X("gain:Q", title="gain of the pick over the last layer (95% paired interval)", scale=scale,
-              axis=alt.Axis(format="+%", labelAngle=0, titleLimit=0))
+    # "model · dataset" in two lines: the legends start where the plot does, after these labels
+    y = alt.Y("row:N", title=None, sort=list(d["row"]), axis=alt.Axis(labelLimit=0, labelOverlap=False,
+                                                                   labelExpr="split(datum.label, ' · ')"))
+    # a legend starts at the plot's left edge, after the model names, and the axis title is centred on the
+    # plot: one legend entry per row, one legend above, the title in two lines ending at the plot's right
+    # edge, so a phone's column holds them
+    x = alt.X("gain:Q", title=["gain of the pick over the last layer", "(95% paired interval)"], scale=scale,
+              axis=alt.Axis(format="+%", labelAngle=0, titleLimit=0, titleAnchor="end"))
     tips = [alt.Tooltip("model:N"), alt.Tooltip("dataset:N"), alt.Tooltip("pick:N", title="layers"),
             alt.Tooltip("metric:N", title="lead metric"), alt.Tooltip("status:N", title="verdict"),
             alt.Tooltip("gain:Q", format="+.1%"), alt.Tooltip("gain_low:Q", format="+.1%", title="95% CI low"),
             alt.Tooltip("gain_high:Q", format="+.1%", title="95% CI high"), alt.Tooltip("interval:N")]
     fill = alt.Fill("interval:N", title="interval", scale=alt.Scale(
         domain=list(INTERVAL_KINDS), range=["#1f77b4", "white", "#bbbbbb", "#2ca02c"]),
-        legend=alt.Legend(orient="bottom", labelLimit=0))
+        legend=alt.Legend(orient="bottom", direction="vertical", labelLimit=0, columns=1))
     lines = pd.DataFrame({"gain": [0.0, margin], "line": ["no gain (null)", f"practical margin {margin:.0%}"]})
     rules = alt.Chart(lines).mark_rule(color="gray").encode(
         x=alt.X("gain:Q", scale=scale), strokeDash=alt.StrokeDash("line:N", title=None, scale=alt.Scale(
-            domain=list(lines["line"]), range=[[4, 4], [1, 3]]), legend=alt.Legend(orient="bottom", labelLimit=0)))
+            domain=list(lines["line"]), range=[[4, 4], [1, 3]]), legend=alt.Legend(orient="top", direction="vertical", labelLimit=0, columns=1)))
     base = alt.Chart(d)
-    bars = base.mark_rule(strokeWidth=2, color="#1f77b4").encode(
-        x=alt.X("gain_low:Q", scale=scale), x2="gain_high:Q", y=y, tooltip=tips)
-    points = base.mark_point(size=90, filled=False, stroke="#1f77b4", strokeWidth=2, opacity=1).encode(
-        x=x, y=y, fill=fill, tooltip=tips)
+    ink = alt.condition("datum.control", alt.value("#999999"), alt.value("#1f77b4"))
+    faded = alt.condition("datum.control", alt.value(0.5), alt.value(1.0))
+    bars = base.mark_rule(strokeWidth=2).encode(
+        x=alt.X("gain_low:Q", scale=scale), x2="gain_high:Q", y=y, color=ink, opacity=faded, tooltip=tips)
+    points = base.mark_point(size=90, filled=False, strokeWidth=2).encode(
+        x=x, y=y, fill=fill, stroke=ink, opacity=faded, tooltip=tips)
     # one model still gets a readable chart (its axis and legend need about 120 px)
     # the plot's own height: every row keeps its label whatever the legends below take
     return plot_height(alt.layer(rules, bars, points), max(120, height_per_row * len(d)))

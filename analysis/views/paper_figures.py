@@ -14,12 +14,13 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from analysis.methods.downstream import EXACT_P_MAX_MODELS, MIN_CI_MODELS, exact_permutation_p
 from analysis.methods.exponent_dimension import dimension_from_exponent
 from analysis.methods.paper_figures import KINDS, line_fit, rank_agreement, video_minus_image_offset, vision_kind
 from analysis.storage import published as P
 from analysis.storage import results as R
 from analysis.storage.schema import MODEL_LEVEL
-from analysis.views.charts import _alt
+from analysis.views.charts import _alt, wrapped_title
 from analysis.views.store_info import has_table
 from analysis.views.text import fmt_number
 
@@ -155,13 +156,31 @@ def fig7_view(con, dataset: str, metric: str, text_model: str) -> dict:
     out["notes"] += notes
     pts["in_fit"] = voters & pts["x"].notna() & pts["y"].notna()
     out["points"] = pts
-    fit = line_fit(pts.loc[pts["in_fit"], "x"].astype(float), pts.loc[pts["in_fit"], "y"].astype(float))
-    out["fit"] = fit
+    fx, fy = pts.loc[pts["in_fit"], "x"].astype(float), pts.loc[pts["in_fit"], "y"].astype(float)
+    fit = line_fit(fx, fy)
+    out["fit"] = {**fit, **_r_uncertainty(fx, fy, fit)}
     pub = {p["metric"]: p for p in published_rows(con, dataset, model=None, metrics=("fig7_slope", "fig7_intercept", "fig7_r"))}
     if pub:
         out["published"] = list(pub.values())
         out["setting_match"] = (lo, hi) == (1, 10)
     return out
+
+
+def _r_uncertainty(x, y, fit: dict) -> dict:
+    """What a line's Pearson r over a few models can claim: ``p`` (two-sided; an exact permutation test
+    up to :data:`EXACT_P_MAX_MODELS` models, scipy's above), ``p_method``, and ``ci_note`` (no interval
+    below :data:`MIN_CI_MODELS` models, where resampling 3 or 4 models gives a handful of values)."""
+    if fit.get("r") is None:
+        return {"p": None, "p_method": None, "ci_note": ""}
+    keep = np.isfinite(np.asarray(x, float)) & np.isfinite(np.asarray(y, float))
+    x, y = np.asarray(x, float)[keep], np.asarray(y, float)[keep]
+    if len(x) <= EXACT_P_MAX_MODELS:
+        p, method = exact_permutation_p(x, y), "exact permutation"
+    else:
+        from scipy import stats
+
+        p, method = float(stats.pearsonr(x, y)[1]), "t test"
+    return {"p": float(p), "p_method": method, "ci_note": "no interval below 5 models" if len(x) < MIN_CI_MODELS else ""}
 
 
 def fig7_text(fv: dict) -> str:
@@ -173,8 +192,11 @@ def fig7_text(fv: dict) -> str:
         own = f"No line: {fit['error']}."
     else:
         b = fit["intercept"]
+        # r over a few models says little without its p (an exact test at n = 3 cannot go below 1/3)
+        sure = (f", {fit['p_method']} p = {fit['p']:.3g}" if fit.get("p") is not None else "") + (
+            f"; {fit['ci_note']}" if fit.get("ci_note") else "")
         own = (f"Least squares over {fit['n']} model(s): y = {fit['slope']:.3g}x {'−' if b < 0 else '+'} {abs(b):.3g}, "
-               f"Pearson r = {fmt_number(fit['r']) if fit['r'] is not None else '— (' + fit['r_error'] + ')'} "
+               f"Pearson r = {fmt_number(fit['r']) if fit['r'] is not None else '— (' + fit['r_error'] + ')'}{sure} "
                f"(x: n_c {lo}, y: n_c {hi}).")
     pub = {p["metric"]: p["value"] for p in fv.get("published", [])}
     if pub:
@@ -195,8 +217,9 @@ def fig7_chart(fv: dict, *, title=None):
         x=alt.X("x:Q", title=f"best alignment, n_c = {lo}", scale=alt.Scale(zero=False)),
         y=alt.Y("y:Q", title=f"best alignment, n_c = {hi}", scale=alt.Scale(zero=False)),
         # each label's glyph is its marker (the default shape order drew "▲ video model" as a circle)
-        shape=alt.Shape("marker:N", title="vision input", scale=_marker_scale(alt)),
-        color=alt.Color("weights:N", title="weights", scale=alt.Scale(domain=["trained", "random init"])),
+        shape=alt.Shape("marker:N", title="vision input", scale=_marker_scale(alt), legend=alt.Legend(orient="bottom", columns=1)),
+        color=alt.Color("weights:N", title="weights", scale=alt.Scale(domain=["trained", "random init"]),
+                        legend=alt.Legend(orient="top", columns=1)),
         tooltip=["vision", "n_frames", alt.Tooltip("x:Q", format=".3f"), alt.Tooltip("y:Q", format=".3f"),
                  "layers_x", "layers_y", "in_fit"])]
     lines = []
@@ -211,10 +234,12 @@ def fig7_chart(fv: dict, *, title=None):
                    "line": "DR Fig. 7 (published)"} for x in xs]
     if lines:
         layers.append(alt.Chart(pd.DataFrame(lines)).mark_line().encode(
-            x="x:Q", y="y:Q", strokeDash=alt.StrokeDash("line:N", title="line")))
-    # "pad": the plot is 420 × 320 and the legends go beside it (fitted into 420 px, it was 130 px wide)
-    chart = alt.layer(*layers).properties(width=420, height=320, autosize=alt.AutoSizeParams(type="pad"))
-    return chart.properties(title=title) if title else chart
+            x="x:Q", y="y:Q", strokeDash=alt.StrokeDash("line:N", title="line", legend=alt.Legend(orient="top", columns=1))))
+    # "pad": the plot keeps its 260 × 260 (fitted into its width with the legends, it was 130 px wide);
+    # legends above and below (side by side, three were 720 px) and the title wrapped keep the chart
+    # inside a phone's column
+    chart = alt.layer(*layers).properties(width=260, height=260, autosize=alt.AutoSizeParams(type="pad"))
+    return chart.properties(title=wrapped_title(title)) if title else chart
 
 
 def _marker_scale(alt):
@@ -272,7 +297,8 @@ def agreement_text(av: dict) -> str:
 def agreement_frame(av: dict) -> pd.DataFrame:
     ag = av.get("agreement") or {"pairs": []}
     return pd.DataFrame([{"text encoder a": p["a"], "text encoder b": p["b"],
-                          "Kendall τ-b": fmt_number(p["tau"]) if p["tau"] is not None else f"— ({p['why']})"}
+                          "Kendall τ-b": (fmt_number(p["tau"]) + (f" (exact p = {p['p']:.3g})" if p.get("p") is not None else "")
+                                          if p["tau"] is not None else f"— ({p['why']})")}
                          for p in ag["pairs"]], columns=["text encoder a", "text encoder b", "Kendall τ-b"])
 
 
@@ -280,12 +306,17 @@ def fig11_chart(av: dict, *, title=None):
     alt = _alt()
     cells = av["cells"].assign(value=lambda d: pd.to_numeric(d["value"], errors="coerce"))
     base = alt.Chart(cells).encode(x=alt.X("text:N", title="text model"), y=alt.Y("vision:N", title="vision model"))
-    heat = base.mark_rect().encode(color=alt.Color("value:Q", title=av["metric"], scale=alt.Scale(scheme="viridis")),
+    heat = base.mark_rect().encode(color=alt.Color("value:Q", title=av["metric"], scale=alt.Scale(scheme="viridis"),
+                                                   legend=alt.Legend(orient="bottom")),
                                    tooltip=["vision", "text", "n_frames", "n_captions", "cell"])
-    text = base.mark_text(fontSize=11, color="white").encode(text="cell:N")
-    chart = alt.layer(heat, text).properties(width=max(200, 110 * cells["text"].nunique()),
-                                             height=max(120, 28 * cells["vision"].nunique()))
-    return chart.properties(title=title) if title else chart
+    text = base.mark_text(fontSize=10, color="white").encode(text="cell:N")
+    # drawn at its own size (``pad``): Streamlit's ``fit`` squeezed title, axes and legend into the plot's
+    # box and left the cells 0 px; 72 px holds "0.41 (L12/L5)" at 10 px, so three columns with the legend
+    # below fit a phone's column
+    chart = alt.layer(heat, text).properties(
+        width=72 * max(1, cells["text"].nunique()), height=32 * max(1, cells["vision"].nunique()),
+        autosize=alt.AutoSizeParams(type="pad"))
+    return chart.properties(title=wrapped_title(title)) if title else chart
 
 
 # ---------------------------------------------------------------- DR Fig. 2

@@ -140,15 +140,17 @@ def rho_chart(rhos: pd.DataFrame, statistic: str, height_per_signal: int = 22):
     d = rhos[(rhos["statistic"] == statistic) & rhos["rho"].notna()].sort_values("rank")
     order = list(d["signal"])
     y = alt.Y("signal:N", sort=order, title=None, axis=alt.Axis(labelLimit=0))
-    x = alt.X("rho:Q", title=f"Spearman {statistic} (95% interval)", scale=alt.Scale(domain=[-1, 1]),
-              axis=alt.Axis(labelAngle=0, titleLimit=0))
+    # two title lines ending at the plot's right edge, one legend entry per row: a phone's plot, right of
+    # the signals' names, is narrower than the one-line title
+    x = alt.X("rho:Q", title=[f"Spearman {statistic}", "(95% interval)"], scale=alt.Scale(domain=[-1, 1]),
+              axis=alt.Axis(labelAngle=0, titleLimit=0, titleAnchor="end"))
     tips = [alt.Tooltip("signal:N"), alt.Tooltip("rho:Q", format=".2f", title="ρ"),
             alt.Tooltip("low:Q", format=".2f", title="95% CI low"), alt.Tooltip("high:Q", format=".2f",
                                                                               title="95% CI high"),
             alt.Tooltip("interval:N", title="interval"), alt.Tooltip("coverage:N")]
     shape = alt.Fill("interval:N", title="interval", scale=alt.Scale(
         domain=["excludes 0", "includes 0", "no interval"], range=["#1f77b4", "white", "#bbbbbb"]),
-        legend=alt.Legend(orient="bottom", labelLimit=0))
+        legend=alt.Legend(orient="bottom", labelLimit=0, columns=1))
     base = alt.Chart(d)
     zero = alt.Chart(pd.DataFrame({"rho": [0.0]})).mark_rule(strokeDash=[4, 4], color="gray").encode(x="rho:Q")
     bars = base.mark_rule(strokeWidth=2, color="#1f77b4").encode(x=alt.X("low:Q", scale=alt.Scale(domain=[-1, 1])),

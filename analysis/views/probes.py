@@ -297,7 +297,8 @@ def retrieval_long(con, dataset) -> pd.DataFrame:
     for (size, subject, p) in latest.values():
         a, _, b = subject.partition("|")
         label = labels.get(a, a) if a == b else f"{labels.get(a, a)} × {labels.get(b, b)}"
-        setting = f"{p.get('n_frames')} frames, {p.get('n_captions')} captions, {p.get('space')} space"
+        # the budgets' short names: a legend row is "model · setting", and it must fit a phone's width
+        setting = f"n_f {p.get('n_frames')}, n_c {p.get('n_captions')}, {p.get('space')}"
         for score in RETRIEVAL_SCORES:
             m = (p.get("metrics") or {}).get(score)
             if not m:

@@ -7,7 +7,7 @@ import pandas as pd
 
 from analysis.storage import results as R
 from analysis.methods.scaling import FORMS, predict_from_params, undetermined_params
-from analysis.views.charts import _alt
+from analysis.views.charts import _alt, plot_height
 from analysis.views.paper_figures import add_dimension_and_published, published_scaling
 from analysis.views.metric_help import baseline_rules, baselines, chance_level
 from analysis.views.store_info import has_table
@@ -200,7 +200,8 @@ def scaling_panels(sv: dict, *, title: dict | None = None):
         if curve is not None and len(curve):
             # one dash per form, named with its own R² in the legend (DR's law solid, listed first)
             dash = alt.StrokeDash("form:N", title="curve", sort=list(dict.fromkeys(curve["form"])),
-                                  legend=alt.Legend(orient="bottom", direction="vertical", labelLimit=400))
+                                  # above the plot: beside the budget legend below, it passed a phone's width
+                                  legend=alt.Legend(orient="top", direction="vertical", labelLimit=400))
             layers.append(alt.Chart(curve).mark_line().encode(
                 x=f"{x}:Q", y="score:Q", color=color, strokeDash=dash,
                 tooltip=[alt.Tooltip("n_frames:Q", format=".3g", title="n_f"),
@@ -209,6 +210,8 @@ def scaling_panels(sv: dict, *, title: dict | None = None):
         layers += baseline_rules(rules, "score")
         panels.append(alt.layer(*layers).properties(height=240))
     export = alt.vconcat(*(p.properties(width=520) for p in panels)).resolve_scale(color="independent")
+    # on the page, each panel's plot keeps its 240 px whatever the legends above and below take
+    panels = [plot_height(p, 240) for p in panels]
     return panels[0], panels[1], (export.properties(title=title) if title else export)
 
 

@@ -98,6 +98,9 @@ def overview(con, store_path: str = "STORE") -> dict:
         done = runs[(runs["status"] == "done") & (runs["variant"] == "original")]
         for ds, g in done.groupby("dataset"):
             if not (g["modality"].isin(["video", "image"]).any() and (g["modality"] == "text").any()):
+                if text_only(con, ds):  # no vision model can be run on it: say so, ask for nothing
+                    missing.append({"what": NO_VIDEOS.format(dataset=ds), "command": None})
+                    continue
                 missing.append({"what": f"dataset {ds} has no vision×text pair of runs",
                                 "command": f"layerscope precompute --store {store_path} --manifest MANIFEST "
                                            f"--dataset {ds} --model VIDEO_OR_TEXT_MODEL"})
@@ -111,6 +114,24 @@ def overview(con, store_path: str = "STORE") -> dict:
                             "command": f"layerscope downstream import results.csv --store {store_path} && "
                                        f"layerscope analyze --store {store_path}"})
     return {"empty": len(runs) == 0, "datasets": datasets, "models": models, "runs": runs, "missing": missing}
+
+
+#: why a text-only dataset has no vision results: nothing to run, so no command
+NO_VIDEOS = ("dataset {dataset} has no videos (its manifest is text-only): vision × text results (scaling over "
+             "frames, temporal probes, the vision × text paper figures) do not apply; its text × text results are "
+             "on the heatmap, curves and model map")
+
+
+def text_only(con, dataset: str) -> bool:
+    """Whether ``dataset``'s items have no video (a text-only manifest): no vision model can be run on it."""
+    row = con.execute("SELECT count(*), count(video) FROM items WHERE dataset = ?", [dataset]).fetchall()
+    return bool(row) and row[0][0] > 0 and row[0][1] == 0
+
+
+def vision_results_missing(con, dataset: str) -> str | None:
+    """Why a page of vision × text results has none for ``dataset`` when ``layerscope analyze`` cannot
+    help (a text-only dataset), else ``None`` (the page's usual advice holds)."""
+    return NO_VIDEOS.format(dataset=dataset) + "." if text_only(con, dataset) else None
 
 
 #: the random-init banner's icon (a Material icon: it ships with the app, unlike emoji fonts)

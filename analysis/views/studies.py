@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from analysis.views.charts import _alt
+from analysis.views.charts import _alt, plot_height, wrapped_title
 
 
 def model_map_view(payload: dict) -> dict:
@@ -204,6 +204,41 @@ def temporal_view(payload: dict) -> dict:
             "types_missing": types_missing}
 
 
+def tot_chart(tot: pd.DataFrame, *, n_items: int | None, height: int = 260):
+    """Test of Time alignment (y) at k = 1, 2, 3 (x), one bar per vision × text pair, with mutual k-NN's
+    chance level k/(N−1) at each k as a black tick (``n_items`` N; none when unknown): a bar is read
+    against it. ``tot``: :func:`temporal_view`'s ``tot`` rows."""
+    alt = _alt()
+    bars = alt.Chart(tot).mark_bar().encode(
+        x=alt.X("k:O", axis=alt.Axis(labelAngle=0)), y=alt.Y("alignment:Q"), xOffset="pair:N",
+        color=alt.Color("pair:N", legend=alt.Legend(orient="bottom", columns=1, labelLimit=0)),
+        tooltip=["pair", "k", "alignment"])
+    layers = [bars]
+    if n_items and n_items > 1:
+        ks = sorted(int(k) for k in tot["k"].unique())
+        chance = pd.DataFrame({"k": ks, "chance": [k / (n_items - 1) for k in ks],
+                               "level": ["chance k/(N−1)"] * len(ks)})
+        layers.append(alt.Chart(chance).mark_tick(color="black", thickness=2).encode(
+            x="k:O", y="chance:Q", tooltip=[alt.Tooltip("chance:Q", format=".3f", title="chance k/(N−1)")]))
+    return plot_height(alt.layer(*layers), height)
+
+
+def tot_uncertainty_text(n_items: int | None) -> str:
+    """What the Test of Time bars can claim: no interval (one best-of-grid value on all items, biased up
+    by the choice of its layers) and the chance ticks."""
+    chance = (f"Black ticks: chance, k/(N−1) with N = {n_items} items. " if n_items and n_items > 1 else "")
+    return (chance + "No interval: each bar is the best layer pair's value on all items, computed once (a maximum "
+            "over the grid, so it sits a little above what a fixed layer pair would score).")
+
+
+def arrow_uncertainty_text(n_items: int | None) -> str:
+    """How to read the arrow-of-time values and what they cannot claim: each is one ratio over all the
+    videos (:func:`analysis.methods.temporal.arrow_of_time`), computed once, with no interval."""
+    over = f"all {n_items} videos" if n_items else "all videos"
+    return (f"0: reversal does not move a video; 1: it moves it as far as another video is. No interval: each "
+            f"point is one ratio over {over}, computed once; differences between layers or models are not tested.")
+
+
 def model_map_charts(mv: dict, *, labels: dict, title: dict | None = None):
     """The model map's two charts: the similarity matrix (values written in the cells while the
     matrix is small enough to read) and the 2-D map with one shape per modality, one colour per
@@ -217,7 +252,7 @@ def model_map_charts(mv: dict, *, labels: dict, title: dict | None = None):
     base = alt.Chart(cells).encode(x=alt.X("model_b:N", sort=order, title=None, axis=alt.Axis(labelLimit=0)),
                                    y=alt.Y("model_a:N", sort=order, title=None, axis=alt.Axis(labelLimit=0)))
     heat = base.mark_rect().encode(color=alt.Color("similarity:Q", scale=alt.Scale(scheme="viridis"),
-                                                   title="mutual k-NN"),
+                                                   title="mutual k-NN", legend=alt.Legend(orient="bottom")),
                                    tooltip=["model_a", "model_b", alt.Tooltip("similarity:Q", format=".3f"),
                                             alt.Tooltip("pair_kind:N", title="pair kind")])
     if len(order) <= 10:
@@ -233,9 +268,10 @@ def model_map_charts(mv: dict, *, labels: dict, title: dict | None = None):
     sy = alt.Scale(domain=dom_y, nice=False, zero=False)
     points = alt.Chart(coords).mark_point(filled=True, size=220, opacity=0.9).encode(
         x=alt.X("x:Q", title="MDS 1", scale=sx), y=alt.Y("y:Q", title="MDS 2", scale=sy),
-        color=alt.Color("cluster:N", title="cluster"), shape=alt.Shape("modality:N", title="modality"),
+        color=alt.Color("cluster:N", title="cluster", legend=alt.Legend(orient="bottom")),
+        shape=alt.Shape("modality:N", title="modality", legend=alt.Legend(orient="top")),
         tooltip=["model", "modality", "cluster"])
-    side = 380
+    side = 260  # with the legends above and below, the map and its axes fit a phone's column
     # labels placed beside their points without overlapping each other or a marker; one that finds no
     # free place is left off (the point's tooltip names it)
     from analysis.views.label_layout import label_positions
@@ -248,12 +284,13 @@ def model_map_charts(mv: dict, *, labels: dict, title: dict | None = None):
                                                                text="model:N")
     # "pad": the plot is exactly side × side and the names, legends and titles go around it. Under
     # Streamlit's default fit they came out of the 380 px, which left a 220 px map whose labels (placed
-    # for 380 px) overlapped, and 22 px matrix cells
+    # for 380 px) overlapped, and 22 px matrix cells. One legend above, one below, titles wrapped: a
+    # phone's column holds the charts (beside them, the map was 541 px wide)
     pad = alt.AutoSizeParams(type="pad")
-    cell = min(380, max(120, 34 * len(order)))
+    cell = min(300, max(120, 30 * len(order)))
     matrix = heat.properties(width=cell, height=cell, autosize=pad)
     mapped = (points + names).properties(width=side, height=side, autosize=pad)  # square, same span: equal scales
     if title:
-        matrix = matrix.properties(title=title)
-        mapped = mapped.properties(title={**title, "text": "2-D map (classical MDS of 1 − similarity)"})
+        matrix = matrix.properties(title=wrapped_title(title))
+        mapped = mapped.properties(title=wrapped_title({**title, "text": "2-D map (classical MDS of 1 − similarity)"}))
     return matrix, mapped

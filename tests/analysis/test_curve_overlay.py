@@ -5,7 +5,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from analysis.views.curve_overlay import difference_to_baseline, overlay_chart, overlay_text, run_label
+from analysis.views.curve_overlay import default_runs, difference_to_baseline, overlay_chart, overlay_text, run_label
 
 
 def curve(run, values, low=None, high=None, names=None):
@@ -89,3 +89,29 @@ def test_the_baseline_is_dashed_black_and_zero_in_difference_mode():
     line = chart.to_dict()["datasets"][ms[0]["data"]["name"]]
     assert [r["value"] for r in line] == [1.0, 0.0, -1.0]
     assert ms[0]["encoding"]["y"]["title"] == "rankme minus a"
+
+
+def runs_of(model, budgets, *, control=False):
+    """One curve per budget of ``model`` (n_c), with the grouping columns run_curves gives."""
+    return [curve(f"{model} · n_c {b}", [0.1 * b, 0.2 * b, 0.3 * b]).assign(
+        run_id=f"{model}-{b}", model=model, model_label=model + (" (random init)" if control else ""),
+        budget=f"n_c {b}", budget_size=float(b), control=control) for b in budgets]
+
+
+def test_the_overlay_colours_by_model_and_dashes_by_budget():
+    data = pd.concat(runs_of("a", [1, 2, 4]) + runs_of("b", [1, 4]))
+    spec = overlay_chart(data, "rankme").to_dict()
+    line = next(layer for layer in spec["layer"] if layer["mark"]["type"] == "line")
+    assert line["encoding"]["color"]["field"] == "model_label"
+    assert line["encoding"]["color"]["scale"]["domain"] == ["a", "b"]  # two colours for five runs
+    assert line["encoding"]["strokeDash"]["field"] == "budget"
+    assert line["encoding"]["strokeDash"]["scale"]["domain"] == ["n_c 1", "n_c 2", "n_c 4"]  # smallest first
+    assert line["encoding"]["strokeDash"]["scale"]["range"][0] == [1, 0]  # the smallest budget solid
+    assert line["encoding"]["detail"]["field"] == "run"  # one line per run, not one per model
+
+
+def test_the_default_overlay_is_each_trained_models_smallest_and_largest_budget():
+    data = pd.concat(runs_of("a", [1, 2, 4]) + runs_of("b", [2]) + runs_of("ctl", [1, 4], control=True))
+    assert default_runs(data) == ["a-1", "a-4", "b-2"]  # controls left out, a's middle budget too
+    controls = pd.concat(runs_of("ctl", [1, 2, 4], control=True))
+    assert default_runs(controls) == ["ctl-1", "ctl-4"]  # only controls: they are what there is

@@ -89,7 +89,7 @@ def test_the_verdict_finds_the_planted_layer_with_paired_gains(planted):
     d = sign * (np.array(s["2"]) - np.array(s["3"]))
     est = sign * (v.value - v.last_value)
     assert v.vs_last["low"] == pytest.approx(np.percentile(d, 2.5) + est - np.median(d))
-    assert "use layer 2 of 3 — 3 of 3 metrics agree" in by["vid"]["sentence"]
+    assert "use layer 2 of 0–3 — 3 of 3 metrics agree" in by["vid"]["sentence"]
 
 
 def test_with_random_init_models_every_line_is_a_control(planted):

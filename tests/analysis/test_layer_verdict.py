@@ -77,7 +77,7 @@ def test_a_planted_shared_latent_is_found_and_its_paired_gain_matches_a_brute_fo
     assert v.gain_vs_last == pytest.approx((curve[2] - curve[3]) / curve[3])
     assert v.interval == pytest.approx(list(_shifted_percentiles(res[2], curve[2])))
     s = verdict_sentence("vit", v)
-    assert s.startswith("vit: use layer 2 of 3 — 1 of 1 metric agree; cka ")
+    assert s.startswith("vit: use layer 2 of 0–3 — 1 of 1 metric agree; cka ")
     assert "95% CI" in s and "over the last layer (95% CI +" in s and "practical margin 2%" in s
 
 

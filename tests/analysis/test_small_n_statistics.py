@@ -99,3 +99,37 @@ def test_no_line_or_ranking_over_untrained_controls_only(tmp_path):
     assert fv["fit"]["slope"] is None and fv["fit"]["r"] is None
     assert av["agreement"]["w"]["w"] is None
     assert pf.ALL_CONTROLS in fv["notes"] and pf.ALL_CONTROLS in av["notes"]
+
+
+def test_fig7s_r_over_four_models_carries_its_exact_p_and_no_interval(tmp_path):
+    import duckdb
+
+    from analysis.views import paper_figures as pf
+    from tests.stores import PAPER_VISION, write_paper_store
+
+    path = tmp_path / "paper.duckdb"
+    write_paper_store(path)
+    with duckdb.connect(str(path), read_only=True) as con:
+        fv = pf.fig7_view(con, "mine", "mutual_knn", "gemma")
+    # the four trained models at their largest n_f: x = n_c 1, y = n_c 10 (tests/stores.py)
+    pts = [max(cells.items())[1] for _, control, cells in PAPER_VISION.values() if not control]
+    x, y = [p[("gemma", 1)] for p in pts], [p[("gemma", 10)] for p in pts]
+    assert fv["fit"]["n"] == 4
+    assert fv["fit"]["p"] == pytest.approx(brute_p(x, y, pearson))  # 4! pairings, each scored by scipy
+    text = pf.fig7_text(fv)
+    assert f"exact permutation p = {fv['fit']['p']:.3g}" in text and "no interval below 5 models" in text
+
+
+def kendall(a, b):
+    return stats.kendalltau(a, b)[0]
+
+
+@pytest.mark.parametrize("n", [4, 6])
+def test_kendall_tau_between_two_encoders_carries_its_exact_permutation_p(n):
+    from analysis.methods.paper_figures import rank_agreement
+
+    rng = np.random.default_rng(n)
+    X = np.column_stack([rng.normal(size=n), rng.normal(size=n)])
+    X[1, 1] = X[0, 1]  # a tie in one encoder's scores
+    (pair,) = rank_agreement(X, ["a", "b"])["pairs"]
+    assert pair["p"] == pytest.approx(brute_p(X[:, 0], X[:, 1], kendall))  # n! orderings, each scored by scipy

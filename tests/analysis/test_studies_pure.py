@@ -211,7 +211,7 @@ def test_layer_recommendation():
     assert rec["picks"]["alignment with t"]["gain_vs_final"] == pytest.approx(0.25)
     assert rec["agreement"] == {"modal_layer": 2, "share_agreeing": 1.0, "depth_spread": 0.0, "n_metrics": 3}
     text = describe_pick("m", rec["picks"]["alignment with t"], 4, "alignment with t")
-    assert text == ("layer 2 of 3 of m is best by alignment with t; the last layer is 20% lower; "
+    assert text == ("layer 2 of 0–3 of m is best by alignment with t; the last layer is 20% lower; "
                     "0.5 against 0.4, no paired interval (no item resamples stored)")
     with pytest.raises(ValueError, match="layers"):
         recommend_layers({"a": (np.ones(3), True), "b": (np.ones(4), True)})

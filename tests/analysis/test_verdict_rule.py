@@ -51,7 +51,7 @@ def test_isotropic_noise_never_wins_a_verdict_over_the_alignment_curve():
     assert v.layer == 3 and v.lead == "alignment with mpnet" and v.decided_by == "alignment"
     assert v.status == "recommend"
     s = verdict_sentence("vid", v)
-    assert s.startswith("vid: use layer 3 of 5")
+    assert s.startswith("vid: use layer 3 of 0–5")
     # the out-voted single-space signals are said, not hidden
     assert "rankme picks layer 1" in s and "uniformity picks layer 1" in s
 

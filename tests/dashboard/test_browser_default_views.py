@@ -13,19 +13,68 @@ demo-shaped store (``demo_like``), with every Vega-Lite chart read from the SVG 
     low/high field) with a non-zero extent in that chart or, for a caption, in its section's charts; a
     "band" needs an area, and a section that promises error bars or bands draws a chart.
 
+And the sweep: every page's default view at 1400 and 390 px, on that store and on a text-only one
+(:func:`text_only_like`), raises no exception, logs no console error, asks no other host for anything,
+and draws no chart wider than the window or the column, nor narrower than its own texts.
+
 Screenshots of each default view (the window grown to the page's height) land in
-$LAYERSCOPE_SCREENSHOTS as ``default-<page>.png``.
+$LAYERSCOPE_SCREENSHOTS as ``default-<page>.png`` (``sweep-<store>-<page>-<width>.png`` for the sweep).
 """
 
+import json
 import re
+import urllib.parse
 
+import numpy as np
 import pytest
 
-from tests.browser_helpers import page_sections, shoot, wait_done
+from tests.browser_helpers import chart_fit_problems, page_sections, shoot, wait_charts_drawn, wait_done
 
 pytestmark = pytest.mark.browser
 
-# the ``server`` (on the ``demo_like`` store) and ``browser`` fixtures: tests/dashboard/conftest.py
+# the ``server`` fixture (on ``served_store``): tests/dashboard/conftest.py
+
+
+def text_only_like(root):
+    """A text-only store (items without a video) as a sentence-embedding user builds one: MiniLM-shaped
+    ``minilm`` (7 layers), its identical copy ``minilm-copy`` and a two-layer ``bert1``, each at caption
+    budgets 1 and 2, 40 items sharing a latent, analysed with small settings. Returns its path."""
+    from tests.stores import write_text_store
+
+    rng = np.random.default_rng(44)
+    latent = rng.normal(size=(40, 6))
+    runs = {}
+    for model, layers, dim in (("minilm", 7, 16), ("bert1", 2, 12)):
+        maps = rng.normal(size=(layers, 6, dim))
+        for n_c in (1, 2):
+            noise = 1.0 / n_c + np.abs(np.arange(layers) - layers // 2)[:, None, None] * 0.3
+            runs[(model, n_c)] = (np.einsum("nk,lkd->lnd", latent, maps)
+                                  + noise * rng.normal(size=(layers, 40, dim))).astype(np.float32)
+            if model == "minilm":
+                runs[("minilm-copy", n_c)] = runs[(model, n_c)]
+    path = root / "text_only.duckdb"
+    write_text_store(path, runs, analyze={"k": 5, "n_boot": 10, "n_null": 10, "jobs": 1})
+    return path
+
+
+@pytest.fixture(scope="module", params=["demo_like", "text_only"])
+def served_store(request, tmp_path_factory):
+    """The module's tests run on the demo-shaped store, then on the text-only one."""
+    if request.param == "demo_like":
+        return request.getfixturevalue("demo_like")
+    from tests.conftest import shared_once
+
+    return shared_once(tmp_path_factory, "text-only-like", text_only_like) / "text_only.duckdb"
+
+
+@pytest.fixture(scope="module")
+def browser(tmp_path_factory):
+    """Headless chromium at 1400 × 1000 that keeps its console and its network log."""
+    from tests.helpers import chromium_driver
+
+    driver = chromium_driver(tmp_path_factory.mktemp("chrome-profile"), log_requests=True, log_console=True)
+    yield driver
+    driver.quit()
 
 #: (URL path, the page's title, the fewest charts its default view draws on the demo-shaped store);
 #: Neighbours shows images and tables, Downstream has no whole-model results in that store
@@ -197,15 +246,6 @@ def _has_band(sentence: str) -> bool:
     return re.search(r"\bbands?\b", sentence, re.I) is not None
 
 
-def wait_charts_drawn(browser, timeout=60):
-    """Until every vega-embed on the page holds its drawn SVG or canvas."""
-    from selenium.webdriver.support.ui import WebDriverWait
-
-    WebDriverWait(browser, timeout).until(lambda b: b.execute_script(
-        "const e = document.querySelectorAll('.vega-embed');"
-        "return [...e].every(x => x.querySelector('svg.marks, canvas'));"))
-
-
 def full_page_shot(browser, name: str):
     """The window grown to the main column's scroll height (Streamlit scrolls inside it), then shot."""
     height = browser.execute_script(
@@ -221,7 +261,9 @@ def full_page_shot(browser, name: str):
 
 
 @pytest.mark.parametrize("page,title,fewest", PAGES, ids=[p[0] or "overview" for p in PAGES])
-def test_every_default_view_has_its_legends_axes_and_intervals(server, browser, page, title, fewest):
+def test_every_default_view_has_its_legends_axes_and_intervals(server, served_store, browser, page, title, fewest):
+    if "text_only" in str(served_store):
+        fewest = 0  # a store without videos leaves the vision pages' charts out, saying why
     browser.set_window_size(1400, 1000)
     browser.get(f"{server}/{page}")
     wait_done(browser, title, charts=fewest > 0)
@@ -239,4 +281,42 @@ def test_every_default_view_has_its_legends_axes_and_intervals(server, browser, 
         problems += [f"{name}: {p}" for p in legend_problems(chart) + axis_problems(chart)]
     for section in sections:
         problems += interval_problems(section)
+    assert not problems, "\n".join(problems)
+
+
+#: Streamlit's frontend, opened on a page's own URL (``/heatmap``), looks for its server under that path
+#: first (``/heatmap/_stcore/health``, ``host-config``) and then at the root: the first two answer 404 on
+#: every deep link of every Streamlit app, logged by the browser, not by the page
+BASE_PATH_PROBE = re.compile(r"/_stcore/(health|host-config) - Failed to load resource: .* 404")
+
+
+def other_hosts(browser, server) -> list[str]:
+    """The URLs of the requests the browser sent to another host since the log was last read."""
+    host = urllib.parse.urlparse(server).hostname
+    out = []
+    for entry in browser.get_log("performance"):
+        message = json.loads(entry["message"])["message"]
+        if message["method"] in ("Network.requestWillBeSent", "Network.webSocketCreated"):
+            url = message["params"].get("request", {}).get("url") or message["params"].get("url", "")
+            u = urllib.parse.urlparse(url)
+            if u.scheme in ("http", "https", "ws", "wss") and u.hostname != host:
+                out.append(url)
+    return out
+
+
+@pytest.mark.parametrize("width", [1400, 390])
+@pytest.mark.parametrize("page,title", [p[:2] for p in PAGES], ids=[p[0] or "overview" for p in PAGES])
+def test_every_default_view_fits_the_window_with_no_error_and_no_other_host(server, served_store, browser, page,
+                                                                             title, width):
+    browser.set_window_size(width, 1000)
+    browser.get_log("browser"), other_hosts(browser, server)  # drop what came before
+    browser.get(f"{server}/{page}")
+    wait_done(browser, title)  # fails on an exception the page shows
+    wait_charts_drawn(browser)
+    problems = chart_fit_problems(browser)
+    problems += [f"console: {e['message'][:300]}" for e in browser.get_log("browser")
+                 if e["level"] == "SEVERE" and not BASE_PATH_PROBE.search(e["message"])]
+    problems += [f"asked another host: {u}" for u in other_hosts(browser, server)]
+    store = "text-only" if "text_only" in str(served_store) else "demo"
+    shoot(browser, f"sweep-{store}-{page or 'overview'}-{width}")
     assert not problems, "\n".join(problems)

@@ -232,7 +232,7 @@ def curves_page(store, monkeypatch, params):
 
 
 def overlay_spec(at):
-    charts = [c for c in at.get("vega_lite_chart") if '"title": "run"' in c.proto.spec]  # colour by run
+    charts = [c for c in at.get("vega_lite_chart") if '"title": "budget"' in c.proto.spec]  # dash by budget
     assert len(charts) == 1
     s = json.loads(charts[0].proto.spec)
     tables = [pa.ipc.open_stream(d.data.data).read_pandas() for d in charts[0].proto.datasets]

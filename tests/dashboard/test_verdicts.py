@@ -86,7 +86,7 @@ def test_overview_answers_first_with_value_interval_and_paired_gain_or_says_why_
     assert next(s.value for s in at.subheader) == "Which layer to use"
     lines = {k: v.replace("\\", "") for k, v in _lines(at).items()}
     sharp = lines["sharp"]
-    assert "use layer 2 of 3 — 1 of 1 metric agree; alignment with mpnet 0.8 (95% CI" in sharp
+    assert "use layer 2 of 0–3 — 1 of 1 metric agree; alignment with mpnet 0.8 (95% CI" in sharp
     assert "+100% over the last layer (95% CI +100% to +100%)" in sharp and "practical margin 2%" in sharp
     clear = lines["clear"]
     assert "keep the model's default output" in clear and "use layer" not in clear
