@@ -5,7 +5,7 @@ from analysis.views import VERDICT_RULE, display_table, md_escape
 from analysis.views.overview_chart import gain_chart, gain_note, gain_table
 from analysis.views.rankme_cap import capped_verdicts, rankme_cap_text
 from analysis.views.probes import CHECK_BADGES, check_summaries, probe_checks
-from analysis.views.verdicts import VERDICT_BADGES
+from analysis.views.verdicts import VERDICT_BADGES, missing_text
 from pages._shared import (
     background_job,
     download_data,
@@ -37,18 +37,18 @@ for ds, found in found_by.items():
     if len(ov["datasets"]) > 1:
         st.markdown(f"**{md_escape(ds)}**")
     if not found:
-        st.caption(md_escape(f"{ds}: no layer choice yet (needs per-layer results: `layerscope analyze`)."))
+        st.caption(md_escape(missing_text(ds)))
         continue
     for i, v in enumerate(found):
         line, links = st.columns([5, 2], vertical_alignment="center")
-        line.markdown(f"{VERDICT_BADGES[v['verdict']['status']]} {md_escape(v['sentence'])}")
+        line.markdown(f"{VERDICT_BADGES[v['verdict'].status]} {md_escape(v['sentence'])}")
         with links:
             c_heat, c_curve = st.columns(2)
             if v["heatmap"]:
                 c_heat.page_link(page_path("heatmap"), label="heatmap", icon=":material/grid_on:", query_params=v["heatmap"],
                                  help="the mutual k-NN grid with this layer selected")
             c_curve.page_link(page_path("curves"), label="curves", icon=":material/show_chart:", query_params=v["curves"],
-                              help=md_escape(f"the curve of {v['verdict']['lead'] or 'this model'} per layer"))
+                              help=md_escape(f"the curve of {v['verdict'].lead or 'this model'} per layer"))
     checks = check_summaries(view(probe_checks, ds))
     if checks:  # the verdicts set against labels: one line per model, from the probes of its fields
         st.markdown("*Checked against labels (probes on this dataset's manifest fields):*")

@@ -147,6 +147,26 @@ NUANCE_ITEMS, NUANCE_DIM = 40, 8
 NUANCE_NEGATED = set(range(0, NUANCE_ITEMS, 2))
 
 
+def write_verdicts(con, dataset: str) -> None:
+    """The verdict rows ``analyze`` stores, for layer-choice rows a test wrote by hand: the verdicts
+    study's own :func:`analysis.studies.verdicts.decide` on each, with the grids its ``sources`` name."""
+    from analysis.storage import results as R
+    from analysis.studies.verdicts import STUDY, decide
+
+    models = dict(con.execute("SELECT model, random_init FROM models").fetchall())
+    random = {m for m, ri in models.items() if ri}
+    runs = {r["run_id"]: r for r in R.rows(con, "SELECT * FROM runs")}
+    for s in R.read_studies(con, study="layer_choice", dataset=dataset):
+        p, key = s["payload"], s["subject"]
+        run = runs[p["setting"]["run_id"]]
+        found = {}
+        for name, rid in (p.get("sources") or {}).items():
+            (g,) = R.read_grids(con, result_id=rid)
+            found[name] = (g, g["run_a"] == run["run_id"])
+        R.put_study(con, result_id=f"verdict-{key}", study=STUDY, dataset=dataset, subject=key, params={},
+                    payload=decide(dataset, key, p, run, found, random, models), input_key="hand")
+
+
 def _nuance_arrays():
     N, D = NUANCE_ITEMS, NUANCE_DIM
     rng = np.random.default_rng(7)

@@ -163,7 +163,7 @@ def test_every_line_says_beyond_chance_with_the_between_group_null_and_names_the
     assert sorted(lines) == ["minilm", "mpnet"]
     for model, v in lines.items():
         line = v["sentence"]
-        assert v["verdict"]["lead"].startswith("alignment with ") and said in line, line
+        assert v["verdict"].lead.startswith("alignment with ") and said in line, line
         assert "within-group" not in line and "not beyond chance" not in line and "no alignment beyond" not in line
     from analysis.views.heatmap import best_cell_text
 
@@ -177,14 +177,14 @@ def test_every_line_says_beyond_chance_with_the_between_group_null_and_names_the
     assert {v["model"]: v["null"]["kind"] for v in section["verdicts"]} == {"minilm": "between", "mpnet": "between"}
 
 
-def _advised(v: dict) -> int:
+def _advised(v) -> int:
     """The layer a verdict line leaves the user on: its pick when recommended, else the last layer
     (or the default output when the line keeps it): "no reason to move off" it."""
-    if v["status"] == "recommend":
-        return v["layer"]
-    if v["status"] == "default" or v.get("tie_with") == "the default output":
-        return v["default_layer"]
-    return v["last_layer"]
+    if v.status == "recommend":
+        return v.layer
+    if v.status == "default" or v.tie_with == "the default output":
+        return v.default_layer
+    return v.last_layer
 
 
 def test_the_minilm_line_names_the_layer_alignment_with_mpnet_picks_when_it_differs_beyond_noise(paraphrase_store):

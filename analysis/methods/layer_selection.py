@@ -6,6 +6,7 @@ import json
 
 import numpy as np
 
+from analysis.methods.verdict import Verdict
 from analysis.null import beyond_chance, null_kind, null_label
 
 
@@ -313,7 +314,7 @@ def layer_verdict(curves: dict[str, np.ndarray], higher_is_better: dict[str, boo
                   default_layer: int | None = None, degenerate=(), intervals: dict | None = None,
                   resamples: dict | None = None, controls=(), nulls: dict | None = None,
                   control_model: bool = False, margin: float = PRACTICAL_MARGIN, alignment=None,
-                  copies: dict | None = None) -> dict:
+                  copies: dict | None = None) -> Verdict:
     """One answer per model: the layer to use, how many metrics agree, and whether its gain over
     the last layer and over the model's own ``default`` output is real and large enough.
 
@@ -355,14 +356,8 @@ def layer_verdict(curves: dict[str, np.ndarray], higher_is_better: dict[str, boo
         copies: ``{curve: why}``, alignment with a (near-)identical copy of the model
             (:func:`near_identical`): flagged, never a vote.
     Returns:
-        ``{"status", "layer", "last_layer", "default_layer", "n_agree", "n_metrics", "agreeing",
-        "picks": {metric: layer}, "undefined", "controls", "chance": {metric: null}, "lead", "value",
-        "interval": [lo, hi] | None, "last_value", "default_value", "gain_vs_last", "gain_vs_default"
-        (lead metric, relative, + = pick better), "vs_last", "vs_default" (:func:`paired_gain` dicts,
-        or point-only ones without an interval, or None), "gains_vs_last": {metric: gain}, "margin",
-        "n_boot", "control", "reason", "decided_by": "alignment" | "single-space", "dissent": [{"metric",
-        "layer", "alignment", "vs", "gain", "beyond_interval"}], "null" (:func:`_lead_null`), "tie_with"}``.
-        ``layer`` is the candidate whatever the status (the picked layer a probe is compared with).
+        a :class:`~analysis.methods.verdict.Verdict` (one comment per field there). ``layer`` is the
+        candidate whatever the status (the picked layer a probe is compared with).
     """
     if not curves:
         raise ValueError("no per-layer curves to choose from")
@@ -378,17 +373,17 @@ def layer_verdict(curves: dict[str, np.ndarray], higher_is_better: dict[str, boo
     picks, undefined = _metric_picks(voters, higher_is_better, last, bad)
     align = {m for m in arrays if (m in set(alignment) if alignment is not None else is_alignment(m))}
     d = default_layer if default_layer is not None and 0 <= default_layer < n_layers else None
-    out = {**no_verdict("", last, undefined), "default_layer": d, "picks": picks, "n_metrics": len(picks),
+    out = {**_blank("", last, undefined), "default_layer": d, "picks": picks, "n_metrics": len(picks),
            "controls": ctrl, "chance": chance, "margin": float(margin), "control": bool(control_model),
            "copies": copy}
     if not picks:
-        return {**out, **_without_voters(arrays, copy, chance, ctrl, undefined, bad)}
+        return Verdict(**{**out, **_without_voters(arrays, copy, chance, ctrl, undefined, bad)})
     out.update(_measured(ev := _Evidence(arrays, higher_is_better, resamples), picks, align, last, d, intervals))
     out["null"] = _lead_null(nulls, chance, out["lead"])
     if control_model:
-        return {**out, "status": "control",
-                "reason": "random-init weights: a baseline for the trained models, not a candidate"}
-    return _judged(out, ev.comparisons, align, last, margin)
+        return Verdict(**{**out, "status": "control",
+                          "reason": "random-init weights: a baseline for the trained models, not a candidate"})
+    return Verdict(**_judged(out, ev.comparisons, align, last, margin))
 
 
 def _lead_null(nulls: dict | None, chance: dict, lead: str | None) -> dict | None:
@@ -564,8 +559,13 @@ def _chance_text(arrays: dict, chance: dict) -> str:
                      for m, nl in sorted(chance.items()))
 
 
-def no_verdict(reason: str, last_layer: int | None, undefined=()) -> dict:
-    """The verdict (as :func:`layer_verdict` shapes it) of a model no layer of which can be recommended."""
+def no_verdict(reason: str, last_layer: int | None, undefined=()) -> Verdict:
+    """The verdict of a model no layer of which can be recommended."""
+    return Verdict(**_blank(reason, last_layer, undefined))
+
+
+def _blank(reason: str, last_layer: int | None, undefined=()) -> dict:
+    """The fields of a verdict with no pick, which :func:`layer_verdict` fills in."""
     return {"status": "none", "reason": reason, "last_layer": last_layer, "default_layer": None, "picks": {},
             "undefined": sorted(undefined), "n_metrics": 0, "layer": None, "n_agree": 0, "agreeing": [],
             "lead": None, "value": None, "last_value": None, "default_value": None, "interval": None,
@@ -589,74 +589,74 @@ def _gain_text(cmp: dict | None, what: str) -> str:
     return f"{_pct(cmp['gain'])} over {what} (95% CI {_pct(cmp['gain_low'])} to {_pct(cmp['gain_high'])})"
 
 
-def verdict_sentence(model: str, v: dict, *, n_boot: int | None = None) -> str:
+def verdict_sentence(model: str, v: Verdict, *, n_boot: int | None = None) -> str:
     """The verdict of :func:`layer_verdict` as one line for people: its value with an interval and
     its paired gains with theirs, or why not, e.g. "vit: use layer 7 of 12 — 3 of 4 metrics agree;
     rankme 41.2 (95% CI 40.1–42.0, 200 resamples); +18% over the last layer (95% CI +12% to +25%),
     +12% over the default output (95% CI +5% to +19%); paired bootstrap, practical margin 2%"."""
-    last, status = v["last_layer"], v["status"]
+    last, status = v.last_layer, v.status
     if status == "none":
-        return f"{model}: no layer can be recommended — {v['reason']}" + _aside(v)
+        return f"{model}: no layer can be recommended — {v.reason}" + _aside(v)
     if status == "chance":
-        return f"{model}: {v['reason']} — no layer is recommended" + _aside(v)
-    agree = f"{v['n_agree']} of {v['n_metrics']} metric{'s' if v['n_metrics'] != 1 else ''} agree"
-    n_boot = n_boot or v.get("n_boot")
-    value = f"{v['lead']} {v['value']:.3g}"
-    if v.get("interval"):
-        lo, hi = v["interval"]
+        return f"{model}: {v.reason} — no layer is recommended" + _aside(v)
+    agree = f"{v.n_agree} of {v.n_metrics} metric{'s' if v.n_metrics != 1 else ''} agree"
+    n_boot = n_boot or v.n_boot
+    value = f"{v.lead} {v.value:.3g}"
+    if v.interval:
+        lo, hi = v.interval
         sep = " to " if lo < 0 else "–"  # "-2.66–-2.13" misreads
         value += f" (95% CI {lo:.3g}{sep}{hi:.3g}{f', {n_boot} resamples' if n_boot else ''})"
     else:
         value += " (no interval: no item resamples stored)"
-    if v.get("null"):  # the test the deciding curve passed, named by kind (between groups by default)
-        value += f"; beyond chance: p = {v['null']['p']:.2g} under {v['null']['n_perm']} {null_label(v['null'])}"
-    gains = [] if v["layer"] == last else [_gain_text(v.get("vs_last"), "the last layer")]
-    if v.get("default_layer") is not None:
-        gains.append(_gain_text(v.get("vs_default"), "the default output"))
-    gain = "; ".join([value, *gains]) + f"; paired bootstrap, practical margin {v['margin']:.0%}"
+    if v.null:  # the test the deciding curve passed, named by kind (between groups by default)
+        value += f"; beyond chance: p = {v.null['p']:.2g} under {v.null['n_perm']} {null_label(v.null)}"
+    gains = [] if v.layer == last else [_gain_text(v.vs_last, "the last layer")]
+    if v.default_layer is not None:
+        gains.append(_gain_text(v.vs_default, "the default output"))
+    gain = "; ".join([value, *gains]) + f"; paired bootstrap, practical margin {v.margin:.0%}"
     if status == "control":
-        where = f"the last layer ({last})" if v["layer"] == last else f"layer {v['layer']} of 0–{last}"
+        where = f"the last layer ({last})" if v.layer == last else f"layer {v.layer} of 0–{last}"
         return (f"{model}: a control (random-init weights), never a recommendation — its metrics pick {where} "
                 f"({agree}); {gain}" + _aside(v))
     if status == "last":
         only = ("; single-space signals only (no alignment with a trained reference votes)"
-                if v.get("decided_by") == "single-space" else "")
-        return f"{model}: use the last layer ({last}) — {agree}, {v['reason']}; {gain}{only}" + _dissent(v) + _aside(v)
+                if v.decided_by == "single-space" else "")
+        return f"{model}: use the last layer ({last}) — {agree}, {v.reason}; {gain}{only}" + _dissent(v) + _aside(v)
     if status == "default":
-        return f"{model}: keep the model's default output — {v['reason']}; {gain}" + _dissent(v) + _aside(v)
-    where = "the last layer" if v["layer"] == last else f"layer {v['layer']}"
+        return f"{model}: keep the model's default output — {v.reason}; {gain}" + _dissent(v) + _aside(v)
+    where = "the last layer" if v.layer == last else f"layer {v.layer}"
     if status == "tie":
-        which = v.get("tie_with", "the last layer")
-        return (f"{model}: tie between {where} ({agree}) and {which} — {v['reason']}; {gain}; "
+        which = v.tie_with or "the last layer"
+        return (f"{model}: tie between {where} ({agree}) and {which} — {v.reason}; {gain}; "
                 f"no reason to move off {which}" + _dissent(v) + _aside(v))
     if status in ("untested", "unsupported"):
-        return (f"{model}: {where} of 0–{last} leads ({agree}) but is not recommended — {v['reason']}; "
+        return (f"{model}: {where} of 0–{last} leads ({agree}) but is not recommended — {v.reason}; "
                 f"{gain}" + _dissent(v) + _aside(v))
-    extra = f" ({v['reason']})" if v["vs_last"] is None else ""
-    return f"{model}: use layer {v['layer']} of 0–{last} — {agree}{extra}; {gain}" + _dissent(v) + _aside(v)
+    extra = f" ({v.reason})" if v.vs_last is None else ""
+    return f"{model}: use layer {v.layer} of 0–{last} — {agree}{extra}; {gain}" + _dissent(v) + _aside(v)
 
 
-def _dissent(v: dict) -> str:
+def _dissent(v: Verdict) -> str:
     """"; alignment with mpnet picks layer 3, +27% over the last layer (95% CI +11% to +39%); rankme
     picks the last layer, +2.0% over layer 3 (...)": every voter that picks another layer, alignment first."""
     parts = []
-    for d in v.get("dissent") or []:
-        where = "the last layer" if d["layer"] == v["last_layer"] else f"layer {d['layer']}"
+    for d in v.dissent or []:
+        where = "the last layer" if d["layer"] == v.last_layer else f"layer {d['layer']}"
         gain = f", {_gain_text(d['gain'], d['vs'])}" if d.get("gain") is not None else ""
         parts.append(f"{d['metric']} picks {where}{gain}")
     return "; " + "; ".join(parts) if parts else ""
 
 
-def _aside(v: dict) -> str:
+def _aside(v: Verdict) -> str:
     """What did not vote: controls and alignment no better than chance."""
     out = ""
-    if v.get("controls"):
-        out += f"; not voting (random-init controls): {', '.join(v['controls'])}"
-    if v.get("copies"):
+    if v.controls:
+        out += f"; not voting (random-init controls): {', '.join(v.controls)}"
+    if v.copies:
         out += (f"; not voting (an identical copy of this model, cosine ≥ 1 − {COPY_TOL:g} at every layer): "
-                f"{', '.join(sorted(v['copies']))}")
-    if v.get("chance") and v["status"] != "chance":
+                f"{', '.join(sorted(v.copies))}")
+    if v.chance and v.status != "chance":
         out += "; not voting (no alignment beyond chance): " + ", ".join(
             f"{m} (p={nl['p']:.2g}" + ("" if null_kind(nl) == "plain" else f", {null_label(nl)}") + ")"
-            for m, nl in sorted(v["chance"].items()))
+            for m, nl in sorted(v.chance.items()))
     return out

@@ -29,7 +29,7 @@ from analysis.report.paper_figures import paper_figures_html, paper_figures_md, 
 from analysis.studies import stored_settings
 from analysis.studies.context import Settings
 from analysis.views.null import grid_null_within
-from analysis.views.verdicts import VERDICT_WORDS
+from analysis.views.verdicts import VERDICT_WORDS, missing_text
 from analysis.views.rankme_cap import RANKME_CAP_SHARE, rankme_cap_text, rankme_capped  # noqa: F401 (RANKME_CAP_SHARE: older callers)
 
 #: a grid's pair kind in words (report titles and tables)
@@ -73,7 +73,7 @@ def _verdicts(con, ds, chosen) -> list[dict]:
     (:func:`views.verdicts`), for the chosen models, with the dashboard query of their evidence."""
     out = []
     for v in views.verdicts(con, ds):
-        if v["model"].removesuffix(" [text]") not in chosen:
+        if v["base"] not in chosen:
             continue
         keep = ("status", "layer", "last_layer", "default_layer", "n_agree", "n_metrics", "agreeing", "lead",
                 "value", "last_value", "default_value", "interval", "gain_vs_last", "gain_vs_default", "reason",
@@ -83,7 +83,7 @@ def _verdicts(con, ds, chosen) -> list[dict]:
                 # the null the deciding alignment passed, and every signal that picks another layer
                 "null", "dissent")
         out.append({"model": v["model"], "label": v["label"], "sentence": v["sentence"], "n_boot": v["n_boot"],
-                    **{k: v["verdict"][k] for k in keep}, "heatmap_query": v["heatmap"], "curves_query": v["curves"]})
+                    **{k: getattr(v["verdict"], k) for k in keep}, "heatmap_query": v["heatmap"], "curves_query": v["curves"]})
     return out
 
 
@@ -533,7 +533,7 @@ def _verdicts_html(report) -> str:
         if len(report["datasets"]) > 1:
             out.append(f"<h3>{_e(d['dataset'])}</h3>")
         if not d.get("verdicts"):
-            out.append("<p class='note'>No layer choice: no per-layer results for this dataset.</p>")
+            out.append(f"<p class='note'>{_e(missing_text(d['dataset']))}</p>")
             continue
         out.append("<ul>" + "".join(f"<li>{_mark(v['status'])} {_e(v['sentence'])}</li>" for v in d["verdicts"])
                    + "</ul>")
@@ -767,7 +767,7 @@ def _verdicts_md(report) -> list[str]:
         for v in d.get("verdicts", []):
             lines.append(f"- **{VERDICT_WORDS[v['status']]}**: {prefix}{md_inline(v['sentence'])}")
         if not d.get("verdicts"):
-            lines.append(f"- {md_block(d['dataset']) + ': ' if prefix else ''}no layer choice (no per-layer results)")
+            lines.append(f"- {md_inline(missing_text(d['dataset']))}")
     return lines + [""]
 
 

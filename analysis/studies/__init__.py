@@ -19,6 +19,8 @@ said otherwise):
 - :mod:`.caption_baseline`: each text model's run on the long original captions against every vision
   run (DR Fig. 8's baseline beside the caption sweep).
 - :mod:`.layer_choice`: per model, the layer each label-free metric recommends and their agreement.
+- :mod:`.verdicts`: per model, the layer to use (a typed verdict), decided from the layer choice's
+  curves and resamples and the grids' intervals and nulls; the dashboard and the report read it.
 
 Every study asks one :class:`~analysis.studies.engine.Engine` for grids, profiles and embeddings, so
 each run's layers are prepared once and scored against every partner (cost grows with runs, not
@@ -36,7 +38,7 @@ from analysis.storage.integrity import scan_store
 from analysis.storage.store import StoreError, check_store_path, connect, latest_per_setting, transaction
 from analysis.studies import (
     caption_baseline, downstream, embedding_map, grids, layer_choice, model_map, predictors, probes, profiles,
-    same_space, scaling, temporal,
+    same_space, scaling, temporal, verdicts,
 )
 from analysis.studies.budget import StoreShape, available_memory, memory_problems
 from analysis.studies.context import ANALYSIS_VERSION, AnalyzeOptions, STORED, Context, DatasetRuns, Settings, group_runs
@@ -177,7 +179,7 @@ def plan_datasets(con, datasets, ctx, non_finite: dict[str, int] | None = None) 
 
 #: the studies of one dataset, in the order :func:`run_dataset` runs them (its progress counter counts these)
 STUDY_ORDER = ("profiles", "grids", "probes", "scaling", "model_map", "downstream", "same_space", "predictors", "temporal",
-               "caption_baseline", "layer_choice", "embedding_map")
+               "caption_baseline", "layer_choice", "verdicts", "embedding_map")
 
 
 def progress_line(done: int, total: int, what: str) -> str:
@@ -215,8 +217,10 @@ def run_dataset(ctx: Context, d: DatasetRuns, position: tuple[int, int] = (0, 1)
     ctx.flush()
     counted(4)
     for i, study in enumerate((model_map, downstream, same_space, predictors, temporal, caption_baseline,
-                               layer_choice, embedding_map), start=5):
-        study.run(ctx, d)  # same_space before predictors, which read its per-layer values
+                               layer_choice, verdicts, embedding_map), start=5):
+        # same_space before predictors, which read its per-layer values; verdicts after layer_choice,
+        # whose curves and resamples they decide from
+        study.run(ctx, d)
         ctx.flush()
         counted(i)
 

@@ -56,7 +56,9 @@ from analysis.null import NULL_PERMUTATIONS
 #: item groups the null shuffles whole groups as blocks (``kind``) and ``null_within`` sits beside it;
 #: equal best cells go to the deepest layers; layer choices flag identical partner runs (``copies``);
 #: the labelled probes (``--labels``) are a new study
-ANALYSIS_VERSION = 12
+#: 13: verdicts are a study of their own (``result_studies``, study ``verdict``): decided and stored by
+#: ``analyze``, read by the dashboard and the report
+ANALYSIS_VERSION = 13
 
 #: resamples for the scaling study's parameter intervals (each one refits the law): at most this
 #: many; the grids study keeps this many of each vision×text best cell's resample scores for them

@@ -172,7 +172,7 @@ def run(ctx: Context, d: DatasetRuns) -> None:
             continue
         if curves:
             rec = recommend_layers(curves, last_layer=last, controls=controls)
-            # the verdict's gains are paired differences on these resamples (views.verdicts)
+            # the verdict's gains are paired differences on these resamples (studies.verdicts)
             rec["resamples"] = _json_samples(paired_resamples(ctx, run, curves, sources, grids, last=last,
                                                               default=default, degenerate=bad))
             rec["n_boot"], rec["resample_seed"] = ctx.settings.n_boot, ctx.settings.seed

@@ -69,13 +69,6 @@ def layer_choices(con, dataset) -> dict:
             for s in R.read_studies(con, current=True, study="layer_choice", dataset=dataset)}
 
 
-def _row_best(grid, layer: int, model_is_a: bool) -> int:
-    """The other model's layer that aligns best with ``layer`` (NaN cells skipped; ties to the deepest
-    layer, as every pick; 0 when none is finite)."""
-    line = np.asarray(grid, dtype=float)[layer] if model_is_a else np.asarray(grid, dtype=float)[:, layer]
-    return len(line) - 1 - int(np.nanargmax(line[::-1])) if np.isfinite(line).any() else 0
-
-
 def _alignment_sources(p: dict, curves, grids: list, by_id: dict) -> dict:
     """``{"alignment with REF": (grid, model is A)}``: the mutual k-NN grid behind each alignment
     curve of one layer-choice payload (its stored source, else the grid of the payload's run against

@@ -28,15 +28,15 @@ def _row(dataset: str, v: dict) -> dict:
     over the last layer (+ = the pick is better), ``gain_low``/``gain_high`` its 95% paired-bootstrap
     interval (:func:`analysis.methods.layer_selection.paired_gain`), ``None`` where undefined."""
     vd = v["verdict"]
-    row = dict(dataset=dataset, model=v["label"], status=vd["status"], metric=vd.get("lead"),
-               layer=vd.get("layer"), last_layer=vd.get("last_layer"), gain=None, gain_low=None,
+    row = dict(dataset=dataset, model=v["label"], status=vd.status, metric=vd.lead,
+               layer=vd.layer, last_layer=vd.last_layer, gain=None, gain_low=None,
                gain_high=None, interval=None, note=None)
-    if vd.get("layer") is None:  # no pick at all: nothing to draw, the reason is said in the line
-        row["note"] = f"no layer picked ({vd['status']})"
+    if vd.layer is None:  # no pick at all: nothing to draw, the reason is said in the line
+        row["note"] = f"no layer picked ({vd.status})"
         return row
-    if vd["layer"] == vd.get("last_layer"):
+    if vd.layer == vd.last_layer:
         return {**row, "gain": 0.0, "interval": "pick is the last layer"}
-    cmp = vd.get("vs_last") or {}
+    cmp = vd.vs_last or {}
     gain = _finite(cmp.get("gain"))
     if gain is None:
         row["note"] = ("the last layer is degenerate or undefined" if not cmp

@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from analysis.methods.verdict import Verdict
 from analysis.null import beyond_chance
 from analysis.storage import results as R
 from analysis.views.charts import plot_height
@@ -69,18 +70,18 @@ def probes_long(con, dataset) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def advised_layer(v: dict) -> int | None:
+def advised_layer(v: Verdict) -> int | None:
     """The layer a verdict line tells the user to use: the pick when it recommends a layer, the last
     layer when it says so, else (a tie, untested, at chance, the default output) the model's ``default``
     output when stored, else its last layer; None for controls and models without a verdict."""
-    status = v.get("status")
-    if status in ("control", "none") or v.get("control"):
+    status = v.status
+    if status in ("control", "none") or v.control:
         return None
     if status == "recommend":
-        return v.get("layer")
+        return v.layer
     if status == "last":
-        return v.get("last_layer")
-    return v.get("default_layer") if v.get("default_layer") is not None else v.get("last_layer")
+        return v.last_layer
+    return v.default_layer if v.default_layer is not None else v.last_layer
 
 
 def _best_layer(values: list, last: int) -> int | None:
@@ -171,8 +172,8 @@ def probe_checks(con, dataset, verdicts: list[dict] | None = None) -> list[dict]
         pick = advised_layer(v["verdict"])
         if pick is None or run_id is None:
             continue
-        last = v["verdict"].get("last_layer")
-        default = v["verdict"].get("default_layer")
+        last = v["verdict"].last_layer
+        default = v["verdict"].default_layer
         for field in fields:
             p = by_run.get((run_id, field))
             if p is None:
@@ -186,7 +187,7 @@ def probe_checks(con, dataset, verdicts: list[dict] | None = None) -> list[dict]
                 if best is None or at_pick is None:
                     continue
                 c = {"model": v["model"], "label": v["label"], "field": field, "score": score,
-                     "score_label": sc["label"], "setting": setting_text(p), "status": v["verdict"].get("status"),
+                     "score_label": sc["label"], "setting": setting_text(p), "status": v["verdict"].status,
                      "pick": at_pick, "best": _at(sc, best), "last": _at(sc, last_l), "default": _at(sc, default),
                      "pick_vs_best": _diff(sc, pick, best), "best_vs_last": _diff(sc, best, last_l),
                      "best_vs_default": _diff(sc, best, default), "pick_vs_last": _diff(sc, pick, last_l),

@@ -33,13 +33,13 @@ def rankme_cap_text(capped: list[tuple[str, float]], n_items: int, share: float 
 def capped_verdicts(found: list[dict], n_items: int, dims: dict) -> list[tuple[str, float]]:
     """The ``(label, value)`` of each verdict (:func:`analysis.views.verdicts.verdicts`) whose lead metric
     is RankMe and whose value at the pick is held down by the bound; ``dims``: model -> embedding width
-    (a dual encoder's ``" [text]"`` side looks its model up)."""
+    (a dual encoder's text side looks its model up: the row's ``base``)."""
     out = []
     for v in found:
         vd = v["verdict"]
-        dim = dims.get(v["model"], dims.get(v["model"].removesuffix(" [text]")))
-        if vd.get("lead") == "rankme" and rankme_capped(vd.get("value"), n_items, dim):
-            out.append((v["label"], float(vd["value"])))
+        dim = dims.get(v["base"])
+        if vd.lead == "rankme" and rankme_capped(vd.value, n_items, dim):
+            out.append((v["label"], float(vd.value)))
     return out
 
 

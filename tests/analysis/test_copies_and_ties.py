@@ -26,12 +26,12 @@ def test_alignment_with_a_copy_never_votes_and_is_said():
     curves = {"alignment with minilm-copy": [0, 1.0, 1.0, 1.0], "alignment with mpnet": [0, .2, .5, .3]}
     hib = {m: True for m in curves}
     v = layer_verdict(curves, hib, copies={"alignment with minilm-copy": "a copy"})
-    assert "alignment with minilm-copy" not in v["picks"] and v["layer"] == 2
-    assert "alignment with minilm-copy" in v["copies"]
+    assert "alignment with minilm-copy" not in v.picks and v.layer == 2
+    assert "alignment with minilm-copy" in v.copies
     assert "not voting (an identical copy of this model" in verdict_sentence("minilm", v)
     only = layer_verdict({"alignment with minilm-copy": [0, 1.0, 1.0, 1.0]}, {"alignment with minilm-copy": True},
                          copies={"alignment with minilm-copy": "a copy"})
-    assert only["status"] == "none" and "copies" in only["reason"]
+    assert only.status == "none" and "copies" in only.reason
 
 
 def test_a_stored_copy_is_flagged_by_the_study_and_kept_out_of_the_verdict(tmp_path):
@@ -45,9 +45,9 @@ def test_a_stored_copy_is_flagged_by_the_study_and_kept_out_of_the_verdict(tmp_p
     write_text_store(store, runs, analyze=dict(k=5, n_boot=5, n_null=0, maps=0, jobs=1))
     with duckdb.connect(str(store), read_only=True) as con:
         (v,) = [v for v in views.verdicts(con, "sentences") if v["model"] == "minilm"]
-    assert set(v["verdict"]["copies"]) == {"alignment with minilm-copy"}
-    assert "alignment with minilm-copy" not in v["verdict"]["picks"]
-    assert v["verdict"]["lead"] != "alignment with minilm-copy"
+    assert set(v["verdict"].copies) == {"alignment with minilm-copy"}
+    assert "alignment with minilm-copy" not in v["verdict"].picks
+    assert v["verdict"].lead != "alignment with minilm-copy"
     assert "not voting (an identical copy of this model" in v["sentence"]
 
 
@@ -57,6 +57,6 @@ def test_equal_cells_go_to_the_deepest_layer_on_the_heatmap_as_in_the_verdict():
     grid[5, 0] = 0.3
     assert best_cell(grid)[:2] == (11, 2)
     v = layer_verdict({"alignment with t": grid.max(axis=1)}, {"alignment with t": True})
-    assert v["picks"]["alignment with t"] == 11
+    assert v.picks["alignment with t"] == 11
     low = best_cell(-grid, higher_is_better=False)
     assert low[:2] == (11, 2)

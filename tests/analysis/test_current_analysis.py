@@ -18,6 +18,7 @@ import pytest
 
 from analysis import views
 from analysis.report import build_report
+from analysis.methods.verdict import Verdict
 from analysis.storage import results as R
 from analysis.studies import analyze_store
 from analysis.views import paper_figures as PF
@@ -60,6 +61,8 @@ def small(runs, tmp_path_factory):
 def _plain(x):
     """A view's output as comparable plain data (frames as records, NaN as a string, floats rounded
     to 12 digits so only a real difference shows; ``computed`` stamps left out)."""
+    if isinstance(x, Verdict):
+        return _plain(x.to_dict())
     if isinstance(x, pd.DataFrame):
         return _plain(x.to_dict("records"))
     if isinstance(x, pd.Series):

@@ -2,15 +2,18 @@
 faded, so a control's large gain (the largest on the demo) is not read as a trained model's result; and no
 chart (one sentence instead) when every pick is its model's last layer: nothing but zeros, no interval."""
 
+import dataclasses
+
 import pandas as pd
 
+from analysis.methods.layer_selection import no_verdict
 from analysis.views.overview_chart import gain_chart, gain_table
 
 
 def verdict(label, status, layer, last, gain):
-    return {"model": label, "label": label, "verdict": {"status": status, "layer": layer, "last_layer": last,
-                                                        "lead": "rankme", "vs_last": {"gain": gain, "gain_low": gain - 0.1,
-                                                                                      "gain_high": gain + 0.1}}}
+    v = dataclasses.replace(no_verdict("", last), status=status, layer=layer, lead="rankme",
+                            vs_last={"gain": gain, "gain_low": gain - 0.1, "gain_high": gain + 0.1})
+    return {"model": label, "base": label, "label": label, "verdict": v}
 
 
 def test_controls_come_after_the_trained_models_and_are_drawn_grey():

@@ -75,17 +75,20 @@ def test_the_verdict_finds_the_planted_layer_with_paired_gains(planted):
     path, V, T = planted
     con = duckdb.connect(str(path))
     con.execute("UPDATE models SET random_init = false")  # trained models here, so their signals vote
+    con.close()
+    analyze_store(path, log=quiet)  # verdicts are decided by analyze: again, now that the models are trained
+    con = duckdb.connect(str(path), read_only=True)
     by = {v["model"]: v for v in views.verdicts(con, "synthetic")}
     con.close()
     v = by["vid"]["verdict"]
-    assert v["status"] == "recommend" and v["layer"] == 2 and v["n_agree"] == v["n_metrics"] == 3
-    assert v["vs_last"]["low"] > 0 and v["vs_last"]["gain"] >= v["margin"]
+    assert v.status == "recommend" and v.layer == 2 and v.n_agree == v.n_metrics == 3
+    assert v.vs_last["low"] > 0 and v.vs_last["gain"] >= v.margin
     # the lead's paired interval from the stored resamples, recomputed here
-    s = _payload(path, "vid")["resamples"][v["lead"]]
-    sign = 1 if v["lead"] != "uniformity" else -1
+    s = _payload(path, "vid")["resamples"][v.lead]
+    sign = 1 if v.lead != "uniformity" else -1
     d = sign * (np.array(s["2"]) - np.array(s["3"]))
-    est = sign * (v["value"] - v["last_value"])
-    assert v["vs_last"]["low"] == pytest.approx(np.percentile(d, 2.5) + est - np.median(d))
+    est = sign * (v.value - v.last_value)
+    assert v.vs_last["low"] == pytest.approx(np.percentile(d, 2.5) + est - np.median(d))
     assert "use layer 2 of 0–3 — 3 of 3 metrics agree" in by["vid"]["sentence"]
 
 
@@ -95,8 +98,8 @@ def test_with_random_init_models_every_line_is_a_control(planted):
     found = views.verdicts(con, "synthetic")
     con.close()
     for v in found:
-        assert v["verdict"]["status"] in ("control", "none") and "use layer" not in v["sentence"]
-        assert v["verdict"]["n_metrics"] <= 2  # alignment with the other (random) model never votes
+        assert v["verdict"].status in ("control", "none") and "use layer" not in v["sentence"]
+        assert v["verdict"].n_metrics <= 2  # alignment with the other (random) model never votes
     # the stored agreement does not count the control either
     p = _payload(path, "vid")
     assert p["controls"] == ["alignment with txt"] and p["agreement"]["n_metrics"] == 2
@@ -117,7 +120,10 @@ def test_a_collapsed_last_layer_is_never_a_baseline_and_the_line_says_why(tmp_pa
     assert all("3" not in per for per in p["resamples"].values())  # no value there, so no resamples
     con = duckdb.connect(str(path))
     con.execute("UPDATE models SET random_init = false")
+    con.close()
+    analyze_store(path, log=quiet)
+    con = duckdb.connect(str(path), read_only=True)
     (v,) = [v for v in views.verdicts(con, "synthetic") if v["model"] == "vid"]
     con.close()
-    assert v["verdict"]["layer"] != 3 and v["verdict"]["vs_last"] is None
+    assert v["verdict"].layer != 3 and v["verdict"].vs_last is None
     assert "no gain over the last layer: it is degenerate or undefined" in v["sentence"]

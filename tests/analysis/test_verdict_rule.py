@@ -48,8 +48,8 @@ def test_isotropic_noise_never_wins_a_verdict_over_the_alignment_curve():
     assert int(np.argmax(curves["rankme"][1:])) + 1 == 1 and int(np.argmin(curves["uniformity"][1:])) + 1 == 1
     assert int(np.argmax(curves["alignment with mpnet"][1:])) + 1 == 3
     v = layer_verdict(curves, hib, resamples=res)
-    assert v["layer"] == 3 and v["lead"] == "alignment with mpnet" and v["decided_by"] == "alignment"
-    assert v["status"] == "recommend"
+    assert v.layer == 3 and v.lead == "alignment with mpnet" and v.decided_by == "alignment"
+    assert v.status == "recommend"
     s = verdict_sentence("vid", v)
     assert s.startswith("vid: use layer 3 of 0–5")
     # the out-voted single-space signals are said, not hidden
@@ -61,7 +61,7 @@ def test_single_space_signals_alone_never_say_use_layer_n():
     curves, hib, res = _curves_and_resamples(layers, text)
     single = {m: curves[m] for m in ("rankme", "uniformity")}
     v = layer_verdict(single, hib, resamples=res)
-    assert v["layer"] == 1 and v["status"] == "unsupported" and v["decided_by"] == "single-space"
+    assert v.layer == 1 and v.status == "unsupported" and v.decided_by == "single-space"
     s = verdict_sentence("vid", v)
     assert "use layer" not in s and "not recommended" in s and "no alignment with a trained reference" in s
 
@@ -78,8 +78,8 @@ def test_an_alignment_curve_that_dissents_beyond_its_interval_is_said_in_the_lin
     hib = {m: True for m in curves}
     res = {m: _shifted(c) for m, c in curves.items()}
     v = layer_verdict(curves, hib, resamples=res)
-    assert v["layer"] == 3 and v["status"] == "recommend"
-    assert v["gain_vs_last"] == pytest.approx(0.27)
+    assert v.layer == 3 and v.status == "recommend"
+    assert v.gain_vs_last == pytest.approx(0.27)
     s = verdict_sentence("minilm", v)
     assert "no earlier layer scores higher" not in s and "rankme picks the last layer" in s
     # two references that disagree: the one out-voted is said with its own gain and interval
@@ -88,8 +88,8 @@ def test_an_alignment_curve_that_dissents_beyond_its_interval_is_said_in_the_lin
     hib.update({m: True for m in curves})
     res.update({m: _shifted(curves[m], seed=2) for m in ("alignment with clip", "alignment with e5")})
     v = layer_verdict(curves, hib, resamples=res)
-    assert v["layer"] == 3
-    (clip,) = [d for d in v["dissent"] if d["metric"] == "alignment with clip"]
+    assert v.layer == 3
+    (clip,) = [d for d in v.dissent if d["metric"] == "alignment with clip"]
     assert clip["layer"] == 5 and clip["beyond_interval"]
     assert "alignment with clip picks layer 5, +50% over the last layer (95% CI" in verdict_sentence("m", v)
 
@@ -101,8 +101,8 @@ def test_a_difference_whose_interval_includes_zero_never_picks_last_layer_or_def
     up = {"alignment with mpnet": True}
     v = layer_verdict({"alignment with mpnet": curve}, up, last_layer=6, default_layer=7,
                       resamples={"alignment with mpnet": _shifted(curve, spread=0.01)})
-    assert v["vs_default"]["low"] <= 0 <= v["vs_default"]["high"]
-    assert v["status"] == "tie" and v["tie_with"] == "the default output" and v["layer"] == 6
+    assert v.vs_default["low"] <= 0 <= v.vs_default["high"]
+    assert v.status == "tie" and v.tie_with == "the default output" and v.layer == 6
     s = verdict_sentence("minilm", v)
     assert "use the last layer" not in s and "keep the model's default output" not in s
     assert "tie between the last layer" in s and "includes zero" in s
@@ -127,6 +127,6 @@ def test_a_reference_unrelated_to_every_layer_never_yields_use_layer_n(seed):
     name = "alignment with mpnet"
     null = _shuffled_pairing_null(layers, unrelated, float(np.max(curves[name][1:])))
     v = layer_verdict(curves, hib, resamples=res, nulls={name: null})
-    assert name in v["chance"]  # the planted answer: no alignment beyond chance
-    assert v["status"] in ("tie", "last", "untested", "unsupported"), verdict_sentence("vid", v)
+    assert name in v.chance  # the planted answer: no alignment beyond chance
+    assert v.status in ("tie", "last", "untested", "unsupported"), verdict_sentence("vid", v)
     assert "use layer" not in verdict_sentence("vid", v)

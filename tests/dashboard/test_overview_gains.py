@@ -2,6 +2,7 @@
 interval, the null and the practical margin) and says in one line when it cannot; #34 item 19: the
 RankMe bound min(N, d) is said on the pages that show RankMe when it binds."""
 
+import dataclasses
 import json
 
 import numpy as np
@@ -9,16 +10,15 @@ import pandas as pd
 import pyarrow as pa
 import pytest
 
-from analysis.methods.layer_selection import PRACTICAL_MARGIN
+from analysis.methods.layer_selection import PRACTICAL_MARGIN, no_verdict
 from analysis.views.overview_chart import gain_chart, gain_note, gain_table
 from analysis.views.rankme_cap import capped_verdicts, rankme_capped
 from tests.helpers import app, charts
 
 
-def verdict(label, status, layer, last, cmp=None, lead="rankme", value=None, model=None):
-    return {"model": model or label, "label": label,
-            "verdict": {"status": status, "layer": layer, "last_layer": last, "lead": lead, "vs_last": cmp,
-                        "value": value}}
+def verdict(label, status, layer, last, cmp=None, lead="rankme", value=None, model=None, base=None):
+    v = dataclasses.replace(no_verdict("", last), status=status, layer=layer, lead=lead, vs_last=cmp, value=value)
+    return {"model": model or label, "base": base or model or label, "label": label, "verdict": v}
 
 
 def cmp(gain, low, high):
@@ -116,7 +116,7 @@ def test_rankme_bound_formula():
     assert not rankme_capped(float("nan"), 5, 8) and not rankme_capped(None, 5, 8) and not rankme_capped(4.5, 5, None)
     found = [verdict("a", "control", 1, 2, lead="rankme", value=4.6, model="vis"),
              verdict("b", "control", 1, 2, lead="uniformity", value=4.6, model="vis"),
-             verdict("c [text]", "control", 1, 2, lead="rankme", value=4.2, model="vis [text]")]
+             verdict("c [text]", "control", 1, 2, lead="rankme", value=4.2, model="vis [text]", base="vis")]
     assert capped_verdicts(found, 5, {"vis": 8}) == [("a", 4.6), ("c [text]", 4.2)]
 
 

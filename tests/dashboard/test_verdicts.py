@@ -1,7 +1,8 @@
 """The answer first: per-model verdicts on the Overview (recommendation, tie, none) with links to
 their evidence; the untrained-models banner; metric help from the registry; "(random init)" and
 the dataset on chart titles; baselines and stored intervals drawn. Stores are built here, and the
-layer-choice rows are written by hand so each verdict follows from the definitions."""
+layer-choice rows are written by hand so each verdict follows from the definitions (the verdicts
+study's own function decides them, as ``analyze`` would)."""
 
 import json
 
@@ -13,6 +14,7 @@ from analysis.storage import results as R
 from analysis.registry import REGISTRY
 from precompute.synthetic.store import write_run
 from tests.helpers import app, charts
+from tests.stores import write_verdicts
 
 NAN = float("nan")
 
@@ -68,6 +70,7 @@ def verdict_store(tmp_path):
         R.put_study(con, result_id=f"lc-{model}", study="layer_choice", dataset="synthetic", subject=model,
                     params={"k": 3}, payload=p, input_key="hand")
     con.execute("UPDATE models SET random_init = false WHERE model <> 'rnd'")  # write_run marks every model random
+    write_verdicts(con, "synthetic")
     con.close()
     return path
 
@@ -151,10 +154,11 @@ def test_alignment_with_a_control_never_votes_and_a_chance_null_is_read_from_the
                 params={"k": 3}, payload=_choice("rm", curves, {m: True for m in curves},
                                                  resamples=_resamples(curves), n_boot=20), input_key="hand")
     con.execute("UPDATE models SET random_init = false WHERE model = 'minilm'")
+    write_verdicts(con, "synthetic")
     (v,) = views.verdicts(con, "synthetic")
-    assert v["verdict"]["controls"] == ["alignment with vit"] and v["verdict"]["picks"] == {"rankme": 2}
+    assert v["verdict"].controls == ["alignment with vit"] and v["verdict"].picks == {"rankme": 2}
     # RankMe is left alone: a single-space signal never decides "use layer N"
-    assert v["verdict"]["status"] == "unsupported" and "use layer" not in v["sentence"]
+    assert v["verdict"].status == "unsupported" and "use layer" not in v["sentence"]
     assert "not voting (random-init controls): alignment with vit" in v["sentence"]
     con.close()
 
