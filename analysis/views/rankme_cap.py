@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import math
 
+from analysis.sides import split_side
+
 #: RankMe above this share of its bound min(N, d) is said to be held down by the bound
 RANKME_CAP_SHARE = 0.8
 
@@ -49,7 +51,7 @@ def capped_curves(data, n_items: int, dims: dict, labels: dict) -> list[tuple[st
     out = []
     for model, values in data.groupby("model")["value"]:
         top = values.max()
-        dim = dims.get(model, dims.get(str(model).removesuffix(" [text]")))
+        dim = dims.get(model, dims.get(split_side(str(model))[0]))  # a side's dims are its model's
         if rankme_capped(top, n_items, dim):
             out.append((labels.get(model, model), float(top)))
     return out
