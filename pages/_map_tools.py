@@ -57,8 +57,9 @@ def _apply_chart_events(chart_key: str, pts) -> None:
 
 def _apply_lasso_events(chart_key: str, pts) -> None:
     """A new lasso on the Plotly map becomes the URL's ``lasso`` (thinned, rounded to the map's scale), a
-    new click the focus item; an emptied selection (a double-click) clears the lasso. The URL wins
-    until the chart changes."""
+    new click the focus item. An empty selection changes nothing: Streamlit names a Plotly chart by its
+    figure, so a figure with new rings starts with an empty selection, which is no request to clear
+    (the sidebar's button clears the lasso). The URL wins until the chart changes."""
     sel = _selection(st.session_state.get(chart_key))
     seen_key = f"_seen_{chart_key}"
     seen = st.session_state.get(seen_key, {})
@@ -73,8 +74,6 @@ def _apply_lasso_events(chart_key: str, pts) -> None:
     ids = dict(zip(pts["idx"], pts["item_id"]))
     if clicked in ids:
         st.session_state[FOCUS_KEY] = str(ids[clicked])
-    elif not sel.get("points") and "lasso" in st.query_params:
-        del st.query_params["lasso"]
 
 
 def _apply_table_pick() -> None:
@@ -166,6 +165,9 @@ def _selection_tools() -> tuple[str, tuple | None, object]:
     if message:
         st.warning(md_escape(message))
         del st.query_params["lasso"]
+    if mode == "lasso" and lasso is not None and st.sidebar.button("Clear the lasso", key="clear_lasso"):
+        del st.query_params["lasso"]
+        lasso = None
     return mode, box if mode == "box" else None, lasso if mode == "lasso" else None
 
 
@@ -224,7 +226,9 @@ def panels(state: dict) -> None:
                    "For a free-hand selection, pick “Click or lasso” under Select with in the sidebar."
                    if state["select"] == "box" else
                    "Draw round points to select them with a lasso (the link keeps its outline, up to "
-                   f"{map_lasso.MAX_VERTICES} corners); click a point for its neighbours (double-click clears).")
+                   f"{map_lasso.MAX_VERTICES} corners; the sidebar's button clears it). To inspect a point, pick "
+                   "Pan in the chart's toolbar and click it (Plotly's lasso tool takes a click for a deselection), "
+                   "or pick it under Item's neighbours.")
     if state["pair"] is not None:
         _map_items.table_panel(state["pair"], state["dataset"], state["keep"])
 

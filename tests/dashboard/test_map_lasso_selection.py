@@ -129,3 +129,17 @@ def test_a_lasso_feeds_the_alignment_and_the_linked_maps_orange_rings(store, sto
     tables = [pa.ipc.open_stream(d.data.data).read_pandas() for d in linked.proto.datasets]
     (ringed,) = [sorted(t["item_id"]) for t in tables if len(t) < TOOLS_N]  # the one ring layer's items
     assert ringed == want
+
+
+def test_an_emptied_selection_keeps_the_lasso_and_the_sidebar_button_clears_it(store, stored_map, monkeypatch):
+    result_id, _, xy = stored_map
+    at = page(store, monkeypatch, {"lasso": text_of(concave_lasso(xy))})
+    # a figure with new rings is a new chart to Streamlit, which starts it with an empty selection
+    at.session_state[f"embedding_map_{result_id}_lasso"] = {"selection": {
+        "points": [], "point_indices": [], "box": [], "lasso": []}}
+    at.run()
+    assert at.query_params["lasso"] == text_of(concave_lasso(xy))
+    at.button(key="clear_lasso").click().run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert "lasso" not in at.query_params
+    assert not any("Lasso selection" in m.value for m in at.markdown)
