@@ -141,7 +141,8 @@ def controls(pts, meta, dataset: str, result_id: str) -> dict:
     density = density and mode == "box"  # Plotly draws every point (WebGL above the threshold)
     pair = _map_items.compare_controls(every, dataset, sampled=bool(meta.get("sampled"))) if len(every) else None
     selected = tools.points_in_box(pts, box) if mode == "box" else map_lasso.points_in_lasso(pts, lasso)
-    out = {"chart_key": chart_key, "lasso_key": f"{chart_key}_lasso", "select": mode, "lasso": lasso, "points": pts, "keep": keep, "pair": pair, "linked": _map_items.linked_flag(pair),
+    out = {"chart_key": chart_key, "lasso_key": f"{chart_key}_lasso", "select": mode, "lasso": lasso,
+           "points": pts, "keep": keep, "pair": pair, "linked": _map_items.linked_flag(pair),
            "highlight": list(found["idx"]), "focus": [], "density": density, "found": found, "query": query,
            "item": item, "video": None, "captions": [], "neighbours": [], "box": box,
            "in_box": selected, "k": k, "records": records, "dataset": dataset}
@@ -213,7 +214,8 @@ def panels(state: dict) -> None:
             neighbour_table(nn, key=f"nn_{series}")
     if state["box"] is not None or state["lasso"] is not None:
         sel = state["in_box"]
-        st.markdown(f"**{'Box' if state['box'] is not None else 'Lasso'} selection** — {len(sel)} point(s), {sel['idx'].nunique() if len(sel) else 0} item(s)")
+        what = "Box" if state["box"] is not None else "Lasso"
+        st.markdown(f"**{what} selection** — {len(sel)} point(s), {sel['idx'].nunique() if len(sel) else 0} item(s)")
         if len(sel):
             rows = tools.selection_table(sel, state["records"])  # every caption whole, metadata, run, layer
             st.dataframe(rows, hide_index=True, width="stretch", key="box_items")

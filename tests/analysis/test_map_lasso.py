@@ -15,7 +15,8 @@ def map_points(n=300, seed=1, span=12.0):
     rng = np.random.default_rng(seed)
     return pd.DataFrame({"x": rng.uniform(-span / 2, span / 2, n), "y": rng.uniform(-span / 2, span / 2, n),
                          "idx": np.arange(n), "series": np.where(np.arange(n) % 3, "m · video L3", "m · text L3"),
-                         "item_id": [f"clip{i:03d}" for i in range(n)], "caption": [f"<b>caption {i}" for i in range(n)],
+                         "item_id": [f"clip{i:03d}" for i in range(n)],
+                         "caption": [f"<b>caption {i}" for i in range(n)],
                          "side": "video"})
 
 
@@ -71,7 +72,8 @@ def test_the_plotly_map_draws_every_point_once_coloured_and_described_as_the_alt
     assert sorted(int(c[0]) for t in series for c in t.customdata) == list(range(30))
     # Vega-Lite's default scheme in its sorted domain order
     assert [t.marker.color for t in series] == map_lasso.TABLEAU10[:2]
-    assert "&lt;b&gt;caption" in str(series[0].customdata[0][3]) and "caption: %{customdata[3]}" in series[0].hovertemplate
+    assert "&lt;b&gt;caption" in str(series[0].customdata[0][3])  # hover text is escaped
+    assert "caption: %{customdata[3]}" in series[0].hovertemplate
     rings = [t for t in fig.data if t.marker and t.marker.symbol == "circle-open"]
     assert sorted(int(c[0]) for t in rings for c in t.customdata) == [1, 2, 3]
     assert fig.layout.dragmode == "lasso"
