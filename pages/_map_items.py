@@ -105,12 +105,12 @@ def linked_flag(pair: dict | None) -> bool:
         return False
     return pick_flag("Linked map of the compared layer", param="linked", container=st.sidebar,
                      help="the compared run's layer drawn beside this map: the search's matches, the clicked item "
-                          "and its neighbours, and the box's items (orange) are ringed on both")
+                          "and its neighbours, and the box's or lasso's items (orange) are ringed on both")
 
 
 def linked_map(container, state: dict, dataset: str, method: str) -> None:
     """The compared layer's stored map in ``container``, ringing what the main map selected: the search's
-    matches, the clicked item and its neighbours, and the box's items (orange); the command that
+    matches, the clicked item and its neighbours, and the box's or lasso's items (orange); the command that
     computes it when the store holds none."""
     run_b, layer_b = state["pair"]["b"]
     container.markdown(f"**{md_escape(state['pair']['b_text'])}**")

@@ -1,22 +1,25 @@
 """The Embedding map page's tools, rendered: search over every caption and metadata value (a regular
 expression on request), a clicked item's neighbours at the map's layer (with thumbnails), a box
-selection listed and exported, the density view. Every value lives in the URL (``q``, ``regex``,
-``focus``, ``nk``, ``box``, ``density``); a click or a drag on the map writes it there. The logic is in
-:mod:`analysis.views.embedding_tools` and :mod:`analysis.views.item_search`."""
+selection or a lasso listed and exported, the density view. Every value lives in the URL (``q``, ``regex``,
+``focus``, ``nk``, ``select``, ``box``, ``lasso``, ``density``); a click, a drag or a lasso on the map writes
+it there. The logic is in :mod:`analysis.views.embedding_tools`, :mod:`analysis.views.map_lasso` and
+:mod:`analysis.views.item_search`."""
 
 import streamlit as st
 
 from analysis import views
 from analysis.views import embedding_tools as tools
-from analysis.views import item_search
+from analysis.views import item_search, map_lasso
 from analysis.views import md_escape
-from pages._shared import own_params, pick_flag, pick_int, view
+from pages._shared import own_params, pick, pick_flag, pick_int, view
 from pages import _map_items
 from pages._tools import frame_strip, neighbour_table, pick_text
 
 #: the focus selectbox's empty choice
 NO_ITEM = "(none)"
 FOCUS_KEY = "pick_focus"
+#: the map's selection tools: Altair's click and box, or Plotly's click and lasso
+SELECT_MODES = {"box": "Click or box", "lasso": "Click or lasso"}
 
 
 def _selection(state) -> dict:
@@ -50,6 +53,27 @@ def _apply_chart_events(chart_key: str, pts) -> None:
             st.query_params["box"] = tools.box_param(box)
         elif "box" in st.query_params:
             del st.query_params["box"]
+
+
+def _apply_lasso_events(chart_key: str, pts) -> None:
+    """A new lasso on the Plotly map becomes the URL's ``lasso`` (thinned, rounded to the map's scale), a
+    new click the focus item. An empty selection changes nothing: Streamlit names a Plotly chart by its
+    figure, so a figure with new rings starts with an empty selection, which is no request to clear
+    (the sidebar's button clears the lasso). The URL wins until the chart changes."""
+    sel = _selection(st.session_state.get(chart_key))
+    seen_key = f"_seen_{chart_key}"
+    seen = st.session_state.get(seen_key, {})
+    st.session_state[seen_key] = sel
+    if sel == seen:
+        return
+    polygon = map_lasso.lasso_from_selection(sel)
+    if polygon is not None:
+        st.query_params["lasso"] = map_lasso.lasso_param(polygon, map_lasso.decimals_for(pts))
+        return
+    clicked = map_lasso.clicked_idx(sel)
+    ids = dict(zip(pts["idx"], pts["item_id"]))
+    if clicked in ids:
+        st.session_state[FOCUS_KEY] = str(ids[clicked])
 
 
 def _apply_table_pick() -> None:
@@ -92,8 +116,9 @@ def controls(pts, meta, dataset: str, result_id: str) -> dict:
     filter; ``pair``: the per-item table's two layers; ``highlight``/``focus``: item ``idx`` ringed on
     the map; ``neighbours``: one table per series of the map)."""
     chart_key = f"embedding_map_{result_id}"  # a selection belongs to one map
-    own_params("box", "focus")
+    own_params("box", "focus", "lasso")
     _apply_chart_events(chart_key, pts)
+    _apply_lasso_events(f"{chart_key}_lasso", pts)
     _apply_table_pick()
     st.sidebar.markdown("**Explore**")
     records = view(item_search.item_records, dataset)
@@ -112,18 +137,39 @@ def controls(pts, meta, dataset: str, result_id: str) -> dict:
     density = tools.use_density(len(pts), pick_flag(
         "Density view", param="density", container=st.sidebar,
         help=f"binned counts instead of points (always above {tools.DENSITY_THRESHOLD} points)"))
+    mode, box, lasso = _selection_tools()
+    density = density and mode == "box"  # Plotly draws every point (WebGL above the threshold)
+    pair = _map_items.compare_controls(every, dataset, sampled=bool(meta.get("sampled"))) if len(every) else None
+    selected = tools.points_in_box(pts, box) if mode == "box" else map_lasso.points_in_lasso(pts, lasso)
+    out = {"chart_key": chart_key, "lasso_key": f"{chart_key}_lasso", "select": mode, "lasso": lasso,
+           "points": pts, "keep": keep, "pair": pair, "linked": _map_items.linked_flag(pair),
+           "highlight": list(found["idx"]), "focus": [], "density": density, "found": found, "query": query,
+           "item": item, "video": None, "captions": [], "neighbours": [], "box": box,
+           "in_box": selected, "k": k, "records": records, "dataset": dataset}
+    if item is not None and "run_id" in every:
+        _inspect(out, every, records, dataset, item, k)
+    return out
+
+
+def _selection_tools() -> tuple[str, tuple | None, object]:
+    """The map's selection mode (``select``: box or lasso) and the URL's box and lasso:
+    ``(mode, box, lasso)``, the other mode's value ``None``; a bad value gives a one-line note."""
+    mode = pick("Select with", list(SELECT_MODES), param="select", default="box", widget="radio",
+                container=st.sidebar, fmt=SELECT_MODES.get,
+                help="a box on the Vega-Lite map (frames on hover, density view), or a free-hand lasso on the "
+                     "same map drawn with Plotly (text on hover)")
     box, message = tools.parse_box(st.query_params.get("box"))
     if message:
         st.warning(md_escape(message))
         del st.query_params["box"]
-    pair = _map_items.compare_controls(every, dataset, sampled=bool(meta.get("sampled"))) if len(every) else None
-    out = {"chart_key": chart_key, "points": pts, "keep": keep, "pair": pair, "linked": _map_items.linked_flag(pair),
-           "highlight": list(found["idx"]), "focus": [], "density": density, "found": found, "query": query,
-           "item": item, "video": None, "captions": [], "neighbours": [], "box": box,
-           "in_box": tools.points_in_box(pts, box), "k": k, "records": records, "dataset": dataset}
-    if item is not None and "run_id" in every:
-        _inspect(out, every, records, dataset, item, k)
-    return out
+    lasso, message = map_lasso.parse_lasso(st.query_params.get("lasso"))
+    if message:
+        st.warning(md_escape(message))
+        del st.query_params["lasso"]
+    if mode == "lasso" and lasso is not None and st.sidebar.button("Clear the lasso", key="clear_lasso"):
+        del st.query_params["lasso"]
+        lasso = None
+    return mode, box if mode == "box" else None, lasso if mode == "lasso" else None
 
 
 def _search_box() -> tuple[str, bool]:
@@ -166,9 +212,10 @@ def panels(state: dict) -> None:
         for series, nn in state["neighbours"]:
             st.caption(md_escape(series))
             neighbour_table(nn, key=f"nn_{series}")
-    if state["box"] is not None:
+    if state["box"] is not None or state["lasso"] is not None:
         sel = state["in_box"]
-        st.markdown(f"**Box selection** — {len(sel)} point(s), {sel['idx'].nunique() if len(sel) else 0} item(s)")
+        what = "Box" if state["box"] is not None else "Lasso"
+        st.markdown(f"**{what} selection** — {len(sel)} point(s), {sel['idx'].nunique() if len(sel) else 0} item(s)")
         if len(sel):
             rows = tools.selection_table(sel, state["records"])  # every caption whole, metadata, run, layer
             st.dataframe(rows, hide_index=True, width="stretch", key="box_items")
@@ -178,8 +225,12 @@ def panels(state: dict) -> None:
                 _map_items.selection_alignment(state["pair"], sel["idx"].unique())
     elif not state["density"]:
         st.caption("Drag on the map to select a box of points; click a point for its neighbours (double-click clears). "
-                   "No lasso: Vega-Lite, which draws the map, has point and box selections only (Streamlit offers a "
-                   "lasso on Plotly charts, and Plotly is not installed with LayerScope).")
+                   "For a free-hand selection, pick “Click or lasso” under Select with in the sidebar."
+                   if state["select"] == "box" else
+                   "Draw round points to select them with a lasso (the link keeps its outline, up to "
+                   f"{map_lasso.MAX_VERTICES} corners; the sidebar's button clears it). To inspect a point, pick "
+                   "Pan in the chart's toolbar and click it (Plotly's lasso tool takes a click for a deselection), "
+                   "or pick it under Item's neighbours.")
     if state["pair"] is not None:
         _map_items.table_panel(state["pair"], state["dataset"], state["keep"])
 

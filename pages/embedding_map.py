@@ -3,6 +3,7 @@ import streamlit as st
 from analysis import views
 from analysis.methods.embedding_map import sample_items
 from analysis.views import embedding_tools as tools
+from analysis.views import map_lasso
 from analysis.views import map_command, md_escape
 from pages._shared import (
     background_job,
@@ -26,7 +27,7 @@ st.title("Embedding map")
 st.caption("UMAP (or PCA, t-SNE) of one layer of one run, or of a model's video and text sides together where they "
            "share a space: clusters, outliers and the modality gap as points. Hover a point for its item, caption and "
            "a frame; search every caption and metadata value, or filter by a field, in the sidebar; click a point for "
-           "its frames and neighbours; drag a box to list and export its items; the table under the map lists the "
+           "its frames and neighbours; drag a box (or draw a lasso) to list and export its items; the table under the map lists the "
            "items two layers disagree on. Computed by `layerscope analyze` (cosine geometry, exact k-NN graph, fixed seed); "
            "two-sided maps also by PCA and t-SNE, as TARA pictures the gap.")
 require_store()
@@ -74,15 +75,24 @@ else:
     connect = two_sided and pick_flag("Connect each item's two points", param="links", container=st.sidebar)
     tools_state = _map_tools.controls(pts, meta, dataset, row["result_id"])  # search, density, the clicked item, the box
     pts = tools_state["points"]  # the items the metadata filter keeps
-    chart = tools.explore_chart(pts, colour=colour, kind=meta["fields"].get(colour, "nominal"), two_sided=two_sided,
-                                connect=connect, tooltip_fields=[t.split(":")[0] for t in tooltip],
-                                highlight=tools_state["highlight"], focus=tools_state["focus"],
-                                density=tools_state["density"], box=tools_state["box"])
     here, beside = st.columns(2) if tools_state["linked"] else (st, None)
     if beside is not None:
         here.markdown(f"**{md_escape(tools_state['pair']['a_text'])}**")
-    here.altair_chart(chart, width="stretch", key=tools_state["chart_key"], on_select="rerun",
-                      selection_mode=tools.selection_modes(tools_state["density"]))
+    if tools_state["select"] == "lasso":
+        fig = map_lasso.lasso_figure(pts, colour=colour, kind=meta["fields"].get(colour, "nominal"),
+                                     two_sided=two_sided, tooltip_fields=[t.split(":")[0] for t in tooltip],
+                                     highlight=tools_state["highlight"], focus=tools_state["focus"],
+                                     lasso=tools_state["lasso"])
+        here.plotly_chart(fig, width="stretch", key=tools_state["lasso_key"], on_select="rerun",
+                          selection_mode=("lasso", "points"))
+    else:
+        chart = tools.explore_chart(pts, colour=colour, kind=meta["fields"].get(colour, "nominal"),
+                                    two_sided=two_sided, connect=connect,
+                                    tooltip_fields=[t.split(":")[0] for t in tooltip],
+                                    highlight=tools_state["highlight"], focus=tools_state["focus"],
+                                    density=tools_state["density"], box=tools_state["box"])
+        here.altair_chart(chart, width="stretch", key=tools_state["chart_key"], on_select="rerun",
+                          selection_mode=tools.selection_modes(tools_state["density"]))
     if beside is not None:
         _map_items.linked_map(beside, tools_state, dataset, method)
     how = {"umap": f"UMAP n_neighbors={meta['n_neighbors']}, min_dist={meta['min_dist']}, seed={meta['seed']}",

@@ -187,3 +187,11 @@ def ref_cross_lists(Q, X, k):
     S = np.array([[math.fsum(Qu[i] * Xu[j]) for j in range(n)] for i in range(n)])
     np.fill_diagonal(S, -np.inf)
     return np.argsort(-S, axis=1, kind="stable")[:, :k]
+
+
+def ref_points_in_polygon(points, polygon):
+    """Even-odd point-in-polygon by matplotlib (``Path.contains_points`` with no radius), an
+    implementation independent of ours; its boundary convention differs, so compare off the edges."""
+    from matplotlib.path import Path
+
+    return Path(np.asarray(polygon, float)).contains_points(np.asarray(points, float))

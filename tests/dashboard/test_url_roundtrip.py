@@ -107,6 +107,7 @@ MAP_ROUND_TRIPS = [
     ("slider", "pick_cmpl", 1, "cmpl", "1"),
     ("slider", "pick_ak", 4, "ak", "4"),
     ("toggle", "pick_linked", True, "linked", "1"),
+    ("radio", "pick_select", "lasso", "select", "lasso"),
 ]
 
 
@@ -123,6 +124,19 @@ def tools_store(tmp_path_factory):
 def test_map_item_tool_round_trips_through_the_url(tools_store, monkeypatch, kind, key, value, param, text):
     start = {**MAP_TOOLS, "ff": "shade"} if param == "fv" else MAP_TOOLS
     round_trip(tools_store, monkeypatch, "embedding_map", start, kind, key, value, param, text)
+
+
+def test_a_lasso_round_trips_through_the_url(tools_store, monkeypatch):
+    """The lasso's polygon stays in the link as written, and the link opened fresh lists the same items."""
+    lasso = "-1e3,-1e3;1e3,-1e3;0,1e3"  # a triangle round every point
+    at = app(tools_store, monkeypatch, "embedding_map", {**MAP_TOOLS, "select": "lasso", "lasso": lasso})
+    assert at.query_params["select"] == "lasso" and at.query_params["lasso"] == lasso
+    again = app(tools_store, monkeypatch, "embedding_map", dict(at.query_params))
+    assert again.radio(key="pick_select").value == "lasso"
+    listed = [[list(d.value["item_id"]) for d in t.dataframe if list(d.value.columns)[:1] == ["item_id"]
+               and "series" in d.value] for t in (at, again)]
+    assert listed[0] == listed[1] and len(listed[0]) == 1 and 0 < len(listed[0][0])
+    assert not [w.value for w in again.warning if "in the link" in w.value]
 
 
 @pytest.mark.parametrize("page,params,fragment", [
