@@ -58,7 +58,7 @@ def demo_like(tmp_path_factory):
     """The demo's shape analysed (:func:`tests.stores.write_demo_like_store`: the demo's models, datasets,
     budgets, variants and fabricated downstream rows, synthetic vectors), built once per test run and
     shared by the pytest-xdist workers of the run (:func:`shared_once`); read it only: copy it before
-    changing it. The real demo is built by tests/test_demo.py alone."""
+    changing it. The real demo is built once, by :func:`small_demo`."""
     from tests.stores import write_demo_like_store
 
     def build(root):
@@ -132,3 +132,15 @@ def sides_store(tmp_path_factory):
 
     # once per run for every worker (four model builds and five precomputes); read only
     return shared_once(tmp_path_factory, "sides", lambda root: write_sides_store(root)) / "s.duckdb"
+
+
+@pytest.fixture(scope="session")
+def small_demo(tmp_path_factory):
+    """``layerscope demo --small --no-dashboard --quiet`` run as a new user runs it, in a subprocess
+    from an empty folder outside the checkout (:func:`tests.helpers.run_small_demo`), once per run for
+    every worker (:func:`shared_once`): tests/test_demo.py checks the store it wrote and reruns it there,
+    tests/test_demo_any_folder.py what it wrote where. Returns the folder; ``result.json`` in its
+    parent holds the exit status, the end of stderr and the files written into the checkout."""
+    from tests.helpers import run_small_demo
+
+    return shared_once(tmp_path_factory, "small-demo", lambda root: run_small_demo(root / "empty")) / "empty"

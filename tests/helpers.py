@@ -16,6 +16,8 @@ APP = str(Path(__file__).resolve().parents[1] / "app.py")
 
 #: fixture name -> why a test that uses it is slow
 HEAVY_FIXTURES = {
+    "small_demo": "runs `layerscope demo --small` in a subprocess from an empty folder (once per run: about "
+                  "35 s on 2 cores)",
     "demo_like": "builds and analyses the demo-shaped synthetic store (about 12 s of CPU, half of it UMAP's "
                  "numba compilation)",
     "tiny": "builds every tiny random model (tests/precompute/conftest.py)",
@@ -197,3 +199,50 @@ def one_line_error(capsys, *needles) -> str:
     for n in needles:
         assert n in err, err
     return err
+
+
+#: what a test run itself writes into the checkout, besides bytecode caches
+_NOT_PRODUCT = {".git", ".venv", ".pytest_cache", ".hypothesis", "test-artifacts"}
+
+
+def _files(root: Path) -> dict[str, int]:
+    """Every file under ``root`` (less bytecode caches and test-run folders) -> its mtime in ns."""
+    import os
+
+    found = {}
+    for folder, dirs, files in os.walk(root):
+        dirs[:] = [d for d in dirs if d != "__pycache__" and not (Path(folder) == root and d in _NOT_PRODUCT)]
+        for name in files:
+            path = Path(folder) / name
+            try:
+                found[str(path.relative_to(root))] = path.stat().st_mtime_ns
+            except FileNotFoundError:
+                continue
+    return found
+
+
+def _written(before: dict, after: dict) -> list[str]:
+    """Files that appeared, and files under ``data/`` that changed (where the demo writes; a source file
+    edited while the test runs is not the demo's doing)."""
+    return sorted(p for p, t in after.items() if p not in before or (p.startswith("data/") and before[p] != t))
+
+
+def run_small_demo(folder: Path) -> None:
+    """``layerscope demo --small --no-dashboard --quiet`` (the console script beside this interpreter, what
+    a user types, else the module) in the new empty ``folder``, with this checkout's packages on the
+    path as an install would provide; writes ``result.json`` beside ``folder``: ``returncode``, the end
+    of ``stderr``, and ``written``, the files the run left in the checkout (the ``small_demo`` fixture)."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parents[1]
+    script = Path(sys.executable).with_name("layerscope")
+    command = [str(script)] if script.exists() else [sys.executable, "-m", "precompute.cli"]
+    folder.mkdir()
+    before = _files(root)
+    done = subprocess.run([*command, "demo", "--small", "--no-dashboard", "--quiet"], cwd=folder,
+                          env={**os.environ, "PYTHONPATH": str(root)}, capture_output=True, text=True, timeout=900)
+    (folder.parent / "result.json").write_text(json.dumps(
+        {"returncode": done.returncode, "stderr": done.stderr[-3000:], "written": _written(before, _files(root))}))

@@ -1,4 +1,5 @@
-"""End to end: the --small demo from nothing into a temporary store, then again (reused)."""
+"""End to end: the --small demo from nothing into an empty folder (the ``small_demo`` fixture: a
+subprocess, as a user runs it), then again there (reused)."""
 
 import json
 
@@ -11,10 +12,12 @@ from precompute.demo import DEMO_LABELS, DUAL_ENCODERS, RANDOM_MODELS, REAL_VISI
 
 
 @pytest.mark.slow
-def test_small_demo_end_to_end(tmp_path, capsys):
-    store = tmp_path / "demo.duckdb"
-    args = ["demo", "--small", "--no-dashboard", "--quiet", "--store", str(store), "--data-dir", str(tmp_path / "d")]
-    assert main(args) == 0
+def test_small_demo_end_to_end(small_demo, monkeypatch, capsys):
+    done = json.loads((small_demo.parent / "result.json").read_text())
+    assert done["returncode"] == 0, done["stderr"]
+    monkeypatch.chdir(small_demo)  # the second run below is the same command in the same folder
+    store = small_demo / "data" / "demo.duckdb"
+    args = ["demo", "--small", "--no-dashboard", "--quiet"]
     runs = list_runs(store)
     # single-tower models, plus each dual encoder on both sides (its image tower and its text tower)
     vision_models, text_models, duals = 2 + len(DUAL_ENCODERS), 2 + len(DUAL_ENCODERS), len(DUAL_ENCODERS)

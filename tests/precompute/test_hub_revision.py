@@ -2,6 +2,7 @@
 huggingface_hub lays it out (refs/<name> -> commit, snapshots/<commit>/files) holds two revisions
 of one tiny model; each loads from its own snapshot and its commit is the stored revision."""
 
+import json
 import os
 import shutil
 import subprocess
@@ -31,12 +32,22 @@ def fake_hub_cache(root: Path, revisions: dict) -> Path:
     return root
 
 
-def precompute(store, data, *extra):
+#: ``layerscope precompute`` once per JSON argument list on the command line, in one process; exits with
+#: the first non-zero code
+_EACH = ("import json, sys; from precompute.cli import main; "
+         "sys.exit(next((c for c in (main(json.loads(a)) for a in sys.argv[1:]) if c), 0))")
+
+
+def precompute(store, data, *extra, then=None):
+    """``precompute`` of ``data`` into ``store`` in an offline child process; ``then``: ``[store, *extra]``
+    of a second precompute of ``data`` run after it in the same process."""
     # offline from the start: huggingface_hub reads HF_HUB_OFFLINE when it is imported
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
-    return subprocess.run([sys.executable, "-m", "precompute.cli", "precompute", "--store", str(store), "--manifest",
-                           str(data), "--dataset", "d", "--captions", "1", "--quiet", "--name", "bert", *map(str, extra)],
-                          cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
+    runs = [[store, *extra]] + ([then] if then else [])
+    argv = [json.dumps(["precompute", "--store", str(st), "--manifest", str(data), "--dataset", "d", "--captions", "1",
+                        "--quiet", "--name", "bert", *map(str, ex)]) for st, *ex in runs]
+    return subprocess.run([sys.executable, "-c", _EACH, *argv], cwd=REPO, env=env, capture_output=True, text=True,
+                          timeout=300)
 
 
 def revision_of(store) -> str:
@@ -54,11 +65,14 @@ def test_each_revision_loads_its_own_snapshot_and_is_recorded(tmp_path):
     v2 = tiny_models.build_bert(tmp_path / "v2", seed=1)
     c1, c2 = "1" * 40, "2" * 40
     cache = fake_hub_cache(tmp_path / "cache", {"v1": (c1, v1), "main": (c2, v2)})
+    # both refs in one offline process (one import of torch): the second must not reuse the first's model
+    refs = (("v1", c1), ("main", c2))
+    r = precompute(tmp_path / "v1.duckdb", data, "--model", HUB_ID, "--revision", "v1", "--cache-dir", cache,
+                   then=[tmp_path / "main.duckdb", "--model", HUB_ID, "--revision", "main", "--cache-dir", cache])
+    assert r.returncode == 0, r.stderr
     got = {}
-    for ref, commit in (("v1", c1), ("main", c2)):
+    for ref, commit in refs:
         store = tmp_path / f"{ref}.duckdb"
-        r = precompute(store, data, "--model", HUB_ID, "--revision", ref, "--cache-dir", cache)
-        assert r.returncode == 0, r.stderr
         assert revision_of(store) == commit  # the commit the ref resolved to, not the ref's name
         got[ref] = load_embeddings(store, model="bert", dataset="d", n_captions=1)
     local = tmp_path / "local.duckdb"
