@@ -3,6 +3,7 @@ import streamlit as st
 from analysis import views
 from analysis.views.nuance import collapse_notes
 from analysis.views import md_escape, model_map_view
+from analysis.views.studies import model_map_title
 from pages._shared import dataset_picker, download_chart, download_data, require_results, require_store, view
 
 st.title("Model map")
@@ -15,11 +16,7 @@ require_results("model map", payload is not None)
 
 mv = model_map_view(payload)
 labels = view(views.model_labels)
-budgets = sorted({f"n_f {v['n_frames']}" for v in payload["settings"].values() if v.get("n_frames")}
-                 | {f"n_c {v['n_captions']}" for v in payload["settings"].values() if v.get("n_captions")})
-title = views.chart_title("Best-layer mutual k-NN between models", dataset=dataset,
-                          details=["each model at its largest budget: " + ", ".join(budgets)] if budgets else [],
-                          labels=labels, models=payload["models"])
+title = model_map_title(payload, dataset=dataset, labels=labels)
 heat, scatter = views.model_map_charts(mv, labels=labels, title=title)
 # one under the other: each at its own size (the map's plot 380 px square, labels placed for it), not
 # squeezed into half the column

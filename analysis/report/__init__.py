@@ -13,7 +13,6 @@ import datetime as dt
 import html
 import json
 
-import altair as alt
 import numpy as np
 import pandas as pd
 
@@ -28,7 +27,10 @@ from analysis.report.markdown import md_block, md_cell, md_inline
 from analysis.report.paper_figures import paper_figures_html, paper_figures_md, paper_figures_section
 from analysis.studies import stored_settings
 from analysis.studies.context import Settings
+from analysis.views.heatmap import grid_chart
 from analysis.views.null import grid_null_within
+from analysis.views.predictors import predictor_heat_chart
+from analysis.views.studies import model_map_title
 from analysis.views.verdicts import VERDICT_WORDS, missing_text
 from analysis.views.rankme_cap import RANKME_CAP_SHARE, rankme_cap_text, rankme_capped  # noqa: F401 (RANKME_CAP_SHARE: older callers)
 
@@ -158,10 +160,12 @@ def _dataset_section(con, ds, chosen, references, labels, ov) -> dict:
                                         "best_value": g["best_value"], "ci": [g["ci_low"], g["ci_high"]],
                                         "flags": g.get("flags") or {}}
                                        for g in heat]
-        for h in sec["sections"]["heatmaps"]:
+        layer_names = views.run_layer_names(con, ds)
+        for g, h in zip(heat, sec["sections"]["heatmaps"]):
             kind = _KIND_WORDS.get(h["pair_kind"], h["pair_kind"])
+            chart = grid_chart(g, labels=labels, layer_names=layer_names, n_items=sec["n_items"])
             sec["charts"].append(("heatmaps", f"{h['model_a']} × {h['model_b']} ({kind}, {h['metric']}, "
-                                              f"{grid_compare.budget_text(h)})", _heatmap_spec(h)))
+                                              f"{grid_compare.budget_text(h)})", _spec(chart)))
     else:
         sec["omitted"]["heatmaps"] = ("no vision×text or text×text grids for the chosen models against a text "
                                       "reference (run `layerscope analyze`; a text×text grid needs two text models "
@@ -172,9 +176,7 @@ def _dataset_section(con, ds, chosen, references, labels, ov) -> dict:
     if len(prof):
         prof = prof[prof["model"].isin(chosen)]
         sec["sections"]["layer_curves"] = prof.to_dict(orient="records")
-        for metric in sorted(prof["metric"].unique()):
-            sec["charts"].append(("layer_curves", f"{metric} per layer", _curve_spec(prof[prof["metric"] == metric],
-                                                                                     metric)))
+        sec["charts"] += _curve_charts(con, ds, prof, chosen, labels)
     else:
         sec["omitted"]["layer_curves"] = "no per-layer profiles (run `layerscope analyze`)"
 
@@ -186,7 +188,10 @@ def _dataset_section(con, ds, chosen, references, labels, ov) -> dict:
             sv = views.scaling_view(con, ds, subject)
             fits.append(scaling_entry(subject, sv))
             if "curve_vs_frames" in sv:
-                sec["charts"].append(("scaling", f"scaling: {a} × {b}", _scaling_spec(sv)))
+                title = views.scaling_title(sv, subject, dataset=ds, labels=labels)
+                by_frames, by_captions, _ = views.scaling_panels(sv, title=title)
+                sec["charts"] += [("scaling", f"scaling: {a} × {b}, against {what}", _spec(chart))
+                                  for what, chart in (("n_f", by_frames), ("n_c", by_captions))]
     if fits:
         sec["sections"]["scaling"] = fits
     else:
@@ -197,7 +202,10 @@ def _dataset_section(con, ds, chosen, references, labels, ov) -> dict:
     mm = views.study(con, "model_map", ds)
     if mm:
         sec["sections"]["model_map"] = mm
-        sec["charts"].append(("model_map", "model × model best-layer alignment", _map_spec(mm)))
+        heat_map, scatter = views.model_map_charts(views.model_map_view(mm), labels=labels,
+                                                   title=model_map_title(mm, dataset=ds, labels=labels))
+        sec["charts"] += [("model_map", "model × model best-layer alignment", _spec(heat_map)),
+                          ("model_map", "the models on a 2-D map (classical MDS of 1 − similarity)", _spec(scatter))]
     else:
         sec["omitted"]["model_map"] = "no model map (needs at least two models, then `layerscope analyze`)"
 
@@ -329,34 +337,22 @@ def _null_cell(null: dict | None, within: dict | None = None) -> str:
     return out
 
 
-def _heatmap_spec(h) -> dict:
-    G = np.asarray(h["grid"])
-    a, b = np.meshgrid(range(G.shape[0]), range(G.shape[1]), indexing="ij")
-    df = pd.DataFrame({"layer_a": a.ravel(), "layer_b": b.ravel(), "value": G.ravel()})
-    df["best"] = (df["layer_a"] == h["best"][0]) & (df["layer_b"] == h["best"][1])
-    df["value"] = df["value"].where(np.isfinite(df["value"]), None)
-    flags = h.get("flags") or {}
-    df["degenerate"] = (df["layer_a"].isin([int(i) for i in flags.get("degenerate_a") or {}])
-                        | df["layer_b"].isin([int(i) for i in flags.get("degenerate_b") or {}]))
-    base = alt.Chart(df).encode(x=alt.X("layer_b:O", title=f"{h['model_b']} layer"),
-                                y=alt.Y("layer_a:O", title=f"{h['model_a']} layer", sort="descending"))
-    chart = base.mark_rect().encode(color=alt.Color("value:Q", scale=alt.Scale(scheme="viridis")),
-                                    tooltip=["layer_a", "layer_b", alt.Tooltip("value:Q", format=".4f")]) + \
-        base.transform_filter(alt.datum.best).mark_rect(fill=None, stroke="#e4572e", strokeWidth=3) + \
-        base.transform_filter("!isValid(datum.value)").mark_rect(color="#c8c8c8") + \
-        base.transform_filter(alt.datum.degenerate).mark_text(text="×", color="#d62728", fontSize=12)
-    df["beyond_null"] = views.beyond_null_cells({**h, "grid": G}).ravel() & ~df["degenerate"].to_numpy()
-    if df["beyond_null"].any():  # the null's rule: cells past its 95th percentile, outlined (as on the page)
-        chart += base.transform_filter(alt.datum.beyond_null).mark_rect(fill=None, stroke="white", strokeWidth=1,
-                                                                         strokeDash=[2, 2])
-    return _spec(chart.properties(width=360, height=280))
-
-
-def _curve_spec(df, metric) -> dict:
-    chart = alt.Chart(df).mark_line(point=True).encode(
-        x=alt.X("depth:Q", title="relative depth"), y=alt.Y("value:Q", title=metric), color="model:N",
-        tooltip=["model", "layer", alt.Tooltip("value:Q", format=".4f")])
-    return _spec(chart.properties(width=420, height=240))
+def _curve_charts(con, ds, prof, chosen, labels) -> list[tuple]:
+    """The Layer curves page's chart of every per-layer metric of the chosen models (a curve with no
+    defined value is not drawn, as on the page)."""
+    choices = views.layer_choices(con, ds)
+    curves, align, marks = views.chosen_curves(prof, choices, chosen)
+    ctx, intervals = views.dataset_context(con, ds), views.curve_intervals(con, ds)
+    out = []
+    for metric in sorted(prof["metric"].unique()):
+        data = views.metric_rows(curves, align, metric)
+        if data.empty or data["value"].isna().all():
+            continue
+        nulls = views.curve_null_levels(con, ds) if views.is_alignment_curve(metric) else None
+        fig = views.metric_curves(data, metric, dataset=ds, chosen=chosen, choices=choices, marks=marks, ctx=ctx,
+                                  intervals=intervals, nulls=nulls, labels=labels)
+        out.append(("layer_curves", f"{metric} per layer", _spec(fig["chart"])))
+    return out
 
 
 def scaling_entry(subject: str, sv: dict) -> dict:
@@ -386,25 +382,6 @@ def scaling_entry(subject: str, sv: dict) -> dict:
             "held_out": sv["held_out"].to_dict(orient="records") if "held_out" in sv else [],
             # the page's parameter table: d_v = 2/α, and DR's Table 1 beside the fit where names are mapped
             "parameter_table": sv["table"].to_dict(orient="records") if "table" in sv else []}
-
-
-def _scaling_spec(sv) -> dict:
-    pts = alt.Chart(sv["points"]).mark_point(filled=True).encode(
-        x=alt.X("n_frames:Q", scale=alt.Scale(type="log")), y="score:Q", color="n_captions:O",
-        tooltip=["n_frames", "n_captions", "score"])
-    line = alt.Chart(sv["curve_vs_frames"]).mark_line().encode(
-        x="n_frames:Q", y="score:Q", color="n_captions:O",
-        strokeDash=alt.StrokeDash("form:N", title="curve", sort=list(dict.fromkeys(sv["curve_vs_frames"]["form"]))))
-    return _spec((pts + line).properties(width=420, height=240, title=views.scaling_heading(sv)))
-
-
-def _map_spec(mm) -> dict:
-    mv = views.model_map_view(mm)
-    chart = alt.Chart(mv["cells"]).mark_rect().encode(
-        x=alt.X("model_b:N", sort=mv["order"], title=None), y=alt.Y("model_a:N", sort=mv["order"], title=None),
-        color=alt.Color("similarity:Q", scale=alt.Scale(scheme="viridis")),
-        tooltip=["model_a", "model_b", alt.Tooltip("similarity:Q", format=".3f")])
-    return _spec(chart.properties(width=320, height=320))
 
 
 # ---------------------------------------------------------------- rendering
@@ -916,12 +893,7 @@ def predictors_section(con, ds) -> dict | None:
 
 
 def _predictors_spec(pred) -> dict:
-    df = pd.DataFrame(pred["table"])
-    chart = alt.Chart(df).mark_rect().encode(
-        x=alt.X("task:N"), y=alt.Y("signal:N", sort=None),
-        color=alt.Color("ρ across layers:Q", scale=alt.Scale(domain=[-1, 1], scheme="redblue")),
-        tooltip=["task", "signal", "ρ across layers", "interval (layers)", "ρ pooled"])
-    return _spec(chart.properties(width=60 * max(1, df["task"].nunique()), height=18 * max(1, df["signal"].nunique())))
+    return _spec(predictor_heat_chart(pd.DataFrame(pred["table"])))
 
 
 def _fabricated_text(pred) -> str:

@@ -177,6 +177,19 @@ def layer_results_chart(curves: pd.DataFrame, task: str, height: int = 300):
     return plot_height(chart, height)
 
 
+def predictor_heat_chart(table: pd.DataFrame):
+    """Spearman ρ across layers of every signal × task as a red–blue heatmap on [-1, 1] (the report's
+    overview of :func:`predictors_tables`' ``table``; the page shows it as a table)."""
+    from analysis.views.charts import _alt
+
+    alt = _alt()
+    chart = alt.Chart(table).mark_rect().encode(
+        x=alt.X("task:N"), y=alt.Y("signal:N", sort=None),
+        color=alt.Color("ρ across layers:Q", scale=alt.Scale(domain=[-1, 1], scheme="redblue")),
+        tooltip=["task", "signal", "ρ across layers", "interval (layers)", "ρ pooled"])
+    return chart.properties(width=60 * max(1, table["task"].nunique()), height=18 * max(1, table["signal"].nunique()))
+
+
 def predictor_matrix(table: pd.DataFrame, statistic: str = "ρ across layers") -> pd.DataFrame:
     """Signal × task grid of ``statistic`` with its interval as text (``"0.93 [0.80, 1.00]"``, marked
     ``(1 model only)`` when it stands on one model), rows ordered by the best rank a signal reaches

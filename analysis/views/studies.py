@@ -288,6 +288,17 @@ def arrow_uncertainty_text(n_items: int | None) -> str:
             f"point is one ratio over {over}, computed once; differences between layers or models are not tested.")
 
 
+def model_map_title(payload: dict, *, dataset: str, labels: dict) -> dict:
+    """The model map's chart title: what it shows, the dataset, and each model's largest budget."""
+    from analysis.views.charts import chart_title
+
+    budgets = sorted({f"n_f {v['n_frames']}" for v in payload["settings"].values() if v.get("n_frames")}
+                     | {f"n_c {v['n_captions']}" for v in payload["settings"].values() if v.get("n_captions")})
+    return chart_title("Best-layer mutual k-NN between models", dataset=dataset,
+                       details=["each model at its largest budget: " + ", ".join(budgets)] if budgets else [],
+                       labels=labels, models=payload["models"])
+
+
 def model_map_charts(mv: dict, *, labels: dict, title: dict | None = None):
     """The model map's two charts: the similarity matrix (values written in the cells while the
     matrix is small enough to read) and the 2-D map with one shape per modality, one colour per
