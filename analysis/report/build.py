@@ -27,7 +27,8 @@ from analysis.views.heatmap import grid_chart
 from analysis.views.null import grid_null_within
 from analysis.views.predictors import predictor_heat_chart
 from analysis.views.rankme_cap import rankme_cap_text, rankme_capped
-from analysis.views.studies import model_map_title
+from analysis.views.section import Section
+from analysis.views.studies import MODEL_MAP_OMITTED, model_map_section
 
 #: a grid's pair kind in words (report titles and tables)
 _KIND_WORDS = {"vision_text": "vision×text", "vision_vision": "vision×vision", "text_text": "text×text"}
@@ -95,7 +96,7 @@ OMITTED = {
     "layer_curves": "no per-layer profiles (run `layerscope analyze`)",
     "scaling": ("no scaling fits (needs vision×text pairs at several n_f and n_c settings, then "
                 "`layerscope analyze`)"),
-    "model_map": "no model map (needs at least two models, then `layerscope analyze`)",
+    "model_map": MODEL_MAP_OMITTED,
     "downstream": ("no downstream results (import them with `layerscope downstream import results.csv`, then "
                    "`layerscope analyze`)"),
     "probes": "no labelled probes (name a categorical manifest field: `layerscope analyze --labels FIELD`)",
@@ -241,14 +242,14 @@ def _scaling(scope: _Scope):
 
 
 def _model_map(scope: _Scope):
-    """The model map study and the model map page's two charts."""
-    mm = views.study(scope.con, "model_map", scope.ds)
-    if not mm:
-        return None, []
-    heat, scatter = views.model_map_charts(views.model_map_view(mm), labels=scope.labels,
-                                           title=model_map_title(mm, dataset=scope.ds, labels=scope.labels))
-    return mm, [("model × model best-layer alignment", _spec(heat)),
-                ("the models on a 2-D map (classical MDS of 1 − similarity)", _spec(scatter))]
+    """The Model map page's section (:func:`analysis.views.studies.model_map_section`)."""
+    return _from_view(model_map_section(scope.con, scope.ds))
+
+
+def _from_view(section: Section):
+    """A page's :class:`~analysis.views.section.Section` as a report section: its data (None: omitted)
+    and its charts as Vega-Lite specs."""
+    return section.data, [(title, _spec(chart)) for title, chart in section.charts]
 
 
 #: the downstream table's columns, as the study stores them

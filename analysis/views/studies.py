@@ -299,6 +299,34 @@ def model_map_title(payload: dict, *, dataset: str, labels: dict) -> dict:
                        labels=labels, models=payload["models"])
 
 
+#: why the model map is empty
+MODEL_MAP_OMITTED = "no model map (needs at least two models, then `layerscope analyze`)"
+
+
+def model_map_section(con, dataset) -> "Section":
+    """The Model map page's section: the stored study (``data``), the similarity matrix and the 2-D map
+    (:func:`model_map_charts`, titled by :func:`model_map_title`), and a note naming the model pairs
+    no layer pair of which could be scored (placed as unrelated on the map)."""
+    from analysis.views.nuance import collapse_notes
+    from analysis.views.section import Section
+    from analysis.views.store_info import model_labels, study
+
+    payload = study(con, "model_map", dataset)
+    if not payload:
+        return Section(None, omitted=MODEL_MAP_OMITTED)
+    labels = model_labels(con)
+    heat, scatter = model_map_charts(model_map_view(payload), labels=labels,
+                                     title=model_map_title(payload, dataset=dataset, labels=labels))
+    notes = ()
+    if payload.get("undefined_pairs"):
+        notes = ("No layer pair of these models could be scored (degenerate layers); they are placed as unrelated "
+                 "(similarity 0) on the map: " + "; ".join(collapse_notes(
+                     [f"{' × '.join(p['models'])}: {p['reason']}" for p in payload["undefined_pairs"]])),)
+    return Section(payload, charts=(("model × model best-layer alignment", heat),
+                                    ("the models on a 2-D map (classical MDS of 1 − similarity)", scatter)),
+                   notes=notes)
+
+
 def model_map_charts(mv: dict, *, labels: dict, title: dict | None = None):
     """The model map's two charts: the similarity matrix (values written in the cells while the
     matrix is small enough to read) and the 2-D map with one shape per modality, one colour per
