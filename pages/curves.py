@@ -24,18 +24,12 @@ chosen = pick_many("Models", models, param="models", default=models, fmt=lambda 
 if not chosen:
     st.info("Pick at least one model in the sidebar.")
     st.stop()
-curves = prof[prof["model"].isin(chosen)]
-align = views.alignment_curves_long(choices)
-if len(align):
-    align = align[align["model"].isin(chosen)]
-marks = views.recommended_marks(choices)
-if len(marks):
-    marks = marks[marks["model"].isin(chosen)]
+curves, align, marks = views.chosen_curves(prof, choices, chosen)
 metrics = sorted(curves["metric"].unique()) + (sorted(align["metric"].unique()) if len(align) else [])
 # default: an alignment curve (what the layer choice rests on), not the alphabetically first metric
 metric = pick("Metric", metrics, param="metric", default=url_state.preferred(metrics, ["alignment with", "rankme"]),
               container=st.sidebar)
-data = curves[curves["metric"] == metric] if metric in set(curves["metric"]) else align[align["metric"] == metric]
+data = views.metric_rows(curves, align, metric)
 if data.empty:
     st.info("No model has this curve.")
     st.stop()
@@ -43,22 +37,11 @@ if data["value"].isna().all():  # nothing to draw: one line with the count and e
     st.info(md_escape(undefined_text(data, f"{metric}", "value")))
     st.stop()
 ctx = view(views.dataset_context, dataset)
-is_alignment = metric.startswith("alignment with ")
-base_metric = "mutual_knn" if is_alignment else metric  # an alignment curve is a mutual k-NN row maximum
-params = {"k": ctx["k"]} if ctx["k"] else None
-rules = views.baselines(base_metric, data["value"], n_items=ctx["n_items"], params=params,
-                        chance_label="chance k/(N−1)" if base_metric == "mutual_knn" else None)
-intervals = view(views.curve_intervals, dataset)
-intervals = intervals[intervals["model"].isin(chosen) & (intervals["metric"] == metric)]
-shown = sorted(data["model"].unique())
-budgets = views.budget_text(data, choices, shown)
-title = views.chart_title(f"{metric} per layer", dataset=dataset, details=[budgets], labels=labels, models=shown)
-m = marks[marks["metric"] == metric] if len(marks) else marks
-nulls = view(views.curve_null_levels, dataset) if is_alignment else None
-if nulls is not None:
-    nulls = nulls[nulls["model"].isin(chosen) & (nulls["metric"] == metric)]
-chart = views.curves_chart(data, metric, labels=labels, marks=m, intervals=intervals, rules=rules, title=title,
-                           null_levels=nulls)
+nulls = view(views.curve_null_levels, dataset) if views.is_alignment_curve(metric) else None
+fig = views.metric_curves(data, metric, dataset=dataset, chosen=chosen, choices=choices, marks=marks, ctx=ctx,
+                          intervals=view(views.curve_intervals, dataset), nulls=nulls, labels=labels)
+chart, is_alignment, intervals, nulls = fig["chart"], fig["is_alignment"], fig["intervals"], fig["nulls"]
+base_metric, params = fig["base_metric"], fig["params"]
 st.altair_chart(chart, width="stretch", key="curves_chart")
 named_text = views.named_layers_text(views.named_layer_rows(data), labels)
 if named_text:

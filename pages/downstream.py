@@ -1,8 +1,8 @@
-import altair as alt
 import streamlit as st
 
 from analysis import views
-from analysis.views import downstream_view, md_escape, scatter_frame
+from analysis.views import downstream_view, md_escape
+from analysis.views.studies import layer_r_chart, scatter_chart
 from analysis.views.probes import CHECK_BADGES, checks_table, probe_chart, probe_checks, probes_long, retrieval_long
 from pages._shared import (
     background_job,
@@ -102,14 +102,8 @@ if ok:
     labels = [f"{r['score']} → {r['task']} ({r['task_metric']})" for r in ok]
     i = pick("Scatter", range(len(ok)), param="scatter", fmt=lambda j: labels[j])
     row = ok[i]
-    pts, line = scatter_frame(row)
-    chart = alt.Chart(pts).mark_circle(size=120).encode(x=alt.X("score:Q", title=row["score"]),
-                                                        y=alt.Y("result:Q", title=f"{row['task']} {row['task_metric']}"),
-                                                        tooltip=["model", "score", "result"])
-    draw_line, no_line = views.fit_line_verdict(row)
-    if draw_line and len(line):
-        chart = chart + alt.Chart(line).mark_line(color="#ff4b4b").encode(x="score:Q", y="result:Q")
-    st.altair_chart(chart.properties(height=360), width="stretch", key="downstream_scatter")
+    _, no_line = views.fit_line_verdict(row)
+    st.altair_chart(scatter_chart(row), width="stretch", key="downstream_scatter")
     ci = (f"95% CI: {row['ci_note']}" if row.get("ci_note")
           else f"95% CI {row['r_ci'][0]:.2f}–{row['r_ci'][1]:.2f}")
     exact = " (exact permutation p)" if row.get("p_method") == "exact permutation" else ""
@@ -123,9 +117,4 @@ if ok:
                f"better results; here it goes with {'better' if row.get('better') else 'worse'} results.")
 if len(dv["curves"]):
     st.subheader("Which layer's score predicts each task")
-    curve = alt.Chart(dv["curves"]).encode(
-        x=alt.X("depth:Q", title="relative depth"), y=alt.Y("r:Q", title="Pearson R"), color="task:N",
-        tooltip=["task", "curve", "depth", "r", "models", "left out"])
-    # dashes on the line layer only: a line with point=True draws its legend as dots, hiding the dash style
-    curve = curve.mark_line().encode(strokeDash="curve:N") + curve.mark_point(filled=True, size=30)
-    st.altair_chart(curve.properties(height=300), width="stretch", key="downstream_curve")
+    st.altair_chart(layer_r_chart(dv["curves"]), width="stretch", key="downstream_curve")

@@ -1,4 +1,3 @@
-import altair as alt
 import streamlit as st
 
 from analysis.methods import grid_compare
@@ -6,6 +5,7 @@ from analysis.methods import grid_compare
 from analysis.views import url_state
 
 from analysis import views
+from analysis.views.heatmap import grid_chance, grid_chart, grid_title, heat_chart
 from analysis.views.heatmap_diff import best_difference, best_difference_text
 from pages._shared import (dataset_picker, own_params, download_chart, download_data, drop_params, open_page, pick,
                            reproducibility, require_results, require_store, view)
@@ -72,65 +72,16 @@ def cell_text(grid) -> str:
 
 
 def title_of(r) -> str:
-    return f"{name(r['model_a'])} × {name(r['model_b'])} · {r['metric']} · {grid_compare.budget_text(r)}"
+    return grid_title(r, labels)
 
 
-def heat_chart(frame, grid, title, color_title, b_name, *, select=False, domain=None, diverging=False, chance=None):
-    """One heatmap: viridis values (or red–blue around 0 for a difference), undefined cells grey,
-    degenerate ones crossed out, the best cell outlined, values written in the cells of small grids;
-    ``chance`` (the metric's value on unrelated spaces) in the legend's title and the chart's subtitle."""
-    value_title = str(color_title)
-    if chance is not None:
-        color_title = [color_title, f"chance {views.fmt_number(chance)}"]
-        title = {"text": title, "subtitle": [f"chance level (unrelated spaces): {views.fmt_number(chance)}"],
-                 "anchor": "start"}
-    labelled = grid_compare.cell_labels(frame, grid["n_rows"], grid["n_cols"], diverging=diverging)
-    frame = labelled if len(labelled) else frame  # one dataset for every layer of the chart
-    # a named layer (default, joint) is written by its name, as on every other page
-    base = alt.Chart(frame).encode(
-        x=alt.X("layer_b:O", title=f"{b_name} layer", axis=alt.Axis(
-            labelAngle=0, titleLimit=0, labelExpr=views.axis_label_expr(layer_names.get(grid.get("run_b"))))),
-        y=alt.Y("layer_a:O", title=f"{model_a} layer", sort="descending", axis=alt.Axis(
-            titleLimit=0, labelExpr=views.axis_label_expr(layer_names.get(grid.get("run_a"))))))
-    # tooltips name the models' layers and the metric, not the data's field names
-    tips = [alt.Tooltip("layer_a:O", title=f"{model_a} layer"), alt.Tooltip("layer_b:O", title=f"{b_name} layer"),
-            alt.Tooltip("value:Q", format=".4f", title=value_title), alt.Tooltip("interval:N", title="95% interval"),
-            alt.Tooltip("note:N", title="note")]
-    scale = (alt.Scale(scheme="redblue", domainMid=0, reverse=True) if diverging else
-             alt.Scale(scheme="viridis", **({"domain": domain} if domain else {})))
-    heat = base.transform_filter("isValid(datum.value)").mark_rect().encode(
-        color=alt.Color("value:Q", title=color_title, scale=scale, legend=alt.Legend(titleLimit=0)), tooltip=tips)
-    if select:
-        heat = heat.encode(opacity=alt.condition(cell, alt.value(1.0), alt.value(0.55))).add_params(cell)
-    # undefined cells stay visible (grey) and degenerate ones are crossed out: marked, never dropped
-    undefined = base.transform_filter("!isValid(datum.value)").mark_rect(color="#c8c8c8").encode(tooltip=tips)
-    crossed = base.transform_filter(alt.datum.degenerate).mark_text(text="×", color="#d62728", fontSize=14).encode(
-        tooltip=tips)
-    best = base.transform_filter(alt.datum.best).mark_rect(fill=None, stroke="#ff4b4b", strokeWidth=3)
-    layers = [heat, undefined, crossed]
-    if "beyond_null" in frame and frame["beyond_null"].any():  # past the shuffled null's 95th percentile
-        layers.append(base.transform_filter(alt.datum.beyond_null).mark_rect(
-            fill=None, stroke="white", strokeWidth=1, strokeDash=[2, 2]).encode(tooltip=tips))
-    layers.append(best)
-    if "near_best" in frame and frame["near_best"].any():  # inside the best cell's interval: a dashed outline
-        layers.append(base.transform_filter(alt.datum.near_best).mark_rect(
-            fill=None, stroke="#ff4b4b", strokeWidth=1.5, strokeDash=[3, 2]).encode(tooltip=tips))
-    if len(labelled):  # degenerate cells keep their cross, not a number
-        layers.append(base.transform_filter("datum.label != '' && !datum.degenerate").mark_text(fontSize=10).encode(
-            text="label:N", color=alt.condition(alt.datum.dark, alt.value("white"), alt.value("black")),
-            tooltip=tips))
-    return alt.layer(*layers).properties(height=420, title=title)
-
-
-cell = alt.selection_point(name="cell", fields=["layer_a", "layer_b"], on="click")
 st.caption(f"{views.metric_direction(metric)} · {views.md_escape(views.best_cell_text(g, model_a, model_b))}")
 if g.get("best_a") is None:
     st.warning("No layer pair can be called best here: "
                f"{views.md_escape((g.get('flags') or {}).get('best', 'no cell was scored'))}. "
                "The cells are shown as computed; degenerate ones are crossed out, undefined ones grey.")
 n_items = view(views.dataset_context, dataset)["n_items"]
-chance = views.chance_level(metric, n_items, {k: v for k, v in (g.get("params") or {}).items() if k != "n_boot"})
-chart = heat_chart(df, g, title_of(row), metric, model_b, select=True, chance=chance)
+chart = grid_chart(g, labels=labels, layer_names=layer_names, n_items=n_items)
 if second is not None and mode == "difference":
     try:
         dg = grid_compare.difference(g, g2)
@@ -140,11 +91,9 @@ if second is not None and mode == "difference":
 if second is not None and mode == "side by side":
     same_metric = second["metric"] == metric  # one colour scale when both grids hold the same metric
     domain = grid_compare.shared_domain(g, g2) if same_metric else None
-    chance2 = views.chance_level(second["metric"], n_items, {k: v for k, v in (g2.get("params") or {}).items()
-                                                             if k != "n_boot"})
-    chart = heat_chart(df, g, title_of(row), metric, model_b, select=True, domain=domain, chance=chance)
-    chart2 = heat_chart(views.grid_long(g2), g2, title_of(second), second["metric"], second["model_b"], domain=domain,
-                        chance=chance2)
+    chart = grid_chart(g, labels=labels, layer_names=layer_names, n_items=n_items, domain=domain)
+    chart2 = heat_chart(views.grid_long(g2), g2, title_of(second), second["metric"], model_a, second["model_b"],
+                        layer_names=layer_names, domain=domain, chance=grid_chance(g2, n_items))
     c1, c2 = st.columns(2)
     with c1:
         event = st.altair_chart(chart, width="stretch", on_select="rerun", key="heatmap_chart")
@@ -153,8 +102,8 @@ if second is not None and mode == "side by side":
                                + ("One colour scale for both." if same_metric else "Each has its own colour scale.")))
 elif second is not None and mode == "difference":
     ddf = views.grid_long(dg)
-    chart2 = heat_chart(ddf, dg, f"{title_of(row)} minus {second['label']}", "difference", model_b,
-                        diverging=True)
+    chart2 = heat_chart(ddf, dg, f"{title_of(row)} minus {second['label']}", "difference", model_a, model_b,
+                        layer_names=layer_names, diverging=True)
     c1, c2 = st.columns(2)
     with c1:
         event = st.altair_chart(chart, width="stretch", on_select="rerun", key="heatmap_chart")

@@ -1,8 +1,8 @@
 import streamlit as st
 
 from analysis import views
-from analysis.views.nuance import collapse_notes
 from analysis.views import md_escape, model_map_view
+from analysis.views.studies import model_map_section
 from pages._shared import dataset_picker, download_chart, download_data, require_results, require_store, view
 
 st.title("Model map")
@@ -10,27 +10,20 @@ st.caption("Best-layer mutual k-NN between every two models, clustered (average 
            "and a 2-D map (classical MDS of the same distances).")
 require_store()
 dataset = dataset_picker()
-payload = view(views.study, "model_map", dataset)
-require_results("model map", payload is not None)
+section = view(model_map_section, dataset)  # the report's model-map section too
+require_results("model map", section.data is not None)
 
-mv = model_map_view(payload)
 labels = view(views.model_labels)
-budgets = sorted({f"n_f {v['n_frames']}" for v in payload["settings"].values() if v.get("n_frames")}
-                 | {f"n_c {v['n_captions']}" for v in payload["settings"].values() if v.get("n_captions")})
-title = views.chart_title("Best-layer mutual k-NN between models", dataset=dataset,
-                          details=["each model at its largest budget: " + ", ".join(budgets)] if budgets else [],
-                          labels=labels, models=payload["models"])
-heat, scatter = views.model_map_charts(mv, labels=labels, title=title)
+(_, heat), (_, scatter) = section.charts
 # one under the other: each at its own size (the map's plot 380 px square, labels placed for it), not
 # squeezed into half the column
 st.altair_chart(heat, width="content", key="map_heat")
 st.altair_chart(scatter, width="content", key="map_scatter")
 st.caption("Shapes: modality; colours: clusters. Both map axes share one scale, so distances read the same in any "
            "direction. No intervals: each similarity is the best layer pair's value on all items.")
-if payload.get("undefined_pairs"):
-    st.warning("No layer pair of these models could be scored (degenerate layers); they are placed as unrelated "
-               "(similarity 0) on the map: " + md_escape("; ".join(collapse_notes(
-                   [f"{' × '.join(p['models'])}: {p['reason']}" for p in payload["undefined_pairs"]]))))
+for note in section.notes:
+    st.warning(md_escape(note))
+mv = model_map_view(section.data)
 stem = views.export_name("model_map", dataset, "mutual_knn")
 download_data(mv["cells"].assign(model_a=mv["cells"]["model_a"].map(lambda m: labels.get(m, m)),
                                  model_b=mv["cells"]["model_b"].map(lambda m: labels.get(m, m))), stem)

@@ -1,9 +1,9 @@
-import altair as alt
 import streamlit as st
 
 from analysis import views
 from analysis.views.nuance import collapse_notes
 from analysis.views import md_escape, predictor_matrix
+from analysis.views.predictors import layer_results_chart
 from analysis.views.probes import checks_table, probe_checks
 from pages._shared import (
     dataset_picker,
@@ -91,15 +91,7 @@ st.caption("Gaps are in the task's metric, positive when the first layer named i
            "last numbered one (hidden states); `default` is the model's own output when its runs store it.")
 curves = data["curves"][data["curves"]["task"] == task]
 if len(curves):
-    # named layers (default, joint) by name, after the numbered ones; labels upright
-    order = views.layer_order(curves["layer_name"])
-    chart = alt.Chart(curves).mark_line(point=True).encode(
-        x=alt.X("layer_name:O", title="layer", sort=order, axis=alt.Axis(labelAngle=0)),
-        y=alt.Y("result:Q", title=task, scale=alt.Scale(zero=False), axis=alt.Axis(titleLimit=0)),
-        color=alt.Color("model:N", legend=alt.Legend(orient="bottom", labelLimit=0, columns=1)),  # a phone's width
-        tooltip=[alt.Tooltip("model:N", title="model"), alt.Tooltip("layer_name:N", title="layer"),
-                 alt.Tooltip("result:Q", format=".4g", title="result")])
-    st.altair_chart(views.plot_height(chart, 300), width="stretch", key="pred_curves")
+    st.altair_chart(layer_results_chart(curves, task), width="stretch", key="pred_curves")
 
 signals = list(rows["signal"]) if len(rows) else []
 picks = data["picks"]

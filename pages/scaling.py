@@ -3,6 +3,7 @@ import streamlit as st
 from analysis import views
 from analysis.views.nuance import collapse_notes
 from analysis.views import md_escape
+from analysis.views.scaling import scaling_title
 from pages._shared import (dataset_picker, download_chart, download_data, pick, require_results, require_store,
                            view)
 
@@ -32,10 +33,7 @@ for col, subject in zip(columns, [left] + ([compare] if compare != "(none)" else
         st.subheader(md_escape(fmt(subject)))
         sv = view(views.scaling_view, dataset, subject)
         a, b, metric = subject.split("|")
-        title = views.chart_title(f"{metric} of the best layer pair: {labels.get(a, a)} × {labels.get(b, b)}; "
-                                  f"{views.scaling_heading(sv)}",
-                                  dataset=dataset, details=views.budget_lists(sv["points"]), labels=labels,
-                                  models=[a, b])
+        title = scaling_title(sv, subject, dataset=dataset, labels=labels)
         by_frames, by_captions, chart = views.scaling_panels(sv, title=title)
         st.markdown(f"**{md_escape(views.scaling_heading(sv))}**")
         st.caption(md_escape(" · ".join(title["subtitle"])))

@@ -1,10 +1,11 @@
-import altair as alt
 import streamlit as st
 
 from analysis import views
-from analysis.views.nuance import (below_chance_text, choice_charts, collapse_notes, interval_coverage_text,
-                                   joint_points_chart, nuance_view, same_space_long, undefined_text)
+from analysis.views.nuance import (below_chance_text, choice_charts, collapse_notes, gallery_chart,
+                                   interval_coverage_text, joint_points_chart, negation_chart, nuance_view,
+                                   same_space_chart, same_space_long, undefined_text)
 from analysis.views import md_escape, reorder_charts, reorder_drop_text, temporal_view
+from analysis.views.studies import arrow_chart, first_neighbour_types_chart
 from pages._shared import (
     dataset_picker,
     download_data,
@@ -25,11 +26,6 @@ same_rows = view(views.same_space_studies, dataset)
 require_results("temporal probes for this dataset", payload is not None or bool(same_rows),
                 why=view(views.vision_results_missing, dataset))
 payload = payload or {}
-
-#: facet labels above each row, horizontal, never on top of each other
-ROW_HEADER = alt.Header(labelAngle=0, labelOrient="top", labelAnchor="start", labelAlign="left", labelLimit=600,
-                        title=None)
-
 
 def drawable(df, value_col) -> bool:
     """A chart is drawn only when some value is defined: a table of undefined values becomes its one
@@ -57,11 +53,7 @@ if len(tv["tot"]):
         st.caption(md_escape(line))
     st.subheader("First neighbour types")
     if len(tv["types"]):
-        st.altair_chart(alt.Chart(tv["types"]).mark_bar().encode(
-            y=alt.Y("model:N", title=None), x=alt.X("share:Q", stack="normalize"), color="type:N",
-            row=alt.Row("pair:N", header=ROW_HEADER), tooltip=["model", "space", "type", "share"]).properties(height=80)
-            .resolve_scale(y="independent"),  # each row lists its own two models, not every model of the page
-            key="types_chart")
+        st.altair_chart(first_neighbour_types_chart(tv["types"]), key="types_chart")
         download_data(tv["types"], "first_neighbour_types")
     if tv["types_missing"]:
         st.caption("No first-neighbour types (no k = 1 layer pair to read them at): "
@@ -81,10 +73,7 @@ if len(tv["reorder"]):
 if len(tv["arrow"]):
     st.subheader("Arrow of time: displacement under reversal / spread between videos")
     if drawable(tv["arrow"], "arrow_of_time"):
-        st.altair_chart(alt.Chart(tv["arrow"]).mark_line(point=True).encode(
-            x=alt.X("depth:Q", title="relative depth"), y=alt.Y("arrow_of_time:Q"), color="model:N",
-            strokeDash="n_frames:N", tooltip=["model", "n_frames", "layer", "arrow_of_time"]).properties(height=280),
-            width="stretch", key="arrow_chart")
+        st.altair_chart(arrow_chart(tv["arrow"]), width="stretch", key="arrow_chart")
         st.caption(md_escape(views.arrow_uncertainty_text(view(views.dataset_context, dataset)["n_items"])))
     line = undefined_text(tv["arrow"], "arrow-of-time", "arrow_of_time")
     if line:
@@ -104,12 +93,7 @@ if same_rows:
     metric = pick("Same-space metric", list(dict.fromkeys(ss["metric"])), param="ss_metric",
                   default="recall@1_t2v")
     sel = ss[(ss["pair"] == pair) & (ss["metric"] == metric)]
-    better = sel["better"].iloc[0] if len(sel) else "higher"
-    x = alt.X("layer_a:O", title="layer") if (sel["space"] == "layers").all() else alt.X("layer:N", title=None)
-    base = alt.Chart(sel).encode(x=x)
-    band = base.mark_errorbar().encode(y=alt.Y("ci_low:Q", title=f"{metric} ({better} is better)"), y2="ci_high:Q")
-    line = base.mark_line(point=True).encode(y="value:Q", tooltip=["layer", "value", "ci_low", "ci_high", "note"])
-    st.altair_chart((band + line).properties(height=280), width="stretch", key="same_space_chart")
+    st.altair_chart(same_space_chart(sel, metric), width="stretch", key="same_space_chart")
     notes_of(sel, metric)
     st.caption(md_escape(interval_coverage_text(sel)))
     wide = ss[ss["pair"] == pair].pivot_table(index="layer_a", columns="metric", values="value", sort=False)
@@ -147,11 +131,7 @@ if len(nv["gallery"]):
                "right for one query (every video of its action).")
     deep = nv["gallery"][nv["gallery"]["depth"].notna()]
     if drawable(deep, "mAP"):
-        st.altair_chart(alt.Chart(deep).mark_line(point=True).encode(
-            x=alt.X("depth:Q", title="relative depth", scale=alt.Scale(domain=[0, 1])),
-            y=alt.Y("mAP:Q", scale=alt.Scale(domain=[0, 1])),
-            color="setting:N", strokeDash="pair:N", tooltip=["pair", "setting", "layer", "mAP", "queries", "note"])
-            .properties(height=260), width="stretch", key="gallery_chart")
+        st.altair_chart(gallery_chart(deep), width="stretch", key="gallery_chart")
     joint = joint_points_chart(nv["gallery"], "mAP", "setting")
     if joint is not None:
         st.altair_chart(joint, width="stretch", key="gallery_joint_chart")
@@ -163,12 +143,7 @@ if len(nv["negation"]):
                "forms retrieve from every video.")
     deep = nv["negation"][nv["negation"]["depth"].notna()]
     if drawable(deep, "recall"):
-        st.altair_chart(alt.Chart(deep).mark_line(point=True).encode(
-            x=alt.X("depth:Q", title="relative depth", scale=alt.Scale(domain=[0, 1])),
-            y=alt.Y("recall:Q", scale=alt.Scale(domain=[0, 1])),
-            color="queries:N", strokeDash="k:N", detail="pair:N",
-            tooltip=["pair", "queries", "k", "layer", "recall", "n_queries", "note"]).properties(height=260),
-            width="stretch", key="negation_chart")
+        st.altair_chart(negation_chart(deep), width="stretch", key="negation_chart")
     joint = joint_points_chart(nv["negation"], "recall", "queries")
     if joint is not None:
         st.altair_chart(joint, width="stretch", key="negation_joint_chart")

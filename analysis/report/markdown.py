@@ -1,4 +1,4 @@
-"""Escaping for report.md: only what CommonMark (with GFM tables and strikethrough) would read as
+"""report.md: a short Markdown summary (:func:`render_markdown`) and its escaping: only what CommonMark (with GFM tables and strikethrough) would read as
 syntax where the text lands, so ``19:48 UTC`` and ``LayerScope 0.1.0`` stay as written.
 
 The dashboard's :func:`analysis.views.md_escape` also escapes Streamlit's own syntax (``:red[x]``,
@@ -22,7 +22,10 @@ from __future__ import annotations
 
 import re
 
+from analysis import views
+from analysis.report.text import RANKING_TEXT, PROBES_TEXT, alignment_heading, fabricated_text, fmt, null_cell, scaling_rows
 from analysis.views.text import WORD_JOINER
+from analysis.views.verdicts import VERDICT_WORDS, missing_text
 
 #: where a GFM autolink literal would start: ``www`` before its dot, ``:`` before ``//``, before ``@``
 _AUTOLINK = re.compile(r"(?i)(www)(?=\.)|(:)(?=//)|(?=@)")
@@ -53,3 +56,103 @@ def md_block(text) -> str:
 def md_cell(text) -> str:
     """``text`` as literal text in a GFM table cell (a ``|`` would end the cell)."""
     return md_block(text).replace("|", "\\|")
+
+
+# ---------------------------------------------------------------- the summary
+
+
+def _verdicts_md(report) -> list[str]:
+    """The Markdown summary's opening: each verdict line led by its status in words (no emoji font needed)."""
+    lines = ["## Which layer to use", ""]
+    for d in report["datasets"]:
+        prefix = f"{md_inline(d['dataset'])}: " if len(report["datasets"]) > 1 else ""
+        for v in d.get("verdicts", []):
+            lines.append(f"- **{VERDICT_WORDS[v['status']]}**: {prefix}{md_inline(v['sentence'])}")
+        if not d.get("verdicts"):
+            lines.append(f"- {md_inline(missing_text(d['dataset']))}")
+    return lines + [""]
+
+
+def render_markdown(report: dict) -> str:
+    """A short Markdown summary. Every user string (store path, dataset, model and reference names,
+    sentences quoting them) is escaped for where it lands (:mod:`analysis.report.markdown`: inside a
+    line, at a line's or list item's start, in a table cell), so a name such as
+    ``![x](http://host/x.png)`` or ``<script>`` stays text in any CommonMark renderer while times and
+    versions (``19:48 UTC``, ``0.1.0``) stay as written; the command sits in an indented code block
+    on one line."""
+    # here, not at the top: the paper-figures section escapes with this module's functions
+    from analysis.report.paper_figures import paper_figures_md
+
+    lines = [f"# {md_block(report['title'])}", "", f"Store {md_inline(report['store'])}, generated "
+             f"{md_inline(report['generated'])}, LayerScope {md_inline(report['code_version'])}.", ""]
+    lines += _verdicts_md(report)
+    for d in report["datasets"]:
+        lines += [f"## {md_block(d['dataset'])} ({d['n_items']} items)", ""]
+        summary = d["sections"].get("summary", {})
+        for s in summary.get("sentences", []):
+            lines.append(f"- {md_block(s)}")
+        for note in summary.get("notes", []):
+            lines += ["", md_block(note)]
+        lines += ["", f"| model | reference | {md_cell(alignment_heading(summary))} | 95% CI | "
+                      "shuffled null (p, 95th pct.) | layers |", "|---|---|---|---|---|---|"]
+        for m in summary.get("models", []):
+            for ref, a in m["alignment"].items():
+                lines.append(f"| {md_cell(m['label'])} | {md_cell(ref)} | {fmt(a['value'])} | {fmt(a['ci'][0])}–"
+                             f"{fmt(a['ci'][1])} | {md_cell(null_cell(a.get('null'), a.get('null_within')))} | "
+                             f"({a['layer']}, {a['ref_layer']}) |")
+        lines += _scaling_md(d["sections"].get("scaling"))
+        lines += _probes_md(d["sections"].get("probes"))
+        lines += _predictors_md(d["sections"].get("predictors"))
+        lines += paper_figures_md(d["sections"].get("paper_figures"))
+        t = d["sections"].get("temporal") or {}
+        probes = (("chiral", "chiral choice (video → caption)"), ("time_reversal", "time reversal (caption → video)"))
+        if t.get("reorder"):
+            df = views.temporal_view({"reorder": t["reorder"]})["reorder"]
+            lines += [f"- reorder negatives, {md_inline(line)}" for line in views.reorder_drop_text(df)]
+        for key, what in probes:
+            for c in t.get(key, []):
+                lines.append(f"- {what}, {md_inline(c['video'])} × {md_inline(c['text'])} ({md_inline(c['space'])}): "
+                             f"best {fmt(c['best'])} at layer {c['best_layer']}, last layer {fmt(c['last'])} "
+                             "(chance 0.5)")
+        if d["omitted"]:
+            lines += ["", "Omitted: " + "; ".join(f"{md_inline(k)} ({md_inline(v)})" for k, v in d["omitted"].items())]
+        lines.append("")
+    lines += ["Reproduce:", "", "    " + " ".join(str(report["command"]).splitlines()), ""]
+    return "\n".join(lines)
+
+
+def _scaling_md(fits) -> list[str]:
+    """The scaling table in Markdown: the rows of :func:`scaling_rows`, blanks as –."""
+    if not fits:
+        return []
+    rows = scaling_rows(fits)
+    cols = list(rows[0])
+    out = ["", f"{md_block(views.SATURATING_TITLE)} per pair (blank –: not determined by the data, reason given):", "",
+           "| " + " | ".join(md_cell(c) for c in cols) + " |", "|" + "---|" * len(cols)]
+    for r in rows:
+        out.append("| " + " | ".join(md_cell(fmt(r[c])) for c in cols) + " |")
+    return out
+
+
+def _probes_md(probes) -> list[str]:
+    if not probes:
+        return []
+    lines = ["", "### Labelled probes", "", md_block(PROBES_TEXT), ""]
+    lines += [f"- {md_block(c['sentence'])}" for c in probes["checks"] if c["headline"]]
+    return lines
+
+
+def _predictors_md(pred) -> list[str]:
+    if not pred:
+        return []
+    lines = ["", "### Layer predictors", ""]
+    if pred["fabricated"]:
+        lines += [f"**{md_inline(fabricated_text(pred))}**", ""]
+    lines += [md_block(RANKING_TEXT), "",
+              "| task | rank | signal | ρ across layers | interval | ρ pooled | interval | coverage |",
+              "|---|---|---|---|---|---|---|---|"]
+    for r in pred["table"]:
+        lines.append(f"| {md_cell(r['task'])} | {r['rank']} | {md_cell(r['signal'])} | {fmt(r['ρ across layers'])} | "
+                     f"{md_cell(r['interval (layers)'])} | {fmt(r['ρ pooled'])} | {md_cell(r['interval (pooled)'])} | "
+                     f"{md_cell(r['coverage'])} |")
+    return lines

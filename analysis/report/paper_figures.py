@@ -74,7 +74,6 @@ def paper_figures_section(con, ds) -> tuple[dict | None, list]:
 def _gap_pictures(con, ds) -> list[dict]:
     """Every stored two-sided map by PCA or t-SNE (TARA's pictures of the modality gap), as a scatter
     of both sides: ``[{subject, method, n_points, chart}]`` (a map with no picture is left out)."""
-    from analysis.views.charts import _alt
     from analysis.views.embedding_map import embedding_map_points, embedding_maps
 
     maps = embedding_maps(con, ds)
@@ -83,11 +82,8 @@ def _gap_pictures(con, ds) -> list[dict]:
         if row["reason"]:
             continue
         pts = embedding_map_points(con, row["result_id"])["points"][["x", "y", "side", "item_id"]]
-        alt = _alt()
-        chart = alt.Chart(pts).mark_point(filled=True, opacity=0.7).encode(
-            x=alt.X("x:Q", axis=None), y=alt.Y("y:Q", axis=None), color=alt.Color("side:N", title="side"),
-            tooltip=["side", "item_id"]).properties(width=360, height=300)
-        out.append({"subject": row["subject"], "method": row["method"], "n_points": int(len(pts)), "chart": chart})
+        out.append({"subject": row["subject"], "method": row["method"], "n_points": int(len(pts)),
+                    "chart": pf.gap_picture_chart(pts)})
     return out
 
 

@@ -17,12 +17,12 @@ from analysis.views.store_info import is_layerscope_store, has_table, overview, 
 from analysis.views.metric_help import metric_direction, chance_level, metric_help, baselines, baseline_rules  # noqa: F401
 from analysis.views.null import grid_null, null_text, curve_null_levels, null_levels_text  # noqa: F401
 from analysis.views.heatmap import PAIR_KINDS, pair_kinds, pair_kind_label, budget_pickers, grid_index, grid_by_id, grid_long, near_best_cells, best_cell_text, selected_cell_text, beyond_null_cells, null_rule_text  # noqa: F401
-from analysis.views.curves import profiles_long, flag_lines, layer_choices, curve_intervals, alignment_curves_long, recommended_marks, curves_chart, named_layer_rows, named_layers_text, budget_text, uncertainty_text  # noqa: F401
+from analysis.views.curves import profiles_long, flag_lines, layer_choices, curve_intervals, alignment_curves_long, recommended_marks, curves_chart, named_layer_rows, named_layers_text, budget_text, uncertainty_text, chosen_curves, metric_rows, is_alignment_curve, metric_curves  # noqa: F401
 from analysis.views.store_info import text_only, vision_results_missing  # noqa: F401
 from analysis.views.layers import (axis_label_expr, layer_label, layer_order, relative_depth, run_layer_names,  # noqa: F401
                                    names_of)
 from analysis.views.verdicts import VERDICT_RULE, verdicts  # noqa: F401
-from analysis.views.scaling import SATURATING_TITLE, drawn_forms, saturating_param_rows, scaling_heading, scaling_fit_lines, scaling_subjects, scaling_view, scaling_panels, scaling_uncertainty_text, budget_lists  # noqa: F401
+from analysis.views.scaling import SATURATING_TITLE, drawn_forms, saturating_param_rows, scaling_heading, scaling_fit_lines, scaling_subjects, scaling_view, scaling_panels, scaling_title, scaling_uncertainty_text, budget_lists  # noqa: F401
 from analysis.views.studies import model_map_view, downstream_view, scatter_frame, fit_line_verdict, MIN_LINE_N, temporal_view, tot_chart, tot_uncertainty_text, arrow_uncertainty_text, model_map_charts, reorder_charts, reorder_drop_text  # noqa: F401
 from analysis.views.neighbours import items, runs_for_neighbours, neighbours  # noqa: F401
 from analysis.views.predictors import predictor_task_label, predictors_tables, predictor_matrix, rho_chart  # noqa: F401

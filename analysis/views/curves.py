@@ -6,9 +6,9 @@ import numpy as np
 import pandas as pd
 
 from analysis.storage import results as R
-from analysis.views.charts import _alt, plot_height
+from analysis.views.charts import _alt, chart_title, plot_height
 from analysis.views.layers import last_numbered, layer_label, relative_depth, run_layer_names
-from analysis.views.metric_help import baseline_rules
+from analysis.views.metric_help import baseline_rules, baselines
 from analysis.views.store_info import has_table
 
 
@@ -295,3 +295,52 @@ def uncertainty_text(intervals: pd.DataFrame, is_alignment: bool, n_items) -> st
         return (f"No interval is drawn: the best cells' bootstrap was off (`--bootstrap 0`) or undefined; values are "
                 f"point estimates{on}.")
     return f"Values are point estimates{on}: per-layer profiles have no stored intervals, so none is drawn."
+
+
+def chosen_curves(prof: pd.DataFrame, choices: dict, chosen) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+    """The Layer curves page's frames for the ``chosen`` models: per-layer profiles
+    (:func:`profiles_long`), alignment curves (:func:`alignment_curves_long`) and recommended-layer
+    marks (:func:`recommended_marks`)."""
+    curves = prof[prof["model"].isin(chosen)]
+    align = alignment_curves_long(choices)
+    if len(align):
+        align = align[align["model"].isin(chosen)]
+    marks = recommended_marks(choices)
+    if len(marks):
+        marks = marks[marks["model"].isin(chosen)]
+    return curves, align, marks
+
+
+def metric_rows(curves: pd.DataFrame, align: pd.DataFrame, metric: str) -> pd.DataFrame:
+    """The rows of one curve: a profile metric's, else an alignment curve's."""
+    return curves[curves["metric"] == metric] if metric in set(curves["metric"]) else align[align["metric"] == metric]
+
+
+def is_alignment_curve(metric: str) -> bool:
+    """An alignment curve (``alignment with <reference>``) is a mutual k-NN row maximum."""
+    return metric.startswith("alignment with ")
+
+
+def metric_curves(data: pd.DataFrame, metric: str, *, dataset: str, chosen, choices: dict, marks: pd.DataFrame,
+                  ctx: dict, intervals: pd.DataFrame, nulls: pd.DataFrame | None, labels: dict) -> dict:
+    """The Layer curves page's chart of one metric (:func:`curves_chart` with the chance rule and
+    bounds, the stored intervals, the recommended layers and, for an alignment curve, the shuffled
+    null) and what its captions read: ``{"chart", "is_alignment", "base_metric", "params",
+    "intervals", "nulls"}``. ``data``: :func:`metric_rows`; ``ctx``: :func:`dataset_context`;
+    ``intervals``: :func:`curve_intervals`; ``nulls``: :func:`curve_null_levels` or None. The report
+    embeds this same chart."""
+    alignment = is_alignment_curve(metric)
+    base_metric = "mutual_knn" if alignment else metric
+    params = {"k": ctx["k"]} if ctx["k"] else None
+    rules = baselines(base_metric, data["value"], n_items=ctx["n_items"], params=params,
+                      chance_label="chance k/(N−1)" if base_metric == "mutual_knn" else None)
+    intervals = intervals[intervals["model"].isin(chosen) & (intervals["metric"] == metric)]
+    shown = sorted(data["model"].unique())
+    title = chart_title(f"{metric} per layer", dataset=dataset, details=[budget_text(data, choices, shown)],
+                        labels=labels, models=shown)
+    m = marks[marks["metric"] == metric] if len(marks) else marks
+    nulls = nulls[nulls["model"].isin(chosen) & (nulls["metric"] == metric)] if alignment and nulls is not None else None
+    chart = curves_chart(data, metric, labels=labels, marks=m, intervals=intervals, rules=rules, title=title,
+                         null_levels=nulls)
+    return {"chart": chart, "is_alignment": alignment, "base_metric": base_metric, "params": params,
+            "intervals": intervals, "nulls": nulls}

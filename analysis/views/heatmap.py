@@ -1,15 +1,20 @@
-"""The heatmap page's data: grid index, one grid in long form, near-best cells, the best cell in words."""
+"""The heatmap page's data and charts: grid index, one grid in long form, near-best cells, the best cell in
+words, and the heatmap itself (the page draws it, the report embeds the same spec)."""
 
 from __future__ import annotations
 
 import numpy as np
 import pandas as pd
 
+from analysis.methods import grid_compare
 from analysis.storage import results as R
 from analysis.registry import REGISTRY
 from analysis.null import null_kind, null_label
 from analysis.views.null import grid_null, grid_null_within, null_text
 from analysis.views.store_info import _df, has_table
+from analysis.views.charts import _alt
+from analysis.views.layers import axis_label_expr
+from analysis.views.metric_help import chance_level
 from analysis.views.text import fmt_number
 
 
@@ -163,3 +168,76 @@ def best_cell_text(g: dict, model_a: str, model_b: str) -> str:
     if (flags.get("knn") or {}).get("recall_low"):
         text += f". Caveat: {flags['knn']['recall_low']}"
     return text
+
+
+#: the name of the heatmap's click selection (a cell's layer pair): the page reads the event by it
+CELL = "cell"
+
+
+def grid_title(g, labels: dict) -> str:
+    """``A × B · metric · n_f=4, n_c=2`` for a grid or a grid-index row, models by their labels."""
+    return (f"{labels.get(g['model_a'], g['model_a'])} × {labels.get(g['model_b'], g['model_b'])} · {g['metric']} · "
+            f"{grid_compare.budget_text(g)}")
+
+
+def grid_chance(g: dict, n_items) -> float | None:
+    """The grid's metric on unrelated spaces of ``n_items`` items (its parameters but ``n_boot``)."""
+    return chance_level(g["metric"], n_items, {k: v for k, v in (g.get("params") or {}).items() if k != "n_boot"})
+
+
+def grid_chart(g: dict, *, labels: dict, layer_names: dict, n_items, select: bool = True, domain=None):
+    """The heatmap page's chart of one stored grid (:func:`heat_chart` on :func:`grid_long`), titled
+    by :func:`grid_title`, with the metric's chance level; the report embeds this same chart."""
+    return heat_chart(grid_long(g), g, grid_title(g, labels), g["metric"], g["model_a"], g["model_b"],
+                      layer_names=layer_names, select=select, domain=domain, chance=grid_chance(g, n_items))
+
+
+def heat_chart(frame, grid, title, color_title, a_name, b_name, *, layer_names: dict, select=False, domain=None,
+               diverging=False, chance=None):
+    """One heatmap: viridis values (or red–blue around 0 for a difference), undefined cells grey,
+    degenerate ones crossed out, the best cell outlined, values written in the cells of small grids;
+    ``chance`` (the metric's value on unrelated spaces) in the legend's title and the chart's subtitle.
+    ``frame``: :func:`grid_long` of ``grid``; ``layer_names``: ``{run_id: {index: name}}`` (a named
+    layer is written by its name); ``select``: a click selects a cell (:data:`CELL`)."""
+    alt = _alt()
+    value_title = str(color_title)
+    if chance is not None:
+        color_title = [color_title, f"chance {fmt_number(chance)}"]
+        title = {"text": title, "subtitle": [f"chance level (unrelated spaces): {fmt_number(chance)}"],
+                 "anchor": "start"}
+    labelled = grid_compare.cell_labels(frame, grid["n_rows"], grid["n_cols"], diverging=diverging)
+    frame = labelled if len(labelled) else frame  # one dataset for every layer of the chart
+    base = alt.Chart(frame).encode(
+        x=alt.X("layer_b:O", title=f"{b_name} layer", axis=alt.Axis(
+            labelAngle=0, titleLimit=0, labelExpr=axis_label_expr(layer_names.get(grid.get("run_b"))))),
+        y=alt.Y("layer_a:O", title=f"{a_name} layer", sort="descending", axis=alt.Axis(
+            titleLimit=0, labelExpr=axis_label_expr(layer_names.get(grid.get("run_a"))))))
+    # tooltips name the models' layers and the metric, not the data's field names
+    tips = [alt.Tooltip("layer_a:O", title=f"{a_name} layer"), alt.Tooltip("layer_b:O", title=f"{b_name} layer"),
+            alt.Tooltip("value:Q", format=".4f", title=value_title), alt.Tooltip("interval:N", title="95% interval"),
+            alt.Tooltip("note:N", title="note")]
+    scale = (alt.Scale(scheme="redblue", domainMid=0, reverse=True) if diverging else
+             alt.Scale(scheme="viridis", **({"domain": domain} if domain else {})))
+    heat = base.transform_filter("isValid(datum.value)").mark_rect().encode(
+        color=alt.Color("value:Q", title=color_title, scale=scale, legend=alt.Legend(titleLimit=0)), tooltip=tips)
+    if select:
+        cell = alt.selection_point(name=CELL, fields=["layer_a", "layer_b"], on="click")
+        heat = heat.encode(opacity=alt.condition(cell, alt.value(1.0), alt.value(0.55))).add_params(cell)
+    # undefined cells stay visible (grey) and degenerate ones are crossed out: marked, never dropped
+    undefined = base.transform_filter("!isValid(datum.value)").mark_rect(color="#c8c8c8").encode(tooltip=tips)
+    crossed = base.transform_filter(alt.datum.degenerate).mark_text(text="×", color="#d62728", fontSize=14).encode(
+        tooltip=tips)
+    best = base.transform_filter(alt.datum.best).mark_rect(fill=None, stroke="#ff4b4b", strokeWidth=3)
+    layers = [heat, undefined, crossed]
+    if "beyond_null" in frame and frame["beyond_null"].any():  # past the shuffled null's 95th percentile
+        layers.append(base.transform_filter(alt.datum.beyond_null).mark_rect(
+            fill=None, stroke="white", strokeWidth=1, strokeDash=[2, 2]).encode(tooltip=tips))
+    layers.append(best)
+    if "near_best" in frame and frame["near_best"].any():  # inside the best cell's interval: a dashed outline
+        layers.append(base.transform_filter(alt.datum.near_best).mark_rect(
+            fill=None, stroke="#ff4b4b", strokeWidth=1.5, strokeDash=[3, 2]).encode(tooltip=tips))
+    if len(labelled):  # degenerate cells keep their cross, not a number
+        layers.append(base.transform_filter("datum.label != '' && !datum.degenerate").mark_text(fontSize=10).encode(
+            text="label:N", color=alt.condition(alt.datum.dark, alt.value("white"), alt.value("black")),
+            tooltip=tips))
+    return alt.layer(*layers).properties(height=420, title=title)

@@ -11,6 +11,7 @@ import pandas as pd
 
 from analysis.storage import results as R
 from analysis.storage.schema import fetch_one
+from analysis.views.charts import _alt
 
 
 def same_space_studies(con, dataset) -> list[dict]:
@@ -227,6 +228,39 @@ def joint_points_chart(df: pd.DataFrame, y: str, colour: str, *, height: int = 2
         y=alt.Y(f"{y}:Q", scale=alt.Scale(domain=[0, 1])), xOffset=f"{colour}:N",
         color=alt.Color(f"{colour}:N", legend=alt.Legend(orient="bottom", labelLimit=0, columns=1)),  # a phone's width
         tooltip=[c for c in joint.columns if c != "depth"]).properties(height=height)
+
+
+def same_space_chart(sel: pd.DataFrame, metric: str, height: int = 280):
+    """One same-space metric of one pair per layer with its interval (rows of :func:`same_space_long`);
+    a pair without layers (a dual encoder's joint layer) on a nominal axis."""
+    alt = _alt()
+    better = sel["better"].iloc[0] if len(sel) else "higher"
+    x = alt.X("layer_a:O", title="layer") if (sel["space"] == "layers").all() else alt.X("layer:N", title=None)
+    base = alt.Chart(sel).encode(x=x)
+    band = base.mark_errorbar().encode(y=alt.Y("ci_low:Q", title=f"{metric} ({better} is better)"), y2="ci_high:Q")
+    line = base.mark_line(point=True).encode(y="value:Q", tooltip=["layer", "value", "ci_low", "ci_high", "note"])
+    return (band + line).properties(height=height)
+
+
+def gallery_chart(deep: pd.DataFrame, height: int = 260):
+    """Chiral-gallery mAP per setting on relative depth (:func:`nuance_view`'s ``gallery``, rows with a depth)."""
+    alt = _alt()
+    return alt.Chart(deep).mark_line(point=True).encode(
+        x=alt.X("depth:Q", title="relative depth", scale=alt.Scale(domain=[0, 1])),
+        y=alt.Y("mAP:Q", scale=alt.Scale(domain=[0, 1])),
+        color="setting:N", strokeDash="pair:N", tooltip=["pair", "setting", "layer", "mAP", "queries", "note"]
+    ).properties(height=height)
+
+
+def negation_chart(deep: pd.DataFrame, height: int = 260):
+    """Recall@k of captions and their negated forms on relative depth (:func:`nuance_view`'s
+    ``negation``, rows with a depth)."""
+    alt = _alt()
+    return alt.Chart(deep).mark_line(point=True).encode(
+        x=alt.X("depth:Q", title="relative depth", scale=alt.Scale(domain=[0, 1])),
+        y=alt.Y("recall:Q", scale=alt.Scale(domain=[0, 1])),
+        color="queries:N", strokeDash="k:N", detail="pair:N",
+        tooltip=["pair", "queries", "k", "layer", "recall", "n_queries", "note"]).properties(height=height)
 
 
 def _blank(text: str) -> str:

@@ -479,3 +479,12 @@ def published_table(con) -> pd.DataFrame:
              "your model": ", ".join(back.get("model", {}).get(p.model, [])),
              "your dataset": ", ".join(back.get("dataset", {}).get(p.dataset, []))} for p in P.load_published()]
     return pd.DataFrame(rows)
+
+
+def gap_picture_chart(pts):
+    """A two-sided map by PCA or t-SNE (TARA's picture of the modality gap): both sides' points
+    (``x``, ``y``, ``side``, ``item_id``), coloured by side, axes hidden (only the layout reads)."""
+    alt = _alt()
+    return alt.Chart(pts).mark_point(filled=True, opacity=0.7).encode(
+        x=alt.X("x:Q", axis=None), y=alt.Y("y:Q", axis=None), color=alt.Color("side:N", title="side"),
+        tooltip=["side", "item_id"]).properties(width=360, height=300)

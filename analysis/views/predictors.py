@@ -161,6 +161,35 @@ def rho_chart(rhos: pd.DataFrame, statistic: str, height_per_signal: int = 22):
     return plot_height(alt.layer(zero, bars, points), max(80, height_per_signal * len(order)))
 
 
+def layer_results_chart(curves: pd.DataFrame, task: str, height: int = 300):
+    """Each model's downstream result per layer for one task (rows of :func:`predictors_tables`'
+    ``curves``): named layers (default, joint) by name after the numbered ones, labels upright."""
+    from analysis.views.charts import _alt, plot_height
+    from analysis.views.layers import layer_order
+
+    alt = _alt()
+    chart = alt.Chart(curves).mark_line(point=True).encode(
+        x=alt.X("layer_name:O", title="layer", sort=layer_order(curves["layer_name"]), axis=alt.Axis(labelAngle=0)),
+        y=alt.Y("result:Q", title=task, scale=alt.Scale(zero=False), axis=alt.Axis(titleLimit=0)),
+        color=alt.Color("model:N", legend=alt.Legend(orient="bottom", labelLimit=0, columns=1)),  # a phone's width
+        tooltip=[alt.Tooltip("model:N", title="model"), alt.Tooltip("layer_name:N", title="layer"),
+                 alt.Tooltip("result:Q", format=".4g", title="result")])
+    return plot_height(chart, height)
+
+
+def predictor_heat_chart(table: pd.DataFrame):
+    """Spearman ρ across layers of every signal × task as a red–blue heatmap on [-1, 1] (the report's
+    overview of :func:`predictors_tables`' ``table``; the page shows it as a table)."""
+    from analysis.views.charts import _alt
+
+    alt = _alt()
+    chart = alt.Chart(table).mark_rect().encode(
+        x=alt.X("task:N"), y=alt.Y("signal:N", sort=None),
+        color=alt.Color("ρ across layers:Q", scale=alt.Scale(domain=[-1, 1], scheme="redblue")),
+        tooltip=["task", "signal", "ρ across layers", "interval (layers)", "ρ pooled"])
+    return chart.properties(width=60 * max(1, table["task"].nunique()), height=18 * max(1, table["signal"].nunique()))
+
+
 def predictor_matrix(table: pd.DataFrame, statistic: str = "ρ across layers") -> pd.DataFrame:
     """Signal × task grid of ``statistic`` with its interval as text (``"0.93 [0.80, 1.00]"``, marked
     ``(1 model only)`` when it stands on one model), rows ordered by the best rank a signal reaches

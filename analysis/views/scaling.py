@@ -7,7 +7,7 @@ import pandas as pd
 
 from analysis.storage import results as R
 from analysis.methods.scaling import FORMS, predict_from_params, undetermined_params
-from analysis.views.charts import _alt, plot_height
+from analysis.views.charts import _alt, chart_title, plot_height
 from analysis.views.paper_figures import add_dimension_and_published, published_scaling
 from analysis.views.metric_help import baseline_rules, baselines, chance_level
 from analysis.views.store_info import has_table
@@ -213,6 +213,15 @@ def scaling_panels(sv: dict, *, title: dict | None = None):
     # on the page, each panel's plot keeps its 240 px whatever the legends above and below take
     panels = [plot_height(p, 240) for p in panels]
     return panels[0], panels[1], (export.properties(title=title) if title else export)
+
+
+def scaling_title(sv: dict, subject: str, *, dataset: str, labels: dict) -> dict:
+    """The scaling page's chart title of one subject (``a|b|metric``): the metric of the best layer
+    pair, the models by their labels, the saturating law's heading, the dataset and the budgets."""
+    a, b, metric = subject.split("|")
+    return chart_title(f"{metric} of the best layer pair: {labels.get(a, a)} × {labels.get(b, b)}; "
+                       f"{scaling_heading(sv)}", dataset=dataset, details=budget_lists(sv["points"]), labels=labels,
+                       models=[a, b])
 
 
 def scaling_uncertainty_text(sv: dict) -> str:

@@ -86,6 +86,32 @@ def fit_line_verdict(row: dict, min_n: int = MIN_LINE_N) -> tuple[bool, str]:
 REORDER_VALUES = ("positive", "negative", "drop")
 
 
+def scatter_chart(row: dict, height: int = 360):
+    """One score against one task's results across models (a row of :func:`downstream_view`), with
+    the least-squares line where :func:`fit_line_verdict` allows one."""
+    alt = _alt()
+    pts, line = scatter_frame(row)
+    chart = alt.Chart(pts).mark_circle(size=120).encode(x=alt.X("score:Q", title=row["score"]),
+                                                        y=alt.Y("result:Q", title=f"{row['task']} {row['task_metric']}"),
+                                                        tooltip=["model", "score", "result"])
+    draw_line, _ = fit_line_verdict(row)
+    if draw_line and len(line):
+        chart = chart + alt.Chart(line).mark_line(color="#ff4b4b").encode(x="score:Q", y="result:Q")
+    return chart.properties(height=height)
+
+
+def layer_r_chart(curves: pd.DataFrame, height: int = 300):
+    """Pearson R of each layer's score with each task across models, on relative depth
+    (:func:`downstream_view`'s ``curves``)."""
+    alt = _alt()
+    curve = alt.Chart(curves).encode(
+        x=alt.X("depth:Q", title="relative depth"), y=alt.Y("r:Q", title="Pearson R"), color="task:N",
+        tooltip=["task", "curve", "depth", "r", "models", "left out"])
+    # dashes on the line layer only: a line with point=True draws its legend as dots, hiding the dash style
+    curve = curve.mark_line().encode(strokeDash="curve:N") + curve.mark_point(filled=True, size=30)
+    return curve.properties(height=height)
+
+
 def reorder_row(e: dict) -> dict:
     """One reorder entry as a table row: the pair, its layers, the three values and their 95%
     intervals (``*_low``/``*_high``, None where there is none), chance ``k/(N−1)``, the interval's
@@ -223,6 +249,29 @@ def tot_chart(tot: pd.DataFrame, *, n_items: int | None, height: int = 260):
     return plot_height(alt.layer(*layers), height)
 
 
+#: facet labels above each row, horizontal, never on top of each other
+def _row_header(alt):
+    return alt.Header(labelAngle=0, labelOrient="top", labelAnchor="start", labelAlign="left", labelLimit=600,
+                      title=None)
+
+
+def first_neighbour_types_chart(types: pd.DataFrame):
+    """The share of each first-neighbour type per model, one row per pair (:func:`temporal_view`'s ``types``)."""
+    alt = _alt()
+    return alt.Chart(types).mark_bar().encode(
+        y=alt.Y("model:N", title=None), x=alt.X("share:Q", stack="normalize"), color="type:N",
+        row=alt.Row("pair:N", header=_row_header(alt)), tooltip=["model", "space", "type", "share"]).properties(
+        height=80).resolve_scale(y="independent")  # each row lists its own two models, not every model of the page
+
+
+def arrow_chart(arrow: pd.DataFrame, height: int = 280):
+    """Arrow of time per layer on relative depth, a dash per n_f (:func:`temporal_view`'s ``arrow``)."""
+    alt = _alt()
+    return alt.Chart(arrow).mark_line(point=True).encode(
+        x=alt.X("depth:Q", title="relative depth"), y=alt.Y("arrow_of_time:Q"), color="model:N",
+        strokeDash="n_frames:N", tooltip=["model", "n_frames", "layer", "arrow_of_time"]).properties(height=height)
+
+
 def tot_uncertainty_text(n_items: int | None) -> str:
     """What the Test of Time bars can claim: no interval (one best-of-grid value on all items, biased up
     by the choice of its layers) and the chance ticks."""
@@ -237,6 +286,45 @@ def arrow_uncertainty_text(n_items: int | None) -> str:
     over = f"all {n_items} videos" if n_items else "all videos"
     return (f"0: reversal does not move a video; 1: it moves it as far as another video is. No interval: each "
             f"point is one ratio over {over}, computed once; differences between layers or models are not tested.")
+
+
+def model_map_title(payload: dict, *, dataset: str, labels: dict) -> dict:
+    """The model map's chart title: what it shows, the dataset, and each model's largest budget."""
+    from analysis.views.charts import chart_title
+
+    budgets = sorted({f"n_f {v['n_frames']}" for v in payload["settings"].values() if v.get("n_frames")}
+                     | {f"n_c {v['n_captions']}" for v in payload["settings"].values() if v.get("n_captions")})
+    return chart_title("Best-layer mutual k-NN between models", dataset=dataset,
+                       details=["each model at its largest budget: " + ", ".join(budgets)] if budgets else [],
+                       labels=labels, models=payload["models"])
+
+
+#: why the model map is empty
+MODEL_MAP_OMITTED = "no model map (needs at least two models, then `layerscope analyze`)"
+
+
+def model_map_section(con, dataset) -> "Section":
+    """The Model map page's section: the stored study (``data``), the similarity matrix and the 2-D map
+    (:func:`model_map_charts`, titled by :func:`model_map_title`), and a note naming the model pairs
+    no layer pair of which could be scored (placed as unrelated on the map)."""
+    from analysis.views.nuance import collapse_notes
+    from analysis.views.section import Section
+    from analysis.views.store_info import model_labels, study
+
+    payload = study(con, "model_map", dataset)
+    if not payload:
+        return Section(None, omitted=MODEL_MAP_OMITTED)
+    labels = model_labels(con)
+    heat, scatter = model_map_charts(model_map_view(payload), labels=labels,
+                                     title=model_map_title(payload, dataset=dataset, labels=labels))
+    notes = ()
+    if payload.get("undefined_pairs"):
+        notes = ("No layer pair of these models could be scored (degenerate layers); they are placed as unrelated "
+                 "(similarity 0) on the map: " + "; ".join(collapse_notes(
+                     [f"{' × '.join(p['models'])}: {p['reason']}" for p in payload["undefined_pairs"]])),)
+    return Section(payload, charts=(("model × model best-layer alignment", heat),
+                                    ("the models on a 2-D map (classical MDS of 1 − similarity)", scatter)),
+                   notes=notes)
 
 
 def model_map_charts(mv: dict, *, labels: dict, title: dict | None = None):

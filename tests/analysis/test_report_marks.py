@@ -4,7 +4,8 @@ emoji (a machine without an emoji font drew a tie and a recommendation as the sa
 import re
 import xml.etree.ElementTree as ET
 
-from analysis.report import _SHAPES, _verdicts_html, _verdicts_md
+from analysis.report.html import _SHAPES, _verdicts_html
+from analysis.report.markdown import _verdicts_md
 from analysis.views.verdicts import VERDICT_BADGES, VERDICT_WORDS
 
 STATUSES = sorted(VERDICT_BADGES)

@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 from analysis import report, views
+from analysis.report import html as report_html, markdown as report_md, text as report_text
 from analysis.storage import results as R
 from tests.stores import SCALING_GRIDS as GRIDS, write_scaling_studies
 
@@ -126,12 +127,12 @@ def test_report_tables_and_json_blank_what_is_not_determined(con):
     row = rows["v × runaway · cknna"]
     assert row["S∞"] is None and row["α"] is None and row["β"] is not None and "S∞: alpha = " in row["not determined"]
     assert rows["v × loglinear · mutual_knn"]["held-out best (R²)"] == \
-        f"log_linear ({report._fmt(r2_of('log_linear', loglin['curves'][1]['params'], sv['points']))})"
+        f"log_linear ({report_text.fmt(r2_of('log_linear', loglin['curves'][1]['params'], sv['points']))})"
     assert row["R² (saturating)"] == pytest.approx(r2_of("saturating", sv_params(con, "v|runaway|cknna"),
                                                          views.scaling_view(con, "toy", "v|runaway|cknna")["points"]))
-    html = report._scaling_html(fits)
+    html = report_html._scaling_html(fits)
     assert "DR&#x27;s saturating law" in html and f"{raw_s_inf:.3f}" not in html
-    md = "\n".join(report._scaling_md(fits))
+    md = "\n".join(report_md._scaling_md(fits))
     assert "| pair | S∞ |" in md and f"{raw_s_inf:.3f}" not in md
     md_row = next(line for line in md.splitlines() if "runaway" in line)
     assert md_row.split("|")[2].strip() == "–"  # S∞ blank

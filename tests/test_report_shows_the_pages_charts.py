@@ -1,0 +1,79 @@
+"""The report's heatmap, layer curves, scaling panels and model map are the dashboard pages' charts:
+for one store and one selection, the Vega-Lite spec a page draws equals the one the report embeds
+(a chart drawn twice drifts: another best-cell colour, no intervals, no recommended layers)."""
+
+import json
+import re
+
+import duckdb
+import pytest
+
+from analysis.report import build_report
+from tests.helpers import app, charts
+
+DATASET = "moving_shapes"
+
+
+def comparable(spec: dict) -> dict:
+    """A spec without what only serialisation changes: the schema URL, Streamlit's autosize, Altair's
+    default config, and the names of the data and of the views a selection is bound to (Streamlit
+    ships the rows apart and names both by a hash; Altair counts views per process)."""
+    spec = {k: v for k, v in spec.items() if k not in ("$schema", "autosize", "config", "datasets")}
+    text = json.dumps(spec, sort_keys=True, default=str)
+    names = {}
+    for name in re.findall(r'"data": \{"name": "([^"]+)"|"(view_[A-Za-z0-9_]+)"', text):
+        name = name[0] or name[1]
+        names.setdefault(name, f"name-{len(names)}")
+    return json.loads(re.sub("|".join(f'"{re.escape(n)}"' for n in names) or "^$",
+                             lambda m: f'"{names[m.group(0)[1:-1]]}"', text)) if names else spec
+
+
+@pytest.fixture(scope="module")
+def report_charts(demo_like):
+    """``{section: [(caption, spec)]}`` of the report of :data:`DATASET`, every model chosen."""
+    con = duckdb.connect(str(demo_like), read_only=True)
+    try:
+        report = build_report(con, store=str(demo_like), datasets=[DATASET])
+    finally:
+        con.close()
+    out = {}
+    for section, caption, spec in report["datasets"][0]["charts"]:
+        out.setdefault(section, []).append((caption, spec))
+    return out
+
+
+def page_specs(store, monkeypatch, page, params=None):
+    at = app(store, monkeypatch, page, {"dataset": DATASET, **(params or {})})
+    return at, [comparable(json.loads(c.proto.spec)) for c in charts(at)]
+
+
+def titled(entries, text):
+    """The report's spec whose title's text is ``text``."""
+    found = [comparable(s) for _, s in entries if (s.get("title") or {}).get("text") == text]
+    assert len(found) == 1, f"{len(found)} report charts titled {text!r}"
+    return found[0]
+
+
+def test_the_report_heatmap_is_the_heatmap_pages_chart(demo_like, monkeypatch, report_charts):
+    _, (page,) = page_specs(demo_like, monkeypatch, "heatmap")
+    assert page == titled(report_charts["heatmaps"], page["title"]["text"])
+    # what the report's own heatmap lacked: the near-best outlines and the intervals in the tooltips
+    assert any(layer.get("mark", {}).get("strokeDash") == [3, 2] for layer in page["layer"])
+
+
+def test_the_report_curves_are_the_curves_pages_chart(demo_like, monkeypatch, report_charts):
+    _, (page, *_) = page_specs(demo_like, monkeypatch, "curves", {"metric": "rankme"})  # then the overlay's
+    assert page == titled(report_charts["layer_curves"], page["title"]["text"])
+    assert any(layer.get("mark", {}).get("shape") == "diamond" for layer in page["layer"])  # recommended layers
+
+
+def test_the_report_scaling_panels_are_the_scaling_pages_charts(demo_like, monkeypatch, report_charts):
+    at, pages = page_specs(demo_like, monkeypatch, "scaling")
+    a, b, _ = str(at.query_params["pair"]).split("|")
+    report = [comparable(s) for c, s in report_charts["scaling"] if c.startswith(f"scaling: {a} × {b}, ")]
+    assert pages == report and len(pages) == 2
+
+
+def test_the_report_model_map_is_the_model_map_pages_charts(demo_like, monkeypatch, report_charts):
+    _, pages = page_specs(demo_like, monkeypatch, "model_map")
+    assert pages == [comparable(s) for _, s in report_charts["model_map"]] and len(pages) == 2
