@@ -11,7 +11,7 @@ import pandas as pd
 
 from analysis.methods.paper_figures import budget_reaching
 from analysis.storage import results as R
-from analysis.views.charts import _alt
+from analysis.views.charts import lazy_altair
 from analysis.views.store_info import has_table
 
 STUDY = "caption_baseline"
@@ -93,7 +93,7 @@ def fig8_text(fv: dict, n_frames: int) -> str:
 def fig8_chart(fv: dict, n_frames: int, *, title=None):
     """The caption sweep at ``n_frames`` (line, interval band) and the long caption's value (dashed
     horizontal line, its interval a shaded band across the sweep)."""
-    alt = _alt()
+    alt = lazy_altair()
     sweep = fv["sweep"][fv["sweep"]["n_frames"] == n_frames]
     b = fv["baselines"][fv["baselines"]["n_frames"] == n_frames]
     x = alt.X("n_captions:Q", title="captions per item (n_c)", scale=alt.Scale(type="log", base=2))

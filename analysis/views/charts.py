@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 
 
-def _alt():
+def lazy_altair():
     import altair as alt  # only pages and reports draw
 
     return alt
@@ -52,5 +52,5 @@ def plot_height(chart, height: int):
     four rows and a two-line title kept a plot a few pixels tall, and rows of a categorical axis lost
     their labels (tests/dashboard/test_browser_default_views.py reads the drawn axes).
     ``fit-x`` still fits the width to the column; the height is the plot's own."""
-    alt = _alt()
+    alt = lazy_altair()
     return chart.properties(height=height, autosize=alt.AutoSizeParams(type="fit-x", contains="padding"))

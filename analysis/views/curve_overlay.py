@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 
 from analysis.storage import results as R
-from analysis.views.charts import _alt, plot_height
+from analysis.views.charts import lazy_altair, plot_height
 from analysis.views.curves import alignment_curves_long, curve_intervals, layer_choices
 from analysis.views.layers import last_numbered, layer_label, relative_depth, run_layer_names
 from analysis.views.store_info import has_table
@@ -139,7 +139,7 @@ def overlay_chart(data: pd.DataFrame, metric: str, *, baseline: str | None = Non
     error bar where at one; the ``baseline`` run drawn black and dashed. With ``difference`` the curves
     are :func:`difference_to_baseline` and the baseline is the dashed zero line. Named layers (no depth)
     are left out of the overlay."""
-    alt = _alt()
+    alt = lazy_altair()
     d = _grouped(data[data["depth"].notna()])
     if difference and baseline is not None:
         d = difference_to_baseline(d, baseline)

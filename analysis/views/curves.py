@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 
 from analysis.storage import results as R
-from analysis.views.charts import _alt, chart_title, plot_height
+from analysis.views.charts import lazy_altair, chart_title, plot_height
 from analysis.views.layers import last_numbered, layer_label, relative_depth, run_layer_names
 from analysis.views.metric_help import baseline_rules, baselines
 from analysis.views.store_info import has_table
@@ -69,7 +69,7 @@ def layer_choices(con, dataset) -> dict:
             for s in R.read_studies(con, current=True, study="layer_choice", dataset=dataset)}
 
 
-def _alignment_sources(p: dict, curves, grids: list, by_id: dict) -> dict:
+def alignment_sources(p: dict, curves, grids: list, by_id: dict) -> dict:
     """``{"alignment with REF": (grid, model is A)}``: the mutual k-NN grid behind each alignment
     curve of one layer-choice payload (its stored source, else the grid of the payload's run against
     the reference's largest setting, for payloads written before sources were kept)."""
@@ -103,7 +103,7 @@ def curve_intervals(con, dataset) -> pd.DataFrame:
         curves = p.get("curves") or {}
         n = len(next(iter(curves.values()))) if curves else 1
         last = p.get("last_layer", n - 1)
-        for metric, (g, is_a) in _alignment_sources(p, curves, grids, by_id).items():
+        for metric, (g, is_a) in alignment_sources(p, curves, grids, by_id).items():
             if g.get("best_a") is None or g.get("ci_low") is None:
                 continue
             layer = int(g["best_a"] if is_a else g["best_b"])
@@ -192,7 +192,7 @@ def curves_chart(data: pd.DataFrame, metric: str, *, labels: dict, marks: pd.Dat
     the grid maximum under random pairings) dotted in the model's colour. Named layers (``default``,
     ``joint``: no depth) are drawn as levels in the model's colour, labelled with their name, value
     and interval at the right edge (:func:`named_layer_rows`), never past the depth axis."""
-    alt = _alt()
+    alt = lazy_altair()
     lab = lambda df: df.assign(model=df["model"].map(lambda m: labels.get(m, m)))  # noqa: E731
     numbered, _ = _split_named(data)
     d = lab(numbered)

@@ -8,7 +8,7 @@ import pandas as pd
 
 from analysis.storage import results as R
 from analysis.views.neighbours import items
-from analysis.views.store_info import _df, has_table, model_labels
+from analysis.views.store_info import query_frame, has_table, model_labels
 
 
 def embedding_maps(con, dataset) -> pd.DataFrame:
@@ -92,7 +92,7 @@ def embedding_map_points(con, result_id) -> dict:
     import json
 
     it = items(con, r["dataset"]).set_index("idx")
-    md = _df(con, "SELECT idx, metadata FROM items WHERE dataset = ? ORDER BY idx", [r["dataset"]])
+    md = query_frame(con, "SELECT idx, metadata FROM items WHERE dataset = ? ORDER BY idx", [r["dataset"]])
     cats = categorical_metadata([json.loads(m) if isinstance(m, str) else (m or {}) for m in md["metadata"]])
     cats.index = md["idx"].to_numpy()
     meta["colour_fields"] = [c for c in cats.columns if c not in {"x", "y", "side", "series", "idx", "item_id",

@@ -16,10 +16,10 @@ import math
 import numpy as np
 import pandas as pd
 
-from analysis.views.charts import _alt
+from analysis.views.charts import lazy_altair
 from analysis.views.embedding_map import TOOLTIP_TITLES, embedding_map_points, flatten_metadata
 from analysis.views.item_search import MAX_QUERY, clean_query, value_text  # noqa: F401  (the search's text rules)
-from analysis.views.store_info import _df
+from analysis.views.store_info import query_frame
 
 #: the map's point selection (a click) and interval selection (a drag) as Vega-Lite params
 PICK, BOX = "pick", "box"
@@ -59,7 +59,7 @@ def map_points_for_tools(con, result_id) -> dict:
         meta["fields"] = fields
         return mp
     pts = mp["points"]
-    md = _df(con, "SELECT idx, metadata FROM items WHERE dataset = ? ORDER BY idx", [meta["dataset"]])
+    md = query_frame(con, "SELECT idx, metadata FROM items WHERE dataset = ? ORDER BY idx", [meta["dataset"]])
     nums = numeric_metadata([json.loads(m) if isinstance(m, str) else (m or {}) for m in md["metadata"]])
     nums.index = md["idx"].to_numpy()
     reserved = set(pts.columns) - set(fields)
@@ -225,7 +225,7 @@ def explore_chart(points: pd.DataFrame, *, colour: str = "series", kind: str = "
     ``density``: binned counts (:func:`density_cells`) instead
     of points, the rings still drawn; a click then selects nothing (no point is drawn). ``box``
     ``(x0, x1, y0, y1)`` (a box from the link) is outlined dashed, within the points' extent."""
-    alt = _alt()
+    alt = lazy_altair()
     pick = alt.selection_point(name=PICK, fields=["idx"], on="click", clear="dblclick")
     brush = alt.selection_interval(name=BOX, encodings=["x", "y"])
     params = [pick, brush] if selectable else []

@@ -11,8 +11,8 @@ from analysis.storage import results as R
 from analysis.registry import REGISTRY
 from analysis.null import null_kind, null_label
 from analysis.views.null import grid_null, grid_null_within, null_text
-from analysis.views.store_info import _df, has_table
-from analysis.views.charts import _alt
+from analysis.views.store_info import query_frame, has_table
+from analysis.views.charts import lazy_altair
 from analysis.views.layers import axis_label_expr
 from analysis.views.metric_help import chance_level
 from analysis.views.text import fmt_number
@@ -23,7 +23,7 @@ def grid_index(con) -> pd.DataFrame:
     if not has_table(con, "result_grids"):
         return pd.DataFrame(columns=["dataset", "pair_kind", "model_a", "model_b", "metric", "n_frames",
                                      "n_captions", "n_frames_b", "result_id"])
-    return _df(con, "SELECT dataset, pair_kind, model_a, model_b, metric, n_frames, n_captions, n_frames_b, "
+    return query_frame(con, "SELECT dataset, pair_kind, model_a, model_b, metric, n_frames, n_captions, n_frames_b, "
                     f"result_id FROM result_grids WHERE {R.current_clause(con, 'result_grids')} "
                     "ORDER BY dataset, model_a, model_b, metric, n_frames, n_captions")
 
@@ -199,7 +199,7 @@ def heat_chart(frame, grid, title, color_title, a_name, b_name, *, layer_names: 
     ``chance`` (the metric's value on unrelated spaces) in the legend's title and the chart's subtitle.
     ``frame``: :func:`grid_long` of ``grid``; ``layer_names``: ``{run_id: {index: name}}`` (a named
     layer is written by its name); ``select``: a click selects a cell (:data:`CELL`)."""
-    alt = _alt()
+    alt = lazy_altair()
     value_title = str(color_title)
     if chance is not None:
         color_title = [color_title, f"chance {fmt_number(chance)}"]

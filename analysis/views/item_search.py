@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import pandas as pd
 
 from analysis.views.embedding_map import flatten_metadata
-from analysis.views.store_info import _df
+from analysis.views.store_info import query_frame
 
 #: a search text longer than this is cut (a pasted paragraph is not a query)
 MAX_QUERY = 200
@@ -50,7 +50,7 @@ def item_records(con, dataset: str) -> pd.DataFrame:
     ``metadata`` (``{field: text}``, flattened as
     :func:`analysis.views.embedding_map.flatten_metadata` names the fields, values by :func:`value_text`),
     in item order."""
-    df = _df(con, "SELECT idx, item_id, video, captions, metadata FROM items WHERE dataset = ? ORDER BY idx",
+    df = query_frame(con, "SELECT idx, item_id, video, captions, metadata FROM items WHERE dataset = ? ORDER BY idx",
              [dataset])
     df["captions"] = [[str(c) for c in (list(c) if c is not None else [])] for c in df["captions"]]
     df["metadata"] = [{k: value_text(v) for k, v in flatten_metadata(

@@ -17,7 +17,7 @@ from analysis.methods import item_scores
 from analysis.methods.probes import categorical
 from analysis.metrics.retrieval import partner_ranks
 from analysis.storage import results as R
-from analysis.views.store_info import _df, has_table
+from analysis.views.store_info import query_frame, has_table
 
 
 @dataclass(frozen=True)
@@ -46,7 +46,7 @@ def default_comparison(runs: pd.DataFrame, series: list[tuple[str, int]]) -> tup
 
 
 def _run(con, run_id: str) -> dict:
-    rows = _df(con, "SELECT run_id, model, modality, dataset FROM runs WHERE run_id = ?", [run_id])
+    rows = query_frame(con, "SELECT run_id, model, modality, dataset FROM runs WHERE run_id = ?", [run_id])
     if rows.empty:
         raise ValueError(f"no run {run_id!r} in this store")
     return rows.iloc[0].to_dict()
@@ -87,7 +87,7 @@ def _probe_columns(con, dataset: str, run_id: str, idx: np.ndarray) -> tuple[dic
     if not has_table(con, "result_studies"):
         return {}, []
     cols, notes = {}, []
-    md = _df(con, "SELECT idx, metadata FROM items WHERE dataset = ? ORDER BY idx", [dataset])
+    md = query_frame(con, "SELECT idx, metadata FROM items WHERE dataset = ? ORDER BY idx", [dataset])
     meta = {int(i): (json.loads(m) if isinstance(m, str) else (m or {})) for i, m in zip(md["idx"], md["metadata"])}
     for r in R.read_studies(con, current=True, study="probes", dataset=dataset):
         p = r["payload"]
@@ -129,7 +129,7 @@ def item_table(con, dataset: str, run_a: str, layer_a: int, run_b: str, layer_b:
     A, B, idx = _layers(con, run_a, layer_a, run_b, layer_b, only)
     n = len(idx)
     k = int(max(1, min(int(k), n - 1)))
-    items = _df(con, "SELECT idx, item_id, captions FROM items WHERE dataset = ? ORDER BY idx", [dataset])
+    items = query_frame(con, "SELECT idx, item_id, captions FROM items WHERE dataset = ? ORDER BY idx", [dataset])
     info = items.set_index("idx")
     table = pd.DataFrame({"idx": idx, "item_id": info.loc[idx, "item_id"].to_numpy(),
                           "caption": [(list(c) or [""])[0] if c is not None else "" for c in info.loc[idx, "captions"]],

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 
-from analysis.views.store_info import _df
+from analysis.views.store_info import query_frame
 
 
 def names_of(config) -> dict[int, str]:
@@ -22,7 +22,7 @@ def names_of(config) -> dict[int, str]:
 
 def run_layer_names(con, dataset) -> dict[str, dict[int, str]]:
     """``{run_id: {layer index: name}}`` of the runs of ``dataset`` (runs without named layers map to ``{}``)."""
-    runs = _df(con, "SELECT run_id, config FROM runs WHERE dataset = ?", [dataset])
+    runs = query_frame(con, "SELECT run_id, config FROM runs WHERE dataset = ?", [dataset])
     return {r: names_of(c) for r, c in zip(runs["run_id"], runs["config"])}
 
 

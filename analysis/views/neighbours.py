@@ -6,15 +6,15 @@ import numpy as np
 import pandas as pd
 
 from analysis.metrics.neighbors import l2_normalize
-from analysis.views.store_info import _df
+from analysis.views.store_info import query_frame
 
 
 def items(con, dataset) -> pd.DataFrame:
-    return _df(con, "SELECT idx, item_id, video, captions FROM items WHERE dataset = ? ORDER BY idx", [dataset])
+    return query_frame(con, "SELECT idx, item_id, video, captions FROM items WHERE dataset = ? ORDER BY idx", [dataset])
 
 
 def runs_for_neighbours(con, dataset) -> pd.DataFrame:
-    return _df(con, "SELECT run_id, model, modality, n_frames, n_captions, n_layers FROM runs WHERE dataset = ? "
+    return query_frame(con, "SELECT run_id, model, modality, n_frames, n_captions, n_layers FROM runs WHERE dataset = ? "
                     "AND status = 'done' AND variant = 'original' ORDER BY model, n_frames, n_captions", [dataset])
 
 

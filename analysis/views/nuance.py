@@ -11,7 +11,7 @@ import pandas as pd
 
 from analysis.storage import results as R
 from analysis.storage.schema import fetch_one
-from analysis.views.charts import _alt
+from analysis.views.charts import lazy_altair
 
 
 def same_space_studies(con, dataset) -> list[dict]:
@@ -128,9 +128,9 @@ def choice_charts(df: pd.DataFrame, *, height: int = 260) -> list:
     """Charts of a two-way choice probe (:func:`nuance_view`'s ``chiral`` / ``time_reversal``): layers
     with a depth as lines on relative depth [0, 1], joint layers (no depth) as points per pair in a
     second chart; both with the 95% interval as error bars and chance (0.5) as a dashed rule."""
-    from analysis.views.charts import _alt
+    from analysis.views.charts import lazy_altair
 
-    alt = _alt()
+    alt = lazy_altair()
     chance = alt.Chart(pd.DataFrame({"chance": [CHANCE_CHOICE], "what": ["chance 0.5"]})).mark_rule(
         strokeDash=[4, 4], color="gray").encode(y="chance:Q", tooltip=[alt.Tooltip("what:N", title="rule")])
     y = alt.Y("accuracy:Q", scale=alt.Scale(domain=[0, 1]), title="accuracy (0.5 = chance)")
@@ -217,9 +217,9 @@ def interval_coverage_text(sel: pd.DataFrame) -> str:
 def joint_points_chart(df: pd.DataFrame, y: str, colour: str, *, height: int = 220):
     """The joint-layer rows of a probe table (no depth: a dual encoder's one shared layer) as points
     per pair, coloured by ``colour``, y in [0, 1]; ``None`` when there are none."""
-    from analysis.views.charts import _alt
+    from analysis.views.charts import lazy_altair
 
-    alt = _alt()
+    alt = lazy_altair()
     joint = df[df["depth"].isna() & df[y].notna()] if len(df) and "depth" in df else df.iloc[0:0]
     if not len(joint):
         return None
@@ -233,7 +233,7 @@ def joint_points_chart(df: pd.DataFrame, y: str, colour: str, *, height: int = 2
 def same_space_chart(sel: pd.DataFrame, metric: str, height: int = 280):
     """One same-space metric of one pair per layer with its interval (rows of :func:`same_space_long`);
     a pair without layers (a dual encoder's joint layer) on a nominal axis."""
-    alt = _alt()
+    alt = lazy_altair()
     better = sel["better"].iloc[0] if len(sel) else "higher"
     x = alt.X("layer_a:O", title="layer") if (sel["space"] == "layers").all() else alt.X("layer:N", title=None)
     base = alt.Chart(sel).encode(x=x)
@@ -244,7 +244,7 @@ def same_space_chart(sel: pd.DataFrame, metric: str, height: int = 280):
 
 def gallery_chart(deep: pd.DataFrame, height: int = 260):
     """Chiral-gallery mAP per setting on relative depth (:func:`nuance_view`'s ``gallery``, rows with a depth)."""
-    alt = _alt()
+    alt = lazy_altair()
     return alt.Chart(deep).mark_line(point=True).encode(
         x=alt.X("depth:Q", title="relative depth", scale=alt.Scale(domain=[0, 1])),
         y=alt.Y("mAP:Q", scale=alt.Scale(domain=[0, 1])),
@@ -255,7 +255,7 @@ def gallery_chart(deep: pd.DataFrame, height: int = 260):
 def negation_chart(deep: pd.DataFrame, height: int = 260):
     """Recall@k of captions and their negated forms on relative depth (:func:`nuance_view`'s
     ``negation``, rows with a depth)."""
-    alt = _alt()
+    alt = lazy_altair()
     return alt.Chart(deep).mark_line(point=True).encode(
         x=alt.X("depth:Q", title="relative depth", scale=alt.Scale(domain=[0, 1])),
         y=alt.Y("recall:Q", scale=alt.Scale(domain=[0, 1])),

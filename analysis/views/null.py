@@ -9,7 +9,7 @@ import pandas as pd
 
 from analysis.storage import results as R
 from analysis.null import beyond_chance, null_kind, null_label
-from analysis.views.curves import _alignment_sources, layer_choices
+from analysis.views.curves import alignment_sources, layer_choices
 from analysis.views.store_info import has_table
 from analysis.views.text import fmt_number
 
@@ -79,7 +79,7 @@ def curve_null_levels(con, dataset) -> pd.DataFrame:
     by_id = {g["result_id"]: g for g in grids}
     rows = []
     for model, p in choices.items():
-        for metric, (g, _) in _alignment_sources(p, p.get("curves") or {}, grids, by_id).items():
+        for metric, (g, _) in alignment_sources(p, p.get("curves") or {}, grids, by_id).items():
             null = grid_null(g)
             if null is not None and null.get("q95") is not None and np.isfinite(null["q95"]):
                 rows.append({"model": model, "metric": metric, "q95": float(null["q95"]), "p": float(null["p"]),

@@ -89,9 +89,9 @@ def gain_chart(table: pd.DataFrame, *, margin: float = PRACTICAL_MARGIN, height_
     bar, a dashed zero line (no gain: the test's null), a dotted line at ``+margin`` (the practical
     margin a recommendation also needs), and the point's fill saying whether the interval excludes
     zero; ``None`` when no row has a gain."""
-    from analysis.views.charts import _alt, plot_height
+    from analysis.views.charts import lazy_altair, plot_height
 
-    alt = _alt()
+    alt = lazy_altair()
     d = table[table["gain"].notna()].copy()
     if not len(d) or _all_last(d):  # nothing but zeros without intervals: gain_note says it in a sentence
         return None

@@ -20,7 +20,7 @@ from analysis.methods.paper_figures import KINDS, line_fit, rank_agreement, vide
 from analysis.storage import published as P
 from analysis.storage import results as R
 from analysis.storage.schema import MODEL_LEVEL
-from analysis.views.charts import _alt, wrapped_title
+from analysis.views.charts import lazy_altair, wrapped_title
 from analysis.views.store_info import has_table
 from analysis.views.text import fmt_number
 
@@ -208,7 +208,7 @@ def fig7_text(fv: dict) -> str:
 
 def fig7_chart(fv: dict, *, title=None):
     """Scatter of Fig. 7 with the fitted line (and DR's published one, dashed, when shown)."""
-    alt = _alt()
+    alt = lazy_altair()
     pts = fv["points"].assign(marker=lambda d: d["kind"].map(lambda k: KINDS.get(k, k)),
                               weights=lambda d: d["control"].map(lambda c: "random init" if c else "trained"))
     pts = pts[pts["x"].notna() & pts["y"].notna()]
@@ -307,7 +307,7 @@ def agreement_frame(av: dict) -> pd.DataFrame:
 
 
 def fig11_chart(av: dict, *, title=None):
-    alt = _alt()
+    alt = lazy_altair()
     cells = av["cells"].assign(value=lambda d: pd.to_numeric(d["value"], errors="coerce"))
     base = alt.Chart(cells).encode(x=alt.X("text:N", title="text model"), y=alt.Y("vision:N", title="vision model"))
     heat = base.mark_rect().encode(color=alt.Color("value:Q", title=av["metric"], scale=alt.Scale(scheme="viridis"),
@@ -403,7 +403,7 @@ def fig2_text(fv: dict) -> str:
 
 
 def fig2_chart(fv: dict, *, title=None):
-    alt = _alt()
+    alt = lazy_altair()
     pts = fv["points"]
     chart = alt.Chart(pts).mark_point(filled=True, size=90).encode(
         x=alt.X("alignment:Q", title=f"best alignment with {fv['text_model']} (n_c = {fv.get('n_c')})",
@@ -484,7 +484,7 @@ def published_table(con) -> pd.DataFrame:
 def gap_picture_chart(pts):
     """A two-sided map by PCA or t-SNE (TARA's picture of the modality gap): both sides' points
     (``x``, ``y``, ``side``, ``item_id``), coloured by side, axes hidden (only the layout reads)."""
-    alt = _alt()
+    alt = lazy_altair()
     return alt.Chart(pts).mark_point(filled=True, opacity=0.7).encode(
         x=alt.X("x:Q", axis=None), y=alt.Y("y:Q", axis=None), color=alt.Color("side:N", title="side"),
         tooltip=["side", "item_id"]).properties(width=360, height=300)

@@ -134,9 +134,9 @@ def rho_chart(rhos: pd.DataFrame, statistic: str, height_per_signal: int = 22):
     """Spearman ρ of each signal for one task with its bootstrap interval as a bar, a dashed zero line,
     and the marks whose interval excludes 0 filled (hollow: the interval includes 0, so the sign is
     not established). ``rhos``: rows of :func:`predictors_tables`' ``rhos`` for one task; x in [-1, 1]."""
-    from analysis.views.charts import _alt, plot_height
+    from analysis.views.charts import lazy_altair, plot_height
 
-    alt = _alt()
+    alt = lazy_altair()
     d = rhos[(rhos["statistic"] == statistic) & rhos["rho"].notna()].sort_values("rank")
     order = list(d["signal"])
     y = alt.Y("signal:N", sort=order, title=None, axis=alt.Axis(labelLimit=0))
@@ -164,10 +164,10 @@ def rho_chart(rhos: pd.DataFrame, statistic: str, height_per_signal: int = 22):
 def layer_results_chart(curves: pd.DataFrame, task: str, height: int = 300):
     """Each model's downstream result per layer for one task (rows of :func:`predictors_tables`'
     ``curves``): named layers (default, joint) by name after the numbered ones, labels upright."""
-    from analysis.views.charts import _alt, plot_height
+    from analysis.views.charts import lazy_altair, plot_height
     from analysis.views.layers import layer_order
 
-    alt = _alt()
+    alt = lazy_altair()
     chart = alt.Chart(curves).mark_line(point=True).encode(
         x=alt.X("layer_name:O", title="layer", sort=layer_order(curves["layer_name"]), axis=alt.Axis(labelAngle=0)),
         y=alt.Y("result:Q", title=task, scale=alt.Scale(zero=False), axis=alt.Axis(titleLimit=0)),
@@ -180,9 +180,9 @@ def layer_results_chart(curves: pd.DataFrame, task: str, height: int = 300):
 def predictor_heat_chart(table: pd.DataFrame):
     """Spearman ρ across layers of every signal × task as a red–blue heatmap on [-1, 1] (the report's
     overview of :func:`predictors_tables`' ``table``; the page shows it as a table)."""
-    from analysis.views.charts import _alt
+    from analysis.views.charts import lazy_altair
 
-    alt = _alt()
+    alt = lazy_altair()
     chart = alt.Chart(table).mark_rect().encode(
         x=alt.X("task:N"), y=alt.Y("signal:N", sort=None),
         color=alt.Color("ρ across layers:Q", scale=alt.Scale(domain=[-1, 1], scheme="redblue")),

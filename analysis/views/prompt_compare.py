@@ -22,7 +22,7 @@ import pandas as pd
 
 from analysis.methods.paper_figures import side_by_side
 from analysis.storage import results as R
-from analysis.views.charts import _alt
+from analysis.views.charts import lazy_altair
 from analysis.views.store_info import has_table
 
 #: what the comparison shows, with the direction that is better (TARA: a smaller gap; higher recall)
@@ -157,7 +157,7 @@ def compare_text(cv: dict) -> str:
 
 def compare_chart(cv: dict, *, title=None):
     """The modality gap at every compared layer of both models, with its interval band."""
-    alt = _alt()
+    alt = lazy_altair()
     df = cv["layers"]
     base = alt.Chart(df)
     band = base.transform_filter("datum.ci_low != null").mark_area(opacity=0.2).encode(

@@ -7,7 +7,7 @@ import pandas as pd
 
 from analysis.storage import results as R
 from analysis.methods.scaling import FORMS, predict_from_params, undetermined_params
-from analysis.views.charts import _alt, chart_title, plot_height
+from analysis.views.charts import lazy_altair, chart_title, plot_height
 from analysis.views.paper_figures import add_dimension_and_published, published_scaling
 from analysis.views.metric_help import baseline_rules, baselines, chance_level
 from analysis.views.store_info import has_table
@@ -162,7 +162,7 @@ def scaling_panels(sv: dict, *, title: dict | None = None):
     an error bar; the drawn law's curves, the chance level, the fitted ceiling S∞ (when the fit is
     trusted) and bounds near the data are drawn. Returns ``(panel_frames, panel_captions, export)``,
     ``export`` being both stacked with independent colours and the title, for PNG/SVG."""
-    alt = _alt()
+    alt = lazy_altair()
     pts = sv["points"][sv["points"]["score"].notna()]
     fit = sv.get("fit") or {}
     rules = []

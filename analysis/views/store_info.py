@@ -19,7 +19,7 @@ def is_layerscope_store(con) -> bool:
         return False
 
 
-def _df(con, sql, args=()):
+def query_frame(con, sql, args=()):
     cur = con.execute(sql, list(args))
     return pd.DataFrame(cur.fetchall(), columns=[d[0] for d in cur.description])
 
@@ -76,11 +76,11 @@ def overview(con, store_path: str = "STORE") -> dict:
     """Datasets, models, runs, and what is missing with the command that would fill it."""
     if not is_layerscope_store(con):
         return {"empty": True}
-    datasets = _df(con, "SELECT dataset, n_items, manifest, created FROM datasets ORDER BY dataset")
-    models = _df(con, "SELECT model, modality, model_type, n_layers, dim, params, random_init, revision, source "
+    datasets = query_frame(con, "SELECT dataset, n_items, manifest, created FROM datasets ORDER BY dataset")
+    models = query_frame(con, "SELECT model, modality, model_type, n_layers, dim, params, random_init, revision, source "
                       "FROM models ORDER BY modality, model")
     models["label"] = np.where(models["random_init"], models["model"] + " (random init)", models["model"])
-    runs = _df(con, "SELECT dataset, model, modality, n_frames, n_captions, variant, status, n_done, n_items, "
+    runs = query_frame(con, "SELECT dataset, model, modality, n_frames, n_captions, variant, status, n_done, n_items, "
                     "run_id, finished FROM runs ORDER BY dataset, model, variant, n_frames, n_captions")
     missing = []
     for r in runs[runs["status"] != "done"].itertuples():
@@ -208,7 +208,7 @@ def provenance(con, run_ids=()) -> dict:
     if not run_ids:
         return out
     placeholders = ", ".join("?" * len(run_ids))
-    out["runs"] = _df(con, f"SELECT r.run_id, r.model, m.revision, r.dataset, r.n_items, r.n_frames, r.n_captions, "
+    out["runs"] = query_frame(con, f"SELECT r.run_id, r.model, m.revision, r.dataset, r.n_items, r.n_frames, r.n_captions, "
                            f"r.dtype, r.code_version, r.finished FROM runs r JOIN models m USING (model) "
                            f"WHERE r.run_id IN ({placeholders})", list(run_ids))
     return out

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from analysis.views.charts import _alt, plot_height, wrapped_title
+from analysis.views.charts import lazy_altair, plot_height, wrapped_title
 
 
 def model_map_view(payload: dict) -> dict:
@@ -89,7 +89,7 @@ REORDER_VALUES = ("positive", "negative", "drop")
 def scatter_chart(row: dict, height: int = 360):
     """One score against one task's results across models (a row of :func:`downstream_view`), with
     the least-squares line where :func:`fit_line_verdict` allows one."""
-    alt = _alt()
+    alt = lazy_altair()
     pts, line = scatter_frame(row)
     chart = alt.Chart(pts).mark_circle(size=120).encode(x=alt.X("score:Q", title=row["score"]),
                                                         y=alt.Y("result:Q", title=f"{row['task']} {row['task_metric']}"),
@@ -103,7 +103,7 @@ def scatter_chart(row: dict, height: int = 360):
 def layer_r_chart(curves: pd.DataFrame, height: int = 300):
     """Pearson R of each layer's score with each task across models, on relative depth
     (:func:`downstream_view`'s ``curves``)."""
-    alt = _alt()
+    alt = lazy_altair()
     curve = alt.Chart(curves).encode(
         x=alt.X("depth:Q", title="relative depth"), y=alt.Y("r:Q", title="Pearson R"), color="task:N",
         tooltip=["task", "curve", "depth", "r", "models", "left out"])
@@ -162,7 +162,7 @@ def reorder_charts(df: pd.DataFrame, *, row: int = 30) -> list:
     a value are not drawn (their note says why); an empty list when no pair has one."""
     from analysis.views.charts import plot_height
 
-    alt = _alt()
+    alt = lazy_altair()
     df = df[df["positive"].notna()] if len(df) else df
     if not len(df):
         return []
@@ -234,7 +234,7 @@ def tot_chart(tot: pd.DataFrame, *, n_items: int | None, height: int = 260):
     """Test of Time alignment (y) at k = 1, 2, 3 (x), one bar per vision × text pair, with mutual k-NN's
     chance level k/(N−1) at each k as a black tick (``n_items`` N; none when unknown): a bar is read
     against it. ``tot``: :func:`temporal_view`'s ``tot`` rows."""
-    alt = _alt()
+    alt = lazy_altair()
     bars = alt.Chart(tot).mark_bar().encode(
         x=alt.X("k:O", axis=alt.Axis(labelAngle=0)), y=alt.Y("alignment:Q"), xOffset="pair:N",
         color=alt.Color("pair:N", legend=alt.Legend(orient="bottom", columns=1, labelLimit=0)),
@@ -257,7 +257,7 @@ def _row_header(alt):
 
 def first_neighbour_types_chart(types: pd.DataFrame):
     """The share of each first-neighbour type per model, one row per pair (:func:`temporal_view`'s ``types``)."""
-    alt = _alt()
+    alt = lazy_altair()
     return alt.Chart(types).mark_bar().encode(
         y=alt.Y("model:N", title=None), x=alt.X("share:Q", stack="normalize"), color="type:N",
         row=alt.Row("pair:N", header=_row_header(alt)), tooltip=["model", "space", "type", "share"]).properties(
@@ -266,7 +266,7 @@ def first_neighbour_types_chart(types: pd.DataFrame):
 
 def arrow_chart(arrow: pd.DataFrame, height: int = 280):
     """Arrow of time per layer on relative depth, a dash per n_f (:func:`temporal_view`'s ``arrow``)."""
-    alt = _alt()
+    alt = lazy_altair()
     return alt.Chart(arrow).mark_line(point=True).encode(
         x=alt.X("depth:Q", title="relative depth"), y=alt.Y("arrow_of_time:Q"), color="model:N",
         strokeDash="n_frames:N", tooltip=["model", "n_frames", "layer", "arrow_of_time"]).properties(height=height)
@@ -332,7 +332,7 @@ def model_map_charts(mv: dict, *, labels: dict, title: dict | None = None):
     matrix is small enough to read) and the 2-D map with one shape per modality, one colour per
     cluster, and equal scales on both axes (a distance on the map means the same either way).
     Model names carry "(random init)". Returns ``(matrix, map)``."""
-    alt = _alt()
+    alt = lazy_altair()
     cells = mv["cells"].assign(model_a=mv["cells"]["model_a"].map(lambda m: labels.get(m, m)),
                                model_b=mv["cells"]["model_b"].map(lambda m: labels.get(m, m)))
     order = [labels.get(m, m) for m in mv["order"]]
