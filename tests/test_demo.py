@@ -72,8 +72,9 @@ def test_small_demo_end_to_end(small_demo, monkeypatch, capsys):
     # predictors: one table per dataset, from the probes measured on the items' fields; nothing imported
     # scaling: every vision × text model pair and metric (the trained model's one frame budget is fitted
     # over its caption budgets)
+    # layer choice and its stored verdict: one row each per model side, per dataset
     assert studies == {"scaling": 2 * (vision_models + trained) * text_models * 3, "model_map": 2, "temporal": 2,
-                       "layer_choice": 2 * sides, "predictors": 2}
+                       "layer_choice": 2 * sides, "verdict": 2 * sides, "predictors": 2}
     con = duckdb.connect(str(store), read_only=True)
     assert con.execute("SELECT count(*) FROM downstream_results").fetchone()[0] == 0
     tasks = [t for (p,) in con.execute("SELECT payload FROM result_studies WHERE study = 'predictors'").fetchall()

@@ -31,8 +31,8 @@ def test_demo_store_holds_every_study(store):
     studies = {r[0] for r in con.execute("SELECT DISTINCT study FROM result_studies").fetchall()}
     # downstream needs imported whole-model results; predictors reads the probes measured on the items'
     # fields (the demo-shaped store is analysed with the demo's --labels)
-    assert studies == {"scaling", "model_map", "temporal", "layer_choice", "predictors", "embedding_map",
-                       "same_space", "probes"}
+    assert studies == {"scaling", "model_map", "temporal", "layer_choice", "verdict", "predictors",
+                       "embedding_map", "same_space", "probes"}
     grids = R.read_grids(con, dataset="moving_shapes", model_a="videomae-tiny", model_b="all-MiniLM-L6-v2",
                          metric="mutual_knn", n_frames=4, n_captions=4)
     con.close()

@@ -119,7 +119,8 @@ def test_named_layers_are_labelled_levels_not_points_past_the_depth_axis(named_s
     assert spec["layer"][0]["encoding"]["x"]["scale"]["domain"] == [0, 1]
     texts = [rows for mark, rows in parts if mark == "text" and rows and "layer_name" in rows[0]]
     assert texts, parts
-    named = {r["layer_name"]: r for r in texts[0]}
+    # the labels alternate below and above their levels, one text layer each side
+    named = {r["layer_name"]: r for rows in texts for r in rows}
     assert set(named) == {"default", "joint"}
     # the chart's value is the store's, which is the formula's on the stored layer (largest setting: n_f 1)
     X = load_embeddings(named_store, model="dual-tiny", dataset="pairs", n_frames=1)
