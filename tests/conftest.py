@@ -23,10 +23,32 @@ os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
 from tests.helpers import slow_reason
 
 
+#: the modules that take longest (seconds of a slow-tier run on 2 cores), started first: pytest-xdist
+#: hands tests out in collection order, and a long module collected last leaves one worker running it
+#: alone at the end while the other idles (longest-first scheduling)
+LONGEST_FIRST = (
+    "tests/precompute/test_ray.py",
+    "tests/precompute/test_store_cli.py",
+    "tests/precompute/test_packaged_efficientnet.py",
+    "tests/dashboard/test_browser_links_and_layout.py",
+    "tests/precompute/test_hub_revision.py",
+    "tests/analysis/test_analyze_store.py",
+    "tests/precompute/test_offline_weights.py",
+    "tests/test_paraphrase_groups.py",
+    "tests/test_demo.py",
+    "tests/test_demo_any_folder.py",
+    "tests/dashboard/test_browser_requests_stay_local.py",
+    "tests/test_processes.py",
+)
+
+
 def pytest_collection_modifyitems(config, items):
     for item in items:
         if item.get_closest_marker("slow") is None and (why := slow_reason(item)):
             item.add_marker(pytest.mark.slow(reason=why))
+    rank = {path: i for i, path in enumerate(LONGEST_FIRST)}
+    # a stable sort: every worker collects the same order, and each module's tests stay together
+    items.sort(key=lambda item: rank.get(item.nodeid.split("::")[0], len(rank)))
 
 
 @pytest.fixture
