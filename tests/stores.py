@@ -648,6 +648,20 @@ def tools_video(path, i: int) -> str:
     return str(Path(path).parent / "frames" / f"clip{i}") if i % 2 == 0 else f"/nonexistent/clip{i}.mp4"
 
 
+def stored_map_payload(store, subject: str, dataset: str = "tools") -> tuple[str, dict]:
+    """``(result_id, payload)`` of the embedding map ``subject`` stored for ``dataset`` in ``store``."""
+    import duckdb
+
+    from analysis.storage import results as R
+
+    con = duckdb.connect(str(store), read_only=True)
+    try:
+        (row,) = [r for r in R.read_studies(con, study="embedding_map", dataset=dataset) if r["subject"] == subject]
+    finally:
+        con.close()
+    return row["result_id"], row["payload"]
+
+
 def write_map_tools_store(path) -> None:
     """Dataset ``tools`` of :data:`TOOLS_N` items with two captions (:func:`tools_captions`,
     :func:`tools_second_caption`) and metadata (:func:`tools_metadata`) ``shade`` (3 levels), ``speed`` (a float,

@@ -6,15 +6,13 @@ point-in-polygon over the stored coordinates."""
 
 import json
 
-import duckdb
 import numpy as np
 import pyarrow as pa
 import pytest
 
-from analysis.storage import results as R
 from tests.helpers import app
 from tests.reference import ref_points_in_polygon
-from tests.stores import TOOLS_N, write_map_tools_store
+from tests.stores import TOOLS_N, write_map_tools_store, stored_map_payload
 
 MAP = "vid · video L3"
 FIRST = ["item_id", "series", "run_id", "layer", "x", "y"]
@@ -30,13 +28,8 @@ def store(tmp_path_factory):
 @pytest.fixture(scope="module")
 def stored_map(store):
     """The map's result id, its items' ids and their stored coordinates ``(n, 2)``, in the payload's order."""
-    con = duckdb.connect(str(store), read_only=True)
-    try:
-        (row,) = [r for r in R.read_studies(con, study="embedding_map", dataset="tools") if r["subject"] == MAP]
-    finally:
-        con.close()
-    p = row["payload"]
-    return row["result_id"], [f"clip{int(i):02d}" for i in p["items"]], np.c_[p["x"], p["y"]].astype(float)
+    result_id, p = stored_map_payload(store, MAP)
+    return result_id, [f"clip{int(i):02d}" for i in p["items"]], np.c_[p["x"], p["y"]].astype(float)
 
 
 def concave_lasso(xy):

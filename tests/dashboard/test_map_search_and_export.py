@@ -6,12 +6,10 @@ the second long); expected rows come from the values the store was written with.
 
 import re
 
-import duckdb
 import pytest
 
-from analysis.storage import results as R
 from tests.helpers import app
-from tests.stores import TOOLS_N, tools_captions, tools_metadata, tools_second_caption, write_map_tools_store
+from tests.stores import TOOLS_N, tools_captions, tools_metadata, tools_second_caption, write_map_tools_store, stored_map_payload
 
 MAP = "vid · video L3"
 BOX_COLUMNS = ["item_id", "series", "run_id", "layer", "x", "y", "caption_1", "caption_2"]
@@ -27,13 +25,8 @@ def store(tmp_path_factory):
 @pytest.fixture(scope="module")
 def stored_map(store):
     """The map's result id and its stored coordinates ``{idx: (x, y)}``."""
-    con = duckdb.connect(str(store), read_only=True)
-    try:
-        (row,) = [r for r in R.read_studies(con, study="embedding_map", dataset="tools") if r["subject"] == MAP]
-    finally:
-        con.close()
-    p = row["payload"]
-    return row["result_id"], {int(i): (float(x), float(y)) for i, x, y in zip(p["items"], p["x"], p["y"])}
+    result_id, p = stored_map_payload(store, MAP)
+    return result_id, {int(i): (float(x), float(y)) for i, x, y in zip(p["items"], p["x"], p["y"])}
 
 
 def page(store, monkeypatch, params=None):

@@ -16,7 +16,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from analysis.storage import results as R
-from tests.stores import TOOLS_N, tools_captions, tools_vectors, write_map_tools_store
+from tests.stores import TOOLS_N, tools_captions, tools_vectors, write_map_tools_store, stored_map_payload
 
 APP = str(Path(__file__).resolve().parents[2] / "app.py")
 MAP = "vid · video L3"  # the video model's map at its largest budget (run vid-f2), layer 3
@@ -33,14 +33,9 @@ def store(tmp_path_factory):
 @pytest.fixture(scope="module")
 def stored_map(store):
     """The map's result id and its stored coordinates ``{idx: (x, y)}``, read from the payload."""
-    con = duckdb.connect(str(store), read_only=True)
-    try:
-        (row,) = [r for r in R.read_studies(con, study="embedding_map", dataset="tools") if r["subject"] == MAP]
-    finally:
-        con.close()
-    p = row["payload"]
+    result_id, p = stored_map_payload(store, MAP)
     assert p["run_ids"] == [RUN] and list(p["layers"]) == [LAYER]
-    return row["result_id"], {int(i): (float(x), float(y)) for i, x, y in zip(p["items"], p["x"], p["y"])}
+    return result_id, {int(i): (float(x), float(y)) for i, x, y in zip(p["items"], p["x"], p["y"])}
 
 
 def page(store, monkeypatch, params=None, name="embedding_map"):
