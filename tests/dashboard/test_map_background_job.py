@@ -4,13 +4,13 @@ pickable once it is done. Checked on the tools store (tests/stores.py ``write_ma
 against the store itself: the map's run and layer and its points, one per item the run holds."""
 
 import json
-import time
 
 import duckdb
 import pytest
 
 from analysis import jobs
 from analysis.storage import results as R
+from tests.dashboard.test_background_jobs import wait_done
 from tests.helpers import app
 from tests.stores import TOOLS_N, write_map_tools_store
 
@@ -20,16 +20,6 @@ def store(tmp_path):
     path = tmp_path / "s.duckdb"
     write_map_tools_store(path)
     return path
-
-
-def wait_done(store, limit_s=300) -> dict:
-    end = time.monotonic() + limit_s
-    while time.monotonic() < end:
-        st = jobs.latest(store)
-        if st is not None and st["state"] != "running":
-            return st
-        time.sleep(0.5)
-    pytest.fail(f"the job did not finish: {jobs.latest(store)}")
 
 
 def stored_maps(store):
