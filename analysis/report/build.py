@@ -16,22 +16,19 @@ import pandas as pd
 
 from analysis import __version__
 from analysis import views
-from analysis.methods import grid_compare
 from analysis.methods.layer_selection import describe_pick
 from analysis.methods.scaling import undetermined_params
 from analysis.report.paper_figures import paper_figures_section
 from analysis.storage import results as R
 from analysis.studies import stored_settings
 from analysis.studies.context import Settings
-from analysis.views.heatmap import grid_chart
+from analysis.views import heatmap as heatmap_view
+from analysis.views.heatmap import HEATMAPS_OMITTED, best_grid, heat_grids
 from analysis.views.null import grid_null_within
 from analysis.views.predictors import predictor_heat_chart
 from analysis.views.rankme_cap import rankme_cap_text, rankme_capped
 from analysis.views.section import Section
 from analysis.views.studies import MODEL_MAP_OMITTED, model_map_section
-
-#: a grid's pair kind in words (report titles and tables)
-_KIND_WORDS = {"vision_text": "vision×text", "vision_vision": "vision×vision", "text_text": "text×text"}
 
 
 
@@ -91,8 +88,7 @@ class _Scope:
 
 #: why a section is left out, said in its place (each names the command that would fill it)
 OMITTED = {
-    "heatmaps": ("no vision×text or text×text grids for the chosen models against a text reference (run "
-                 "`layerscope analyze`; a text×text grid needs two text models at one n_c)"),
+    "heatmaps": HEATMAPS_OMITTED,
     "layer_curves": "no per-layer profiles (run `layerscope analyze`)",
     "scaling": ("no scaling fits (needs vision×text pairs at several n_f and n_c settings, then "
                 "`layerscope analyze`)"),
@@ -117,7 +113,7 @@ def _dataset_section(con, ds, chosen, references, labels, ov) -> dict:
     text_models = sorted(runs[runs["modality"] == "text"]["model"].unique())
     refs = [r for r in (references or text_models) if r in set(runs["model"])]
     grids = R.read_grids(con, current=True, dataset=ds) if views.has_table(con, "result_grids") else []
-    scope = _Scope(con, ds, list(chosen), refs, labels, n_items, grids, _heat_grids(grids, chosen, refs))
+    scope = _Scope(con, ds, list(chosen), refs, labels, n_items, grids, heat_grids(grids, chosen, refs))
     sec["sections"]["summary"] = _summary(scope, set(runs["model"]))
     for name, build in _SECTION_BUILDERS.items():
         data, charts = build(scope)
@@ -147,7 +143,7 @@ def _summary(scope: _Scope, run_models: set) -> dict:
                                                                   "final_shortfall")}
             entry["agreement"] = c["agreement"]
         for ref in scope.refs:
-            g = _best_grid(scope.grids, m, ref) if ref != m else None
+            g = best_grid(scope.grids, m, ref) if ref != m else None
             if g is None:
                 continue
             entry["alignment"][ref] = _alignment_entry(g, m)
@@ -185,34 +181,9 @@ def _alignment_entry(g: dict, m: str) -> dict:
             "null_within": grid_null_within(g)}
 
 
-def _heat_grids(grids, chosen, refs) -> list[dict]:
-    """Each chosen model against each reference at its largest setting; a text×text grid (each
-    model's against the other) once."""
-    heat = []
-    for m in chosen:
-        for ref in refs:
-            g = _best_grid(grids, m, ref) if m != ref else None
-            if g is not None and all(h["result_id"] != g["result_id"] for h in heat):
-                heat.append(g)
-    return heat
-
-
 def _heatmaps(scope: _Scope):
-    """The heatmap page's chart of each grid of ``scope.heat``, and the grids' numbers."""
-    if not scope.heat:
-        return None, []
-    data = [{"pair_kind": g.get("pair_kind", "vision_text"), "model_a": g["model_a"], "model_b": g["model_b"],
-             "metric": g["metric"], "n_frames": g["n_frames"], "n_captions": g["n_captions"],
-             "grid": g["grid"].tolist(), "best": [g["best_a"], g["best_b"]], "best_value": g["best_value"],
-             "ci": [g["ci_low"], g["ci_high"]], "flags": g.get("flags") or {}} for g in scope.heat]
-    layer_names = views.run_layer_names(scope.con, scope.ds)
-    charts = []
-    for g, h in zip(scope.heat, data):
-        kind = _KIND_WORDS.get(h["pair_kind"], h["pair_kind"])
-        chart = grid_chart(g, labels=scope.labels, layer_names=layer_names, n_items=scope.n_items)
-        charts.append((f"{h['model_a']} × {h['model_b']} ({kind}, {h['metric']}, {grid_compare.budget_text(h)})",
-                       _spec(chart)))
-    return data, charts
+    """The heatmap page's section (:func:`analysis.views.heatmap.section`)."""
+    return _from_view(heatmap_view.section(scope.con, scope.ds, models=scope.chosen, references=scope.refs))
 
 
 def _layer_curves(scope: _Scope):
@@ -342,22 +313,6 @@ def rankme_cap_notes(con, models: list[dict], n_items: int) -> list[str]:
             capped.append((m["label"], float(pick["value"])))
     text = rankme_cap_text(capped, n_items)
     return [text] if text else []
-
-
-def _best_grid(grids, m, ref):
-    """The mutual k-NN grid of m against ref's text side at the largest setting stored: ``m``'s vision
-    side × ``ref`` (vision×text), else the two text models' grid (text×text, either orientation: a
-    text-only store's heatmaps), else, as before text×text grids existed, ``ref``'s vision side × ``m``."""
-    def cands(ok):
-        return [g for g in grids if g["metric"] == "mutual_knn" and ok(g, g.get("pair_kind", "vision_text"))]
-
-    for ok in (lambda g, kind: kind == "vision_text" and (g["model_a"], g["model_b"]) == (m, ref),
-               lambda g, kind: kind == "text_text" and {g["model_a"], g["model_b"]} == {m, ref},
-               lambda g, kind: kind == "vision_text" and (g["model_a"], g["model_b"]) == (ref, m)):
-        found = cands(ok)
-        if found:
-            return max(found, key=lambda g: ((g["n_frames"] or 0), (g["n_captions"] or 0)))
-    return None
 
 
 def _spec(chart) -> dict:

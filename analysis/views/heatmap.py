@@ -11,9 +11,10 @@ from analysis.storage import results as R
 from analysis.registry import REGISTRY
 from analysis.null import null_kind, null_label
 from analysis.views.null import grid_null, grid_null_within, null_text
-from analysis.views.store_info import query_frame, has_table
+from analysis.views.store_info import dataset_context, has_table, model_labels, query_frame
 from analysis.views.charts import lazy_altair
-from analysis.views.layers import axis_label_expr
+from analysis.views.layers import axis_label_expr, run_layer_names
+from analysis.views.section import Section, section_models, section_references
 from analysis.views.metric_help import chance_level
 from analysis.views.text import fmt_number
 
@@ -241,3 +242,74 @@ def heat_chart(frame, grid, title, color_title, a_name, b_name, *, layer_names: 
             text="label:N", color=alt.condition(alt.datum.dark, alt.value("white"), alt.value("black")),
             tooltip=tips))
     return alt.layer(*layers).properties(height=420, title=title)
+
+
+#: why the report's heatmap section is empty, naming the command that would fill it
+HEATMAPS_OMITTED = ("no vision×text or text×text grids for the chosen models against a text reference (run "
+                    "`layerscope analyze`; a text×text grid needs two text models at one n_c)")
+#: a grid's pair kind in words, as the section's chart titles and the report's tables write it
+KIND_WORDS = {"vision_text": "vision×text", "vision_vision": "vision×vision", "text_text": "text×text"}
+
+
+def best_grid(grids, m, ref):
+    """The mutual k-NN grid of m against ref's text side at the largest setting stored: ``m``'s vision
+    side × ``ref`` (vision×text), else the two text models' grid (text×text, either orientation: a
+    text-only store's heatmaps), else, as before text×text grids existed, ``ref``'s vision side × ``m``."""
+    def cands(ok):
+        return [g for g in grids if g["metric"] == "mutual_knn" and ok(g, g.get("pair_kind", "vision_text"))]
+
+    for ok in (lambda g, kind: kind == "vision_text" and (g["model_a"], g["model_b"]) == (m, ref),
+               lambda g, kind: kind == "text_text" and {g["model_a"], g["model_b"]} == {m, ref},
+               lambda g, kind: kind == "vision_text" and (g["model_a"], g["model_b"]) == (ref, m)):
+        found = cands(ok)
+        if found:
+            return max(found, key=lambda g: ((g["n_frames"] or 0), (g["n_captions"] or 0)))
+    return None
+
+
+def heat_grids(grids, chosen, refs) -> list[dict]:
+    """Each chosen model against each reference at its largest setting; a text×text grid (each
+    model's against the other) once."""
+    heat = []
+    for m in chosen:
+        for ref in refs:
+            g = best_grid(grids, m, ref) if m != ref else None
+            if g is not None and all(h["result_id"] != g["result_id"] for h in heat):
+                heat.append(g)
+    return heat
+
+
+def grid_entry(g: dict) -> dict:
+    """A stored grid as the report keeps it (JSON-able): its pair, metric and budgets, the ``(n_rows,
+    n_cols)`` values as nested lists, the best cell ``[layer_a, layer_b]``, its value and 95% interval
+    ``[low, high]``, and the flags (degenerate layers, why no best cell or interval)."""
+    return {"pair_kind": g.get("pair_kind", "vision_text"), "model_a": g["model_a"], "model_b": g["model_b"],
+            "metric": g["metric"], "n_frames": g["n_frames"], "n_captions": g["n_captions"],
+            "grid": g["grid"].tolist(), "best": [g["best_a"], g["best_b"]], "best_value": g["best_value"],
+            "ci": [g["ci_low"], g["ci_high"]], "flags": g.get("flags") or {}}
+
+
+def section(con, dataset, *, models=None, references=None, result_ids=None, domain=None) -> Section:
+    """The heatmap's section: one :func:`grid_chart` per grid, titled
+    ``"A × B (kind, metric, budgets)"``, with :func:`grid_entry` of each as ``data`` (a list).
+
+    By default the report's grids: each of ``models`` (None: every model) against each of
+    ``references`` (None: the dataset's text models) at its largest setting (:func:`heat_grids`).
+    ``result_ids``: the stored grids to show instead, in that order (the page's pick); ``domain``:
+    ``[min, max]`` of a colour scale shared with another grid (None: each grid its own).
+    Omitted (:data:`HEATMAPS_OMITTED`) when there is no grid to show."""
+    if result_ids is not None:
+        heat = [g for rid in result_ids for g in R.read_grids(con, result_id=rid)]
+    else:
+        grids = R.read_grids(con, current=True, dataset=dataset) if has_table(con, "result_grids") else []
+        heat = heat_grids(grids, section_models(con, models), section_references(con, dataset, references))
+    if not heat:
+        return Section(None, omitted=HEATMAPS_OMITTED)
+    data = [grid_entry(g) for g in heat]
+    labels, layer_names = model_labels(con), run_layer_names(con, dataset)
+    n_items = dataset_context(con, dataset)["n_items"]
+    charts = tuple((f"{h['model_a']} × {h['model_b']} ({KIND_WORDS.get(h['pair_kind'], h['pair_kind'])}, "
+                    f"{h['metric']}, {grid_compare.budget_text(h)})",
+                    grid_chart(g, labels=labels, layer_names=layer_names, n_items=n_items, domain=domain))
+                   for g, h in zip(heat, data))
+    return Section(data, charts=charts)

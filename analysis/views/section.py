@@ -18,3 +18,21 @@ class Section:
     notes: tuple = ()
     #: why the section is empty, naming the command that would fill it; None when it has data
     omitted: str | None = None
+
+
+def section_models(con, models=None) -> list[str]:
+    """The models a section covers: ``models`` as given, or (None or empty) every model of the store in
+    the Overview's order (by modality, then name), as the report chooses by default."""
+    if models:
+        return list(models)
+    return [m for (m,) in con.execute("SELECT model FROM models ORDER BY modality, model").fetchall()]
+
+
+def section_references(con, dataset, references=None) -> list[str]:
+    """The text references a section measures alignment against: ``references`` (None or empty: every
+    text model, by name), keeping only models with a finished run on ``dataset`` (a reference with no
+    embeddings there has no grid to show)."""
+    rows = con.execute("SELECT DISTINCT model, modality FROM runs WHERE dataset = ? AND status = 'done'",
+                       [dataset]).fetchall()
+    done = {m for m, _ in rows}
+    return [r for r in (references or sorted(m for m, kind in rows if kind == "text")) if r in done]
