@@ -22,7 +22,8 @@ from analysis.report.paper_figures import paper_figures_section
 from analysis.storage import results as R
 from analysis.studies import stored_settings
 from analysis.studies.context import Settings
-from analysis.views import heatmap as heatmap_view
+from analysis.views import curves as curves_view, heatmap as heatmap_view
+from analysis.views.curves import CURVES_OMITTED
 from analysis.views.heatmap import HEATMAPS_OMITTED, best_grid, heat_grids
 from analysis.views.null import grid_null_within
 from analysis.views.predictors import predictor_heat_chart
@@ -89,7 +90,7 @@ class _Scope:
 #: why a section is left out, said in its place (each names the command that would fill it)
 OMITTED = {
     "heatmaps": HEATMAPS_OMITTED,
-    "layer_curves": "no per-layer profiles (run `layerscope analyze`)",
+    "layer_curves": CURVES_OMITTED,
     "scaling": ("no scaling fits (needs vision×text pairs at several n_f and n_c settings, then "
                 "`layerscope analyze`)"),
     "model_map": MODEL_MAP_OMITTED,
@@ -187,12 +188,8 @@ def _heatmaps(scope: _Scope):
 
 
 def _layer_curves(scope: _Scope):
-    """Every per-layer profile of the chosen models, and the curves page's chart of each metric."""
-    prof = views.profiles_long(scope.con, scope.ds)
-    if not len(prof):
-        return None, []
-    prof = prof[prof["model"].isin(scope.chosen)]
-    return prof.to_dict(orient="records"), _curve_charts(scope.con, scope.ds, prof, scope.chosen, scope.labels)
+    """The Layer curves page's section (:func:`analysis.views.curves.section`)."""
+    return _from_view(curves_view.section(scope.con, scope.ds, models=scope.chosen, references=scope.refs))
 
 
 def _scaling(scope: _Scope):
@@ -318,24 +315,6 @@ def rankme_cap_notes(con, models: list[dict], n_items: int) -> list[str]:
 def _spec(chart) -> dict:
     """A chart as the report embeds it: its Vega-Lite spec, data inlined."""
     return chart.to_dict()
-
-
-def _curve_charts(con, ds, prof, chosen, labels) -> list[tuple]:
-    """The Layer curves page's chart of every per-layer metric of the chosen models (a curve with no
-    defined value is not drawn, as on the page)."""
-    choices = views.layer_choices(con, ds)
-    curves, align, marks = views.chosen_curves(prof, choices, chosen)
-    ctx, intervals = views.dataset_context(con, ds), views.curve_intervals(con, ds)
-    out = []
-    for metric in sorted(prof["metric"].unique()):
-        data = views.metric_rows(curves, align, metric)
-        if data.empty or data["value"].isna().all():
-            continue
-        nulls = views.curve_null_levels(con, ds) if views.is_alignment_curve(metric) else None
-        fig = views.metric_curves(data, metric, dataset=ds, chosen=chosen, choices=choices, marks=marks, ctx=ctx,
-                                  intervals=intervals, nulls=nulls, labels=labels)
-        out.append((f"{metric} per layer", _spec(fig["chart"])))
-    return out
 
 
 def scaling_entry(subject: str, sv: dict) -> dict:

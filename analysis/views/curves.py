@@ -8,8 +8,11 @@ import pandas as pd
 from analysis.storage import results as R
 from analysis.views.charts import lazy_altair, chart_title, plot_height
 from analysis.views.layers import last_numbered, layer_label, relative_depth, run_layer_names
-from analysis.views.metric_help import baseline_rules, baselines
-from analysis.views.store_info import has_table
+from analysis.views.metric_help import baseline_rules, baselines, metric_help
+from analysis.views.nuance import collapse_notes
+from analysis.views.rankme_cap import capped_curves, rankme_cap_text
+from analysis.views.section import Section, section_models
+from analysis.views.store_info import dataset_context, has_table, model_labels
 
 
 def profiles_long(con, dataset) -> pd.DataFrame:
@@ -344,3 +347,76 @@ def metric_curves(data: pd.DataFrame, metric: str, *, dataset: str, chosen, choi
                          null_levels=nulls)
     return {"chart": chart, "is_alignment": alignment, "base_metric": base_metric, "params": params,
             "intervals": intervals, "nulls": nulls}
+
+
+#: why the report's layer-curves section is empty, naming the command that would fill it
+CURVES_OMITTED = "no per-layer profiles (run `layerscope analyze`)"
+
+
+def section(con, dataset, *, models=None, references=None, metrics=None) -> Section:
+    """The Layer curves section: every per-layer profile row of ``models`` (None: every model) as
+    ``data`` (records of :func:`profiles_long`), one :func:`metric_curves` chart per metric titled
+    ``"<metric> per layer"``, and the sentences read under each (:func:`metric_notes`, chart after
+    chart). ``metrics``: the curves to draw (the page's pick, alignment curves included); None: every
+    profile metric, by name, as the report shows them. A curve with no defined value is not drawn.
+    ``references`` is accepted for the common section signature (the alignment curves' references
+    were fixed by the analysis). Omitted (:data:`CURVES_OMITTED`) when the dataset has no profiles."""
+    prof = profiles_long(con, dataset)
+    if not len(prof):
+        return Section(None, omitted=CURVES_OMITTED)
+    chosen = section_models(con, models)
+    prof = prof[prof["model"].isin(chosen)]
+    charts, notes = metric_charts(con, dataset, prof, chosen, metrics)
+    return Section(prof.to_dict(orient="records"), charts=tuple(charts), notes=tuple(notes))
+
+
+def metric_charts(con, dataset, prof: pd.DataFrame, chosen, metrics=None) -> tuple[list, list]:
+    """``([(title, chart)], [note])``: :func:`metric_curves` of each of ``metrics`` (None: every metric
+    of ``prof``, by name) for the ``chosen`` models, and :func:`metric_notes` of each, skipping a curve
+    no chosen model has or whose every value is undefined (nothing to draw)."""
+    from analysis.views.null import curve_null_levels  # it reads the curves' source grids through this module
+
+    labels, choices = model_labels(con), layer_choices(con, dataset)
+    curves, align, marks = chosen_curves(prof, choices, chosen)
+    ctx, intervals = dataset_context(con, dataset), curve_intervals(con, dataset)
+    dims = dict(con.execute("SELECT model, dim FROM models").fetchall())
+    charts, notes = [], []
+    for metric in sorted(prof["metric"].unique()) if metrics is None else metrics:
+        data = metric_rows(curves, align, metric)
+        if data.empty or data["value"].isna().all():
+            continue
+        nulls = curve_null_levels(con, dataset) if is_alignment_curve(metric) else None
+        fig = metric_curves(data, metric, dataset=dataset, chosen=chosen, choices=choices, marks=marks, ctx=ctx,
+                            intervals=intervals, nulls=nulls, labels=labels)
+        charts.append((f"{metric} per layer", fig["chart"]))
+        notes += metric_notes(data, metric, fig, n_items=ctx["n_items"], labels=labels, dims=dims)
+    return charts, notes
+
+
+def metric_notes(data: pd.DataFrame, metric: str, fig: dict, *, n_items, labels: dict, dims: dict) -> list[str]:
+    """The sentences read under one curve chart, in order: the named layers drawn at the right edge,
+    the ringed and missing values (one line per reason, counted), RankMe's bound where the item count
+    holds it down, what the metric measures, what the chart shows of uncertainty, and the shuffled
+    nulls of an alignment curve. ``data``: :func:`metric_rows`; ``fig``: :func:`metric_curves`;
+    ``dims``: ``{model: embedding dimension}``."""
+    from analysis.views.null import null_levels_text
+
+    notes = []
+    named = named_layers_text(named_layer_rows(data), labels)
+    if named:
+        notes.append(named)
+    notes += collapse_notes(flag_lines(data))
+    if metric == "rankme":  # at small N the item count, not the model, bounds RankMe
+        cap = rankme_cap_text(capped_curves(data, n_items, dims, labels), n_items)
+        if cap:
+            notes.append(cap)
+    help_text = metric_help(fig["base_metric"], n_items, fig["params"])
+    if fig["is_alignment"]:
+        help_text = (f"{metric}: each layer's best mutual k-NN with any layer of the reference (the row maximum of "
+                     f"the grid; diamonds mark each model's pick). {help_text} A maximum over many layers sits a "
+                     "little above chance even for unrelated spaces.")
+    notes.append(help_text)
+    notes.append(uncertainty_text(fig["intervals"], fig["is_alignment"], n_items))
+    if fig["nulls"] is not None and len(fig["nulls"]):
+        notes.append(null_levels_text(fig["nulls"], labels))
+    return notes
