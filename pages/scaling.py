@@ -1,9 +1,11 @@
 import streamlit as st
 
-from analysis import views
+from analysis.views import scaling as scaling_view
+from analysis.views.charts import export_name
+from analysis.views.metric_help import metric_help
 from analysis.views.nuance import collapse_notes
-from analysis.views import md_escape
-from analysis.views.scaling import scaling_title
+from analysis.views.store_info import model_labels, vision_results_missing
+from analysis.views.text import md_escape
 from pages._shared import (dataset_picker, download_chart, download_data, pick, require_results, require_store,
                            view)
 
@@ -13,9 +15,9 @@ st.caption("Best-layer-pair alignment against the frames (n_f) and captions (n_c
            "points better, that form beside it (each with its own R²).")
 require_store()
 dataset = dataset_picker()
-subjects = view(views.scaling_subjects, dataset)
-require_results("scaling fits", len(subjects) > 0, why=view(views.vision_results_missing, dataset))
-labels = view(views.model_labels)
+subjects = view(scaling_view.scaling_subjects, dataset)
+require_results("scaling fits", len(subjects) > 0, why=view(vision_results_missing, dataset))
+labels = view(model_labels)
 
 
 def fmt(subject):
@@ -31,17 +33,17 @@ columns = st.columns(2) if compare != "(none)" else [st.container()]
 for col, subject in zip(columns, [left] + ([compare] if compare != "(none)" else [])):
     with col:
         st.subheader(md_escape(fmt(subject)))
-        sv = view(views.scaling_view, dataset, subject)
+        sv = view(scaling_view.scaling_view, dataset, subject)
         a, b, metric = subject.split("|")
-        title = scaling_title(sv, subject, dataset=dataset, labels=labels)
-        by_frames, by_captions, chart = views.scaling_panels(sv, title=title)
-        st.markdown(f"**{md_escape(views.scaling_heading(sv))}**")
+        title = scaling_view.scaling_title(sv, subject, dataset=dataset, labels=labels)
+        by_frames, by_captions, chart = scaling_view.scaling_panels(sv, title=title)
+        st.markdown(f"**{md_escape(scaling_view.scaling_heading(sv))}**")
         st.caption(md_escape(" · ".join(title["subtitle"])))
         st.altair_chart(by_frames, width="stretch", key=f"scaling_{subject}")
         st.altair_chart(by_captions, width="stretch", key=f"scaling_c_{subject}")
-        st.caption(md_escape(views.scaling_uncertainty_text(sv)))
-        st.caption(md_escape(views.metric_help(metric, sv["n_items"], {k: v for k, v in sv["params"].items()
-                                                                       if k != "n_boot"})))
+        st.caption(md_escape(scaling_view.scaling_uncertainty_text(sv)))
+        st.caption(md_escape(metric_help(metric, sv["n_items"], {k: v for k, v in sv["params"].items()
+                                                                 if k != "n_boot"})))
         if sv.get("error"):
             st.warning(md_escape(sv["error"]))
         for note in collapse_notes(sv.get("notes", [])):  # one line per reason, counted
@@ -50,7 +52,7 @@ for col, subject in zip(columns, [left] + ([compare] if compare != "(none)" else
             if sv.get("status") and sv["status"] != "ok":
                 st.warning(f"The saturating law's parameters cannot be trusted here ({sv['status']}): "
                            f"{md_escape(sv['reason'])}; the parameters it does not determine are left blank")
-            for line in views.scaling_fit_lines(sv):
+            for line in scaling_view.scaling_fit_lines(sv):
                 st.markdown(f"- {md_escape(line)}")
             st.dataframe(sv["table"], hide_index=True, width="stretch")
             st.caption("d_v = 2/α: the frame exponent read as the dimension of the video manifold the encoder sees "
@@ -59,6 +61,6 @@ for col, subject in zip(columns, [left] + ([compare] if compare != "(none)" else
             st.caption("Held-out error: leave-one-out over grid points, and fitting small budgets to predict "
                        "the largest ones; lower is better.")
             st.dataframe(sv["held_out"], hide_index=True, width="stretch")
-        stem = views.export_name("scaling", dataset, a, b, metric)
+        stem = export_name("scaling", dataset, a, b, metric)
         download_data(sv["points"], stem)
         download_chart(chart, stem)

@@ -17,17 +17,17 @@ import pandas as pd
 from analysis import __version__
 from analysis import views
 from analysis.methods.layer_selection import describe_pick
-from analysis.methods.scaling import undetermined_params
 from analysis.report.paper_figures import paper_figures_section
 from analysis.storage import results as R
 from analysis.studies import stored_settings
 from analysis.studies.context import Settings
-from analysis.views import curves as curves_view, heatmap as heatmap_view
+from analysis.views import curves as curves_view, heatmap as heatmap_view, scaling as scaling_view
 from analysis.views.curves import CURVES_OMITTED
 from analysis.views.heatmap import HEATMAPS_OMITTED, best_grid, heat_grids
 from analysis.views.null import grid_null_within
 from analysis.views.predictors import predictor_heat_chart
 from analysis.views.rankme_cap import rankme_cap_text, rankme_capped
+from analysis.views.scaling import SCALING_OMITTED
 from analysis.views.section import Section
 from analysis.views.studies import MODEL_MAP_OMITTED, model_map_section
 
@@ -91,8 +91,7 @@ class _Scope:
 OMITTED = {
     "heatmaps": HEATMAPS_OMITTED,
     "layer_curves": CURVES_OMITTED,
-    "scaling": ("no scaling fits (needs vision×text pairs at several n_f and n_c settings, then "
-                "`layerscope analyze`)"),
+    "scaling": SCALING_OMITTED,
     "model_map": MODEL_MAP_OMITTED,
     "downstream": ("no downstream results (import them with `layerscope downstream import results.csv`, then "
                    "`layerscope analyze`)"),
@@ -193,20 +192,8 @@ def _layer_curves(scope: _Scope):
 
 
 def _scaling(scope: _Scope):
-    """The saturating law's fit of each chosen vision model's mutual k-NN against its text partner,
-    and the scaling page's two panels where a law is drawn."""
-    fits, charts = [], []
-    for subject in views.scaling_subjects(scope.con, scope.ds):
-        a, b, metric = subject.split("|")
-        if a in scope.chosen and metric == "mutual_knn":
-            sv = views.scaling_view(scope.con, scope.ds, subject)
-            fits.append(scaling_entry(subject, sv))
-            if "curve_vs_frames" in sv:
-                title = views.scaling_title(sv, subject, dataset=scope.ds, labels=scope.labels)
-                by_frames, by_captions, _ = views.scaling_panels(sv, title=title)
-                charts += [(f"scaling: {a} × {b}, against {what}", _spec(chart))
-                           for what, chart in (("n_f", by_frames), ("n_c", by_captions))]
-    return (fits or None), charts
+    """The scaling page's section (:func:`analysis.views.scaling.section`)."""
+    return _from_view(scaling_view.section(scope.con, scope.ds, models=scope.chosen, references=scope.refs))
 
 
 def _model_map(scope: _Scope):
@@ -315,35 +302,6 @@ def rankme_cap_notes(con, models: list[dict], n_items: int) -> list[str]:
 def _spec(chart) -> dict:
     """A chart as the report embeds it: its Vega-Lite spec, data inlined."""
     return chart.to_dict()
-
-
-def scaling_entry(subject: str, sv: dict) -> dict:
-    """A scaling subject as the report stores it (JSON, HTML and Markdown tables read it): the
-    saturating fit with every parameter the data do not determine as None and its reason in
-    ``undetermined`` (its interval None too), and the drawn curves (``curves``: DR's law, then the
-    held-out-best form when it differs), each with its own R² and parameters blanked the same way."""
-    fit = dict(sv["fit"]) if sv.get("fit") else None
-    blank = sv.get("undetermined") or {}
-    if fit:
-        fit["params"] = {k: (None if k in blank else v) for k, v in fit["params"].items()}
-        fit["undetermined"] = dict(blank)
-    intervals = ({k: (None if k in blank else v) for k, v in sv["intervals"].items()} if sv.get("intervals")
-                 else sv.get("intervals"))
-    curves = []
-    for c in sv.get("curves", []):
-        gone = (blank if c["form"] == "saturating" else
-                undetermined_params(c["form"], c["params"], c.get("status"), c.get("reason"), bounds=sv.get("bounds")))
-        curves.append({"form": c["form"], "formula": c["formula"], "label": c["label"], "r2": c["r2"],
-                       "held_out_best": c["held_out_best"], "status": c.get("status"),
-                       "params": {k: (None if k in gone else v) for k, v in c["params"].items()},
-                       "undetermined": dict(gone)})
-    return {"subject": subject, "fit": fit, "intervals": intervals, "curves": curves,
-            "drawn": [c["form"] for c in curves], "held_out_best": sv.get("held_out_best"),
-            "error": sv.get("error"), "status": sv.get("status"), "reason": sv.get("reason"),
-            "notes": sv.get("notes"), "points": sv["points"].to_dict(orient="records"),
-            "held_out": sv["held_out"].to_dict(orient="records") if "held_out" in sv else [],
-            # the page's parameter table: d_v = 2/α, and DR's Table 1 beside the fit where names are mapped
-            "parameter_table": sv["table"].to_dict(orient="records") if "table" in sv else []}
 
 
 def _pick(values, layers, higher_is_better=True) -> dict:

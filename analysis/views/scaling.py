@@ -10,7 +10,8 @@ from analysis.methods.scaling import FORMS, predict_from_params, undetermined_pa
 from analysis.views.charts import lazy_altair, chart_title, plot_height
 from analysis.views.paper_figures import add_dimension_and_published, published_scaling
 from analysis.views.metric_help import baseline_rules, baselines, chance_level
-from analysis.views.store_info import has_table
+from analysis.views.section import Section, section_models
+from analysis.views.store_info import has_table, model_labels
 from analysis.views.text import fmt_number
 
 
@@ -249,3 +250,61 @@ def budget_lists(points: pd.DataFrame) -> list[str]:
     """``["n_f 1, 2, 4", "n_c 1, 2"]``: the budgets a scaling chart spans."""
     return [f"{name} {', '.join(str(int(x)) for x in sorted(points[col].dropna().unique()))}"
             for col, name in (("n_frames", "n_f"), ("n_captions", "n_c")) if col in points]
+
+
+#: why the report's scaling section is empty, naming the command that would fill it
+SCALING_OMITTED = ("no scaling fits (needs vision×text pairs at several n_f and n_c settings, then "
+                   "`layerscope analyze`)")
+
+
+def section(con, dataset, *, models=None, references=None) -> Section:
+    """The scaling section: the saturating law's fit of each of ``models``' (None: every model)
+    mutual k-NN against its partner, as ``data`` (a list of :func:`scaling_entry`), and the page's two
+    panels (:func:`scaling_panels`, titled by :func:`scaling_title`) of each subject where a law is
+    drawn, captioned ``"scaling: A × B, against n_f"`` and ``"… against n_c"``. ``references`` is
+    accepted for the common section signature (each fit's partner was fixed by the analysis).
+    Omitted (:data:`SCALING_OMITTED`) when no chosen model has a mutual k-NN fit."""
+    chosen, labels = section_models(con, models), model_labels(con)
+    fits, charts = [], []
+    for subject in scaling_subjects(con, dataset):
+        a, b, metric = subject.split("|")
+        if a in chosen and metric == "mutual_knn":
+            sv = scaling_view(con, dataset, subject)
+            fits.append(scaling_entry(subject, sv))
+            if "curve_vs_frames" in sv:
+                title = scaling_title(sv, subject, dataset=dataset, labels=labels)
+                by_frames, by_captions, _ = scaling_panels(sv, title=title)
+                charts += [(f"scaling: {a} × {b}, against {what}", chart)
+                           for what, chart in (("n_f", by_frames), ("n_c", by_captions))]
+    if not fits:
+        return Section(None, omitted=SCALING_OMITTED)
+    return Section(fits, charts=tuple(charts))
+
+
+def scaling_entry(subject: str, sv: dict) -> dict:
+    """A scaling subject as the report stores it (JSON, HTML and Markdown tables read it): the
+    saturating fit with every parameter the data do not determine as None and its reason in
+    ``undetermined`` (its interval None too), and the drawn curves (``curves``: DR's law, then the
+    held-out-best form when it differs), each with its own R² and parameters blanked the same way."""
+    fit = dict(sv["fit"]) if sv.get("fit") else None
+    blank = sv.get("undetermined") or {}
+    if fit:
+        fit["params"] = {k: (None if k in blank else v) for k, v in fit["params"].items()}
+        fit["undetermined"] = dict(blank)
+    intervals = ({k: (None if k in blank else v) for k, v in sv["intervals"].items()} if sv.get("intervals")
+                 else sv.get("intervals"))
+    curves = []
+    for c in sv.get("curves", []):
+        gone = (blank if c["form"] == "saturating" else
+                undetermined_params(c["form"], c["params"], c.get("status"), c.get("reason"), bounds=sv.get("bounds")))
+        curves.append({"form": c["form"], "formula": c["formula"], "label": c["label"], "r2": c["r2"],
+                       "held_out_best": c["held_out_best"], "status": c.get("status"),
+                       "params": {k: (None if k in gone else v) for k, v in c["params"].items()},
+                       "undetermined": dict(gone)})
+    return {"subject": subject, "fit": fit, "intervals": intervals, "curves": curves,
+            "drawn": [c["form"] for c in curves], "held_out_best": sv.get("held_out_best"),
+            "error": sv.get("error"), "status": sv.get("status"), "reason": sv.get("reason"),
+            "notes": sv.get("notes"), "points": sv["points"].to_dict(orient="records"),
+            "held_out": sv["held_out"].to_dict(orient="records") if "held_out" in sv else [],
+            # the page's parameter table: d_v = 2/α, and DR's Table 1 beside the fit where names are mapped
+            "parameter_table": sv["table"].to_dict(orient="records") if "table" in sv else []}
