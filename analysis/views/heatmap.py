@@ -296,7 +296,7 @@ def section(con, dataset, *, models=None, references=None, result_ids=None, doma
     By default the report's grids: each of ``models`` (None: every model) against each of
     ``references`` (None: the dataset's text models) at its largest setting (:func:`heat_grids`).
     ``result_ids``: the stored grids to show instead, in that order (the page's pick); ``domain``:
-    ``[min, max]`` of a colour scale shared with another grid (None: each grid its own).
+    ``(min, max)`` of a colour scale shared with another grid (None: each grid its own).
     Omitted (:data:`HEATMAPS_OMITTED`) when there is no grid to show."""
     if result_ids is not None:
         heat = [g for rid in result_ids for g in R.read_grids(con, result_id=rid)]
@@ -310,6 +310,7 @@ def section(con, dataset, *, models=None, references=None, result_ids=None, doma
     n_items = dataset_context(con, dataset)["n_items"]
     charts = tuple((f"{h['model_a']} × {h['model_b']} ({KIND_WORDS.get(h['pair_kind'], h['pair_kind'])}, "
                     f"{h['metric']}, {grid_compare.budget_text(h)})",
-                    grid_chart(g, labels=labels, layer_names=layer_names, n_items=n_items, domain=domain))
+                    grid_chart(g, labels=labels, layer_names=layer_names, n_items=n_items,
+                               domain=list(domain) if domain else None))
                    for g, h in zip(heat, data))
     return Section(data, charts=charts)
