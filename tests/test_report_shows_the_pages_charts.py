@@ -6,9 +6,13 @@ import json
 import re
 
 import duckdb
+import numpy as np
 import pytest
 
 from analysis.report import build_report
+from analysis.storage import results as R
+from analysis.views import curves as curves_view, heatmap as heatmap_view, scaling as scaling_view
+from analysis.views.text import md_escape
 from tests.helpers import app, charts
 
 DATASET = "moving_shapes"
@@ -77,3 +81,77 @@ def test_the_report_scaling_panels_are_the_scaling_pages_charts(demo_like, monke
 def test_the_report_model_map_is_the_model_map_pages_charts(demo_like, monkeypatch, report_charts):
     _, pages = page_specs(demo_like, monkeypatch, "model_map")
     assert pages == [comparable(s) for _, s in report_charts["model_map"]] and len(pages) == 2
+
+
+#: the report's sections that are a page view's ``section``: report name → that function
+VIEW_SECTIONS = {"heatmaps": heatmap_view.section, "layer_curves": curves_view.section, "scaling": scaling_view.section}
+
+
+def as_json(value) -> str:
+    return json.dumps(value, sort_keys=True, default=str)
+
+
+@pytest.mark.parametrize("name", sorted(VIEW_SECTIONS))
+def test_the_report_section_is_its_page_view_s_section(demo_like, name):
+    """The report stores the section's data and embeds its charts under their titles, nothing more."""
+    con = duckdb.connect(str(demo_like), read_only=True)
+    try:
+        report = build_report(con, store=str(demo_like), datasets=[DATASET])["datasets"][0]
+        section = VIEW_SECTIONS[name](con, DATASET)
+    finally:
+        con.close()
+    assert section.omitted is None and section.charts
+    assert as_json(report["sections"][name]) == as_json(section.data)
+    assert ([(title, comparable(spec)) for sec, title, spec in report["charts"] if sec == name]
+            == [(title, comparable(chart.to_dict())) for title, chart in section.charts])
+
+
+@pytest.mark.parametrize("name", sorted(VIEW_SECTIONS))
+def test_a_section_with_nothing_to_show_says_which_command_fills_it(demo_like, name):
+    con = duckdb.connect(str(demo_like), read_only=True)
+    try:
+        section = VIEW_SECTIONS[name](con, "no_such_dataset")
+    finally:
+        con.close()
+    assert section.data is None and section.charts == ()
+    assert "`layerscope analyze`" in section.omitted
+
+
+def test_the_curves_page_reads_its_section_s_notes_under_the_chart(demo_like, monkeypatch):
+    at, (page, *_) = page_specs(demo_like, monkeypatch, "curves", {"metric": "rankme"})
+    con = duckdb.connect(str(demo_like), read_only=True)
+    try:
+        models = tuple(sorted(curves_view.profiles_long(con, DATASET)["model"].unique()))
+        section = curves_view.section(con, DATASET, models=models, metrics=("rankme",))
+    finally:
+        con.close()
+    ((_, chart),) = section.charts
+    assert page == comparable(chart.to_dict())
+    captions = [c.value for c in at.caption]
+    start = captions.index(md_escape(section.notes[0]))
+    assert captions[start:start + len(section.notes)] == [md_escape(n) for n in section.notes]
+    # a profile metric has no stored per-layer interval, and the page says so under the chart
+    assert any("per-layer profiles have no stored intervals" in n for n in section.notes)
+
+
+def test_side_by_side_grids_of_one_metric_share_one_colour_scale(demo_like, monkeypatch):
+    params = {"a": "vit-tiny", "b": "llama-tiny", "metric": "mutual_knn", "nf": "4", "nc": "4",
+              "view": "side by side", "vs": "budgets", "with_budgets": "n_f=1, n_c=1"}
+    _, (left, right) = page_specs(demo_like, monkeypatch, "heatmap", params)
+    con = duckdb.connect(str(demo_like), read_only=True)
+    try:
+        grids = [g for g in R.read_grids(con, current=True, dataset=DATASET, metric="mutual_knn")
+                 if (g["model_a"], g["model_b"]) == ("vit-tiny", "llama-tiny")
+                 and (g["n_frames"], g["n_captions"]) in ((4, 4), (1, 1))]
+    finally:
+        con.close()
+    assert len(grids) == 2
+    values = np.concatenate([np.asarray(g["grid"], dtype=float).ravel() for g in grids])
+    values = values[np.isfinite(values)]  # undefined cells are grey, outside the colour scale
+    expected = [float(values.min()), float(values.max())]
+
+    def domain(spec):
+        return next(layer["encoding"]["color"]["scale"]["domain"] for layer in spec["layer"]
+                    if "scale" in layer.get("encoding", {}).get("color", {}))
+
+    assert domain(left) == pytest.approx(expected) and domain(right) == pytest.approx(expected)
