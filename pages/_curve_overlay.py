@@ -4,7 +4,8 @@ The data and chart are :mod:`analysis.views.curve_overlay`."""
 
 import streamlit as st
 
-from analysis.views import curve_overlay, md_escape
+from analysis.views import curve_overlay
+from analysis.views.text import md_escape
 from pages._shared import download_data, drop_params, pick, pick_flag, pick_many, view
 
 NO_BASELINE = "(none)"
