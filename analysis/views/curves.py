@@ -77,7 +77,6 @@ def alignment_sources(p: dict, curves, grids: list, by_id: dict) -> dict:
     for metric in curves:
         if not metric.startswith("alignment with "):
             continue
-        ref = metric.removeprefix("alignment with ")
         g = by_id.get((p.get("sources") or {}).get(metric))
         if g is not None:
             found[metric] = (g, g["run_a"] == run_id)
