@@ -312,8 +312,11 @@ def download_chart(chart, name: str):
     cols[1].download_button("Chart (PNG)", png, file_name=f"{name}.png", mime="image/png", key=f"png_{name}")
 
 
-def require_store():
-    """The store path, or a friendly start-here message (and stop) for a missing or empty store."""
+def require_store(*, reads_results: bool = True):
+    """The store path, or a friendly start-here message (and stop) for a missing or empty store.
+    ``reads_results``: the page reads ``layerscope analyze``'s result tables, so it also stops when they
+    were written by another analysis version (:func:`require_current_results`); a page of embeddings
+    only (Neighbours) passes False and keeps working."""
     path = store_path()
     if not os.path.exists(path) or not view(views.is_layerscope_store):
         st.info(f"No LayerScope store at {md_escape(path)} yet. Start with the demo (`layerscope demo`), or embed "
@@ -324,7 +327,19 @@ def require_store():
                 "layerscope dashboard --store data/my.duckdb", language="bash")
         st.stop()
     untrained_banner()  # every page starts here: a store of random-weight models says so before any number
+    if reads_results:
+        require_current_results()
     return path
+
+
+def require_current_results():
+    """Stop the page when the store's results were computed by another analysis version: their payloads
+    may have another shape, so none is read; the sentence names the command, and a button runs it."""
+    stale = view(views.stale_results, store_path())
+    if stale:
+        st.error(md_escape(stale))
+        background_job("analyze", "Recompute them now, in the background (the store's own settings)")
+        st.stop()
 
 
 def require_results(what: str, available: bool, why: str | None = None):

@@ -36,7 +36,11 @@ _KIND_WORDS = {"vision_text": "vision×text", "vision_vision": "vision×vision",
 
 
 def build_report(con, *, store: str, models=None, references=None, datasets=None, command: str = "") -> dict:
-    """Everything the report shows, as plain JSON-able data (numbers straight from the result tables)."""
+    """Everything the report shows, as plain JSON-able data (numbers straight from the result tables).
+    Raises ValueError naming the command when the results were computed by another analysis version."""
+    stale = views.stale_results(con, store)
+    if stale:  # their payloads may have another shape: none is read
+        raise ValueError(stale)
     ov = views.overview(con, store)
     if ov.get("empty"):
         raise ValueError(f"{store} holds no runs: nothing to report. Run `layerscope demo` or precompute first.")

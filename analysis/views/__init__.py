@@ -13,7 +13,7 @@ from __future__ import annotations
 from analysis.views.text import md_escape, fmt_number  # noqa: F401
 from analysis.views.choices import Choice, choose, selection_to_layers, layers_from_params  # noqa: F401
 from analysis.views.charts import chart_title, export_name, plot_height  # noqa: F401
-from analysis.views.store_info import is_layerscope_store, has_table, overview, untrained_banner, display_table, model_labels, provenance, dataset_context, study  # noqa: F401
+from analysis.views.store_info import is_layerscope_store, has_table, stale_results, overview, untrained_banner, display_table, model_labels, provenance, dataset_context, study  # noqa: F401
 from analysis.views.metric_help import metric_direction, chance_level, metric_help, baselines, baseline_rules  # noqa: F401
 from analysis.views.null import grid_null, null_text, curve_null_levels, null_levels_text  # noqa: F401
 from analysis.views.heatmap import PAIR_KINDS, pair_kinds, pair_kind_label, budget_pickers, grid_index, grid_by_id, grid_long, near_best_cells, best_cell_text, selected_cell_text, beyond_null_cells, null_rule_text  # noqa: F401

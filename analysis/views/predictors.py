@@ -22,11 +22,8 @@ def _ci_text(ci) -> str:
 
 
 def _coverage_text(s: dict) -> str:
-    """How many models a signal's ρ stands on, ``"1 model only"`` marked (payloads written before
-    the coverage was stored: from the per-model counts)."""
-    n = s.get("n_models_covered")
-    if n is None:
-        n = s["n_models_layers"] if s.get("rho_layers") is not None else s.get("n_models") or 0
+    """How many models a signal's ρ stands on, ``"1 model only"`` marked."""
+    n = s["n_models_covered"]
     return "1 model only" if n == 1 else f"{n} models"
 
 

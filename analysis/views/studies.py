@@ -115,8 +115,7 @@ def layer_r_chart(curves: pd.DataFrame, height: int = 300):
 def reorder_row(e: dict) -> dict:
     """One reorder entry as a table row: the pair, its layers, the three values and their 95%
     intervals (``*_low``/``*_high``, None where there is none), chance ``k/(N−1)``, the interval's
-    resamples and its note (why it is missing or how many resamples were skipped); entries stored
-    before the intervals existed say so."""
+    resamples and its note (why it is missing or how many resamples were skipped)."""
     iv = e.get("intervals")
     n, k = e.get("n_items"), e.get("k")
     row = {"pair": f"{e['vision']} × {e['text']}", "k": k,
@@ -129,8 +128,6 @@ def reorder_row(e: dict) -> dict:
     row["resamples"] = None if not iv else iv.get("n_valid")
     if e.get("reason"):
         row["note"] = e["reason"]
-    elif iv is None:
-        row["note"] = "no interval: analysed before the reorder probe had intervals (rerun `layerscope analyze`)"
     else:
         row["note"] = iv.get("reason") or ""
     return row
