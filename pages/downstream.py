@@ -2,7 +2,7 @@ import streamlit as st
 
 from analysis import views
 from analysis.views import downstream_view, md_escape
-from analysis.views.studies import layer_r_chart, scatter_chart
+from analysis.views.downstream import layer_r_chart, scatter_chart
 from analysis.views.probes import CHECK_BADGES, checks_table, probe_chart, probe_checks, probes_long, retrieval_long
 from pages._shared import (
     background_job,

@@ -5,7 +5,7 @@ from analysis.views.nuance import (below_chance_text, choice_charts, collapse_no
                                    interval_coverage_text, joint_points_chart, negation_chart, nuance_view,
                                    same_space_chart, same_space_long, undefined_text)
 from analysis.views import md_escape, reorder_charts, reorder_drop_text, temporal_view
-from analysis.views.studies import arrow_chart, first_neighbour_types_chart
+from analysis.views.temporal import arrow_chart, first_neighbour_types_chart
 from pages._shared import (
     dataset_picker,
     download_data,
