@@ -7,6 +7,8 @@ import numpy as np
 import pandas as pd
 
 from analysis.views.charts import lazy_altair
+from analysis.views.section import Section
+from analysis.views.store_info import study
 
 
 def downstream_view(payload: dict) -> dict:
@@ -88,3 +90,24 @@ def layer_r_chart(curves: pd.DataFrame, height: int = 300):
     # dashes on the line layer only: a line with point=True draws its legend as dots, hiding the dash style
     curve = curve.mark_line().encode(strokeDash="curve:N") + curve.mark_point(filled=True, size=30)
     return curve.properties(height=height)
+
+
+#: the downstream table's columns, as the study stores them
+DOWNSTREAM_COLUMNS = ("task", "task_metric", "score", "n", "pearson_r", "pearson_p", "spearman_rho", "spearman_p",
+                      "p_method", "r_ci", "rho_ci", "ci_note", "higher_is_better", "better", "error")
+
+#: why the section is empty, naming the commands that fill it
+OMITTED = ("no downstream results (import them with `layerscope downstream import results.csv`, then "
+           "`layerscope analyze`)")
+
+
+def section(con, dataset, *, models=None, references=None) -> Section:
+    """The Downstream page's section: each imported whole-model downstream result against each score
+    across models, one dict per (task, score) with the keys of :data:`DOWNSTREAM_COLUMNS` (``data``;
+    None when the dataset has no downstream study). No charts: the page's scatter and per-layer R are
+    drawn for a chosen correlation. ``models`` and ``references`` are accepted for the report's loop
+    and not used: a correlation across models stands on every model the study used."""
+    payload = study(con, "downstream", dataset)
+    if not payload:
+        return Section(None, omitted=OMITTED)
+    return Section([{k: r.get(k) for k in DOWNSTREAM_COLUMNS} for r in payload["rows"] if "score" in r])

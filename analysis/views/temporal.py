@@ -6,7 +6,11 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from analysis.grid import NoBestCell, best_cell
 from analysis.views.charts import lazy_altair, plot_height
+from analysis.views.nuance import collapse_notes, pair_label, same_space_studies
+from analysis.views.section import Section
+from analysis.views.store_info import study
 
 
 #: the reorder table's interval columns: ``{value}_low`` / ``{value}_high``
@@ -187,3 +191,90 @@ def arrow_uncertainty_text(n_items: int | None) -> str:
     over = f"all {n_items} videos" if n_items else "all videos"
     return (f"0: reversal does not move a video; 1: it moves it as far as another video is. No interval: each "
             f"point is one ratio over {over}, computed once; differences between layers or models are not tested.")
+
+
+def _pick(values, layers, higher_is_better=True) -> dict:
+    """The best entry of a per-layer curve (never on an undefined value; a flat curve has none) and
+    the last entry, as ``{"best_layer", "best", "last_layer", "last", "note"}``."""
+    v = np.array([np.nan if x is None else x for x in values], dtype=float)
+    out = {"best_layer": None, "best": None, "last_layer": layers[-1] if layers else None,
+           "last": None if not len(v) or not np.isfinite(v[-1]) else float(v[-1]), "note": ""}
+    if len(v) == 1:
+        out.update(best_layer=layers[0], best=out["last"])
+        return out
+    try:
+        _, j, value = best_cell(v[None, :], higher_is_better=higher_is_better)
+        out.update(best_layer=layers[j], best=float(value))
+    except (NoBestCell, ValueError) as exc:
+        out["note"] = str(exc)
+    return out
+
+
+def temporal_data(con, ds) -> dict | None:
+    """The temporal section's data: Test of Time, reorder negatives, arrow of time, and where video
+    and text share a space, chiral choice (V2T), time reversal (T2V), chiral-gallery mAP, negated
+    queries and the same-space summary (best layer by text-to-video mAP, modality gap there). None
+    when the dataset has none of them."""
+    tp = study(con, "temporal", ds) or {}
+    same = same_space_studies(con, ds)
+    out = {
+        "test_of_time": [{"vision": e["vision"], "text": e["text"],
+                          "alignment": {k: v["value"] for k, v in e["alignment"].items()},
+                          "first_neighbours": e["first_neighbours"],
+                          "notes": {k: v["reason"] for k, v in e["alignment"].items() if v.get("reason")}}
+                         for e in tp.get("test_of_time", [])],
+        "reorder": tp.get("reorder", []), "arrow_of_time": tp.get("arrow_of_time", []),
+        "notes": tp.get("notes", [])}
+    for key in ("chiral", "time_reversal"):
+        out[key] = [{"video": e["video"], "text": e["text"], "space": e["space"], "n_items": e.get("n_items"),
+                     "per_layer": e["per_layer"], "layers": e["layers_a"], **_pick(e["per_layer"], e["layers_a"])}
+                    for e in tp.get(key, []) if "layers_a" in e]
+    # one query per action (TARA's protocol) under the setting's name; the item-query variant labelled
+    out["chiral_gallery"] = [{"video": e["video"], "text": e["text"], "space": e["space"],
+                              "n_queries": e.get("n_queries"), "n_item_queries": e.get("n_item_queries"),
+                              "queries": e.get("queries", "item"),
+                              "settings": {s: _pick(v, e["layers_a"]) for s, v in e["map"].items()},
+                              "settings_item_queries": {s: _pick(v, e["layers_a"])
+                                                        for s, v in (e.get("map_item_queries") or {}).items()}}
+                             for e in tp.get("chiral_gallery", [])]
+    out["negation"] = [{"video": e["video"], "text": e["text"], "space": e["space"], "n_queries": e.get("n_queries"),
+                        "recall": {k: _pick(v, e["layers_a"]) for k, v in e["recall"].items()}}
+                       for e in tp.get("negation", [])]
+    out["same_space"] = []
+    for r in same:
+        p = r["payload"]
+        m = p["metrics"]
+        pick = _pick(m["map_t2v"]["values"], p["layers_a"])
+        at = p["layers_a"].index(pick["best_layer"]) if pick["best_layer"] is not None else None
+        gap = m["modality_gap"]["values"]
+        out["same_space"].append({"pair": pair_label(r["subject"], p), "map_t2v": pick,
+                                  "recall@1_t2v_at_best": None if at is None else m["recall@1_t2v"]["values"][at],
+                                  "modality_gap_at_best": None if at is None else gap[at],
+                                  "modality_gap_last": gap[-1]})
+    if not any(out[k] for k in ("test_of_time", "reorder", "arrow_of_time", "chiral", "time_reversal",
+                                "chiral_gallery", "negation", "same_space")):
+        return None
+    return out
+
+
+#: why the section is empty
+OMITTED = "no temporal probes for this dataset"
+
+#: the captions of the section's two reorder charts
+REORDER_CAPTIONS = ("reorder negatives: positive vs negative at the positive's best layer pair (95% paired bootstrap "
+                    "intervals over items, conditional on the pair; dashed: chance k/(N−1))",
+                    "reorder negatives: drop = positive − negative (95% interval; rule at 0)")
+
+
+def section(con, dataset, *, models=None, references=None) -> Section:
+    """The Temporal probes page's section: ``data`` the probes' numbers (:func:`temporal_data`; None
+    when the dataset has none), ``charts`` the two reorder charts (:func:`reorder_charts`, 360 px
+    wide), ``notes`` the study's notes, one line per reason. ``models`` and ``references`` are accepted
+    for the report's loop and not used: every probed pair is shown."""
+    data = temporal_data(con, dataset)
+    if not data:
+        return Section(None, omitted=OMITTED)
+    reorder = temporal_view({"reorder": data["reorder"]})["reorder"]
+    return Section(data, charts=tuple((title, chart.properties(width=360))
+                                      for chart, title in zip(reorder_charts(reorder), REORDER_CAPTIONS)),
+                   notes=tuple(collapse_notes(data["notes"])))
