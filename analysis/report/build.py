@@ -21,11 +21,7 @@ from analysis.methods.scaling import undetermined_params
 from analysis.storage import results as R
 from analysis.studies import stored_settings
 from analysis.studies.context import Settings
-from analysis.views import downstream as downstream_view
-from analysis.views import paper_figures as paper_figures_view
-from analysis.views import predictors as predictors_view
-from analysis.views import probes as probes_view
-from analysis.views import temporal as temporal_view
+from analysis.views import downstream, paper_figures, predictors, probes, temporal
 from analysis.views.heatmap import grid_chart
 from analysis.views.null import grid_null_within
 from analysis.views.rankme_cap import rankme_cap_text, rankme_capped
@@ -99,11 +95,11 @@ OMITTED = {
     "scaling": ("no scaling fits (needs vision×text pairs at several n_f and n_c settings, then "
                 "`layerscope analyze`)"),
     "model_map": MODEL_MAP_OMITTED,
-    "downstream": downstream_view.OMITTED,
-    "probes": probes_view.OMITTED,
-    "predictors": predictors_view.OMITTED,
-    "temporal": temporal_view.OMITTED,
-    "paper_figures": paper_figures_view.OMITTED,
+    "downstream": downstream.OMITTED,
+    "probes": probes.OMITTED,
+    "predictors": predictors.OMITTED,
+    "temporal": temporal.OMITTED,
+    "paper_figures": paper_figures.OMITTED,
 }
 
 
@@ -262,9 +258,9 @@ def _page(section):
 
 #: every section after the summary, in the report's order: each returns ``(data or None, [(title, spec)])``
 _SECTION_BUILDERS = {"heatmaps": _heatmaps, "layer_curves": _layer_curves, "scaling": _scaling,
-                     "model_map": _model_map, "downstream": _page(downstream_view.section),
-                     "probes": _page(probes_view.section), "predictors": _page(predictors_view.section),
-                     "temporal": _page(temporal_view.section), "paper_figures": _page(paper_figures_view.section)}
+                     "model_map": _model_map, "downstream": _page(downstream.section), "probes": _page(probes.section),
+                     "predictors": _page(predictors.section), "temporal": _page(temporal.section),
+                     "paper_figures": _page(paper_figures.section)}
 
 
 def _provenance(scope: _Scope, runs, ov) -> dict:

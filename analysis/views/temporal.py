@@ -210,11 +210,16 @@ def _pick(values, layers, higher_is_better=True) -> dict:
     return out
 
 
-def temporal_data(con, ds) -> dict | None:
+#: the temporal section's probes: with none of them the section is omitted
+_PROBES = ("test_of_time", "reorder", "arrow_of_time", "chiral", "time_reversal", "chiral_gallery", "negation",
+           "same_space")
+
+
+def temporal_data(con, ds) -> dict:
     """The temporal section's data: Test of Time, reorder negatives, arrow of time, and where video
     and text share a space, chiral choice (V2T), time reversal (T2V), chiral-gallery mAP, negated
-    queries and the same-space summary (best layer by text-to-video mAP, modality gap there). None
-    when the dataset has none of them."""
+    queries and the same-space summary (best layer by text-to-video mAP, modality gap there), with
+    the study's ``notes``; each probe's list empty when the dataset has none."""
     tp = study(con, "temporal", ds) or {}
     same = same_space_studies(con, ds)
     out = {
@@ -251,9 +256,6 @@ def temporal_data(con, ds) -> dict | None:
                                   "recall@1_t2v_at_best": None if at is None else m["recall@1_t2v"]["values"][at],
                                   "modality_gap_at_best": None if at is None else gap[at],
                                   "modality_gap_last": gap[-1]})
-    if not any(out[k] for k in ("test_of_time", "reorder", "arrow_of_time", "chiral", "time_reversal",
-                                "chiral_gallery", "negation", "same_space")):
-        return None
     return out
 
 
@@ -269,12 +271,14 @@ REORDER_CAPTIONS = ("reorder negatives: positive vs negative at the positive's b
 def section(con, dataset, *, models=None, references=None) -> Section:
     """The Temporal probes page's section: ``data`` the probes' numbers (:func:`temporal_data`; None
     when the dataset has none), ``charts`` the two reorder charts (:func:`reorder_charts`, 360 px
-    wide), ``notes`` the study's notes, one line per reason. ``models`` and ``references`` are accepted
-    for the report's loop and not used: every probed pair is shown."""
+    wide), ``notes`` the study's notes, one line per reason (kept when the section is omitted).
+    ``models`` and ``references`` are accepted for the report's loop and not used: every probed pair
+    is shown."""
     data = temporal_data(con, dataset)
-    if not data:
-        return Section(None, omitted=OMITTED)
+    notes = tuple(collapse_notes(data["notes"]))
+    if not any(data[k] for k in _PROBES):
+        return Section(None, notes=notes, omitted=OMITTED)
     reorder = temporal_view({"reorder": data["reorder"]})["reorder"]
     return Section(data, charts=tuple((title, chart.properties(width=360))
                                       for chart, title in zip(reorder_charts(reorder), REORDER_CAPTIONS)),
-                   notes=tuple(collapse_notes(data["notes"])))
+                   notes=notes)
