@@ -41,11 +41,12 @@ def store_path() -> str:
 
 
 @st.cache_data(show_spinner=False, max_entries=256)
-def cached(name: str, path: str, stamp: tuple, *args, _fn, _wait: float = 2.0):
-    """``_fn(con, *args)`` on a connection opened for this call only. ``name`` (the function's module
-    and name) keys the cache in its place; ``_wait``: seconds to wait for a writer's lock; neither
-    underscored argument is part of the cache key."""
-    return read_store(path, _fn, *args, wait=_wait)
+def cached(name: str, path: str, stamp: tuple, *args, choices: tuple = (), _fn, _wait: float = 2.0):
+    """``_fn(con, *args, **dict(choices))`` on a connection opened for this call only. ``name`` (the
+    function's module and name) keys the cache in its place; ``choices``: keyword arguments as sorted
+    ``(name, value)`` pairs; ``_wait``: seconds to wait for a writer's lock; neither underscored argument
+    is part of the cache key."""
+    return read_store(path, _fn, *args, wait=_wait, **dict(choices))
 
 
 @st.cache_data(show_spinner=False, max_entries=4)
@@ -154,21 +155,22 @@ def _read(key, fn, saved=None):
     return value
 
 
-def view(fn, *args):
-    """A cached call of the view function ``fn(con, *args)`` (one of :mod:`analysis.views`; a fresh
-    read when the store changed)."""
+def view(fn, *args, **choices):
+    """A cached call of the view function ``fn(con, *args, **choices)`` (one of :mod:`analysis.views`;
+    ``choices``: a section's page choices, by keyword; a fresh read when the store changed)."""
     path = store_path()
-    return _read((_name(fn), path, args), lambda: _cached_view(fn, path, *args),
-                 lambda: _cached_view(fn, str(snapshot(path)), *args))
+    kw = tuple(sorted(choices.items()))
+    return _read((_name(fn), path, args, kw), lambda: _cached_view(fn, path, *args, choices=kw),
+                 lambda: _cached_view(fn, str(snapshot(path)), *args, choices=kw))
 
 
 def _name(fn) -> str:
     return f"{fn.__module__}.{fn.__qualname__}"
 
 
-def _cached_view(fn, path: str, *args):
+def _cached_view(fn, path: str, *args, choices: tuple = ()):
     """:func:`cached` of ``fn`` on the store at ``path``, keyed by the function's name and the store's stamp."""
-    return cached(_name(fn), path, store_stamp(path), *args, _fn=fn, _wait=_wait(path))
+    return cached(_name(fn), path, store_stamp(path), *args, choices=choices, _fn=fn, _wait=_wait(path))
 
 
 def report_files() -> dict[str, str]:

@@ -23,7 +23,9 @@ from analysis.views.layers import (axis_label_expr, layer_label, layer_order, re
                                    names_of)
 from analysis.views.verdicts import VERDICT_RULE, verdicts  # noqa: F401
 from analysis.views.scaling import SATURATING_TITLE, drawn_forms, saturating_param_rows, scaling_heading, scaling_fit_lines, scaling_subjects, scaling_view, scaling_panels, scaling_title, scaling_uncertainty_text, budget_lists  # noqa: F401
-from analysis.views.studies import model_map_view, downstream_view, scatter_frame, fit_line_verdict, MIN_LINE_N, temporal_view, tot_chart, tot_uncertainty_text, arrow_uncertainty_text, model_map_charts, reorder_charts, reorder_drop_text  # noqa: F401
+from analysis.views.studies import model_map_view, model_map_charts  # noqa: F401
+from analysis.views.downstream import downstream_view, scatter_frame, fit_line_verdict, MIN_LINE_N  # noqa: F401
+from analysis.views.temporal import temporal_view, tot_chart, tot_uncertainty_text, arrow_uncertainty_text, reorder_charts, reorder_drop_text  # noqa: F401
 from analysis.views.neighbours import items, runs_for_neighbours, neighbours  # noqa: F401
 from analysis.views.predictors import predictor_task_label, predictors_tables, predictor_matrix, rho_chart  # noqa: F401
 from analysis.views.embedding_map import embedding_maps, MAX_COLOUR_LEVELS, categorical_metadata, embedding_map_points, map_command, map_modality_gap, gap_text  # noqa: F401
