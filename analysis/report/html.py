@@ -12,6 +12,7 @@ from analysis.report.paper_figures import paper_figures_html
 from analysis.report.text import (PROBES_TEXT, RANKING_TEXT, SECTIONS, alignment_heading, fabricated_text, fmt,
                                   null_cell, reorder_report_rows, scaling_rows)
 from analysis.storage import results as R
+from analysis.views.temporal import reorder_drop_text, temporal_view
 from analysis.views.verdicts import VERDICT_WORDS, missing_text
 
 
@@ -187,8 +188,8 @@ def _temporal_html(t) -> str:
         parts.append("<h4>Reorder negatives</h4><p class='muted'>Positive and time-reordered negative captions "
                      "scored at the positive's best layer pair (chosen once on all items); 95% paired bootstrap "
                      "intervals over items, conditional on that pair.</p>" + _table_html(reorder_report_rows(t["reorder"])))
-        df = views.temporal_view({"reorder": t["reorder"]})["reorder"]
-        parts += [f"<p class='note'>{_e(line)}</p>" for line in views.reorder_drop_text(df)]
+        df = temporal_view({"reorder": t["reorder"]})["reorder"]
+        parts += [f"<p class='note'>{_e(line)}</p>" for line in reorder_drop_text(df)]
 
     def curve_rows(entries, what):
         return [{"pair": f"{e['video']} × {e['text']} ({e['space']})", "probe": what, "best layer": e["best_layer"],

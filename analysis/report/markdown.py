@@ -24,6 +24,7 @@ import re
 
 from analysis import views
 from analysis.report.text import RANKING_TEXT, PROBES_TEXT, alignment_heading, fabricated_text, fmt, null_cell, scaling_rows
+from analysis.views.temporal import reorder_drop_text, temporal_view
 from analysis.views.text import WORD_JOINER
 from analysis.views.verdicts import VERDICT_WORDS, missing_text
 
@@ -107,8 +108,8 @@ def render_markdown(report: dict) -> str:
         t = d["sections"].get("temporal") or {}
         probes = (("chiral", "chiral choice (video → caption)"), ("time_reversal", "time reversal (caption → video)"))
         if t.get("reorder"):
-            df = views.temporal_view({"reorder": t["reorder"]})["reorder"]
-            lines += [f"- reorder negatives, {md_inline(line)}" for line in views.reorder_drop_text(df)]
+            df = temporal_view({"reorder": t["reorder"]})["reorder"]
+            lines += [f"- reorder negatives, {md_inline(line)}" for line in reorder_drop_text(df)]
         for key, what in probes:
             for c in t.get(key, []):
                 lines.append(f"- {what}, {md_inline(c['video'])} × {md_inline(c['text'])} ({md_inline(c['space'])}): "

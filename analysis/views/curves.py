@@ -74,19 +74,13 @@ def layer_choices(con, dataset) -> dict:
 
 def alignment_sources(p: dict, curves, grids: list, by_id: dict) -> dict:
     """``{"alignment with REF": (grid, model is A)}``: the mutual k-NN grid behind each alignment
-    curve of one layer-choice payload (its stored source, else the grid of the payload's run against
-    the reference's largest setting, for payloads written before sources were kept)."""
+    curve of one layer-choice payload (its stored source)."""
     run_id = (p.get("setting") or {}).get("run_id")
     found = {}
     for metric in curves:
         if not metric.startswith("alignment with "):
             continue
-        ref = metric.removeprefix("alignment with ")
         g = by_id.get((p.get("sources") or {}).get(metric))
-        if g is None:
-            cands = [g for g in grids if (g["run_a"] == run_id and g["model_b"] == ref)
-                     or (g["run_b"] == run_id and g["model_a"] == ref)]
-            g = max(cands, key=lambda g: ((g["n_frames"] or 0), (g["n_captions"] or 0)), default=None)
         if g is not None:
             found[metric] = (g, g["run_a"] == run_id)
     return found
@@ -350,7 +344,7 @@ def metric_curves(data: pd.DataFrame, metric: str, *, dataset: str, chosen, choi
 
 
 #: why the report's layer-curves section is empty, naming the command that would fill it
-CURVES_OMITTED = "no per-layer profiles (run `layerscope analyze`)"
+OMITTED = "no per-layer profiles (run `layerscope analyze`)"
 
 
 def section(con, dataset, *, models=None, references=None, metrics=None) -> Section:
@@ -360,10 +354,10 @@ def section(con, dataset, *, models=None, references=None, metrics=None) -> Sect
     chart). ``metrics``: the curves to draw (the page's pick, alignment curves included); None: every
     profile metric, by name, as the report shows them. A curve with no defined value is not drawn.
     ``references`` is accepted for the common section signature (the alignment curves' references
-    were fixed by the analysis). Omitted (:data:`CURVES_OMITTED`) when the dataset has no profiles."""
+    were fixed by the analysis). Omitted (:data:`OMITTED`) when the dataset has no profiles."""
     prof = profiles_long(con, dataset)
     if not len(prof):
-        return Section(None, omitted=CURVES_OMITTED)
+        return Section(None, omitted=OMITTED)
     chosen = section_models(con, models)
     prof = prof[prof["model"].isin(chosen)]
     charts, notes = metric_charts(con, dataset, prof, chosen, metrics)

@@ -245,7 +245,7 @@ def heat_chart(frame, grid, title, color_title, a_name, b_name, *, layer_names: 
 
 
 #: why the report's heatmap section is empty, naming the command that would fill it
-HEATMAPS_OMITTED = ("no vision×text or text×text grids for the chosen models against a text reference (run "
+OMITTED = ("no vision×text or text×text grids for the chosen models against a text reference (run "
                     "`layerscope analyze`; a text×text grid needs two text models at one n_c)")
 #: a grid's pair kind in words, as the section's chart titles and the report's tables write it
 KIND_WORDS = {"vision_text": "vision×text", "vision_vision": "vision×vision", "text_text": "text×text"}
@@ -297,14 +297,14 @@ def section(con, dataset, *, models=None, references=None, result_ids=None, doma
     ``references`` (None: the dataset's text models) at its largest setting (:func:`heat_grids`).
     ``result_ids``: the stored grids to show instead, in that order (the page's pick); ``domain``:
     ``(min, max)`` of a colour scale shared with another grid (None: each grid its own).
-    Omitted (:data:`HEATMAPS_OMITTED`) when there is no grid to show."""
+    Omitted (:data:`OMITTED`) when there is no grid to show."""
     if result_ids is not None:
         heat = [g for rid in result_ids for g in R.read_grids(con, result_id=rid)]
     else:
         grids = R.read_grids(con, current=True, dataset=dataset) if has_table(con, "result_grids") else []
         heat = heat_grids(grids, section_models(con, models), section_references(con, dataset, references))
     if not heat:
-        return Section(None, omitted=HEATMAPS_OMITTED)
+        return Section(None, omitted=OMITTED)
     data = [grid_entry(g) for g in heat]
     labels, layer_names = model_labels(con), run_layer_names(con, dataset)
     n_items = dataset_context(con, dataset)["n_items"]

@@ -253,7 +253,7 @@ def budget_lists(points: pd.DataFrame) -> list[str]:
 
 
 #: why the report's scaling section is empty, naming the command that would fill it
-SCALING_OMITTED = ("no scaling fits (needs vision×text pairs at several n_f and n_c settings, then "
+OMITTED = ("no scaling fits (needs vision×text pairs at several n_f and n_c settings, then "
                    "`layerscope analyze`)")
 
 
@@ -263,7 +263,7 @@ def section(con, dataset, *, models=None, references=None) -> Section:
     panels (:func:`scaling_panels`, titled by :func:`scaling_title`) of each subject where a law is
     drawn, captioned ``"scaling: A × B, against n_f"`` and ``"… against n_c"``. ``references`` is
     accepted for the common section signature (each fit's partner was fixed by the analysis).
-    Omitted (:data:`SCALING_OMITTED`) when no chosen model has a mutual k-NN fit."""
+    Omitted (:data:`OMITTED`) when no chosen model has a mutual k-NN fit."""
     chosen, labels = section_models(con, models), model_labels(con)
     fits, charts = [], []
     for subject in scaling_subjects(con, dataset):
@@ -277,7 +277,7 @@ def section(con, dataset, *, models=None, references=None) -> Section:
                 charts += [(f"scaling: {a} × {b}, against {what}", chart)
                            for what, chart in (("n_f", by_frames), ("n_c", by_captions))]
     if not fits:
-        return Section(None, omitted=SCALING_OMITTED)
+        return Section(None, omitted=OMITTED)
     return Section(fits, charts=tuple(charts))
 
 
