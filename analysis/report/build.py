@@ -23,7 +23,7 @@ from analysis.report.paper_figures import paper_figures_section
 from analysis.storage import results as R
 from analysis.studies import stored_settings
 from analysis.studies.context import Settings
-from analysis.views.heatmap import grid_chart
+from analysis.views.heatmap import best_grid, grid_chart
 from analysis.views.null import grid_null_within
 from analysis.views.predictors import predictor_heat_chart
 from analysis.views.rankme_cap import rankme_cap_text, rankme_capped
@@ -147,7 +147,7 @@ def _summary(scope: _Scope, run_models: set) -> dict:
                                                                   "final_shortfall")}
             entry["agreement"] = c["agreement"]
         for ref in scope.refs:
-            g = _best_grid(scope.grids, m, ref) if ref != m else None
+            g = best_grid(scope.grids, m, ref) if ref != m else None
             if g is None:
                 continue
             entry["alignment"][ref] = _alignment_entry(g, m)
@@ -191,7 +191,7 @@ def _heat_grids(grids, chosen, refs) -> list[dict]:
     heat = []
     for m in chosen:
         for ref in refs:
-            g = _best_grid(grids, m, ref) if m != ref else None
+            g = best_grid(grids, m, ref) if m != ref else None
             if g is not None and all(h["result_id"] != g["result_id"] for h in heat):
                 heat.append(g)
     return heat
@@ -342,22 +342,6 @@ def rankme_cap_notes(con, models: list[dict], n_items: int) -> list[str]:
             capped.append((m["label"], float(pick["value"])))
     text = rankme_cap_text(capped, n_items)
     return [text] if text else []
-
-
-def _best_grid(grids, m, ref):
-    """The mutual k-NN grid of m against ref's text side at the largest setting stored: ``m``'s vision
-    side × ``ref`` (vision×text), else the two text models' grid (text×text, either orientation: a
-    text-only store's heatmaps), else, as before text×text grids existed, ``ref``'s vision side × ``m``."""
-    def cands(ok):
-        return [g for g in grids if g["metric"] == "mutual_knn" and ok(g, g.get("pair_kind", "vision_text"))]
-
-    for ok in (lambda g, kind: kind == "vision_text" and (g["model_a"], g["model_b"]) == (m, ref),
-               lambda g, kind: kind == "text_text" and {g["model_a"], g["model_b"]} == {m, ref},
-               lambda g, kind: kind == "vision_text" and (g["model_a"], g["model_b"]) == (ref, m)):
-        found = cands(ok)
-        if found:
-            return max(found, key=lambda g: ((g["n_frames"] or 0), (g["n_captions"] or 0)))
-    return None
 
 
 def _spec(chart) -> dict:

@@ -241,3 +241,19 @@ def heat_chart(frame, grid, title, color_title, a_name, b_name, *, layer_names: 
             text="label:N", color=alt.condition(alt.datum.dark, alt.value("white"), alt.value("black")),
             tooltip=tips))
     return alt.layer(*layers).properties(height=420, title=title)
+
+
+def best_grid(grids, m, ref):
+    """The mutual k-NN grid of m against ref's text side at the largest setting stored: ``m``'s vision
+    side × ``ref`` (vision×text), else the two text models' grid (text×text, either orientation: a
+    text-only store's heatmaps), else, as before text×text grids existed, ``ref``'s vision side × ``m``."""
+    def cands(ok):
+        return [g for g in grids if g["metric"] == "mutual_knn" and ok(g, g.get("pair_kind", "vision_text"))]
+
+    for ok in (lambda g, kind: kind == "vision_text" and (g["model_a"], g["model_b"]) == (m, ref),
+               lambda g, kind: kind == "text_text" and {g["model_a"], g["model_b"]} == {m, ref},
+               lambda g, kind: kind == "vision_text" and (g["model_a"], g["model_b"]) == (ref, m)):
+        found = cands(ok)
+        if found:
+            return max(found, key=lambda g: ((g["n_frames"] or 0), (g["n_captions"] or 0)))
+    return None
