@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from analysis import views
 from analysis.null import beyond_chance, null_label
+from analysis.views.studies import temporal_view
 
 #: the report's sections, in its order (the summary first)
 SECTIONS = ("summary", "heatmaps", "layer_curves", "scaling", "model_map", "downstream", "probes", "predictors",
@@ -76,7 +76,7 @@ def scaling_rows(fits) -> list[dict]:
 
 def reorder_report_rows(entries) -> list[dict]:
     """The reorder probe as report table rows: pair, layers, each value with its 95% interval, chance."""
-    df = views.temporal_view({"reorder": entries})["reorder"]
+    df = temporal_view({"reorder": entries})["reorder"]
 
     def ci(r, v):
         lo, hi = r[f"{v}_low"], r[f"{v}_high"]
