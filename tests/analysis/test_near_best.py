@@ -2,7 +2,7 @@
 
 import numpy as np
 
-from analysis.views import grid_long, near_best_cells
+from analysis.views.heatmap import grid_long, near_best_cells
 
 
 def _grid(G, best, ci, metric="mutual_knn", flags=None):

@@ -230,7 +230,7 @@ def _entry(name, drop_ci, **extra):
 
 
 def test_the_reorder_view_keeps_every_interval_and_says_when_one_is_missing():
-    from analysis.views import reorder_drop_text, temporal_view
+    from analysis.views.studies import reorder_drop_text, temporal_view
 
     old = _entry("old", None)
     del old["intervals"]  # a row stored before the intervals existed
@@ -257,7 +257,7 @@ def test_the_reorder_view_keeps_every_interval_and_says_when_one_is_missing():
 def test_the_reorder_charts_draw_error_bars_only_where_an_interval_exists():
     import vl_convert as vlc
 
-    from analysis.views import reorder_charts, temporal_view
+    from analysis.views.studies import reorder_charts, temporal_view
 
     tied = _entry("tied", None)
     tied["intervals"] = {"positive": None, "negative": None, "drop": None, "chance": 0.25, "n_valid": 0,
