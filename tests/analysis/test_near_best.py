@@ -1,4 +1,4 @@
-"""Heatmap cells that the best cell's interval cannot tell apart from it (views.near_best_cells)."""
+"""Heatmap cells that the best cell's interval cannot tell apart from it (analysis.views.heatmap.near_best_cells)."""
 
 import numpy as np
 
