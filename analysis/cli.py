@@ -134,6 +134,7 @@ def cmd_downstream_export(args) -> int:
 
     from analysis.storage.downstream_export import export_csv, export_rows
     from analysis.storage.store import connect
+    from analysis.views.store_info import stale_results
 
     store = Path(args.store)
     if args.out != "-":
@@ -144,6 +145,9 @@ def cmd_downstream_export(args) -> int:
             raise UserError(f"--out {args.out} is a folder; name a CSV file")
     con = connect(store, read_only=True)
     try:
+        stale = stale_results(con, args.store)
+        if stale:  # the measured rows come from probe payloads, whose shape follows the analysis version
+            raise UserError(stale)
         text, n = export_csv(con), len(export_rows(con))
     finally:
         con.close()

@@ -42,11 +42,12 @@ def store_path() -> str:
 
 
 @st.cache_data(show_spinner=False, max_entries=256)
-def cached(name: str, path: str, stamp: tuple, *args, _fn, _wait: float = 2.0):
-    """``_fn(con, *args)`` on a connection opened for this call only. ``name`` (the function's module
-    and name) keys the cache in its place; ``_wait``: seconds to wait for a writer's lock; neither
-    underscored argument is part of the cache key."""
-    return read_store(path, _fn, *args, wait=_wait)
+def cached(name: str, path: str, stamp: tuple, *args, choices: tuple = (), _fn, _wait: float = 2.0):
+    """``_fn(con, *args, **dict(choices))`` on a connection opened for this call only. ``name`` (the
+    function's module and name) keys the cache in its place; ``choices``: keyword arguments as sorted
+    ``(name, value)`` pairs; ``_wait``: seconds to wait for a writer's lock; neither underscored argument
+    is part of the cache key."""
+    return read_store(path, _fn, *args, wait=_wait, **dict(choices))
 
 
 @st.cache_data(show_spinner=False, max_entries=4)
@@ -155,21 +156,22 @@ def _read(key, fn, saved=None):
     return value
 
 
-def view(fn, *args):
-    """A cached call of the view function ``fn(con, *args)`` (one of :mod:`analysis.views`; a fresh
-    read when the store changed)."""
+def view(fn, *args, **choices):
+    """A cached call of the view function ``fn(con, *args, **choices)`` (one of :mod:`analysis.views`;
+    ``choices``: a section's page choices, by keyword; a fresh read when the store changed)."""
     path = store_path()
-    return _read((_name(fn), path, args), lambda: _cached_view(fn, path, *args),
-                 lambda: _cached_view(fn, str(snapshot(path)), *args))
+    kw = tuple(sorted(choices.items()))
+    return _read((_name(fn), path, args, kw), lambda: _cached_view(fn, path, *args, choices=kw),
+                 lambda: _cached_view(fn, str(snapshot(path)), *args, choices=kw))
 
 
 def _name(fn) -> str:
     return f"{fn.__module__}.{fn.__qualname__}"
 
 
-def _cached_view(fn, path: str, *args):
+def _cached_view(fn, path: str, *args, choices: tuple = ()):
     """:func:`cached` of ``fn`` on the store at ``path``, keyed by the function's name and the store's stamp."""
-    return cached(_name(fn), path, store_stamp(path), *args, _fn=fn, _wait=_wait(path))
+    return cached(_name(fn), path, store_stamp(path), *args, choices=choices, _fn=fn, _wait=_wait(path))
 
 
 def report_files() -> dict[str, str]:
@@ -313,8 +315,11 @@ def download_chart(chart, name: str):
     cols[1].download_button("Chart (PNG)", png, file_name=f"{name}.png", mime="image/png", key=f"png_{name}")
 
 
-def require_store():
-    """The store path, or a friendly start-here message (and stop) for a missing or empty store."""
+def require_store(*, reads_results: bool = True):
+    """The store path, or a friendly start-here message (and stop) for a missing or empty store.
+    ``reads_results``: the page reads ``layerscope analyze``'s result tables, so it also stops when they
+    were written by another analysis version (:func:`require_current_results`); a page of embeddings
+    only (Neighbours) passes False and keeps working."""
     path = store_path()
     if not os.path.exists(path) or not view(store_info.is_layerscope_store):
         st.info(f"No LayerScope store at {md_escape(path)} yet. Start with the demo (`layerscope demo`), or embed "
@@ -325,7 +330,19 @@ def require_store():
                 "layerscope dashboard --store data/my.duckdb", language="bash")
         st.stop()
     untrained_banner()  # every page starts here: a store of random-weight models says so before any number
+    if reads_results:
+        require_current_results()
     return path
+
+
+def require_current_results():
+    """Stop the page when the store's results were computed by another analysis version: their payloads
+    may have another shape, so none is read; the sentence names the command, and a button runs it."""
+    stale = view(store_info.stale_results, store_path())
+    if stale:
+        st.error(md_escape(stale))
+        background_job("analyze", "Recompute them now, in the background (the store's own settings)")
+        st.stop()
 
 
 def require_results(what: str, available: bool, why: str | None = None):

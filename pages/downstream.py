@@ -1,9 +1,10 @@
 import streamlit as st
 
-from analysis import views
-from analysis.views import downstream_view, md_escape
-from analysis.views.studies import layer_r_chart, scatter_chart
+from analysis.views.downstream import downstream_view, fit_line_verdict, layer_r_chart, scatter_chart
 from analysis.views.probes import CHECK_BADGES, checks_table, probe_chart, probe_checks, probes_long, retrieval_long
+from analysis.views.probes import section as probes_section
+from analysis.views.store_info import study
+from analysis.views.text import md_escape
 from pages._shared import (
     background_job,
     dataset_picker,
@@ -49,9 +50,9 @@ if len(probes):
     scores = list(dict.fromkeys(probes.loc[probes["field"] == field, "score"]))
     score_labels = dict(zip(probes["score"], probes["score_label"]))
     score = pick("Probe", scores, param="pscore", fmt=lambda s: score_labels[s])
-    sel = probes[(probes["field"] == field) & (probes["score"] == score)]
-    chart = probe_chart(sel)
-    if chart is not None:
+    # the report's probes section, its chart narrowed to the chosen field and score
+    probe_section = view(probes_section, dataset, field=field, score=score)
+    for _, chart in probe_section.charts:
         st.altair_chart(chart, width="stretch", key="probe_curves")
         st.caption("Bands: 95% interval over item resamples. Dashed line: the share of the largest class (what "
                    "always answering that class scores). A layer without a point is degenerate (one vector for "
@@ -82,9 +83,9 @@ with st.expander("Import downstream results (CSV: model, task, metric, value, hi
 # stays in view on every rerun and refresh
 background_job("import", "Import and analyse", csv=None if upload is None else upload.getvalue())
 
-payload = view(views.study, "downstream", dataset)
+payload = view(study, "downstream", dataset)
 if payload is None:
-    if view(views.study, "predictors", dataset) is not None:  # per-layer results only: they feed the predictor table
+    if view(study, "predictors", dataset) is not None:  # per-layer results only: they feed the predictor table
         st.info("This dataset's downstream results are per layer: they are correlated layer by layer on the "
                 "Layer predictors page. This page correlates whole-model results (rows without a `layer`).")
         st.page_link(page_path("predictors"), label="Layer predictors →")
@@ -102,7 +103,7 @@ if ok:
     labels = [f"{r['score']} → {r['task']} ({r['task_metric']})" for r in ok]
     i = pick("Scatter", range(len(ok)), param="scatter", fmt=lambda j: labels[j])
     row = ok[i]
-    _, no_line = views.fit_line_verdict(row)
+    _, no_line = fit_line_verdict(row)
     st.altair_chart(scatter_chart(row), width="stretch", key="downstream_scatter")
     ci = (f"95% CI: {row['ci_note']}" if row.get("ci_note")
           else f"95% CI {row['r_ci'][0]:.2f}–{row['r_ci'][1]:.2f}")

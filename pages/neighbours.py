@@ -13,7 +13,7 @@ from pages._tools import frame_strip, neighbour_table
 
 st.title("Neighbours")
 st.caption("An item's nearest items in each model's space at a chosen layer, and which neighbours the spaces share.")
-require_store()
+require_store(reads_results=False)  # embeddings only: results of another analysis version do not matter here
 dataset = dataset_picker()
 items = view(dataset_items, dataset)
 runs = view(runs_for_neighbours, dataset)

@@ -1,11 +1,12 @@
 import streamlit as st
 
-from analysis import views
-from analysis.views.nuance import collapse_notes
-from analysis.views import md_escape
 from analysis.views import caption_baseline as cb
 from analysis.views import paper_figures as pf
 from analysis.views import prompt_compare as pc
+from analysis.views.charts import chart_title, export_name
+from analysis.views.nuance import collapse_notes
+from analysis.views.store_info import model_labels, vision_results_missing
+from analysis.views.text import md_escape
 from pages._shared import (dataset_picker, download_chart, download_data, drop_params, pick, require_results,
                            require_store, view)
 
@@ -18,7 +19,7 @@ st.caption("DR's figures on this store's results, one section each (its own link
 require_store()
 dataset = dataset_picker()
 choices = view(pf.figure_choices, dataset)
-labels = view(views.model_labels)
+labels = view(model_labels)
 SECTIONS = {"fig7": "Fig. 7: 1 vs many captions", "fig11": "Figs. 11/12: vision × text matrix",
             "fig2": "Fig. 2: alignment vs downstream", "fig8": "Fig. 8: long-caption baseline",
             "prompts": "TARA: EOL vs plain prompt", "published": "Published numbers"}
@@ -29,8 +30,8 @@ SECTION_PARAMS = {"fig7": ("metric", "text"), "fig11": ("metric", "budget"), "fi
 drop_params(*{p for ps in SECTION_PARAMS.values() for p in ps} - set(SECTION_PARAMS[section]))
 
 if section not in ("published", "prompts"):
-    require_results("vision × text grids", bool(choices["metrics"]), why=view(views.vision_results_missing, dataset))
-    metric = pick("Metric", choices["metrics"], param="metric", default="mutual_knn", container=st.sidebar)
+    require_results("vision × text grids", bool(choices["metrics"]), why=view(vision_results_missing, dataset))
+    metric = pick("Metric", choices["metrics"], param="metric", default=pf.FIGURE_METRIC, container=st.sidebar)
 
 
 def _notes(fv):
@@ -46,14 +47,14 @@ if section == "fig7":
         st.info(md_escape(fv["error"]))
     else:
         lo, hi = fv["n_c"]
-        title = views.chart_title(f"{metric}: n_c {lo} against n_c {hi}, text model {labels.get(text_model, text_model)}",
-                                  dataset=dataset, labels=labels, models=list(fv["points"]["vision"]))
+        title = chart_title(f"{metric}: n_c {lo} against n_c {hi}, text model {labels.get(text_model, text_model)}",
+                            dataset=dataset, labels=labels, models=list(fv["points"]["vision"]))
         chart = pf.fig7_chart(fv, title=title)
         st.altair_chart(chart, width="content", key="fig7")
         st.markdown(md_escape(pf.fig7_text(fv)))
         _notes(fv)
         st.dataframe(fv["points"], hide_index=True, width="stretch")
-        stem = views.export_name("fig7", dataset, metric, text_model)
+        stem = export_name("fig7", dataset, metric, text_model)
         download_data(fv["points"], stem)
         download_chart(chart, stem)
 elif section == "fig11":
@@ -63,16 +64,16 @@ elif section == "fig11":
     if av["error"]:
         st.info(md_escape(av["error"]))
     else:
-        title = views.chart_title(f"{metric} at n_c {av['n_c']}, each vision model at its largest n_f; cell: best "
-                                  "value (vision layer/text layer)", dataset=dataset, labels=labels,
-                                  models=sorted(set(av["cells"]["vision"]) | set(av["cells"]["text"])))
+        title = chart_title(f"{metric} at n_c {av['n_c']}, each vision model at its largest n_f; cell: best "
+                            "value (vision layer/text layer)", dataset=dataset, labels=labels,
+                            models=sorted(set(av["cells"]["vision"]) | set(av["cells"]["text"])))
         chart = pf.fig11_chart(av, title=title)
         st.altair_chart(chart, width="content", key="fig11")
         st.dataframe(av["table"], hide_index=True, width="stretch")
         st.markdown("**Rank agreement across text encoders.** " + md_escape(pf.agreement_text(av)))
         st.dataframe(pf.agreement_frame(av), hide_index=True, width="stretch")
         _notes(av)
-        stem = views.export_name("fig11", dataset, metric, f"nc{av['n_c']}")
+        stem = export_name("fig11", dataset, metric, f"nc{av['n_c']}")
         download_data(av["table"], stem)
         download_chart(chart, stem)
 elif section == "fig2":
@@ -87,8 +88,8 @@ elif section == "fig2":
     if fv["error"]:
         st.info(md_escape(fv["error"]))
     else:
-        title = views.chart_title(f"{task} against {metric} with {labels.get(text_model, text_model)} (n_c {fv['n_c']})",
-                                  dataset=dataset, labels=labels, models=list(fv["points"]["vision"]))
+        title = chart_title(f"{task} against {metric} with {labels.get(text_model, text_model)} (n_c {fv['n_c']})",
+                            dataset=dataset, labels=labels, models=list(fv["points"]["vision"]))
         chart = pf.fig2_chart(fv, title=title)
         st.altair_chart(chart, width="content", key="fig2")
         st.markdown(md_escape(pf.fig2_text(fv)))
@@ -97,7 +98,7 @@ elif section == "fig2":
                    "points above it, in the task's units.")
         _notes(fv)
         st.dataframe(fv["points"], hide_index=True, width="stretch")
-        stem = views.export_name("fig2", dataset, metric, text_model, task)
+        stem = export_name("fig2", dataset, metric, text_model, task)
         download_data(fv["points"], stem)
         download_chart(chart, stem)
 elif section == "fig8":
@@ -118,9 +119,9 @@ elif section == "fig8":
     else:
         budgets = cb.frame_budgets(fv)
         n_f = int(pick("Frames (n_f)", budgets, param="nf", container=st.sidebar))
-        title = views.chart_title(f"{metric}: {labels.get(vision, vision)} × {labels.get(text_model, text_model)} at "
-                                  f"n_f {n_f}; dashed: the long original caption", dataset=dataset, labels=labels,
-                                  models=[vision, text_model])
+        title = chart_title(f"{metric}: {labels.get(vision, vision)} × {labels.get(text_model, text_model)} at "
+                            f"n_f {n_f}; dashed: the long original caption", dataset=dataset, labels=labels,
+                            models=[vision, text_model])
         chart = cb.fig8_chart(fv, n_f, title=title)
         st.altair_chart(chart, width="content", key="fig8")
         st.markdown(md_escape(cb.fig8_text(fv, n_f)))
@@ -128,7 +129,7 @@ elif section == "fig8":
                    "line and its band: the same text model on each item's one long original caption, scored the same "
                    "way against the same vision run.")
         st.dataframe(fv["baselines"], hide_index=True, width="stretch")
-        stem = views.export_name("fig8", dataset, metric, vision, text_model, f"nf{n_f}")
+        stem = export_name("fig8", dataset, metric, vision, text_model, f"nf{n_f}")
         download_data(fv["sweep"], stem)
         download_chart(chart, stem)
 elif section == "prompts":
@@ -155,13 +156,13 @@ elif section == "prompts":
         st.dataframe(cv["table"], hide_index=True, width="stretch")
         st.caption(md_escape("Prompts: " + "; ".join(f"{m}: {p!r}" for m, p in cv["prompts"].items())
                              + ". 'intervals apart': the two bootstrap intervals do not overlap."))
-        title = views.chart_title(f"modality gap per layer: {fmt(model_a)} against {fmt(model_b)}", dataset=dataset,
-                                  labels=labels, models=[model_a, model_b])
+        title = chart_title(f"modality gap per layer: {fmt(model_a)} against {fmt(model_b)}", dataset=dataset,
+                            labels=labels, models=[model_a, model_b])
         chart = pc.compare_chart(cv, title=title)
         st.altair_chart(chart, width="content", key="prompts")
         st.caption("The gap as a picture: the Embedding map page draws each model's two sides by PCA and t-SNE "
                    "(TARA's Figs. 4, 10, 11) beside UMAP.")
-        stem = views.export_name("prompts", dataset, model_a, model_b)
+        stem = export_name("prompts", dataset, model_a, model_b)
         download_data(cv["table"], stem)
         download_chart(chart, stem)
 else:
@@ -171,4 +172,4 @@ else:
                "`layerscope papers map --store STORE --dataset MYDATASET VATEX`.")
     table = view(pf.published_table)
     st.dataframe(table, hide_index=True, width="stretch")
-    download_data(table, views.export_name("published", dataset))
+    download_data(table, export_name("published", dataset))

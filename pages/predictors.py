@@ -1,10 +1,9 @@
 import streamlit as st
 
-from analysis import views
-from analysis.views.nuance import collapse_notes
-from analysis.views import md_escape, predictor_matrix
-from analysis.views.predictors import layer_results_chart
+from analysis.views.predictors import layer_results_chart, predictor_matrix, predictors_tables, rho_chart
+from analysis.views.predictors import section as predictors_section
 from analysis.views.probes import checks_table, probe_checks
+from analysis.views.text import md_escape
 from pages._shared import (
     dataset_picker,
     download_data,
@@ -28,8 +27,8 @@ st.caption("Which label-free signal predicts which task, layer by layer: Spearma
 require_store()
 dataset = dataset_picker()
 
-data = view(views.predictors_tables, dataset)
-if data is None or not data["tasks"]:
+section = view(predictors_section, dataset)  # the report's predictors section too
+if section.data is None:
     st.info("No per-layer downstream results in this store yet. Measure them with labelled probes "
             f"(`layerscope analyze --store {store_path()} --labels FIELD`: a categorical manifest field), or "
             "import a CSV with a `layer` column (an index, or "
@@ -41,9 +40,10 @@ if data is None or not data["tasks"]:
             f"layerscope analyze --store {store_path()}", language="bash")
     st.stop()
 
-if data["fabricated"]:
-    st.warning("FABRICATED numbers: the downstream results of " + ", ".join(md_escape(t) for t in data["fabricated"])
-               + " were made up by `layerscope demo` to exercise this page. They measure nothing; import your own "
+data = view(predictors_tables, dataset)
+if section.data["fabricated"]:
+    st.warning("FABRICATED numbers: the downstream results of "
+               + ", ".join(md_escape(t) for t in section.data["fabricated"]) + " were made up by `layerscope demo` to exercise this page. They measure nothing; import your own "
                "results to read this table.")
 
 table = data["table"]
@@ -71,6 +71,10 @@ st.dataframe(predictor_matrix(shown, statistic), hide_index=True, width="stretch
 st.caption(f"Cells: {statistic} with its {int((data['level'] or 0.95) * 100)}% bootstrap interval "
            f"({data['n_boot']} resamples of layers within each model); rows ordered by the best rank a signal "
            f"reaches. Runs used: the `{md_escape(data['setting'])}` setting of `--downstream-setting`.")
+for i, (_, chart) in enumerate(section.charts):  # the report's overview: ρ across layers, every signal
+    st.altair_chart(chart, width="content", key=f"pred_heat_{i}")
+st.caption("Colour: ρ across layers of every signal × task on [−1, 1] (blue: a higher signal goes with higher "
+           "results; red: with lower), every signal whatever the choices above.")
 
 task = pick("Task", data["tasks"], param="task")
 rows = shown[shown["task"] == task].sort_values("rank") if len(shown) else shown
@@ -78,7 +82,7 @@ st.subheader(f"Signals for {md_escape(task)}")
 rhos = data["rhos"]
 rhos = rhos[(rhos["task"] == task) & rhos["signal"].isin(set(rows["signal"]))] if len(rhos) and len(rows) else rhos
 if len(rhos) and rhos[rhos["statistic"] == statistic]["rho"].notna().any():
-    st.altair_chart(views.rho_chart(rhos, statistic), width="stretch", key="pred_rho")
+    st.altair_chart(rho_chart(rhos, statistic), width="stretch", key="pred_rho")
     st.caption(f"Filled: the 95% interval excludes 0 (the sign is established); hollow: it includes 0; dashed: "
                f"ρ = 0. {md_escape(statistic)}, {data['n_boot']} resamples of layers within each model.")
 st.dataframe(rows.drop(columns=["task"]), hide_index=True, width="stretch")
@@ -106,7 +110,7 @@ if signals and len(picks):
     else:
         st.caption("This signal has no direction (e.g. LID): shown in the table, not used to pick a layer.")
 
-for note in collapse_notes(data["notes"]):  # one line per reason, counted
+for note in section.notes:  # one line per reason, counted
     st.caption(md_escape(note))
 cols = st.columns(2)
 cols[0].page_link(page_path("curves"), label="Layer curves: the signals per layer", icon=":material/show_chart:")

@@ -1,11 +1,13 @@
 import streamlit as st
 
-from analysis import views
-from analysis.views.nuance import (below_chance_text, choice_charts, collapse_notes, gallery_chart,
-                                   interval_coverage_text, joint_points_chart, negation_chart, nuance_view,
-                                   same_space_chart, same_space_long, undefined_text)
-from analysis.views import md_escape, reorder_charts, reorder_drop_text, temporal_view
-from analysis.views.studies import arrow_chart, first_neighbour_types_chart
+from analysis.views.nuance import (below_chance_text, choice_charts, gallery_chart, interval_coverage_text,
+                                   joint_points_chart, negation_chart, nuance_view, same_space_chart,
+                                   same_space_long, same_space_studies, undefined_text)
+from analysis.views.store_info import dataset_context, study, vision_results_missing
+from analysis.views.temporal import (arrow_chart, arrow_uncertainty_text, first_neighbour_types_chart,
+                                     reorder_drop_text, temporal_view, tot_chart, tot_uncertainty_text)
+from analysis.views.temporal import section as temporal_section
+from analysis.views.text import md_escape
 from pages._shared import (
     dataset_picker,
     download_data,
@@ -21,10 +23,11 @@ st.caption("Does a space encode the order of events? Test of Time alignment, wha
            "share one space, retrieval, the modality gap and the nuanced-retrieval probes.")
 require_store()
 dataset = dataset_picker()
-payload = view(views.study, "temporal", dataset)
-same_rows = view(views.same_space_studies, dataset)
+payload = view(study, "temporal", dataset)
+same_rows = view(same_space_studies, dataset)
 require_results("temporal probes for this dataset", payload is not None or bool(same_rows),
-                why=view(views.vision_results_missing, dataset))
+                why=view(vision_results_missing, dataset))
+section = view(temporal_section, dataset)  # the report's temporal section: its reorder charts and notes
 payload = payload or {}
 
 def drawable(df, value_col) -> bool:
@@ -46,9 +49,9 @@ if len(tv["tot"]):
     st.subheader("Test of Time: alignment at k = 1, 2, 3")
     line = undefined_text(tv["tot"], "alignment", "alignment")
     if drawable(tv["tot"], "alignment"):
-        n_items = view(views.dataset_context, dataset)["n_items"]
-        st.altair_chart(views.tot_chart(tv["tot"], n_items=n_items), width="stretch", key="tot_chart")
-        st.caption(md_escape(views.tot_uncertainty_text(n_items)))
+        n_items = view(dataset_context, dataset)["n_items"]
+        st.altair_chart(tot_chart(tv["tot"], n_items=n_items), width="stretch", key="tot_chart")
+        st.caption(md_escape(tot_uncertainty_text(n_items)))
     if line:
         st.caption(md_escape(line))
     st.subheader("First neighbour types")
@@ -65,7 +68,7 @@ if len(tv["reorder"]):
                "own items, copies of an item never each other's neighbours), conditional on that layer pair; "
                "dashed rule: chance k/(N−1). Second chart: the drop (positive − negative) with its interval and "
                "a rule at 0.")
-    for i, chart in enumerate(reorder_charts(tv["reorder"])):
+    for i, (_, chart) in enumerate(section.charts):
         st.altair_chart(chart, width="stretch", key="reorder_chart" if i == 0 else "reorder_drop_chart")
     for line in reorder_drop_text(tv["reorder"]):
         st.caption(md_escape(line))
@@ -74,7 +77,7 @@ if len(tv["arrow"]):
     st.subheader("Arrow of time: displacement under reversal / spread between videos")
     if drawable(tv["arrow"], "arrow_of_time"):
         st.altair_chart(arrow_chart(tv["arrow"]), width="stretch", key="arrow_chart")
-        st.caption(md_escape(views.arrow_uncertainty_text(view(views.dataset_context, dataset)["n_items"])))
+        st.caption(md_escape(arrow_uncertainty_text(view(dataset_context, dataset)["n_items"])))
     line = undefined_text(tv["arrow"], "arrow-of-time", "arrow_of_time")
     if line:
         st.caption(md_escape(line))
@@ -149,5 +152,5 @@ if len(nv["negation"]):
         st.altair_chart(joint, width="stretch", key="negation_joint_chart")
     notes_of(nv["negation"], "negated-query")
     download_data(nv["negation"], "negated_queries")
-for note in collapse_notes(tv["notes"]):  # one line per reason, counted
+for note in section.notes:  # one line per reason, counted
     st.caption(md_escape(note))

@@ -58,6 +58,7 @@ SLOW_MODULES = {
     "tests/precompute/test_manage.py": _CLI,
     "tests/precompute/test_run_tags.py": _CLI,
     "tests/precompute/test_caption_baseline.py": _CLI,
+    "tests/test_stale_results_refused.py": _ANALYSES,
 }
 
 

@@ -77,6 +77,18 @@ def write_store(path, *, n: int = 12, models=("vis", "txt"), dataset: str = "toy
     return ids
 
 
+def put_analysis_version(con, version=None) -> None:
+    """Record ``version`` (default: this :data:`analysis.studies.ANALYSIS_VERSION`) as the analysis that
+    wrote the store's result tables, as ``analyze`` does; ``version=False`` deletes the record. A store
+    whose result rows are written by hand needs it, or every reader refuses them as another version's."""
+    from analysis.studies import ANALYSIS_VERSION
+
+    con.execute("DELETE FROM meta WHERE key = 'analysis_version'")
+    if version is not False:
+        con.execute("INSERT INTO meta VALUES ('analysis_version', ?)",
+                    [str(ANALYSIS_VERSION if version is None else version)])
+
+
 def _same_nan(value):
     """NaN as a marker, so results compare exactly (nan != nan)."""
     if isinstance(value, float) and value != value:
@@ -141,6 +153,7 @@ def write_scaling_studies(con, dataset: str = "toy", n_items: int = 101, grids=N
         R.put_study(con, result_id=subject, study="scaling", dataset=dataset, subject=subject,
                     params={"metric": metric, "k": 10, "n_boot": 0},
                     payload=fit_subject(None, "ra", metric, {"k": 10}, points, 0, 0), input_key="x")
+    put_analysis_version(con)
 
 NUANCE_ITEMS, NUANCE_DIM = 40, 8
 #: even items have a negated (true) caption as their negative; odd items a temporal opposite
@@ -165,6 +178,7 @@ def write_verdicts(con, dataset: str) -> None:
             found[name] = (g, g["run_a"] == run["run_id"])
         R.put_study(con, result_id=f"verdict-{key}", study=STUDY, dataset=dataset, subject=key, params={},
                     payload=decide(dataset, key, p, run, found, random, models), input_key="hand")
+    put_analysis_version(con)  # as analyze leaves it: hand-written rows are this version's
 
 
 def _nuance_arrays():
@@ -416,6 +430,7 @@ def write_paper_store(path, dataset: str = "mine") -> None:
                     params={"metric": "mutual_knn", "k": 10, "n_boot": 0},
                     payload=fit_subject(None, "vmae-f16", "mutual_knn", {"k": 10}, SCALING_GRIDS["v|law|mutual_knn"], 0, 0),
                     input_key="x")
+        put_analysis_version(con)
     finally:
         con.close()
 

@@ -4,6 +4,7 @@ for one store and one selection, the Vega-Lite spec a page draws equals the one 
 Overview's verdict lines are the report's opening, read from the same section."""
 
 import json
+import math
 import re
 from urllib.parse import parse_qs
 
@@ -82,6 +83,62 @@ def test_the_report_scaling_panels_are_the_scaling_pages_charts(demo_like, monke
 def test_the_report_model_map_is_the_model_map_pages_charts(demo_like, monkeypatch, report_charts):
     _, pages = page_specs(demo_like, monkeypatch, "model_map")
     assert pages == [comparable(s) for _, s in report_charts["model_map"]] and len(pages) == 2
+
+
+
+def rows(records) -> list[str]:
+    """A chart's data rows, comparable across Streamlit's Arrow copy and the report's inline JSON:
+    each row as sorted JSON, an undefined value as null, numbers to 9 significant digits."""
+    def cell(v):
+        if v is None or (isinstance(v, float) and math.isnan(v)):
+            return None
+        return float(f"{v:.9g}") if isinstance(v, (int, float)) and not isinstance(v, bool) else v
+    return sorted(json.dumps({k: cell(v) for k, v in r.items()}, sort_keys=True, default=str) for r in records)
+
+
+def page_charts(store, monkeypatch, page, params=None) -> list[tuple[dict, list]]:
+    """``(spec, data rows)`` of every chart the page drew (:func:`comparable`, :func:`rows`)."""
+    import pyarrow as pa
+
+    at = app(store, monkeypatch, page, {"dataset": DATASET, **(params or {})})
+    return [(comparable(json.loads(c.proto.spec)),
+             sorted(rows(pa.ipc.open_stream(d.data.data).read_all().to_pandas().to_dict("records"))
+                    for d in c.proto.datasets)) for c in charts(at)]
+
+
+def report_chart(entries, caption) -> tuple[dict, list]:
+    """``(spec, data rows)`` of the report's chart shown under ``caption``."""
+    found = [s for c, s in entries if c == caption]
+    assert len(found) == 1, f"{len(found)} report charts captioned {caption!r}"
+    return comparable(found[0]), sorted(rows(r) for r in found[0].get("datasets", {}).values())
+
+
+#: the report's caption of a probe chart
+PROBE_CAPTION = "{} on {} per layer (bands: 95% item-resampling intervals; dashed: the largest class's share)"
+
+
+def test_the_report_probe_charts_are_the_downstream_pages_chart(demo_like, monkeypatch, report_charts):
+    # the page draws the chosen field and score; the report every accuracy and NMI, this one among them
+    shape = report_chart(report_charts["probes"], PROBE_CAPTION.format("k-NN accuracy (leave-one-out)", "shape"))
+    direction = report_chart(report_charts["probes"], PROBE_CAPTION.format("k-NN accuracy (leave-one-out)",
+                                                                           "direction"))
+    assert shape[1] != direction[1]  # the data tell the two fields apart
+    pages = page_charts(demo_like, monkeypatch, "downstream", {"pfield": "shape", "pscore": "knn_accuracy"})
+    assert shape in pages and direction not in pages
+    pages = page_charts(demo_like, monkeypatch, "downstream", {"pfield": "direction", "pscore": "knn_accuracy"})
+    assert direction in pages and shape not in pages
+
+
+def test_the_report_reorder_charts_are_the_temporal_pages_charts(demo_like, monkeypatch, report_charts):
+    pages = page_charts(demo_like, monkeypatch, "temporal")
+    report = [report_chart(report_charts["temporal"], c) for c, _ in report_charts["temporal"]]
+    assert len(report) == 2 and [p for p in pages if p in report] == report
+
+
+def test_the_report_predictor_overview_is_on_the_predictors_page(demo_like, monkeypatch, report_charts):
+    pages = page_charts(demo_like, monkeypatch, "predictors")
+    ((caption, _),) = report_charts["predictors"]
+    assert report_chart(report_charts["predictors"], caption) in pages
 
 
 def _plain(data) -> str:

@@ -87,7 +87,7 @@ def subset_agreement(A, B, rows, *, k: int = 10) -> SubsetAgreement:
     return SubsetAgreement(value, k / (n - 1), n, k)
 
 
-def knn_probe_correct(X, y, *, k: int = 10) -> np.ndarray:
+def knn_probe_correct(X, y, *, k: int = 10) -> np.ndarray | None:
     """Each item's leave-one-out k-NN probe verdict at one layer.
 
     Args:
@@ -96,12 +96,14 @@ def knn_probe_correct(X, y, *, k: int = 10) -> np.ndarray:
         ``(N,)`` bool: the majority class of the item's k nearest other items (ties by the larger
         summed cosine, then the lower class: :func:`analysis.methods.probes.knn_predictions`, the
         probes study's rule) equals its own class. Its mean is the layer's k-NN probe accuracy.
+        None when the layer is collapsed (every row the same point): its neighbour lists are decided by
+        tie-breaking alone, so no item has a verdict (the probes study calls the accuracy undefined).
     """
     X = as_matrix(X, "X")
     y = np.asarray(y, dtype=np.int64)
     idx = neighbour_lists(X, k)
-    if idx is None:  # a collapsed layer predicts nothing
-        return np.zeros(X.shape[0], dtype=bool)
+    if idx is None:
+        return None
     Xn = l2_normalize(X.astype(np.float64))
     sim = np.einsum("nd,nkd->nk", Xn, Xn[idx])
     return knn_predictions(idx, sim, y, int(y.max()) + 1) == y

@@ -11,22 +11,18 @@ import datetime as dt
 from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
-import pandas as pd
 
 from analysis import __version__
 from analysis import views
 from analysis.methods import grid_compare
 from analysis.methods.scaling import undetermined_params
-from analysis.report.paper_figures import paper_figures_section
 from analysis.storage import results as R
 from analysis.studies import stored_settings
 from analysis.studies.context import Settings
-from analysis.views import store_info
+from analysis.views import downstream, paper_figures, predictors, probes, store_info, temporal
 from analysis.views.heatmap import best_grid, grid_chart
 from analysis.views.neighbours import items as dataset_items
 from analysis.views.overview import section as overview_section
-from analysis.views.predictors import predictor_heat_chart
 from analysis.views.section import Section
 from analysis.views.studies import MODEL_MAP_OMITTED, model_map_section
 
@@ -36,7 +32,11 @@ _KIND_WORDS = {"vision_text": "vision×text", "vision_vision": "vision×vision",
 
 
 def build_report(con, *, store: str, models=None, references=None, datasets=None, command: str = "") -> dict:
-    """Everything the report shows, as plain JSON-able data (numbers straight from the result tables)."""
+    """Everything the report shows, as plain JSON-able data (numbers straight from the result tables).
+    Raises ValueError naming the command when the results were computed by another analysis version."""
+    stale = store_info.stale_results(con, store)
+    if stale:  # their payloads may have another shape: none is read
+        raise ValueError(stale)
     ov = store_info.overview(con, store)
     if ov.get("empty"):
         raise ValueError(f"{store} holds no runs: nothing to report. Run `layerscope demo` or precompute first.")
@@ -78,13 +78,11 @@ OMITTED = {
     "scaling": ("no scaling fits (needs vision×text pairs at several n_f and n_c settings, then "
                 "`layerscope analyze`)"),
     "model_map": MODEL_MAP_OMITTED,
-    "downstream": ("no downstream results (import them with `layerscope downstream import results.csv`, then "
-                   "`layerscope analyze`)"),
-    "probes": "no labelled probes (name a categorical manifest field: `layerscope analyze --labels FIELD`)",
-    "predictors": ("no per-layer downstream results (a `layer` column in the CSV of `layerscope downstream import`, "
-                   "then `layerscope analyze`)"),
-    "temporal": "no temporal probes for this dataset",
-    "paper_figures": "no vision×text grids (needs vision and text runs, then `layerscope analyze`)",
+    "downstream": downstream.OMITTED,
+    "probes": probes.OMITTED,
+    "predictors": predictors.OMITTED,
+    "temporal": temporal.OMITTED,
+    "paper_figures": paper_figures.OMITTED,
 }
 
 
@@ -179,61 +177,19 @@ def _from_view(section: Section):
     return section.data, [(title, _spec(chart)) for title, chart in section.charts]
 
 
-#: the downstream table's columns, as the study stores them
-DOWNSTREAM_COLUMNS = ("task", "task_metric", "score", "n", "pearson_r", "pearson_p", "spearman_rho", "spearman_p",
-                      "p_method", "r_ci", "rho_ci", "ci_note", "higher_is_better", "better", "error")
-
-
-def _downstream(scope: _Scope):
-    """Each imported whole-model downstream result against each score across models."""
-    dsm = views.study(scope.con, "downstream", scope.ds)
-    if not dsm:
-        return None, []
-    return [{k: r.get(k) for k in DOWNSTREAM_COLUMNS} for r in dsm["rows"] if "score" in r], []
-
-
-def _probes(scope: _Scope):
-    """Labelled probes measured per layer, and each verdict's pick against the probe's best layer."""
-    probes = probes_section(scope.con, scope.ds)
-    return (probes["data"], probes["charts"]) if probes else (None, [])
-
-
-def _predictors(scope: _Scope):
-    """Which per-layer signal predicts per-layer downstream results."""
-    pred = predictors_section(scope.con, scope.ds)
-    if not pred:
-        return None, []
-    return pred, [("Spearman ρ across layers: signal × task", _predictors_spec(pred))]
-
-
-#: the captions of the temporal page's two reorder charts, as the report shows them
-REORDER_CAPTIONS = ("reorder negatives: positive vs negative at the positive's best layer pair (95% paired bootstrap "
-                    "intervals over items, conditional on the pair; dashed: chance k/(N−1))",
-                    "reorder negatives: drop = positive − negative (95% interval; rule at 0)")
-
-
-def _temporal(scope: _Scope):
-    """The temporal probes and the shared-space probes, with the temporal page's reorder charts."""
-    temporal = temporal_section(scope.con, scope.ds)
-    if not temporal:
-        return None, []
-    reorder = views.temporal_view({"reorder": temporal["reorder"]})["reorder"]
-    return temporal, [(title, _spec(chart.properties(width=360)))
-                      for chart, title in zip(views.reorder_charts(reorder), REORDER_CAPTIONS)]
-
-
-def _paper_figures(scope: _Scope):
-    """DR's and TARA's figures (:mod:`analysis.report.paper_figures`)."""
-    figures, charts = paper_figures_section(scope.con, scope.ds)
-    if not figures:
-        return None, []
-    return figures, [(title, _spec(chart)) for title, chart in charts]
+def _page(section):
+    """A page's ``section(con, dataset, *, models, references)`` (:class:`~analysis.views.section.Section`)
+    as a report builder: the section for the chosen models and references, through :func:`_from_view`."""
+    def build(scope: _Scope):
+        return _from_view(section(scope.con, scope.ds, models=scope.chosen, references=scope.refs))
+    return build
 
 
 #: every section after the summary, in the report's order: each returns ``(data or None, [(title, spec)])``
 _SECTION_BUILDERS = {"heatmaps": _heatmaps, "layer_curves": _layer_curves, "scaling": _scaling,
-                     "model_map": _model_map, "downstream": _downstream, "probes": _probes,
-                     "predictors": _predictors, "temporal": _temporal, "paper_figures": _paper_figures}
+                     "model_map": _model_map, "downstream": _page(downstream.section), "probes": _page(probes.section),
+                     "predictors": _page(predictors.section), "temporal": _page(temporal.section),
+                     "paper_figures": _page(paper_figures.section)}
 
 
 def _provenance(scope: _Scope, runs, ov) -> dict:
@@ -306,132 +262,6 @@ def scaling_entry(subject: str, sv: dict) -> dict:
             "held_out": sv["held_out"].to_dict(orient="records") if "held_out" in sv else [],
             # the page's parameter table: d_v = 2/α, and DR's Table 1 beside the fit where names are mapped
             "parameter_table": sv["table"].to_dict(orient="records") if "table" in sv else []}
-
-
-def _pick(values, layers, higher_is_better=True) -> dict:
-    """The best entry of a per-layer curve (never on an undefined value; a flat curve has none) and
-    the last entry, as ``{"best_layer", "best", "last_layer", "last", "note"}``."""
-    from analysis.grid import NoBestCell, best_cell
-
-    v = np.array([np.nan if x is None else x for x in values], dtype=float)
-    out = {"best_layer": None, "best": None, "last_layer": layers[-1] if layers else None,
-           "last": None if not len(v) or not np.isfinite(v[-1]) else float(v[-1]), "note": ""}
-    if len(v) == 1:
-        out.update(best_layer=layers[0], best=out["last"])
-        return out
-    try:
-        _, j, value = best_cell(v[None, :], higher_is_better=higher_is_better)
-        out.update(best_layer=layers[j], best=float(value))
-    except (NoBestCell, ValueError) as exc:
-        out["note"] = str(exc)
-    return out
-
-
-def temporal_section(con, ds) -> dict | None:
-    """The report's temporal section: Test of Time, reorder negatives, arrow of time, and where video
-    and text share a space, chiral choice (V2T), time reversal (T2V), chiral-gallery mAP, negated
-    queries and the same-space summary (best layer by text-to-video mAP, modality gap there). None
-    when the dataset has none of them."""
-    from analysis.views.nuance import pair_label, same_space_studies
-
-    tp = views.study(con, "temporal", ds) or {}
-    same = same_space_studies(con, ds)
-    out = {
-        "test_of_time": [{"vision": e["vision"], "text": e["text"],
-                          "alignment": {k: v["value"] for k, v in e["alignment"].items()},
-                          "first_neighbours": e["first_neighbours"],
-                          "notes": {k: v["reason"] for k, v in e["alignment"].items() if v.get("reason")}}
-                         for e in tp.get("test_of_time", [])],
-        "reorder": tp.get("reorder", []), "arrow_of_time": tp.get("arrow_of_time", []),
-        "notes": tp.get("notes", [])}
-    for key in ("chiral", "time_reversal"):
-        out[key] = [{"video": e["video"], "text": e["text"], "space": e["space"], "n_items": e.get("n_items"),
-                     "per_layer": e["per_layer"], "layers": e["layers_a"], **_pick(e["per_layer"], e["layers_a"])}
-                    for e in tp.get(key, []) if "layers_a" in e]
-    # one query per action (TARA's protocol) under the setting's name; the item-query variant labelled
-    out["chiral_gallery"] = [{"video": e["video"], "text": e["text"], "space": e["space"],
-                              "n_queries": e.get("n_queries"), "n_item_queries": e.get("n_item_queries"),
-                              "queries": e.get("queries", "item"),
-                              "settings": {s: _pick(v, e["layers_a"]) for s, v in e["map"].items()},
-                              "settings_item_queries": {s: _pick(v, e["layers_a"])
-                                                        for s, v in (e.get("map_item_queries") or {}).items()}}
-                             for e in tp.get("chiral_gallery", [])]
-    out["negation"] = [{"video": e["video"], "text": e["text"], "space": e["space"], "n_queries": e.get("n_queries"),
-                        "recall": {k: _pick(v, e["layers_a"]) for k, v in e["recall"].items()}}
-                       for e in tp.get("negation", [])]
-    out["same_space"] = []
-    for r in same:
-        p = r["payload"]
-        m = p["metrics"]
-        pick = _pick(m["map_t2v"]["values"], p["layers_a"])
-        at = p["layers_a"].index(pick["best_layer"]) if pick["best_layer"] is not None else None
-        gap = m["modality_gap"]["values"]
-        out["same_space"].append({"pair": pair_label(r["subject"], p), "map_t2v": pick,
-                                  "recall@1_t2v_at_best": None if at is None else m["recall@1_t2v"]["values"][at],
-                                  "modality_gap_at_best": None if at is None else gap[at],
-                                  "modality_gap_last": gap[-1]})
-    if not any(out[k] for k in ("test_of_time", "reorder", "arrow_of_time", "chiral", "time_reversal",
-                                "chiral_gallery", "negation", "same_space")):
-        return None
-    return out
-
-
-def probes_section(con, ds) -> dict | None:
-    """The probes of ``ds``: ``{"data": {"checks": [sentence and numbers per model, field and score],
-    "table": the checks as rows, "per_layer": every stored value}, "charts": [(title, spec)]}`` (the
-    Downstream page's charts), or None when the dataset has no probes."""
-    from analysis.views.probes import checks_table, probe_chart, probe_checks, probes_long
-
-    long = probes_long(con, ds)
-    if not len(long):
-        return None
-    checks = probe_checks(con, ds)
-    keep = ("model", "label", "field", "score", "score_label", "setting", "status", "pick", "best", "last",
-            "default", "pick_vs_best", "outcome", "headline", "sentence")
-    charts = []
-    for (field, score), part in long.groupby(["field", "score"], sort=True):
-        chart = probe_chart(part)
-        if chart is not None and score in ("knn_accuracy", "linear_accuracy", "kmeans_nmi"):
-            charts.append((f"{part['score_label'].iloc[0]} on {field} per layer (bands: 95% item-resampling "
-                           "intervals; dashed: the largest class's share)", _spec(chart)))
-    per_layer = long.drop(columns=["source"]).astype(object).where(long.drop(columns=["source"]).notna(), None)
-    return {"data": {"checks": [{k: c[k] for k in keep} for c in checks],
-                     "table": checks_table(checks).to_dict("records"),
-                     "per_layer": per_layer.to_dict("records")},
-            "charts": charts}
-
-
-#: columns of the predictor table in the report (the page shows them all)
-PREDICTOR_COLUMNS = ("task", "rank", "signal", "kind", "coverage", "interval excludes 0", "ρ across layers",
-                     "interval (layers)", "models with ρ",
-                     "ρ pooled", "interval (pooled)", "layers used", "layers excluded", "higher signal goes with")
-
-
-
-def predictors_section(con, ds) -> dict | None:
-    """The predictor table of ``ds`` (every task × signal, ranked), the truly best layer per model vs
-    its last and ``default`` layer, and per (task, signal) how often its pick is the best layer;
-    None when the store has no per-layer downstream results."""
-    data = views.predictors_tables(con, ds)
-    if data is None or not data["tasks"]:
-        return None
-    table = data["table"]
-    picks = data["picks"]
-    pick_rows = []
-    if len(picks):
-        for (task, signal), g in picks.groupby(["task", "signal"], sort=False):
-            pick_rows.append({"task": task, "signal": signal, "models": len(g), "picks the best": int(g["found best"].sum()),
-                              "mean shortfall vs best": float(g["shortfall vs best"].mean()),
-                              "mean pick vs last": (float(g["pick vs last"].dropna().mean())
-                                                    if g["pick vs last"].notna().any() else None)})
-    return {"fabricated": data["fabricated"], "setting": data["setting"], "level": data["level"],
-            "n_boot": data["n_boot"], "notes": data["notes"],
-            "table": [{c: r.get(c) for c in PREDICTOR_COLUMNS} for r in table.to_dict(orient="records")],
-            "best_layers": data["models"].to_dict(orient="records"), "picks": pick_rows}
-
-
-def _predictors_spec(pred) -> dict:
-    return _spec(predictor_heat_chart(pd.DataFrame(pred["table"])))
 
 
 def report_data(con, store_path: str) -> dict:

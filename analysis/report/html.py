@@ -12,7 +12,7 @@ from analysis.report.text import (PROBES_TEXT, RANKING_TEXT, SECTIONS, alignment
                                   null_cell, reorder_report_rows, scaling_rows)
 from analysis.storage import results as R
 from analysis.views.scaling import SATURATING_TITLE
-from analysis.views.studies import reorder_drop_text, temporal_view
+from analysis.views.temporal import reorder_drop_text, temporal_view
 from analysis.views.verdicts import VERDICT_RULE, VERDICT_WORDS, missing_text
 
 

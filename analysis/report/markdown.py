@@ -24,7 +24,7 @@ import re
 
 from analysis.report.text import RANKING_TEXT, PROBES_TEXT, alignment_heading, fabricated_text, fmt, null_cell, scaling_rows
 from analysis.views.scaling import SATURATING_TITLE
-from analysis.views.studies import reorder_drop_text, temporal_view
+from analysis.views.temporal import reorder_drop_text, temporal_view
 from analysis.views.text import WORD_JOINER
 from analysis.views.verdicts import VERDICT_WORDS, missing_text
 

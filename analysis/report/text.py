@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from analysis.null import beyond_chance, null_label
-from analysis.views.studies import temporal_view
+from analysis.views.temporal import temporal_view
 
 #: the report's sections, in its order (the summary first)
 SECTIONS = ("summary", "heatmaps", "layer_curves", "scaling", "model_map", "downstream", "probes", "predictors",

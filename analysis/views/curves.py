@@ -71,19 +71,13 @@ def layer_choices(con, dataset) -> dict:
 
 def alignment_sources(p: dict, curves, grids: list, by_id: dict) -> dict:
     """``{"alignment with REF": (grid, model is A)}``: the mutual k-NN grid behind each alignment
-    curve of one layer-choice payload (its stored source, else the grid of the payload's run against
-    the reference's largest setting, for payloads written before sources were kept)."""
+    curve of one layer-choice payload (its stored source)."""
     run_id = (p.get("setting") or {}).get("run_id")
     found = {}
     for metric in curves:
         if not metric.startswith("alignment with "):
             continue
-        ref = metric.removeprefix("alignment with ")
         g = by_id.get((p.get("sources") or {}).get(metric))
-        if g is None:
-            cands = [g for g in grids if (g["run_a"] == run_id and g["model_b"] == ref)
-                     or (g["run_b"] == run_id and g["model_a"] == ref)]
-            g = max(cands, key=lambda g: ((g["n_frames"] or 0), (g["n_captions"] or 0)), default=None)
         if g is not None:
             found[metric] = (g, g["run_a"] == run_id)
     return found

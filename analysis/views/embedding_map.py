@@ -14,8 +14,8 @@ from analysis.views.store_info import query_frame, has_table, model_labels
 def embedding_maps(con, dataset) -> pd.DataFrame:
     """The stored embedding maps of a dataset (what the page can pick): one row per map with
     ``result_id, subject, kind, models, layers, why, requested, reason, method`` (``reason``: why the
-    layer has no picture, else empty; ``method``: umap, pca or tsne, a map stored before methods
-    existed being UMAP). Two-sided maps (a shared space) come first."""
+    layer has no picture, else empty; ``method``: umap, pca or tsne). Two-sided maps (a shared space)
+    come first."""
     cols = ["result_id", "subject", "kind", "models", "layers", "why", "requested", "reason", "method"]
     if not has_table(con, "result_studies"):
         return pd.DataFrame(columns=cols)
@@ -24,7 +24,7 @@ def embedding_maps(con, dataset) -> pd.DataFrame:
                          "models": tuple(r["payload"]["models"]), "layers": tuple(r["payload"]["layers"]),
                          "why": r["payload"]["why"], "requested": bool(r["payload"].get("requested")),
                          "reason": r["payload"].get("reason") or "",
-                         "method": r["payload"].get("method") or "umap"} for r in rows], columns=cols)
+                         "method": r["payload"]["method"]} for r in rows], columns=cols)
     if out.empty:
         return out
     out["order"] = out["kind"] != "pair"
@@ -120,14 +120,14 @@ def embedding_map_points(con, result_id) -> dict:
 
 
 def map_of_layer(con, dataset: str, run_id: str, layer: int, method: str = "umap") -> str | None:
-    """The result id of the stored one-sided map of ``run_id``'s layer ``layer`` by ``method`` (a map
-    stored before methods existed is UMAP), or None when the store holds none (or only its reason)."""
+    """The result id of the stored one-sided map of ``run_id``'s layer ``layer`` by ``method``, or None
+    when the store holds none (or only its reason)."""
     if not has_table(con, "result_studies"):
         return None
     for r in R.read_studies(con, current=True, study="embedding_map", dataset=dataset):
         p = r["payload"]
         if (list(p.get("run_ids") or []) == [run_id] and [int(x) for x in p.get("layers") or []] == [int(layer)]
-                and (p.get("method") or "umap") == method and not p.get("reason")):
+                and p["method"] == method and not p.get("reason")):
             return r["result_id"]
     return None
 

@@ -110,7 +110,11 @@ def _probe_columns(con, dataset: str, run_id: str, idx: np.ndarray) -> tuple[dic
         y = np.array([code[n] for n, h in zip(names, have) if h])
         ok = item_scores.knn_probe_correct(X[rows], y, k=min(int(p["k"]), len(rows) - 1))
         col = np.full(len(idx), None, dtype=object)
-        col[have] = ok
+        if ok is None:
+            notes.append(f"no k-NN probe verdicts on {p['field']}: layer {best} is collapsed among these items "
+                         "(every neighbour list decided by tie-breaking)")
+        else:
+            col[have] = ok
         cols[f"probe {p['field']} (L{best})"] = col
     return cols, notes
 

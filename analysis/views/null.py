@@ -9,31 +9,11 @@ import pandas as pd
 
 from analysis.storage import results as R
 from analysis.null import beyond_chance, null_kind, null_label
+# one reading of a grid row's null (``flags["null"]``), the verdicts study's, so page and verdict agree
+from analysis.studies.verdicts import grid_null
 from analysis.views.curves import alignment_sources, layer_choices
 from analysis.views.store_info import has_table
 from analysis.views.text import fmt_number
-
-
-def grid_null(g: dict) -> dict | None:
-    """The best cell's shuffled-pairing null stored with the grid (``flags["null"]``: ``p``, ``q95``,
-    ``n_perm``, ``grouped``; :func:`analysis.null.selection_null`), as a dict or JSON text, also
-    looked for on the row itself and in a ``payload``; None when there is none (switched off, no best
-    cell, or a grid from before the null was computed)."""
-    for where in (g.get("flags"), g, g.get("payload")):
-        if isinstance(where, str):
-            try:
-                where = json.loads(where)
-            except ValueError:
-                continue
-        null = where.get("null") if isinstance(where, dict) else None
-        if isinstance(null, str):
-            try:
-                null = json.loads(null)
-            except ValueError:
-                null = None
-        if isinstance(null, dict) and null.get("p") is not None:
-            return null
-    return None
 
 
 def grid_null_within(g: dict) -> dict | None:

@@ -20,7 +20,10 @@ from analysis.methods.paper_figures import KINDS, line_fit, rank_agreement, vide
 from analysis.storage import published as P
 from analysis.storage import results as R
 from analysis.storage.schema import MODEL_LEVEL
+from analysis.views import caption_baseline as cb
+from analysis.views import prompt_compare as pc
 from analysis.views.charts import lazy_altair, wrapped_title
+from analysis.views.section import Section
 from analysis.views.store_info import has_table
 from analysis.views.text import fmt_number
 
@@ -488,3 +491,90 @@ def gap_picture_chart(pts):
     return alt.Chart(pts).mark_point(filled=True, opacity=0.7).encode(
         x=alt.X("x:Q", axis=None), y=alt.Y("y:Q", axis=None), color=alt.Color("side:N", title="side"),
         tooltip=["side", "item_id"]).properties(width=360, height=300)
+
+
+#: the metric DR's figures use, when the store has it
+FIGURE_METRIC = "mutual_knn"
+
+#: why the section is empty, naming the commands that fill it
+OMITTED = "no vision×text grids (needs vision and text runs, then `layerscope analyze`)"
+
+
+def section(con, dataset, *, models=None, references=None) -> Section:
+    """The figures the report shows without a user's choice: ``data`` the numbers of DR's Figs. 7,
+    11/12, 2 and 8 at :data:`FIGURE_METRIC` (else the first metric stored), TARA's prompt comparisons
+    and pictures of the gap (None when the dataset has no vision×text grids, prompt pairs or gap
+    pictures); ``charts`` one ``(title, chart)`` per figure drawn. ``models`` and ``references`` are
+    accepted for the report's loop and not used: a figure ranks every model against every text model."""
+    choices = figure_choices(con, dataset)
+    prompts = _prompt_comparisons(con, dataset)
+    if not choices["metrics"] and not prompts and not _gap_pictures(con, dataset):
+        return Section(None, omitted=OMITTED)
+    metric = FIGURE_METRIC if FIGURE_METRIC in choices["metrics"] or not choices["metrics"] else choices["metrics"][0]
+    sec = {"metric": metric, "fig7": [], "fig11": [], "fig2": [], "fig8": [], "prompts": [], "gap_maps": []}
+    charts = []
+    for m in _gap_pictures(con, dataset):
+        sec["gap_maps"].append({"subject": m["subject"], "method": m["method"], "n_points": m["n_points"]})
+        charts.append((f"TARA's picture of the gap ({m['method'].upper()}): {m['subject']}", m["chart"]))
+    for cv in prompts:
+        sec["prompts"].append({"a": cv["a"], "b": cv["b"], "sentence": pc.compare_text(cv), "prompts": cv["prompts"],
+                               "table": cv["table"].to_dict(orient="records")})
+        charts.append((f"TARA: modality gap per layer, {cv['a']} against {cv['b']}", pc.compare_chart(cv)))
+    for text in choices["text"]:
+        fv = fig7_view(con, dataset, metric, text)
+        sec["fig7"].append({"text_model": text, "sentence": fig7_text(fv), "notes": fv["notes"],
+                            "points": fv["points"].to_dict(orient="records") if len(fv["points"]) else [],
+                            "fit": fv["fit"], "published": fv["published"]})
+        if not fv["error"]:
+            charts.append((f"DR Fig. 7: {metric}, n_c {fv['n_c'][0]} against {fv['n_c'][1]}, text model {text}",
+                           fig7_chart(fv)))
+    for budget in ("smallest", "largest"):
+        av = fig11_view(con, dataset, metric, budget)
+        if av["error"]:
+            continue
+        sec["fig11"].append({"budget": budget, "n_c": av["n_c"], "table": av["table"].to_dict(orient="records"),
+                             "agreement": av["agreement"], "sentence": agreement_text(av),
+                             "pairs": agreement_frame(av).to_dict(orient="records"), "notes": av["notes"]})
+        charts.append((f"DR Figs. 11/12: {metric} at n_c {av['n_c']}, best value (vision layer/text layer)",
+                       fig11_chart(av)))
+    for task in choices["tasks"]:
+        for text in choices["text"]:
+            fv = fig2_view(con, dataset, metric, text, task)
+            if fv["error"]:
+                continue
+            sec["fig2"].append({"task": task, "text_model": text, "sentence": fig2_text(fv), "offset": fv["offset"],
+                                "published": fv["published"], "notes": fv["notes"]})
+            charts.append((f"DR Fig. 2: {task} against {metric} with {text}", fig2_chart(fv)))
+    for vision, text in cb.baseline_choices(con, dataset)["pairs"]:
+        fv = cb.fig8_view(con, dataset, metric, vision, text)
+        if fv["error"]:
+            continue
+        for n_f in cb.frame_budgets(fv):
+            sec["fig8"].append({"vision": vision, "text_model": text, "n_frames": n_f, "sentence": cb.fig8_text(fv, n_f)})
+        if cb.frame_budgets(fv):
+            n_f = cb.frame_budgets(fv)[0]
+            charts.append((f"DR Fig. 8: {metric}, {vision} × {text} at n_f {n_f}; dashed: the long original caption",
+                           cb.fig8_chart(fv, n_f)))
+    return Section(sec, charts=tuple(charts))
+
+
+def _gap_pictures(con, ds) -> list[dict]:
+    """Every stored two-sided map by PCA or t-SNE (TARA's pictures of the modality gap), as a scatter
+    of both sides: ``[{subject, method, n_points, chart}]`` (a map with no picture is left out)."""
+    from analysis.views.embedding_map import embedding_map_points, embedding_maps
+
+    maps = embedding_maps(con, ds)
+    out = []
+    for _, row in maps[(maps["kind"] == "pair") & maps["method"].isin(["pca", "tsne"])].iterrows():
+        if row["reason"]:
+            continue
+        pts = embedding_map_points(con, row["result_id"])["points"][["x", "y", "side", "item_id"]]
+        out.append({"subject": row["subject"], "method": row["method"], "n_points": int(len(pts)),
+                    "chart": gap_picture_chart(pts)})
+    return out
+
+
+def _prompt_comparisons(con, ds) -> list[dict]:
+    """TARA's comparison for every pair of one source whose stored prompts differ (what the report can
+    tell apart without a user's choice)."""
+    return [cv for a, b in pc.prompt_pairs(con, ds) if not (cv := pc.compare_view(con, ds, a, b))["error"]]

@@ -6,6 +6,8 @@ import numpy as np
 import pandas as pd
 
 from analysis.views.layers import layer_label
+from analysis.views.nuance import collapse_notes
+from analysis.views.section import Section
 from analysis.views.store_info import study
 
 
@@ -22,11 +24,8 @@ def _ci_text(ci) -> str:
 
 
 def _coverage_text(s: dict) -> str:
-    """How many models a signal's ρ stands on, ``"1 model only"`` marked (payloads written before
-    the coverage was stored: from the per-model counts)."""
-    n = s.get("n_models_covered")
-    if n is None:
-        n = s["n_models_layers"] if s.get("rho_layers") is not None else s.get("n_models") or 0
+    """How many models a signal's ρ stands on, ``"1 model only"`` marked."""
+    n = s["n_models_covered"]
     return "1 model only" if n == 1 else f"{n} models"
 
 
@@ -204,3 +203,47 @@ def predictor_matrix(table: pd.DataFrame, statistic: str = "ρ across layers") -
     grid = cells.pivot_table(index="signal", columns="task", values="cell", aggfunc="first")
     order = cells.groupby("signal")["rank"].min().sort_values(kind="stable").index
     return grid.reindex(order).reset_index()
+
+
+#: why the section is empty, naming the commands that fill it
+OMITTED = ("no per-layer downstream results (a `layer` column in the CSV of `layerscope downstream import`, "
+           "then `layerscope analyze`)")
+
+#: columns of the predictor table in the section's data (the page shows them all)
+PREDICTOR_COLUMNS = ("task", "rank", "signal", "kind", "coverage", "interval excludes 0", "ρ across layers",
+                     "interval (layers)", "models with ρ",
+                     "ρ pooled", "interval (pooled)", "layers used", "layers excluded", "higher signal goes with")
+
+
+def _pick_rows(picks: pd.DataFrame) -> list[dict]:
+    """Per (task, signal) of :func:`predictors_tables`' ``picks``: how many models, how often its pick
+    is the truly best layer, the mean shortfall against the best and the mean gap to the last layer."""
+    rows = []
+    if len(picks):
+        for (task, signal), g in picks.groupby(["task", "signal"], sort=False):
+            rows.append({"task": task, "signal": signal, "models": len(g), "picks the best": int(g["found best"].sum()),
+                         "mean shortfall vs best": float(g["shortfall vs best"].mean()),
+                         "mean pick vs last": (float(g["pick vs last"].dropna().mean())
+                                               if g["pick vs last"].notna().any() else None)})
+    return rows
+
+
+def section(con, dataset, *, models=None, references=None) -> Section:
+    """The Layer predictors page's section. ``data``: the predictor table of ``dataset`` (every task ×
+    signal, ranked, the columns of :data:`PREDICTOR_COLUMNS`), the truly best layer per model against
+    its last and ``default`` layer (``best_layers``), per (task, signal) how often its pick is the best
+    layer (``picks``), and the study's ``fabricated``, ``setting``, ``level``, ``n_boot`` and ``notes``;
+    None when the store has no per-layer downstream results. ``charts``: ρ across layers of every
+    signal × task (:func:`predictor_heat_chart`). ``notes``: the study's notes, one line per reason.
+    ``models`` and ``references`` are accepted for the report's loop and not used: ρ across layers
+    stands on every model the study used."""
+    data = predictors_tables(con, dataset)
+    if data is None or not data["tasks"]:
+        return Section(None, omitted=OMITTED)
+    summary = {"fabricated": data["fabricated"], "setting": data["setting"], "level": data["level"],
+               "n_boot": data["n_boot"], "notes": data["notes"],
+               "table": [{c: r.get(c) for c in PREDICTOR_COLUMNS} for r in data["table"].to_dict(orient="records")],
+               "best_layers": data["models"].to_dict(orient="records"), "picks": _pick_rows(data["picks"])}
+    return Section(summary, charts=(("Spearman ρ across layers: signal × task",
+                                     predictor_heat_chart(pd.DataFrame(summary["table"]))),),
+                   notes=tuple(collapse_notes(data["notes"])))

@@ -16,6 +16,7 @@ from analysis.storage import results as R
 from analysis.views.charts import plot_height
 from analysis.views.curves import layer_choices
 from analysis.views.layers import layer_label
+from analysis.views.section import Section
 from analysis.views.store_info import has_table, model_labels
 from analysis.views.text import fmt_number
 
@@ -358,3 +359,42 @@ def check_summaries(checks: list[dict]) -> list[dict]:
                     "sentence": f"{cs[0]['label']} against labels ({', '.join(scores)}, {cs[0]['setting']}): the "
                                 f"label-free pick, {pick}, " + "; ".join(parts) + "."})
     return out
+
+
+#: why the section is empty, naming the command that fills it
+OMITTED = "no labelled probes (name a categorical manifest field: `layerscope analyze --labels FIELD`)"
+
+#: the scores charted when no (field, score) is chosen: the accuracies and NMI (ARI stays in the numbers)
+SECTION_SCORES = ("knn_accuracy", "linear_accuracy", "kmeans_nmi")
+
+#: the keys of each check the section's data keeps
+_CHECK_KEYS = ("model", "label", "field", "score", "score_label", "setting", "status", "pick", "best", "last",
+               "default", "pick_vs_best", "outcome", "headline", "sentence")
+
+
+def section(con, dataset, *, models=None, references=None, field: str | None = None,
+            score: str | None = None) -> Section:
+    """The labelled probes of ``dataset`` as the Downstream page and the report show them. ``data``:
+    ``{"checks": [sentence and numbers per model, field and score], "table": the checks as rows
+    (:func:`checks_table`), "per_layer": every stored value}`` (None when the dataset has no probes);
+    ``charts``: :func:`probe_chart` per (field, score) of :data:`SECTION_SCORES`, or of the chosen
+    ``field`` and ``score`` alone (any score). ``models`` and ``references`` are accepted for the
+    report's loop and not used: the probes' checks cover every model."""
+    long = probes_long(con, dataset)
+    if not len(long):
+        return Section(None, omitted=OMITTED)
+    checks = probe_checks(con, dataset)
+    charts = []
+    for (f, sc), part in long.groupby(["field", "score"], sort=True):
+        wanted = sc in SECTION_SCORES if field is None and score is None else (f, sc) == (field, score)
+        if not wanted:
+            continue
+        chart = probe_chart(part)
+        if chart is not None:
+            charts.append((f"{part['score_label'].iloc[0]} on {f} per layer (bands: 95% item-resampling "
+                           "intervals; dashed: the largest class's share)", chart))
+    values = long.drop(columns=["source"])
+    per_layer = values.astype(object).where(values.notna(), None)
+    return Section({"checks": [{k: c[k] for k in _CHECK_KEYS} for c in checks],
+                    "table": checks_table(checks).to_dict("records"), "per_layer": per_layer.to_dict("records")},
+                   charts=tuple(charts))

@@ -9,6 +9,7 @@ import pandas as pd
 
 from analysis.storage import results as R
 from analysis.storage.schema import TABLE_NAMES, stored_version
+from analysis.studies.context import ANALYSIS_VERSION
 from analysis.views.text import fmt_number
 
 
@@ -17,6 +18,38 @@ def is_layerscope_store(con) -> bool:
         return stored_version(con) is not None
     except Exception:
         return False
+
+
+def stale_results(con, store_path: str = "STORE") -> str | None:
+    """Why the store's result tables must not be read, as one sentence naming ``store_path`` and the
+    command that recomputes them; ``None`` when they may be (written by this :data:`ANALYSIS_VERSION`,
+    or there are none).
+
+    The result tables are ``layerscope analyze``'s caches and their payloads change shape with
+    ``ANALYSIS_VERSION``; ``analyze`` recomputes them all when the store's ``meta.analysis_version``
+    differs (:func:`analysis.studies.drop_stale_results`). So a reader refuses rows of another version
+    (or of one that recorded none) instead of interpreting them, and needs no branch for old payloads.
+    Embeddings are never part of this: ``analyze`` keeps them."""
+    if not is_layerscope_store(con):
+        return None
+    row = con.execute("SELECT value FROM meta WHERE key = 'analysis_version'").fetchall()
+    stored = row[0][0] if row else None
+    if stored == str(ANALYSIS_VERSION):
+        return None
+    if not any(has_table(con, t) and con.execute(f"SELECT EXISTS (SELECT 1 FROM {t})").fetchall()[0][0]
+               for t in R.RESULT_TABLES):
+        return None  # nothing to misread: the pages say "no results yet" and name the command
+    command = f"layerscope analyze --store {store_path}"
+    if stored is None:
+        by = "an analysis version older than any LayerScope that records it"
+    elif stored.isdigit() and int(stored) > ANALYSIS_VERSION:
+        return (f"The results in {store_path} were computed by a newer LayerScope (analysis version {stored}); "
+                f"this one reads version {ANALYSIS_VERSION}. Use that newer LayerScope, or run `{command}` to "
+                "recompute them with this one (embeddings are kept).")
+    else:
+        by = f"analysis version {stored}"
+    return (f"The results in {store_path} were computed by {by}; this LayerScope reads version "
+            f"{ANALYSIS_VERSION}. Run `{command}` to recompute them (embeddings are kept).")
 
 
 def query_frame(con, sql, args=()):

@@ -87,3 +87,13 @@ def test_a_collapsed_layer_has_no_agreement():
     flat = np.ones_like(A)
     assert np.isnan(item_scores.item_agreement(A, flat, k=3)).all()
     assert item_scores.subset_agreement(A, flat, range(10), k=3).value is None
+
+
+def test_a_collapsed_layer_gives_no_probe_verdicts_rather_than_all_wrong():
+    # every row the same point: neighbour lists are tie-breaking alone, so no item has a verdict
+    y = np.array([0, 1, 0, 1, 2, 2])
+    assert item_scores.knn_probe_correct(np.ones((6, 4)), y, k=2) is None
+    # one distinct row is enough for neighbour lists to exist
+    X = np.ones((6, 4))
+    X[0, 0] = 2.0
+    assert item_scores.knn_probe_correct(X, y, k=2).shape == (6,)

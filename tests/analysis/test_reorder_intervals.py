@@ -230,34 +230,30 @@ def _entry(name, drop_ci, **extra):
 
 
 def test_the_reorder_view_keeps_every_interval_and_says_when_one_is_missing():
-    from analysis.views.studies import reorder_drop_text, temporal_view
+    from analysis.views.temporal import reorder_drop_text, temporal_view
 
-    old = _entry("old", None)
-    del old["intervals"]  # a row stored before the intervals existed
     flat = {"vision": "flat", "text": "t", "n_items": 21, "k": 5, "reason": "the positive grid is flat"}
     tied = _entry("tied", None)
     tied["intervals"] = {"positive": None, "negative": None, "drop": None, "chance": 0.25, "n_valid": 0,
                          "reason": "no interval: positive-caption side: k-NN lists decided by ties"}
     df = temporal_view({"reorder": [_entry("a", [-0.02, 0.2]), _entry("b", [0.05, 0.15]), _entry("c", [-0.3, -0.1]),
-                                    old, flat, tied]})["reorder"]
+                                    flat, tied]})["reorder"]
     a = df.iloc[0]
     assert (a["positive_low"], a["positive_high"], a["drop_low"], a["drop_high"]) == (0.4, 0.6, -0.02, 0.2)
-    assert df.iloc[3]["note"].startswith("no interval: analysed before the reorder probe had intervals")
     assert df.iloc[3]["chance"] == 5 / 20  # k/(N−1) from the entry when no interval was stored
-    assert df.iloc[4]["note"] == "the positive grid is flat"
+    assert df.iloc[3]["note"] == "the positive grid is flat"
     assert reorder_drop_text(df) == [
         "a × t: drop 0.100, 95% interval [-0.020, 0.200] includes 0: no evidence at this pair that the text side "
         "tells the order apart.",
         "b × t: drop 0.100, 95% interval [0.050, 0.150] excludes 0: the reordered caption aligns worse.",
         "c × t: drop 0.100, 95% interval [-0.300, -0.100] excludes 0, below it: the reordered caption aligns better.",
-        "old × t: drop 0.100; no interval: analysed before the reorder probe had intervals (rerun `layerscope analyze`).",
         "tied × t: drop 0.100; no interval: positive-caption side: k-NN lists decided by ties."]
 
 
 def test_the_reorder_charts_draw_error_bars_only_where_an_interval_exists():
     import vl_convert as vlc
 
-    from analysis.views.studies import reorder_charts, temporal_view
+    from analysis.views.temporal import reorder_charts, temporal_view
 
     tied = _entry("tied", None)
     tied["intervals"] = {"positive": None, "negative": None, "drop": None, "chance": 0.25, "n_valid": 0,

@@ -4,7 +4,7 @@ against it), and say they have no interval (one best-of-grid value on all items)
 import pandas as pd
 import pytest
 
-from analysis.views.studies import tot_chart, tot_uncertainty_text
+from analysis.views.temporal import tot_chart, tot_uncertainty_text
 
 
 def tot():
@@ -25,7 +25,7 @@ def test_the_bars_say_they_have_no_interval():
 
 
 def test_the_arrow_of_time_says_what_its_values_mean_and_that_they_have_no_interval():
-    from analysis.views.studies import arrow_uncertainty_text
+    from analysis.views.temporal import arrow_uncertainty_text
 
     text = arrow_uncertainty_text(12)
     assert "no interval" in text.lower() and "12 videos" in text and "0:" in text and "1:" in text

@@ -108,7 +108,7 @@ def test_temporal_page_draws_chiral_intervals_and_chance(nuance_store, monkeypat
 
 
 def test_fit_line_only_with_enough_models_and_an_interval_that_excludes_zero():
-    from analysis.views.studies import MIN_LINE_N, fit_line_verdict
+    from analysis.views.downstream import MIN_LINE_N, fit_line_verdict
 
     assert MIN_LINE_N == 5
     assert fit_line_verdict({"n": 6, "r_ci": [0.2, 0.9]}) == (True, "")

@@ -167,10 +167,9 @@ def test_grid_null_reads_the_null_beside_the_best_cell_or_none():
     from analysis.views.null import grid_null
 
     null = {"p": 0.4, "q95": 0.2, "n_perm": 500}
-    assert grid_null({"best_a": 1, "null": null}) == null
-    assert grid_null({"null": json.dumps(null)}) == null
-    assert grid_null({"payload": {"null": null}}) == null and grid_null({"flags": json.dumps({"null": null})}) == null
-    assert grid_null({"best_a": 1}) is None and grid_null({"null": None, "flags": {}}) is None
+    assert grid_null({"best_a": 1, "flags": {"null": null, "best": ""}}) == null
+    assert grid_null({"best_a": 1, "flags": {}}) is None and grid_null({"flags": {"null": None}}) is None
+    assert grid_null({"flags": {"null": {"p": None, "n_perm": 0}}}) is None  # switched off: no p
 
 
 # ------------------------------------ on the demo-shaped dashboard store (the last one: the demo itself)
