@@ -6,12 +6,11 @@ The logic is in :mod:`analysis.views.item_table` and :mod:`analysis.views.item_s
 
 import streamlit as st
 
-from analysis import views
 from analysis.methods.grid_compare import budget_text
 from analysis.views import embedding_map, item_search, item_table
 from analysis.views import embedding_tools as tools
-from analysis.views import md_escape
-from analysis.views.text import fmt_number
+from analysis.views.neighbours import runs_for_neighbours
+from analysis.views.text import fmt_number, md_escape
 from pages._shared import pick, pick_flag, pick_int, pick_many, store_path, view
 
 NO_FIELD = "(none)"
@@ -47,7 +46,7 @@ def compare_controls(pts, dataset: str, *, sampled: bool = False) -> dict | None
     series = pts[["run_id", "layer"]].drop_duplicates().itertuples(index=False)
     pairs = [(str(r), int(l)) for r, l in series]
     run_a, layer_a = pairs[0]
-    runs = view(views.runs_for_neighbours, dataset)
+    runs = view(runs_for_neighbours, dataset)
     by_id = {r["run_id"]: r for r in runs.to_dict("records")}
     if run_a not in by_id:
         return None
@@ -117,7 +116,7 @@ def linked_map(container, state: dict, dataset: str, method: str) -> None:
     result_id = view(embedding_map.map_of_layer, dataset, run_b, layer_b, method)
     if result_id is None:
         model = str(run_b)
-        runs = view(views.runs_for_neighbours, dataset)
+        runs = view(runs_for_neighbours, dataset)
         model = str(runs.loc[runs["run_id"] == run_b, "model"].iloc[0]) if (runs["run_id"] == run_b).any() else model
         container.caption(md_escape(f"No {method} map of this layer is stored; compute it with:"))
         container.code(embedding_map.map_command(store_path(), dataset, model, layer_b, "auto", method),

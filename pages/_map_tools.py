@@ -7,10 +7,10 @@ it there. The logic is in :mod:`analysis.views.embedding_tools`, :mod:`analysis.
 
 import streamlit as st
 
-from analysis import views
 from analysis.views import embedding_tools as tools
 from analysis.views import item_search, map_lasso
-from analysis.views import md_escape
+from analysis.views.neighbours import items as dataset_items, neighbours
+from analysis.views.text import md_escape
 from pages._shared import own_params, pick, pick_flag, pick_int, view
 from pages import _map_items
 from pages._tools import frame_strip, neighbour_table, pick_text
@@ -186,11 +186,11 @@ def _inspect(out: dict, every, records, dataset: str, item: str, k: int) -> None
     """The inspected item into ``out``: its ``video`` and ``captions``, and its k nearest items in each
     series of the map (``neighbours``; ``focus``: the item's ``idx`` then theirs, ringed red)."""
     idx = int(every.loc[every["item_id"].astype(str) == item, "idx"].iloc[0])
-    items = view(views.items, dataset)
+    items = view(dataset_items, dataset)
     row = records[records["idx"] == idx].iloc[0]
     out.update(focus=[idx], video=row["video"], captions=list(row["captions"]))
     for (series, run_id, layer) in every[["series", "run_id", "layer"]].drop_duplicates().itertuples(index=False):
-        nn = tools.neighbour_rows(view(views.neighbours, run_id, int(layer), idx, k), items)
+        nn = tools.neighbour_rows(view(neighbours, run_id, int(layer), idx, k), items)
         out["neighbours"].append((series, nn))
         out["focus"] += list(nn["idx"])
 

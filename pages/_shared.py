@@ -10,7 +10,7 @@ write shows the new results. While a writer holds the store (an analysis holds i
 each view reads a copy of the store as last saved (:func:`analysis.storage.store.snapshot`), and the
 page says so once.
 
-Text: every string that comes from the store or the URL goes through :func:`views.md_escape`
+Text: every string that comes from the store or the URL goes through :func:`analysis.views.text.md_escape`
 before any Markdown-rendering element (markdown, caption, info, warning, widget labels).
 """
 
@@ -22,12 +22,13 @@ import time
 
 import streamlit as st
 
-from analysis import jobs, report, views
+from analysis import jobs, report
 
-from analysis.views import url_state
+from analysis.views import store_info, url_state
 from analysis.storage.store import StoreBusy, read_store, snapshot, store_stamp
-from analysis.views import md_escape
+from analysis.views.choices import choose
 from analysis.views.store_info import UNTRAINED_ICON
+from analysis.views.text import md_escape
 
 DEFAULT_STORE = "data/demo.duckdb"
 
@@ -206,7 +207,7 @@ def pick(label: str, options, *, param: str, default=None, fmt=None, container=s
     carried = _carried(param)
     if param not in st.query_params and carried is not None and carried in map(str, options):
         default = next(o for o in options if str(o) == carried)  # the choice made on another page
-    choice = views.choose(st.query_params.get(param), options, label.lower(), default)
+    choice = choose(st.query_params.get(param), options, label.lower(), default)
     if choice.message:
         st.warning(md_escape(choice.message))
     if choice.value is None:
@@ -320,7 +321,7 @@ def require_store(*, reads_results: bool = True):
     were written by another analysis version (:func:`require_current_results`); a page of embeddings
     only (Neighbours) passes False and keeps working."""
     path = store_path()
-    if not os.path.exists(path) or not view(views.is_layerscope_store):
+    if not os.path.exists(path) or not view(store_info.is_layerscope_store):
         st.info(f"No LayerScope store at {md_escape(path)} yet. Start with the demo (`layerscope demo`), or embed "
                 "your own data:")
         st.code("layerscope demo\n\n"
@@ -337,7 +338,7 @@ def require_store(*, reads_results: bool = True):
 def require_current_results():
     """Stop the page when the store's results were computed by another analysis version: their payloads
     may have another shape, so none is read; the sentence names the command, and a button runs it."""
-    stale = view(views.stale_results, store_path())
+    stale = view(store_info.stale_results, store_path())
     if stale:
         st.error(md_escape(stale))
         background_job("analyze", "Recompute them now, in the background (the store's own settings)")
@@ -357,7 +358,7 @@ def require_results(what: str, available: bool, why: str | None = None):
 
 
 def dataset_picker():
-    ov = view(views.overview, store_path())
+    ov = view(store_info.overview, store_path())
     if ov.get("empty"):
         require_results("runs", False)
     return pick("Dataset", list(ov["datasets"]["dataset"]), param="dataset", container=st.sidebar)
@@ -368,13 +369,13 @@ def untrained_banner():
     path = store_path()
     if not os.path.exists(path):
         return
-    key = (_name(views.overview), path, (path,))  # view(views.overview, path)'s key: one memory of it
+    key = (_name(store_info.overview), path, (path,))  # view(store_info.overview, path)'s key: one memory of it
     try:
-        ov = _cached_view(views.overview, path, path)
+        ov = _cached_view(store_info.overview, path, path)
         _LAST[key] = ov
     except StoreBusy:  # a job is writing: the models did not change, so the banner stays
         try:
-            ov = _LAST.get(key) or _cached_view(views.overview, str(snapshot(path)), path)
+            ov = _LAST.get(key) or _cached_view(store_info.overview, str(snapshot(path)), path)
         except ValueError:  # no copy could be read either (StoreBusy is one)
             return
     except Exception:  # noqa: BLE001 - a damaged or older store is explained by the page itself
@@ -382,7 +383,7 @@ def untrained_banner():
     if ov.get("empty") or "models" not in ov:
         return
     models = list(ov["models"].loc[ov["models"]["random_init"].astype(bool), "model"])
-    text = views.untrained_banner(models, len(ov["models"]))
+    text = store_info.untrained_banner(models, len(ov["models"]))
     if text:
         st.warning(md_escape(text), icon=UNTRAINED_ICON)
 
@@ -396,7 +397,7 @@ def reproducibility(run_ids, params: dict | None = None):
     """The sidebar panel: revisions, sizes, code versions and parameters behind the current view."""
     if not run_ids:
         return
-    prov = view(views.provenance, tuple(run_ids))
+    prov = view(store_info.provenance, tuple(run_ids))
     with st.sidebar.expander("Reproducibility", expanded=False):
         if "runs" in prov:
             st.dataframe(prov["runs"], hide_index=True, width="stretch")

@@ -5,8 +5,8 @@ strip, a text box whose value lives in the URL, a neighbours table with thumbnai
 import streamlit as st
 
 from analysis.methods.embedding_map import frame_data_uri
-from analysis.views import md_escape
 from analysis.views.embedding_tools import clean_query
+from analysis.views.text import md_escape
 from pages._shared import own_params
 
 

@@ -1,10 +1,12 @@
 import streamlit as st
 
-from analysis import views
 from analysis.methods.embedding_map import sample_items
+from analysis.views import embedding_map as map_view
 from analysis.views import embedding_tools as tools
 from analysis.views import map_lasso
-from analysis.views import map_command, md_escape
+from analysis.views.neighbours import runs_for_neighbours
+from analysis.views.store_info import model_labels
+from analysis.views.text import md_escape
 from pages._shared import (
     background_job,
     dataset_picker,
@@ -32,9 +34,9 @@ st.caption("UMAP (or PCA, t-SNE) of one layer of one run, or of a model's video 
            "two-sided maps also by PCA and t-SNE, as TARA pictures the gap.")
 require_store()
 dataset = dataset_picker()
-maps = view(views.embedding_maps, dataset)
+maps = view(map_view.embedding_maps, dataset)
 require_results("embedding maps", not maps.empty)
-labels = view(views.model_labels)
+labels = view(model_labels)
 METHOD_NAMES = {"umap": "UMAP", "pca": "PCA", "tsne": "t-SNE"}
 methods = [m for m in METHOD_NAMES if m in set(maps["method"])]
 method = pick("Method", methods, param="method", default="umap", widget="radio", container=st.sidebar,
@@ -107,14 +109,14 @@ else:
     if meta.get("n_duplicates"):
         notes.append(f"{meta['n_duplicates']} point(s) duplicate others and are drawn on top of them")
     if meta["kind"] == "pair":
-        notes.append(views.gap_text(view(views.map_modality_gap, meta["dataset"], tuple(meta["run_ids"]),
+        notes.append(map_view.gap_text(view(map_view.map_modality_gap, meta["dataset"], tuple(meta["run_ids"]),
                                                 tuple(int(x) for x in meta["layers"]))))
     st.caption(md_escape("; ".join(notes)))
     download_data(tools.selection_table(pts, tools_state["records"]), "embedding_map")  # every caption, all metadata
     _map_tools.panels(tools_state)
 
 with st.expander("Map another layer"):
-    runs = view(views.runs_for_neighbours, dataset)
+    runs = view(runs_for_neighbours, dataset)
     models = sorted(runs["model"].unique())
     if models:
         c1, c2, c3 = st.columns(3)
@@ -129,7 +131,7 @@ with st.expander("Map another layer"):
         st.caption("The page itself only reads the store: the map is computed in a background process (a first "
                    "UMAP takes up to half a minute) and appears in the Map picker when it is done; later "
                    "`analyze` runs keep it current. The same from the command line:")
-        st.code(map_command(store_path(), dataset, model, int(layer), side, other_method), language="bash")
+        st.code(map_view.map_command(store_path(), dataset, model, int(layer), side, other_method), language="bash")
         background_job("map", "Compute this map in the background",
                        request={"dataset": dataset, "model": model, "layer": int(layer), "side": side,
                                 "method": other_method},

@@ -1,9 +1,12 @@
 import streamlit as st
 
-from analysis import views
 from analysis.views import url_state
 from analysis.methods.grid_compare import budget_text
-from analysis.views import choose, md_escape
+from analysis.views.choices import choose
+from analysis.views.layers import layer_label, run_layer_names
+from analysis.views.neighbours import items as dataset_items, neighbours, runs_for_neighbours
+from analysis.views.store_info import model_labels
+from analysis.views.text import md_escape
 from analysis.views.embedding_tools import neighbour_rows
 from pages._shared import dataset_picker, pick, pick_int, pick_many, require_store, url_list, view
 from pages._tools import frame_strip, neighbour_table
@@ -12,8 +15,8 @@ st.title("Neighbours")
 st.caption("An item's nearest items in each model's space at a chosen layer, and which neighbours the spaces share.")
 require_store(reads_results=False)  # embeddings only: results of another analysis version do not matter here
 dataset = dataset_picker()
-items = view(views.items, dataset)
-runs = view(views.runs_for_neighbours, dataset)
+items = view(dataset_items, dataset)
+runs = view(runs_for_neighbours, dataset)
 if runs.empty:
     st.info("No finished runs for this dataset.")
     st.stop()
@@ -24,8 +27,8 @@ row = items[items["idx"] == idx].iloc[0]
 st.markdown(f"**{md_escape(item)}** — " + " · ".join(md_escape(c) for c in row["captions"][:3]))
 frame_strip(row["video"])  # a text-only dataset's items are their captions: no strip
 
-labels = view(views.model_labels)
-layer_names = view(views.run_layer_names, dataset)  # {run_id: {index: "default" / "joint"}}
+labels = view(model_labels)
+layer_names = view(run_layer_names, dataset)  # {run_id: {index: "default" / "joint"}}
 models = sorted(runs["model"].unique())
 # a link names models, their runs (budgets) and layers as three aligned lists (?models=a&runs=r1&layers=3&...),
 # read before the model picker rewrites the list
@@ -51,9 +54,9 @@ for col, model in zip(cols, chosen):
     layer = col.slider(f"{md_escape(model)} layer", 0, top, min(layer.value, top), key=f"nn_layer_{model}")
     chosen_runs.append(run_id)
     chosen_layers.append(str(layer))
-    nn = neighbour_rows(view(views.neighbours, r["run_id"], layer, idx, k), items)
+    nn = neighbour_rows(view(neighbours, r["run_id"], layer, idx, k), items)
     sets[model] = set(nn["item_id"])
-    shown = views.layer_label(layer, layer_names.get(run_id))
+    shown = layer_label(layer, layer_names.get(run_id))
     where = f"layer {layer}" if shown == str(layer) else f"the {shown} layer ({layer})"  # a named layer by name
     col.markdown(f"**{md_escape(labels.get(model, model))}** ({md_escape(where)}, {md_escape(budget_text(r))})")
     neighbour_table(nn, container=col, key=f"nn_table_{model}")  # each neighbour's first frame where readable

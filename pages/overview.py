@@ -1,11 +1,13 @@
 import streamlit as st
 
-from analysis import views
-from analysis.views import VERDICT_RULE, display_table, md_escape
+from analysis.views import store_info
+from analysis.views.overview import section as overview_section
 from analysis.views.overview_chart import gain_chart, gain_note, gain_table
 from analysis.views.rankme_cap import capped_verdicts, rankme_cap_text
 from analysis.views.probes import CHECK_BADGES, check_summaries, probe_checks
-from analysis.views.verdicts import VERDICT_BADGES, missing_text
+from analysis.views.store_info import display_table
+from analysis.views.text import md_escape
+from analysis.views.verdicts import VERDICT_BADGES, VERDICT_RULE, missing_text, verdicts
 from pages._shared import (
     background_job,
     download_data,
@@ -20,7 +22,7 @@ from pages._shared import (
 st.title("LayerScope")
 st.caption("How every layer of your encoders represents the same data — without labels.")
 require_store()
-ov = view(views.overview, store_path())
+ov = view(store_info.overview, store_path())
 if ov.get("empty"):
     st.info(f"The store {md_escape(store_path())} holds no runs yet. Fill it with `layerscope precompute` "
             "or try `layerscope demo`.")
@@ -30,25 +32,29 @@ if ov.get("empty"):
 # views that show the evidence
 st.subheader("Which layer to use")
 st.caption(md_escape(VERDICT_RULE))
-found_by = {ds: view(views.verdicts, ds) for ds in ov["datasets"]["dataset"]}
+# the verdict lines are the report's opening (the section); the gain chart and RankMe's bound read the
+# verdict records themselves
+lines_by = {ds: view(overview_section, ds).data["verdicts"] for ds in ov["datasets"]["dataset"]}
+found_by = {ds: view(verdicts, ds) for ds in ov["datasets"]["dataset"]}
 n_items = dict(zip(ov["datasets"]["dataset"], ov["datasets"]["n_items"]))
 dims = dict(zip(ov["models"]["model"], ov["models"]["dim"]))
 for ds, found in found_by.items():
     if len(ov["datasets"]) > 1:
         st.markdown(f"**{md_escape(ds)}**")
-    if not found:
+    if not lines_by[ds]:
         st.caption(md_escape(missing_text(ds)))
         continue
-    for i, v in enumerate(found):
+    for v in lines_by[ds]:
         line, links = st.columns([5, 2], vertical_alignment="center")
-        line.markdown(f"{VERDICT_BADGES[v['verdict'].status]} {md_escape(v['sentence'])}")
+        line.markdown(f"{VERDICT_BADGES[v['status']]} {md_escape(v['sentence'])}")
         with links:
             c_heat, c_curve = st.columns(2)
-            if v["heatmap"]:
-                c_heat.page_link(page_path("heatmap"), label="heatmap", icon=":material/grid_on:", query_params=v["heatmap"],
-                                 help="the mutual k-NN grid with this layer selected")
-            c_curve.page_link(page_path("curves"), label="curves", icon=":material/show_chart:", query_params=v["curves"],
-                              help=md_escape(f"the curve of {v['verdict'].lead or 'this model'} per layer"))
+            if v["heatmap_query"]:
+                c_heat.page_link(page_path("heatmap"), label="heatmap", icon=":material/grid_on:",
+                                 query_params=v["heatmap_query"], help="the mutual k-NN grid with this layer selected")
+            c_curve.page_link(page_path("curves"), label="curves", icon=":material/show_chart:",
+                              query_params=v["curves_query"],
+                              help=md_escape(f"the curve of {v['lead'] or 'this model'} per layer"))
     checks = check_summaries(view(probe_checks, ds))
     if checks:  # the verdicts set against labels: one line per model, from the probes of its fields
         st.markdown("*Checked against labels (probes on this dataset's manifest fields):*")

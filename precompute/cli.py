@@ -332,7 +332,7 @@ def cmd_dashboard(args) -> int:
     from .dashboard import launch
 
     from analysis.storage.store import read_store
-    from analysis.views import is_layerscope_store
+    from analysis.views.store_info import is_layerscope_store
 
     if not 1 <= args.port <= 65535:
         raise UserError(f"--port {args.port} is not a TCP port (1..65535)")

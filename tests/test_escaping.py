@@ -17,7 +17,7 @@ PAGES = ["overview", "heatmap", "curves", "scaling", "model_map", "downstream", 
 
 @pytest.mark.parametrize("text", HOSTILE)
 def test_md_escape_keeps_every_character_as_text(text):
-    from analysis.views import md_escape
+    from analysis.views.text import md_escape
 
     from analysis.views.text import WORD_JOINER
 

@@ -5,7 +5,7 @@ says why the section is omitted."""
 import duckdb
 
 from analysis.storage import results as R
-from analysis.views import md_escape
+from analysis.views.text import md_escape
 from tests.helpers import make_report
 
 

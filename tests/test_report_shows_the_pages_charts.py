@@ -1,10 +1,12 @@
 """The report's heatmap, layer curves, scaling panels and model map are the dashboard pages' charts:
 for one store and one selection, the Vega-Lite spec a page draws equals the one the report embeds
-(a chart drawn twice drifts: another best-cell colour, no intervals, no recommended layers)."""
+(a chart drawn twice drifts: another best-cell colour, no intervals, no recommended layers). The
+Overview's verdict lines are the report's opening, read from the same section."""
 
 import json
 import math
 import re
+from urllib.parse import parse_qs
 
 import duckdb
 import numpy as np
@@ -13,7 +15,9 @@ import pytest
 from analysis.report import build_report
 from analysis.storage import results as R
 from analysis.views import curves as curves_view, heatmap as heatmap_view, scaling as scaling_view
+from analysis.views.overview import section as overview_section
 from analysis.views.text import md_escape
+from analysis.views.verdicts import VERDICT_BADGES
 from tests.helpers import app, charts
 
 DATASET = "moving_shapes"
@@ -212,3 +216,36 @@ def test_the_report_predictor_overview_is_on_the_predictors_page(demo_like, monk
     pages = page_charts(demo_like, monkeypatch, "predictors")
     ((caption, _),) = report_charts["predictors"]
     assert report_chart(report_charts["predictors"], caption) in pages
+
+
+def _plain(data) -> str:
+    """``data`` as JSON text (NaN written as NaN, so two equal sections compare equal)."""
+    return json.dumps(data, sort_keys=True, default=str)
+
+
+def test_the_overviews_verdict_lines_are_the_reports_opening(demo_like, monkeypatch):
+    con = duckdb.connect(str(demo_like), read_only=True)
+    try:
+        report = build_report(con, store=str(demo_like))
+        sections = {d["dataset"]: overview_section(con, d["dataset"]) for d in report["datasets"]}
+    finally:
+        con.close()
+    # every model and the store's text references by default: the report's opening and summary
+    for d in report["datasets"]:
+        assert _plain(sections[d["dataset"]].data) == _plain({"verdicts": d["verdicts"],
+                                                              "summary": d["sections"]["summary"]})
+        assert list(sections[d["dataset"]].notes) == d["sections"]["summary"]["notes"]
+    verdicts = [v for d in report["datasets"] for v in d["verdicts"]]
+    assert verdicts, "the demo-shaped store has verdicts to compare"
+
+    at = app(demo_like, monkeypatch)
+    badges = tuple(VERDICT_BADGES.values())
+    lines = [m.value for m in at.markdown if m.value.startswith(badges)]
+    assert lines == [f"{VERDICT_BADGES[v['status']]} {md_escape(v['sentence'])}" for v in verdicts]
+    # each line's links open the evidence the report names: the heatmap cell (when a grid decided) and the curve
+    links = [(e.proto.page, parse_qs(e.proto.query_string)) for e in at.get("page_link")
+             if e.proto.page in ("heatmap", "curves")]
+    expected = [(page, {k: [str(x)] for k, x in query.items()})
+                for v in verdicts for page, query in (("heatmap", v["heatmap_query"]), ("curves", v["curves_query"]))
+                if query]
+    assert links == expected

@@ -8,7 +8,7 @@ charts (:mod:`analysis.report.build`); :func:`render_html` writes one self-conta
 
 from __future__ import annotations
 
-from analysis.report.build import build_report, rankme_cap_notes, report_data  # noqa: F401
+from analysis.report.build import build_report, report_data  # noqa: F401
 from analysis.report.files import render_report_files, to_json  # noqa: F401
 from analysis.report.html import render_html  # noqa: F401
 from analysis.report.markdown import render_markdown  # noqa: F401

@@ -7,13 +7,13 @@ from __future__ import annotations
 import html
 import json
 
-from analysis import views
 from analysis.report.paper_figures import paper_figures_html
 from analysis.report.text import (PROBES_TEXT, RANKING_TEXT, SECTIONS, alignment_heading, fabricated_text, fmt,
                                   null_cell, reorder_report_rows, scaling_rows)
 from analysis.storage import results as R
+from analysis.views.scaling import SATURATING_TITLE
 from analysis.views.temporal import reorder_drop_text, temporal_view
-from analysis.views.verdicts import VERDICT_WORDS, missing_text
+from analysis.views.verdicts import VERDICT_RULE, VERDICT_WORDS, missing_text
 
 
 def _e(value) -> str:
@@ -131,7 +131,7 @@ def _verdicts_html(report) -> str:
             continue
         out.append("<ul>" + "".join(f"<li>{_mark(v['status'])} {_e(v['sentence'])}</li>" for v in d["verdicts"])
                    + "</ul>")
-    out.append(f"<p class='muted'>{_e(views.VERDICT_RULE)} The per-metric picks follow in each dataset's summary.</p>")
+    out.append(f"<p class='muted'>{_e(VERDICT_RULE)} The per-metric picks follow in each dataset's summary.</p>")
     return "".join(out)
 
 
@@ -176,7 +176,7 @@ def _table_html(rows) -> str:
 
 
 def _scaling_html(fits) -> str:
-    return ("<p>" + _e(views.SATURATING_TITLE) + ", fitted per pair; a parameter the data do not determine is left "
+    return ("<p>" + _e(SATURATING_TITLE) + ", fitted per pair; a parameter the data do not determine is left "
             "blank (–) with the reason.</p>" + _table_html(scaling_rows(fits)))
 
 

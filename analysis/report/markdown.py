@@ -1,7 +1,7 @@
 """report.md: a short Markdown summary (:func:`render_markdown`) and its escaping: only what CommonMark (with GFM tables and strikethrough) would read as
 syntax where the text lands, so ``19:48 UTC`` and ``LayerScope 0.1.0`` stay as written.
 
-The dashboard's :func:`analysis.views.md_escape` also escapes Streamlit's own syntax (``:red[x]``,
+The dashboard's :func:`analysis.views.text.md_escape` also escapes Streamlit's own syntax (``:red[x]``,
 ``$x$``) and treats every string as the start of a line; a Markdown file needs neither. Here:
 
 - inside a line (:func:`md_inline`): the characters that open inline syntax — backslash, backticks
@@ -22,8 +22,8 @@ from __future__ import annotations
 
 import re
 
-from analysis import views
 from analysis.report.text import RANKING_TEXT, PROBES_TEXT, alignment_heading, fabricated_text, fmt, null_cell, scaling_rows
+from analysis.views.scaling import SATURATING_TITLE
 from analysis.views.temporal import reorder_drop_text, temporal_view
 from analysis.views.text import WORD_JOINER
 from analysis.views.verdicts import VERDICT_WORDS, missing_text
@@ -128,7 +128,7 @@ def _scaling_md(fits) -> list[str]:
         return []
     rows = scaling_rows(fits)
     cols = list(rows[0])
-    out = ["", f"{md_block(views.SATURATING_TITLE)} per pair (blank –: not determined by the data, reason given):", "",
+    out = ["", f"{md_block(SATURATING_TITLE)} per pair (blank –: not determined by the data, reason given):", "",
            "| " + " | ".join(md_cell(c) for c in cols) + " |", "|" + "---|" * len(cols)]
     for r in rows:
         out.append("| " + " | ".join(md_cell(fmt(r[c])) for c in cols) + " |")

@@ -4,7 +4,7 @@ baseline. Plain functions, no Streamlit.
 A *run* here is one model at one test-time budget (``n_f`` frames or ``n_c`` captions): the curves page
 draws each model at its largest budget; the overlay draws any runs side by side. Intervals: per-layer
 profiles store none; an alignment curve has the 95% bootstrap interval of its grid's best cell at one
-layer (:func:`analysis.views.curve_intervals`). A band is drawn where a run has intervals at two or more
+layer (:func:`analysis.views.curves.curve_intervals`). A band is drawn where a run has intervals at two or more
 layers, an error bar where it has one.
 """
 

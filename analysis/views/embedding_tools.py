@@ -48,7 +48,7 @@ def numeric_metadata(metadata: list) -> pd.DataFrame:
 
 
 def map_points_for_tools(con, result_id) -> dict:
-    """:func:`analysis.views.embedding_map_points` with what the tools need on top: ``meta["fields"]``
+    """:func:`analysis.views.embedding_map.embedding_map_points` with what the tools need on top: ``meta["fields"]``
     (``{field: "nominal" | "quantitative"}``, every metadata field that can colour the map; a numeric
     field is quantitative even when it has few values) and, per point, ``run_id`` and ``layer`` (the
     run and layer its series was embedded at, for its neighbours)."""
@@ -279,9 +279,9 @@ def explore_chart(points: pd.DataFrame, *, colour: str = "series", kind: str = "
 
 
 def neighbour_rows(nn: pd.DataFrame, items: pd.DataFrame) -> pd.DataFrame:
-    """A neighbours table (:func:`analysis.views.neighbours`: ``rank, idx, cosine``) with each
+    """A neighbours table (:func:`analysis.views.neighbours.neighbours`: ``rank, idx, cosine``) with each
     neighbour's ``item_id``, first ``caption`` and ``video`` from the dataset's items
-    (:func:`analysis.views.items`: every item, also those a sampled map does not draw)."""
+    (:func:`analysis.views.neighbours.items`: every item, also those a sampled map does not draw)."""
     info = items.set_index("idx")
     out = nn.assign(item_id=info.loc[nn["idx"], "item_id"].to_numpy(),
                     caption=[(list(c) or [""])[0] if c is not None else "" for c in info.loc[nn["idx"], "captions"]],

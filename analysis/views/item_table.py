@@ -31,7 +31,7 @@ class ItemTable:
 def default_comparison(runs: pd.DataFrame, series: list[tuple[str, int]]) -> tuple[str, int]:
     """The layer the per-item table compares a map's layer with when the link names none: a two-sided
     map's other side; else the largest run (the last of ``runs``, ordered by model and budget as
-    :func:`analysis.views.runs_for_neighbours` orders them) of another model at its last layer, the
+    :func:`analysis.views.neighbours.runs_for_neighbours` orders them) of another model at its last layer, the
     cross-model alignment the grids measure; else the same run's layer below (layer 0: itself).
     ``series``: the map's ``(run_id, layer)`` pairs, the first being the table's own layer."""
     if len(series) > 1:

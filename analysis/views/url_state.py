@@ -3,13 +3,13 @@
 Every dashboard control keeps its value in the URL so a copied link reopens the same view. A link can
 be old, hand-edited or hostile, so each value is checked against what the store offers; anything else
 falls back to the default with a one-line message naming the parameter and what was available.
-:func:`analysis.views.choose` does this for a single choice; this module adds lists, integers, flags
+:func:`analysis.views.choices.choose` does this for a single choice; this module adds lists, integers, flags
 and the per-model layers of the Neighbours page.
 """
 
 from __future__ import annotations
 
-from analysis.views import Choice, choose
+from analysis.views.choices import Choice, choose
 
 __all__ = ["Choice", "choose", "choose_flag", "choose_int", "choose_many", "largest", "layers_for_models", "preferred"]
 

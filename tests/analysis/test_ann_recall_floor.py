@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from analysis.metrics.knn import RECALL_FLOOR, KnnState, knn_summary
-from analysis.views import best_cell_text
+from analysis.views.heatmap import best_cell_text
 
 
 def state(recall, method="ann"):

@@ -5,7 +5,7 @@ layer, on the heatmap's best cell and in the verdict alike."""
 import duckdb
 import numpy as np
 
-from analysis import views
+from analysis.views.verdicts import verdicts
 from analysis.grid import best_cell
 from analysis.methods.layer_selection import layer_verdict, near_identical, verdict_sentence
 from tests.stores import write_text_store
@@ -44,7 +44,7 @@ def test_a_stored_copy_is_flagged_by_the_study_and_kept_out_of_the_verdict(tmp_p
     store = tmp_path / "c.duckdb"
     write_text_store(store, runs, analyze=dict(k=5, n_boot=5, n_null=0, maps=0, jobs=1))
     with duckdb.connect(str(store), read_only=True) as con:
-        (v,) = [v for v in views.verdicts(con, "sentences") if v["model"] == "minilm"]
+        (v,) = [v for v in verdicts(con, "sentences") if v["model"] == "minilm"]
     assert set(v["verdict"].copies) == {"alignment with minilm-copy"}
     assert "alignment with minilm-copy" not in v["verdict"].picks
     assert v["verdict"].lead != "alignment with minilm-copy"

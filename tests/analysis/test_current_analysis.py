@@ -16,7 +16,14 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from analysis import views
+from analysis.views.curves import curve_intervals, layer_choices, profiles_long
+from analysis.views.embedding_map import embedding_maps
+from analysis.views.heatmap import grid_by_id, grid_index
+from analysis.views.nuance import same_space_studies
+from analysis.views.null import curve_null_levels
+from analysis.views.scaling import scaling_subjects, scaling_view
+from analysis.views.store_info import dataset_context, overview, study
+from analysis.views.verdicts import verdicts
 from analysis.report import build_report
 from analysis.methods.verdict import Verdict
 from analysis.storage import results as R
@@ -90,25 +97,25 @@ def _snapshot(path) -> dict:
     """Every view's numbers for the dataset, and the report without its time stamp."""
     con = duckdb.connect(str(path), read_only=True)
     try:
-        index = views.grid_index(con)
+        index = grid_index(con)
         report = build_report(con, store="STORE")
         report.pop("generated")
         out = {
-            "context": views.dataset_context(con, DS),
-            "model_map": views.study(con, "model_map", DS),
-            "temporal": views.study(con, "temporal", DS),
-            "layer_choices": views.layer_choices(con, DS),
-            "profiles": views.profiles_long(con, DS),
-            "curve_intervals": views.curve_intervals(con, DS),
-            "null": views.curve_null_levels(con, DS),
-            "verdicts": views.verdicts(con, DS),
-            "scaling": {s: views.scaling_view(con, DS, s) for s in views.scaling_subjects(con, DS)},
+            "context": dataset_context(con, DS),
+            "model_map": study(con, "model_map", DS),
+            "temporal": study(con, "temporal", DS),
+            "layer_choices": layer_choices(con, DS),
+            "profiles": profiles_long(con, DS),
+            "curve_intervals": curve_intervals(con, DS),
+            "null": curve_null_levels(con, DS),
+            "verdicts": verdicts(con, DS),
+            "scaling": {s: scaling_view(con, DS, s) for s in scaling_subjects(con, DS)},
             "grid_index": index,
-            "grids": [views.grid_by_id(con, rid) for rid in index["result_id"]],
+            "grids": [grid_by_id(con, rid) for rid in index["result_id"]],
             "best_cells": {m: PF.best_cells(con, DS, m) for m in ("mutual_knn", "cka")},
             "figure_choices": PF.figure_choices(con, DS),
-            "same_space": views.same_space_studies(con, DS),
-            "missing": views.overview(con, "STORE")["missing"],
+            "same_space": same_space_studies(con, DS),
+            "missing": overview(con, "STORE")["missing"],
             "report": json.loads(json.dumps(report, default=str)),
         }
         return _plain(out)
@@ -177,8 +184,8 @@ def test_analysing_one_dataset_keeps_the_other_datasets_current_rows(first, tmp_
     analyze_store(store, k=5, datasets=(DS,), log=quiet)
     con = duckdb.connect(str(store), read_only=True)
     try:
-        assert views.dataset_context(con, DS)["k"] == 5
-        assert views.dataset_context(con, "other")["k"] == 10
+        assert dataset_context(con, DS)["k"] == 5
+        assert dataset_context(con, "other")["k"] == 10
         ks = {(g["dataset"], g["params"].get("k")) for g in R.read_grids(con, current=True, metric="mutual_knn")}
         assert ks == {(DS, 5), ("other", 10)}
         every = {(g["dataset"], g["params"].get("k")) for g in R.read_grids(con, metric="mutual_knn")}
@@ -230,7 +237,7 @@ def test_a_map_asked_for_after_the_analysis_is_part_of_it(small, tmp_path):
     def listed():
         con = duckdb.connect(str(store), read_only=True)
         try:
-            return list(views.embedding_maps(con, DS)["subject"])
+            return list(embedding_maps(con, DS)["subject"])
         finally:
             con.close()
 
@@ -263,11 +270,11 @@ def test_record_current_replaces_the_analysed_datasets_lists_only(tmp_path):
         R.record_current(con, {"result_grids": {"a5"}}, ["a"])
         assert {g["result_id"] for g in R.read_grids(con, current=True)} == {"a5", "b10"}
         assert [g["best_value"] for g in R.read_grids(con, current=True, dataset="a")] == [0.25]
-        assert views.dataset_context(con, "a") == {"n_items": 40, "k": 5}
-        assert views.dataset_context(con, "b") == {"n_items": 30, "k": 10}
-        assert sorted(views.grid_index(con)["result_id"]) == ["a5", "b10"]
+        assert dataset_context(con, "a") == {"n_items": 40, "k": 5}
+        assert dataset_context(con, "b") == {"n_items": 30, "k": 10}
+        assert sorted(grid_index(con)["result_id"]) == ["a5", "b10"]
         R.record_current(con, {"result_grids": set()}, ["a"])  # an analysis of a that made no grid
-        assert views.dataset_context(con, "a")["k"] is None
+        assert dataset_context(con, "a")["k"] is None
         assert len(R.read_grids(con)) == 3  # the cache keeps every row
     finally:
         con.close()

@@ -5,7 +5,7 @@ import pandas as pd
 import pytest
 
 from analysis.methods.grid_compare import alternatives, budget_text, cell_labels, difference, shared_domain
-from analysis.views import grid_long
+from analysis.views.heatmap import grid_long
 
 
 def grid(values, deg_a=None, deg_b=None):

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from analysis.storage import results as R
-from analysis import views
+from analysis.views.verdicts import verdicts
 from analysis.bootstrap import bootstrap_ci, resample_indices
 from analysis.studies import analyze_store
 from precompute.synthetic.store import write_run
@@ -78,7 +78,7 @@ def test_the_verdict_finds_the_planted_layer_with_paired_gains(planted):
     con.close()
     analyze_store(path, log=quiet)  # verdicts are decided by analyze: again, now that the models are trained
     con = duckdb.connect(str(path), read_only=True)
-    by = {v["model"]: v for v in views.verdicts(con, "synthetic")}
+    by = {v["model"]: v for v in verdicts(con, "synthetic")}
     con.close()
     v = by["vid"]["verdict"]
     assert v.status == "recommend" and v.layer == 2 and v.n_agree == v.n_metrics == 3
@@ -95,7 +95,7 @@ def test_the_verdict_finds_the_planted_layer_with_paired_gains(planted):
 def test_with_random_init_models_every_line_is_a_control(planted):
     path, _, _ = planted
     con = duckdb.connect(str(path), read_only=True)
-    found = views.verdicts(con, "synthetic")
+    found = verdicts(con, "synthetic")
     con.close()
     for v in found:
         assert v["verdict"].status in ("control", "none") and "use layer" not in v["sentence"]
@@ -123,7 +123,7 @@ def test_a_collapsed_last_layer_is_never_a_baseline_and_the_line_says_why(tmp_pa
     con.close()
     analyze_store(path, log=quiet)
     con = duckdb.connect(str(path), read_only=True)
-    (v,) = [v for v in views.verdicts(con, "synthetic") if v["model"] == "vid"]
+    (v,) = [v for v in verdicts(con, "synthetic") if v["model"] == "vid"]
     con.close()
     assert v["verdict"].layer != 3 and v["verdict"].vs_last is None
     assert "no gain over the last layer: it is degenerate or undefined" in v["sentence"]

@@ -1,8 +1,8 @@
-"""Heatmap cells that the best cell's interval cannot tell apart from it (views.near_best_cells)."""
+"""Heatmap cells that the best cell's interval cannot tell apart from it (analysis.views.heatmap.near_best_cells)."""
 
 import numpy as np
 
-from analysis.views import grid_long, near_best_cells
+from analysis.views.heatmap import grid_long, near_best_cells
 
 
 def _grid(G, best, ci, metric="mutual_knn", flags=None):

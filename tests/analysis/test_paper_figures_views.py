@@ -9,7 +9,7 @@ import pytest
 
 from analysis.storage import published as P
 from analysis.views import paper_figures as pf
-from analysis.views import scaling_view
+from analysis.views.scaling import scaling_view
 from precompute.cli import main
 from tests.stores import PAPER_DOWNSTREAM, PAPER_VISION, write_paper_store
 

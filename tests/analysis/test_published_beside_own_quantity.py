@@ -10,7 +10,7 @@ from analysis.storage import published as P
 from analysis.storage import results as R
 from analysis.studies.scaling import fit_subject
 from analysis.views import paper_figures as pf
-from analysis.views import scaling_view
+from analysis.views.scaling import scaling_view
 from precompute.cli import main
 from tests.stores import SCALING_GRIDS, write_paper_store
 

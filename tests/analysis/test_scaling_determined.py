@@ -65,7 +65,7 @@ def test_page_and_report_leave_alpha_blank_on_a_stored_fit_without_a_frame_term(
 
     from analysis.report import build_report, to_json
     from analysis.storage import results as R
-    from analysis.views import scaling_view
+    from analysis.views.scaling import scaling_view
     from tests.stores import write_paper_store
 
     path = tmp_path / "s.duckdb"

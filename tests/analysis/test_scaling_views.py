@@ -12,7 +12,9 @@ import duckdb
 import numpy as np
 import pytest
 
-from analysis import report, views
+from analysis import report
+from analysis.views.scaling import SATURATING_TITLE, scaling_fit_lines, scaling_heading, scaling_panels, scaling_view
+from analysis.views.text import fmt_number
 from analysis.report import html as report_html, markdown as report_md, text as report_text
 from analysis.storage import results as R
 from tests.stores import SCALING_GRIDS as GRIDS, write_scaling_studies
@@ -41,13 +43,13 @@ def r2_of(form, params, points):
 
 
 def test_dr_law_is_drawn_and_the_held_out_best_beside_it_each_with_its_own_r2(con):
-    sv = views.scaling_view(con, "toy", "v|loglinear|mutual_knn")
+    sv = scaling_view(con, "toy", "v|loglinear|mutual_knn")
     assert sv["drawn"] == ["saturating", "log_linear"] and sv["held_out_best"] == "log_linear"
     r2 = {}
     for c in sv["curves"]:
         r2[c["form"]] = r2_of(c["form"], c["params"], sv["points"])
         assert c["r2"] == pytest.approx(r2[c["form"]], rel=1e-9, abs=1e-12)
-        assert f"R² {views.fmt_number(r2[c['form']])}" in c["label"]
+        assert f"R² {fmt_number(r2[c['form']])}" in c["label"]
         # the curve drawn under this label is this form's formula with these parameters
         for frame in (sv["curve_vs_frames"], sv["curve_vs_captions"]):
             mine = frame[frame["form"] == c["label"]]
@@ -56,23 +58,23 @@ def test_dr_law_is_drawn_and_the_held_out_best_beside_it_each_with_its_own_r2(co
     assert abs(r2["saturating"] - r2["log_linear"]) > 1e-5  # two curves, two R²: the issue's mix-up would show
     assert sv["curves"][0]["label"].startswith("DR's saturating law,")
     assert "log-linear form (held-out best)" in sv["curves"][1]["label"]
-    heading = views.scaling_heading(sv)
+    heading = scaling_heading(sv)
     assert heading.startswith("DR's saturating law S∞ − (C_f·n_f^−α + C_c·n_c^−β)") and "held-out-best log-linear" in heading
-    lines = views.scaling_fit_lines(sv)
-    assert len(lines) == 2 and f"R² = {views.fmt_number(r2['log_linear'])}" in lines[1]
-    by_frames, _, _ = views.scaling_panels(sv)
+    lines = scaling_fit_lines(sv)
+    assert len(lines) == 2 and f"R² = {fmt_number(r2['log_linear'])}" in lines[1]
+    by_frames, _, _ = scaling_panels(sv)
     line = [layer for layer in by_frames.to_dict()["layer"] if layer["mark"] in ("line", {"type": "line"})]
     assert line and line[0]["encoding"]["strokeDash"]["field"] == "form"
 
 
 def test_only_the_law_when_it_is_the_held_out_best(con):
-    sv = views.scaling_view(con, "toy", "v|law|mutual_knn")
+    sv = scaling_view(con, "toy", "v|law|mutual_knn")
     assert sv["drawn"] == ["saturating"] and sv["status"] == "ok" and sv["undetermined"] == {}
     (c,) = sv["curves"]
     assert c["r2"] == pytest.approx(r2_of("saturating", c["params"], sv["points"]), rel=1e-9)
     assert c["label"].startswith("DR's saturating law (held-out best)")
     assert set(sv["curve_vs_frames"]["form"]) == {c["label"]}
-    assert views.scaling_heading(sv) == views.SATURATING_TITLE
+    assert scaling_heading(sv) == SATURATING_TITLE
     assert all(row["value"] != "" and row["note"] == "" for row in sv["table"].to_dict(orient="records"))
 
 
@@ -81,7 +83,7 @@ def _table(sv):
 
 
 def test_undetermined_parameters_are_blank_with_the_reason(con):
-    sv = views.scaling_view(con, "toy", "v|runaway|cknna")
+    sv = scaling_view(con, "toy", "v|runaway|cknna")
     raw = sv["fit"]["params"]
     # the case of the issue: α on its lower bound 0 and an S∞ no score comes near (scores ≤ 0.31)
     assert raw["alpha"] < 1e-2 and raw["s_inf"] > 2 * sv["points"]["score"].max()
@@ -90,35 +92,35 @@ def test_undetermined_parameters_are_blank_with_the_reason(con):
         assert table[name]["value"] == table[name]["low"] == table[name]["high"] == ""
         assert table[name]["note"].startswith("not determined: alpha = ")
     for name in ("c_c", "beta"):  # the caption term is a power law: it stays
-        assert table[name]["value"] == views.fmt_number(raw[name]) and table[name]["note"] == ""
+        assert table[name]["value"] == fmt_number(raw[name]) and table[name]["note"] == ""
     assert "s_inf" in sv["undetermined"]
 
 
 def test_s_inf_on_the_metrics_bound_is_blank(con):
-    sv = views.scaling_view(con, "toy", "v|loglinear|mutual_knn")
+    sv = scaling_view(con, "toy", "v|loglinear|mutual_knn")
     assert sv["fit"]["params"]["s_inf"] == pytest.approx(1.0)  # mutual k-NN's upper bound
     assert _table(sv)["s_inf"]["value"] == "" and "bound 1" in _table(sv)["s_inf"]["note"]
 
 
 def test_a_flat_grid_keeps_only_its_level(con):
-    sv = views.scaling_view(con, "toy", "v|flat|mutual_knn")
+    sv = scaling_view(con, "toy", "v|flat|mutual_knn")
     assert sv["status"] == "flat"
     table = _table(sv)
-    assert table["s_inf"]["value"] == views.fmt_number(0.2)
+    assert table["s_inf"]["value"] == fmt_number(0.2)
     assert all(table[n]["value"] == "" and "no trend" in table[n]["note"] for n in ("c_f", "c_c", "alpha", "beta"))
 
 
 def test_report_tables_and_json_blank_what_is_not_determined(con):
-    fits = [report.scaling_entry(s, views.scaling_view(con, "toy", s)) for s in GRIDS]
+    fits = [report.scaling_entry(s, scaling_view(con, "toy", s)) for s in GRIDS]
     by = {f["subject"]: f for f in fits}
     runaway = by["v|runaway|cknna"]
     assert runaway["fit"]["params"]["s_inf"] is None and runaway["fit"]["params"]["alpha"] is None
     assert runaway["fit"]["params"]["beta"] is not None and "alpha = " in runaway["fit"]["undetermined"]["s_inf"]
-    raw_s_inf = views.scaling_view(con, "toy", "v|runaway|cknna")["fit"]["params"]["s_inf"]
+    raw_s_inf = scaling_view(con, "toy", "v|runaway|cknna")["fit"]["params"]["s_inf"]
     text = json.dumps(R.clean_json(fits))
     assert repr(raw_s_inf) not in text and f"{raw_s_inf:.3f}" not in text
     loglin = by["v|loglinear|mutual_knn"]
-    sv = views.scaling_view(con, "toy", "v|loglinear|mutual_knn")
+    sv = scaling_view(con, "toy", "v|loglinear|mutual_knn")
     assert [c["form"] for c in loglin["curves"]] == ["saturating", "log_linear"]
     assert loglin["curves"][1]["r2"] == pytest.approx(r2_of("log_linear", loglin["curves"][1]["params"],
                                                              sv["points"]), rel=1e-9)
@@ -129,7 +131,7 @@ def test_report_tables_and_json_blank_what_is_not_determined(con):
     assert rows["v × loglinear · mutual_knn"]["held-out best (R²)"] == \
         f"log_linear ({report_text.fmt(r2_of('log_linear', loglin['curves'][1]['params'], sv['points']))})"
     assert row["R² (saturating)"] == pytest.approx(r2_of("saturating", sv_params(con, "v|runaway|cknna"),
-                                                         views.scaling_view(con, "toy", "v|runaway|cknna")["points"]))
+                                                         scaling_view(con, "toy", "v|runaway|cknna")["points"]))
     html = report_html._scaling_html(fits)
     assert "DR&#x27;s saturating law" in html and f"{raw_s_inf:.3f}" not in html
     md = "\n".join(report_md._scaling_md(fits))
@@ -139,7 +141,7 @@ def test_report_tables_and_json_blank_what_is_not_determined(con):
 
 
 def sv_params(con, subject):
-    return views.scaling_view(con, "toy", subject)["fit"]["params"]
+    return scaling_view(con, "toy", subject)["fit"]["params"]
 
 
 def test_undetermined_params_per_status_and_bound():

@@ -6,7 +6,7 @@ import pytest
 
 from analysis.storage import results as R
 from analysis.studies import ANALYSIS_VERSION
-from analysis.views import stale_results
+from analysis.views.store_info import stale_results
 from tests.stores import put_analysis_version, write_store
 
 

@@ -8,13 +8,13 @@ import duckdb
 import numpy as np
 import pytest
 
-from analysis import views
+from analysis.views.store_info import model_labels
 from analysis.methods import layer_selection
 from analysis.methods.layer_selection import layer_verdict, no_verdict, verdict_sentence
 from analysis.storage import results as R
 from analysis.studies import analyze_store
 from analysis.studies import verdicts as verdicts_study
-from analysis.views.verdicts import missing_text
+from analysis.views.verdicts import missing_text, verdicts
 from tests.helpers import app
 from tests.stores import write_text_store
 
@@ -47,12 +47,12 @@ def test_every_stored_verdict_is_the_rule_applied_to_the_stored_curves_grids_and
     try:
         random = {m for m, ri in con.execute("SELECT model, random_init FROM models").fetchall() if ri}
         runs = {r["run_id"]: r for r in R.rows(con, "SELECT * FROM runs")}
-        labels = views.model_labels(con)
+        labels = model_labels(con)
         statuses = set()
         for (ds,) in con.execute("SELECT dataset FROM datasets").fetchall():
             choices = {s["subject"]: s["payload"] for s in R.read_studies(con, current=True, study="layer_choice",
                                                                           dataset=ds)}
-            rows = views.verdicts(con, ds)
+            rows = verdicts(con, ds)
             assert [r["model"] for r in rows] == sorted(choices)  # one verdict per model side, by its key
             for r in rows:
                 p = choices[r["model"]]
@@ -78,7 +78,7 @@ def test_the_overview_and_the_report_read_stored_verdicts_without_deciding_one(d
     monkeypatch.setattr(verdicts_study, "layer_verdict", refuse)
     con = duckdb.connect(str(demo_like), read_only=True)
     try:
-        rows = views.verdicts(con, "moving_shapes")
+        rows = verdicts(con, "moving_shapes")
         from analysis.report import build_report
 
         report = build_report(con, store=str(demo_like))
@@ -97,7 +97,7 @@ def test_a_store_analysed_before_verdicts_were_stored_says_to_run_analyze(demo_l
     shutil.copy(demo_like, store)
     con = duckdb.connect(str(store))
     con.execute("DELETE FROM result_studies WHERE study = ?", [verdicts_study.STUDY])
-    assert views.verdicts(con, "moving_shapes") == []
+    assert verdicts(con, "moving_shapes") == []
     con.close()
     at = app(store, monkeypatch)
     assert not at.exception
@@ -131,7 +131,7 @@ def hostile_sides(tmp_path):
 def test_a_model_named_like_a_side_or_a_curve_keeps_its_own_name_and_weights(hostile_sides):
     con = duckdb.connect(str(hostile_sides), read_only=True)
     try:
-        by = {r["model"]: r for r in views.verdicts(con, "sentences")}
+        by = {r["model"]: r for r in verdicts(con, "sentences")}
     finally:
         con.close()
     assert sorted(by) == ["alignment with beta", "alpha [text]", "gamma"]

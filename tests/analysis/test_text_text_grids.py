@@ -55,7 +55,8 @@ def test_n_close_to_k_gives_every_item_as_a_neighbour_so_mutual_knn_is_one(tmp_p
 
 
 def test_the_model_map_labels_each_cell_with_its_pair_kind(tmp_path):
-    from analysis.views import model_map_view, study
+    from analysis.views.store_info import study
+    from analysis.views.studies import model_map_view
 
     rng = np.random.default_rng(2)
     write_text_store(tmp_path / "s.duckdb", {("a", 1): rng.normal(size=(2, 9, 4)), ("b", 1): rng.normal(size=(2, 9, 4))},

@@ -236,7 +236,7 @@ def test_a_best_cell_on_a_layer_that_merged_most_items_carries_a_caveat(latent):
     rows (a dataset of repeated captions), gets none."""
     from analysis.metrics.degenerate import lost_distinctions, stack_status
     from analysis.studies.grids import score_pair
-    from analysis.views import best_cell_text
+    from analysis.views.heatmap import best_cell_text
 
     V = _stack(1, latent=latent)
     T = _stack(2, latent=latent)

@@ -5,7 +5,7 @@ page mechanics."""
 import duckdb
 import pytest
 
-from analysis.views import choose, layers_from_params, selection_to_layers
+from analysis.views.choices import choose, layers_from_params, selection_to_layers
 from tests.helpers import app, charts
 
 PAGES = ["overview", "heatmap", "curves", "scaling", "model_map", "downstream", "temporal", "neighbours", "predictors",

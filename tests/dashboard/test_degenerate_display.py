@@ -80,7 +80,7 @@ def test_the_report_marks_degenerate_grids(collapsed_store, tmp_path):
 def test_curve_notes_are_grouped_per_model_and_note():
     import pandas as pd
 
-    from analysis.views import flag_lines
+    from analysis.views.curves import flag_lines
 
     data = pd.DataFrame({"model": ["a", "a", "a", "b"], "layer": [0, 1, 2, 0],
                          "flagged": [True, True, False, True],

@@ -10,7 +10,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from analysis.studies import analyze_store
-from analysis.views import categorical_metadata
+from analysis.views.embedding_map import categorical_metadata
 from precompute.synthetic.store import write_run
 
 APP = str(Path(__file__).resolve().parents[2] / "app.py")

@@ -288,7 +288,7 @@ def test_alignment_curves_overlay_with_their_stored_interval(dashboard_store, mo
     assert bars, [m["mark"] for m in marks]
     con = duckdb.connect(str(dashboard_store), read_only=True)
     try:
-        from analysis.views import curve_intervals
+        from analysis.views.curves import curve_intervals
 
         iv = curve_intervals(con, "moving_shapes")
     finally:

@@ -10,7 +10,7 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from analysis.views import fmt_number
+from analysis.views.text import fmt_number
 from tests.helpers import app, charts
 
 
@@ -231,7 +231,7 @@ def test_predictors_draw_rho_intervals_a_zero_line_and_mark_those_that_exclude_z
 def test_rho_chart_marks_each_interval_by_whether_it_excludes_zero():
     import pandas as pd
 
-    from analysis.views import rho_chart
+    from analysis.views.predictors import rho_chart
     from analysis.views.predictors import _with_zero_verdict
 
     rhos = _with_zero_verdict(pd.DataFrame({

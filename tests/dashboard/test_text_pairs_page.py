@@ -75,7 +75,7 @@ def test_neighbours_page_shows_a_text_item_by_its_captions_without_a_frames_erro
 
 
 def test_a_verdicts_heatmap_link_opens_its_text_text_grid(text_store, monkeypatch):
-    from analysis.views import verdicts
+    from analysis.views.verdicts import verdicts
 
     con = duckdb.connect(str(text_store), read_only=True)
     try:
@@ -91,7 +91,7 @@ def test_a_verdicts_heatmap_link_opens_its_text_text_grid(text_store, monkeypatc
 
 
 def test_a_text_model_in_a_mixed_store_has_curves_against_vision_and_text_models(dashboard_store):
-    from analysis.views import layer_choices
+    from analysis.views.curves import layer_choices
 
     con = duckdb.connect(str(dashboard_store), read_only=True)
     try:

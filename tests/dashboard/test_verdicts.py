@@ -142,7 +142,7 @@ def test_the_report_opens_with_the_same_verdicts(verdict_store, tmp_path):
 def test_alignment_with_a_control_never_votes_and_a_chance_null_is_read_from_the_grid(tmp_path):
     """Issue #29 item 3: random-init models voted in trained models' picks; a best cell no better
     than shuffled pairings (the grid's ``null``, hand-made here) is no alignment beyond chance."""
-    from analysis import views
+    from analysis.views.verdicts import verdicts
 
     path = tmp_path / "c.duckdb"
     rng = np.random.default_rng(1)
@@ -155,7 +155,7 @@ def test_alignment_with_a_control_never_votes_and_a_chance_null_is_read_from_the
                                                  resamples=_resamples(curves), n_boot=20), input_key="hand")
     con.execute("UPDATE models SET random_init = false WHERE model = 'minilm'")
     write_verdicts(con, "synthetic")
-    (v,) = views.verdicts(con, "synthetic")
+    (v,) = verdicts(con, "synthetic")
     assert v["verdict"].controls == ["alignment with vit"] and v["verdict"].picks == {"rankme": 2}
     # RankMe is left alone: a single-space signal never decides "use layer N"
     assert v["verdict"].status == "unsupported" and "use layer" not in v["sentence"]
@@ -164,7 +164,7 @@ def test_alignment_with_a_control_never_votes_and_a_chance_null_is_read_from_the
 
 
 def test_grid_null_reads_the_null_beside_the_best_cell_or_none():
-    from analysis.views import grid_null
+    from analysis.views.null import grid_null
 
     null = {"p": 0.4, "q95": 0.2, "n_perm": 500}
     assert grid_null({"best_a": 1, "flags": {"null": null, "best": ""}}) == null
@@ -252,7 +252,7 @@ def test_tables_have_no_none_cells(demo_like, monkeypatch):
 
 
 def test_metric_help_and_chance_come_from_the_registry():
-    from analysis.views import baselines, chance_level, metric_help
+    from analysis.views.metric_help import baselines, chance_level, metric_help
 
     assert chance_level("mutual_knn", 101, {"k": 10}) == pytest.approx(10 / 100)  # k/(N-1)
     assert chance_level("recall_at_k", 50, {"k": 5}) == pytest.approx(5 / 50)  # k/N
@@ -269,7 +269,8 @@ def test_metric_help_and_chance_come_from_the_registry():
 def test_tables_for_people_and_plain_numbers_in_url_notes():
     import pandas as pd
 
-    from analysis.views import choose, display_table
+    from analysis.views.choices import choose
+    from analysis.views.store_info import display_table
 
     df = pd.DataFrame({"n_frames": [4.0, None], "score": [0.12345, float("nan")], "name": ["a", None]})
     out = display_table(df)
