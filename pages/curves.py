@@ -1,6 +1,6 @@
 import streamlit as st
 
-from analysis.views import curves as curves_view, url_state
+from analysis.views import curves as curves_view, stored_choices, url_state
 from analysis.views.charts import export_name
 from analysis.views.layers import layer_label
 from analysis.views.nuance import undefined_text
@@ -17,7 +17,7 @@ st.caption("Per-layer metrics on relative depth (0 = embeddings, 1 = last number
 require_store()
 dataset = dataset_picker()
 prof = view(curves_view.profiles_long, dataset)
-choices = view(curves_view.layer_choices, dataset)
+choices = view(stored_choices.layer_choices, dataset)
 require_results("per-layer profiles", len(prof) > 0)
 labels = view(model_labels)
 models = sorted(prof["model"].unique())

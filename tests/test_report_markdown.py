@@ -8,7 +8,7 @@ import re
 
 import pytest
 
-from analysis.report.markdown import md_block, md_cell, md_inline
+from analysis.report.md_escape import md_block, md_cell, md_inline
 from analysis.views.text import WORD_JOINER
 from precompute.cli import main
 from tests import stores

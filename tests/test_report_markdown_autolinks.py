@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from analysis.report.markdown import md_block, md_cell, md_inline
+from analysis.report.md_escape import md_block, md_cell, md_inline
 from analysis.views.text import WORD_JOINER
 from tests.hostile import render
 

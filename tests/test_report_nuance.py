@@ -38,7 +38,7 @@ def test_chiral_time_reversal_galleries_negation_and_same_space_in_the_report(re
 def test_the_reorder_probe_is_reported_with_its_intervals_and_error_bars(report):
     """Issue #33 item 2: the report's reorder table gives each value's 95% interval, says whether the
     drop's interval includes 0, and its chart draws the intervals as error bars with chance."""
-    from analysis.report.markdown import md_inline
+    from analysis.report.md_escape import md_inline
 
     (d,) = report["datasets"]
     entries = [e for e in d["sections"]["temporal"]["reorder"] if "layers" in e]

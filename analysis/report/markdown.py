@@ -1,63 +1,14 @@
-"""report.md: a short Markdown summary (:func:`render_markdown`) and its escaping: only what CommonMark (with GFM tables and strikethrough) would read as
-syntax where the text lands, so ``19:48 UTC`` and ``LayerScope 0.1.0`` stay as written.
-
-The dashboard's :func:`analysis.views.text.md_escape` also escapes Streamlit's own syntax (``:red[x]``,
-``$x$``) and treats every string as the start of a line; a Markdown file needs neither. Here:
-
-- inside a line (:func:`md_inline`): the characters that open inline syntax — backslash, backticks
-  (code), ``*`` and ``_`` (emphasis), ``[`` ``]`` (links, and images after ``!``), ``<`` (raw HTML,
-  autolinks), ``&`` (entities), ``~`` (strikethrough); line breaks become spaces (a blank line would
-  end the paragraph and let the rest start any block);
-- at the start of a line or a list item (:func:`md_block`): also what opens a block there — ``#``
-  (heading), ``>`` (quote), ``-`` ``+`` (list; ``---``: a rule), ``1.`` / ``1)``, leading blanks;
-- in a table cell (:func:`md_cell`): also ``|``;
-- GFM's autolink literals (``www.host``, ``https://host``, ``name@host.tld``, GFM §6.9), which GitHub
-  and GitLab link after parsing whatever the backslashes: an invisible word joiner
-  (:data:`analysis.views.text.WORD_JOINER`) breaks each pattern, as the dashboard does.
-
-Reference: CommonMark 0.31 §2.4 (backslash escapes), §4-5 (blocks), §6 (inlines); GFM §4.10 (tables).
-"""
+"""report.md: a short Markdown summary (:func:`render_markdown`), its text escaped by
+:mod:`analysis.report.md_escape` (only what Markdown would read as syntax where the text lands)."""
 
 from __future__ import annotations
 
-import re
-
+from analysis.report.md_escape import md_block, md_cell, md_inline
+from analysis.report.paper_figures import paper_figures_md
 from analysis.report.text import RANKING_TEXT, PROBES_TEXT, alignment_heading, fabricated_text, fmt, null_cell, scaling_rows
 from analysis.views.scaling import SATURATING_TITLE
 from analysis.views.temporal import reorder_drop_text, temporal_view
-from analysis.views.text import WORD_JOINER
 from analysis.views.verdicts import VERDICT_WORDS, missing_text
-
-#: where a GFM autolink literal would start: ``www`` before its dot, ``:`` before ``//``, before ``@``
-_AUTOLINK = re.compile(r"(?i)(www)(?=\.)|(:)(?=//)|(?=@)")
-_INLINE = re.compile(r"([\\`*_\[\]<&~])")
-#: a block marker at a line's start: ATX heading, block quote, bullet, ordered-list number (each but
-#: the quote needs a space or the end after it: "0.1.0" and "-x" are text), or a thematic break
-_BLOCK_START = re.compile(r"^()(#{1,6}(?=\s|$)|>|[-+*](?=\s|$)|\d{1,9}(?=[.)](?:\s|$))|-(?=[-\s]*$))")
-
-
-def md_inline(text) -> str:
-    """``text`` as literal text anywhere inside a line of Markdown (not at its start)."""
-    text = _AUTOLINK.sub(lambda m: (m.group(1) or m.group(2) or "") + WORD_JOINER, " ".join(str(text).splitlines()))
-    return _INLINE.sub(r"\\\1", text)
-
-
-def md_block(text) -> str:
-    """``text`` as literal text at the start of a line or of a list item's content."""
-    # leading blanks: 4 of them would start an indented code block, and a paragraph drops them anyway
-    out = md_inline(text).lstrip()
-    m = _BLOCK_START.match(out)
-    if not m:
-        return out
-    lead, mark = m.groups()
-    # "1." stays "1" + "\." (a digit cannot be escaped); any other marker gets its backslash before it
-    return lead + (mark + "\\" if mark[0].isdigit() else "\\" + mark) + out[m.end():]
-
-
-def md_cell(text) -> str:
-    """``text`` as literal text in a GFM table cell (a ``|`` would end the cell)."""
-    return md_block(text).replace("|", "\\|")
-
 
 # ---------------------------------------------------------------- the summary
 
@@ -81,9 +32,6 @@ def render_markdown(report: dict) -> str:
     ``![x](http://host/x.png)`` or ``<script>`` stays text in any CommonMark renderer while times and
     versions (``19:48 UTC``, ``0.1.0``) stay as written; the command sits in an indented code block
     on one line."""
-    # here, not at the top: the paper-figures section escapes with this module's functions
-    from analysis.report.paper_figures import paper_figures_md
-
     lines = [f"# {md_block(report['title'])}", "", f"Store {md_inline(report['store'])}, generated "
              f"{md_inline(report['generated'])}, LayerScope {md_inline(report['code_version'])}.", ""]
     lines += _verdicts_md(report)

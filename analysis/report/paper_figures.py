@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import html
 
-from analysis.report.markdown import md_cell, md_inline
+from analysis.report.md_escape import md_cell, md_inline
 
 
 def _e(value) -> str:

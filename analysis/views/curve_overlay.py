@@ -15,7 +15,8 @@ import pandas as pd
 
 from analysis.storage import results as R
 from analysis.views.charts import lazy_altair, plot_height
-from analysis.views.curves import alignment_curves_long, curve_intervals, layer_choices
+from analysis.views.curves import alignment_curves_long, curve_intervals
+from analysis.views.stored_choices import layer_choices
 from analysis.views.layers import last_numbered, layer_label, relative_depth, run_layer_names
 from analysis.views.store_info import has_table
 

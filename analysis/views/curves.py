@@ -12,6 +12,7 @@ from analysis.views.metric_help import baseline_rules, baselines, metric_help
 from analysis.views.nuance import collapse_notes
 from analysis.views.rankme_cap import capped_curves, rankme_cap_text
 from analysis.views.section import Section, section_models
+from analysis.views.stored_choices import curve_sources, layer_choices
 from analysis.views.store_info import dataset_context, has_table, model_labels
 
 
@@ -65,49 +66,23 @@ def _largest_setting_runs(rows):
     return {m: v[1] for m, v in best.items()}
 
 
-def layer_choices(con, dataset) -> dict:
-    if not has_table(con, "result_studies"):
-        return {}
-    return {s["subject"]: s["payload"]
-            for s in R.read_studies(con, current=True, study="layer_choice", dataset=dataset)}
-
-
-def alignment_sources(p: dict, curves, grids: list, by_id: dict) -> dict:
-    """``{"alignment with REF": (grid, model is A)}``: the mutual k-NN grid behind each alignment
-    curve of one layer-choice payload (its stored source)."""
-    run_id = (p.get("setting") or {}).get("run_id")
-    found = {}
-    for metric in curves:
-        if not metric.startswith("alignment with "):
-            continue
-        g = by_id.get((p.get("sources") or {}).get(metric))
-        if g is not None:
-            found[metric] = (g, g["run_a"] == run_id)
-    return found
-
-
 def curve_intervals(con, dataset) -> pd.DataFrame:
     """The intervals that exist for the layer curves: per model and alignment curve, the 95%
     bootstrap CI of the mutual k-NN grid's best cell, at that model's best layer (the curve is the
     row maximum, so its value there is the best cell's). Columns: model, metric, layer, depth, low,
     high, n_boot. Per-layer profiles have no stored intervals."""
-    choices = layer_choices(con, dataset)
-    grids = (R.read_grids(con, current=True, dataset=dataset, metric="mutual_knn")
-             if has_table(con, "result_grids") else [])
-    by_id = {g["result_id"]: g for g in grids}
     rows = []
-    for model, p in choices.items():
+    for model, p, metric, g, is_a in curve_sources(con, dataset):
         curves = p.get("curves") or {}
         n = len(next(iter(curves.values()))) if curves else 1
         last = p.get("last_layer", n - 1)
-        for metric, (g, is_a) in alignment_sources(p, curves, grids, by_id).items():
-            if g.get("best_a") is None or g.get("ci_low") is None:
-                continue
-            layer = int(g["best_a"] if is_a else g["best_b"])
-            names = p.get("layer_names") or {}
-            rows.append({"model": model, "metric": metric, "layer": layer, "depth": relative_depth(layer, last, names),
-                         "layer_name": layer_label(layer, names), "low": float(g["ci_low"]),
-                         "high": float(g["ci_high"]), "n_boot": int(g["n_boot"] or 0)})
+        if g.get("best_a") is None or g.get("ci_low") is None:
+            continue
+        layer = int(g["best_a"] if is_a else g["best_b"])
+        names = p.get("layer_names") or {}
+        rows.append({"model": model, "metric": metric, "layer": layer, "depth": relative_depth(layer, last, names),
+                     "layer_name": layer_label(layer, names), "low": float(g["ci_low"]),
+                     "high": float(g["ci_high"]), "n_boot": int(g["n_boot"] or 0)})
     return pd.DataFrame(rows, columns=["model", "metric", "layer", "depth", "layer_name", "low", "high", "n_boot"])
 
 

@@ -7,12 +7,10 @@ import json
 import numpy as np
 import pandas as pd
 
-from analysis.storage import results as R
 from analysis.null import beyond_chance, null_kind, null_label
 # one reading of a grid row's null (``flags["null"]``), the verdicts study's, so page and verdict agree
 from analysis.studies.verdicts import grid_null
-from analysis.views.curves import alignment_sources, layer_choices
-from analysis.views.store_info import has_table
+from analysis.views.stored_choices import curve_sources
 from analysis.views.text import fmt_number
 
 
@@ -53,18 +51,13 @@ def curve_null_levels(con, dataset) -> pd.DataFrame:
     null's 95th percentile ``q95`` of the grid maximum (a rule the curve's peak must clear), ``p`` of
     the best cell, ``n_perm`` and ``grouped``. The curve is a row maximum, whose own null lies at or
     below the grid maximum's, so the rule is conservative for layers other than the best."""
-    choices = layer_choices(con, dataset)
-    grids = (R.read_grids(con, current=True, dataset=dataset, metric="mutual_knn")
-             if has_table(con, "result_grids") else [])
-    by_id = {g["result_id"]: g for g in grids}
     rows = []
-    for model, p in choices.items():
-        for metric, (g, _) in alignment_sources(p, p.get("curves") or {}, grids, by_id).items():
-            null = grid_null(g)
-            if null is not None and null.get("q95") is not None and np.isfinite(null["q95"]):
-                rows.append({"model": model, "metric": metric, "q95": float(null["q95"]), "p": float(null["p"]),
-                             "n_perm": int(null["n_perm"]), "grouped": bool(null.get("grouped")),
-                             "kind": null_kind(null)})
+    for model, _, metric, g, _ in curve_sources(con, dataset):
+        null = grid_null(g)
+        if null is not None and null.get("q95") is not None and np.isfinite(null["q95"]):
+            rows.append({"model": model, "metric": metric, "q95": float(null["q95"]), "p": float(null["p"]),
+                         "n_perm": int(null["n_perm"]), "grouped": bool(null.get("grouped")),
+                         "kind": null_kind(null)})
     return pd.DataFrame(rows, columns=["model", "metric", "q95", "p", "n_perm", "grouped", "kind"])
 
 

@@ -12,7 +12,7 @@ import numpy as np
 
 from analysis.methods.layer_selection import describe_pick
 from analysis.storage import results as R
-from analysis.views.curves import layer_choices
+from analysis.views.stored_choices import layer_choices
 from analysis.views.heatmap import best_grid
 from analysis.views.null import grid_null, grid_null_within
 from analysis.views.rankme_cap import rankme_cap_text, rankme_capped

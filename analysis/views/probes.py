@@ -14,7 +14,7 @@ from analysis.methods.verdict import Verdict
 from analysis.null import beyond_chance
 from analysis.storage import results as R
 from analysis.views.charts import plot_height
-from analysis.views.curves import layer_choices
+from analysis.views.stored_choices import layer_choices
 from analysis.views.layers import layer_label
 from analysis.views.section import Section
 from analysis.views.store_info import has_table, model_labels

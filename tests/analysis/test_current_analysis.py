@@ -16,7 +16,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from analysis.views.curves import curve_intervals, layer_choices, profiles_long
+from analysis.views.curves import curve_intervals, profiles_long
+from analysis.views.stored_choices import layer_choices
 from analysis.views.embedding_map import embedding_maps
 from analysis.views.heatmap import grid_by_id, grid_index
 from analysis.views.nuance import same_space_studies

@@ -72,7 +72,7 @@ def test_overview_draws_each_gain_from_the_stored_curves(named_store, monkeypatc
     import vl_convert as vlc
 
     from analysis.storage.store import read_store
-    from analysis.views.curves import layer_choices
+    from analysis.views.stored_choices import layer_choices
 
     at = app(named_store, monkeypatch)
     (chart,) = charts(at)  # the Overview's one chart

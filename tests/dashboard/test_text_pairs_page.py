@@ -91,7 +91,7 @@ def test_a_verdicts_heatmap_link_opens_its_text_text_grid(text_store, monkeypatc
 
 
 def test_a_text_model_in_a_mixed_store_has_curves_against_vision_and_text_models(dashboard_store):
-    from analysis.views.curves import layer_choices
+    from analysis.views.stored_choices import layer_choices
 
     con = duckdb.connect(str(dashboard_store), read_only=True)
     try:
