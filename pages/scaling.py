@@ -2,7 +2,6 @@ import streamlit as st
 
 from analysis.views import scaling as scaling_view
 from analysis.views.charts import export_name
-from analysis.views.metric_help import metric_help
 from analysis.views.nuance import collapse_notes
 from analysis.views.store_info import model_labels, vision_results_missing
 from analysis.views.text import md_escape
@@ -33,17 +32,19 @@ columns = st.columns(2) if compare != "(none)" else [st.container()]
 for col, subject in zip(columns, [left] + ([compare] if compare != "(none)" else [])):
     with col:
         st.subheader(md_escape(fmt(subject)))
+        # the report's scaling section, narrowed to this subject: its two panels and the sentences under them
+        section = view(scaling_view.section, dataset, subjects=(subject,))
+        (_, by_frames), (_, by_captions) = section.charts
+        # page-only extras from the subject's view: the heading, the tables, the warnings and the export
         sv = view(scaling_view.scaling_view, dataset, subject)
         a, b, metric = subject.split("|")
         title = scaling_view.scaling_title(sv, subject, dataset=dataset, labels=labels)
-        by_frames, by_captions, chart = scaling_view.scaling_panels(sv, title=title)
         st.markdown(f"**{md_escape(scaling_view.scaling_heading(sv))}**")
         st.caption(md_escape(" · ".join(title["subtitle"])))
         st.altair_chart(by_frames, width="stretch", key=f"scaling_{subject}")
         st.altair_chart(by_captions, width="stretch", key=f"scaling_c_{subject}")
-        st.caption(md_escape(scaling_view.scaling_uncertainty_text(sv)))
-        st.caption(md_escape(metric_help(metric, sv["n_items"], {k: v for k, v in sv["params"].items()
-                                                                 if k != "n_boot"})))
+        for note in section.notes:
+            st.caption(md_escape(note))
         if sv.get("error"):
             st.warning(md_escape(sv["error"]))
         for note in collapse_notes(sv.get("notes", [])):  # one line per reason, counted
@@ -63,4 +64,4 @@ for col, subject in zip(columns, [left] + ([compare] if compare != "(none)" else
             st.dataframe(sv["held_out"], hide_index=True, width="stretch")
         stem = export_name("scaling", dataset, a, b, metric)
         download_data(sv["points"], stem)
-        download_chart(chart, stem)
+        download_chart(scaling_view.stacked_export(by_frames, by_captions, title), stem)

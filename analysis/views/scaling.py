@@ -9,7 +9,7 @@ from analysis.storage import results as R
 from analysis.methods.scaling import FORMS, predict_from_params, undetermined_params
 from analysis.views.charts import lazy_altair, chart_title, plot_height
 from analysis.views.paper_figures import add_dimension_and_published, published_scaling
-from analysis.views.metric_help import baseline_rules, baselines, chance_level
+from analysis.views.metric_help import baseline_rules, baselines, chance_level, metric_help
 from analysis.views.section import Section, section_models
 from analysis.views.store_info import has_table, model_labels
 from analysis.views.text import fmt_number
@@ -59,7 +59,7 @@ def scaling_view(con, dataset, subject) -> dict:
            "status": fit.get("status"), "reason": fit.get("reason"),
            "intervals_detail": p.get("intervals_detail"), "metric": metric, "n_items": n_items,
            "intervals_n_boot": p.get("intervals_n_boot"),
-           "chance": chance_level(metric, n_items, {k: v for k, v in s["params"].items() if k != "n_boot"})}
+           "chance": chance_level(metric, n_items, chance_params(s["params"]))}
     if drawn:
         good = points[~points["degenerate"]]
         dense_f = np.geomspace(1, max(good["n_frames"]), 40)
@@ -257,28 +257,63 @@ OMITTED = ("no scaling fits (needs vision×text pairs at several n_f and n_c set
                    "`layerscope analyze`)")
 
 
-def section(con, dataset, *, models=None, references=None) -> Section:
-    """The scaling section: the saturating law's fit of each of ``models``' (None: every model)
-    mutual k-NN against its partner, as ``data`` (a list of :func:`scaling_entry`), and the page's two
-    panels (:func:`scaling_panels`, titled by :func:`scaling_title`) of each subject where a law is
-    drawn, captioned ``"scaling: A × B, against n_f"`` and ``"… against n_c"``. ``references`` is
-    accepted for the common section signature (each fit's partner was fixed by the analysis).
-    Omitted (:data:`OMITTED`) when no chosen model has a mutual k-NN fit."""
-    chosen, labels = section_models(con, models), model_labels(con)
-    fits, charts = [], []
-    for subject in scaling_subjects(con, dataset):
+def section(con, dataset, *, models=None, references=None, subjects=None) -> Section:
+    """The scaling section: ``data`` a list of :func:`scaling_entry`, ``charts`` the two panels of
+    :func:`scaling_panels` of each subject drawn, captioned ``"scaling: A × B, against n_f"`` and
+    ``"… against n_c"``, and ``notes`` the two sentences read under each subject's panels
+    (:func:`scaling_uncertainty_text`, then the metric's help), subject after subject.
+
+    ``subjects``: the page's picks (``"a|b|metric"``, any metric), each drawn even with no fitted law
+    (its points alone: the page shows what was asked for). None: the report's choice, the mutual k-NN
+    fit of each of ``models`` (None: every model) against its partner, drawn only where a law is.
+    ``references`` is accepted for the common section signature (each fit's partner was fixed by the
+    analysis). Omitted (:data:`OMITTED`) when no subject is left. Raises ValueError naming the stored
+    subjects for an unknown one."""
+    stored = scaling_subjects(con, dataset)
+    if subjects is None:
+        chosen = section_models(con, models)
+        picked = [s for s in stored if s.split("|")[0] in chosen and s.split("|")[2] == "mutual_knn"]
+    else:
+        unknown = [s for s in subjects if s not in stored]
+        if unknown:
+            raise ValueError(f"{dataset}: no scaling fit of {unknown}; stored: {', '.join(stored) or 'none'}")
+        picked = list(subjects)
+    labels = model_labels(con)
+    fits, charts, notes = [], [], []
+    for subject in picked:
         a, b, metric = subject.split("|")
-        if a in chosen and metric == "mutual_knn":
-            sv = scaling_view(con, dataset, subject)
-            fits.append(scaling_entry(subject, sv))
-            if "curve_vs_frames" in sv:
-                title = scaling_title(sv, subject, dataset=dataset, labels=labels)
-                by_frames, by_captions, _ = scaling_panels(sv, title=title)
-                charts += [(f"scaling: {a} × {b}, against {what}", chart)
-                           for what, chart in (("n_f", by_frames), ("n_c", by_captions))]
+        sv = scaling_view(con, dataset, subject)
+        fits.append(scaling_entry(subject, sv))
+        if subjects is None and "curve_vs_frames" not in sv:
+            continue
+        by_frames, by_captions, _ = scaling_panels(sv, title=scaling_title(sv, subject, dataset=dataset,
+                                                                          labels=labels))
+        charts += [(f"scaling: {a} × {b}, against {what}", chart)
+                   for what, chart in (("n_f", by_frames), ("n_c", by_captions))]
+        notes += [scaling_uncertainty_text(sv), metric_help(metric, sv["n_items"], chance_params(sv["params"]))]
     if not fits:
         return Section(None, omitted=OMITTED)
-    return Section(fits, charts=tuple(charts))
+    return Section(fits, charts=tuple(charts), notes=tuple(notes))
+
+
+def chance_params(params: dict) -> dict:
+    """A scaling study's ``params`` that set its metric's chance level (``k``; the resample count is not one)."""
+    return {k: v for k, v in params.items() if k != "n_boot"}
+
+
+def stacked_export(by_frames, by_captions, title: dict | None = None):
+    """The two panels of a :class:`~analysis.views.section.Section` stacked for a PNG/SVG download,
+    each 520 px wide with its own colour scale, under ``title`` (:func:`scaling_title`): the export of
+    :func:`scaling_panels`, composed from the drawn panels rather than built again."""
+    alt = lazy_altair()
+    panels = []
+    for panel in (by_frames, by_captions):
+        panel = panel.properties(width=520)
+        # the page's autosize (:func:`plot_height`) fits a panel into its column; an export has its own size
+        panel.autosize = alt.Undefined
+        panels.append(panel)
+    export = alt.vconcat(*panels).resolve_scale(color="independent")
+    return export.properties(title=title) if title else export
 
 
 def scaling_entry(subject: str, sv: dict) -> dict:
