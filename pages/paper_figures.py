@@ -3,8 +3,7 @@ import streamlit as st
 from analysis.views import caption_baseline as cb
 from analysis.views import paper_figures as pf
 from analysis.views import prompt_compare as pc
-from analysis.views.charts import chart_title, export_name
-from analysis.views.nuance import collapse_notes
+from analysis.views.charts import export_name
 from analysis.views.store_info import model_labels, vision_results_missing
 from analysis.views.text import md_escape
 from pages._shared import (dataset_picker, download_chart, download_data, drop_params, pick, require_results,
@@ -23,60 +22,57 @@ labels = view(model_labels)
 SECTIONS = {"fig7": "Fig. 7: 1 vs many captions", "fig11": "Figs. 11/12: vision × text matrix",
             "fig2": "Fig. 2: alignment vs downstream", "fig8": "Fig. 8: long-caption baseline",
             "prompts": "TARA: EOL vs plain prompt", "published": "Published numbers"}
-section = pick("Figure", list(SECTIONS), param="figure", fmt=SECTIONS.get, widget="radio", container=st.sidebar)
+figure = pick("Figure", list(SECTIONS), param="figure", fmt=SECTIONS.get, widget="radio", container=st.sidebar)
 #: each figure's URL parameters: another figure's are dropped, so the link names only what is on screen
 SECTION_PARAMS = {"fig7": ("metric", "text"), "fig11": ("metric", "budget"), "fig2": ("metric", "text", "task"),
                   "fig8": ("metric", "pair", "nf"), "prompts": ("a", "b"), "published": ()}
-drop_params(*{p for ps in SECTION_PARAMS.values() for p in ps} - set(SECTION_PARAMS[section]))
+drop_params(*{p for ps in SECTION_PARAMS.values() for p in ps} - set(SECTION_PARAMS[figure]))
 
-if section not in ("published", "prompts"):
+if figure not in ("published", "prompts"):
     require_results("vision × text grids", bool(choices["metrics"]), why=view(vision_results_missing, dataset))
     metric = pick("Metric", choices["metrics"], param="metric", default=pf.FIGURE_METRIC, container=st.sidebar)
 
 
-def _notes(fv):
-    for note in collapse_notes(fv.get("notes", [])):  # near-identical notes: one line per reason, counted
+def _notes(section):
+    for note in section.notes:  # near-identical notes: one line per reason, counted
         st.caption(md_escape(note))
 
 
-if section == "fig7":
+if figure == "fig7":
     text_model = pick("Text model", choices["text"], param="text", fmt=lambda m: labels.get(m, m), container=st.sidebar)
     fv = view(pf.fig7_view, dataset, metric, text_model)
     st.subheader("DR Fig. 7: best alignment at the smallest against the largest caption budget")
     if fv["error"]:
         st.info(md_escape(fv["error"]))
     else:
-        lo, hi = fv["n_c"]
-        title = chart_title(f"{metric}: n_c {lo} against n_c {hi}, text model {labels.get(text_model, text_model)}",
-                            dataset=dataset, labels=labels, models=list(fv["points"]["vision"]))
-        chart = pf.fig7_chart(fv, title=title)
+        # the report's Fig. 7 against this text model: the titled chart, its sentence and its notes
+        section = view(pf.section, dataset, figure="fig7", metric=metric, text=text_model)
+        ((_, chart),), (entry,) = section.charts, section.data["fig7"]
         st.altair_chart(chart, width="content", key="fig7")
-        st.markdown(md_escape(pf.fig7_text(fv)))
-        _notes(fv)
+        st.markdown(md_escape(entry["sentence"]))
+        _notes(section)
         st.dataframe(fv["points"], hide_index=True, width="stretch")
         stem = export_name("fig7", dataset, metric, text_model)
         download_data(fv["points"], stem)
         download_chart(chart, stem)
-elif section == "fig11":
+elif figure == "fig11":
     budget = pick("Caption budget", ["smallest", "largest"], param="budget", widget="radio", container=st.sidebar)
     av = view(pf.fig11_view, dataset, metric, budget)
     st.subheader(f"DR Figs. 11/12: best alignment and its layers (vision/text), {budget} n_c")
     if av["error"]:
         st.info(md_escape(av["error"]))
     else:
-        title = chart_title(f"{metric} at n_c {av['n_c']}, each vision model at its largest n_f; cell: best "
-                            "value (vision layer/text layer)", dataset=dataset, labels=labels,
-                            models=sorted(set(av["cells"]["vision"]) | set(av["cells"]["text"])))
-        chart = pf.fig11_chart(av, title=title)
+        section = view(pf.section, dataset, figure="fig11", metric=metric, budget=budget)
+        ((_, chart),), (entry,) = section.charts, section.data["fig11"]
         st.altair_chart(chart, width="content", key="fig11")
         st.dataframe(av["table"], hide_index=True, width="stretch")
-        st.markdown("**Rank agreement across text encoders.** " + md_escape(pf.agreement_text(av)))
+        st.markdown("**Rank agreement across text encoders.** " + md_escape(entry["sentence"]))
         st.dataframe(pf.agreement_frame(av), hide_index=True, width="stretch")
-        _notes(av)
+        _notes(section)
         stem = export_name("fig11", dataset, metric, f"nc{av['n_c']}")
         download_data(av["table"], stem)
         download_chart(chart, stem)
-elif section == "fig2":
+elif figure == "fig2":
     text_model = pick("Text model", choices["text"], param="text", fmt=lambda m: labels.get(m, m), container=st.sidebar)
     st.subheader("DR Fig. 2: alignment against a downstream result, by kind of vision input")
     if not choices["tasks"]:
@@ -88,20 +84,19 @@ elif section == "fig2":
     if fv["error"]:
         st.info(md_escape(fv["error"]))
     else:
-        title = chart_title(f"{task} against {metric} with {labels.get(text_model, text_model)} (n_c {fv['n_c']})",
-                            dataset=dataset, labels=labels, models=list(fv["points"]["vision"]))
-        chart = pf.fig2_chart(fv, title=title)
+        section = view(pf.section, dataset, figure="fig2", metric=metric, text=text_model, task=task)
+        ((_, chart),), (entry,) = section.charts, section.data["fig2"]
         st.altair_chart(chart, width="content", key="fig2")
-        st.markdown(md_escape(pf.fig2_text(fv)))
+        st.markdown(md_escape(entry["sentence"]))
         st.caption("■ an image model on one frame, ● an image model on its largest n_f, ▲ a video model at its "
                    "largest n_f. The dashed line is fitted on the ● points; the offset is the mean height of the ▲ "
                    "points above it, in the task's units.")
-        _notes(fv)
+        _notes(section)
         st.dataframe(fv["points"], hide_index=True, width="stretch")
         stem = export_name("fig2", dataset, metric, text_model, task)
         download_data(fv["points"], stem)
         download_chart(chart, stem)
-elif section == "fig8":
+elif figure == "fig8":
     st.subheader("DR Fig. 8: the long original caption beside the caption sweep")
     bc = view(cb.baseline_choices, dataset)
     if not bc["pairs"]:
@@ -119,12 +114,12 @@ elif section == "fig8":
     else:
         budgets = cb.frame_budgets(fv)
         n_f = int(pick("Frames (n_f)", budgets, param="nf", container=st.sidebar))
-        title = chart_title(f"{metric}: {labels.get(vision, vision)} × {labels.get(text_model, text_model)} at "
-                            f"n_f {n_f}; dashed: the long original caption", dataset=dataset, labels=labels,
-                            models=[vision, text_model])
-        chart = cb.fig8_chart(fv, n_f, title=title)
+        section = view(pf.section, dataset, figure="fig8", metric=metric, baseline_pair=(vision, text_model),
+                       n_frames=n_f)
+        ((_, chart),) = section.charts
+        (entry,) = [e for e in section.data["fig8"] if e["n_frames"] == n_f]
         st.altair_chart(chart, width="content", key="fig8")
-        st.markdown(md_escape(cb.fig8_text(fv, n_f)))
+        st.markdown(md_escape(entry["sentence"]))
         st.caption("The line: the best alignment at each caption budget (its band: the bootstrap interval). The dashed "
                    "line and its band: the same text model on each item's one long original caption, scored the same "
                    "way against the same vision run.")
@@ -132,7 +127,7 @@ elif section == "fig8":
         stem = export_name("fig8", dataset, metric, vision, text_model, f"nf{n_f}")
         download_data(fv["sweep"], stem)
         download_chart(chart, stem)
-elif section == "prompts":
+elif figure == "prompts":
     st.subheader("TARA: one MLLM under two prompts (EOL against plain), side by side")
     st.caption("Two same-space models (an MLLM's video and text sides), each at its largest n_f, n_c and last layer: "
                "modality gap, retrieval, alignment (with their bootstrap intervals) and each side's uniformity. "
@@ -152,13 +147,12 @@ elif section == "prompts":
     if cv["error"]:
         st.info(md_escape(cv["error"]))
     else:
-        st.markdown(md_escape(pc.compare_text(cv)))
+        section = view(pf.section, dataset, figure="prompts", prompt_pair=(model_a, model_b))
+        ((_, chart),), (entry,) = section.charts, section.data["prompts"]
+        st.markdown(md_escape(entry["sentence"]))
         st.dataframe(cv["table"], hide_index=True, width="stretch")
         st.caption(md_escape("Prompts: " + "; ".join(f"{m}: {p!r}" for m, p in cv["prompts"].items())
                              + ". 'intervals apart': the two bootstrap intervals do not overlap."))
-        title = chart_title(f"modality gap per layer: {fmt(model_a)} against {fmt(model_b)}", dataset=dataset,
-                            labels=labels, models=[model_a, model_b])
-        chart = pc.compare_chart(cv, title=title)
         st.altair_chart(chart, width="content", key="prompts")
         st.caption("The gap as a picture: the Embedding map page draws each model's two sides by PCA and t-SNE "
                    "(TARA's Figs. 4, 10, 11) beside UMAP.")

@@ -11,6 +11,9 @@ mixed in. Untrained (random-init) models are controls: drawn, never part of a fi
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import Any
+
 import numpy as np
 import pandas as pd
 
@@ -22,9 +25,10 @@ from analysis.storage import results as R
 from analysis.storage.schema import MODEL_LEVEL
 from analysis.views import caption_baseline as cb
 from analysis.views import prompt_compare as pc
-from analysis.views.charts import lazy_altair, wrapped_title
+from analysis.views.charts import chart_title, lazy_altair, wrapped_title
+from analysis.views.nuance import collapse_notes
 from analysis.views.section import Section
-from analysis.views.store_info import has_table
+from analysis.views.store_info import has_table, model_labels
 from analysis.views.text import fmt_number
 
 #: the note every figure carries when only untrained models are there: they are drawn, never fitted
@@ -500,62 +504,160 @@ FIGURE_METRIC = "mutual_knn"
 OMITTED = "no vision×text grids (needs vision and text runs, then `layerscope analyze`)"
 
 
-def section(con, dataset, *, models=None, references=None) -> Section:
-    """The figures the report shows without a user's choice: ``data`` the numbers of DR's Figs. 7,
-    11/12, 2 and 8 at :data:`FIGURE_METRIC` (else the first metric stored), TARA's prompt comparisons
-    and pictures of the gap (None when the dataset has no vision×text grids, prompt pairs or gap
-    pictures); ``charts`` one ``(title, chart)`` per figure drawn. ``models`` and ``references`` are
-    accepted for the report's loop and not used: a figure ranks every model against every text model."""
+#: the section's figures in the report's order; a page's ``figure=`` names one (the page's table of
+#: published numbers is no chart: it stays on the page)
+FIGURES = ("gap_maps", "prompts", "fig7", "fig11", "fig2", "fig8")
+
+
+def section(con, dataset, *, models=None, references=None, figure=None, metric=None, text=None, budget=None,
+            task=None, baseline_pair=None, n_frames=None, prompt_pair=None) -> Section:
+    """DR's and TARA's figures on this store: ``data`` ``{metric, fig7, fig11, fig2, fig8, prompts,
+    gap_maps}`` (each figure's numbers and its sentence, a list per figure drawn), ``charts`` one
+    ``(caption, chart)`` per figure drawn, each with the title the Paper figures page gives it, and
+    ``notes`` each drawn Fig. 7, 11/12 or 2's notes, one line per reason, chart after chart.
+
+    The page's choices narrow it; None (the report's choice) draws every figure the store allows:
+    ``figure`` one of :data:`FIGURES`; ``metric`` (:data:`FIGURE_METRIC` when stored, else the first);
+    ``text`` the text model of Figs. 7 and 2 (every one); ``budget`` Figs. 11/12's ``smallest`` or
+    ``largest`` n_c (both); ``task`` Fig. 2's ``"task · metric"`` (every one); ``baseline_pair``
+    Fig. 8's ``(vision, text)`` (every pair with a long-caption baseline) and ``n_frames`` its chart's
+    n_f (the largest); ``prompt_pair`` TARA's ``(a, b)`` (every pair of one source whose prompts
+    differ). ``models`` and ``references`` are accepted for the report's loop and not used: a figure
+    ranks every model against every text model. Omitted (:data:`OMITTED`) when none of the chosen
+    figures has anything to draw from."""
+    if figure is not None and figure not in FIGURES:
+        raise ValueError(f"figure {figure!r}: expected one of {', '.join(FIGURES)}")
+    wanted = FIGURES if figure is None else (figure,)
     choices = figure_choices(con, dataset)
-    prompts = _prompt_comparisons(con, dataset)
-    if not choices["metrics"] and not prompts and not _gap_pictures(con, dataset):
+    gaps = _gap_pictures(con, dataset) if "gap_maps" in wanted else []
+    prompts = _prompt_comparisons(con, dataset, prompt_pair) if "prompts" in wanted else []
+    by_metric = {"fig7", "fig11", "fig2", "fig8"} & set(wanted)
+    if not (choices["metrics"] and by_metric) and not prompts and not gaps:
         return Section(None, omitted=OMITTED)
-    metric = FIGURE_METRIC if FIGURE_METRIC in choices["metrics"] or not choices["metrics"] else choices["metrics"][0]
+    if metric is None:
+        metric = FIGURE_METRIC if FIGURE_METRIC in choices["metrics"] or not choices["metrics"] else choices["metrics"][0]
+    scope = _Figures(con, dataset, metric, model_labels(con))
+    texts = choices["text"] if text is None else [text]
+    parts = {"gap_maps": lambda: _gap_part(gaps), "prompts": lambda: _prompts_part(scope, prompts),
+             "fig7": lambda: _fig7_part(scope, texts),
+             "fig11": lambda: _fig11_part(scope, ("smallest", "largest") if budget is None else (budget,)),
+             "fig2": lambda: _fig2_part(scope, choices["tasks"] if task is None else [task], texts),
+             "fig8": lambda: _fig8_part(scope, cb.baseline_choices(con, dataset)["pairs"] if baseline_pair is None
+                                        else [tuple(baseline_pair)], n_frames)}
     sec = {"metric": metric, "fig7": [], "fig11": [], "fig2": [], "fig8": [], "prompts": [], "gap_maps": []}
-    charts = []
-    for m in _gap_pictures(con, dataset):
-        sec["gap_maps"].append({"subject": m["subject"], "method": m["method"], "n_points": m["n_points"]})
-        charts.append((f"TARA's picture of the gap ({m['method'].upper()}): {m['subject']}", m["chart"]))
+    charts, notes = [], []
+    for name in wanted:
+        sec[name], drawn, said = parts[name]()
+        charts += drawn
+        notes += said
+    return Section(sec, charts=tuple(charts), notes=tuple(notes))
+
+
+@dataclass(frozen=True)
+class _Figures:
+    """What every figure of one section is drawn from."""
+    con: Any
+    dataset: str
+    metric: str     #: the alignment metric every figure reads
+    labels: dict    #: model → label ("(random init)" included), as the titles name models
+
+
+def _titled(scope: _Figures, text: str, models) -> dict:
+    """A figure's chart title (:func:`chart_title`): ``text``, the dataset and the untrained ``models``."""
+    return chart_title(text, dataset=scope.dataset, labels=scope.labels, models=list(models))
+
+
+def _gap_part(gaps) -> tuple[list, list, list]:
+    """TARA's pictures of the gap: ``(entries, [(caption, chart)], notes)`` as every part returns."""
+    return ([{"subject": m["subject"], "method": m["method"], "n_points": m["n_points"]} for m in gaps],
+            [(f"TARA's picture of the gap ({m['method'].upper()}): {m['subject']}", m["chart"]) for m in gaps], [])
+
+
+def _prompts_part(scope: _Figures, prompts) -> tuple[list, list, list]:
+    """TARA's prompt comparisons, each titled with both models' labels."""
+    entries, charts = [], []
     for cv in prompts:
-        sec["prompts"].append({"a": cv["a"], "b": cv["b"], "sentence": pc.compare_text(cv), "prompts": cv["prompts"],
-                               "table": cv["table"].to_dict(orient="records")})
-        charts.append((f"TARA: modality gap per layer, {cv['a']} against {cv['b']}", pc.compare_chart(cv)))
-    for text in choices["text"]:
-        fv = fig7_view(con, dataset, metric, text)
-        sec["fig7"].append({"text_model": text, "sentence": fig7_text(fv), "notes": fv["notes"],
-                            "points": fv["points"].to_dict(orient="records") if len(fv["points"]) else [],
-                            "fit": fv["fit"], "published": fv["published"]})
+        a, b = cv["a"], cv["b"]
+        entries.append({"a": a, "b": b, "sentence": pc.compare_text(cv), "prompts": cv["prompts"],
+                        "table": cv["table"].to_dict(orient="records")})
+        title = _titled(scope, f"modality gap per layer: {scope.labels.get(a, a)} against {scope.labels.get(b, b)}",
+                        [a, b])
+        charts.append((f"TARA: modality gap per layer, {a} against {b}", pc.compare_chart(cv, title=title)))
+    return entries, charts, []
+
+
+def _fig7_part(scope: _Figures, texts) -> tuple[list, list, list]:
+    """DR Fig. 7 against each of ``texts`` (an entry even without a chart: its sentence says why)."""
+    entries, charts, notes = [], [], []
+    for text in texts:
+        fv = fig7_view(scope.con, scope.dataset, scope.metric, text)
+        entries.append({"text_model": text, "sentence": fig7_text(fv), "notes": fv["notes"],
+                        "points": fv["points"].to_dict(orient="records") if len(fv["points"]) else [],
+                        "fit": fv["fit"], "published": fv["published"]})
         if not fv["error"]:
-            charts.append((f"DR Fig. 7: {metric}, n_c {fv['n_c'][0]} against {fv['n_c'][1]}, text model {text}",
-                           fig7_chart(fv)))
-    for budget in ("smallest", "largest"):
-        av = fig11_view(con, dataset, metric, budget)
+            lo, hi = fv["n_c"]
+            title = _titled(scope, f"{scope.metric}: n_c {lo} against n_c {hi}, text model "
+                                   f"{scope.labels.get(text, text)}", fv["points"]["vision"])
+            charts.append((f"DR Fig. 7: {scope.metric}, n_c {lo} against {hi}, text model {text}",
+                           fig7_chart(fv, title=title)))
+            notes += collapse_notes(fv["notes"])
+    return entries, charts, notes
+
+
+def _fig11_part(scope: _Figures, budgets) -> tuple[list, list, list]:
+    """DR Figs. 11/12 at each caption budget of ``budgets`` that has grids."""
+    entries, charts, notes = [], [], []
+    for budget in budgets:
+        av = fig11_view(scope.con, scope.dataset, scope.metric, budget)
         if av["error"]:
             continue
-        sec["fig11"].append({"budget": budget, "n_c": av["n_c"], "table": av["table"].to_dict(orient="records"),
-                             "agreement": av["agreement"], "sentence": agreement_text(av),
-                             "pairs": agreement_frame(av).to_dict(orient="records"), "notes": av["notes"]})
-        charts.append((f"DR Figs. 11/12: {metric} at n_c {av['n_c']}, best value (vision layer/text layer)",
-                       fig11_chart(av)))
-    for task in choices["tasks"]:
-        for text in choices["text"]:
-            fv = fig2_view(con, dataset, metric, text, task)
+        entries.append({"budget": budget, "n_c": av["n_c"], "table": av["table"].to_dict(orient="records"),
+                        "agreement": av["agreement"], "sentence": agreement_text(av),
+                        "pairs": agreement_frame(av).to_dict(orient="records"), "notes": av["notes"]})
+        title = _titled(scope, f"{scope.metric} at n_c {av['n_c']}, each vision model at its largest n_f; cell: best "
+                               "value (vision layer/text layer)",
+                        sorted(set(av["cells"]["vision"]) | set(av["cells"]["text"])))
+        charts.append((f"DR Figs. 11/12: {scope.metric} at n_c {av['n_c']}, best value (vision layer/text layer)",
+                       fig11_chart(av, title=title)))
+        notes += collapse_notes(av["notes"])
+    return entries, charts, notes
+
+
+def _fig2_part(scope: _Figures, tasks, texts) -> tuple[list, list, list]:
+    """DR Fig. 2 for each downstream task of ``tasks`` and text model of ``texts`` with a figure."""
+    entries, charts, notes = [], [], []
+    for task in tasks:
+        for text in texts:
+            fv = fig2_view(scope.con, scope.dataset, scope.metric, text, task)
             if fv["error"]:
                 continue
-            sec["fig2"].append({"task": task, "text_model": text, "sentence": fig2_text(fv), "offset": fv["offset"],
-                                "published": fv["published"], "notes": fv["notes"]})
-            charts.append((f"DR Fig. 2: {task} against {metric} with {text}", fig2_chart(fv)))
-    for vision, text in cb.baseline_choices(con, dataset)["pairs"]:
-        fv = cb.fig8_view(con, dataset, metric, vision, text)
-        if fv["error"]:
-            continue
-        for n_f in cb.frame_budgets(fv):
-            sec["fig8"].append({"vision": vision, "text_model": text, "n_frames": n_f, "sentence": cb.fig8_text(fv, n_f)})
-        if cb.frame_budgets(fv):
-            n_f = cb.frame_budgets(fv)[0]
-            charts.append((f"DR Fig. 8: {metric}, {vision} × {text} at n_f {n_f}; dashed: the long original caption",
-                           cb.fig8_chart(fv, n_f)))
-    return Section(sec, charts=tuple(charts))
+            entries.append({"task": task, "text_model": text, "sentence": fig2_text(fv), "offset": fv["offset"],
+                            "published": fv["published"], "notes": fv["notes"]})
+            title = _titled(scope, f"{task} against {scope.metric} with {scope.labels.get(text, text)} "
+                                   f"(n_c {fv['n_c']})", fv["points"]["vision"])
+            charts.append((f"DR Fig. 2: {task} against {scope.metric} with {text}", fig2_chart(fv, title=title)))
+            notes += collapse_notes(fv["notes"])
+    return entries, charts, notes
+
+
+def _fig8_part(scope: _Figures, pairs, n_frames=None) -> tuple[list, list, list]:
+    """DR Fig. 8 of each ``(vision, text)`` of ``pairs``: a sentence per frame budget, the chart at
+    ``n_frames`` (None: the largest budget with a baseline)."""
+    entries, charts = [], []
+    for vision, text in pairs:
+        fv = cb.fig8_view(scope.con, scope.dataset, scope.metric, vision, text)
+        budgets = [] if fv["error"] else cb.frame_budgets(fv)
+        if n_frames is not None and budgets and int(n_frames) not in budgets:
+            raise ValueError(f"{vision} × {text}: no long-caption baseline at n_f = {n_frames}; stored: {budgets}")
+        entries += [{"vision": vision, "text_model": text, "n_frames": n_f, "sentence": cb.fig8_text(fv, n_f)}
+                    for n_f in budgets]
+        if budgets:
+            n_f = budgets[0] if n_frames is None else int(n_frames)
+            title = _titled(scope, f"{scope.metric}: {scope.labels.get(vision, vision)} × {scope.labels.get(text, text)}"
+                                   f" at n_f {n_f}; dashed: the long original caption", [vision, text])
+            charts.append((f"DR Fig. 8: {scope.metric}, {vision} × {text} at n_f {n_f}; dashed: the long original "
+                           "caption", cb.fig8_chart(fv, n_f, title=title)))
+    return entries, charts, []
 
 
 def _gap_pictures(con, ds) -> list[dict]:
@@ -574,7 +676,9 @@ def _gap_pictures(con, ds) -> list[dict]:
     return out
 
 
-def _prompt_comparisons(con, ds) -> list[dict]:
-    """TARA's comparison for every pair of one source whose stored prompts differ (what the report can
-    tell apart without a user's choice)."""
-    return [cv for a, b in pc.prompt_pairs(con, ds) if not (cv := pc.compare_view(con, ds, a, b))["error"]]
+def _prompt_comparisons(con, ds, pair=None) -> list[dict]:
+    """TARA's comparison of ``pair`` ``(a, b)``, or (None) of every pair of one source whose stored
+    prompts differ (what the report can tell apart without a user's choice); a pair that cannot be
+    compared is left out (the page says why from :func:`analysis.views.prompt_compare.compare_view`)."""
+    pairs = pc.prompt_pairs(con, ds) if pair is None else [tuple(pair)]
+    return [cv for a, b in pairs if not (cv := pc.compare_view(con, ds, a, b))["error"]]
