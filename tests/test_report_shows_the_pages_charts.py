@@ -1,4 +1,4 @@
-"""The report's heatmap, layer curves, scaling panels and model map are the dashboard pages' charts:
+"""The report's heatmap, layer curves, scaling panels, model map and paper figures are the dashboard pages' charts:
 for one store and one selection, the Vega-Lite spec a page draws equals the one the report embeds
 (a chart drawn twice drifts: another best-cell colour, no intervals, no recommended layers). The
 Overview's verdict lines are the report's opening, read from the same section."""
@@ -14,7 +14,8 @@ import pytest
 
 from analysis.report import build_report
 from analysis.storage import results as R
-from analysis.views import curves as curves_view, heatmap as heatmap_view, scaling as scaling_view
+from analysis.views import curves as curves_view, heatmap as heatmap_view, paper_figures as paper_view
+from analysis.views import scaling as scaling_view
 from analysis.views.overview import section as overview_section
 from analysis.views.text import md_escape
 from analysis.views.verdicts import VERDICT_BADGES
@@ -89,7 +90,8 @@ def test_the_report_model_map_is_the_model_map_pages_charts(demo_like, monkeypat
 
 
 #: the report's sections that are a page view's ``section``: report name → that function
-VIEW_SECTIONS = {"heatmaps": heatmap_view.section, "layer_curves": curves_view.section, "scaling": scaling_view.section}
+VIEW_SECTIONS = {"heatmaps": heatmap_view.section, "layer_curves": curves_view.section, "scaling": scaling_view.section,
+                 "paper_figures": paper_view.section}
 
 
 def as_json(value) -> str:
@@ -249,3 +251,64 @@ def test_the_overviews_verdict_lines_are_the_reports_opening(demo_like, monkeypa
                 for v in verdicts for page, query in (("heatmap", v["heatmap_query"]), ("curves", v["curves_query"]))
                 if query]
     assert links == expected
+
+
+def test_the_scaling_pages_panels_and_their_data_are_the_reports(demo_like, monkeypatch, report_charts):
+    at = app(demo_like, monkeypatch, "scaling", {"dataset": DATASET})
+    a, b, _ = str(at.query_params["pair"]).split("|")
+    pages = page_charts(demo_like, monkeypatch, "scaling")
+    report = [report_chart(report_charts["scaling"], f"scaling: {a} × {b}, against {what}") for what in ("n_f", "n_c")]
+    assert pages == report
+    assert all(data for _, data in report)  # the points (and the law's curves) travel with each panel
+
+
+def test_the_scaling_page_reads_its_section_s_notes_under_the_panels(demo_like, monkeypatch):
+    at = app(demo_like, monkeypatch, "scaling", {"dataset": DATASET})
+    subject = str(at.query_params["pair"])
+    con = duckdb.connect(str(demo_like), read_only=True)
+    try:
+        section = scaling_view.section(con, DATASET, subjects=(subject,))
+    finally:
+        con.close()
+    captions = [c.value for c in at.caption]
+    start = captions.index(md_escape(section.notes[0]))
+    assert captions[start:start + len(section.notes)] == [md_escape(n) for n in section.notes]
+    assert any("Chance (unrelated spaces)" in n for n in section.notes)  # mutual k-NN has a chance level
+
+
+def _paper_chart(entries, prefix) -> tuple[dict, list]:
+    """The report's paper-figure chart whose caption starts with ``prefix``, as :func:`report_chart`."""
+    (caption,) = [c for c, _ in entries if c.startswith(prefix)]
+    return report_chart(entries, caption)
+
+
+@pytest.mark.parametrize("params, caption", [
+    ({"figure": "fig7", "text": "llama-tiny"}, "DR Fig. 7: mutual_knn, n_c 1 against 4, text model llama-tiny"),
+    ({"figure": "fig11", "budget": "smallest"}, "DR Figs. 11/12: mutual_knn at n_c 1,"),
+    ({"figure": "fig11", "budget": "largest"}, "DR Figs. 11/12: mutual_knn at n_c 4,"),
+])
+def test_the_report_paper_figures_are_the_paper_figures_pages_charts(demo_like, monkeypatch, report_charts, params,
+                                                                    caption):
+    (page,) = page_charts(demo_like, monkeypatch, "paper_figures", {"metric": "mutual_knn", **params})
+    spec, data = _paper_chart(report_charts["paper_figures"], caption)
+    assert page == (spec, data) and data
+    # the page's title, now the report's too: it names the dataset, so an exported figure says where it is from
+    assert spec["title"]["text"] and "dataset moving_shapes" in spec["title"]["subtitle"]
+
+
+def test_the_report_fig2_is_the_paper_figures_pages_chart(tmp_path, monkeypatch):
+    from tests.stores import write_paper_store
+
+    store = tmp_path / "paper.duckdb"
+    write_paper_store(store)
+    con = duckdb.connect(str(store), read_only=True)
+    try:
+        report = build_report(con, store=str(store))["datasets"][0]
+    finally:
+        con.close()
+    entries = [(caption, spec) for sec, caption, spec in report["charts"] if sec == "paper_figures"]
+    spec, data = _paper_chart(entries, "DR Fig. 2: k400 · top1 against mutual_knn with gemma")
+    params = {"dataset": "mine", "figure": "fig2", "metric": "mutual_knn", "text": "gemma", "task": "k400 · top1"}
+    (page,) = page_charts(store, monkeypatch, "paper_figures", params)
+    assert page == (spec, data) and data
+    assert spec["title"]["text"].startswith("k400 · top1 against mutual_knn with gemma")

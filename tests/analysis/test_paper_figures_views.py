@@ -211,3 +211,27 @@ def test_d_v_is_blank_with_the_reason_where_alpha_is_not_determined(tmp_path):
 def test_a_missing_published_table_is_a_clear_error(tmp_path):
     with pytest.raises(ValueError, match="no published table here"):
         P.load_published(tmp_path / "nothing.csv")
+
+
+def test_the_section_draws_the_chosen_figure_titled_with_its_numbers(store):
+    with _con(store) as con:
+        sec = pf.section(con, "mine", figure="fig7", text="gemma")
+        everything = pf.section(con, "mine")
+    # one figure, one text model: Fig. 7 against gemma, its planted points (vision × n_c 1 and 10)
+    ((caption, chart),) = sec.charts
+    assert caption == "DR Fig. 7: mutual_knn, n_c 1 against 10, text model gemma"
+    assert [e["text_model"] for e in sec.data["fig7"]] == ["gemma"]
+    assert not any(sec.data[name] for name in ("fig11", "fig2", "fig8", "prompts", "gap_maps"))
+    spec = chart.to_dict()
+    assert " ".join(spec["title"]["text"]) == "mutual_knn: n_c 1 against n_c 10, text model gemma"
+    # the untrained control is named under the title (an exported figure says it holds one)
+    assert "rand" in " ".join(spec["title"]["subtitle"]) and "dataset mine" in spec["title"]["subtitle"]
+    points = {p["vision"]: (p["x"], p["y"]) for p in next(iter(spec["datasets"].values()))}
+    assert points == {m: (_planted(m, "gemma", 1), _planted(m, "gemma", 10)) for m in PAPER_VISION}
+    # the report's section (every figure) holds this figure's chart, titled alike
+    assert [(c, ch.to_dict()) for c, ch in everything.charts if c == caption] == [(caption, spec)]
+
+
+def test_the_section_refuses_an_unknown_figure(store):
+    with _con(store) as con, pytest.raises(ValueError, match="figure 'fig9': expected one of gap_maps, prompts"):
+        pf.section(con, "mine", figure="fig9")

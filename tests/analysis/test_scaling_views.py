@@ -157,3 +157,65 @@ def test_undetermined_params_per_status_and_bound():
         == {"s_inf"}
     assert set(undetermined_params("log_linear", {"a": 1, "b": 2, "c": 3}, "not_identifiable", "rank")) == {"a", "b", "c"}
     assert set(undetermined_params("log_linear", {"a": 0.2, "b": 0, "c": 0}, "flat")) == {"b", "c"}
+
+
+#: three grid points: too few for the saturating law's five parameters, so no law is fitted
+FEW_POINTS = [(1, 1, 0.10, 1, 2, "ra", "rb"), (2, 1, 0.20, 1, 2, "ra", "rb"), (1, 2, 0.15, 1, 2, "ra", "rb")]
+
+
+@pytest.fixture(scope="module")
+def with_model():
+    """The scaling-only store plus a subject without a law, its vision model ``v`` registered (the
+    report's default covers the store's models)."""
+    con = duckdb.connect(":memory:")
+    write_scaling_studies(con, grids={**GRIDS, "v|few|mutual_knn": FEW_POINTS})
+    con.execute("INSERT INTO models (model, modality) VALUES ('v', 'video')")
+    return con
+
+
+def test_the_reports_section_draws_the_mutual_knn_laws_of_its_models(with_model):
+    from analysis.views.scaling import section
+
+    sec = section(with_model, "toy")
+    # every mutual k-NN fit is stored, the one without a law included; CKNNA is the page's choice only
+    assert [f["subject"] for f in sec.data] == ["v|few|mutual_knn", "v|flat|mutual_knn", "v|law|mutual_knn",
+                                                "v|loglinear|mutual_knn"]
+    assert [c for c, _ in sec.charts] == [f"scaling: v × {b}, against {x}" for b in ("flat", "law", "loglinear")
+                                          for x in ("n_f", "n_c")]
+    assert len(sec.notes) == 2 * 3  # two sentences under each drawn subject
+
+
+def test_a_named_subject_is_drawn_by_its_points_when_no_law_is_fitted(with_model):
+    from analysis.views.scaling import section
+
+    sec = section(with_model, "toy", subjects=("v|few|mutual_knn",))
+    assert [c for c, _ in sec.charts] == ["scaling: v × few, against n_f", "scaling: v × few, against n_c"]
+    for _, chart in sec.charts:
+        spec = chart.to_dict()
+        marks = [layer["mark"]["type"] if isinstance(layer["mark"], dict) else layer["mark"] for layer in spec["layer"]]
+        assert "line" not in marks  # no law, so no curve
+        points = next(iter(spec["datasets"].values()))
+        assert sorted((p["n_frames"], p["n_captions"], p["score"]) for p in points) == sorted(p[:3] for p in FEW_POINTS)
+    # chance of mutual k-NN at k = 10 and N = 101 items: k/(N − 1) = 0.1
+    assert "Chance (unrelated spaces) = 0.100 at N = 101." in sec.notes[0]
+    assert sec.notes[1].startswith("mutual_knn: ")
+
+
+def test_a_named_subject_of_another_metric_is_drawn_and_an_unknown_one_is_refused(with_model):
+    from analysis.views.scaling import section
+
+    sec = section(with_model, "toy", subjects=("v|runaway|cknna",))
+    assert [f["subject"] for f in sec.data] == ["v|runaway|cknna"] and len(sec.charts) == 2
+    with pytest.raises(ValueError, match="v\\|law\\|cknna.*stored: v\\|few\\|mutual_knn"):
+        section(with_model, "toy", subjects=("v|law|cknna",))
+
+
+def test_the_stacked_export_is_the_panels_export(with_model):
+    from analysis.views.scaling import scaling_title, stacked_export
+
+    sv = scaling_view(with_model, "toy", "v|law|mutual_knn")
+    title = scaling_title(sv, "v|law|mutual_knn", dataset="toy", labels={})
+    by_frames, by_captions, export = scaling_panels(sv, title=title)
+    assert stacked_export(by_frames, by_captions, title).to_dict() == export.to_dict()
+    spec = stacked_export(by_frames, by_captions).to_dict()
+    assert [panel["width"] for panel in spec["vconcat"]] == [520, 520] and "autosize" not in spec["vconcat"][0]
