@@ -116,14 +116,15 @@ def knn_predictions(idx: np.ndarray, sim: np.ndarray, y: np.ndarray, n_classes: 
     one = Y.ndim == 1
     Y = Y[None] if one else Y
     P = len(Y)
-    # one bin per (labelling, item, class); each bin sums its neighbours in list order, as one labelling alone
-    slot = (np.arange(P * n).reshape(P, n, 1) * n_classes + Y[:, idx]).ravel()
-    votes = np.bincount(slot, minlength=P * n * n_classes).reshape(P, n, n_classes)
+    M = P * n
+    # one bin per (class, labelling, item), classes outermost so the per-item maxima below reduce over
+    # whole rows; each bin sums its neighbours in list order, as one labelling alone does
+    slot = (Y[:, idx] * M + np.arange(M).reshape(P, n, 1)).ravel()
+    votes = np.bincount(slot, minlength=n_classes * M).reshape(n_classes, M)
     weights = np.broadcast_to(np.asarray(sim, dtype=np.float64), (P, n, k)).ravel()
-    sums = np.bincount(slot, weights=weights, minlength=P * n * n_classes).reshape(P, n, n_classes)
-    top = votes == votes.max(axis=2, keepdims=True)
-    sums = np.where(top, sums, -np.inf)
-    best = (sums == sums.max(axis=2, keepdims=True)).argmax(axis=2)  # the first (lowest) class among ties
+    sums = np.bincount(slot, weights=weights, minlength=n_classes * M).reshape(n_classes, M)
+    sums = np.where(votes == votes.max(axis=0), sums, -np.inf)
+    best = (sums == sums.max(axis=0)).argmax(axis=0).reshape(P, n)  # the first (lowest) class among ties
     return best[0] if one else best
 
 
