@@ -162,8 +162,12 @@ def kmeans_clusters(X: np.ndarray, n_clusters: int) -> np.ndarray:
     """``(N,)`` k-means cluster of each row (``KMeans(n_clusters, n_init=10, random_state=0)``)."""
     from sklearn.cluster import KMeans
     from sklearn.exceptions import ConvergenceWarning
+    from threadpoolctl import threadpool_limits
 
-    with warnings.catch_warnings():
+    # one OpenMP thread, looked up now (scikit-learn's pool loads with the first fit, after the analysis
+    # set its limits): the chunked Lloyd iterations give the same clusters bit for bit on any number of
+    # threads, and on a few hundred rows a second thread mostly waits (2-3x the CPU on a busy machine)
+    with warnings.catch_warnings(), threadpool_limits(limits=1):
         warnings.simplefilter("ignore", ConvergenceWarning)  # fewer distinct rows than clusters
         return KMeans(n_clusters=n_clusters, n_init=10, random_state=0).fit_predict(np.asarray(X, dtype=np.float64))
 

@@ -295,3 +295,13 @@ def test_the_studys_kmeans_null_equals_scikit_learn_under_the_same_shuffles(prob
         best = max(v for v in sc[score]["values"] if v is not None)
         assert sc[score]["null"]["q95"] == pytest.approx(np.quantile(null, 0.95), abs=1e-12)
         assert sc[score]["null"]["p"] == pytest.approx((1 + np.sum(null >= best - 1e-12)) / 21)
+
+
+def test_kmeans_clusters_on_one_thread_equal_scikit_learns_default_threads():
+    from analysis.methods.probes import kmeans_clusters
+
+    rng = np.random.default_rng(1)
+    for _ in range(5):
+        X = rng.normal(size=(150, 16)) + rng.integers(0, 4, 150)[:, None]
+        want = KMeans(n_clusters=4, n_init=10, random_state=0).fit_predict(X)  # the pool as it is
+        np.testing.assert_array_equal(kmeans_clusters(X, 4), want)
