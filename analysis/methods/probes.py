@@ -158,16 +158,29 @@ def linear_probe(X: np.ndarray, y: np.ndarray, *, folds: int | None = None) -> t
     return float(np.mean(scores)), pred
 
 
+_POOLS = None
+
+
+def _one_thread():
+    """A context holding the thread pools loaded now to one thread. The controller is made once, on the
+    first k-means (scikit-learn's OpenMP pool loads with ``sklearn.cluster``, after the analysis set its
+    own limits): finding the libraries costs milliseconds a call, limiting them microseconds."""
+    global _POOLS
+    if _POOLS is None:
+        from threadpoolctl import ThreadpoolController
+
+        _POOLS = ThreadpoolController()
+    return _POOLS.limit(limits=1)
+
+
 def kmeans_clusters(X: np.ndarray, n_clusters: int) -> np.ndarray:
     """``(N,)`` k-means cluster of each row (``KMeans(n_clusters, n_init=10, random_state=0)``)."""
     from sklearn.cluster import KMeans
     from sklearn.exceptions import ConvergenceWarning
-    from threadpoolctl import threadpool_limits
 
-    # one OpenMP thread, looked up now (scikit-learn's pool loads with the first fit, after the analysis
-    # set its limits): the chunked Lloyd iterations give the same clusters bit for bit on any number of
-    # threads, and on a few hundred rows a second thread mostly waits (2-3x the CPU on a busy machine)
-    with warnings.catch_warnings(), threadpool_limits(limits=1):
+    # one OpenMP thread: the chunked Lloyd iterations give the same clusters bit for bit on any number
+    # of threads, and on a few hundred rows a second thread mostly waits (2-3x the CPU on a busy machine)
+    with warnings.catch_warnings(), _one_thread():
         warnings.simplefilter("ignore", ConvergenceWarning)  # fewer distinct rows than clusters
         return KMeans(n_clusters=n_clusters, n_init=10, random_state=0).fit_predict(np.asarray(X, dtype=np.float64))
 

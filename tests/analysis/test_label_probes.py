@@ -305,3 +305,21 @@ def test_kmeans_clusters_on_one_thread_equal_scikit_learns_default_threads():
         X = rng.normal(size=(150, 16)) + rng.integers(0, 4, 150)[:, None]
         want = KMeans(n_clusters=4, n_init=10, random_state=0).fit_predict(X)  # the pool as it is
         np.testing.assert_array_equal(kmeans_clusters(X, 4), want)
+
+
+def test_kmeans_clusters_hold_the_openmp_pool_to_one_thread(monkeypatch):
+    from threadpoolctl import threadpool_info
+
+    from analysis.methods.probes import kmeans_clusters
+
+    seen = []
+    fit = KMeans.fit_predict
+
+    def spy(self, X, *args, **kwargs):
+        seen.extend(p["num_threads"] for p in threadpool_info() if p["user_api"] == "openmp")
+        return fit(self, X, *args, **kwargs)
+
+    monkeypatch.setattr(KMeans, "fit_predict", spy)
+    kmeans_clusters(np.random.default_rng(0).normal(size=(40, 3)), 2)
+    assert seen and set(seen) == {1}
+    assert all(p["num_threads"] >= 1 for p in threadpool_info())  # restored after the fit
