@@ -355,9 +355,15 @@ def interval_matrix(S: np.ndarray, level: float = 0.95) -> tuple[list, list]:
     for a in range(L):
         d = S[:, [a]] - S  # (B, L)
         ok = np.isfinite(d)
+        # the columns without a NaN in one call (each column's own quantiles, to the last bits)
+        whole = [b for b in range(L) if b != a and ok[:, b].all()]
+        if whole:
+            q = np.quantile(d[:, whole], [a_, 1 - a_], axis=0)
+            for j, b in enumerate(whole):
+                lo[a][b], hi[a][b] = float(q[0, j]), float(q[1, j])
         for b in range(L):
             col = d[ok[:, b], b]
-            if a != b and len(col) >= 2:
+            if a != b and lo[a][b] is None and len(col) >= 2:
                 lo[a][b] = float(np.quantile(col, a_))
                 hi[a][b] = float(np.quantile(col, 1 - a_))
     return lo, hi

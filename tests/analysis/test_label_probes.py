@@ -323,3 +323,21 @@ def test_kmeans_clusters_hold_the_openmp_pool_to_one_thread(monkeypatch):
     kmeans_clusters(np.random.default_rng(0).normal(size=(40, 3)), 2)
     assert seen and set(seen) == {1}
     assert all(p["num_threads"] >= 1 for p in threadpool_info())  # restored after the fit
+
+
+def test_interval_matrix_equals_each_pairs_percentile_interval():
+    from analysis.methods.probes import interval_matrix
+
+    rng = np.random.default_rng(2)
+    S = rng.normal(size=(30, 5))
+    S[:, 3] = np.nan  # a layer without a value
+    S[4, 1] = np.nan  # one resample without layer 1's score
+    lo, hi = interval_matrix(S, 0.9)
+    for a in range(5):
+        for b in range(5):
+            d = S[:, a] - S[:, b]
+            d = d[np.isfinite(d)]
+            if a == b or len(d) < 2:
+                assert lo[a][b] is None and hi[a][b] is None
+            else:  # the 5th and 95th percentiles of the paired differences (to the last bits)
+                assert (lo[a][b], hi[a][b]) == pytest.approx((np.quantile(d, 0.05), np.quantile(d, 0.95)), abs=1e-12)
