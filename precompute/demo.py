@@ -365,7 +365,8 @@ def _precompute(store, dataset: str, manifest, size: DemoSize, models: dict, sha
 def run_demo(*, store="data/demo.duckdb", small=False, dashboard=True, data_dir="data", seed=0,
              progress=True, out=None) -> dict:
     """Generate, precompute, analyse, and (optionally) open the dashboard. Returns a summary dict
-    whose ``stages`` lists ``(stage, seconds, share)`` (also printed as a table at the end)."""
+    whose ``stages`` lists ``(stage, seconds, share)`` (also printed as a table at the end) and
+    ``stage_cpu`` maps each stage to this process's CPU seconds in it."""
     out = out or sys.stderr
     timer = StageTimer()
 
@@ -408,6 +409,7 @@ def run_demo(*, store="data/demo.duckdb", small=False, dashboard=True, data_dir=
     log(f"done: {summary['runs_computed']} run(s) computed, {summary['runs_reused']} reused -> {store}")
     summary["seconds"] = timer.total()
     summary["stages"] = timer.rows()
+    summary["stage_cpu"] = dict(timer.cpu_seconds)  # this process's CPU seconds per stage
     print("where the time went:\n" + timer.table(), file=out, flush=True)
     if dashboard:
         _launch_dashboard(store, log)

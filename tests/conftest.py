@@ -148,6 +148,17 @@ def dashboard_store(tmp_path_factory):
 
 
 @pytest.fixture(scope="session")
+def map_tools_store(tmp_path_factory):
+    """:func:`tests.stores.write_map_tools_store` (the map tools' dataset, analysed with its default
+    embedding maps), built once per run for every worker (:func:`shared_once`: eight modules read it,
+    AppTest and browser pages alike); read it only: copy it before changing it."""
+    from tests.stores import write_map_tools_store
+
+    return shared_once(tmp_path_factory, "map-tools", lambda root: write_map_tools_store(
+        root / "tools.duckdb")) / "tools.duckdb"
+
+
+@pytest.fixture(scope="session")
 def sides_store(tmp_path_factory):
     """Tiny class-token models, a dual encoder's two towers and BERT, analysed (:func:`tests.stores.write_sides_store`)."""
     from tests.stores import write_sides_store

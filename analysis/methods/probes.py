@@ -99,26 +99,33 @@ def label_codes(values: list, field: str, ids: list | None = None) -> tuple[np.n
 
 
 def knn_predictions(idx: np.ndarray, sim: np.ndarray, y: np.ndarray, n_classes: int) -> np.ndarray:
-    """Leave-one-out k-NN predictions ``(N,)`` from neighbour lists.
+    """Leave-one-out k-NN predictions ``(N,)`` from neighbour lists, or ``(P, N)`` for ``P`` labellings.
 
     Args:
         idx: ``(N, k)`` the k nearest other items of each item (the item itself excluded).
         sim: ``(N, k)`` their cosine similarities.
-        y: ``(N,)`` class codes 0..C-1.
+        y: ``(N,)`` class codes 0..C-1, or ``(P, N)``: ``P`` labellings of the same lists scored in one
+            pass (the shuffled-label null); row ``p`` of the result equals the call with ``y[p]``.
         n_classes: ``C``.
     Returns:
         The class with the most votes; among equal votes the larger summed cosine; then the lower code.
     """
     idx = np.asarray(idx)
     n, k = idx.shape
-    slot = (np.repeat(np.arange(n), k) * n_classes + y[idx].ravel())
-    votes = np.bincount(slot, minlength=n * n_classes).reshape(n, n_classes)
-    sums = np.bincount(slot, weights=np.asarray(sim, dtype=np.float64).ravel(),
-                       minlength=n * n_classes).reshape(n, n_classes)
-    top = votes == votes.max(axis=1, keepdims=True)
-    sums = np.where(top, sums, -np.inf)
-    best = sums == sums.max(axis=1, keepdims=True)
-    return best.argmax(axis=1)  # the first (lowest) class among the remaining ties
+    Y = np.asarray(y)
+    one = Y.ndim == 1
+    Y = Y[None] if one else Y
+    P = len(Y)
+    M = P * n
+    # one bin per (class, labelling, item), classes outermost so the per-item maxima below reduce over
+    # whole rows; each bin sums its neighbours in list order, as one labelling alone does
+    slot = (Y[:, idx] * M + np.arange(M).reshape(P, n, 1)).ravel()
+    votes = np.bincount(slot, minlength=n_classes * M).reshape(n_classes, M)
+    weights = np.broadcast_to(np.asarray(sim, dtype=np.float64), (P, n, k)).ravel()
+    sums = np.bincount(slot, weights=weights, minlength=n_classes * M).reshape(n_classes, M)
+    sums = np.where(votes == votes.max(axis=0), sums, -np.inf)
+    best = (sums == sums.max(axis=0)).argmax(axis=0).reshape(P, n)  # the first (lowest) class among ties
+    return best[0] if one else best
 
 
 def linear_folds(y: np.ndarray) -> int:
@@ -151,12 +158,29 @@ def linear_probe(X: np.ndarray, y: np.ndarray, *, folds: int | None = None) -> t
     return float(np.mean(scores)), pred
 
 
+_POOLS = None
+
+
+def _one_thread():
+    """A context holding the thread pools loaded now to one thread. The controller is made once, on the
+    first k-means (scikit-learn's OpenMP pool loads with ``sklearn.cluster``, after the analysis set its
+    own limits): finding the libraries costs milliseconds a call, limiting them microseconds."""
+    global _POOLS
+    if _POOLS is None:
+        from threadpoolctl import ThreadpoolController
+
+        _POOLS = ThreadpoolController()
+    return _POOLS.limit(limits=1)
+
+
 def kmeans_clusters(X: np.ndarray, n_clusters: int) -> np.ndarray:
     """``(N,)`` k-means cluster of each row (``KMeans(n_clusters, n_init=10, random_state=0)``)."""
     from sklearn.cluster import KMeans
     from sklearn.exceptions import ConvergenceWarning
 
-    with warnings.catch_warnings():
+    # one OpenMP thread: the chunked Lloyd iterations give the same clusters bit for bit on any number
+    # of threads, and on a few hundred rows a second thread mostly waits (2-3x the CPU on a busy machine)
+    with warnings.catch_warnings(), _one_thread():
         warnings.simplefilter("ignore", ConvergenceWarning)  # fewer distinct rows than clusters
         return KMeans(n_clusters=n_clusters, n_init=10, random_state=0).fit_predict(np.asarray(X, dtype=np.float64))
 
@@ -194,6 +218,43 @@ def cluster_scores(table: np.ndarray) -> tuple[float, float]:
     return float(nmi), ari
 
 
+def cluster_scores_stack(tables: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``(nmi, ari)``, each ``(P,)``: :func:`cluster_scores` of ``P`` contingency tables ``(P, C, K)`` at
+    once (the item resamples and the label shuffles of one layer's clusters); equal to it per table
+    up to the last bits of the sums (empty rows and columns count as nothing, as there)."""
+    t = np.asarray(tables, dtype=np.float64)
+    n = t.sum(axis=(1, 2))
+    a, b = t.sum(axis=2), t.sum(axis=1)
+    nz = t > 0
+    with np.errstate(divide="ignore", invalid="ignore"):
+        outer = a[:, :, None] * b[:, None, :]
+        terms = t / n[:, None, None] * (np.log(np.where(nz, t, 1.0) * n[:, None, None]) - np.log(np.where(nz, outer, 1.0)))
+        mi = np.maximum(np.where(nz, terms, 0.0).sum(axis=(1, 2)), 0.0)
+
+        def entropy(m):  # (P, G) group sizes -> (P,)
+            q = m / n[:, None]
+            return -np.where(m > 0, q * np.log(np.where(m > 0, q, 1.0)), 0.0).sum(axis=1)
+
+        norm = np.maximum((entropy(a) + entropy(b)) / 2, np.finfo(np.float64).eps)
+        nmi = np.where(mi == 0, 0.0, mi / norm)
+        nmi = np.where(((a > 0).sum(axis=1) == 1) & ((b > 0).sum(axis=1) == 1), 1.0, nmi)
+        pairs = lambda v: v * (v - 1) / 2  # noqa: E731
+        index, sa, sb, total = pairs(t).sum(axis=(1, 2)), pairs(a).sum(axis=1), pairs(b).sum(axis=1), pairs(n)
+        expected = np.where(total > 0, sa * sb / np.where(total > 0, total, 1.0), 0.0)
+        top = (sa + sb) / 2
+        ari = np.where(top == expected, 1.0, (index - expected) / np.where(top == expected, 1.0, top - expected))
+    return nmi, ari
+
+
+def shuffled_cluster_scores(Y: np.ndarray, clusters: np.ndarray, n_classes: int) -> tuple[np.ndarray, np.ndarray]:
+    """``(nmi, ari)``, each ``(P,)``: one layer's clusters ``(N,)`` scored against ``P`` labellings
+    ``Y`` ``(P, N)`` (codes 0..C-1), as :func:`cluster_scores` of each labelling's contingency table."""
+    Y = np.asarray(Y)
+    P, K = len(Y), int(clusters.max()) + 1
+    flat = ((np.arange(P)[:, None] * n_classes + Y) * K + clusters).ravel()
+    return cluster_scores_stack(np.bincount(flat, minlength=P * n_classes * K).reshape(P, n_classes, K))
+
+
 def contingency(y: np.ndarray, c: np.ndarray, n_classes: int, n_clusters: int, weights=None) -> np.ndarray:
     """``(C, K)`` counts of items per (class, cluster); ``weights`` ``(N,)`` counts each item that many times."""
     flat = np.bincount(y * n_clusters + c, weights=weights, minlength=n_classes * n_clusters)
@@ -215,31 +276,55 @@ def resampled_cluster_scores(y: np.ndarray, clusters: list, IX: np.ndarray, n_cl
     nmi, ari = np.full((B, L), np.nan), np.full((B, L), np.nan)
     weights = [np.bincount(ix, minlength=n).astype(np.float64) for ix in IX]
     for l, c in enumerate(clusters):
-        if c is None:
+        if c is None or not B:
             continue
         K = int(c.max()) + 1
-        for b, w in enumerate(weights):
-            nmi[b, l], ari[b, l] = cluster_scores(contingency(y, c, n_classes, K, w))
+        nmi[:, l], ari[:, l] = cluster_scores_stack(np.stack([contingency(y, c, n_classes, K, w) for w in weights]))
     return nmi, ari
 
 
+#: label entries scored at once while shuffling: permutations go in batches of ``SHUFFLE_BATCH // N``
+#: (at least one), so a batch's neighbour labels (``P × N × k``) stay a few MiB at any N
+SHUFFLE_BATCH = 1 << 16
+
+
+def shuffle_maxima(score_layers, y: np.ndarray, *, n_perm: int, seed: int = 0) -> np.ndarray:
+    """``(S, n_perm)``: for each of ``S`` scores sharing the shuffles, the maximum over layers of the
+    scores under each of ``n_perm`` random permutations of the labels ``y`` ``(N,)`` (-inf where every
+    layer is NaN). ``score_layers(Y)`` takes ``Y`` ``(P, N)`` (``P`` permuted labellings) and returns
+    ``(S, P, L)`` scores (NaN where a layer has none). The permutations are drawn one after another from
+    ``default_rng([seed, 7])``, so every score and every batch size sees the same shuffles."""
+    rng = np.random.default_rng([seed, 7])
+    n = len(y)
+    step = max(1, SHUFFLE_BATCH // max(n, 1))
+    out = []
+    for start in range(0, n_perm, step):
+        Y = np.stack([y[rng.permutation(n)] for _ in range(min(step, n_perm - start))])
+        v = np.asarray(score_layers(Y), dtype=np.float64)
+        out.append(np.where(np.isnan(v), -np.inf, v).max(axis=2))
+    return np.concatenate(out, axis=1) if out else np.empty((0, 0))
+
+
+def null_summary(null: np.ndarray, observed: float) -> dict | None:
+    """``{"p", "q95", "n_perm"}`` of an observed best score against its shuffled maxima ``(n_perm,)``:
+    ``p = (1 + #{null >= observed}) / (1 + n_perm)``; None without shuffles or a finite ``observed``."""
+    if len(null) < 1 or not np.isfinite(observed):
+        return None
+    return {"p": float((1 + np.sum(null >= observed - 1e-12)) / (1 + len(null))),
+            "q95": float(np.quantile(null, 0.95)), "n_perm": int(len(null))}
+
+
 def label_null(score_layers, y: np.ndarray, observed: float, *, n_perm: int, seed: int = 0) -> dict | None:
-    """The shuffled-label null of the best layer's score: the maximum over layers of ``score_layers(y')``
-    for ``n_perm`` random permutations ``y'`` of the labels (the fitted lists or clusters kept), so the
+    """The shuffled-label null of the best layer's score: the maximum over layers of ``score_layers(Y)``
+    for ``n_perm`` random permutations of the labels (the fitted lists or clusters kept), so the
     layer chosen as best is chosen again under each shuffle (selection-aware, as the grids' null).
 
-    ``score_layers(labels) -> (L,)`` scores (NaN where a layer has none). Returns ``{"p", "q95",
-    "n_perm"}`` with ``p = (1 + #{null >= observed}) / (1 + n_perm)``, or None when ``n_perm`` is 0 or
-    ``observed`` is not finite."""
+    ``score_layers(Y)``: ``Y`` ``(P, N)`` permuted labellings -> ``(P, L)`` scores (NaN where a layer
+    has none). Returns :func:`null_summary`, or None when ``n_perm`` is 0 or ``observed`` is not finite."""
     if n_perm < 1 or not np.isfinite(observed):
         return None
-    rng = np.random.default_rng([seed, 7])
-    null = np.empty(n_perm)
-    for b in range(n_perm):
-        v = np.asarray(score_layers(y[rng.permutation(len(y))]), dtype=np.float64)
-        null[b] = np.nanmax(v) if np.isfinite(v).any() else -np.inf
-    return {"p": float((1 + np.sum(null >= observed - 1e-12)) / (1 + n_perm)),
-            "q95": float(np.quantile(null, 0.95)), "n_perm": int(n_perm)}
+    maxima = shuffle_maxima(lambda Y: np.asarray(score_layers(Y))[None], y, n_perm=n_perm, seed=seed)
+    return null_summary(maxima[0], observed)
 
 
 def percentile(samples: np.ndarray, level: float = 0.95) -> tuple[float, float] | None:
@@ -270,9 +355,15 @@ def interval_matrix(S: np.ndarray, level: float = 0.95) -> tuple[list, list]:
     for a in range(L):
         d = S[:, [a]] - S  # (B, L)
         ok = np.isfinite(d)
+        # the columns without a NaN in one call (each column's own quantiles, to the last bits)
+        whole = [b for b in range(L) if b != a and ok[:, b].all()]
+        if whole:
+            q = np.quantile(d[:, whole], [a_, 1 - a_], axis=0)
+            for j, b in enumerate(whole):
+                lo[a][b], hi[a][b] = float(q[0, j]), float(q[1, j])
         for b in range(L):
             col = d[ok[:, b], b]
-            if a != b and len(col) >= 2:
+            if a != b and lo[a][b] is None and len(col) >= 2:
                 lo[a][b] = float(np.quantile(col, a_))
                 hi[a][b] = float(np.quantile(col, 1 - a_))
     return lo, hi

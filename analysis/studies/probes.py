@@ -30,7 +30,8 @@ from analysis.bootstrap import resample_indices
 from analysis.methods.layer_selection import named_layers
 from analysis.methods.probes import (
     PROBE_SCORES, LabelError, cluster_scores, contingency, interval_matrix, kmeans_clusters, knn_predictions,
-    label_codes, label_null, linear_folds, linear_probe, percentile, resampled_cluster_scores, resampled_means,
+    label_codes, linear_folds, linear_probe, null_summary, percentile, resampled_cluster_scores, resampled_means,
+    shuffle_maxima, shuffled_cluster_scores,
 )
 from analysis.storage import results as R
 from analysis.studies.context import Context, DatasetRuns
@@ -104,12 +105,15 @@ def _score_entry(values, S, probe: str, label: str, notes: dict, **extra) -> dic
             "diff_low": lo, "diff_high": hi, "notes": {str(l): w for l, w in sorted(notes.items())}, **extra}
 
 
-def _null(score_layers, y, values, s) -> dict | None:
-    """The best layer's shuffled-label null (``--null-perms`` shuffles; see
-    :func:`analysis.methods.probes.label_null`)."""
-    v = np.asarray(values, dtype=float)
-    best = float(np.nanmax(v)) if np.isfinite(v).any() else float("nan")
-    return label_null(score_layers, y, best, n_perm=s.n_null, seed=s.seed)
+def _nulls(score_layers, y, scores: list, s) -> list[dict | None]:
+    """Each score's best layer against its shuffled-label null (``--null-perms`` shuffles, the same
+    ones for every score; see :func:`analysis.methods.probes.label_null`): one entry per ``scores[i]``
+    ``(L,)``; ``score_layers(Y (P, N)) -> (len(scores), P, L)``."""
+    best = [float(np.nanmax(v)) if np.isfinite(v).any() else float("nan") for v in map(np.asarray, scores)]
+    if s.n_null < 1 or not np.isfinite(best).any():
+        return [None] * len(scores)
+    maxima = shuffle_maxima(score_layers, y, n_perm=s.n_null, seed=s.seed)
+    return [null_summary(m, b) for m, b in zip(maxima, best)]
 
 
 def probe_run(ctx: Context, run: dict, y: np.ndarray, classes: list[str]) -> dict:
@@ -134,14 +138,14 @@ def probe_run(ctx: Context, run: dict, y: np.ndarray, classes: list[str]) -> dic
         values = correct.mean(axis=1)
         ok = [l for l in range(L) if l not in notes]
 
-        def knn_layers(labels_):
-            acc = np.full(L, np.nan)
+        def knn_layers(Y):  # (P, N) labellings -> (1, P, L) accuracies
+            acc = np.full((1, len(Y), L), np.nan)
             for l in ok:
-                acc[l] = np.mean(knn_predictions(states[l].idx, states[l].sim, labels_, C) == labels_)
+                acc[0, :, l] = (knn_predictions(states[l].idx, states[l].sim, Y, C) == Y).mean(axis=1)
             return acc
 
         out["knn_accuracy"] = _score_entry(values, resampled_means(correct, IX), "knn", labels["knn_accuracy"],
-                                           notes, k=s.k, null=_null(knn_layers, y, values, s))
+                                           notes, k=s.k, null=_nulls(knn_layers, y, [values], s)[0])
     if "linear" in s.probes:
         correct, values, notes = np.full((L, N), np.nan), np.full(L, np.nan), {}
         folds = linear_folds(y)
@@ -163,17 +167,16 @@ def probe_run(ctx: Context, run: dict, y: np.ndarray, classes: list[str]) -> dic
             nmi[l], ari[l] = cluster_scores(contingency(y, clusters[l], C, int(clusters[l].max()) + 1))
         S_nmi, S_ari = resampled_cluster_scores(y, clusters, IX, C)
 
-        def cluster_layers(labels_, which):
-            v = np.full(L, np.nan)
+        def cluster_layers(Y):  # (P, N) labellings -> (2, P, L): NMI and ARI from the same tables
+            v = np.full((2, len(Y), L), np.nan)
             for l, c in enumerate(clusters):
                 if c is not None:
-                    v[l] = cluster_scores(contingency(labels_, c, C, int(c.max()) + 1))[which]
+                    v[0, :, l], v[1, :, l] = shuffled_cluster_scores(Y, c, C)
             return v
 
-        out["kmeans_nmi"] = _score_entry(nmi, S_nmi, "kmeans", labels["kmeans_nmi"], notes,
-                                         null=_null(lambda y_: cluster_layers(y_, 0), y, nmi, s))
-        out["kmeans_ari"] = _score_entry(ari, S_ari, "kmeans", labels["kmeans_ari"], notes,
-                                         null=_null(lambda y_: cluster_layers(y_, 1), y, ari, s))
+        null_nmi, null_ari = _nulls(cluster_layers, y, [nmi, ari], s)
+        out["kmeans_nmi"] = _score_entry(nmi, S_nmi, "kmeans", labels["kmeans_nmi"], notes, null=null_nmi)
+        out["kmeans_ari"] = _score_entry(ari, S_ari, "kmeans", labels["kmeans_ari"], notes, null=null_ari)
     return out
 
 

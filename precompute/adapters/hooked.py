@@ -436,6 +436,8 @@ class TimmAdapter(ImageFrames, _Standalone):
     """
 
     loader = "timm"
+    #: the convolutions run on channels-last tensors (set by :meth:`load`)
+    channels_last = False
 
     def _modality(self, modality):
         if modality not in (None, "image"):
@@ -486,7 +488,15 @@ class TimmAdapter(ImageFrames, _Standalone):
                              **({"weights": self.weights_record()} if self.weights else {}),
                              "pretrained_cfg": {k: v for k, v in (getattr(model, "pretrained_cfg", {}) or {}).items()
                                                 if isinstance(v, (str, int, float, bool, type(None)))}}
-        return self._finish(model, model)
+        self._finish(model, model)
+        # a CNN's convolutions on the CPU run on channels-last tensors (NHWC in memory, the same NCHW
+        # shape and values up to the last bits): oneDNN's kernels then skip the layout reorder around
+        # every convolution, which costs more than the convolution itself on small feature maps
+        self.channels_last = (self.feature_maps and torch.device(self.device).type == "cpu"
+                              and self.feature_fmt == "NCHW")
+        if self.channels_last:
+            self.model.to(memory_format=torch.channels_last)
+        return self
 
     def _weights_file(self, weights):
         if not weights:
@@ -518,7 +528,10 @@ class TimmAdapter(ImageFrames, _Standalone):
         return {"pixel_values": torch.zeros((1, *self.input_size), dtype=self.dtype, device=self.device)}, None
 
     def _hook_forward(self, inputs):
-        feats = self.model.forward_features(inputs["pixel_values"])
+        x = inputs["pixel_values"]
+        if self.channels_last:
+            x = x.contiguous(memory_format=torch.channels_last)
+        feats = self.model.forward_features(x)
         return {"default": self.model.forward_head(feats, pre_logits=True)}
 
     def run_config(self) -> dict:

@@ -4,6 +4,8 @@ Stages are timed with :func:`time.perf_counter`; a stage entered twice adds up, 
 inside another counts for itself only (the outer one's time excludes it), so the stages never
 overlap and their seconds plus ``other`` (the rest: imports, store checks) add up to the total.
 ``table()`` lists them in the order first entered, with each one's share of the total.
+``cpu_seconds`` counts this process's CPU time (every thread, :func:`time.process_time`) the same
+way, so stages compare on a machine that other work slows (child processes are not in it).
 """
 
 from __future__ import annotations
@@ -15,24 +17,29 @@ from contextlib import contextmanager
 class StageTimer:
     """``with timer.stage("precompute test_of_time"): ...``; ``timer.seconds`` maps stage -> s."""
 
-    def __init__(self, clock=time.perf_counter):
-        self.clock = clock
+    def __init__(self, clock=time.perf_counter, cpu_clock=time.process_time):
+        self.clock, self.cpu_clock = clock, cpu_clock
         self.t0 = clock()
         self.seconds: dict[str, float] = {}
-        self._inner: list[float] = []  # per open stage: seconds of the stages nested in it
+        self.cpu_seconds: dict[str, float] = {}
+        self._inner: list[list[float]] = []  # per open stage: [wall, CPU] seconds of the stages nested in it
 
     @contextmanager
     def stage(self, name: str):
         self.seconds.setdefault(name, 0.0)
-        start = self.clock()
-        self._inner.append(0.0)
+        self.cpu_seconds.setdefault(name, 0.0)
+        start, cpu_start = self.clock(), self.cpu_clock()
+        self._inner.append([0.0, 0.0])
         try:
             yield
         finally:
-            took, inner = self.clock() - start, self._inner.pop()
-            self.seconds[name] += took - inner
+            took, cpu = self.clock() - start, self.cpu_clock() - cpu_start
+            inner = self._inner.pop()
+            self.seconds[name] += took - inner[0]
+            self.cpu_seconds[name] += cpu - inner[1]
             if self._inner:
-                self._inner[-1] += took
+                self._inner[-1][0] += took
+                self._inner[-1][1] += cpu
 
     def total(self) -> float:
         """Wall seconds since the timer started."""

@@ -17,7 +17,8 @@ from sklearn.preprocessing import StandardScaler
 
 from analysis.bootstrap import resample_indices
 from analysis.methods.probes import (
-    LabelError, cluster_scores, contingency, knn_predictions, label_codes, resampled_cluster_scores,
+    LabelError, cluster_scores, cluster_scores_stack, contingency, knn_predictions, label_codes,
+    resampled_cluster_scores, shuffle_maxima, shuffled_cluster_scores,
 )
 from analysis.storage import results as R
 from analysis.storage.store import StoreError, connect
@@ -206,11 +207,137 @@ def test_label_null_is_the_share_of_shuffles_reaching_the_observed_best():
     # a score that is 1 for one particular labelling and 0.5 otherwise: no shuffle of 10 reaches 1 often
     calls = []
 
-    def score(labels):
-        calls.append(labels.copy())
-        return np.array([0.5, float(np.array_equal(labels, y))])
+    def score(Y):
+        calls.extend(Y.copy())
+        return np.array([[0.5, float(np.array_equal(labels, y))] for labels in Y])
 
     out = label_null(score, y, 1.0, n_perm=50, seed=0)
     hits = sum(np.array_equal(c, y) for c in calls)
     assert len(calls) == 50 and out["p"] == pytest.approx((1 + hits) / 51)
     assert label_null(score, y, float("nan"), n_perm=50) is None and label_null(score, y, 1.0, n_perm=0) is None
+
+
+def test_batched_knn_predictions_equal_one_labelling_at_a_time():
+    rng = np.random.default_rng(3)
+    n, k, C = 40, 5, 4
+    idx = np.array([rng.choice(np.delete(np.arange(n), i), k, replace=False) for i in range(n)])
+    sim = rng.integers(-4, 5, (n, k)) / 4  # quarters: sums are exact, so ties in summed cosines happen
+    Y = np.stack([rng.integers(0, C, n) for _ in range(7)])
+    batched = knn_predictions(idx, sim, Y, C)
+    assert batched.shape == (7, n)
+    for p in range(7):
+        # reference: count votes and summed cosines per class by hand, then the documented tie rule
+        for i in range(n):
+            votes = np.bincount(Y[p, idx[i]], minlength=C)
+            sums = np.array([sim[i][Y[p, idx[i]] == c].sum() for c in range(C)])
+            top = np.flatnonzero(votes == votes.max())
+            best = top[sums[top] == sums[top].max()]
+            assert batched[p, i] == best.min()
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_shuffled_cluster_scores_equal_scikit_learn_per_labelling(seed):
+    rng = np.random.default_rng(seed)
+    y = rng.integers(0, 4, 60)
+    c = rng.integers(0, 3, 60)
+    Y = np.stack([rng.permutation(y) for _ in range(9)] + [y])
+    nmi, ari = shuffled_cluster_scores(Y, c, 4)
+    for p, labels in enumerate(Y):
+        assert nmi[p] == pytest.approx(normalized_mutual_info_score(labels, c), abs=1e-12)
+        assert ari[p] == pytest.approx(adjusted_rand_score(labels, c), abs=1e-12)
+
+
+def test_stacked_cluster_scores_keep_the_degenerate_cases():
+    y = np.array([0, 0, 1, 1, 2, 2])
+    zeros = np.zeros(6, int)
+    # identical partitions; one cluster (two empty columns); one class and one cluster (empty rows too)
+    tables = np.stack([contingency(y, y, 3, 3), contingency(y, zeros, 3, 3), contingency(zeros, zeros, 3, 3)])
+    nmi, ari = cluster_scores_stack(tables)
+    for p, t in enumerate(tables):
+        assert (nmi[p], ari[p]) == pytest.approx(cluster_scores(t), abs=1e-15)
+    assert (nmi[0], ari[0]) == (1.0, 1.0) and (nmi[2], ari[2]) == (1.0, 1.0) and nmi[1] == 0.0
+
+
+@pytest.mark.parametrize("batch", [1, 7, 1 << 16])
+def test_shuffle_maxima_draw_the_same_shuffles_in_any_batch_size(monkeypatch, batch):
+    import analysis.methods.probes as probes
+
+    y = np.arange(12) % 3
+    monkeypatch.setattr(probes, "SHUFFLE_BATCH", batch)
+
+    def score(Y):  # two scores, three layers; layer 2 NaN: skipped by the maximum
+        first = (Y == y).mean(axis=1)
+        return np.stack([np.stack([first, 1 - first, np.full(len(Y), np.nan)], axis=1),
+                         np.stack([np.full(len(Y), np.nan)] * 3, axis=1)])
+
+    got = shuffle_maxima(score, y, n_perm=10, seed=4)
+    rng = np.random.default_rng([4, 7])
+    want = []
+    for _ in range(10):
+        share = float(np.mean(y[rng.permutation(12)] == y))
+        want.append(max(share, 1 - share))
+    assert got.shape == (2, 10)
+    np.testing.assert_allclose(got[0], want, rtol=0, atol=1e-15)
+    assert np.all(got[1] == -np.inf)  # every layer NaN under every shuffle
+
+
+def test_the_studys_kmeans_null_equals_scikit_learn_under_the_same_shuffles(probed):
+    _, arrays, probes = probed
+    y = np.array([CLASSES.index(s) for s in _labels()])
+    X = arrays["txt-1"]
+    clusters = {l: KMeans(n_clusters=3, n_init=10, random_state=0).fit_predict(X[l].astype(np.float64))
+                for l in range(1, X.shape[0])}  # layer 0 is degenerate: no value, not in the null
+    rng = np.random.default_rng([0, 7])
+    shuffles = [y[rng.permutation(len(y))] for _ in range(20)]
+    sc = probes[("txt-1", "scene.shape")]["scores"]
+    for score, fn in (("kmeans_nmi", normalized_mutual_info_score), ("kmeans_ari", adjusted_rand_score)):
+        null = np.array([max(fn(s, c) for c in clusters.values()) for s in shuffles])
+        best = max(v for v in sc[score]["values"] if v is not None)
+        assert sc[score]["null"]["q95"] == pytest.approx(np.quantile(null, 0.95), abs=1e-12)
+        assert sc[score]["null"]["p"] == pytest.approx((1 + np.sum(null >= best - 1e-12)) / 21)
+
+
+def test_kmeans_clusters_on_one_thread_equal_scikit_learns_default_threads():
+    from analysis.methods.probes import kmeans_clusters
+
+    rng = np.random.default_rng(1)
+    for _ in range(5):
+        X = rng.normal(size=(150, 16)) + rng.integers(0, 4, 150)[:, None]
+        want = KMeans(n_clusters=4, n_init=10, random_state=0).fit_predict(X)  # the pool as it is
+        np.testing.assert_array_equal(kmeans_clusters(X, 4), want)
+
+
+def test_kmeans_clusters_hold_the_openmp_pool_to_one_thread(monkeypatch):
+    from threadpoolctl import threadpool_info
+
+    from analysis.methods.probes import kmeans_clusters
+
+    seen = []
+    fit = KMeans.fit_predict
+
+    def spy(self, X, *args, **kwargs):
+        seen.extend(p["num_threads"] for p in threadpool_info() if p["user_api"] == "openmp")
+        return fit(self, X, *args, **kwargs)
+
+    monkeypatch.setattr(KMeans, "fit_predict", spy)
+    kmeans_clusters(np.random.default_rng(0).normal(size=(40, 3)), 2)
+    assert seen and set(seen) == {1}
+    assert all(p["num_threads"] >= 1 for p in threadpool_info())  # restored after the fit
+
+
+def test_interval_matrix_equals_each_pairs_percentile_interval():
+    from analysis.methods.probes import interval_matrix
+
+    rng = np.random.default_rng(2)
+    S = rng.normal(size=(30, 5))
+    S[:, 3] = np.nan  # a layer without a value
+    S[4, 1] = np.nan  # one resample without layer 1's score
+    lo, hi = interval_matrix(S, 0.9)
+    for a in range(5):
+        for b in range(5):
+            d = S[:, a] - S[:, b]
+            d = d[np.isfinite(d)]
+            if a == b or len(d) < 2:
+                assert lo[a][b] is None and hi[a][b] is None
+            else:  # the 5th and 95th percentiles of the paired differences (to the last bits)
+                assert (lo[a][b], hi[a][b]) == pytest.approx((np.quantile(d, 0.05), np.quantile(d, 0.95)), abs=1e-12)

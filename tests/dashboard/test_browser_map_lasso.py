@@ -21,13 +21,9 @@ BASE_PATH_PROBE = re.compile(r"/_stcore/(health|host-config) - Failed to load re
 
 
 @pytest.fixture(scope="module")
-def served_store(tmp_path_factory):
+def served_store(map_tools_store):
     """The ``server`` fixture (tests/dashboard/conftest.py) serves the tools store here."""
-    from tests.stores import write_map_tools_store
-
-    store = tmp_path_factory.mktemp("map_lasso_browser") / "tools.duckdb"
-    write_map_tools_store(store)
-    return store
+    return map_tools_store
 
 
 @pytest.fixture(scope="module")

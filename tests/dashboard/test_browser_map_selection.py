@@ -15,13 +15,9 @@ pytestmark = pytest.mark.browser
 
 
 @pytest.fixture(scope="module")
-def served_store(tmp_path_factory):
+def served_store(map_tools_store):
     """The ``server`` fixture (tests/dashboard/conftest.py) serves the tools store here."""
-    from tests.stores import write_map_tools_store
-
-    store = tmp_path_factory.mktemp("map_browser") / "tools.duckdb"
-    write_map_tools_store(store)
-    return store
+    return map_tools_store
 
 
 def wait_param(browser, name, present=True, timeout=30):

@@ -5,14 +5,12 @@ and its neighbours' first frames sit in rows tall enough to see them. On the too
 import pytest
 
 from tests.helpers import app
-from tests.stores import tools_captions, tools_second_caption, write_map_tools_store
+from tests.stores import tools_captions, tools_second_caption
 
 
 @pytest.fixture(scope="module")
-def store(tmp_path_factory):
-    path = tmp_path_factory.mktemp("inspector") / "s.duckdb"
-    write_map_tools_store(path)
-    return path
+def store(map_tools_store):
+    return map_tools_store
 
 
 def page(store, monkeypatch, focus):

@@ -11,16 +11,14 @@ import pytest
 from sklearn.neighbors import NearestNeighbors
 
 from tests.helpers import app
-from tests.stores import TOOLS_N, tools_metadata, tools_vectors, write_map_tools_store
+from tests.stores import TOOLS_N, tools_metadata, tools_vectors
 
 MAP = "vid · video L3"  # run vid-f2, layer 3
 
 
 @pytest.fixture(scope="module")
-def store(tmp_path_factory):
-    path = tmp_path_factory.mktemp("mapitems") / "s.duckdb"
-    write_map_tools_store(path)
-    return path
+def store(map_tools_store):
+    return map_tools_store
 
 
 def page(store, monkeypatch, params=None):

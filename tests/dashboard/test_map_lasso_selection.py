@@ -12,17 +12,15 @@ import pytest
 
 from tests.helpers import app
 from tests.reference import ref_points_in_polygon
-from tests.stores import TOOLS_N, write_map_tools_store, stored_map_payload
+from tests.stores import TOOLS_N, stored_map_payload
 
 MAP = "vid · video L3"
 FIRST = ["item_id", "series", "run_id", "layer", "x", "y"]
 
 
 @pytest.fixture(scope="module")
-def store(tmp_path_factory):
-    path = tmp_path_factory.mktemp("maplasso") / "s.duckdb"
-    write_map_tools_store(path)
-    return path
+def store(map_tools_store):
+    return map_tools_store
 
 
 @pytest.fixture(scope="module")

@@ -9,17 +9,15 @@ import re
 import pytest
 
 from tests.helpers import app
-from tests.stores import TOOLS_N, tools_captions, tools_metadata, tools_second_caption, write_map_tools_store, stored_map_payload
+from tests.stores import TOOLS_N, tools_captions, tools_metadata, tools_second_caption, stored_map_payload
 
 MAP = "vid · video L3"
 BOX_COLUMNS = ["item_id", "series", "run_id", "layer", "x", "y", "caption_1", "caption_2"]
 
 
 @pytest.fixture(scope="module")
-def store(tmp_path_factory):
-    path = tmp_path_factory.mktemp("mapsearch") / "s.duckdb"
-    write_map_tools_store(path)
-    return path
+def store(map_tools_store):
+    return map_tools_store
 
 
 @pytest.fixture(scope="module")

@@ -16,7 +16,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from analysis.storage import results as R
-from tests.stores import TOOLS_N, tools_captions, tools_vectors, write_map_tools_store, stored_map_payload
+from tests.stores import TOOLS_N, tools_captions, tools_vectors, stored_map_payload
 
 APP = str(Path(__file__).resolve().parents[2] / "app.py")
 MAP = "vid · video L3"  # the video model's map at its largest budget (run vid-f2), layer 3
@@ -24,10 +24,8 @@ RUN, LAYER = "vid-f2", 3
 
 
 @pytest.fixture(scope="module")
-def store(tmp_path_factory):
-    path = tmp_path_factory.mktemp("maptools") / "s.duckdb"
-    write_map_tools_store(path)
-    return path
+def store(map_tools_store):
+    return map_tools_store
 
 
 @pytest.fixture(scope="module")

@@ -112,12 +112,8 @@ MAP_ROUND_TRIPS = [
 
 
 @pytest.fixture(scope="module")
-def tools_store(tmp_path_factory):
-    from tests.stores import write_map_tools_store
-
-    path = tmp_path_factory.mktemp("roundtrip-tools") / "s.duckdb"
-    write_map_tools_store(path)
-    return path
+def tools_store(map_tools_store):
+    return map_tools_store
 
 
 @pytest.mark.parametrize("kind,key,value,param,text", MAP_ROUND_TRIPS, ids=[r[3] for r in MAP_ROUND_TRIPS])

@@ -71,17 +71,22 @@ def test_shared_loads_and_decode_once_store_the_same_bits(tmp_path, models, monk
 def test_stage_timer_counts_nested_stages_once():
     """With a fake clock: an inner stage's seconds leave the outer one, a repeated stage adds up,
     and the stages plus ``other`` make the total."""
-    now = [0.0]
-    timer = StageTimer(clock=lambda: now[0])
+    now, cpu = [0.0], [0.0]
+    timer = StageTimer(clock=lambda: now[0], cpu_clock=lambda: cpu[0])
     with timer.stage("outer"):
         now[0] += 2
+        cpu[0] += 1
         with timer.stage("inner"):
             now[0] += 3
+            cpu[0] += 6  # two threads busy
         now[0] += 1
     now[0] += 4  # outside any stage
+    cpu[0] += 4
     with timer.stage("inner"):
         now[0] += 5
+        cpu[0] += 0.5
     assert timer.seconds == {"outer": 3.0, "inner": 8.0}
+    assert timer.cpu_seconds == {"outer": 1.0, "inner": 6.5}
     rows = timer.rows()
     assert rows == [("outer", 3.0, 3 / 15), ("inner", 8.0, 8 / 15), ("other", 4.0, 4 / 15)]
     table = timer.table().splitlines()

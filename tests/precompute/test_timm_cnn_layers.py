@@ -141,3 +141,20 @@ def test_a_file_without_the_classifier_maps_onto_the_headless_model(tmp_path):
     assert a.model.num_classes == 0 and a.revision.startswith("file-")
     for k, v in headless.state_dict().items():
         assert torch.equal(a.model.state_dict()[k], v), k
+
+
+def test_a_cnn_on_the_cpu_runs_channels_last_with_the_default_layouts_layers():
+    a = load_adapter(SPEC, random_init=True, device="cpu")
+    assert a.channels_last
+    assert a.model.conv_stem.weight.is_contiguous(memory_format=torch.channels_last)
+    out = a.embed_videos(FRAMES)
+    # reference: the same weights in the default (contiguous NCHW) layout, fed a contiguous batch
+    a.model.to(memory_format=torch.contiguous_format)
+    a.channels_last = False
+    assert a.model.conv_stem.weight.is_contiguous()
+    np.testing.assert_allclose(out, a.embed_videos(FRAMES), rtol=1e-5, atol=1e-5)
+
+
+def test_a_vision_transformer_keeps_the_default_layout():
+    a = load_adapter("timm:vit_tiny_patch16_224?img_size=32", random_init=True, device="cpu")
+    assert not a.feature_maps and not a.channels_last
