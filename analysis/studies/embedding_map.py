@@ -229,9 +229,9 @@ def _requested(ctx: Context, d: DatasetRuns) -> list[MapSpec]:
     out = []
     for row in ctx.read_studies(study=STUDY, dataset=d.name):
         p = row["params"]
-        if p.get("requested") and set(p["run_ids"]) <= have:
+        if p["requested"] and set(p["run_ids"]) <= have:
             out.append(MapSpec(p["model"], tuple(p["run_ids"]), tuple(p["layers"]), tuple(p["sides"]), p["why"],
-                               p.get("method", "umap")))
+                               p["method"]))
     return out
 
 
