@@ -56,7 +56,7 @@ rows = []
 for model, p in choices.items():
     if model not in chosen:
         continue
-    last = p.get("last_layer", p["n_layers"] - 1)
+    last = p["last_layer"]
     for metric_name, pick_ in p["picks"].items():
         rows.append({"model": labels.get(model, model), "metric": metric_name,
                      "layer": layer_label(pick_["layer"], p.get("layer_names")),

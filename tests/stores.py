@@ -78,11 +78,17 @@ def write_store(path, *, n: int = 12, models=("vis", "txt"), dataset: str = "toy
 
 
 def put_analysis_version(con, version=None) -> None:
-    """Record ``version`` (default: this :data:`analysis.studies.ANALYSIS_VERSION`) as the analysis that
-    wrote the store's result tables, as ``analyze`` does; ``version=False`` deletes the record. A store
-    whose result rows are written by hand needs it, or every reader refuses them as another version's."""
+    """Leave hand-written result rows as ``analyze`` leaves its own: every row of the result tables
+    listed as its dataset's current analysis (:func:`analysis.storage.results.record_current`), and
+    ``version`` (default: this :data:`analysis.studies.ANALYSIS_VERSION`) recorded as the analysis that
+    wrote them; ``version=False`` deletes that record. Without the list the readers see no row; without
+    the version they refuse every row as another version's."""
+    from analysis.storage import results as R
     from analysis.studies import ANALYSIS_VERSION
 
+    touched = {t: {rid for (rid,) in con.execute(f"SELECT result_id FROM {t}").fetchall()} for t in R.RESULT_TABLES}
+    datasets = {d for t in R.RESULT_TABLES for (d,) in con.execute(f"SELECT DISTINCT dataset FROM {t}").fetchall()}
+    R.record_current(con, touched, datasets)
     con.execute("DELETE FROM meta WHERE key = 'analysis_version'")
     if version is not False:
         con.execute("INSERT INTO meta VALUES ('analysis_version', ?)",

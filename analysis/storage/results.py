@@ -215,9 +215,6 @@ def read_studies(con, *, current: bool = False, **where) -> list[dict]:
 # ---------------------------------------------------------------------------- the current analysis
 #: the table listing the rows of each dataset's current analysis (analysis.storage.schema)
 CURRENT_TABLE = "result_current"
-#: ``meta`` key set once an analysis recorded its rows: a store analysed before ``result_current``
-#: existed has none, and its readers see every row (there is nothing to tell the settings apart by)
-CURRENT_KEY = "result_current"
 
 
 def record_current(con, touched: dict[str, set], datasets) -> None:
@@ -228,14 +225,10 @@ def record_current(con, touched: dict[str, set], datasets) -> None:
     with transaction(con):
         con.execute(f"DELETE FROM {CURRENT_TABLE} WHERE dataset IN (SELECT unnest(?::VARCHAR[]))", [datasets])
         _insert_current(con, touched, datasets)
-        con.execute("INSERT INTO meta VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value",
-                    [CURRENT_KEY, now().isoformat(timespec="seconds")])
 
 
 def add_current(con, touched: dict[str, set]) -> None:
     """Add rows to the current analysis (a map asked for with ``layerscope map``), keeping the rest."""
-    if not records_current(con):
-        return  # no analysis recorded its rows yet: every row is read anyway
     with transaction(con):
         _insert_current(con, touched, None)
 
@@ -254,30 +247,23 @@ def _insert_current(con, touched: dict[str, set], datasets) -> None:
 
 def clear_current(con) -> None:
     """Forget every recorded current row (the result tables were emptied)."""
-    if fetch_one(con, "SELECT count(*) FROM information_schema.tables WHERE table_name = ?", [CURRENT_TABLE])[0]:
-        con.execute(f"DELETE FROM {CURRENT_TABLE}")
-    con.execute("DELETE FROM meta WHERE key = ?", [CURRENT_KEY])
-
-
-def records_current(con) -> bool:
-    """Whether the store lists its current analysis's rows (an analysis by this version recorded
-    them); if not, :func:`current_clause` keeps every row."""
-    try:
-        return fetch_one(con, "SELECT value FROM meta WHERE key = ?", [CURRENT_KEY]) is not None
-    except Exception:  # no meta table: never analysed
-        return False
+    con.execute(f"DELETE FROM {CURRENT_TABLE}")
 
 
 def current_clause(con, table: str, alias: str = "") -> str:
     """The one rule deciding which rows of a result table the dashboard and reports read: a SQL
     condition true for the rows of the store's current analysis (``alias``: the table's alias in the
-    query). ``TRUE`` for a store whose analysis recorded no list (see :func:`records_current`).
+    query), i.e. the rows listed in ``result_current``. An analysis lists its rows when it ends, so
+    the rows of one that did not finish are not read (a dataset's earlier list stays until then).
+    ``FALSE`` when the store has no ``result_current`` table: every ``analyze`` of this analysis
+    version creates it first, so such a store holds no row of this version (rows of another are
+    refused whole by the readers' version check) and none is current.
     Only constant text is returned (the table name is checked), so callers may put it in a query."""
     if table not in RESULT_TABLES:
         raise ValueError(f"{table!r} is not a result table; result tables: {', '.join(RESULT_TABLES)}")
     if alias and not alias.isidentifier():
         raise ValueError(f"alias must be an identifier, got {alias!r}")
-    if not records_current(con):
-        return "TRUE"
+    if not fetch_one(con, "SELECT count(*) FROM information_schema.tables WHERE table_name = ?", [CURRENT_TABLE])[0]:
+        return "FALSE"
     col = f"{alias}.result_id" if alias else "result_id"
     return f"{col} IN (SELECT result_id FROM {CURRENT_TABLE} WHERE result_table = '{table}')"

@@ -1,7 +1,7 @@
 """Embedding-map study (``result_studies``, study ``embedding_map``): UMAP maps of chosen layers, one
 row per map, so the dashboard draws clusters and the modality gap without computing anything; each
 two-sided map also by PCA and t-SNE (TARA's pictures of the gap; ``payload["method"]``, subject
-suffix `` · pca`` / `` · tsne``; a map stored before methods existed is UMAP; t-SNE unasked only up to
+suffix `` · pca`` / `` · tsne``; t-SNE unasked only up to
 :data:`TSNE_DEFAULT_ITEMS` items).
 
 Which maps ``analyze`` computes (:func:`default_maps`), per dataset, each model at its largest
@@ -166,7 +166,7 @@ def default_maps(d: DatasetRuns, recommended: dict) -> tuple[list[MapSpec], list
 
 def _result_id(ctx: Context, dataset: str, spec: MapSpec) -> str:
     key = [STUDY, dataset, list(spec.run_ids), list(spec.layers), ctx.settings.seed, MAX_POINTS, N_NEIGHBORS, MIN_DIST]
-    # a UMAP map keeps the id it had before other methods existed (stored maps stay current)
+    # UMAP, the default method, is keyed without its name; another method adds its name to the key
     return ctx.rid(*key) if spec.method == "umap" else ctx.rid(*key, spec.method)
 
 
@@ -229,9 +229,9 @@ def _requested(ctx: Context, d: DatasetRuns) -> list[MapSpec]:
     out = []
     for row in ctx.read_studies(study=STUDY, dataset=d.name):
         p = row["params"]
-        if p.get("requested") and set(p["run_ids"]) <= have:
+        if p["requested"] and set(p["run_ids"]) <= have:
             out.append(MapSpec(p["model"], tuple(p["run_ids"]), tuple(p["layers"]), tuple(p["sides"]), p["why"],
-                               p.get("method", "umap")))
+                               p["method"]))
     return out
 
 

@@ -73,13 +73,11 @@ def curve_intervals(con, dataset) -> pd.DataFrame:
     high, n_boot. Per-layer profiles have no stored intervals."""
     rows = []
     for model, p, metric, g, is_a in curve_sources(con, dataset):
-        curves = p.get("curves") or {}
-        n = len(next(iter(curves.values()))) if curves else 1
-        last = p.get("last_layer", n - 1)
+        last = p["last_layer"]
         if g.get("best_a") is None or g.get("ci_low") is None:
             continue
         layer = int(g["best_a"] if is_a else g["best_b"])
-        names = p.get("layer_names") or {}
+        names = p["layer_names"]
         rows.append({"model": model, "metric": metric, "layer": layer, "depth": relative_depth(layer, last, names),
                      "layer_name": layer_label(layer, names), "low": float(g["ci_low"]),
                      "high": float(g["ci_high"]), "n_boot": int(g["n_boot"] or 0)})
@@ -91,11 +89,10 @@ def alignment_curves_long(choices: dict) -> pd.DataFrame:
     layer_name, value`` (``depth`` ``None`` for the named layers stored after the last numbered one)."""
     out = []
     for model, p in choices.items():
-        names = p.get("layer_names") or {}
-        for metric, values in p.get("curves", {}).items():
+        names, last = p["layer_names"], p["last_layer"]
+        for metric, values in p["curves"].items():
             if not metric.startswith("alignment with"):
                 continue
-            last = p.get("last_layer", last_numbered(len(values), names))
             for layer, v in enumerate(values):
                 out.append({"model": model, "metric": metric, "layer": layer,
                             "depth": relative_depth(layer, last, names), "layer_name": layer_label(layer, names),
@@ -107,9 +104,8 @@ def recommended_marks(choices: dict) -> pd.DataFrame:
     """Each metric's recommended layer per model: ``model, metric, layer, depth, layer_name, value``."""
     out = []
     for model, p in choices.items():
-        names = p.get("layer_names") or {}
-        last = p.get("last_layer", last_numbered(p.get("n_layers", 1), names))
-        for metric, pick in p.get("picks", {}).items():
+        names, last = p["layer_names"], p["last_layer"]
+        for metric, pick in p["picks"].items():
             out.append({"model": model, "metric": metric, "layer": pick["layer"],
                         "depth": relative_depth(pick["layer"], last, names),
                         "layer_name": layer_label(pick["layer"], names), "value": pick["value"]})

@@ -85,7 +85,7 @@ def embedding_map_points(con, result_id) -> dict:
     labels = model_labels(con)
     meta = {k: p.get(k) for k in ("kind", "models", "layers", "layer_names", "sides", "why", "requested", "n_items",
                                   "sampled", "n_neighbors", "min_dist", "seed", "n_distinct", "n_duplicates")}
-    meta.update(subject=r["subject"], dataset=r["dataset"], run_ids=p["run_ids"], method=p.get("method") or "umap",
+    meta.update(subject=r["subject"], dataset=r["dataset"], run_ids=p["run_ids"], method=p["method"],
                 random_init=[labels.get(m, m) != m for m in p["models"]])
     if p.get("reason"):
         return {"points": pd.DataFrame(), "meta": meta, "reason": p["reason"]}
@@ -126,8 +126,8 @@ def map_of_layer(con, dataset: str, run_id: str, layer: int, method: str = "umap
         return None
     for r in R.read_studies(con, current=True, study="embedding_map", dataset=dataset):
         p = r["payload"]
-        if (list(p.get("run_ids") or []) == [run_id] and [int(x) for x in p.get("layers") or []] == [int(layer)]
-                and p["method"] == method and not p.get("reason")):
+        if (list(p["run_ids"]) == [run_id] and [int(x) for x in p["layers"]] == [int(layer)]
+                and p["method"] == method and not p["reason"]):
             return r["result_id"]
     return None
 

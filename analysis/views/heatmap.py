@@ -252,11 +252,14 @@ KIND_WORDS = {"vision_text": "vision×text", "vision_vision": "vision×vision", 
 
 
 def best_grid(grids, m, ref):
-    """The mutual k-NN grid of m against ref's text side at the largest setting stored: ``m``'s vision
-    side × ``ref`` (vision×text), else the two text models' grid (text×text, either orientation: a
-    text-only store's heatmaps), else, as before text×text grids existed, ``ref``'s vision side × ``m``."""
+    """The mutual k-NN grid that joins model ``m`` to reference ``ref``, at the largest setting stored,
+    or None: ``m``'s vision side × ``ref``'s text (vision×text), else the two text models' grid
+    (text×text, either orientation: a text-only store's heatmaps), else ``ref``'s vision side × ``m``'s
+    text. The last is the only grid of a text model and a reference with both sides (a dual encoder,
+    an MLLM) when the two share no caption budget: text×text pairs need equal budgets
+    (:func:`analysis.studies.grids.same_budget_pairs`), vision×text pairs do not."""
     def cands(ok):
-        return [g for g in grids if g["metric"] == "mutual_knn" and ok(g, g.get("pair_kind", "vision_text"))]
+        return [g for g in grids if g["metric"] == "mutual_knn" and ok(g, g["pair_kind"])]
 
     for ok in (lambda g, kind: kind == "vision_text" and (g["model_a"], g["model_b"]) == (m, ref),
                lambda g, kind: kind == "text_text" and {g["model_a"], g["model_b"]} == {m, ref},
@@ -283,7 +286,7 @@ def grid_entry(g: dict) -> dict:
     """A stored grid as the report keeps it (JSON-able): its pair, metric and budgets, the ``(n_rows,
     n_cols)`` values as nested lists, the best cell ``[layer_a, layer_b]``, its value and 95% interval
     ``[low, high]``, and the flags (degenerate layers, why no best cell or interval)."""
-    return {"pair_kind": g.get("pair_kind", "vision_text"), "model_a": g["model_a"], "model_b": g["model_b"],
+    return {"pair_kind": g["pair_kind"], "model_a": g["model_a"], "model_b": g["model_b"],
             "metric": g["metric"], "n_frames": g["n_frames"], "n_captions": g["n_captions"],
             "grid": g["grid"].tolist(), "best": [g["best_a"], g["best_b"]], "best_value": g["best_value"],
             "ci": [g["ci_low"], g["ci_high"]], "flags": g.get("flags") or {}}

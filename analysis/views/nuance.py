@@ -88,23 +88,22 @@ def nuance_view(payload: dict) -> dict:
     (accuracy per layer, 0.5 is chance), ``gallery`` (mAP per layer and gallery setting; a setting's
     own name is one query per action, ``"<setting>, item queries"`` one per item's caption) and
     ``negation`` (Recall@k per layer of each item's caption and of its negated caption)."""
-    chiral = _per_layer([e for e in payload.get("chiral", []) if "layers_a" in e])
+    chiral = _per_layer(payload.get("chiral", []))
     rev = _per_layer(payload.get("time_reversal", []))
     gallery = []
     for e in payload.get("chiral_gallery", []):
         n = len(e["layers_a"])
-        # one query per action (TARA's protocol) is the setting's own name; the item-query mAP, when
-        # stored (payloads before it held the item average under ``map``), is labelled as such
-        variants = [("", "map", "n_queries", "one per action" if "map_item_queries" in e else "one per item")]
-        if "map_item_queries" in e:
-            variants.append((", item queries", "map_item_queries", "n_item_queries", "one per item"))
-        for suffix, values_key, n_key, protocol in variants:
+        # one query per action (TARA's protocol) is the setting's own name; the mAP with one query per
+        # item's caption is labelled as such
+        for suffix, values_key, n_key, protocol in (("", "map", "n_queries", "one per action"),
+                                                    (", item queries", "map_item_queries", "n_item_queries",
+                                                     "one per item")):
             for s, values in e[values_key].items():
                 for i, v in enumerate(values):
                     gallery.append({"pair": _entry_label(e), "setting": s + suffix,
                                     "depth": None if e["space"] == "joint" else _depth(i, n),
                                     "layer": "joint" if e["space"] == "joint" else str(e["layers_a"][i]),
-                                    "mAP": _finite(v), "queries": e.get(n_key), "query protocol": protocol,
+                                    "mAP": _finite(v), "queries": e[n_key], "query protocol": protocol,
                                     "note": (e.get("reasons") or {}).get(f"{s} {i}", "")})
     negation = []
     for e in payload.get("negation", []):

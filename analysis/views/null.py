@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import json
-
 import numpy as np
 import pandas as pd
 
@@ -16,14 +14,9 @@ from analysis.views.text import fmt_number
 
 def grid_null_within(g: dict) -> dict | None:
     """The within-group null stored beside a grouped grid's default one (``flags["null_within"]``:
-    fine-grained alignment within sources), or None."""
-    flags = g.get("flags")
-    if isinstance(flags, str):
-        try:
-            flags = json.loads(flags)
-        except ValueError:
-            return None
-    null = (flags or {}).get("null_within") if isinstance(flags, dict) else None
+    fine-grained alignment within sources), or None. ``g``: a grid row as the storage readers return
+    it (``flags`` decoded to a dict), as :func:`grid_null` reads it."""
+    null = (g.get("flags") or {}).get("null_within")
     return null if isinstance(null, dict) and null.get("p") is not None else None
 
 

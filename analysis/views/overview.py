@@ -118,7 +118,7 @@ def _summary(scope: _Scope, run_models: set) -> dict:
 
 def _pick_sentence(label: str, c: dict, key: str, what: str) -> str:
     """One per-metric pick in words (:func:`describe_pick`), with its resamples."""
-    return describe_pick(label, c["picks"][key], c.get("last_layer", c["n_layers"] - 1) + 1, what,
+    return describe_pick(label, c["picks"][key], c["last_layer"] + 1, what,
                          samples=(c.get("resamples") or {}).get(key))
 
 

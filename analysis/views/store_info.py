@@ -84,7 +84,7 @@ def partial_missing(con, runs: pd.DataFrame, store_path: str = "STORE") -> list[
                                            + R.current_clause(con, "result_profiles")).fetchall()}
                 if has_table(con, "result_profiles") else set())
     gridded = ({(a, b) for a, b in con.execute("SELECT DISTINCT run_a, run_b FROM result_grids "
-                                                "WHERE (pair_kind = 'vision_text' OR pair_kind IS NULL) AND "
+                                                "WHERE pair_kind = 'vision_text' AND "
                                                 + R.current_clause(con, "result_grids")).fetchall()}
                if has_table(con, "result_grids") else set())
     command = f"layerscope analyze --store {store_path}"

@@ -20,12 +20,12 @@ def layer_choices(con, dataset) -> dict:
 def alignment_sources(p: dict, curves, by_id: dict) -> dict:
     """``{"alignment with REF": (grid, model is A)}``: the mutual k-NN grid behind each alignment
     curve of one layer-choice payload (its stored source); ``by_id``: grids by ``result_id``."""
-    run_id = (p.get("setting") or {}).get("run_id")
+    run_id = p["setting"]["run_id"]
     found = {}
     for metric in curves:
         if not metric.startswith("alignment with "):
             continue
-        g = by_id.get((p.get("sources") or {}).get(metric))
+        g = by_id.get(p["sources"].get(metric))
         if g is not None:
             found[metric] = (g, g["run_a"] == run_id)
     return found
@@ -39,4 +39,4 @@ def curve_sources(con, dataset) -> list[tuple]:
              if has_table(con, "result_grids") else [])
     by_id = {g["result_id"]: g for g in grids}
     return [(model, p, metric, g, is_a) for model, p in choices.items()
-            for metric, (g, is_a) in alignment_sources(p, p.get("curves") or {}, by_id).items()]
+            for metric, (g, is_a) in alignment_sources(p, p["curves"], by_id).items()]

@@ -230,14 +230,14 @@ def temporal_data(con, ds) -> dict:
     for key in ("chiral", "time_reversal"):
         out[key] = [{"video": e["video"], "text": e["text"], "space": e["space"], "n_items": e.get("n_items"),
                      "per_layer": e["per_layer"], "layers": e["layers_a"], **_pick(e["per_layer"], e["layers_a"])}
-                    for e in tp.get(key, []) if "layers_a" in e]
+                    for e in tp.get(key, [])]
     # one query per action (TARA's protocol) under the setting's name; the item-query variant labelled
     out["chiral_gallery"] = [{"video": e["video"], "text": e["text"], "space": e["space"],
                               "n_queries": e.get("n_queries"), "n_item_queries": e.get("n_item_queries"),
-                              "queries": e.get("queries", "item"),
+                              "queries": e["queries"],
                               "settings": {s: _pick(v, e["layers_a"]) for s, v in e["map"].items()},
                               "settings_item_queries": {s: _pick(v, e["layers_a"])
-                                                        for s, v in (e.get("map_item_queries") or {}).items()}}
+                                                        for s, v in e["map_item_queries"].items()}}
                              for e in tp.get("chiral_gallery", [])]
     out["negation"] = [{"video": e["video"], "text": e["text"], "space": e["space"], "n_queries": e.get("n_queries"),
                         "recall": {k: _pick(v, e["layers_a"]) for k, v in e["recall"].items()}}

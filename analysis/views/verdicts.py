@@ -25,8 +25,8 @@ VERDICT_RULE = (
 
 
 def missing_text(dataset: str) -> str:
-    """What the Overview says for a dataset without stored verdicts (never analysed, or analysed by a
-    version before verdicts were stored): the command that computes them."""
+    """What the Overview says for a dataset without stored verdicts (not analysed yet): the command
+    that computes them."""
     return (f"{dataset}: no layer verdict stored yet: run `layerscope analyze` (it decides each model's layer "
             "from the per-layer results).")
 

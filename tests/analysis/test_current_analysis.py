@@ -146,7 +146,7 @@ def _check_second_analysis(runs, first, tmp_path, monkeypatch, second: dict):
     for name in expected:  # one view at a time, so a failure names it
         assert got[name] == expected[name], name
     # the test can fail: read without the current analysis's list, the mixed store's views differ
-    monkeypatch.setattr(R, "records_current", lambda con: False)
+    monkeypatch.setattr(R, "current_clause", lambda con, table, alias="": "TRUE")
     try:
         unfiltered = _snapshot(mixed)
     except ValueError:  # or they fail outright (the scaling view finds two rows of one subject)
@@ -195,18 +195,33 @@ def test_analysing_one_dataset_keeps_the_other_datasets_current_rows(first, tmp_
         con.close()
 
 
-def test_a_store_analysed_before_the_list_existed_shows_every_row(small, tmp_path):
-    """No recorded list (a store analysed by an older version): the readers keep every row, as before."""
-    store = tmp_path / "old.duckdb"
+def test_rows_no_analysis_listed_are_never_read(small, tmp_path):
+    """An analysis that did not reach its end (interrupted before it listed its rows) shows none of its
+    rows: the readers see no result and the Overview names the command that finishes it."""
+    store = tmp_path / "unlisted.duckdb"
     shutil.copy(small, store)
     con = duckdb.connect(str(store))
     try:
         n = con.execute("SELECT count(*) FROM result_grids").fetchone()[0]
-        assert len(R.read_grids(con, current=True)) == n  # the analysis listed every row it made
+        assert n and len(R.read_grids(con, current=True)) == n  # the analysis listed every row it made
+        con.execute("DELETE FROM result_current")
+        assert R.read_grids(con, current=True) == [] and R.read_studies(con, current=True) == []
+        assert len(grid_index(con)) == 0
+        assert any(m["what"].startswith("no analysis results yet") for m in overview(con)["missing"])
+    finally:
+        con.close()
+
+
+def test_a_store_without_the_list_table_reads_no_rows(small, tmp_path):
+    """A store opened read-only since before ``result_current`` existed has no such table: no row is
+    current, and reading says so instead of failing on the missing table."""
+    store = tmp_path / "old.duckdb"
+    shutil.copy(small, store)
+    con = duckdb.connect(str(store))
+    try:
         con.execute("DROP TABLE result_current")
-        con.execute("DELETE FROM meta WHERE key = ?", [R.CURRENT_KEY])
-        assert R.current_clause(con, "result_grids") == "TRUE"
-        assert len(R.read_grids(con, current=True)) == n
+        assert R.current_clause(con, "result_grids") == "FALSE"
+        assert R.read_grids(con, current=True) == [] and len(grid_index(con)) == 0
     finally:
         con.close()
 
@@ -265,8 +280,7 @@ def test_record_current_replaces_the_analysed_datasets_lists_only(tmp_path):
         con.execute("INSERT INTO datasets (dataset, n_items) VALUES ('a', 40), ('b', 30)")
         rows = [_grid_row("a10", "a", 10, 0.5), _grid_row("a5", "a", 5, 0.25), _grid_row("b10", "b", 10, 0.75)]
         R.replace_rows(con, {"result_grids": [R.grid_row(**r) for r in rows]})
-        assert R.current_clause(con, "result_grids") == "TRUE"  # nothing recorded yet: every row
-        assert len(R.read_grids(con, current=True)) == 3
+        assert R.read_grids(con, current=True) == []  # nothing recorded yet: no row is current
         R.record_current(con, {"result_grids": {"a10", "b10"}}, ["a", "b"])
         R.record_current(con, {"result_grids": {"a5"}}, ["a"])
         assert {g["result_id"] for g in R.read_grids(con, current=True)} == {"a5", "b10"}

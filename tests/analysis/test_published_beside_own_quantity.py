@@ -12,7 +12,7 @@ from analysis.studies.scaling import fit_subject
 from analysis.views import paper_figures as pf
 from analysis.views.scaling import scaling_view
 from precompute.cli import main
-from tests.stores import SCALING_GRIDS, write_paper_store
+from tests.stores import SCALING_GRIDS, put_analysis_version, write_paper_store
 
 
 def _mapped(tmp_path, dataset="VATEX"):
@@ -34,6 +34,7 @@ def _put_fit(path, subject, metric):
                     params={"metric": metric, "k": 10, "n_boot": 0},
                     payload=fit_subject(None, "vmae-f16", metric, {"k": 10}, SCALING_GRIDS["v|law|mutual_knn"], 0, 0),
                     input_key="x")
+        put_analysis_version(con)
 
 
 def test_table_1_sits_beside_the_mutual_knn_fit_against_its_text_encoder_only(mapped, tmp_path):
@@ -86,6 +87,7 @@ def test_fig2s_image_on_video_points_use_drs_8_frames_when_stored(mapped):
                    model_b="gemma", run_a="dino-f16", run_b="gemma-c1", n_frames=16, n_captions=1, n_frames_b=None,
                    metric="mutual_knn", params={"k": 10}, grid=np.full((2, 2), 0.5), best_a=1, best_b=1,
                    best_value=0.5, ci_low=None, ci_high=None, n_boot=0, flags={}, input_key="x")
+        put_analysis_version(con)
     with duckdb.connect(str(mapped), read_only=True) as con:
         fv = pf.fig2_view(con, "mine", "mutual_knn", "gemma", "k400 · top1")
     dots = fv["points"][fv["points"]["kind"] == "image_on_video"].set_index("vision")

@@ -66,7 +66,7 @@ def test_page_and_report_leave_alpha_blank_on_a_stored_fit_without_a_frame_term(
     from analysis.report import build_report, to_json
     from analysis.storage import results as R
     from analysis.views.scaling import scaling_view
-    from tests.stores import write_paper_store
+    from tests.stores import put_analysis_version, write_paper_store
 
     path = tmp_path / "s.duckdb"
     write_paper_store(path)
@@ -77,6 +77,7 @@ def test_page_and_report_leave_alpha_blank_on_a_stored_fit_without_a_frame_term(
         R.put_study(con, result_id=subject, study="scaling", dataset="mine", subject=subject,
                     params={"metric": "mutual_knn", "k": 10, "n_boot": 0},
                     payload=fit_subject(None, "a", "mutual_knn", {"k": 10}, points, 0, 0), input_key="y")
+        put_analysis_version(con)
     with duckdb.connect(str(path), read_only=True) as con:
         sv = scaling_view(con, "mine", subject)
         report = build_report(con, store=str(path))

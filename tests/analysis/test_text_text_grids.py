@@ -32,6 +32,31 @@ def test_same_budget_pairs_never_pairs_a_model_with_itself():
     assert same_budget_pairs(runs, "n_captions") == []
 
 
+def _grids_scored(runs):
+    """The grid rows the grids study stores for ``runs`` (mutual k-NN), values left out."""
+    return [{"result_id": f"{a['run_id']}|{b['run_id']}", "pair_kind": kind, "model_a": a["model"],
+             "model_b": b["model"], "metric": metric, "n_frames": a["n_frames"], "n_captions": b["n_captions"]}
+            for kind, a, b, metric in pair_list(DatasetRuns("d", runs, 10), ["mutual_knn"])]
+
+
+def test_a_text_model_meets_a_two_sided_reference_with_no_shared_caption_budget_in_its_vision_grid():
+    """minilm (captions 1) and clip (image tower, text tower at captions 2): no text×text grid is
+    scored, so the heatmap and the Overview show clip's image side × minilm, the only grid of the two."""
+    from analysis.views.heatmap import best_grid, heat_grids
+
+    runs = [run("clip", "image", n_frames=1), run("clip", "text", n_captions=2), run("minilm", "text", n_captions=1)]
+    grids = _grids_scored(runs)
+    assert not [g for g in grids if g["pair_kind"] == "text_text"]
+    (only,) = [g for g in grids if {g["model_a"], g["model_b"]} == {"clip", "minilm"}]
+    assert (only["pair_kind"], only["model_a"], only["model_b"]) == ("vision_text", "clip", "minilm")
+    assert best_grid(grids, "minilm", "clip") is only
+    assert heat_grids(grids, ["minilm"], ["clip"]) == [only]
+    # with a caption budget in common the text×text grid of the two text sides is the one shown
+    shared = _grids_scored(runs + [run("clip", "text", n_captions=1)])
+    g = best_grid(shared, "minilm", "clip")
+    assert (g["pair_kind"], {g["model_a"], g["model_b"]}, g["n_captions"]) == ("text_text", {"clip", "minilm"}, 1)
+
+
 def stored(store, metric="mutual_knn"):
     con = duckdb.connect(str(store), read_only=True)
     try:
