@@ -61,6 +61,29 @@ TILE = 32
 #: Columns per contraction step; fixed, so partial sums always add up in the same order.
 K_CHUNK = 1 << 11
 
+_BLAS = None
+
+
+def one_blas_thread():
+    """A context holding the BLAS pool to one thread while the tile products run.
+
+    A ``(TILE, K_CHUNK)`` tile product is ~4 Mflop (a tenth of a millisecond): a second BLAS
+    thread saves little on it and must meet the first after every call, which on a machine with
+    anything else running means waiting for a descheduled thread each time (the contractions of a
+    24x24 packed CKA grid took ten times longer on two threads than on one with other work beside;
+    ``bench/grid.py --busy`` measures it). One thread everywhere also makes each cell's summation
+    order independent of the pool's size, inside ``analyze``'s workers (one thread) and outside
+    alike (OpenBLAS splits a product by rows and columns, never along the contraction, so this
+    changes no value there). The controller is made once: finding the libraries costs
+    milliseconds, limiting them microseconds.
+    """
+    global _BLAS
+    if _BLAS is None:
+        from threadpoolctl import ThreadpoolController
+
+        _BLAS = ThreadpoolController()
+    return _BLAS.limit(limits=1, user_api="blas")
+
 
 def tiled_inner(vecs_a: Sequence[np.ndarray], vecs_b: Sequence[np.ndarray]) -> np.ndarray:
     """``(len(vecs_a), len(vecs_b))`` inner products ``<a, b>`` of equal-length 1-D float64 vectors.
@@ -85,18 +108,19 @@ def tiled_inner(vecs_a: Sequence[np.ndarray], vecs_b: Sequence[np.ndarray]) -> n
     buf_a = np.zeros((ta, TILE, K_CHUNK))
     buf_b = buf_a if same else np.zeros((tb, TILE, K_CHUNK))
     twin = np.zeros((TILE, K_CHUNK)) if same else None
-    for c in range(0, m, K_CHUNK):
-        w = min(K_CHUNK, m - c)
-        for buf, vecs in ((buf_a, vecs_a),) if same else ((buf_a, vecs_a), (buf_b, vecs_b)):
-            for r, v in enumerate(vecs):
-                buf[r // TILE, r % TILE, :w] = v[c : c + w]
-        for i in range(ta):
-            part = buf_a[i, :, :w]
-            for j in range(tb):
-                other = buf_b[j, :, :w]
-                if same and j == i:
-                    other = _twin(twin, part)
-                acc[i * TILE : (i + 1) * TILE, j * TILE : (j + 1) * TILE] += part @ other.T
+    with one_blas_thread():
+        for c in range(0, m, K_CHUNK):
+            w = min(K_CHUNK, m - c)
+            for buf, vecs in ((buf_a, vecs_a),) if same else ((buf_a, vecs_a), (buf_b, vecs_b)):
+                for r, v in enumerate(vecs):
+                    buf[r // TILE, r % TILE, :w] = v[c : c + w]
+            for i in range(ta):
+                part = buf_a[i, :, :w]
+                for j in range(tb):
+                    other = buf_b[j, :, :w]
+                    if same and j == i:
+                        other = _twin(twin, part)
+                    acc[i * TILE : (i + 1) * TILE, j * TILE : (j + 1) * TILE] += part @ other.T
     return acc[:la, :lb]
 
 
@@ -125,13 +149,14 @@ def tiled_self(vecs: Sequence[np.ndarray]) -> np.ndarray:
     acc = np.zeros((ta, TILE, TILE))
     buf = np.zeros((ta, TILE, K_CHUNK))
     twin = np.zeros((TILE, K_CHUNK))
-    for c in range(0, m, K_CHUNK):
-        w = min(K_CHUNK, m - c)
-        for r, v in enumerate(vecs):
-            buf[r // TILE, r % TILE, :w] = v[c : c + w]
-        for i in range(ta):
-            part = buf[i, :, :w]
-            acc[i] += part @ _twin(twin, part).T
+    with one_blas_thread():
+        for c in range(0, m, K_CHUNK):
+            w = min(K_CHUNK, m - c)
+            for r, v in enumerate(vecs):
+                buf[r // TILE, r % TILE, :w] = v[c : c + w]
+            for i in range(ta):
+                part = buf[i, :, :w]
+                acc[i] += part @ _twin(twin, part).T
     return np.concatenate([np.diag(a) for a in acc])[:la] if la else np.zeros(0)
 
 

@@ -364,8 +364,9 @@ class CkaKernel(PairKernel):
         # every RBF distance are unchanged when one vector is added to all rows, so centring is
         # exact and avoids the cancellation of a mean that is large against the spread (common in
         # LLM hidden states; raw X X^T lost all digits at an offset of 10^4 x the spread)
-        X = np.asarray(X, dtype=np.float64)
-        X = X - X.mean(axis=0)
+        # one float64 copy, centred in place (a second N x d temporary cost more than the subtraction)
+        X = np.array(X, dtype=np.float64)
+        X -= X.mean(axis=0)
         if kernel == "linear" and not debiased:
             state = GramState(n=n, X=X, kernel=kernel, debiased=False)
         else:
