@@ -335,9 +335,13 @@ class _Float32Sims:
         cand = np.empty((len(rows), c), dtype=np.int64)
         vals = np.empty((len(rows), c), dtype=np.float32)
         nxt = np.full(len(rows), -np.inf, dtype=np.float32)
+        # a run of consecutive rows is sliced, not gathered: no copy, and the whole layer in one
+        # chunk is ``A @ A.T`` of one buffer, which numpy sends to syrk (half gemm's flops; its
+        # values obey the same bound E, and the proof decides the lists either way)
+        run = len(rows) > 0 and rows[-1] - rows[0] == len(rows) - 1 and bool(np.all(np.diff(rows) == 1))
         for start, stop in row_chunks(len(rows), self.n):
             r = rows[start:stop]
-            negS = self.A[r] @ self.A.T
+            negS = (self.A[r[0]:r[-1] + 1] if run else self.A[r]) @ self.A.T
             negS *= -1  # exact in float32; partition the negation without another N-wide temporary
             # +inf on the diagonal (and the own group) excludes the points themselves
             negS[np.arange(len(r)), r] = np.inf
