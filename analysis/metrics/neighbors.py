@@ -188,6 +188,7 @@ def cosines64_rows(X: np.ndarray, norms: np.ndarray, rows: np.ndarray | None, id
     d = X.shape[1]
     jit = neighbors_jit.kernel() if USE_JIT else None
     if jit is not None:
+        X = np.ascontiguousarray(X)  # the compiled dot reads 8 entries of a row at a time
         own_rows = np.arange(r) if rows is None else np.asarray(rows)
         symmetric = rows is None and recip is not None
         rec = recip if symmetric else np.empty((0, 0), dtype=np.int64)

@@ -145,6 +145,27 @@ def test_cosines64_compiled_and_numpy_paths_agree_bit_for_bit(monkeypatch, d, dt
     assert compiled[0][i, 0] == dot / (norms[i] * norms[j])
 
 
+@pytest.mark.parametrize("layout", ["fortran", "strided"])
+def test_cosines64_of_a_non_contiguous_layer_equals_its_contiguous_copy(monkeypatch, layout):
+    """The compiled dot reads eight entries of a row at a time: a layer stored column-major or as a
+    strided view gets the cosines of its contiguous copy, bit for bit, on both paths."""
+    from analysis.metrics import neighbors as nb
+
+    rng = np.random.default_rng(5)
+    base = rng.normal(size=(60, 42)).astype(np.float32)
+    X = np.asfortranarray(base[:, :21]) if layout == "fortran" else base[:, ::2]
+    assert not X.flags.c_contiguous
+    C = np.ascontiguousarray(X)
+    norms = nb.row_norms(C)
+    idx = nb.knn_search(C, 4).idx
+    recip = knn_mod.reciprocal_slots(idx)
+    for jit in (True, False):
+        monkeypatch.setattr(nb, "USE_JIT", jit)
+        np.testing.assert_array_equal(nb.cosines64(X, norms, idx, recip), nb.cosines64(C, norms, idx, recip))
+        np.testing.assert_array_equal(nb.cosines64_rows(X, norms, np.arange(10)[::-1], idx[:10]),
+                                      nb.cosines64_rows(C, norms, np.arange(10)[::-1], idx[:10]))
+
+
 @pytest.mark.parametrize("path", ["compiled", "tables", "rows"])
 def test_cknna_counts_are_mutual_knn_counts(monkeypatch, path):
     from analysis.grid import prepare_layers
