@@ -77,12 +77,38 @@ def one_blas_thread():
     changes no value there). The controller is made once: finding the libraries costs
     milliseconds, limiting them microseconds.
     """
+    return _controller().limit(limits=1, user_api="blas")
+
+
+def _controller():
     global _BLAS
     if _BLAS is None:
         from threadpoolctl import ThreadpoolController
 
         _BLAS = ThreadpoolController()
-    return _BLAS.limit(limits=1, user_api="blas")
+    return _BLAS
+
+
+def blas_threads() -> int:
+    """The BLAS pool's size as it is now: one inside ``analyze`` (which holds one thread) and in
+    its workers, the machine's cores elsewhere."""
+    counts = [lib["num_threads"] for lib in _controller().select(user_api="blas").info()]
+    return max(1, min(counts)) if counts else 1
+
+
+def thread_map(fn, items, threads: int | None = None) -> list:
+    """``[fn(x) for x in items]``, on ``threads`` threads of our own (default :func:`blas_threads`,
+    so per-pair work never takes more cores than the products before it). For compiled kernels and
+    products that release the GIL; each call computes what it would alone, so results do not depend
+    on the thread count. No pool for one thread or one item."""
+    items = list(items)
+    threads = blas_threads() if threads is None else max(1, int(threads))
+    if threads <= 1 or len(items) <= 1:
+        return [fn(x) for x in items]
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(min(threads, len(items))) as pool:
+        return list(pool.map(fn, items))
 
 
 def tiled_inner(vecs_a: Sequence[np.ndarray], vecs_b: Sequence[np.ndarray]) -> np.ndarray:

@@ -62,7 +62,8 @@ import numpy as np
 
 from analysis.metrics import neighbors
 from analysis.metrics.validation import as_matrix, check_paired, check_positive
-from analysis.metrics.base import PairKernel, gram_inner, gram_self, tiled_inner, tiled_self
+from analysis.metrics.base import (PairKernel, blas_threads, gram_inner, gram_self, one_blas_thread,
+                                   thread_map, tiled_inner, tiled_self)
 
 KERNELS = ("linear", "rbf")
 
@@ -237,6 +238,19 @@ def fill_packed_self(states) -> None:
     if todo:
         for s, v in zip(todo, _packed_self(todo)):
             s.self_inner = float(v)
+
+
+def _packed_scores(states_a, states_b) -> np.ndarray:
+    """``_packed_inner(states_a, states_b)``, every state's ``self_inner`` filled on the way
+    (:func:`fill_packed_self`). The two contractions run side by side where the BLAS pool has two
+    threads or more, BLAS held at one (each is a string of small tile products that one thread runs
+    best: :func:`analysis.metrics.base.one_blas_thread`); every value is the same bits either way."""
+    states = list(states_a) + list(states_b)
+    threads = blas_threads()  # read before the limit below
+    with one_blas_thread():
+        cross, _ = thread_map(lambda job: job(), [lambda: _packed_inner(states_a, states_b),
+                                                  lambda: fill_packed_self(states)], threads)
+    return cross
 
 
 def _feature_cross(sa: GramState, sb: GramState) -> float:
@@ -433,8 +447,7 @@ class CkaKernel(PairKernel):
         debiased = states_a[0].debiased
         mode = states_a[0].mode
         if mode == "packed":
-            cross = _packed_inner(states_a, states_b)
-            fill_packed_self(list(states_a) + list(states_b))
+            cross = _packed_scores(states_a, states_b)
             self_a = np.array([s.inner_self() for s in states_a])
             self_b = np.array([s.inner_self() for s in states_b])
         elif mode == "feature" and all(s.float32 for s in list(states_a) + list(states_b)):

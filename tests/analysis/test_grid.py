@@ -50,6 +50,39 @@ def test_self_grid_equals_explicit_grid(name, params):
                                   layer_grid(A, A.copy(), metric=name, k=5, **params))
 
 
+@pytest.mark.parametrize("threads", [2, 3])
+@pytest.mark.parametrize("name,params", [("cka", {}), ("cka", {"debiased": True}), ("cknna", {})])
+def test_grid_is_the_same_bits_on_one_thread_or_several(monkeypatch, name, params, threads):
+    """Outside ``analyze`` (which holds one BLAS thread) per-pair work runs on threads of our own:
+    CKA's cross and self contractions side by side, CKNNA's per-layer cosines. The grid is the
+    same bits as on one thread, and the BLAS pool is left as it was found."""
+    from analysis.metrics import base
+    from analysis.metrics import kernel as kernel_mod
+    from analysis.metrics import knn as knn_mod
+
+    A, B = stack(layers=4)
+    real = base.blas_threads
+    before = real()
+    monkeypatch.setattr(base, "blas_threads", lambda: 1)
+    monkeypatch.setattr(kernel_mod, "blas_threads", lambda: 1)
+    serial = layer_grid(A, B, metric=name, k=5, **params)
+    monkeypatch.setattr(base, "blas_threads", lambda: threads)
+    monkeypatch.setattr(kernel_mod, "blas_threads", lambda: threads)
+    pools = []
+
+    def spy(fn, items, threads=None):
+        items = list(items)
+        pools.append(min(threads or base.blas_threads(), len(items)))
+        return base.thread_map(fn, items, threads)
+
+    module = kernel_mod if name == "cka" else knn_mod
+    monkeypatch.setattr(module, "thread_map", spy)
+    threaded = layer_grid(A, B, metric=name, k=5, **params)
+    assert max(pools) >= 2  # the threaded path ran
+    np.testing.assert_array_equal(threaded, serial)
+    assert real() == before
+
+
 @pytest.mark.parametrize("name", SAME)
 def test_same_space_grids(name):
     A, _ = stack()
