@@ -62,7 +62,7 @@ import numpy as np
 
 from analysis.metrics import neighbors
 from analysis.metrics.validation import as_matrix, check_paired, check_positive
-from analysis.metrics.base import (PairKernel, blas_threads, gram_inner, gram_self, one_blas_thread,
+from analysis.metrics.base import (TILE, PairKernel, blas_threads, gram_inner, gram_self, one_blas_thread,
                                    thread_map, tiled_inner, tiled_self)
 
 KERNELS = ("linear", "rbf")
@@ -245,12 +245,13 @@ def _packed_scores(states_a, states_b) -> np.ndarray:
     (:func:`fill_packed_self`). The two contractions run side by side where the BLAS pool has two
     threads or more, BLAS held at one (each is a string of small tile products that one thread runs
     best: :func:`analysis.metrics.base.one_blas_thread`); every value is the same bits either way."""
-    states = list(states_a) + list(states_b)
+    todo = list({id(s): s for s in list(states_a) + list(states_b) if s.self_inner is None}.values())
+    # self terms one tile of layers per job: a cell does not depend on its place in the tile
+    groups = [todo[i:i + TILE] for i in range(0, len(todo), TILE)]
+    jobs = [lambda: _packed_inner(states_a, states_b)] + [lambda g=g: fill_packed_self(g) for g in groups]
     threads = blas_threads()  # read before the limit below
     with one_blas_thread():
-        cross, _ = thread_map(lambda job: job(), [lambda: _packed_inner(states_a, states_b),
-                                                  lambda: fill_packed_self(states)], threads)
-    return cross
+        return thread_map(lambda job: job(), jobs, threads)[0]
 
 
 def _feature_cross(sa: GramState, sb: GramState) -> float:

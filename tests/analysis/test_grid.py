@@ -60,7 +60,7 @@ def test_grid_is_the_same_bits_on_one_thread_or_several(monkeypatch, name, param
     from analysis.metrics import kernel as kernel_mod
     from analysis.metrics import knn as knn_mod
 
-    A, B = stack(layers=4)
+    A, B = stack(layers=17)  # 35 layers: CKA's self terms in two tiles, one job each
     real = base.blas_threads
     before = real()
     monkeypatch.setattr(base, "blas_threads", lambda: 1)
