@@ -62,8 +62,7 @@ import numpy as np
 
 from analysis.metrics import neighbors
 from analysis.metrics.validation import as_matrix, check_paired, check_positive
-from analysis.metrics.base import (TILE, PairKernel, blas_threads, gram_inner, gram_self, one_blas_thread,
-                                   thread_map, tiled_inner, tiled_self)
+from analysis.metrics.base import PairKernel, gram_inner, gram_self, tiled_inner, tiled_inner_self, tiled_self
 
 KERNELS = ("linear", "rbf")
 
@@ -241,17 +240,29 @@ def fill_packed_self(states) -> None:
 
 
 def _packed_scores(states_a, states_b) -> np.ndarray:
-    """``_packed_inner(states_a, states_b)``, every state's ``self_inner`` filled on the way
-    (:func:`fill_packed_self`). The two contractions run side by side where the BLAS pool has two
-    threads or more, BLAS held at one (each is a string of small tile products that one thread runs
-    best: :func:`analysis.metrics.base.one_blas_thread`); every value is the same bits either way."""
-    todo = list({id(s): s for s in list(states_a) + list(states_b) if s.self_inner is None}.values())
-    # self terms one tile of layers per job: a cell does not depend on its place in the tile
-    groups = [todo[i:i + TILE] for i in range(0, len(todo), TILE)]
-    jobs = [lambda: _packed_inner(states_a, states_b)] + [lambda g=g: fill_packed_self(g) for g in groups]
-    threads = blas_threads()  # read before the limit below
-    with one_blas_thread():
-        return thread_map(lambda job: job(), jobs, threads)[0]
+    """``_packed_inner(states_a, states_b)``, and every state's missing ``self_inner`` from the same
+    pass over the packed vectors (:func:`analysis.metrics.base.tiled_inner_self`): the very values
+    of :func:`_packed_self`, without a second read of every layer's half Gram."""
+    states = list(states_a) + list(states_b)
+    selves = any(s.self_inner is None for s in states)
+    same = states_b is states_a
+    ua = [s.upper for s in states_a]
+    cross, self_a, self_b = tiled_inner_self(ua, ua if same else [s.upper for s in states_b], selves=selves)
+    out = 2.0 * cross  # exact doubling
+    if selves:
+        self_a, self_b = 2.0 * self_a, 2.0 * self_b
+    if states_a[0].diag is not None:
+        da = [s.diag for s in states_a]
+        d_cross, d_a, d_b = tiled_inner_self(da, da if same else [s.diag for s in states_b], selves=selves)
+        out += d_cross
+        if selves:
+            self_a, self_b = self_a + d_a, self_b + d_b
+    if selves:
+        for group, values in ((states_a, self_a), (states_b, self_b)):
+            for s, v in zip(group, values):
+                if s.self_inner is None:
+                    s.self_inner = float(v)
+    return out
 
 
 def _feature_cross(sa: GramState, sb: GramState) -> float:

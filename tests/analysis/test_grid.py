@@ -51,23 +51,16 @@ def test_self_grid_equals_explicit_grid(name, params):
 
 
 @pytest.mark.parametrize("threads", [2, 3])
-@pytest.mark.parametrize("name,params", [("cka", {}), ("cka", {"debiased": True}), ("cknna", {})])
-def test_grid_is_the_same_bits_on_one_thread_or_several(monkeypatch, name, params, threads):
-    """Outside ``analyze`` (which holds one BLAS thread) per-pair work runs on threads of our own:
-    CKA's cross and self contractions side by side, CKNNA's per-layer cosines. The grid is the
-    same bits as on one thread, and the BLAS pool is left as it was found."""
+def test_cknna_grid_is_the_same_bits_on_one_thread_or_several(monkeypatch, threads):
+    """Outside ``analyze`` (which holds one BLAS thread) CKNNA's per-layer cosines and self terms
+    run on threads of our own: the grid is the same bits as on one thread."""
     from analysis.metrics import base
-    from analysis.metrics import kernel as kernel_mod
     from analysis.metrics import knn as knn_mod
 
-    A, B = stack(layers=17)  # 35 layers: CKA's self terms in two tiles, one job each
-    real = base.blas_threads
-    before = real()
+    A, B = stack(layers=4)
     monkeypatch.setattr(base, "blas_threads", lambda: 1)
-    monkeypatch.setattr(kernel_mod, "blas_threads", lambda: 1)
-    serial = layer_grid(A, B, metric=name, k=5, **params)
+    serial = layer_grid(A, B, metric="cknna", k=5)
     monkeypatch.setattr(base, "blas_threads", lambda: threads)
-    monkeypatch.setattr(kernel_mod, "blas_threads", lambda: threads)
     pools = []
 
     def spy(fn, items, threads=None):
@@ -75,12 +68,23 @@ def test_grid_is_the_same_bits_on_one_thread_or_several(monkeypatch, name, param
         pools.append(min(threads or base.blas_threads(), len(items)))
         return base.thread_map(fn, items, threads)
 
-    module = kernel_mod if name == "cka" else knn_mod
-    monkeypatch.setattr(module, "thread_map", spy)
-    threaded = layer_grid(A, B, metric=name, k=5, **params)
+    monkeypatch.setattr(knn_mod, "thread_map", spy)
+    threaded = layer_grid(A, B, metric="cknna", k=5)
     assert max(pools) >= 2  # the threaded path ran
     np.testing.assert_array_equal(threaded, serial)
-    assert real() == before
+
+
+def test_blas_pool_is_left_as_found_by_the_tile_contractions():
+    from threadpoolctl import threadpool_limits
+
+    from analysis.metrics import base
+
+    A, B = stack(layers=3)
+    for limit in (1, 2):
+        with threadpool_limits(limit, user_api="blas"):
+            before = base.blas_threads()
+            layer_grid(A, B, metric="cka")
+            assert base.blas_threads() == before
 
 
 @pytest.mark.parametrize("name", SAME)

@@ -269,6 +269,46 @@ def test_tiled_self_is_the_diagonal_of_tiled_inner_bit_for_bit(layers, m):
     np.testing.assert_array_equal(tiled_self(vecs), np.diag(tiled_inner(vecs, copies)))
 
 
+@pytest.mark.parametrize("la,lb,m", [(1, 1, 50), (9, 4, 9000), (33, 40, 4101)])
+def test_one_pass_cross_and_self_terms_equal_the_separate_calls(la, lb, m):
+    """``tiled_inner_self`` (the self terms' tile products in the cross product's pass) gives the
+    cells of ``tiled_inner`` and the terms of ``tiled_self`` of each side, bit for bit, in several
+    tiles a side and column chunks; a self-product its diagonal."""
+    from analysis.metrics.base import tiled_inner, tiled_inner_self, tiled_self
+
+    rng = np.random.default_rng(la + lb)
+    A = [rng.normal(size=m) for _ in range(la)]
+    B = [rng.normal(size=m) * 3 for _ in range(lb)]
+    cross, self_a, self_b = tiled_inner_self(A, B)
+    np.testing.assert_array_equal(cross, tiled_inner(A, B))
+    np.testing.assert_array_equal(self_a, tiled_self(A))
+    np.testing.assert_array_equal(self_b, tiled_self(B))
+    np.testing.assert_allclose(self_b, [v @ v for v in B], rtol=1e-12)
+    cross, self_a, self_b = tiled_inner_self(A, A)
+    np.testing.assert_array_equal(cross, tiled_inner(A, A))
+    np.testing.assert_array_equal(self_a, tiled_self(A))
+    np.testing.assert_array_equal(self_b, tiled_self(A))
+    assert tiled_inner_self(A, B, selves=False)[1:] == (None, None)
+
+
+@pytest.mark.parametrize("debiased", [False, True])
+def test_packed_cka_grid_fills_each_layers_own_self_term(debiased):
+    """The self terms a packed grid computes in its cross pass are each layer's own (a state
+    prepared and asked alone), bit for bit; a state that has one keeps it."""
+    from analysis.metrics.kernel import CkaKernel
+
+    rng = np.random.default_rng(4)
+    kernel = CkaKernel()
+    layers = [rng.normal(size=(70, 6 + i)) for i in range(5)]
+    sa = [kernel.prepare(x, debiased=debiased) for x in layers[:3]]
+    sb = [kernel.prepare(x, debiased=debiased) for x in layers[3:]]
+    kept = sb[0].self_inner = 123.0
+    kernel.score_block(sa, sb)
+    alone = [kernel.prepare(x, debiased=debiased).inner_self() for x in layers]
+    assert [s.self_inner for s in sa] + [s.self_inner for s in sb[1:]] == alone[:3] + alone[4:]
+    assert sb[0].self_inner == kept
+
+
 @pytest.mark.parametrize("degenerate", [False, True])
 @pytest.mark.parametrize("jit", [True, False])
 def test_cknna_self_term_equals_the_layer_scored_against_itself_bitwise(monkeypatch, degenerate, jit):
