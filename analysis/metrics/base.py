@@ -71,11 +71,12 @@ def one_blas_thread():
     thread saves little on it and must meet the first after every call, which on a machine with
     anything else running means waiting for a descheduled thread each time (the contractions of a
     24x24 packed CKA grid took ten times longer on two threads than on one with other work beside;
-    ``bench/grid.py --busy`` measures it). One thread everywhere also makes each cell's summation
-    order independent of the pool's size, inside ``analyze``'s workers (one thread) and outside
-    alike (OpenBLAS splits a product by rows and columns, never along the contraction, so this
-    changes no value there). The controller is made once: finding the libraries costs
-    milliseconds, limiting them microseconds.
+    ``bench/grid.py --busy`` measures it). One thread everywhere also makes a cell's bits
+    independent of the pool's size: OpenBLAS rounds some tile shapes differently on two threads
+    (a 32 x 1000 x 32 product differed in the last bits), so a grid computed outside ``analyze``
+    could differ from ``analyze``'s (one thread) by ~1e-17; now every caller gets ``analyze``'s
+    bits. The controller is made once: finding the libraries costs milliseconds, limiting them
+    microseconds.
     """
     return _controller().limit(limits=1, user_api="blas")
 
