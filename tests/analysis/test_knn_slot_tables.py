@@ -291,6 +291,27 @@ def test_one_pass_cross_and_self_terms_equal_the_separate_calls(la, lb, m):
     assert tiled_inner_self(A, B, selves=False)[1:] == (None, None)
 
 
+@pytest.mark.parametrize("m", [300, 1000, 2 * 2048 + 1000])
+def test_tiled_contractions_are_the_same_bits_on_any_blas_pool(m):
+    """The tile products run on one BLAS thread whatever the pool: on two threads OpenBLAS rounded
+    a 32 x 1000 x 32 product differently in the last bits (Xeon VM), so grids computed outside
+    ``analyze`` (whole pool) differed from ``analyze``'s (one thread)."""
+    from threadpoolctl import threadpool_limits
+
+    from analysis.metrics.base import tiled_inner, tiled_inner_self, tiled_self
+
+    rng = np.random.default_rng(m)
+    A = [rng.normal(size=m) for _ in range(32)]
+    B = [rng.normal(size=m) for _ in range(30)]
+    runs = []
+    for threads in (1, 2, 4):
+        with threadpool_limits(threads, user_api="blas"):
+            runs.append((tiled_inner(A, B), tiled_self(A), *tiled_inner_self(A, B)))
+    for run in runs[1:]:
+        for got, want in zip(run, runs[0]):
+            np.testing.assert_array_equal(got, want)
+
+
 @pytest.mark.parametrize("debiased", [False, True])
 def test_packed_cka_grid_fills_each_layers_own_self_term(debiased):
     """The self terms a packed grid computes in its cross pass are each layer's own (a state
