@@ -62,7 +62,7 @@ import numpy as np
 
 from analysis.metrics import neighbors
 from analysis.metrics.validation import as_matrix, check_paired, check_positive
-from analysis.metrics.base import PairKernel, gram_inner, gram_self, tiled_inner, tiled_inner_self, tiled_self
+from analysis.metrics.base import PairKernel, gram_inner, gram_self, tiled_inner_self, tiled_self
 
 KERNELS = ("linear", "rbf")
 
@@ -209,19 +209,8 @@ class GramState:
         return self.self_inner
 
 
-def _packed_inner(states_a, states_b) -> np.ndarray:
-    """``<K_a, K_b>_F = 2 <triu K_a, triu K_b> + <diag K_a, diag K_b>`` for packed states."""
-    ua = [s.upper for s in states_a]
-    ub = ua if states_b is states_a else [s.upper for s in states_b]
-    out = 2.0 * tiled_inner(ua, ub)  # exact doubling
-    if states_a[0].diag is not None:
-        da = [s.diag for s in states_a]
-        out += tiled_inner(da, da if states_b is states_a else [s.diag for s in states_b])
-    return out
-
-
 def _packed_self(states) -> np.ndarray:
-    """``<K, K>_F`` of each packed state: the diagonal of ``_packed_inner(states, states)`` bit for
+    """``<K, K>_F`` of each packed state: the diagonal of ``_packed_scores(states, states)`` bit for
     bit, from the diagonal tiles only (:func:`analysis.metrics.base.tiled_self`)."""
     out = 2.0 * tiled_self([s.upper for s in states])
     if states[0].diag is not None:
@@ -240,9 +229,10 @@ def fill_packed_self(states) -> None:
 
 
 def _packed_scores(states_a, states_b) -> np.ndarray:
-    """``_packed_inner(states_a, states_b)``, and every state's missing ``self_inner`` from the same
-    pass over the packed vectors (:func:`analysis.metrics.base.tiled_inner_self`): the very values
-    of :func:`_packed_self`, without a second read of every layer's half Gram."""
+    """``(La, Lb)`` ``<K_a, K_b>_F = 2 <triu K_a, triu K_b> + <diag K_a, diag K_b>`` of packed states,
+    and every state's missing ``self_inner`` from the same pass over the packed vectors
+    (:func:`analysis.metrics.base.tiled_inner_self`): the very values of :func:`_packed_self`,
+    without a second read of every layer's half Gram."""
     states = list(states_a) + list(states_b)
     selves = any(s.self_inner is None for s in states)
     same = states_b is states_a
