@@ -7,6 +7,8 @@ stages on one layer each, so a grid cell equals the one-pair value exactly.
 
 from __future__ import annotations
 
+import contextlib
+import threading
 from collections.abc import Sequence
 from typing import Any
 
@@ -33,8 +35,36 @@ class PairKernel:
                 out[i, j] = self.score(sa, sb, **params)
         return out
 
+    def prepares_in_threads(self, params: dict, n: int) -> bool:
+        """Whether ``prepare`` may run for several layers of ``n`` rows at once on threads of our
+        own, BLAS held at one thread (:func:`prepare_on_threads`): its work is BLAS products and
+        numpy or compiled loops, with no thread pool of its own. Default: no."""
+        return False
+
     def one_pair(self, X: np.ndarray, Y: np.ndarray, **params) -> float:
-        return float(self.score_block([self.prepare(X, **params)], [self.prepare(Y, **params)], **params)[0, 0])
+        sa, sb = prepare_on_threads(self, [X, Y], params)
+        return float(self.score_block([sa], [sb], **params)[0, 0])
+
+
+def prepare_on_threads(kernel: PairKernel, layers, params: dict, before=None) -> list:
+    """``[kernel.prepare(before(X), **params) for X in layers]`` (``before``: None, or a per-layer
+    transform), several layers at once on threads of our own where the kernel allows it
+    (:meth:`PairKernel.prepares_in_threads`) and the BLAS pool has more than one thread: as many
+    threads as the pool, BLAS held at one (:func:`one_blas_thread`; one inside ``analyze``, so it
+    prepares as before). A layer's preparation at N = 1024 is a BLAS product followed by work BLAS
+    does not spread (selections, centring, packing), and a two-thread product of that size gains
+    little; two layers at a time on one BLAS thread each kept both cores busy: CKA's 24 layers
+    0.91 → 0.46 s, the k-NN search's 0.88 → 0.45 s, quiet, and as much with a spinning process
+    beside (2-core VM; ``bench/grid.py`` measures the grids). A state is what a one-thread
+    preparation gives (``analyze``'s). Memory: the temporaries of as many layers as threads."""
+    layers = list(layers)
+    one = (lambda X: kernel.prepare(X, **params)) if before is None else \
+        (lambda X: kernel.prepare(before(X), **params))
+    threads = blas_threads()
+    if threads > 1 and len(layers) > 1 and kernel.prepares_in_threads(params, layers[0].shape[0]):
+        with one_blas_thread():
+            return thread_map(one, layers, threads)
+    return [one(X) for X in layers]
 
 
 class FunctionKernel(PairKernel):
@@ -64,21 +94,47 @@ K_CHUNK = 1 << 11
 _BLAS = None
 
 
+_HOLD = threading.Lock()
+_holders = 0
+_limiter = None
+
+
+@contextlib.contextmanager
 def one_blas_thread():
-    """A context holding the BLAS pool to one thread while the tile products run.
+    """A context holding the BLAS pool to one thread: around the tile products, each layer's CKA
+    Gram, and layers prepared on threads of our own (:func:`prepare_on_threads`).
 
     A ``(TILE, K_CHUNK)`` tile product is ~4 Mflop (a tenth of a millisecond): a second BLAS
     thread saves little on it and must meet the first after every call, which on a machine with
     anything else running means waiting for a descheduled thread each time (the contractions of a
     24x24 packed CKA grid took ten times longer on two threads than on one with other work beside;
-    ``bench/grid.py --busy`` measures it). One thread everywhere also makes a cell's bits
-    independent of the pool's size: OpenBLAS rounds some tile shapes differently on two threads
-    (a 32 x 1000 x 32 product differed in the last bits), so a grid computed outside ``analyze``
-    could differ from ``analyze``'s (one thread) by ~1e-17; now every caller gets ``analyze``'s
-    bits. The controller is made once: finding the libraries costs milliseconds, limiting them
+    ``bench/grid.py --busy`` measures it). One thread everywhere also makes a product's bits
+    independent of the pool's size: OpenBLAS rounds some shapes differently on two threads (a
+    32 x 1000 x 32 tile product, the 300 x 300 Gram of 13 features differed in the last bits), so a
+    grid computed outside ``analyze`` could differ from ``analyze``'s (one thread) by ~1e-17; now
+    every caller gets ``analyze``'s bits.
+
+    Re-entrant and shared by threads: the first holder sets the limit, the last one out restores
+    the pool as it was found (threadpoolctl's own limits, nested on several threads, could restore
+    the pool while another thread still relied on one thread, and leave it at one thread after).
+    The first holder must be the thread that starts the others: OpenBLAS (0.3.31) ignored a count
+    set by another thread once the main thread had set one.
+    The controller is made once: finding the libraries costs milliseconds, limiting them
     microseconds.
     """
-    return _controller().limit(limits=1, user_api="blas")
+    global _holders, _limiter
+    with _HOLD:
+        if _holders == 0:
+            _limiter = _controller().limit(limits=1, user_api="blas")
+        _holders += 1
+    try:
+        yield
+    finally:
+        with _HOLD:
+            _holders -= 1
+            if _holders == 0:
+                _limiter.restore_original_limits()
+                _limiter = None
 
 
 def _controller():

@@ -62,7 +62,7 @@ import numpy as np
 
 from analysis.metrics import neighbors
 from analysis.metrics.validation import as_matrix, check_paired, check_positive
-from analysis.metrics.base import PairKernel, gram_inner, gram_self, tiled_inner_self, tiled_self
+from analysis.metrics.base import PairKernel, gram_inner, gram_self, one_blas_thread, tiled_inner_self, tiled_self
 
 KERNELS = ("linear", "rbf")
 
@@ -363,8 +363,19 @@ def _feature32_scores(states_a, states_b) -> np.ndarray:
 
 
 class CkaKernel(PairKernel):
-    def prepare(self, X, *, kernel="linear", debiased=False, sigma=1.0, **_):
-        """Per-layer state of one layer ``X`` ``(N, d)``, float32 or float64 (see the module docstring)."""
+    def prepares_in_threads(self, params, n):
+        return True
+
+    def prepare(self, X, **params):
+        """Per-layer state of one layer ``X`` ``(N, d)``, float32 or float64 (see the module docstring).
+
+        Its products run on one BLAS thread wherever it is called (:func:`one_blas_thread`): a
+        Gram's bits then do not depend on the pool's size, so a grid, a one-pair call and
+        ``analyze`` prepare a layer alike; grids prepare several layers at once instead."""
+        with one_blas_thread():
+            return self._prepare(X, **params)
+
+    def _prepare(self, X, *, kernel="linear", debiased=False, sigma=1.0, **_):
         # X was validated by the caller (the public function or layer_grid)
         if kernel not in KERNELS:
             raise ValueError(f"cka kernel must be one of {KERNELS}, got {kernel!r}")

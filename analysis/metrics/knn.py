@@ -27,7 +27,8 @@ from __future__ import annotations
 import numpy as np
 from scipy import sparse
 
-from analysis.metrics.neighbors import ANN_RECALL_TARGET, ann_search, check_knn_method, cosines64, knn_search
+from analysis.metrics.neighbors import (ANN_RECALL_TARGET, ann_search, check_knn_method, cosines64, cpu_search,
+                                        knn_search)
 from analysis.metrics.validation import as_matrix, check_k, check_paired
 from analysis.metrics import knn_jit
 from analysis.metrics.base import PairKernel, thread_map
@@ -183,6 +184,11 @@ class KnnKernel(PairKernel):
         return KnnState(res.idx, X, res.norms, collapsed=res.collapsed, resolved=res.resolved,
                         method=res.method, recall=res.recall, recall_rows=res.recall_rows, dims=res.dims,
                         tie_decided=None if res.collapsed else tie_decided_reason(X, k, groups, res))
+
+    def prepares_in_threads(self, params, n):
+        # the exact search on the CPU (numpy, or the symmetric blocks, which size their own threads
+        # by the BLAS pool: one here); not faiss's OpenMP pool nor a GPU
+        return params.get("knn", "exact") == "exact" and cpu_search(n)
 
     @staticmethod
     def _check_pair(sa: KnnState, sb: KnnState):

@@ -276,6 +276,13 @@ def _resolve_device(device, n: int | None = None):
 SYMMETRIC_MIN_ROWS = 2048
 
 
+def cpu_search(n: int) -> bool:
+    """Whether the exact search of a layer of ``n`` rows runs on this machine's CPU (numpy or the
+    symmetric blocks, as ``DEVICE`` resolves now), not on faiss's pool or a torch device."""
+    route = _resolve_device(None, n)
+    return route is None or (isinstance(route, str) and route == "symmetric")
+
+
 def _cpu_route(n: int | None = None):
     """``"auto"`` on a CPU: symmetric blocks (numba) for layers of ``SYMMETRIC_MIN_ROWS`` rows or
     more (``n`` None: a whole layer of unknown size), else numpy (None)."""
