@@ -9,19 +9,17 @@ from __future__ import annotations
 
 import numpy as np
 
+from analysis.metrics.base import prepare_on_threads
 from analysis.metrics.preprocess import clamp_outliers
 from analysis.registry import get_metric
 from analysis.metrics.validation import as_stack, check_k
 
 
 def prepare_layers(spec, stack, params, clamp_quantile=None) -> list:
-    """One prepared state per layer of ``stack`` ``(L, N, d)`` (the per-layer half of every grid)."""
-    states = []
-    for layer in stack:
-        if clamp_quantile is not None:
-            layer = clamp_outliers(layer, quantile=clamp_quantile)
-        states.append(spec.kernel.prepare(layer, **params))
-    return states
+    """One prepared state per layer of ``stack`` ``(L, N, d)`` (the per-layer half of every grid),
+    several layers at once where the kernel allows it (:func:`analysis.metrics.base.prepare_on_threads`)."""
+    before = None if clamp_quantile is None else (lambda layer: clamp_outliers(layer, quantile=clamp_quantile))
+    return prepare_on_threads(spec.kernel, stack, params, before)
 
 
 def layer_grid(A, B=None, *, metric: str = "mutual_knn", k: int = 10, clamp_quantile: float | None = None,

@@ -7,6 +7,8 @@ stages on one layer each, so a grid cell equals the one-pair value exactly.
 
 from __future__ import annotations
 
+import contextlib
+import threading
 from collections.abc import Sequence
 from typing import Any
 
@@ -33,8 +35,36 @@ class PairKernel:
                 out[i, j] = self.score(sa, sb, **params)
         return out
 
+    def prepares_in_threads(self, params: dict, n: int) -> bool:
+        """Whether ``prepare`` may run for several layers of ``n`` rows at once on threads of our
+        own, BLAS held at one thread (:func:`prepare_on_threads`): its work is BLAS products and
+        numpy or compiled loops, with no thread pool of its own. Default: no."""
+        return False
+
     def one_pair(self, X: np.ndarray, Y: np.ndarray, **params) -> float:
-        return float(self.score_block([self.prepare(X, **params)], [self.prepare(Y, **params)], **params)[0, 0])
+        sa, sb = prepare_on_threads(self, [X, Y], params)
+        return float(self.score_block([sa], [sb], **params)[0, 0])
+
+
+def prepare_on_threads(kernel: PairKernel, layers, params: dict, before=None) -> list:
+    """``[kernel.prepare(before(X), **params) for X in layers]`` (``before``: None, or a per-layer
+    transform), several layers at once on threads of our own where the kernel allows it
+    (:meth:`PairKernel.prepares_in_threads`) and the BLAS pool has more than one thread: as many
+    threads as the pool, BLAS held at one (:func:`one_blas_thread`; one inside ``analyze``, so it
+    prepares as before). A layer's preparation at N = 1024 is a BLAS product followed by work BLAS
+    does not spread (selections, centring, packing), and a two-thread product of that size gains
+    little; two layers at a time on one BLAS thread each kept both cores busy: CKA's 24 layers
+    0.91 → 0.46 s, the k-NN search's 0.88 → 0.45 s, quiet, and as much with a spinning process
+    beside (2-core VM; ``bench/grid.py`` measures the grids). A state is what a one-thread
+    preparation gives (``analyze``'s). Memory: the temporaries of as many layers as threads."""
+    layers = list(layers)
+    one = (lambda X: kernel.prepare(X, **params)) if before is None else \
+        (lambda X: kernel.prepare(before(X), **params))
+    threads = blas_threads()
+    if threads > 1 and len(layers) > 1 and kernel.prepares_in_threads(params, layers[0].shape[0]):
+        with one_blas_thread():
+            return thread_map(one, layers, threads)
+    return [one(X) for X in layers]
 
 
 class FunctionKernel(PairKernel):
@@ -61,6 +91,82 @@ TILE = 32
 #: Columns per contraction step; fixed, so partial sums always add up in the same order.
 K_CHUNK = 1 << 11
 
+_BLAS = None
+
+
+_HOLD = threading.Lock()
+_holders = 0
+_limiter = None
+
+
+@contextlib.contextmanager
+def one_blas_thread():
+    """A context holding the BLAS pool to one thread: around the tile products, each layer's CKA
+    Gram, and layers prepared on threads of our own (:func:`prepare_on_threads`).
+
+    A ``(TILE, K_CHUNK)`` tile product is ~4 Mflop (a tenth of a millisecond): a second BLAS
+    thread saves little on it and must meet the first after every call, which on a machine with
+    anything else running means waiting for a descheduled thread each time (the contractions of a
+    24x24 packed CKA grid took ten times longer on two threads than on one with other work beside;
+    ``bench/grid.py --busy`` measures it). One thread everywhere also makes a product's bits
+    independent of the pool's size: OpenBLAS rounds some shapes differently on two threads (a
+    32 x 1000 x 32 tile product, the 300 x 300 Gram of 13 features differed in the last bits), so a
+    grid computed outside ``analyze`` could differ from ``analyze``'s (one thread) by ~1e-17; now
+    every caller gets ``analyze``'s bits.
+
+    Re-entrant and shared by threads: the first holder sets the limit, the last one out restores
+    the pool as it was found (threadpoolctl's own limits, nested on several threads, could restore
+    the pool while another thread still relied on one thread, and leave it at one thread after).
+    The first holder must be the thread that starts the others: OpenBLAS (0.3.31) ignored a count
+    set by another thread once the main thread had set one.
+    The controller is made once: finding the libraries costs milliseconds, limiting them
+    microseconds.
+    """
+    global _holders, _limiter
+    with _HOLD:
+        if _holders == 0:
+            _limiter = _controller().limit(limits=1, user_api="blas")
+        _holders += 1
+    try:
+        yield
+    finally:
+        with _HOLD:
+            _holders -= 1
+            if _holders == 0:
+                _limiter.restore_original_limits()
+                _limiter = None
+
+
+def _controller():
+    global _BLAS
+    if _BLAS is None:
+        from threadpoolctl import ThreadpoolController
+
+        _BLAS = ThreadpoolController()
+    return _BLAS
+
+
+def blas_threads() -> int:
+    """The BLAS pool's size as it is now: one inside ``analyze`` (which holds one thread) and in
+    its workers, the machine's cores elsewhere."""
+    counts = [lib["num_threads"] for lib in _controller().select(user_api="blas").info()]
+    return max(1, min(counts)) if counts else 1
+
+
+def thread_map(fn, items, threads: int | None = None) -> list:
+    """``[fn(x) for x in items]``, on ``threads`` threads of our own (default :func:`blas_threads`,
+    so per-pair work never takes more cores than the products before it). For compiled kernels and
+    products that release the GIL; each call computes what it would alone, so results do not depend
+    on the thread count. No pool for one thread or one item."""
+    items = list(items)
+    threads = blas_threads() if threads is None else max(1, int(threads))
+    if threads <= 1 or len(items) <= 1:
+        return [fn(x) for x in items]
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(min(threads, len(items))) as pool:
+        return list(pool.map(fn, items))
+
 
 def tiled_inner(vecs_a: Sequence[np.ndarray], vecs_b: Sequence[np.ndarray]) -> np.ndarray:
     """``(len(vecs_a), len(vecs_b))`` inner products ``<a, b>`` of equal-length 1-D float64 vectors.
@@ -77,27 +183,55 @@ def tiled_inner(vecs_a: Sequence[np.ndarray], vecs_b: Sequence[np.ndarray]) -> n
     one read of every vector. Measured with N = 1024 packed Gram vectors (524,800 entries): 117×156
     layers 0.78–1.04 s, 24×24 ~0.1 s, 13×13 50–60 ms, 1×1 25–34 ms (one padded tile).
     """
+    return tiled_inner_self(vecs_a, vecs_b, selves=False)[0]
+
+
+def tiled_inner_self(vecs_a: Sequence[np.ndarray], vecs_b: Sequence[np.ndarray], *, selves: bool = True):
+    """``(tiled_inner(vecs_a, vecs_b), tiled_self(vecs_a), tiled_self(vecs_b))`` bit for bit, in
+    one pass over the vectors (``selves=False``: the self terms are None).
+
+    The contraction reads every vector once per call; at 24x24 packed Grams of N = 1024 that read
+    (192 MB), not the flops, sets its time, and the self terms' own pass read it all again. Here each
+    chunk, once in the tile buffers, also feeds the diagonal tile products of :func:`tiled_self`
+    (each tile times its twin): a cell does not depend on its place in the tile, so the values are
+    those of the separate calls. A self-product (``vecs_b is vecs_a``) takes its self terms from the
+    diagonal of the cross product, which is :func:`tiled_self` bit for bit.
+    """
     la, lb = len(vecs_a), len(vecs_b)
     m = len(vecs_a[0]) if la else 0
     ta, tb = -(-la // TILE), -(-lb // TILE)
     acc = np.zeros((ta * TILE, tb * TILE))
     same = vecs_b is vecs_a
+    own = selves and not same  # self tiles beside the cross tiles
+    self_acc = [np.zeros((t, TILE, TILE)) for t in (ta, tb)] if own else None
     buf_a = np.zeros((ta, TILE, K_CHUNK))
     buf_b = buf_a if same else np.zeros((tb, TILE, K_CHUNK))
-    twin = np.zeros((TILE, K_CHUNK)) if same else None
-    for c in range(0, m, K_CHUNK):
-        w = min(K_CHUNK, m - c)
-        for buf, vecs in ((buf_a, vecs_a),) if same else ((buf_a, vecs_a), (buf_b, vecs_b)):
-            for r, v in enumerate(vecs):
-                buf[r // TILE, r % TILE, :w] = v[c : c + w]
-        for i in range(ta):
-            part = buf_a[i, :, :w]
-            for j in range(tb):
-                other = buf_b[j, :, :w]
-                if same and j == i:
-                    other = _twin(twin, part)
-                acc[i * TILE : (i + 1) * TILE, j * TILE : (j + 1) * TILE] += part @ other.T
-    return acc[:la, :lb]
+    twin = np.zeros((TILE, K_CHUNK)) if same or own else None
+    with one_blas_thread():
+        for c in range(0, m, K_CHUNK):
+            w = min(K_CHUNK, m - c)
+            for buf, vecs in ((buf_a, vecs_a),) if same else ((buf_a, vecs_a), (buf_b, vecs_b)):
+                for r, v in enumerate(vecs):
+                    buf[r // TILE, r % TILE, :w] = v[c : c + w]
+            for i in range(ta):
+                part = buf_a[i, :, :w]
+                for j in range(tb):
+                    other = buf_b[j, :, :w]
+                    if same and j == i:
+                        other = _twin(twin, part)
+                    acc[i * TILE : (i + 1) * TILE, j * TILE : (j + 1) * TILE] += part @ other.T
+            if own:
+                for side, buf in zip(self_acc, (buf_a, buf_b)):
+                    for i in range(len(side)):
+                        part = buf[i, :, :w]
+                        side[i] += part @ _twin(twin, part).T
+    cross = acc[:la, :lb]
+    if not selves:
+        return cross, None, None
+    if same:
+        diag = np.diag(cross).copy()
+        return cross, diag, diag
+    return (cross, *(np.concatenate([np.diag(t) for t in side])[:n] for side, n in zip(self_acc, (la, lb))))
 
 
 def _twin(twin: np.ndarray, part: np.ndarray) -> np.ndarray:
@@ -125,13 +259,14 @@ def tiled_self(vecs: Sequence[np.ndarray]) -> np.ndarray:
     acc = np.zeros((ta, TILE, TILE))
     buf = np.zeros((ta, TILE, K_CHUNK))
     twin = np.zeros((TILE, K_CHUNK))
-    for c in range(0, m, K_CHUNK):
-        w = min(K_CHUNK, m - c)
-        for r, v in enumerate(vecs):
-            buf[r // TILE, r % TILE, :w] = v[c : c + w]
-        for i in range(ta):
-            part = buf[i, :, :w]
-            acc[i] += part @ _twin(twin, part).T
+    with one_blas_thread():
+        for c in range(0, m, K_CHUNK):
+            w = min(K_CHUNK, m - c)
+            for r, v in enumerate(vecs):
+                buf[r // TILE, r % TILE, :w] = v[c : c + w]
+            for i in range(ta):
+                part = buf[i, :, :w]
+                acc[i] += part @ _twin(twin, part).T
     return np.concatenate([np.diag(a) for a in acc])[:la] if la else np.zeros(0)
 
 

@@ -62,7 +62,7 @@ import numpy as np
 
 from analysis.metrics import neighbors
 from analysis.metrics.validation import as_matrix, check_paired, check_positive
-from analysis.metrics.base import PairKernel, gram_inner, gram_self, tiled_inner, tiled_self
+from analysis.metrics.base import PairKernel, gram_inner, gram_self, one_blas_thread, tiled_inner_self, tiled_self
 
 KERNELS = ("linear", "rbf")
 
@@ -209,19 +209,8 @@ class GramState:
         return self.self_inner
 
 
-def _packed_inner(states_a, states_b) -> np.ndarray:
-    """``<K_a, K_b>_F = 2 <triu K_a, triu K_b> + <diag K_a, diag K_b>`` for packed states."""
-    ua = [s.upper for s in states_a]
-    ub = ua if states_b is states_a else [s.upper for s in states_b]
-    out = 2.0 * tiled_inner(ua, ub)  # exact doubling
-    if states_a[0].diag is not None:
-        da = [s.diag for s in states_a]
-        out += tiled_inner(da, da if states_b is states_a else [s.diag for s in states_b])
-    return out
-
-
 def _packed_self(states) -> np.ndarray:
-    """``<K, K>_F`` of each packed state: the diagonal of ``_packed_inner(states, states)`` bit for
+    """``<K, K>_F`` of each packed state: the diagonal of ``_packed_scores(states, states)`` bit for
     bit, from the diagonal tiles only (:func:`analysis.metrics.base.tiled_self`)."""
     out = 2.0 * tiled_self([s.upper for s in states])
     if states[0].diag is not None:
@@ -237,6 +226,33 @@ def fill_packed_self(states) -> None:
     if todo:
         for s, v in zip(todo, _packed_self(todo)):
             s.self_inner = float(v)
+
+
+def _packed_scores(states_a, states_b) -> np.ndarray:
+    """``(La, Lb)`` ``<K_a, K_b>_F = 2 <triu K_a, triu K_b> + <diag K_a, diag K_b>`` of packed states,
+    and every state's missing ``self_inner`` from the same pass over the packed vectors
+    (:func:`analysis.metrics.base.tiled_inner_self`): the very values of :func:`_packed_self`,
+    without a second read of every layer's half Gram."""
+    states = list(states_a) + list(states_b)
+    selves = any(s.self_inner is None for s in states)
+    same = states_b is states_a
+    ua = [s.upper for s in states_a]
+    cross, self_a, self_b = tiled_inner_self(ua, ua if same else [s.upper for s in states_b], selves=selves)
+    out = 2.0 * cross  # exact doubling
+    if selves:
+        self_a, self_b = 2.0 * self_a, 2.0 * self_b
+    if states_a[0].diag is not None:
+        da = [s.diag for s in states_a]
+        d_cross, d_a, d_b = tiled_inner_self(da, da if same else [s.diag for s in states_b], selves=selves)
+        out += d_cross
+        if selves:
+            self_a, self_b = self_a + d_a, self_b + d_b
+    if selves:
+        for group, values in ((states_a, self_a), (states_b, self_b)):
+            for s, v in zip(group, values):
+                if s.self_inner is None:
+                    s.self_inner = float(v)
+    return out
 
 
 def _feature_cross(sa: GramState, sb: GramState) -> float:
@@ -347,8 +363,19 @@ def _feature32_scores(states_a, states_b) -> np.ndarray:
 
 
 class CkaKernel(PairKernel):
-    def prepare(self, X, *, kernel="linear", debiased=False, sigma=1.0, **_):
-        """Per-layer state of one layer ``X`` ``(N, d)``, float32 or float64 (see the module docstring)."""
+    def prepares_in_threads(self, params, n):
+        return True
+
+    def prepare(self, X, **params):
+        """Per-layer state of one layer ``X`` ``(N, d)``, float32 or float64 (see the module docstring).
+
+        Its products run on one BLAS thread wherever it is called (:func:`one_blas_thread`): a
+        Gram's bits then do not depend on the pool's size, so a grid, a one-pair call and
+        ``analyze`` prepare a layer alike; grids prepare several layers at once instead."""
+        with one_blas_thread():
+            return self._prepare(X, **params)
+
+    def _prepare(self, X, *, kernel="linear", debiased=False, sigma=1.0, **_):
         # X was validated by the caller (the public function or layer_grid)
         if kernel not in KERNELS:
             raise ValueError(f"cka kernel must be one of {KERNELS}, got {kernel!r}")
@@ -364,8 +391,9 @@ class CkaKernel(PairKernel):
         # every RBF distance are unchanged when one vector is added to all rows, so centring is
         # exact and avoids the cancellation of a mean that is large against the spread (common in
         # LLM hidden states; raw X X^T lost all digits at an offset of 10^4 x the spread)
-        X = np.asarray(X, dtype=np.float64)
-        X = X - X.mean(axis=0)
+        # one float64 copy, centred in place (a second N x d temporary cost more than the subtraction)
+        X = np.array(X, dtype=np.float64)
+        X -= X.mean(axis=0)
         if kernel == "linear" and not debiased:
             state = GramState(n=n, X=X, kernel=kernel, debiased=False)
         else:
@@ -432,8 +460,7 @@ class CkaKernel(PairKernel):
         debiased = states_a[0].debiased
         mode = states_a[0].mode
         if mode == "packed":
-            cross = _packed_inner(states_a, states_b)
-            fill_packed_self(list(states_a) + list(states_b))
+            cross = _packed_scores(states_a, states_b)
             self_a = np.array([s.inner_self() for s in states_a])
             self_b = np.array([s.inner_self() for s in states_b])
         elif mode == "feature" and all(s.float32 for s in list(states_a) + list(states_b)):

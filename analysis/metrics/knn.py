@@ -24,15 +24,32 @@ measure the index order, not the representation; scores involving such a layer a
 
 from __future__ import annotations
 
-from functools import cached_property
-
 import numpy as np
 from scipy import sparse
 
-from analysis.metrics.neighbors import ANN_RECALL_TARGET, ann_search, check_knn_method, cosines64, knn_search
+from analysis.metrics.neighbors import (ANN_RECALL_TARGET, ann_search, check_knn_method, cosines64, cpu_search,
+                                        knn_search)
 from analysis.metrics.validation import as_matrix, check_k, check_paired
 from analysis.metrics import knn_jit
-from analysis.metrics.base import PairKernel
+from analysis.metrics.base import PairKernel, thread_map
+
+
+class _computed_once:
+    """``functools.cached_property`` without its lock: Python 3.11's holds one lock per attribute for
+    every instance, so the cosines of several layers computed on several threads ran one at a
+    time. No lock is needed: two threads computing one state's value get the same bits, and the
+    later assignment replaces an equal array."""
+
+    def __init__(self, fn):
+        self.fn = fn
+        self.name = fn.__name__
+        self.__doc__ = fn.__doc__
+
+    def __get__(self, obj, cls=None):
+        if obj is None:
+            return self
+        value = obj.__dict__[self.name] = self.fn(obj)  # the instance's entry shadows this from now on
+        return value
 
 
 class KnnState:
@@ -74,12 +91,12 @@ class KnnState:
     def k(self) -> int:
         return self.idx.shape[1]
 
-    @cached_property
+    @_computed_once
     def sim(self) -> np.ndarray:
         """``(N, k)`` float64 cosine to each neighbour in ``idx``."""
         return cosines64(self.X, self.norms, self.idx, self.recip)
 
-    @cached_property
+    @_computed_once
     def recip(self) -> np.ndarray:
         """``(N, k)`` slot of i in the list of its neighbour j, -1 if absent."""
         return reciprocal_slots(self.idx)
@@ -167,6 +184,11 @@ class KnnKernel(PairKernel):
         return KnnState(res.idx, X, res.norms, collapsed=res.collapsed, resolved=res.resolved,
                         method=res.method, recall=res.recall, recall_rows=res.recall_rows, dims=res.dims,
                         tie_decided=None if res.collapsed else tie_decided_reason(X, k, groups, res))
+
+    def prepares_in_threads(self, params, n):
+        # the exact search on the CPU (numpy, or the symmetric blocks, which size their own threads
+        # by the BLAS pool: one here); not faiss's OpenMP pool nor a GPU
+        return params.get("knn", "exact") == "exact" and cpu_search(n)
 
     @staticmethod
     def _check_pair(sa: KnnState, sb: KnnState):
@@ -274,6 +296,9 @@ class Cknna(KnnKernel):
         n, k = states_a[0].n, states_a[0].k
         if n <= 3:
             raise ValueError(f"cknna needs N > 3 items for the unbiased HSIC, got N={n}")
+        # each layer's cosines and self term on threads of our own (compiled, GIL released):
+        # per-layer work that would otherwise run on one core after a search that used them all
+        thread_map(self._self, list({id(s): s for s in list(states_a) + list(states_b)}.values()))
         self_a = np.array([self._self(s) for s in states_a])
         self_b = np.array([self._self(s) for s in states_b])
         cross = np.empty((len(states_a), len(states_b)))

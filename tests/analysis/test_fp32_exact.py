@@ -288,3 +288,20 @@ def test_rows_with_tiny_norms_are_searched_exactly():
     assert np.all(np.linalg.norm(X[:20].astype(np.float64), axis=1) < 1e-38)
     res = knn_search(X, 5)
     np.testing.assert_array_equal(res.idx, reference_knn(X, 5))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("d", [1, 7, 768])
+def test_row_norms_are_the_bits_of_numpys_float64_norm(dtype, d):
+    """The search's norms (one float64 square per entry, no widened copy of the layer) are the bits
+    of ``np.linalg.norm`` of the float64 rows, from subnormal to huge rows and all-zero ones, and
+    within one rounding of the correctly rounded norm (``math.fsum`` of the squares)."""
+    rng = np.random.default_rng(d)
+    scale = 10.0 ** rng.integers(-40 if dtype == np.float32 else -150, 30, size=(200, 1))
+    X = (rng.normal(size=(200, d)) * scale).astype(dtype)
+    X[3] = 0
+    np.testing.assert_array_equal(neighbors.norms64(X), np.linalg.norm(X.astype(np.float64), axis=1))
+    exact = np.array([math.sqrt(math.fsum(float(v) ** 2 for v in row)) for row in X.astype(np.float64)])
+    np.testing.assert_allclose(neighbors.norms64(X), exact, rtol=4 * d * 2.0**-53, atol=0)
+    expected = np.where(exact == 0, 1.0, neighbors.norms64(X))
+    np.testing.assert_array_equal(neighbors.row_norms(X), expected)

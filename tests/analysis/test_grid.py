@@ -50,6 +50,109 @@ def test_self_grid_equals_explicit_grid(name, params):
                                   layer_grid(A, A.copy(), metric=name, k=5, **params))
 
 
+@pytest.mark.parametrize("threads", [2, 3])
+def test_cknna_grid_is_the_same_bits_on_one_thread_or_several(monkeypatch, threads):
+    """Outside ``analyze`` (which holds one BLAS thread) CKNNA's per-layer cosines and self terms
+    run on threads of our own: the grid is the same bits as on one thread."""
+    from analysis.metrics import base
+    from analysis.metrics import knn as knn_mod
+
+    A, B = stack(layers=4)
+    monkeypatch.setattr(base, "blas_threads", lambda: 1)
+    serial = layer_grid(A, B, metric="cknna", k=5)
+    monkeypatch.setattr(base, "blas_threads", lambda: threads)
+    pools = []
+
+    def spy(fn, items, threads=None):
+        items = list(items)
+        pools.append(min(threads or base.blas_threads(), len(items)))
+        return base.thread_map(fn, items, threads)
+
+    monkeypatch.setattr(knn_mod, "thread_map", spy)
+    threaded = layer_grid(A, B, metric="cknna", k=5)
+    assert max(pools) >= 2  # the threaded path ran
+    np.testing.assert_array_equal(threaded, serial)
+
+
+@pytest.mark.parametrize("name,params", [("cka", {}), ("cka", {"kernel": "rbf", "debiased": True}),
+                                         ("cknna", {"k": 5}), ("mutual_knn", {"k": 5})])
+def test_layers_prepared_on_threads_are_the_serial_states(monkeypatch, name, params):
+    """Grids prepare several layers at once on threads of our own (BLAS held at one thread): each
+    state is the one a serial, one-thread preparation gives, and so is every grid cell."""
+    from threadpoolctl import threadpool_limits
+
+    from analysis.grid import prepare_layers
+    from analysis.metrics import base
+    from analysis.registry import get_metric
+
+    A, B = stack(n=90, layers=5)
+    spec = get_metric(name)
+    p = spec.resolve(**params)
+    with threadpool_limits(1, user_api="blas"):  # serial: the pool holds one thread
+        serial = prepare_layers(spec, A, p)
+        want = layer_grid(A, B, metric=name, **params)
+    used = []
+    real = base.thread_map
+    monkeypatch.setattr(base, "blas_threads", lambda: 3)
+    monkeypatch.setattr(base, "thread_map", lambda fn, items, threads=None: used.append(threads) or real(fn, items, threads))
+    threaded = prepare_layers(spec, A, p)
+    assert 3 in used
+    for a, b in zip(serial, threaded):
+        for key in ("upper", "diag", "row_sum", "idx"):
+            if getattr(a, key, None) is not None:
+                np.testing.assert_array_equal(getattr(b, key), getattr(a, key))
+    np.testing.assert_array_equal(layer_grid(A, B, metric=name, **params), want)
+
+
+def test_one_blas_thread_held_on_several_threads_restores_the_pool_once():
+    """The hold is shared: taken by the caller, then by its threads, entering and leaving in any
+    order, the pool stays at one thread until the last holder leaves and is then as it was."""
+    import threading
+
+    from threadpoolctl import threadpool_limits
+
+    from analysis.metrics import base
+
+    with threadpool_limits(2, user_api="blas"):
+        before = base.blas_threads()
+        inside, release = threading.Barrier(3), threading.Event()
+        seen = []
+
+        def hold():
+            with base.one_blas_thread():
+                inside.wait(timeout=30)
+                release.wait(timeout=30)
+                seen.append(base.blas_threads())
+
+        workers = [threading.Thread(target=hold) for _ in range(2)]
+        try:
+            with base.one_blas_thread():  # the caller's hold, as prepare_on_threads takes it
+                for w in workers:
+                    w.start()
+                inside.wait(timeout=30)  # every worker holds it too
+                release.set()
+                for w in workers:
+                    w.join()
+                assert seen == [1, 1]
+                assert base.blas_threads() == 1  # the workers left; the caller still holds it
+        finally:
+            release.set()
+        assert base.blas_threads() == before
+
+
+def test_blas_pool_is_left_as_found_by_the_tile_contractions():
+    from threadpoolctl import threadpool_limits
+
+    from analysis.metrics import base
+
+    A, B = stack(layers=3)
+    for limit in (1, 2):
+        with threadpool_limits(limit, user_api="blas"):
+            before = base.blas_threads()
+            layer_grid(A, B, metric="cka")
+            assert base.blas_threads() == before
+
+
 @pytest.mark.parametrize("name", SAME)
 def test_same_space_grids(name):
     A, _ = stack()

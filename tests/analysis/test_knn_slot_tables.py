@@ -145,6 +145,27 @@ def test_cosines64_compiled_and_numpy_paths_agree_bit_for_bit(monkeypatch, d, dt
     assert compiled[0][i, 0] == dot / (norms[i] * norms[j])
 
 
+@pytest.mark.parametrize("layout", ["fortran", "strided"])
+def test_cosines64_of_a_non_contiguous_layer_equals_its_contiguous_copy(monkeypatch, layout):
+    """The compiled dot reads eight entries of a row at a time: a layer stored column-major or as a
+    strided view gets the cosines of its contiguous copy, bit for bit, on both paths."""
+    from analysis.metrics import neighbors as nb
+
+    rng = np.random.default_rng(5)
+    base = rng.normal(size=(60, 42)).astype(np.float32)
+    X = np.asfortranarray(base[:, :21]) if layout == "fortran" else base[:, ::2]
+    assert not X.flags.c_contiguous
+    C = np.ascontiguousarray(X)
+    norms = nb.row_norms(C)
+    idx = nb.knn_search(C, 4).idx
+    recip = knn_mod.reciprocal_slots(idx)
+    for jit in (True, False):
+        monkeypatch.setattr(nb, "USE_JIT", jit)
+        np.testing.assert_array_equal(nb.cosines64(X, norms, idx, recip), nb.cosines64(C, norms, idx, recip))
+        np.testing.assert_array_equal(nb.cosines64_rows(X, norms, np.arange(10)[::-1], idx[:10]),
+                                      nb.cosines64_rows(C, norms, np.arange(10)[::-1], idx[:10]))
+
+
 @pytest.mark.parametrize("path", ["compiled", "tables", "rows"])
 def test_cknna_counts_are_mutual_knn_counts(monkeypatch, path):
     from analysis.grid import prepare_layers
@@ -246,6 +267,67 @@ def test_tiled_self_is_the_diagonal_of_tiled_inner_bit_for_bit(layers, m):
     copies = [v.copy() for v in vecs]
     np.testing.assert_array_equal(tiled_inner(vecs, vecs), tiled_inner(vecs, copies))
     np.testing.assert_array_equal(tiled_self(vecs), np.diag(tiled_inner(vecs, copies)))
+
+
+@pytest.mark.parametrize("la,lb,m", [(1, 1, 50), (9, 4, 9000), (33, 40, 4101)])
+def test_one_pass_cross_and_self_terms_equal_the_separate_calls(la, lb, m):
+    """``tiled_inner_self`` (the self terms' tile products in the cross product's pass) gives the
+    cells of ``tiled_inner`` and the terms of ``tiled_self`` of each side, bit for bit, in several
+    tiles a side and column chunks; a self-product its diagonal."""
+    from analysis.metrics.base import tiled_inner, tiled_inner_self, tiled_self
+
+    rng = np.random.default_rng(la + lb)
+    A = [rng.normal(size=m) for _ in range(la)]
+    B = [rng.normal(size=m) * 3 for _ in range(lb)]
+    cross, self_a, self_b = tiled_inner_self(A, B)
+    np.testing.assert_array_equal(cross, tiled_inner(A, B))
+    np.testing.assert_array_equal(self_a, tiled_self(A))
+    np.testing.assert_array_equal(self_b, tiled_self(B))
+    np.testing.assert_allclose(self_b, [v @ v for v in B], rtol=1e-12)
+    cross, self_a, self_b = tiled_inner_self(A, A)
+    np.testing.assert_array_equal(cross, tiled_inner(A, A))
+    np.testing.assert_array_equal(self_a, tiled_self(A))
+    np.testing.assert_array_equal(self_b, tiled_self(A))
+    assert tiled_inner_self(A, B, selves=False)[1:] == (None, None)
+
+
+@pytest.mark.parametrize("m", [300, 1000, 2 * 2048 + 1000])
+def test_tiled_contractions_are_the_same_bits_on_any_blas_pool(m):
+    """The tile products run on one BLAS thread whatever the pool: on two threads OpenBLAS rounded
+    a 32 x 1000 x 32 product differently in the last bits (Xeon VM), so grids computed outside
+    ``analyze`` (whole pool) differed from ``analyze``'s (one thread)."""
+    from threadpoolctl import threadpool_limits
+
+    from analysis.metrics.base import tiled_inner, tiled_inner_self, tiled_self
+
+    rng = np.random.default_rng(m)
+    A = [rng.normal(size=m) for _ in range(32)]
+    B = [rng.normal(size=m) for _ in range(30)]
+    runs = []
+    for threads in (1, 2, 4):
+        with threadpool_limits(threads, user_api="blas"):
+            runs.append((tiled_inner(A, B), tiled_self(A), *tiled_inner_self(A, B)))
+    for run in runs[1:]:
+        for got, want in zip(run, runs[0]):
+            np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("debiased", [False, True])
+def test_packed_cka_grid_fills_each_layers_own_self_term(debiased):
+    """The self terms a packed grid computes in its cross pass are each layer's own (a state
+    prepared and asked alone), bit for bit; a state that has one keeps it."""
+    from analysis.metrics.kernel import CkaKernel
+
+    rng = np.random.default_rng(4)
+    kernel = CkaKernel()
+    layers = [rng.normal(size=(70, 6 + i)) for i in range(5)]
+    sa = [kernel.prepare(x, debiased=debiased) for x in layers[:3]]
+    sb = [kernel.prepare(x, debiased=debiased) for x in layers[3:]]
+    kept = sb[0].self_inner = 123.0
+    kernel.score_block(sa, sb)
+    alone = [kernel.prepare(x, debiased=debiased).inner_self() for x in layers]
+    assert [s.self_inner for s in sa] + [s.self_inner for s in sb[1:]] == alone[:3] + alone[4:]
+    assert sb[0].self_inner == kept
 
 
 @pytest.mark.parametrize("degenerate", [False, True])
