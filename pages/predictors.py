@@ -71,10 +71,6 @@ st.dataframe(predictor_matrix(shown, statistic), hide_index=True, width="stretch
 st.caption(f"Cells: {statistic} with its {int((data['level'] or 0.95) * 100)}% bootstrap interval "
            f"({data['n_boot']} resamples of layers within each model); rows ordered by the best rank a signal "
            f"reaches. Runs used: the `{md_escape(data['setting'])}` setting of `--downstream-setting`.")
-for i, (_, chart) in enumerate(section.charts):  # the report's overview: ρ across layers, every signal
-    st.altair_chart(chart, width="content", key=f"pred_heat_{i}")
-st.caption("Colour: ρ across layers of every signal × task on [−1, 1] (blue: a higher signal goes with higher "
-           "results; red: with lower), every signal whatever the choices above.")
 
 task = pick("Task", data["tasks"], param="task")
 rows = shown[shown["task"] == task].sort_values("rank") if len(shown) else shown
