@@ -394,10 +394,10 @@ def measure(args, A, B, conds):
 
 def print_table(args, best, conds):
     names = [c for c, _ in conds] + [CPU]
-    print(f"{'':>26}" + "".join(f"{c:>16}" for c in names))
+    print(f"{'':>26}" + "".join(f"{c:>18}" for c in names))
 
     def line(label, fn):
-        print(f"{label:>26}" + "".join(f"{cell(fn, c):>16}" for c in names))
+        print(f"{label:>26}" + "".join(f"{cell(fn, c):>18}" for c in names))
 
     line("float32 floor", lambda c: f"{best[c, 'float32']:.2f} s")
     line("float64 floor (pre-#18)", lambda c: f"{best[c, 'float64']:.2f} s")
