@@ -6,6 +6,11 @@ Prints, measured in one run on the same float32 data (default N=1024, d=768, 24�
   computed once, which any k-NN grid must do — target: k-NN grids ≤ 1.3× this floor;
 - the float64 floor the grids were held to before (#18: the same in float64), and for cka the
   centred float64 Gram blocks of every layer;
+- every floor is scheduled as the grids schedule their layers (``prepare_on_threads``: as many
+  layers at a time as the BLAS pool has threads, each on one BLAS thread; A's layers, then B's), so
+  a ratio measures only the work a grid adds above its floor, not a difference in threading;
+- beside the wall times, the CPU seconds of the quiet run with the BLAS pool held at one thread
+  (one layer at a time, grids and floors alike): a column the machine's load barely moves;
 - a naive per-pair mutual_knn loop that recomputes neighbours for every pair, as research code does;
 - whether grid cells equal the one-pair functions, and whether neighbour lists equal an
   all-float64 search (the pre-#18 algorithm) on every layer.
@@ -52,10 +57,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import numpy as np
 
 from analysis.grid import layer_grid
+from analysis.metrics.base import PairKernel, one_blas_thread, prepare_on_threads
 from analysis.metrics.neighbors import dot64, knn_search, row_chunks, row_norms
 from bench import busy
 
 REPEAT = 3
+#: the last column: CPU seconds of the quiet run with the BLAS pool held at one thread
+CPU = "CPU s, 1 thread"
 
 
 def timed(fn, repeat=None):
@@ -85,18 +93,46 @@ def topk_dense(layer, k, dtype):
     return idx
 
 
+class FloorWork(PairKernel):
+    """A floor's per-layer work as a kernel's ``prepare``, so that ``prepare_on_threads`` schedules
+    it exactly as it schedules a grid's layers: as many layers at a time as the BLAS pool has
+    threads, BLAS held at one thread each (one layer at a time when the pool holds one thread).
+    A floor scheduled otherwise (one layer at a time on BLAS's own threads) would be beaten by the
+    grids' threading, and its ratio would measure the threading as much as the work."""
+
+    def __init__(self, work):
+        self.work = work
+
+    def prepares_in_threads(self, params, n):
+        return True
+
+    def prepare(self, X, **params):
+        return self.work(X, **params)
+
+
+def on_grid_schedule(work, A, B, **params) -> list:
+    """``[work(X, **params) for X in A] + [... for X in B]``, run as ``layer_grid`` prepares its
+    layers: A's stack, then B's, each through ``prepare_on_threads``."""
+    kernel = FloorWork(work)
+    return [out for stack in (A, B) for out in prepare_on_threads(kernel, stack, params)]
+
+
 def knn_floor(A, B, k, dtype):
-    return [topk_dense(layer, k, dtype) for stack in (A, B) for layer in stack]
+    """``2L`` ``(N, k)`` top-k lists (unsorted), one per layer of A then B."""
+    return on_grid_schedule(topk_dense, A, B, k=k, dtype=dtype)
+
+
+def centred_gram(layer):
+    """CKA's floor per layer: a float64 copy, centred, and its ``X Xᵀ`` in row chunks (not kept)."""
+    Xc = layer.astype(np.float64)
+    Xc -= Xc.mean(axis=0)
+    n = len(Xc)
+    for start, stop in row_chunks(n, n):
+        Xc[start:stop] @ Xc.T
 
 
 def gram_floor(A, B):
-    for stack in (A, B):
-        for layer in stack:
-            Xc = layer.astype(np.float64)
-            Xc -= Xc.mean(axis=0)
-            n = len(Xc)
-            for start, stop in row_chunks(n, n):
-                Xc[start:stop] @ Xc.T
+    on_grid_schedule(centred_gram, A, B)
 
 
 def naive_mutual_knn(A, B, k):
@@ -265,8 +301,15 @@ def default_methods():
     return ["exact", "faiss", "ann", "cknna", "cka"]
 
 
+FLOORS_HELP = ("A floor is the per-layer work any such grid must do (k-NN: float32 unit rows, one "
+               "similarity product, top-k; CKA: float64 copy, centring, X X^T), run as the grids run their "
+               "layers (as many at a time as the BLAS pool has threads, one BLAS thread each), so that a "
+               "ratio measures only the work the grid adds. The last column: CPU seconds, quiet, BLAS held "
+               "at one thread (one layer at a time), which the machine's load barely moves.")
+
+
 def main(argv=None):
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0], epilog=FLOORS_HELP)
     p.add_argument("--n", type=int, default=1024)
     p.add_argument("--d", type=int, default=768)
     p.add_argument("--layers", type=int, default=24)
@@ -305,6 +348,22 @@ def grid_vs_floor(args):
     # (seconds long, 1.5x) then hits both sides of a ratio instead of one; with --busy each round
     # runs them quiet, then again with the spinning processes beside
     conds = busy.conditions(args.busy)
+    best, out = measure(args, A, B, conds)
+    print_table(args, best, conds)
+    check_results(args, A, B, out)
+
+
+def cell(fn, column):
+    """``fn(column)``, or ``-`` where that column has no figure (the naive loop's CPU seconds)."""
+    try:
+        return fn(column)
+    except KeyError:
+        return "-"
+
+
+def measure(args, A, B, conds):
+    """``(best, out)``: the best time per ``(column, job)`` over :data:`REPEAT` interleaved rounds,
+    and each job's last result."""
     best = {}
     out = {}
     jobs = {"float32": lambda: knn_floor(A, B, args.k, np.float32),
@@ -318,16 +377,27 @@ def grid_vs_floor(args):
                 for name, fn in jobs.items():
                     t, out[name] = timed(fn, repeat=1)
                     best[cond, name] = min(best.get((cond, name), float("inf")), t)
+        # quiet, the BLAS pool held at one thread: one layer at a time, grids and floors alike;
+        # CPU seconds count work, not waiting for a core, so the machine's load barely moves them
+        with one_blas_thread():
+            for name, fn in jobs.items():
+                t0 = time.process_time()
+                fn()
+                best[CPU, name] = min(best.get((CPU, name), float("inf")), time.process_time() - t0)
     if not args.no_naive:  # once per condition: it is the slow side of its ratio
         for cond, n_busy in conds:
             with busy.busy(n_busy):
                 best[cond, "naive"], out["naive"] = timed(lambda: naive_mutual_knn(A, B, args.k), repeat=1)
     print(f"load average (1 min) after the timings: {os.getloadavg()[0]:.2f}")
-    names = [c for c, _ in conds]
-    print(f"{'':>26}" + "".join(f"{c:>16}" for c in names))
+    return best, out
+
+
+def print_table(args, best, conds):
+    names = [c for c, _ in conds] + [CPU]
+    print(f"{'':>26}" + "".join(f"{c:>18}" for c in names))
 
     def line(label, fn):
-        print(f"{label:>26}" + "".join(f"{fn(c):>16}" for c in names))
+        print(f"{label:>26}" + "".join(f"{cell(fn, c):>18}" for c in names))
 
     line("float32 floor", lambda c: f"{best[c, 'float32']:.2f} s")
     line("float64 floor (pre-#18)", lambda c: f"{best[c, 'float64']:.2f} s")
@@ -343,6 +413,10 @@ def grid_vs_floor(args):
     if not args.no_naive:
         line("naive per-pair loop", lambda c: f"{best[c, 'naive']:.2f} s")
         line("  grid speed-up (>= 15x)", lambda c: f"{best[c, 'naive'] / best[c, 'mutual_knn']:.1f}x")
+
+
+def check_results(args, A, B, out):
+    """Neighbour lists against the float64 search, grid cells against the one-pair functions."""
     idx32, idx64 = out["float32"], out["float64"]
 
     # neighbour lists equal an all-float64 search (sets; exact ties do not occur on this data)
