@@ -1,6 +1,6 @@
 import streamlit as st
 
-from analysis.views.predictors import layer_results_chart, predictor_matrix, predictors_tables, rho_chart
+from analysis.views.predictors import layer_results_chart, predictor_matrix, predictors_tables
 from analysis.views.predictors import section as predictors_section
 from analysis.views.probes import checks_table, probe_checks
 from analysis.views.text import md_escape
@@ -75,10 +75,10 @@ st.caption(f"Cells: {statistic} with its {int((data['level'] or 0.95) * 100)}% b
 task = pick("Task", data["tasks"], param="task")
 rows = shown[shown["task"] == task].sort_values("rank") if len(shown) else shown
 st.subheader(f"Signals for {md_escape(task)}")
-rhos = data["rhos"]
-rhos = rhos[(rhos["task"] == task) & rhos["signal"].isin(set(rows["signal"]))] if len(rhos) and len(rows) else rhos
-if len(rhos) and rhos[rhos["statistic"] == statistic]["rho"].notna().any():
-    st.altair_chart(rho_chart(rhos, statistic), width="stretch", key="pred_rho")
+# the report draws every task's chart of this section at ρ across layers, every signal kind
+task_section = view(predictors_section, dataset, tasks=(task,), statistic=statistic, kinds=tuple(chosen_kinds))
+for _, chart in task_section.charts:
+    st.altair_chart(chart, width="stretch", key="pred_rho")
     st.caption(f"Filled: the 95% interval excludes 0 (the sign is established); hollow: it includes 0; dashed: "
                f"ρ = 0. {md_escape(statistic)}, {data['n_boot']} resamples of layers within each model.")
 st.dataframe(rows.drop(columns=["task"]), hide_index=True, width="stretch")

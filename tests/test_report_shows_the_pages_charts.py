@@ -214,10 +214,17 @@ def test_the_report_reorder_charts_are_the_temporal_pages_charts(demo_like, monk
     assert len(report) == 2 and [p for p in pages if p in report] == report
 
 
-def test_the_report_predictor_overview_is_on_the_predictors_page(demo_like, monkeypatch, report_charts):
-    pages = page_charts(demo_like, monkeypatch, "predictors")
-    ((caption, _),) = report_charts["predictors"]
-    assert report_chart(report_charts["predictors"], caption) in pages
+def test_the_report_predictor_charts_are_the_predictors_pages_chart(demo_like, monkeypatch, report_charts):
+    # the report draws each task's signals at ρ across layers; the page the picked task's, the same chart
+    captions = [c for c, _ in report_charts["predictors"]]
+    tasks = [c.removeprefix("signals for ").split(": Spearman ")[0] for c in captions]
+    assert len(tasks) >= 2 and all(c.startswith("signals for ") for c in captions)
+    first, last = (report_chart(report_charts["predictors"], captions[i]) for i in (0, -1))
+    assert first[1] != last[1]  # the data tell the tasks apart
+    pages = page_charts(demo_like, monkeypatch, "predictors", {"task": tasks[0]})
+    assert first in pages and last not in pages
+    pages = page_charts(demo_like, monkeypatch, "predictors", {"task": tasks[-1]})
+    assert last in pages and first not in pages
 
 
 def _plain(data) -> str:

@@ -176,19 +176,6 @@ def layer_results_chart(curves: pd.DataFrame, task: str, height: int = 300):
     return plot_height(chart, height)
 
 
-def predictor_heat_chart(table: pd.DataFrame):
-    """Spearman ρ across layers of every signal × task as a red–blue heatmap on [-1, 1] (the report's
-    overview of :func:`predictors_tables`' ``table``; the page shows it as a table)."""
-    from analysis.views.charts import lazy_altair
-
-    alt = lazy_altair()
-    chart = alt.Chart(table).mark_rect().encode(
-        x=alt.X("task:N"), y=alt.Y("signal:N", sort=None),
-        color=alt.Color("ρ across layers:Q", scale=alt.Scale(domain=[-1, 1], scheme="redblue")),
-        tooltip=["task", "signal", "ρ across layers", "interval (layers)", "ρ pooled"])
-    return chart.properties(width=60 * max(1, table["task"].nunique()), height=18 * max(1, table["signal"].nunique()))
-
-
 def predictor_matrix(table: pd.DataFrame, statistic: str = "ρ across layers") -> pd.DataFrame:
     """Signal × task grid of ``statistic`` with its interval as text (``"0.93 [0.80, 1.00]"``, marked
     ``(1 model only)`` when it stands on one model), rows ordered by the best rank a signal reaches
@@ -228,13 +215,32 @@ def _pick_rows(picks: pd.DataFrame) -> list[dict]:
     return rows
 
 
-def section(con, dataset, *, models=None, references=None) -> Section:
+def rho_charts(data: dict, *, tasks=None, statistic: str = "ρ across layers", kinds=None) -> tuple:
+    """``(title, chart)`` per task of :func:`predictors_tables`' ``data`` (``tasks``: these, in order;
+    None: every task): :func:`rho_chart` of the signals of ``kinds`` (None: every kind) for that task
+    at ``statistic``, left out where no signal has a finite ρ."""
+    table, rhos = data["table"], data["rhos"]
+    if not len(table) or not len(rhos):
+        return ()
+    shown = table if kinds is None else table[table["kind"].isin(list(kinds))]
+    charts = []
+    for task in (data["tasks"] if tasks is None else tasks):
+        signals = set(shown[shown["task"] == task]["signal"])
+        r = rhos[(rhos["task"] == task) & rhos["signal"].isin(signals)]
+        if len(r) and r[r["statistic"] == statistic]["rho"].notna().any():
+            charts.append((f"signals for {task}: Spearman {statistic} with its 95% interval", rho_chart(r, statistic)))
+    return tuple(charts)
+
+
+def section(con, dataset, *, models=None, references=None, tasks=None, statistic: str = "ρ across layers",
+            kinds=None) -> Section:
     """The Layer predictors page's section. ``data``: the predictor table of ``dataset`` (every task ×
     signal, ranked, the columns of :data:`PREDICTOR_COLUMNS`), the truly best layer per model against
     its last and ``default`` layer (``best_layers``), per (task, signal) how often its pick is the best
     layer (``picks``), and the study's ``fabricated``, ``setting``, ``level``, ``n_boot`` and ``notes``;
-    None when the store has no per-layer downstream results. ``charts``: ρ across layers of every
-    signal × task (:func:`predictor_heat_chart`). ``notes``: the study's notes, one line per reason.
+    None when the store has no per-layer downstream results. ``charts``: each task's signals with
+    their ρ and interval (:func:`rho_charts`; the page passes its task, statistic and signal kinds, the
+    report takes every task at ρ across layers). ``notes``: the study's notes, one line per reason.
     ``models`` and ``references`` are accepted for the report's loop and not used: ρ across layers
     stands on every model the study used."""
     data = predictors_tables(con, dataset)
@@ -244,6 +250,5 @@ def section(con, dataset, *, models=None, references=None) -> Section:
                "n_boot": data["n_boot"], "notes": data["notes"],
                "table": [{c: r.get(c) for c in PREDICTOR_COLUMNS} for r in data["table"].to_dict(orient="records")],
                "best_layers": data["models"].to_dict(orient="records"), "picks": _pick_rows(data["picks"])}
-    return Section(summary, charts=(("Spearman ρ across layers: signal × task",
-                                     predictor_heat_chart(pd.DataFrame(summary["table"]))),),
+    return Section(summary, charts=rho_charts(data, tasks=tasks, statistic=statistic, kinds=kinds),
                    notes=tuple(collapse_notes(data["notes"])))
