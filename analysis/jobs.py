@@ -170,6 +170,15 @@ def status(job_dir) -> dict | None:
     return st
 
 
+def _job_id(kind: str) -> str:
+    """``YYYYmmdd-HHMMSS-<nanoseconds>-<kind>``: a job folder's name, whose order is the jobs' start
+    order (:func:`latest` takes the last by name). Both parts come from one clock reading: read
+    apart, a start on a second's boundary got the earlier second with the next one's nanoseconds
+    and sorted before the job just before it."""
+    now = time.time_ns()
+    return time.strftime("%Y%m%d-%H%M%S", time.localtime(now // 10**9)) + f"-{now % 10**9:09d}-{kind}"
+
+
 def latest(store) -> dict | None:
     """The status of the store's most recent job (``None`` when it has had none)."""
     root = jobs_dir(store)
@@ -225,7 +234,7 @@ def start(store, kind: str, *, csv: bytes | None = None, jobs: int | None = None
         running = latest(store)
         if running is not None and running.get("state") == "running":
             return running
-        job_id = time.strftime("%Y%m%d-%H%M%S") + f"-{time.time_ns() % 10**9:09d}-{kind}"
+        job_id = _job_id(kind)
         job_dir = root / job_id
         job_dir.mkdir()
         spec = {"id": job_id, "kind": kind, "store": str(Path(store).resolve()), "jobs": int(jobs or 1)}

@@ -78,3 +78,12 @@ def test_cancel_kills_the_job_and_keeps_the_store(raw_store):
     # a cancelled job does not block the next one
     jobs.start(raw_store, "analyze")
     assert wait_for(raw_store, lambda s: s["state"] != "running" and s["id"] != st["id"])["state"] == "done"
+
+
+def test_job_folders_sort_in_start_order_across_a_seconds_boundary(monkeypatch):
+    # two starts 200 ns apart, on either side of a second's boundary: the later must sort last
+    readings = iter([1_796_563_432_999_999_900, 1_796_563_433_000_000_100])
+    monkeypatch.setattr(jobs.time, "time_ns", lambda: next(readings))
+    first, second = jobs._job_id("analyze"), jobs._job_id("analyze")
+    assert sorted([second, first]) == [first, second]
+    assert first.split("-")[1] != second.split("-")[1]  # the seconds differ, as the clock said
