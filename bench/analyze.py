@@ -7,8 +7,8 @@ written straight through the store writer. Printed, each measured in this one ru
   run's layers once: what the issue calls each run's per-layer prepared state, "k-NN lists, Gram
   pieces, RankMe spectrum" (k-NN lists once for mutual k-NN and CKNNA, which prepare the same
   state; centred layers once for CKA; the eigenvalues of each layer's smaller Gram, which RankMe and
-  the layer status read): the least any analysis that shows these grids and RankMe must do.
-  Target ≤ 3×. The ratio against the floor without the spectrum is printed beside it.
+  the layer status read): the least any analysis that shows these grids and RankMe must do, on
+  the one BLAS thread ``analyze`` holds. Target ≤ 3×. The ratio against the floor without the spectrum is printed beside it.
 - where analyze's time goes, per study (profiles, grids, scaling, ...), and the share of it that is
   per-pair work (grid cells scored from prepared states, without the per-layer terms a kernel
   computes on a state's first use, plus the scaling fits, one per model pair and metric): the part
@@ -73,8 +73,11 @@ SHAPES = {"paper": {"items": 1024, "layers": 13, "dim": 768}, "small": {"items":
 
 def floor(path) -> tuple[float, float]:
     """Load every run and prepare each of its layers once per distinct preparation (k = 10), then
-    the RankMe spectrum of each layer (:func:`analysis.metrics.degenerate.gram_spectrum`, with the BLAS
-    threads analyze gives a layer of that shape). Returns ``(seconds, of which spectrum)``."""
+    the RankMe spectrum of each layer (:func:`analysis.metrics.degenerate.gram_spectrum`), all on one
+    BLAS thread: ``analyze_store`` holds one for the whole analysis (its numbers must not depend on
+    ``--jobs``), so a floor given the whole pool (its spectra, and since layers are prepared several
+    at a time on threads of our own, its preparations) measured a second core against an analysis
+    that may not use it. Returns ``(seconds, of which spectrum)``."""
     import numpy as np
 
     from analysis.metrics.degenerate import gram_spectrum
@@ -82,7 +85,7 @@ def floor(path) -> tuple[float, float]:
     from analysis.registry import get_metric
     from analysis.storage.store import connect
     from analysis.studies.engine import Engine
-    from analysis.studies.threads import blas_threads_for
+    from analysis.studies.threads import one_blas_thread
 
     distinct = {}
     for m in METRICS:  # metrics whose kernels share one prepare share one state
@@ -92,16 +95,16 @@ def floor(path) -> tuple[float, float]:
     t0 = time.perf_counter()
     eng = Engine(con)
     spectrum = 0.0
-    for r in runs:
-        E = eng.emb(r)
-        for m in distinct.values():
-            spec = get_metric(m)
-            prepare_layers(spec, E, spec.resolve(**({"k": 10} if "k" in spec.params else {})))
-        t1 = time.perf_counter()
-        with blas_threads_for(E.shape):
+    with one_blas_thread():
+        for r in runs:
+            E = eng.emb(r)
+            for m in distinct.values():
+                spec = get_metric(m)
+                prepare_layers(spec, E, spec.resolve(**({"k": 10} if "k" in spec.params else {})))
+            t1 = time.perf_counter()
             for X in E:
                 gram_spectrum(np.asarray(X, dtype=np.float64))
-        spectrum += time.perf_counter() - t1
+            spectrum += time.perf_counter() - t1
     seconds = time.perf_counter() - t0
     con.close()
     return seconds, spectrum
