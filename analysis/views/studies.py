@@ -42,10 +42,11 @@ def model_map_title(payload: dict, *, dataset: str, labels: dict) -> dict:
 MODEL_MAP_OMITTED = "no model map (needs at least two models, then `layerscope analyze`)"
 
 
-def model_map_section(con, dataset) -> "Section":
+def model_map_section(con, dataset, *, models=None, references=None) -> "Section":
     """The Model map page's section: the stored study (``data``), the similarity matrix and the 2-D map
     (:func:`model_map_charts`, titled by :func:`model_map_title`), and a note naming the model pairs
-    no layer pair of which could be scored (placed as unrelated on the map)."""
+    no layer pair of which could be scored (placed as unrelated on the map). ``models`` and
+    ``references`` are accepted for the report's loop and not used: the map places every model."""
     from analysis.views.nuance import collapse_notes
     from analysis.views.section import Section
     from analysis.views.store_info import model_labels, study
