@@ -95,6 +95,22 @@ def put_analysis_version(con, version=None) -> None:
                     [str(ANALYSIS_VERSION if version is None else version)])
 
 
+
+def copy_with_analysis_version(store, dest, version=None):
+    """A copy of ``store`` at ``dest`` whose results are recorded as written by ``version``
+    (:func:`put_analysis_version`; False: no record). Returns ``dest``."""
+    import shutil
+
+    import duckdb
+
+    shutil.copy(store, dest)
+    con = duckdb.connect(str(dest))
+    try:
+        put_analysis_version(con, version)
+    finally:
+        con.close()
+    return dest
+
 def _same_nan(value):
     """NaN as a marker, so results compare exactly (nan != nan)."""
     if isinstance(value, float) and value != value:

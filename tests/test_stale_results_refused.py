@@ -2,15 +2,13 @@
 refuse results written by another analysis version, naming the store and the command that recomputes
 them; after ``analyze`` they read them again."""
 
-import shutil
 
-import duckdb
 import pytest
 
 from analysis.studies import ANALYSIS_VERSION, analyze_store
 from precompute.cli import main
 from tests.helpers import make_report, one_line_error
-from tests.stores import put_analysis_version, write_store
+from tests.stores import copy_with_analysis_version, write_store
 
 OLD = ANALYSIS_VERSION - 2
 
@@ -25,14 +23,7 @@ def analysed(tmp_path_factory):
 
 
 def _stale(store, tmp_path, version=OLD):
-    out = tmp_path / "stale.duckdb"
-    shutil.copy(store, out)
-    con = duckdb.connect(str(out))
-    try:
-        put_analysis_version(con, version)
-    finally:
-        con.close()
-    return out
+    return copy_with_analysis_version(store, tmp_path / "stale.duckdb", version)
 
 
 def test_report_refuses_results_of_an_older_version(analysed, tmp_path, capsys):

@@ -2,14 +2,12 @@
 says which version wrote them and the command that recomputes them, and stops without reading a
 payload; Neighbours (embeddings only) keeps working; after ``analyze`` the pages read them again."""
 
-import shutil
 
-import duckdb
 import pytest
 
 from analysis.studies import ANALYSIS_VERSION, analyze_store
 from tests.helpers import app, charts
-from tests.stores import put_analysis_version
+from tests.stores import copy_with_analysis_version
 
 #: every page that reads ``layerscope analyze``'s result tables (all but Neighbours)
 RESULT_PAGES = ["overview", "heatmap", "curves", "scaling", "model_map", "downstream", "temporal", "predictors",
@@ -19,14 +17,7 @@ OLD = ANALYSIS_VERSION - 2
 
 def _copy(store, tmp_path, version):
     """A copy of ``store`` whose results are recorded as written by ``version`` (False: no record)."""
-    out = tmp_path / "stale.duckdb"
-    shutil.copy(store, out)
-    con = duckdb.connect(str(out))
-    try:
-        put_analysis_version(con, version)
-    finally:
-        con.close()
-    return out
+    return copy_with_analysis_version(store, tmp_path / "stale.duckdb", version)
 
 
 @pytest.fixture(scope="module")
