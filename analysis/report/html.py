@@ -61,18 +61,8 @@ def render_html(report: dict) -> str:
             if name not in d["sections"] and not charts:
                 continue
             parts.append(f"<h3>{_e(title)}</h3>")
-            if name == "scaling":
-                parts.append(_scaling_html(d["sections"]["scaling"]))
-            if name == "downstream":
-                parts.append(_table_html(d["sections"]["downstream"]))
-            if name == "probes":
-                parts.append(_probes_html(d["sections"]["probes"]))
-            if name == "predictors":
-                parts.append(_predictors_html(d["sections"]["predictors"]))
-            if name == "temporal":
-                parts.append(_temporal_html(d["sections"]["temporal"]))
-            if name == "paper_figures":
-                parts.append(paper_figures_html(d["sections"]["paper_figures"]))
+            if name in _SECTION_TABLES:
+                parts.append(_SECTION_TABLES[name](d["sections"][name]))
             parts.append("<div class='charts'>")
             for t, s in charts:
                 i = len(specs)
@@ -266,3 +256,8 @@ def _predictors_html(pred) -> str:
         out.append(_table_html(pred["picks"]))
     out += [f"<p class='note'>{_e(n)}</p>" for n in pred["notes"]]
     return "".join(out)
+
+
+#: the sections whose numbers the HTML shows as tables above their charts: name → renderer of the data
+_SECTION_TABLES = {"scaling": _scaling_html, "downstream": _table_html, "probes": _probes_html,
+                   "predictors": _predictors_html, "temporal": _temporal_html, "paper_figures": paper_figures_html}
