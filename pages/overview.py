@@ -3,7 +3,6 @@ import streamlit as st
 from analysis.views import store_info
 from analysis.views.overview import section as overview_section
 from analysis.views.overview_chart import gain_chart, gain_note, gain_table
-from analysis.views.rankme_cap import capped_verdicts, rankme_cap_text
 from analysis.views.probes import CHECK_BADGES, check_summaries, probe_checks
 from analysis.views.store_info import display_table
 from analysis.views.text import md_escape
@@ -32,19 +31,17 @@ if ov.get("empty"):
 # views that show the evidence
 st.subheader("Which layer to use")
 st.caption(md_escape(VERDICT_RULE))
-# the verdict lines are the report's opening (the section); the gain chart and RankMe's bound read the
-# verdict records themselves
-lines_by = {ds: view(overview_section, ds).data["verdicts"] for ds in ov["datasets"]["dataset"]}
+# the verdict lines and the note on RankMe's bound are the section's, as the report's opening and summary
+# show them; the gain chart reads the verdict records themselves
+sections = {ds: view(overview_section, ds) for ds in ov["datasets"]["dataset"]}
 found_by = {ds: view(verdicts, ds) for ds in ov["datasets"]["dataset"]}
-n_items = dict(zip(ov["datasets"]["dataset"], ov["datasets"]["n_items"]))
-dims = dict(zip(ov["models"]["model"], ov["models"]["dim"]))
-for ds, found in found_by.items():
+for ds, sec in sections.items():
     if len(ov["datasets"]) > 1:
         st.markdown(f"**{md_escape(ds)}**")
-    if not lines_by[ds]:
+    lines = sec.data["verdicts"]
+    if not lines:
         st.caption(md_escape(missing_text(ds)))
-        continue
-    for v in lines_by[ds]:
+    for v in lines:
         line, links = st.columns([5, 2], vertical_alignment="center")
         line.markdown(f"{VERDICT_BADGES[v['status']]} {md_escape(v['sentence'])}")
         with links:
@@ -55,16 +52,15 @@ for ds, found in found_by.items():
             c_curve.page_link(page_path("curves"), label="curves", icon=":material/show_chart:",
                               query_params=v["curves_query"],
                               help=md_escape(f"the curve of {v['lead'] or 'this model'} per layer"))
-    checks = check_summaries(view(probe_checks, ds))
+    checks = check_summaries(view(probe_checks, ds)) if lines else []
     if checks:  # the verdicts set against labels: one line per model, from the probes of its fields
         st.markdown("*Checked against labels (probes on this dataset's manifest fields):*")
         for c in checks:
             st.markdown(f"{CHECK_BADGES[c['outcome']]} {md_escape(c['sentence'])}")
         st.page_link(page_path("downstream"), label="every probe and layer", icon=":material/fact_check:",
                      query_params={"dataset": ds})
-    cap = rankme_cap_text(capped_verdicts(found, int(n_items[ds]), dims), int(n_items[ds]))
-    if cap:
-        st.caption(md_escape(cap))
+    for note in sec.notes:
+        st.caption(md_escape(note))
 
 # the answer drawn: each pick's paired gain over the last layer, with its interval, the null and the margin
 gains = gain_table(found_by)

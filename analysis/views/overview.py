@@ -15,7 +15,7 @@ from analysis.storage import results as R
 from analysis.views.stored_choices import layer_choices
 from analysis.views.heatmap import best_grid
 from analysis.views.null import grid_null, grid_null_within
-from analysis.views.rankme_cap import rankme_cap_text, rankme_capped
+from analysis.views.rankme_cap import capped_picks, rankme_cap_text
 from analysis.views.section import Section
 from analysis.views.store_info import has_table, model_labels, overview
 from analysis.views.verdicts import verdicts
@@ -53,7 +53,8 @@ def section(con, dataset: str, *, models=None, references=None) -> Section:
         a :class:`Section` whose ``data`` is ``{"verdicts": [one dict per verdict of a chosen model:
         the model, its label, the sentence, the verdict's fields and the heatmap/curves query
         parameters], "summary": {"models", "sentences", "notes"}}`` (None for a store without runs),
-        no charts, and as ``notes`` the summary's sentence on RankMe's bound where it binds."""
+        no charts, and as ``notes`` the one sentence on RankMe's bound where it binds (:func:`rankme_cap_notes`),
+        which the Overview page and the report both show as it is."""
     ov = overview(con)
     if ov.get("empty"):
         return Section(data=None)
@@ -113,7 +114,7 @@ def _summary(scope: _Scope, run_models: set) -> dict:
         if c and "rankme" in c["picks"]:
             sentences.append(_pick_sentence(scope.labels.get(m, m), c, "rankme", "RankMe"))
         rows.append(entry)
-    return {"models": rows, "sentences": sentences, "notes": rankme_cap_notes(scope.con, rows, scope.n_items)}
+    return {"models": rows, "sentences": sentences, "notes": rankme_cap_notes(scope, choices)}
 
 
 def _pick_sentence(label: str, c: dict, key: str, what: str) -> str:
@@ -139,16 +140,24 @@ def _alignment_entry(g: dict, m: str) -> dict:
             "null_within": grid_null_within(g)}
 
 
-def rankme_cap_notes(con, models: list[dict], n_items: int) -> list[str]:
-    """A sentence when RankMe's bound binds (:mod:`analysis.views.rankme_cap`): a recommended RankMe above
-    :data:`RANKME_CAP_SHARE` of ``N`` with ``N < d`` compares layers by how well they fill ``N``
-    dimensions. ``models``: the summary's entries (``recommended["rankme"]["value"]``, the pick's
-    RankMe). Returns ``[]`` or one sentence naming the models."""
-    capped = []
-    for m in models:
-        pick = m.get("recommended", {}).get("rankme")
-        row = con.execute("SELECT dim FROM models WHERE model = ?", [m["model"]]).fetchall()
-        if pick and row and rankme_capped(pick.get("value"), n_items, row[0][0]):
-            capped.append((m["label"], float(pick["value"])))
-    text = rankme_cap_text(capped, n_items)
+def rankme_cap_notes(scope: _Scope, choices: dict) -> list[str]:
+    """The one sentence on RankMe's bound, for the page and the report alike (:mod:`analysis.views.rankme_cap`):
+    every side of a chosen model whose RankMe pick (``choices``: the dataset's layer-choice payloads by
+    side key) is above :data:`~analysis.views.rankme_cap.RANKME_CAP_SHARE` of ``N`` with ``N < d``
+    compares layers by how well they fill ``N`` dimensions, whether the summary reads it as a per-metric
+    pick or a verdict leads with it. A side is its run (model, modality, vector width ``d``), labelled as
+    its verdict line is: ``<model label> [<modality>]`` for a caption side. Returns ``[]`` or one sentence
+    naming them, in the order of the chosen models."""
+    runs = {r[0]: r[1:] for r in scope.con.execute(
+        "SELECT run_id, model, modality, dim FROM runs WHERE dataset = ?", [scope.ds]).fetchall()}
+    by_model: dict = {}
+    for key, p in sorted(choices.items()):
+        run = runs.get(p["setting"]["run_id"])
+        if run is None:
+            continue
+        base, modality, dim = run
+        label = scope.labels.get(base, base) + (f" [{modality}]" if key != base else "")
+        by_model.setdefault(base, {})[key] = (label, dim)
+    sides = {k: v for m in scope.chosen for k, v in by_model.get(m, {}).items()}
+    text = rankme_cap_text(capped_picks(choices, sides, scope.n_items), scope.n_items)
     return [text] if text else []

@@ -1,7 +1,7 @@
 """When RankMe's bound binds: RankMe ``exp(H(σ/Σσ))`` of an ``(N, d)`` layer has at most ``min(N, d)``
 non-zero singular values, so its value is at most ``min(N, d)`` (Garrido et al. 2023, RankMe). With
-fewer items than dimensions the bound is the dataset's size, not the model's. Shared by the pages
-that show RankMe (curves, the Overview's verdicts) and the report."""
+fewer items than dimensions the bound is the dataset's size, not the model's. Used by the Curves view
+and by the Overview's section, whose one sentence the Overview page and the report both show."""
 
 from __future__ import annotations
 
@@ -32,16 +32,26 @@ def rankme_cap_text(capped: list[tuple[str, float]], n_items: int, share: float 
             "with care, or embed more items to lift the bound.")
 
 
-def capped_verdicts(found: list[dict], n_items: int, dims: dict) -> list[tuple[str, float]]:
-    """The ``(label, value)`` of each verdict (:func:`analysis.views.verdicts.verdicts`) whose lead metric
-    is RankMe and whose value at the pick is held down by the bound; ``dims``: model -> embedding width
-    (a dual encoder's text side looks its model up: the row's ``base``)."""
+def capped_picks(choices: dict, sides: dict, n_items: int) -> list[tuple[str, float]]:
+    """The ``(label, value)`` of each model side whose RankMe pick is held down by the bound: the layer its
+    RankMe curve picks (the layer-choice payload's ``picks["rankme"]``: the best layer among ``1..last``
+    outside the degenerate ones, :func:`analysis.methods.layer_selection.recommend_layers`) has a value
+    above :data:`RANKME_CAP_SHARE` of ``N = n_items`` with ``N < d``. A verdict whose lead is RankMe
+    reports that same layer and value (its RankMe vote is the same argmax over the same layers), so one
+    rule covers every place a RankMe value is read as a pick: the summary's per-metric picks and the
+    verdict lines.
+
+    Args:
+        choices: side key (``clip``, ``clip [text]``) -> its layer-choice payload (``picks``).
+        sides: side key -> ``(label, d)``, the side's label and its vectors' width, in the order the
+            sentence names them; a side not in ``sides`` is not named.
+    Returns:
+        ``[(label, RankMe at the pick)]``, in the order of ``sides``."""
     out = []
-    for v in found:
-        vd = v["verdict"]
-        dim = dims.get(v["base"])
-        if vd.lead == "rankme" and rankme_capped(vd.value, n_items, dim):
-            out.append((v["label"], float(vd.value)))
+    for key, (label, dim) in sides.items():
+        pick = ((choices.get(key) or {}).get("picks") or {}).get("rankme")
+        if pick and rankme_capped(pick.get("value"), n_items, dim):
+            out.append((label, float(pick["value"])))
     return out
 
 
