@@ -12,7 +12,7 @@ import pytest
 
 from analysis.methods.layer_selection import PRACTICAL_MARGIN, no_verdict
 from analysis.views.overview_chart import gain_chart, gain_note, gain_table
-from analysis.views.rankme_cap import capped_verdicts, rankme_capped
+from analysis.views.rankme_cap import rankme_capped
 from tests.helpers import app, charts
 
 
@@ -114,10 +114,6 @@ def test_rankme_bound_formula():
     assert rankme_capped(4.5, 5, 8) and not rankme_capped(3.9, 5, 8)
     assert not rankme_capped(7.9, 10, 8)  # N >= d: the model's width bounds it, not the item count
     assert not rankme_capped(float("nan"), 5, 8) and not rankme_capped(None, 5, 8) and not rankme_capped(4.5, 5, None)
-    found = [verdict("a", "control", 1, 2, lead="rankme", value=4.6, model="vis"),
-             verdict("b", "control", 1, 2, lead="uniformity", value=4.6, model="vis"),
-             verdict("c [text]", "control", 1, 2, lead="rankme", value=4.2, model="vis [text]", base="vis")]
-    assert capped_verdicts(found, 5, {"vis": 8}) == [("a", 4.6), ("c [text]", 4.2)]
 
 
 def test_curves_page_says_when_rankme_is_bounded_by_n(tmp_path, monkeypatch):
