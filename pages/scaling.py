@@ -32,36 +32,36 @@ columns = st.columns(2) if compare != "(none)" else [st.container()]
 for col, subject in zip(columns, [left] + ([compare] if compare != "(none)" else [])):
     with col:
         st.subheader(md_escape(fmt(subject)))
-        # the report's scaling section, narrowed to this subject: its two panels and the sentences under them
+        # the report's scaling section, narrowed to this subject: its two panels, the sentences under them
+        # and the subject's entry (fit, curves, warnings, tables, points): the page's one read of the subject
         section = view(scaling_view.section, dataset, subjects=(subject,))
         (_, by_frames), (_, by_captions) = section.charts
-        # page-only extras from the subject's view: the heading, the tables, the warnings and the export
-        sv = view(scaling_view.scaling_view, dataset, subject)
+        (entry,) = section.data
         a, b, metric = subject.split("|")
-        title = scaling_view.scaling_title(sv, subject, dataset=dataset, labels=labels)
-        st.markdown(f"**{md_escape(scaling_view.scaling_heading(sv))}**")
+        title = scaling_view.scaling_title(entry, subject, dataset=dataset, labels=labels)
+        st.markdown(f"**{md_escape(scaling_view.scaling_heading(entry))}**")
         st.caption(md_escape(" · ".join(title["subtitle"])))
         st.altair_chart(by_frames, width="stretch", key=f"scaling_{subject}")
         st.altair_chart(by_captions, width="stretch", key=f"scaling_c_{subject}")
         for note in section.notes:
             st.caption(md_escape(note))
-        if sv.get("error"):
-            st.warning(md_escape(sv["error"]))
-        for note in collapse_notes(sv.get("notes", [])):  # one line per reason, counted
+        if entry.get("error"):
+            st.warning(md_escape(entry["error"]))
+        for note in collapse_notes(entry.get("notes") or []):  # one line per reason, counted
             st.warning(md_escape(note))
-        if sv.get("fit"):
-            if sv.get("status") and sv["status"] != "ok":
-                st.warning(f"The saturating law's parameters cannot be trusted here ({sv['status']}): "
-                           f"{md_escape(sv['reason'])}; the parameters it does not determine are left blank")
-            for line in scaling_view.scaling_fit_lines(sv):
+        if entry.get("fit"):
+            if entry.get("status") and entry["status"] != "ok":
+                st.warning(f"The saturating law's parameters cannot be trusted here ({entry['status']}): "
+                           f"{md_escape(entry['reason'])}; the parameters it does not determine are left blank")
+            for line in scaling_view.scaling_fit_lines(entry):
                 st.markdown(f"- {md_escape(line)}")
-            st.dataframe(sv["table"], hide_index=True, width="stretch")
+            st.dataframe(entry["parameter_table"], hide_index=True, width="stretch")
             st.caption("d_v = 2/α: the frame exponent read as the dimension of the video manifold the encoder sees "
                        "(DR App. B); its interval is α's mapped through 2/x, ends swapped. A `paper` column shows DR's "
                        "Table 1 beside the fit where the names are mapped (`layerscope papers map`).")
             st.caption("Held-out error: leave-one-out over grid points, and fitting small budgets to predict "
                        "the largest ones; lower is better.")
-            st.dataframe(sv["held_out"], hide_index=True, width="stretch")
+            st.dataframe(entry["held_out"], hide_index=True, width="stretch")
         stem = export_name("scaling", dataset, a, b, metric)
-        download_data(sv["points"], stem)
+        download_data(scaling_view.points_table(entry), stem)
         download_chart(scaling_view.stacked_export(by_frames, by_captions, title), stem)

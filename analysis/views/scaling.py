@@ -115,10 +115,15 @@ def drawn_forms(payload: dict) -> list[dict]:
         out.append({"form": best, "formula": other["formula"], "params": other["params"], "r2": other.get("r2"),
                     "status": other.get("status"), "reason": other.get("reason"), "held_out_best": True})
     for c in out:
-        c["name"] = name = ("DR's saturating law" if c["form"] == "saturating"
-                            else f"{c['form'].replace('_', '-')} form")
+        c["name"] = name = curve_name(c["form"])
         c["label"] = f"{name}{' (held-out best)' if c['held_out_best'] else ''}, R² {fmt_number(c['r2'])}"
     return out
+
+
+def curve_name(form: str) -> str:
+    """A drawn curve's name in legends and sentences: ``"DR's saturating law"``, or ``"log-linear form"``
+    for ``form`` ``"log_linear"`` (underscores as hyphens)."""
+    return "DR's saturating law" if form == "saturating" else f"{form.replace('_', '-')} form"
 
 
 def saturating_param_rows(params: dict, intervals: dict | None, blank: dict[str, str]) -> list[dict]:
@@ -137,7 +142,8 @@ def saturating_param_rows(params: dict, intervals: dict | None, blank: dict[str,
 
 def scaling_heading(sv: dict) -> str:
     """What a scaling chart's title says it draws: DR's saturating law, and the held-out-best form
-    beside it when that is another one (the page and the report title their charts with it)."""
+    beside it when that is another one (the page and the report title their charts with it). ``sv``: a
+    :func:`scaling_view` or a :func:`scaling_entry` (only its ``curves``' forms are read)."""
     others = [c["form"].replace("_", "-") for c in sv.get("curves", []) if c["form"] != "saturating"]
     if not sv.get("curves"):
         return "no law fitted"
@@ -145,14 +151,15 @@ def scaling_heading(sv: dict) -> str:
 
 
 def scaling_fit_lines(sv: dict) -> list[str]:
-    """One sentence per drawn curve: which form, its own in-sample R², and why it is drawn."""
+    """One sentence per drawn curve: which form, its own in-sample R², and why it is drawn. ``sv``: a
+    :func:`scaling_view` or a :func:`scaling_entry` (the page renders the section's entries)."""
     n = (sv.get("fit") or {}).get("n_points")
     lines = []
     for c in sv.get("curves", []):
         why = ("DR's law, drawn by default" if c["form"] == "saturating" else "drawn beside it")
         best = "; lowest held-out error" if c["held_out_best"] else ""
-        lines.append(f"{c['name']} {c['formula']}: R² = {fmt_number(c['r2'])} in sample on {n} grid points "
-                     f"({why}{best})")
+        lines.append(f"{curve_name(c['form'])} {c['formula']}: R² = {fmt_number(c['r2'])} in sample on {n} grid "
+                     f"points ({why}{best})")
     return lines
 
 
@@ -218,11 +225,25 @@ def scaling_panels(sv: dict, *, title: dict | None = None):
 
 def scaling_title(sv: dict, subject: str, *, dataset: str, labels: dict) -> dict:
     """The scaling page's chart title of one subject (``a|b|metric``): the metric of the best layer
-    pair, the models by their labels, the saturating law's heading, the dataset and the budgets."""
+    pair, the models by their labels, the saturating law's heading, the dataset and the budgets.
+    ``sv``: a :func:`scaling_view` or a :func:`scaling_entry` (the same title from either)."""
     a, b, metric = subject.split("|")
     return chart_title(f"{metric} of the best layer pair: {labels.get(a, a)} × {labels.get(b, b)}; "
-                       f"{scaling_heading(sv)}", dataset=dataset, details=budget_lists(sv["points"]), labels=labels,
-                       models=[a, b])
+                       f"{scaling_heading(sv)}", dataset=dataset, details=budget_lists(points_table(sv)),
+                       labels=labels, models=[a, b])
+
+
+#: a scaling point's columns, in :func:`scaling_view`'s order (a :func:`scaling_entry` stores them as records)
+POINT_COLUMNS = ("n_frames", "n_captions", "score", "degenerate", "ci_low", "ci_high", "n_boot")
+
+
+def points_table(sv: dict) -> pd.DataFrame:
+    """A subject's grid points as a table with :data:`POINT_COLUMNS` (one row per (n_f, n_c) budget:
+    its best cell's score, whether it is degenerate, its 95% interval and resample count), from a
+    :func:`scaling_view` (already a table) or a :func:`scaling_entry` (its records; no points: no rows,
+    the columns kept)."""
+    points = sv["points"]
+    return points if isinstance(points, pd.DataFrame) else pd.DataFrame(points, columns=list(POINT_COLUMNS))
 
 
 def scaling_uncertainty_text(sv: dict) -> str:
@@ -261,7 +282,8 @@ def section(con, dataset, *, models=None, references=None, subjects=None) -> Sec
     """The scaling section: ``data`` a list of :func:`scaling_entry`, ``charts`` the two panels of
     :func:`scaling_panels` of each subject drawn, captioned ``"scaling: A × B, against n_f"`` and
     ``"… against n_c"``, and ``notes`` the two sentences read under each subject's panels
-    (:func:`scaling_uncertainty_text`, then the metric's help), subject after subject.
+    (:func:`scaling_uncertainty_text`, then the metric's help), subject after subject. The page renders
+    all of it (its heading, fit lines, warnings, tables and download from the entry): one read per subject.
 
     ``subjects``: the page's picks (``"a|b|metric"``, any metric), each drawn even with no fitted law
     (its points alone: the page shows what was asked for). None: the report's choice, the mutual k-NN

@@ -57,3 +57,41 @@ def test_page_draws_the_held_out_best_form_beside_the_law(store, monkeypatch):
     # the legend names both curves, DR's law first, each with its R²
     assert dash["sort"][0].startswith("DR's saturating law, R² ")
     assert dash["sort"][1].startswith("log-linear form (held-out best), R² ")
+
+
+def test_page_reads_each_subject_once(tmp_path, monkeypatch):
+    """The page renders the report's section (panels, notes and the subject's entry), so each subject
+    shown, the compared one too, is read from the store once: a second read through the subject's view
+    would be the page computing what the section already gave it."""
+    import collections
+    import functools
+
+    from analysis.views import scaling as scaling_view
+
+    # a store of its own: the module's store may already sit in the view cache, reading nothing
+    path = tmp_path / "scaling.duckdb"
+    con = duckdb.connect(str(path))
+    write_scaling_studies(con)
+    con.close()
+    reads = collections.Counter()
+    read = scaling_view.scaling_view
+
+    @functools.wraps(read)
+    def counted(con, dataset, subject):
+        reads[subject] += 1
+        return read(con, dataset, subject)
+
+    monkeypatch.setattr(scaling_view, "scaling_view", counted)
+    monkeypatch.setenv("LAYERSCOPE_STORE", str(path))
+    at = AppTest.from_file(APP, default_timeout=120)
+    at.query_params["dataset"] = "toy"
+    at.query_params["pair"] = "v|loglinear|mutual_knn"
+    at.query_params["compare"] = "v|runaway|cknna"
+    at.run()
+    at.switch_page("pages/scaling.py")
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert reads == {"v|loglinear|mutual_knn": 1, "v|runaway|cknna": 1}
+    # and both subjects are shown in full: each its two panels and, both being fitted, its two tables
+    assert len(at.get("vega_lite_chart")) == 4
+    assert len(at.dataframe) == 4
