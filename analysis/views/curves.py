@@ -18,8 +18,9 @@ from analysis.views.store_info import dataset_context, has_table, model_labels
 
 def profiles_long(con, dataset) -> pd.DataFrame:
     """Per-layer single-space metrics for every model's largest setting: one row per (model, metric,
-    layer) with ``depth`` (``layer / last numbered layer`` in [0, 1]; ``None`` for a named layer),
-    ``layer_name`` (the index as text, or ``default`` / ``joint``), value, note, flagged, budgets."""
+    layer) with ``run_id`` (the run the curve is measured on: its side and its vectors' width), ``depth``
+    (``layer / last numbered layer`` in [0, 1]; ``None`` for a named layer), ``layer_name``
+    (the index as text, or ``default`` / ``joint``), value, note, flagged, budgets."""
     if not has_table(con, "result_profiles"):
         return pd.DataFrame()
     rows = R.read_profiles(con, current=True, dataset=dataset)
@@ -35,7 +36,7 @@ def profiles_long(con, dataset) -> pd.DataFrame:
         notes = {int(k): n for k, n in (r.get("flags") or {}).items()}
         for layer, value in enumerate(v):
             finite = bool(np.isfinite(value))
-            out.append({"model": r["model"], "metric": r["metric"], "layer": layer,
+            out.append({"model": r["model"], "run_id": r["run_id"], "metric": r["metric"], "layer": layer,
                         "depth": relative_depth(layer, last, names), "layer_name": layer_label(layer, names),
                         "value": float(value) if finite else None,
                         "note": notes.get(layer) or ("" if finite else "undefined"),
@@ -344,7 +345,8 @@ def metric_charts(con, dataset, prof: pd.DataFrame, chosen, metrics=None) -> tup
     labels, choices = model_labels(con), layer_choices(con, dataset)
     curves, align, marks = chosen_curves(prof, choices, chosen)
     ctx, intervals = dataset_context(con, dataset), curve_intervals(con, dataset)
-    dims = dict(con.execute("SELECT model, dim FROM models").fetchall())
+    # each curve's own run's width: a side's vectors need not be as wide as its model's models.dim
+    dims = dict(con.execute("SELECT run_id, dim FROM runs WHERE dataset = ?", [dataset]).fetchall())
     charts, notes = [], []
     for metric in sorted(prof["metric"].unique()) if metrics is None else metrics:
         data = metric_rows(curves, align, metric)
@@ -363,7 +365,7 @@ def metric_notes(data: pd.DataFrame, metric: str, fig: dict, *, n_items, labels:
     the ringed and missing values (one line per reason, counted), RankMe's bound where the item count
     holds it down, what the metric measures, what the chart shows of uncertainty, and the shuffled
     nulls of an alignment curve. ``data``: :func:`metric_rows`; ``fig``: :func:`metric_curves`;
-    ``dims``: ``{model: embedding dimension}``."""
+    ``dims``: ``{run_id: its vectors' width runs.dim}``."""
     from analysis.views.null import null_levels_text
 
     notes = []

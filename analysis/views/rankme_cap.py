@@ -7,8 +7,6 @@ from __future__ import annotations
 
 import math
 
-from analysis.sides import split_side
-
 #: RankMe above this share of its bound min(N, d) is said to be held down by the bound
 RANKME_CAP_SHARE = 0.8
 
@@ -56,12 +54,15 @@ def capped_picks(choices: dict, sides: dict, n_items: int) -> list[tuple[str, fl
 
 
 def capped_curves(data, n_items: int, dims: dict, labels: dict) -> list[tuple[str, float]]:
-    """The ``(label, highest value)`` of each model whose RankMe curve (rows ``model, value`` of one
-    metric, :func:`analysis.views.curves.profiles_long`) reaches within the bound's margin at any layer."""
+    """The ``(label, highest value)`` of each curve whose RankMe (rows ``model, run_id, value`` of one
+    metric, :func:`analysis.views.curves.profiles_long`) reaches within the bound's margin at any layer:
+    its highest value above :data:`RANKME_CAP_SHARE` of ``N = n_items`` with ``N < d``, ``d`` the width of
+    the curve's own run (``dims``: ``{run_id: runs.dim}``), not its model's ``models.dim``, which a side
+    whose vectors have another width (a dual encoder's caption tower, a projection) does not share. A run
+    whose width is unknown is not named. Returns ``[(label, value)]`` in the order of the models."""
     out = []
-    for model, values in data.groupby("model")["value"]:
+    for (model, run_id), values in data.groupby(["model", "run_id"])["value"]:
         top = values.max()
-        dim = dims.get(model, dims.get(split_side(str(model))[0]))  # a side's dims are its model's
-        if rankme_capped(top, n_items, dim):
+        if rankme_capped(top, n_items, dims.get(run_id)):
             out.append((labels.get(model, model), float(top)))
     return out
