@@ -16,9 +16,10 @@ from analysis.views.rankme_cap import rankme_capped
 from tests.helpers import app, charts
 
 
-def verdict(label, status, layer, last, cmp=None, lead="rankme", value=None, model=None, base=None):
-    v = dataclasses.replace(no_verdict("", last), status=status, layer=layer, lead=lead, vs_last=cmp, value=value)
-    return {"model": model or label, "base": base or model or label, "label": label, "verdict": v}
+def verdict(label, status, layer, last, cmp=None):
+    """A :func:`analysis.views.verdicts.verdicts` record of one model led by RankMe, as the gain table reads it."""
+    v = dataclasses.replace(no_verdict("", last), status=status, layer=layer, lead="rankme", vs_last=cmp)
+    return {"model": label, "base": label, "label": label, "verdict": v}
 
 
 def cmp(gain, low, high):
