@@ -114,18 +114,19 @@ def one_blas_thread():
     grid computed outside ``analyze`` could differ from ``analyze``'s (one thread) by ~1e-17; now
     every caller gets ``analyze``'s bits.
 
-    Re-entrant and shared by threads: the first holder sets the limit, the last one out restores
-    the pool as it was found (threadpoolctl's own limits, nested on several threads, could restore
-    the pool while another thread still relied on one thread, and leave it at one thread after).
-    The first holder must be the thread that starts the others: OpenBLAS (0.3.31) ignored a count
-    set by another thread once the main thread had set one.
+    Re-entrant and shared by threads, taken on any thread (a Streamlit page runs on a script thread
+    of its own): the first holder sets the limit, the last one out restores the pool as it was found
+    (threadpoolctl's own limits, nested on several threads, could restore the pool while another
+    thread still relied on one thread, and leave it at one thread after). Both go through
+    :func:`_setting_the_pool`, without which threadpoolctl drops a count set from a thread other
+    than the one that set one first.
     The controller is made once: finding the libraries costs milliseconds, limiting them
     microseconds.
     """
     global _holders, _limiter
     with _HOLD:
         if _holders == 0:
-            _limiter = _controller().limit(limits=1, user_api="blas")
+            _limiter = _setting_the_pool(lambda: _controller().limit(limits=1, user_api="blas"))
         _holders += 1
     try:
         yield
@@ -133,8 +134,34 @@ def one_blas_thread():
         with _HOLD:
             _holders -= 1
             if _holders == 0:
-                _limiter.restore_original_limits()
+                _setting_the_pool(_limiter.restore_original_limits)
                 _limiter = None
+
+
+def _setting_the_pool(set_pool):
+    """``set_pool()`` with this thread as the one threadpoolctl lets set OpenBLAS's thread count,
+    given up after.
+
+    OpenBLAS built on pthreads (numpy's and scipy's wheels) has one pool for the whole process and
+    takes a count from any thread; threadpoolctl (3.8) passes one on only from the thread that set
+    a count first, until that thread leaves a ``with threadpool_limits`` block or ends, and silently
+    drops the others'. A limit set outside such a block (``ThreadpoolController.limit``, a pool
+    worker's ``threadpool_limits(1)``) keeps that role on its thread for good: a hold once taken on
+    the main thread then did nothing on any other (a Streamlit page's script thread, our own
+    threads), whose products ran on the whole pool and rounded as two threads round. Taking the role
+    for the call and giving it up after leaves no thread holding it. threadpoolctl before 3.7 has
+    no such role: the call alone."""
+    try:
+        from threadpoolctl import OpenBLASController
+
+        give_up = OpenBLASController.clear_controlling_thread
+    except (ImportError, AttributeError):
+        return set_pool()
+    give_up(force=True)
+    try:
+        return set_pool()
+    finally:
+        give_up()  # only if this thread has it: another may have taken it since
 
 
 def _controller():
