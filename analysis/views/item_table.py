@@ -15,6 +15,7 @@ import pandas as pd
 
 from analysis.methods import item_scores
 from analysis.methods.probes import categorical
+from analysis.metrics.base import one_blas_thread
 from analysis.metrics.retrieval import partner_ranks
 from analysis.storage import results as R
 from analysis.views.store_info import query_frame, has_table
@@ -70,13 +71,19 @@ def _layers(con, run_a, layer_a, run_b, layer_b, only=None):
 
 def _rank_column(ra: dict, rb: dict, A, B) -> tuple[np.ndarray | None, str | None]:
     """Each item's 1-based rank of its own pair, A's row querying B's rows, where the two runs are one
-    model's two sides of one width (a shared space); else None and why."""
+    model's two sides of one width (a shared space); else None and why.
+
+    On one BLAS thread, as ``analyze`` ranks (:func:`analysis.metrics.base.one_blas_thread`): a
+    caption and its duplicate have equal cosines only as far as the product rounds them alike, and
+    OpenBLAS rounds some product shapes differently on two threads (300 items of 13 features: a few
+    duplicated captions' items ranked one place lower), so an item's rank would depend on the pool."""
     if ra["model"] != rb["model"] or ra["modality"] == rb["modality"]:
         return None, ("no rank in retrieval: the two layers are not one model's video and text sides, so they "
                       "share no space to retrieve in")
     if A.shape[1] != B.shape[1]:
         return None, f"no rank in retrieval: the sides have widths {A.shape[1]} and {B.shape[1]} (no shared space)"
-    return partner_ranks(A, B) + 1, None
+    with one_blas_thread():
+        return partner_ranks(A, B) + 1, None
 
 
 def _probe_columns(con, dataset: str, run_id: str, idx: np.ndarray) -> tuple[dict, list[str]]:
