@@ -227,20 +227,23 @@ def register_analyze(sub):
 
 
 def report_outputs(store, out) -> dict:
-    """The files ``layerscope report --out OUT`` writes: ``{"html": OUT, "json": OUT.json, "md": OUT.md}``.
+    """The files ``layerscope report --out OUT`` writes: ``{"html": OUT, "json": OUT.json, "md": OUT.md}``
+    for an ``OUT`` ending in ``.html`` or ``.htm``; any other ``OUT`` gets ``.html`` added (``--out
+    report`` writes ``report.html``, which a browser opens, and ``report.json``, ``report.md``).
 
-    Raises UserError for an OUT that is a directory, is the store, or makes two outputs the same
-    file (``--out x.json`` would overwrite the HTML with the JSON): nothing is written then.
+    Raises UserError for an OUT that is a directory, is the store, or ends in ``.json`` or ``.md``
+    (the HTML would be written over by the JSON or the Markdown): nothing is written then.
     """
     from pathlib import Path
 
     raw, out = str(out), Path(out)
     if out.is_dir() or raw.endswith(("/", "\\")):
         raise UserError(f"--out {out} is a directory; pass a file such as {out / 'report.html'}")
-    files = {"html": out, "json": out.with_suffix(".json"), "md": out.with_suffix(".md")}
-    if len({f.resolve() for f in files.values()}) < 3:
+    if out.suffix.lower() in (".json", ".md"):
         raise UserError(f"--out {out} would write the HTML, JSON and Markdown reports over each other; "
                         f"pass an .html name such as {out.with_suffix('.html')}")
+    html = out if out.suffix.lower() in (".html", ".htm") else out.with_name(out.name + ".html")
+    files = {"html": html, "json": html.with_suffix(".json"), "md": html.with_suffix(".md")}
     store = Path(store).resolve()
     for kind, f in files.items():
         if f.resolve() == store or (f.exists() and store.exists() and f.samefile(store)):
@@ -327,8 +330,10 @@ def cmd_report(args) -> int:
 
 def register_report(sub):
     p = sub.add_parser("report", help="a self-contained layer-selection report (HTML + JSON + Markdown)")
-    p.add_argument("--store", required=True)
-    p.add_argument("--out", default="report.html")
+    p.add_argument("--store", required=True, help="the DuckDB store to report on (read only)")
+    p.add_argument("--out", default="report.html",
+                   help="the HTML report (default report.html; .html is added to a name without it); the JSON and "
+                        "Markdown reports go beside it with the same name")
     p.add_argument("--models", nargs="+", help="models to report on (default: all)")
     p.add_argument("--reference", nargs="+", help="reference models for alignment (default: the text models)")
     p.add_argument("--dataset", nargs="+", help="datasets (default: all)")

@@ -201,6 +201,27 @@ def test_report_out_a_directory_is_one_line(good_store, tmp_path, capsys):
     one_line(capsys, "is a directory")
 
 
+@pytest.mark.parametrize("name, html, json_, md", [
+    ("rep", "rep.html", "rep.json", "rep.md"),  # no suffix: a browser must know the file for HTML
+    ("rep.HTML", "rep.HTML", "rep.json", "rep.md"),
+    ("rep.htm", "rep.htm", "rep.json", "rep.md"),
+    ("rep.v2", "rep.v2.html", "rep.v2.json", "rep.v2.md"),
+])
+def test_report_out_names_its_three_files(good_store, tmp_path, capsys, name, html, json_, md):
+    assert main(["report", "--store", str(good_store), "--out", str(tmp_path / name)]) == 0
+    assert sorted(p.name for p in tmp_path.iterdir() if p != good_store and p.suffix != ".wal") == \
+        sorted([html, json_, md])
+    assert (tmp_path / html).read_text().lstrip().lower().startswith("<!doctype html")
+    assert str(tmp_path / html) in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("suffix", [".json", ".md", ".MD"])
+def test_report_out_named_like_its_json_or_markdown_is_one_line(good_store, tmp_path, capsys, suffix):
+    assert main(["report", "--store", str(good_store), "--out", str(tmp_path / f"r{suffix}")]) == 2
+    one_line(capsys, "over each other")
+    assert not list(tmp_path.glob("r.*"))
+
+
 # ---------------------------------------------------------------- downstream CSVs, flags
 
 
