@@ -55,12 +55,49 @@ def duplicate_groups(V, T) -> np.ndarray:
     return connected_components(graph, directed=False)[1]
 
 
+def ranking_groups(V, T, *, status_v=None, status_t=None) -> tuple[np.ndarray, str | None, str | None]:
+    """The right answers the ranking metrics count, for the paired sides ``V``, ``T`` ``(N, d)``.
+
+    Returns ``(groups, why, note)``: ``groups`` ``(N,)`` labels, the :func:`duplicate_groups` of the
+    two sides (item j is a right answer for item i's query when their labels are equal; all
+    distinct when nothing is duplicated; ``0..N-1`` on a degenerate side); ``why`` is None where a
+    ranking exists, else why none does (a collapsed or rank-1 side: every cosine ties; every item
+    in one group: every candidate is right); ``note`` what a kept ranking needs said (items
+    grouped), else None. The manifest's ``group`` field (an item's source) plays no part: items
+    of one source with their own videos and captions stay wrong answers for each other.
+    ``status_v``, ``status_t``: the sides' :func:`analysis.metrics.degenerate.layer_status` when known.
+    """
+    sv = status_v if status_v is not None else layer_status(V)
+    st = status_t if status_t is not None else layer_status(T)
+    degenerate = [f"{side} side {s.reason}" for side, s in (("video", sv), ("text", st)) if s.degenerate]
+    if degenerate:
+        return np.arange(len(V)), "; ".join(degenerate) + ": every cosine ties, so there is no ranking", None
+    groups = duplicate_groups(V, T)
+    n_groups = len(np.unique(groups))
+    if n_groups < 2:
+        return groups, ("every item shares its video or caption embedding with the others: all are right "
+                        "answers, nothing to rank"), None
+    if n_groups < len(V):
+        return groups, None, (f"{len(V) - n_groups} item(s) share a video or caption embedding with another: "
+                              f"grouped as right answers for each other ({n_groups} groups)")
+    return groups, None, None
+
+
+def first_right_ranks(Q, G, groups) -> np.ndarray:
+    """0-based rank of each query's first right answer, ``(N,)`` integers in ``[0, N - 1]``: Q's row i
+    querying G's rows, the right answers of i every j with ``groups[j] == groups[i]`` (its partner
+    alone when all labels differ), ``#{j wrong : cos(q_i, g_j) >= max_{r right} cos(q_i, g_r)}``
+    (:func:`analysis.metrics.retrieval.partner_ranks`: a wrong candidate tying with the best right
+    one is placed before it). Recall@k is the share of queries with rank ``< k``."""
+    trivial = len(np.unique(groups)) == len(groups)
+    return partner_ranks(Q, G, groups=None if trivial else groups)
+
+
 def _ranking(V, T, groups) -> dict[str, float]:
     out = {}
     trivial = len(np.unique(groups)) == len(groups)
-    g = None if trivial else groups
     for d, (Q, G) in zip(DIRECTIONS, ((V, T), (T, V))):
-        r = partner_ranks(Q, G, groups=g)
+        r = first_right_ranks(Q, G, groups)
         for k in RECALL_KS:
             out[f"recall@{k}_{d}"] = float(np.mean(r < k))
         ap = 1.0 / (r + 1.0) if trivial else query_average_precision(Q, G, query_groups=groups, gallery_groups=groups)
@@ -93,24 +130,16 @@ def score_layer(V, T, *, status_v=None, status_t=None) -> tuple[dict[str, float]
     st = status_t if status_t is not None else layer_status(T)
     degenerate = [f"{side} side {s.reason}" for side, s in (("video", sv), ("text", st)) if s.degenerate]
     values = dict.fromkeys(METRICS, float("nan"))
-    groups = np.arange(len(V))
-    if degenerate:
-        why = "; ".join(degenerate) + ": every cosine ties, so there is no ranking"
+    groups, why, note = ranking_groups(V, T, status_v=sv, status_t=st)
+    if why is not None:
         reasons.update(dict.fromkeys(RANKING, why))
+    else:
+        values.update(_ranking(V, T, groups))
+        if note is not None:
+            reasons.update(dict.fromkeys(RANKING, note))
+    if degenerate:
         for m in ("modality_gap", "alignment", "mmd", "frechet"):
             reasons[m] = "; ".join(degenerate) + " (value kept: it is defined there)"
-    else:
-        groups = duplicate_groups(V, T)
-        n_groups = len(np.unique(groups))
-        if n_groups < 2:
-            reasons.update(dict.fromkeys(RANKING, "every item shares its video or caption embedding with "
-                                                  "the others: all are right answers, nothing to rank"))
-        else:
-            values.update(_ranking(V, T, groups))
-            if n_groups < len(V):
-                note = (f"{len(V) - n_groups} item(s) share a video or caption embedding with another: "
-                        f"grouped as right answers for each other ({n_groups} groups)")
-                reasons.update(dict.fromkeys(RANKING, note))
     values["modality_gap"] = modality_gap(V, T)
     d = np.linalg.norm(l2_normalize(V) - l2_normalize(T), axis=1)
     values["alignment"] = float(np.mean(d ** 2))
