@@ -1,5 +1,6 @@
 """The Embedding map's per-item table: for each item, how far two chosen layers agree on its neighbours,
-where its own pair ranks in retrieval (two sides of one model's shared space), and whether the best
+where its first right answer ranks in retrieval (two sides of one model's shared space; its own pair, or
+an item sharing its video or caption embedding, as the stored recall counts), and whether the best
 layer's k-NN probe gets it right (where the probes study stored that field); outliers first. Also the
 layer pair's alignment on a selection of items, with its chance level. Plain functions, no Streamlit;
 the maths is :mod:`analysis.methods.item_scores`.
@@ -15,8 +16,8 @@ import pandas as pd
 
 from analysis.methods import item_scores
 from analysis.methods.probes import categorical
+from analysis.methods.same_space import first_right_ranks, ranking_groups
 from analysis.metrics.base import one_blas_thread
-from analysis.metrics.retrieval import partner_ranks
 from analysis.storage import results as R
 from analysis.views.store_info import query_frame, has_table
 
@@ -69,9 +70,26 @@ def _layers(con, run_a, layer_a, run_b, layer_b, only=None):
             common)
 
 
+#: what ``pair_rank`` counts: the column's help text on the page
+RANK_HELP = ("pair_rank: the rank of the first right answer when the item queries the other layer (1 = first), "
+             "as the same-space study's recall counts it: the item's own other side, or any item sharing its "
+             "video or caption embedding (a duplicated caption); a wrong item with an equal cosine ranks before "
+             "it. Items of one source (the manifest's group) with their own videos and captions are wrong "
+             "answers. With every item listed and one layer on both sides, the share of rows with rank ≤ k is "
+             "the stored recall@k.")
+
+
 def _rank_column(ra: dict, rb: dict, A, B) -> tuple[np.ndarray | None, str | None]:
-    """Each item's 1-based rank of its own pair, A's row querying B's rows, where the two runs are one
-    model's two sides of one width (a shared space); else None and why.
+    """Each item's 1-based rank of its first right answer, A's row querying B's rows, where the two runs
+    are one model's two sides of one width (a shared space); else None and why. Returns ``(ranks,
+    why)``, ``why`` a sentence for the notes: why there is no column, or what a kept one counts.
+
+    The rule is the same-space study's, the same functions
+    (:func:`analysis.methods.same_space.ranking_groups`, :func:`~analysis.methods.same_space.first_right_ranks`):
+    items whose video or caption has one embedding are right answers for each other, so the share of
+    items with rank ``<= k`` is the stored recall@k of these rows (v2t when A is the video side). No
+    column where the study stores no ranking: a collapsed or rank-1 side (every cosine ties), or every
+    item in one group (every rank would be 1).
 
     On one BLAS thread, as ``analyze`` ranks (:func:`analysis.metrics.base.one_blas_thread`): a
     caption and its duplicate have equal cosines only as far as the product rounds them alike, and
@@ -82,8 +100,14 @@ def _rank_column(ra: dict, rb: dict, A, B) -> tuple[np.ndarray | None, str | Non
                       "share no space to retrieve in")
     if A.shape[1] != B.shape[1]:
         return None, f"no rank in retrieval: the sides have widths {A.shape[1]} and {B.shape[1]} (no shared space)"
+    video_first = ra["modality"] != "text"
+    V, T = (A, B) if video_first else (B, A)
     with one_blas_thread():
-        return partner_ranks(A, B) + 1, None
+        groups, why, note = ranking_groups(V, T)
+        if why is not None:
+            return None, f"no rank in retrieval: {why}"
+        ranks = first_right_ranks(A, B, groups) + 1
+    return ranks, (None if note is None else f"pair_rank: {note}; an item is found at the first of its group")
 
 
 def _probe_columns(con, dataset: str, run_id: str, idx: np.ndarray) -> tuple[dict, list[str]]:
@@ -132,7 +156,9 @@ def item_table(con, dataset: str, run_a: str, layer_a: int, run_b: str, layer_b:
     among them: a sampled map's items, so a page never searches a huge dataset): ``idx, item_id,
     caption`` (the first), ``agreement``
     (:func:`analysis.methods.item_scores.item_agreement`, NaN on a collapsed layer), ``pair_rank``
-    (1 = its own pair retrieved first; only for one model's two sides in a shared space) and one
+    (1 = a right answer retrieved first: its own pair, or an item sharing its video or caption
+    embedding, as the stored recall counts (:data:`RANK_HELP`); only for one model's two sides in a
+    shared space where the same-space study ranks) and one
     ``probe <field> (L<best>)`` column per field the probes study stored for ``run_a`` (True: its
     k-NN probe at the best layer gets the item right). Sorted outliers first: lowest agreement, then
     worst rank."""
@@ -151,7 +177,7 @@ def item_table(con, dataset: str, run_a: str, layer_a: int, run_b: str, layer_b:
     ranks, why = _rank_column(ra, rb, A, B)
     if ranks is not None:
         table["pair_rank"] = ranks
-    else:
+    if why is not None:
         notes.append(why)
     probes, probe_notes = _probe_columns(con, dataset, run_a, idx) if only is None else ({}, [
         "no probe verdicts on a sample of the items (a probe votes among all of them)"])
