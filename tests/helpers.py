@@ -247,3 +247,19 @@ def run_small_demo(folder: Path) -> None:
                           env={**os.environ, "PYTHONPATH": str(root)}, capture_output=True, text=True, timeout=900)
     (folder.parent / "result.json").write_text(json.dumps(
         {"returncode": done.returncode, "stderr": done.stderr[-3000:], "written": _written(before, _files(root))}))
+
+
+def first_right_ranks(Q, G, labels) -> np.ndarray:
+    """Brute force of a retrieval rank: query row i of ``Q`` among the rows of ``G``, its right answers
+    every j with ``labels[j] == labels[i]``; 1 + the number of wrong rows whose cosine (one numpy dot
+    product per pair) is at least the closest right one's (a tie ranks the wrong row first). ``(N,)``."""
+    Q, G = np.asarray(Q, dtype=np.float64), np.asarray(G, dtype=np.float64)
+    Qn = Q / np.linalg.norm(Q, axis=1, keepdims=True)
+    Gn = G / np.linalg.norm(G, axis=1, keepdims=True)
+    n = len(G)
+    out = np.empty(len(Q), dtype=int)
+    for i in range(len(Q)):
+        s = [float(np.dot(Qn[i], Gn[j])) for j in range(n)]
+        best = max(s[j] for j in range(n) if labels[j] == labels[i])
+        out[i] = 1 + sum(s[j] >= best for j in range(n) if labels[j] != labels[i])
+    return out

@@ -854,3 +854,74 @@ def downgrade_to_v2(store, *, drop=None, repeat=None, change=False) -> None:
         con.execute(f"DROP TABLE IF EXISTS embeddings_{dim}")
     con.execute("UPDATE meta SET value = '2' WHERE key = 'schema_version'")
     con.close()
+
+
+# ---------------------------------------------------------------- shared captions and sources (item table ranks)
+GROUPED_N, GROUPED_DIM = 40, 8
+#: items whose captions are one text (one embedding at every layer, so right answers for each other's
+#: queries in the stored recall): four without a manifest group, two with one
+GROUPED_SHARED = ((0, 1, 2, 3), (10, 11))
+#: the manifest's ``group`` (an item's source): 10 and 11 share a caption too, 20-23 only their source
+GROUPED_SOURCES = {10: "s1", 11: "s1", 20: "s2", 21: "s2", 22: "s2", 23: "s2"}
+#: text 31 is text 30 times two: one direction, not one embedding (not grouped), so each of the two items'
+#: videos finds the other's caption exactly as close as its own (dyadic rows, exact in any summation order)
+GROUPED_TIE = (30, 31)
+
+
+def grouped_arrays() -> tuple[np.ndarray, np.ndarray]:
+    """``(V, T)``, each ``(3, N, d)`` float32, of one MLLM's two sides. Layer 2 (the last): captions sit
+    near their videos, :data:`GROUPED_SHARED` items' text rows are one row, source ``s2``'s items lie
+    near one point on both sides (each other's closest wrong answers), :data:`GROUPED_TIE` planted.
+    Layer 1: every item joined to every other by a chain (items 2m and 2m+1 share a caption, items 2m+1
+    and 2m+2 a video), one group. Layer 0: the text side collapsed (every caption one point)."""
+    N, D = GROUPED_N, GROUPED_DIM
+    rng = np.random.default_rng(11)
+    V = rng.normal(size=(3, N, D))
+    T = V + 0.9 * rng.normal(size=V.shape)
+    source = [i for i, g in GROUPED_SOURCES.items() if g == "s2"]
+    scene = rng.normal(size=D)  # several clips of one scene: near each other on both sides, not one embedding
+    V[2, source] = scene + 0.3 * rng.normal(size=(len(source), D))
+    T[2, source] = scene + 0.3 * rng.normal(size=(len(source), D))
+    for shared in GROUPED_SHARED:
+        T[2, list(shared)] = T[2, shared[0]]
+    a, b = GROUPED_TIE
+    T[2, a] = [0.5] * 4 + [0.0] * 4  # unit norm: normalising and every product below are exact
+    T[2, b] = 2 * T[2, a]
+    V[2, a], V[2, b] = T[2, a], [0.5, 0.5, 0.5, -0.5] + [0.0] * 4  # cosines 1 and 1, 0.5 and 0.5
+    for m in range(0, N - 1, 2):
+        T[1, m + 1] = T[1, m]
+        if m + 2 < N:
+            V[1, m + 2] = V[1, m + 1]
+    T[0] = T[0, :1]
+    return V.astype(np.float32), T.astype(np.float32)
+
+
+def grouped_caption(i: int) -> str:
+    for shared in GROUPED_SHARED:
+        if i in shared:
+            return f"shared caption {shared[0]}"
+    return f"caption {i}"
+
+
+def write_grouped_store(path, *, maps: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """Dataset ``grouped``: :func:`grouped_arrays` as an MLLM ``m``'s video run ``m-v`` and text run
+    ``m-t`` (``side`` in their configs, so the same_space study ranks them), captions
+    :func:`grouped_caption`, the manifest's ``group`` :data:`GROUPED_SOURCES`; analysed (k=3, no
+    resamples, no null, ``maps`` embedding maps). Returns ``(V, T)``."""
+    V, T = grouped_arrays()
+    N, D = GROUPED_N, GROUPED_DIM
+    items = [Item(i, f"it{i:02d}", f"/none/v{i}.mp4", [grouped_caption(i)],
+                  metadata={"group": GROUPED_SOURCES[i]} if i in GROUPED_SOURCES else {}) for i in range(N)]
+    w = StoreWriter(path)
+    try:
+        w.put_dataset("grouped", Manifest("grouped.jsonl", items))
+        w.put_model("m", ModelInfo("/m/m", "toy", "mllm", "last_token", 3, D, 1, None, "r1", True, {}))
+        for rid, mod, nf, nc, X in (("m-v", "video", 4, None, V), ("m-t", "text", None, 1, T)):
+            w.start_run(rid, model="m", dataset="grouped", modality=mod, n_frames=nf, n_captions=nc,
+                        variant="original", image_mode=None, pooling="mean", dtype="float32", device="cpu",
+                        n_items=N, n_layers=3, dim=D, config={"side": mod})
+            w.write_batch(rid, 0, X, n_done=N, n_items=N)
+    finally:
+        w.close()
+    analyze_store(path, k=3, metrics=("mutual_knn",), n_boot=0, n_null=0, maps=maps, log=lambda m: None)
+    return V, T
