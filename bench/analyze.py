@@ -85,7 +85,7 @@ def floor(path) -> tuple[float, float]:
     from analysis.registry import get_metric
     from analysis.storage.store import connect
     from analysis.studies.engine import Engine
-    from analysis.studies.threads import one_blas_thread
+    from analysis.metrics.base import one_blas_thread
 
     distinct = {}
     for m in METRICS:  # metrics whose kernels share one prepare share one state
@@ -95,7 +95,7 @@ def floor(path) -> tuple[float, float]:
     t0 = time.perf_counter()
     eng = Engine(con)
     spectrum = 0.0
-    with one_blas_thread():
+    with one_blas_thread(openmp=True):
         for r in runs:
             E = eng.emb(r)
             for m in distinct.values():

@@ -62,14 +62,14 @@ def threads_context(setting):
 
     if setting == "pool":
         return contextlib.nullcontext()
-    from analysis.studies.threads import one_blas_thread
+    from analysis.metrics.base import one_blas_thread
 
-    return one_blas_thread()
+    return one_blas_thread(openmp=True)
 
 
 def measure(sizes, d, routes, threads, n_busy, repeat):
     """``{(n, condition, threads, route): seconds}`` and whether every route agreed at each N."""
-    from analysis.studies.threads import load_pooled_libraries
+    from analysis.metrics.base import load_pooled_libraries
 
     load_pooled_libraries()
     for route in routes:  # compiled kernels and libraries loaded before any timing

@@ -8,6 +8,7 @@ stages on one layer each, so a grid cell equals the one-pair value exactly.
 from __future__ import annotations
 
 import contextlib
+import sys
 import threading
 from collections.abc import Sequence
 from typing import Any
@@ -92,17 +93,31 @@ TILE = 32
 K_CHUNK = 1 << 11
 
 _BLAS = None
+_BLAS_MODULES = -1
+
+
+class _Hold:
+    """Pools of one scope held at one thread: how many holders, and the limits to undo."""
+
+    __slots__ = ("holders", "paths", "limiters")
+
+    def __init__(self):
+        self.holders = 0
+        self.paths: set[str] = set()  # libraries held now
+        self.limiters: list = []  # threadpoolctl limiters, undone last first
 
 
 _HOLD = threading.Lock()
-_holders = 0
-_limiter = None
+_process = _Hold()  # pools of the whole process: OpenBLAS on pthreads (numpy's, scipy's)
+_this_thread = threading.local()  # pools each thread sets for itself: OpenMP, OpenBLAS on OpenMP
 
 
 @contextlib.contextmanager
-def one_blas_thread():
-    """A context holding the BLAS pool to one thread: around the tile products, each layer's CKA
-    Gram, and layers prepared on threads of our own (:func:`prepare_on_threads`).
+def one_blas_thread(*, openmp: bool = False):
+    """A context holding the BLAS pools to one thread (``openmp=True``: the OpenMP pools too, faiss
+    loaded first): around the tile products, each layer's CKA Gram, layers prepared on threads of
+    our own (:func:`prepare_on_threads`), a blocked k-NN search's own threads; with ``openmp``, a
+    whole ``analyze``, its small layers and its maps and clusterings.
 
     A ``(TILE, K_CHUNK)`` tile product is ~4 Mflop (a tenth of a millisecond): a second BLAS
     thread saves little on it and must meet the first after every call, which on a machine with
@@ -112,30 +127,100 @@ def one_blas_thread():
     independent of the pool's size: OpenBLAS rounds some shapes differently on two threads (a
     32 x 1000 x 32 tile product, the 300 x 300 Gram of 13 features differed in the last bits), so a
     grid computed outside ``analyze`` could differ from ``analyze``'s (one thread) by ~1e-17; now
-    every caller gets ``analyze``'s bits.
+    every caller gets ``analyze``'s bits. OpenMP pools (scikit-learn's k-means and t-SNE, faiss's
+    search) give the same results on one thread, and on small inputs a second one mostly waits.
 
     Re-entrant and shared by threads, taken on any thread (a Streamlit page runs on a script thread
-    of its own): the first holder sets the limit, the last one out restores the pool as it was found
-    (threadpoolctl's own limits, nested on several threads, could restore the pool while another
-    thread still relied on one thread, and leave it at one thread after). Both go through
-    :func:`_setting_the_pool`, without which threadpoolctl drops a count set from a thread other
-    than the one that set one first.
-    The controller is made once: finding the libraries costs milliseconds, limiting them
+    of its own). Two kinds of pool: OpenBLAS built on pthreads has one pool for the whole process,
+    held by all holders together: the first holder on any thread sets it to one, the last one out
+    restores it as it was found, both through :func:`_setting_the_pool` (without which
+    threadpoolctl drops a count set from a thread other than the one that set one first). OpenMP
+    runtimes, and OpenBLAS built on OpenMP (faiss's), keep a count per calling thread: each thread
+    holds its own, first in, last out, so a hold covers the work of the thread that takes it
+    (threads started inside get the runtime's default). threadpoolctl's own limits, nested on
+    several threads, could restore the pool while another thread still relied on one thread, and
+    leave it at one thread after.
+
+    A library loaded while a hold is on (a first k-means loads scikit-learn's OpenMP runtime) is
+    held from the next holder's entry on and restored with the rest when the last one leaves;
+    ``openmp`` loads faiss first (:func:`load_pooled_libraries`), whose pools a search inside the
+    hold would otherwise run on every core. Finding the libraries costs milliseconds, so it is
+    done again only when a module was imported since (:func:`_controller`); holding them costs
     microseconds.
     """
-    global _holders, _limiter
+    if openmp:
+        load_pooled_libraries()
+    apis = ("blas", "openmp") if openmp else ("blas",)
+    shared, own = _pools(apis)
+    mine = getattr(_this_thread, "hold", None)
+    if mine is None:
+        mine = _this_thread.hold = _Hold()
     with _HOLD:
-        if _holders == 0:
-            _limiter = _setting_the_pool(lambda: _controller().limit(limits=1, user_api="blas"))
-        _holders += 1
+        _take(_process, shared, _setting_the_pool)
+    try:
+        _take(mine, own, _call)
+    except BaseException:
+        with _HOLD:
+            _leave(_process, _setting_the_pool)
+        raise
     try:
         yield
     finally:
-        with _HOLD:
-            _holders -= 1
-            if _holders == 0:
-                _setting_the_pool(_limiter.restore_original_limits)
-                _limiter = None
+        try:
+            _leave(mine, _call)
+        finally:
+            with _HOLD:
+                _leave(_process, _setting_the_pool)
+
+
+def _take(hold: _Hold, libs, set_pool) -> None:
+    """One more holder of ``hold``; the libraries of ``libs`` (``(controller, paths)``) it does
+    not hold yet set to one thread."""
+    controller, paths = libs
+    new = [p for p in paths if p not in hold.paths]
+    if new:
+        hold.limiters.append(set_pool(lambda: controller.select(filepath=new).limit(limits=1)))
+        hold.paths.update(new)
+    hold.holders += 1
+
+
+def _leave(hold: _Hold, set_pool) -> None:
+    """One holder fewer; the last one restores every library ``hold`` set, last set first."""
+    hold.holders -= 1
+    if hold.holders == 0:
+        limiters, hold.limiters, hold.paths = hold.limiters, [], set()
+        for limiter in reversed(limiters):
+            set_pool(limiter.restore_original_limits)
+
+
+def _call(set_pool):
+    return set_pool()
+
+
+def _per_thread(lib) -> bool:
+    """Whether a library's thread count belongs to the calling thread: OpenMP runtimes (libgomp,
+    libomp: ``omp_set_num_threads`` sets the caller's own count) and BLAS built on OpenMP."""
+    return lib.user_api == "openmp" or getattr(lib, "threading_layer", None) == "openmp"
+
+
+def _pools(apis):
+    """``((controller, process-wide paths), (controller, per-thread paths))`` of the loaded
+    libraries of ``apis``."""
+    controller = _controller()
+    libs = [lib for lib in controller.lib_controllers if lib.user_api in apis]
+    return ((controller, [lib.filepath for lib in libs if not _per_thread(lib)]),
+            (controller, [lib.filepath for lib in libs if _per_thread(lib)]))
+
+
+def load_pooled_libraries() -> None:
+    """Import the libraries the analysis loads lazily that bring thread pools of their own (faiss:
+    its OpenBLAS and OpenMP), so that a limit set now covers them. threadpoolctl limits only the
+    libraries loaded when it looks: faiss imported later searched on every core while the analysis
+    held one (many small k-NN searches on a busy machine then spend most of their time in OpenMP
+    waits; bench/README.md keeps the timings)."""
+    from analysis.metrics.neighbors_faiss import faiss_module
+
+    faiss_module()  # None where faiss is not installed: nothing to load
 
 
 def _setting_the_pool(set_pool):
@@ -165,11 +250,15 @@ def _setting_the_pool(set_pool):
 
 
 def _controller():
-    global _BLAS
-    if _BLAS is None:
+    """threadpoolctl's view of the loaded libraries, found again only when a module was imported
+    since it was made (a library with a thread pool comes with an import: faiss, scikit-learn's
+    OpenMP runtime), as threadpoolctl's own cached controller (3.8) does."""
+    global _BLAS, _BLAS_MODULES
+    modules = len(sys.modules)
+    if _BLAS is None or modules != _BLAS_MODULES:
         from threadpoolctl import ThreadpoolController
 
-        _BLAS = ThreadpoolController()
+        _BLAS, _BLAS_MODULES = ThreadpoolController(), len(sys.modules)
     return _BLAS
 
 

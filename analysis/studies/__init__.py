@@ -43,7 +43,7 @@ from analysis.studies import (
 from analysis.studies.budget import StoreShape, available_memory, memory_problems
 from analysis.studies.context import ANALYSIS_VERSION, AnalyzeOptions, STORED, Context, DatasetRuns, Settings, group_runs
 from analysis.studies.parallel import default_jobs
-from analysis.studies.threads import one_blas_thread
+from analysis.metrics.base import one_blas_thread
 
 __all__ = ["ANALYSIS_VERSION", "AnalyzeOptions", "Settings", "analyze_store", "stored_settings", "default_jobs"]
 
@@ -281,8 +281,9 @@ def analyze_store(store, options: AnalyzeOptions | None = None, *, progress: boo
         saved = s.stored()
         # every number on one BLAS thread, in this process as in every worker: OpenBLAS's products
         # (syrk for X Xᵀ, some gemm shapes) round differently on 2 threads than on 1, so a serial
-        # analysis and a --jobs one would store different last bits (and a status could flip)
-        with one_blas_thread():
+        # analysis and a --jobs one would store different last bits (and a status could flip); the
+        # OpenMP pools too (faiss's searches, scikit-learn's), which on one thread give the same results
+        with one_blas_thread(openmp=True):
             for j, d in enumerate(plan.values()):
                 run_dataset(ctx, d, (j, len(plan)))
                 if j == 0:  # saved once they have configured a whole dataset's studies: a failed one is never kept

@@ -101,7 +101,7 @@ def init_worker(store: str, clamp: str) -> None:
 
     from analysis.storage.store import connect
     from analysis.studies.engine import Engine
-    from analysis.studies.threads import load_pooled_libraries
+    from analysis.metrics.base import load_pooled_libraries
 
     load_pooled_libraries()  # faiss's pools too: threadpoolctl limits only what is loaded
     threadpool_limits(1)

@@ -162,7 +162,7 @@ def test_grid_intervals_equal_bootstrap_ci_computed_from_scratch(sweep):
     derived lists: the stored interval equals bootstrap_ci's own, computed from the rows alone."""
     from analysis.bootstrap import bootstrap_ci
     from analysis.studies.engine import Engine
-    from analysis.studies.threads import one_blas_thread
+    from analysis.metrics.base import one_blas_thread
 
     analyze_store(sweep, n_boot=10, metrics=["mutual_knn", "cka", "cknna", "cycle_knn"], log=quiet)
     con = connect(sweep, read_only=True)
@@ -173,7 +173,7 @@ def test_grid_intervals_equal_bootstrap_ci_computed_from_scratch(sweep):
         for r in rows[::3]:
             # the engine scores small layers on one BLAS thread; two OpenBLAS threads may round a
             # product differently in the last bit (tests/analysis/test_jobs_same_bits.py)
-            with one_blas_thread():
+            with one_blas_thread(openmp=True):
                 ci = bootstrap_ci(r["metric"], engine.emb(r["run_a"])[r["best_a"]],
                                   engine.emb(r["run_b"])[r["best_b"]], n_boot=10, seed=0, **r["params"])
             assert (ci.estimate, ci.low, ci.high) == (r["best_value"], r["ci_low"], r["ci_high"]), r["metric"]

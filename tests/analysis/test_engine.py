@@ -11,7 +11,7 @@ from analysis.storage import results as R
 from analysis.grid import layer_grid
 from analysis.storage.store import load_embeddings
 from analysis.studies import analyze_store
-from analysis.studies.threads import one_blas_thread
+from analysis.metrics.base import one_blas_thread
 from precompute.cli import main
 from precompute.synthetic.store import write_sweep
 from tests.helpers import SHAPE, quiet
@@ -45,7 +45,7 @@ def test_each_run_is_prepared_once_per_metric_and_grids_equal_layer_grid(sweep):
     T = load_embeddings(sweep, model="t2", dataset="synthetic", n_captions=1)
     # the engine scores small layers on one BLAS thread; OpenBLAS on two threads may round the same
     # product differently (tests/analysis/test_jobs_same_bits.py), so the reference uses one too
-    with one_blas_thread():
+    with one_blas_thread(openmp=True):
         np.testing.assert_array_equal(g["grid"], layer_grid(V, T, metric="cka"))
 
 

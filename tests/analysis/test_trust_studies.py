@@ -14,7 +14,7 @@ from analysis.metrics.preprocess import clamp
 from analysis.registry import BOUNDS
 from analysis.storage.store import StoreError, load_embeddings
 from analysis.studies import analyze_store
-from analysis.studies.threads import one_blas_thread
+from analysis.metrics.base import one_blas_thread
 from precompute.cli import main
 from precompute.synthetic.store import write_run
 
@@ -133,7 +133,7 @@ def test_the_clamp_setting_changes_the_numbers_and_the_keys(tmp_path, latent):
     assert len(grids) == 2  # one per clamp mode, each kept under its own key
     Vs = load_embeddings(path, model="vid", dataset="synthetic", n_frames=1)
     Ts = load_embeddings(path, model="txt", dataset="synthetic", n_captions=1)
-    with one_blas_thread():  # as the engine scores small layers (two OpenBLAS threads may round differently)
+    with one_blas_thread(openmp=True):  # as the engine scores small layers (two OpenBLAS threads may round differently)
         clamped = layer_grid(clamp(Vs, mode="platonic"), clamp(Ts, mode="platonic"), metric="cka")
         plain = layer_grid(Vs, Ts, metric="cka")
     got = sorted((g["grid"] for g in grids.values()), key=lambda G: abs(G - plain).max())
