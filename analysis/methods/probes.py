@@ -158,19 +158,13 @@ def linear_probe(X: np.ndarray, y: np.ndarray, *, folds: int | None = None) -> t
     return float(np.mean(scores)), pred
 
 
-_POOLS = None
-
-
 def _one_thread():
-    """A context holding the thread pools loaded now to one thread. The controller is made once, on the
-    first k-means (scikit-learn's OpenMP pool loads with ``sklearn.cluster``, after the analysis set its
-    own limits): finding the libraries costs milliseconds a call, limiting them microseconds."""
-    global _POOLS
-    if _POOLS is None:
-        from threadpoolctl import ThreadpoolController
+    """A context holding the BLAS and OpenMP pools to one thread on the calling thread
+    (:func:`analysis.metrics.base.one_blas_thread`): scikit-learn's OpenMP pool loads with
+    ``sklearn.cluster``, after the analysis took its hold, and is held from here on."""
+    from analysis.metrics.base import one_blas_thread
 
-        _POOLS = ThreadpoolController()
-    return _POOLS.limit(limits=1)
+    return one_blas_thread(openmp=True)
 
 
 def kmeans_clusters(X: np.ndarray, n_clusters: int) -> np.ndarray:

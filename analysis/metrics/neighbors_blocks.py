@@ -168,10 +168,9 @@ def selection_threads() -> int:
     """Threads for the selections: the BLAS pool's size as it is now (one inside ``analyze``, which
     holds one thread, and in its workers; the machine's cores elsewhere), so the selections never
     use more cores than the sgemm they follow."""
-    from threadpoolctl import threadpool_info
+    from analysis.metrics.base import blas_threads
 
-    counts = [lib.get("num_threads", 1) for lib in threadpool_info() if lib.get("user_api") == "blas"]
-    return max(1, min(counts)) if counts else 1
+    return blas_threads()
 
 
 def block_rows(n: int) -> int:
@@ -215,11 +214,12 @@ def _blocks(A, b, hv, hi, thr, g, grouped, threads):
     """The blocks of ``A·Aᵀ`` on ``threads`` threads of our own, BLAS held at one thread: each
     block's sgemm in row parts, then its selections over disjoint heaps. One pool for both
     because BLAS's own threads spin after each product (OpenBLAS's wait policy) and would take
-    the cores the selections need."""
+    the cores the selections need. The hold (:func:`analysis.metrics.base.one_blas_thread`) takes
+    on whichever thread runs the search, and is shared with any other holder."""
     import contextlib
     from concurrent.futures import ThreadPoolExecutor
 
-    from threadpoolctl import threadpool_limits
+    from analysis.metrics.base import one_blas_thread
 
     rows_update, cols_update = _KERNELS.get("rows_update"), _KERNELS.get("cols_update")
     n = A.shape[0]
@@ -241,7 +241,7 @@ def _blocks(A, b, hv, hi, thr, g, grouped, threads):
     with contextlib.ExitStack() as stack:
         pool = None
         if threads > 1:
-            stack.enter_context(threadpool_limits(1, user_api="blas"))
+            stack.enter_context(one_blas_thread())
             pool = stack.enter_context(ThreadPoolExecutor(threads))
         for r0 in range(0, n, b):
             r1 = min(n, r0 + b)

@@ -102,16 +102,12 @@ def principal_directions(A: np.ndarray, p: int, rows: np.ndarray) -> np.ndarray:
 
 
 def _one_lapack_thread():
-    """One BLAS/LAPACK thread for a ``d × d`` eigensolve: at d = 768 it takes 0.35 s on one thread
-    and 3.5 s on two cores shared with other work (measured on the 2-core VM); threadpoolctl comes
-    with scikit-learn (umap-learn's dependency), and without it the pool is left as it is."""
-    import contextlib
+    """One BLAS/LAPACK thread for a ``d × d`` eigensolve (numpy's LAPACK): at d = 768 it takes
+    0.35 s on one thread and 3.5 s on two cores shared with other work (measured on the 2-core VM).
+    :func:`analysis.metrics.base.one_blas_thread`: it holds on whichever thread solves."""
+    from analysis.metrics.base import one_blas_thread
 
-    try:
-        from threadpoolctl import threadpool_limits
-    except ImportError:
-        return contextlib.nullcontext()
-    return threadpool_limits(1)
+    return one_blas_thread()
 
 
 def projected_candidates(P: np.ndarray, rows: np.ndarray, take: int):

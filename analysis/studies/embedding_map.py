@@ -196,14 +196,15 @@ def compute_map(ctx: Context, dataset: str, spec: MapSpec, runs_by_id: dict, *, 
                "n_items": n, "items": items.tolist(), "sampled": bool(len(items) < n),
                "n_neighbors": N_NEIGHBORS, "min_dist": MIN_DIST, "seed": ctx.settings.seed, "reason": None}
     ctx.log(f"embedding map {dataset}: {spec.subject}")
-    from threadpoolctl import threadpool_limits
+    from analysis.metrics.base import one_blas_thread
 
     try:
-        # one thread, as the rest of the analysis, and looked up now: scikit-learn's OpenMP pool (t-SNE's
-        # gradient) loads with the first t-SNE map, after the analysis set its limit; on two threads a
-        # few hundred points spend most of each of the 1000 iterations waiting; one thread gives the
-        # same coordinates bit for bit, many times faster on a busy machine
-        with threadpool_limits(limits=1):
+        # one thread, BLAS and OpenMP, as the rest of the analysis, on whichever thread computes the
+        # map (`layerscope map` holds nothing else); libraries loaded since the analysis took its hold
+        # (scikit-learn's OpenMP pool for t-SNE's gradient) are held from here: on two threads a few
+        # hundred points spend most of each of the 1000 iterations waiting; one thread gives the same
+        # coordinates bit for bit, many times faster on a busy machine
+        with one_blas_thread(openmp=True):
             if len(X) == 2:
                 m = two_sided_coords(X[0], X[1], seed=ctx.settings.seed, names=names, method=spec.method)
             else:
