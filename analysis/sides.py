@@ -80,3 +80,26 @@ def pair_kind(run_a: dict, run_b: dict) -> str:
     a = "text" if run_a["modality"] == "text" else "vision"
     b = "text" if run_b["modality"] == "text" else "vision"
     return "_".join(sorted((a, b), key=lambda s: s != "vision"))
+
+
+def side_key(model: str, modality: str, vision_models) -> str:
+    """The key of a run's side, as the studies key their run choices (:class:`analysis.studies.context.
+    DatasetRuns`): ``"<model> [text]"`` for the caption run of a model with a vision run among
+    ``vision_models``, else the model's name.
+
+    >>> side_key("clip", "text", {"clip"}), side_key("clip", "image", {"clip"}), side_key("bert", "text", {"clip"})
+    ('clip [text]', 'clip', 'bert')
+    """
+    return f"{model} [text]" if modality == "text" and model in vision_models else model
+
+
+def key_label(key: str, labels: dict) -> str:
+    """What a person reads for a side key: the model's label (``labels``: model -> label, e.g.
+    ``"clip (random init)"``) and, for a named side, the side (``"clip (random init) [text]"``), as
+    the Overview and the verdicts name a caption side.
+
+    >>> key_label("clip [text]", {"clip": "clip (random init)"}), key_label("bert", {})
+    ('clip (random init) [text]', 'bert')
+    """
+    model, side = split_side(key)
+    return labels.get(model, model) + (f" [{side}]" if side else "")
