@@ -19,8 +19,8 @@ dataset = dataset_picker()
 prof = view(curves_view.profiles_long, dataset)
 choices = view(stored_choices.layer_choices, dataset)
 require_results("per-layer profiles", len(prof) > 0)
-labels = view(model_labels)
-models = sorted(prof["model"].unique())
+models = sorted(prof["model"].unique())  # each model's sides: "clip" and "clip [text]" for a dual encoder
+labels = curves_view.side_labels(view(model_labels), models + sorted(choices))
 chosen = pick_many("Models", models, param="models", default=models, fmt=lambda m: labels.get(m, m), container=st.sidebar)
 if not chosen:
     st.info("Pick at least one model in the sidebar.")
@@ -38,7 +38,7 @@ if data["value"].isna().all():  # nothing to draw: one line with the count and e
     st.info(md_escape(undefined_text(data, f"{metric}", "value")))
     st.stop()
 # the report's section, narrowed to the page's models and metric: the same chart and the sentences under it
-section = view(curves_view.section, dataset, models=tuple(chosen), metrics=(metric,))
+section = view(curves_view.section, dataset, sides=tuple(chosen), metrics=(metric,))
 ((_, chart),) = section.charts
 st.altair_chart(chart, width="stretch", key="curves_chart")
 for note in section.notes:

@@ -17,7 +17,8 @@ def chart_title(text: str, *, dataset: str | None = None, details=(), labels: di
     "(random init)" on models with random weights, so an exported PNG/SVG says what it shows."""
     sub = [f"dataset {dataset}"] if dataset else []
     sub += [d for d in details if d]
-    untrained = [m for m in models if (labels or {}).get(m, m).endswith("(random init)")]
+    # "in", not "endswith": a side's label carries its side after the mark ("clip (random init) [text]")
+    untrained = [m for m in models if "(random init)" in (labels or {}).get(m, m)]
     if untrained:
         sub.append(f"random init (untrained weights): {', '.join(untrained)}")
     return {"text": text, "subtitle": sub, "anchor": "start"}  # one subtitle line each: exports stay narrow

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from analysis.sides import VISION, key_label, side_key, split_side
 from analysis.storage import results as R
 from analysis.views.charts import lazy_altair, chart_title, plot_height
 from analysis.views.layers import last_numbered, layer_label, relative_depth, run_layer_names
@@ -17,18 +18,24 @@ from analysis.views.store_info import dataset_context, has_table, model_labels
 
 
 def profiles_long(con, dataset) -> pd.DataFrame:
-    """Per-layer single-space metrics for every model's largest setting: one row per (model, metric,
-    layer) with ``run_id`` (the run the curve is measured on: its side and its vectors' width), ``depth``
-    (``layer / last numbered layer`` in [0, 1]; ``None`` for a named layer), ``layer_name``
-    (the index as text, or ``default`` / ``joint``), value, note, flagged, budgets."""
+    """Per-layer single-space metrics for every model side at its largest setting: one row per
+    (side, metric, layer). ``model`` is the side's key, as the layer-choice study keys its curves
+    (:func:`analysis.sides.side_key`): a dual encoder's or MLLM's vision run under the model's name,
+    its caption run under ``"<model> [text]"``, a one-sided model under its name. With ``run_id``
+    (the run the curve is measured on: its side and its vectors' width), ``depth`` (``layer / last
+    numbered layer`` in [0, 1]; ``None`` for a named layer), ``layer_name`` (the index as text, or
+    ``default`` / ``joint``), value, note, flagged, budgets."""
     if not has_table(con, "result_profiles"):
         return pd.DataFrame()
     rows = R.read_profiles(con, current=True, dataset=dataset)
-    choice = _largest_setting_runs(rows)
+    vision = {r["model"] for r in rows if r["modality"] in VISION}
+    keys = {r["run_id"]: side_key(r["model"], r["modality"], vision) for r in rows}
+    choice = _largest_setting_runs(rows, keys)
     run_names = run_layer_names(con, dataset)
     out = []
     for r in rows:
-        if choice.get(r["model"]) != r["run_id"]:
+        key = keys[r["run_id"]]
+        if choice.get(key) != r["run_id"]:
             continue
         v = r["layer_values"]
         names = run_names.get(r["run_id"], {})
@@ -36,7 +43,7 @@ def profiles_long(con, dataset) -> pd.DataFrame:
         notes = {int(k): n for k, n in (r.get("flags") or {}).items()}
         for layer, value in enumerate(v):
             finite = bool(np.isfinite(value))
-            out.append({"model": r["model"], "run_id": r["run_id"], "metric": r["metric"], "layer": layer,
+            out.append({"model": key, "run_id": r["run_id"], "metric": r["metric"], "layer": layer,
                         "depth": relative_depth(layer, last, names), "layer_name": layer_label(layer, names),
                         "value": float(value) if finite else None,
                         "note": notes.get(layer) or ("" if finite else "undefined"),
@@ -58,13 +65,17 @@ def flag_lines(data: pd.DataFrame) -> list[str]:
     return out
 
 
-def _largest_setting_runs(rows):
+def _largest_setting_runs(rows, keys: dict) -> dict:
+    """``{side key: run_id}``: each side's run at its largest budget (its ``n_f`` for a vision run, its
+    ``n_c`` for a caption run), the setting the layer-choice study measures a side's alignment curves
+    at (:meth:`analysis.studies.context.DatasetRuns.largest_settings`), so its profiles and its picks
+    share a run. ``keys``: ``{run_id: side key}``."""
     best = {}
     for r in rows:
-        size = (r["n_frames"] or 0) + (r["n_captions"] or 0)
-        if r["model"] not in best or size > best[r["model"]][0]:
-            best[r["model"]] = (size, r["run_id"])
-    return {m: v[1] for m, v in best.items()}
+        key, size = keys[r["run_id"]], (r["n_frames"] or 0) + (r["n_captions"] or 0)
+        if key not in best or size > best[key][0]:
+            best[key] = (size, r["run_id"])
+    return {k: v[1] for k, v in best.items()}
 
 
 def curve_intervals(con, dataset) -> pd.DataFrame:
@@ -165,8 +176,9 @@ def curves_chart(data: pd.DataFrame, metric: str, *, labels: dict, marks: pd.Dat
     lab = lambda df: df.assign(model=df["model"].map(lambda m: labels.get(m, m)))  # noqa: E731
     numbered, _ = _split_named(data)
     d = lab(numbered)
-    # a control (random-init weights) dashed and faded: its curve is no trained model's result
-    d = d.assign(weights=["random init" if str(m).endswith("(random init)") else "trained" for m in d["model"]])
+    # a control (random-init weights) dashed and faded: its curve is no trained model's result; a side's
+    # label carries its side after the mark ("clip (random init) [text]")
+    d = d.assign(weights=["random init" if "(random init)" in str(m) else "trained" for m in d["model"]])
     named = named_layer_rows(data, marks, intervals)
     tips = [alt.Tooltip("model:N", title="model"), alt.Tooltip("layer:O", title="layer"),
             alt.Tooltip("depth:Q", format=".2f", title="relative depth"),
@@ -319,21 +331,47 @@ def metric_curves(data: pd.DataFrame, metric: str, *, dataset: str, chosen, choi
 OMITTED = "no per-layer profiles (run `layerscope analyze`)"
 
 
-def section(con, dataset, *, models=None, references=None, metrics=None) -> Section:
-    """The Layer curves section: every per-layer profile row of ``models`` (None: every model) as
-    ``data`` (records of :func:`profiles_long`), one :func:`metric_curves` chart per metric titled
-    ``"<metric> per layer"``, and the sentences read under each (:func:`metric_notes`, chart after
-    chart). ``metrics``: the curves to draw (the page's pick, alignment curves included); None: every
+def section(con, dataset, *, models=None, references=None, metrics=None, sides=None) -> Section:
+    """The Layer curves section: every per-layer profile row of the sides of ``models`` (None: every
+    model; a model stands for all its sides, :func:`section_sides`) as ``data`` (records of
+    :func:`profiles_long`), one :func:`metric_curves` chart per metric titled ``"<metric> per layer"``,
+    and the sentences read under each (:func:`metric_notes`, chart after chart). ``sides``: the side
+    keys to draw (the page's pick: ``clip``, ``clip [text]``); None: every side of ``models``.
+    ``metrics``: the curves to draw (the page's pick, alignment curves included); None: every
     profile metric, by name, as the report shows them. A curve with no defined value is not drawn.
     ``references`` is accepted for the common section signature (the alignment curves' references
     were fixed by the analysis). Omitted (:data:`OMITTED`) when the dataset has no profiles."""
     prof = profiles_long(con, dataset)
     if not len(prof):
         return Section(None, omitted=OMITTED)
-    chosen = section_models(con, models)
+    keys = set(prof["model"]) | set(layer_choices(con, dataset))
+    chosen = section_sides(keys, section_models(con, models), sides)
     prof = prof[prof["model"].isin(chosen)]
     charts, notes = metric_charts(con, dataset, prof, chosen, metrics)
     return Section(prof.to_dict(orient="records"), charts=tuple(charts), notes=tuple(notes))
+
+
+def section_sides(keys, models, sides=None) -> list[str]:
+    """The side keys among ``keys`` that a section covers: every side of each of ``models`` (a model's
+    name stands for its vision and caption sides, :func:`analysis.sides.split_side`; a side key names
+    that side alone), in the order of ``models``, then narrowed to ``sides`` when given.
+
+    >>> section_sides({"clip", "clip [text]", "bert"}, ["clip", "bert"], None)
+    ['clip', 'clip [text]', 'bert']
+    >>> section_sides({"clip", "clip [text]", "bert"}, ["clip", "bert"], ["clip [text]"])
+    ['clip [text]']
+    """
+    out = []
+    for m in models:
+        out += [k for k in sorted(keys) if (k == m or split_side(k)[0] == m) and k not in out]
+    return [k for k in out if sides is None or k in set(sides)]
+
+
+def side_labels(labels: dict, keys) -> dict:
+    """``labels`` (model -> label, :func:`analysis.views.store_info.model_labels`) with each side key
+    of ``keys`` labelled as the rest of the dashboard names sides (:func:`analysis.sides.key_label`:
+    ``clip``, ``clip [text]``, ``clip (random init) [text]``)."""
+    return {**labels, **{k: key_label(k, labels) for k in keys}}
 
 
 def metric_charts(con, dataset, prof: pd.DataFrame, chosen, metrics=None) -> tuple[list, list]:
@@ -342,7 +380,8 @@ def metric_charts(con, dataset, prof: pd.DataFrame, chosen, metrics=None) -> tup
     no chosen model has or whose every value is undefined (nothing to draw)."""
     from analysis.views.null import curve_null_levels  # it reads the curves' source grids through this module
 
-    labels, choices = model_labels(con), layer_choices(con, dataset)
+    choices = layer_choices(con, dataset)
+    labels = side_labels(model_labels(con), set(prof["model"]) | set(choices))
     curves, align, marks = chosen_curves(prof, choices, chosen)
     ctx, intervals = dataset_context(con, dataset), curve_intervals(con, dataset)
     # each curve's own run's width: a side's vectors need not be as wide as its model's models.dim

@@ -24,8 +24,8 @@ BOUND = "RankMe is at most min(N, d)"
 #: run id -> (model, modality, n_frames, n_captions, width of its stored vectors, RankMe curve); models.dim
 #: is the width of each model's first run unless MODEL_DIMS says otherwise
 RUNS = {
-    # a dual encoder: vision tower 8 wide (models.dim = 8); its caption tower 512 wide, the larger setting
-    # (n_c 2 > n_f 1) and so the curve drawn: N = 20 < 512 and 19 > 16, at the bound N
+    # a dual encoder: vision tower 8 wide (models.dim = 8), its curve below 0.8 · N; its caption tower
+    # 512 wide, drawn as its own side "dual [text]": N = 20 < 512 and 19 > 16, at the bound N
     "dv": ("dual", "video", 1, None, 8, [1.0, 3.0, 4.0, 2.0]),
     "dt": ("dual", "text", None, 2, 512, [1.0, 12.0, 19.0, 15.0]),
     # stored vectors 18 wide for a model listed as 768 wide: its bound is d = 18 < N, so 17.5 is near d,
@@ -35,11 +35,12 @@ RUNS = {
     "rp": ("plain", "video", 2, None, 64, [1.0, 18.2, 9.0, 8.0]),
 }
 MODEL_DIMS = {"narrow": 768}
-SHOWN = {"dual": "dt", "narrow": "rn", "plain": "rp"}  #: each model's largest setting: the curve drawn
+#: each side's largest setting: the curves drawn (a dual encoder's caption side keyed "<model> [text]")
+SHOWN = {"dual": "dv", "dual [text]": "dt", "narrow": "rn", "plain": "rp"}
 
 
 def named_by(width_of) -> dict:
-    """``{model: highest value}`` of the drawn curves the rule names when ``d = width_of(run id)``."""
+    """``{side: highest value}`` of the drawn curves the rule names when ``d = width_of(run id)``."""
     return {model: max(RUNS[run][5]) for model, run in SHOWN.items()
             if N < width_of(run) and max(RUNS[run][5]) > SHARE * N}
 
@@ -71,11 +72,11 @@ def widths_store(tmp_path_factory):
 
 
 def test_the_store_splits_the_two_widths():
-    """The case the test is about: the dual encoder's drawn side is wider than N while its model is
+    """The case the test is about: the dual encoder's caption side is wider than N while its model is
     narrower, and the narrow model's vectors are narrower than N while its model is wider."""
     by_run = named_by(lambda run: RUNS[run][4])
     by_model = named_by(model_dim)
-    assert by_run == {"dual": 19.0, "plain": 18.2}
+    assert by_run == {"dual [text]": 19.0, "plain": 18.2}
     assert by_model == {"narrow": 17.5, "plain": 18.2}
 
 
