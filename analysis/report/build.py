@@ -3,7 +3,8 @@ and its charts, which are the dashboard pages' charts built by :mod:`analysis.vi
 
 :func:`build_report` returns a plain JSON-able dict per dataset: the verdicts, one entry per section
 of :data:`PAGE_SECTIONS`, each a page's section (or the sentence of the section saying why it is left
-out), the Vega-Lite specs under ``charts`` and the provenance."""
+out), the sentences each page reads under its charts under ``notes``, the Vega-Lite specs under
+``charts`` and the provenance."""
 
 from __future__ import annotations
 
@@ -58,7 +59,14 @@ PAGE_SECTIONS = {"heatmaps": heatmap_view.section, "layer_curves": curves_view.s
 
 def _dataset_section(con, ds, chosen, references, ov) -> dict:
     """One dataset's part of the report: its verdicts, then every section of :data:`PAGE_SECTIONS` (its data,
-    or its sentence saying why it is left out), the charts, and the provenance."""
+    or its sentence saying why it is left out), the notes read under its charts, the charts, and the
+    provenance.
+
+    ``notes`` maps a section's name to its notes (:attr:`~analysis.views.section.Section.notes`), each
+    distinct sentence once in the page's order; a section without notes has no entry. A map beside
+    ``sections`` rather than a key inside each: a section's data may be a list (heatmaps, curves,
+    scaling), and an omitted section can still have notes (the temporal study's). The summary's
+    notes stay in its own data (``sections["summary"]["notes"]``), as before."""
     n_items = int(ov["datasets"].set_index("dataset").loc[ds, "n_items"])
     runs = ov["runs"][(ov["runs"]["dataset"] == ds) & (ov["runs"]["status"] == "done")]
     text_models = sorted(runs[runs["modality"] == "text"]["model"].unique())
@@ -66,13 +74,18 @@ def _dataset_section(con, ds, chosen, references, ov) -> dict:
     # the Overview's section: the verdicts open the dataset's part, the summary is its first section
     opening = overview_section(con, ds, models=chosen, references=refs).data
     sec = {"dataset": ds, "n_items": n_items, "verdicts": opening["verdicts"],
-           "sections": {"summary": opening["summary"]}, "omitted": {}, "charts": []}
+           "sections": {"summary": opening["summary"]}, "omitted": {}, "notes": {}, "charts": []}
     for name, section in PAGE_SECTIONS.items():
         part = section(con, ds, models=chosen, references=refs)
         if part.data is None:
             sec["omitted"][name] = part.omitted
         else:
             sec["sections"][name] = part.data
+        # the page reads a sentence under each chart it concerns (the same help under every scaling
+        # subject's panels); the report's section shows all its charts together, so each sentence once
+        notes = list(dict.fromkeys(part.notes))
+        if notes:
+            sec["notes"][name] = notes
         sec["charts"] += [(name, title, _spec(chart)) for title, chart in part.charts]
     grids = R.read_grids(con, current=True, dataset=ds) if store_info.has_table(con, "result_grids") else []
     sec["provenance"] = _provenance(con, ds, chosen, heat_grids(grids, chosen, refs), runs, ov)

@@ -9,7 +9,7 @@ import json
 
 from analysis.report.paper_figures import paper_figures_html
 from analysis.report.text import (PROBES_TEXT, RANKING_TEXT, SECTIONS, alignment_heading, fabricated_text, fmt,
-                                  null_cell, reorder_report_rows, scaling_rows)
+                                  null_cell, reorder_report_rows, scaling_rows, section_notes)
 from analysis.storage import results as R
 from analysis.views.scaling import SATURATING_TITLE
 from analysis.views.temporal import reorder_drop_text, temporal_view
@@ -54,8 +54,9 @@ def render_html(report: dict) -> str:
         parts.append(_summary_html(d["sections"].get("summary", {})))
         for name in SECTIONS[1:]:
             title = name.replace("_", " ").capitalize()
+            notes = "".join(f"<p class='note'>{_e(n)}</p>" for n in section_notes(d, name))
             if name in d["omitted"]:
-                parts.append(f"<h3>{_e(title)}</h3><p class='note'>Omitted: {_e(d['omitted'][name])}</p>")
+                parts.append(f"<h3>{_e(title)}</h3><p class='note'>Omitted: {_e(d['omitted'][name])}</p>{notes}")
                 continue
             charts = [(t, s) for sect, t, s in d["charts"] if sect == name]
             if name not in d["sections"] and not charts:
@@ -69,7 +70,7 @@ def render_html(report: dict) -> str:
                 specs.append(s)
                 parts.append(f"<figure class='chart'><div id='chart-{i}' class='vis'></div>"
                              f"<figcaption class='muted'>{_e(t)}</figcaption></figure>")
-            parts.append("</div>")
+            parts.append("</div>" + notes)  # the sentences the page reads under these charts
         parts.append(_provenance_html(d["provenance"]))
     parts.append(f"<h2>Reproduce</h2><pre><code>{_e(report['command'])}</code></pre>")
     parts.append(f"<script type='application/json' id='layerscope-specs'>{_script_json(specs)}</script>")
@@ -210,7 +211,7 @@ def _temporal_html(t) -> str:
              "note": s["map_t2v"]["note"]} for s in t.get("same_space", [])]
     if same:
         parts.append("<h4>Shared video–text space</h4>" + _table_html(same))
-    parts += [f"<p class='note'>{_e(n)}</p>" for n in t.get("notes", [])]
+    # the study's notes are the section's notes, printed under its charts (one line per reason)
     return "".join(parts)
 
 
@@ -254,7 +255,7 @@ def _predictors_html(pred) -> str:
     if pred["picks"]:
         out.append("<p>How good a layer each signal picks:</p>")
         out.append(_table_html(pred["picks"]))
-    out += [f"<p class='note'>{_e(n)}</p>" for n in pred["notes"]]
+    # the study's notes are the section's notes, printed under its charts (one line per reason)
     return "".join(out)
 
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from analysis.report.md_escape import md_block, md_cell, md_inline
 from analysis.report.paper_figures import paper_figures_md
-from analysis.report.text import RANKING_TEXT, PROBES_TEXT, alignment_heading, fabricated_text, fmt, null_cell, scaling_rows
+from analysis.report.text import (RANKING_TEXT, PROBES_TEXT, alignment_heading, fabricated_text, fmt, null_cell,
+                                  scaling_rows, section_notes)
 from analysis.views.scaling import SATURATING_TITLE
 from analysis.views.temporal import reorder_drop_text, temporal_view
 from analysis.views.verdicts import VERDICT_WORDS, missing_text
@@ -49,10 +50,14 @@ def render_markdown(report: dict) -> str:
                 lines.append(f"| {md_cell(m['label'])} | {md_cell(ref)} | {fmt(a['value'])} | {fmt(a['ci'][0])}–"
                              f"{fmt(a['ci'][1])} | {md_cell(null_cell(a.get('null'), a.get('null_within')))} | "
                              f"({a['layer']}, {a['ref_layer']}) |")
-        lines += _scaling_md(d["sections"].get("scaling"))
-        lines += _probes_md(d["sections"].get("probes"))
-        lines += _predictors_md(d["sections"].get("predictors"))
-        lines += paper_figures_md(d["sections"].get("paper_figures"))
+        # each section's notes follow its lines; a section with no lines here (its charts are in
+        # report.html) says its notes where it would stand
+        lines += _notes_md(d, "heatmaps") + _notes_md(d, "layer_curves")
+        lines += _scaling_md(d["sections"].get("scaling")) + _notes_md(d, "scaling")
+        lines += _notes_md(d, "model_map") + _notes_md(d, "downstream")
+        lines += _probes_md(d["sections"].get("probes")) + _notes_md(d, "probes")
+        lines += _predictors_md(d["sections"].get("predictors")) + _notes_md(d, "predictors")
+        lines += paper_figures_md(d["sections"].get("paper_figures")) + _notes_md(d, "paper_figures")
         t = d["sections"].get("temporal") or {}
         probes = (("chiral", "chiral choice (video → caption)"), ("time_reversal", "time reversal (caption → video)"))
         if t.get("reorder"):
@@ -63,11 +68,21 @@ def render_markdown(report: dict) -> str:
                 lines.append(f"- {what}, {md_inline(c['video'])} × {md_inline(c['text'])} ({md_inline(c['space'])}): "
                              f"best {fmt(c['best'])} at layer {c['best_layer']}, last layer {fmt(c['last'])} "
                              "(chance 0.5)")
+        lines += _notes_md(d, "temporal")
         if d["omitted"]:
             lines += ["", "Omitted: " + "; ".join(f"{md_inline(k)} ({md_inline(v)})" for k, v in d["omitted"].items())]
         lines.append("")
     lines += ["Reproduce:", "", "    " + " ".join(str(report["command"]).splitlines()), ""]
     return "\n".join(lines)
+
+
+def _notes_md(d, name) -> list[str]:
+    """The notes of section ``name`` (:func:`~analysis.report.text.section_notes`) as a list under a line
+    naming the section, each note escaped as a list item's text; ``[]`` when it has none."""
+    notes = section_notes(d, name)
+    if not notes:
+        return []
+    return ["", f"Notes on {name.replace('_', ' ')}:", ""] + [f"- {md_block(n)}" for n in notes]
 
 
 def _scaling_md(fits) -> list[str]:

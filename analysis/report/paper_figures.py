@@ -32,7 +32,7 @@ def paper_figures_html(sec: dict) -> str:
     for m in sec["fig11"]:
         parts.append(f"<p><b>Figs. 11/12, {_e(m['budget'])} caption budget (n_c {m['n_c']}):</b> "
                      f"{_e(m['sentence'])}</p>" + _table(m["table"]) + _table(m["pairs"]))
-        parts += [f"<p class='note'>{_e(n)}</p>" for n in m["notes"]]
+        # its notes are among the section's notes, printed once under the section's charts
     for f in sec["fig2"]:
         parts.append(f"<p><b>Fig. 2, {_e(f['task'])} with {_e(f['text_model'])}:</b> {_e(f['sentence'])}</p>")
     for f in sec.get("fig8", []):

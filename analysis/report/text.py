@@ -1,5 +1,6 @@
 """The report's shared words and table rows: what its HTML and Markdown both write (numbers
-formatted, a best cell's null in words, the scaling and reorder tables, the sections' explanations)."""
+formatted, a best cell's null in words, the scaling and reorder tables, the sections' explanations
+and the notes each prints under its charts)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,15 @@ from analysis.views.temporal import temporal_view
 SECTIONS = ("summary", "heatmaps", "layer_curves", "scaling", "model_map", "downstream", "probes", "predictors",
             "temporal", "paper_figures")
 
+
+
+def section_notes(d: dict, name: str) -> list[str]:
+    """The sentences the report prints under section ``name`` of one dataset's part ``d``: the notes its
+    page reads under the charts (``d["notes"][name]``, each distinct one once), less any the summary
+    of ``d`` already prints (RankMe's bound can be said there and under the curves alike), so no
+    sentence is printed twice. ``[]`` when the section has none."""
+    said = set((d["sections"].get("summary") or {}).get("notes", []))
+    return [n for n in d.get("notes", {}).get(name, []) if n not in said]
 
 
 def fmt(v, digits=3):
