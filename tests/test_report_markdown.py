@@ -106,3 +106,5 @@ def test_rankme_bound_by_the_number_of_items_is_said(small_n_store, report_md):
     notes = [l for l in md.splitlines() if l.startswith("RankMe is at most min(N, d)")]
     assert len(notes) == 1 and "N = 12" in notes[0] and "vis" in notes[0] and "txt" not in notes[0]
     assert "RankMe is at most min(N, d), here N = 12 items" in page
+    # the Curves page says the same sentence under its RankMe chart: the report says it once, in the summary
+    assert md.count("RankMe is at most min(N, d)") == 1 and page.count("RankMe is at most min(N, d)") == 1

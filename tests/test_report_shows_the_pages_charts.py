@@ -1,25 +1,31 @@
 """The report's heatmap, layer curves, scaling panels, model map and paper figures are the dashboard pages' charts:
 for one store and one selection, the Vega-Lite spec a page draws equals the one the report embeds
 (a chart drawn twice drifts: another best-cell colour, no intervals, no recommended layers). The
-Overview's verdict lines are the report's opening, read from the same section."""
+Overview's verdict lines are the report's opening, read from the same section, and the sentences each page
+reads under its charts are printed under the report's, once."""
 
 import json
 import math
 import re
+import shutil
+from collections import Counter
+from html.parser import HTMLParser
 from urllib.parse import parse_qs
 
 import duckdb
 import numpy as np
 import pytest
 
-from analysis.report import build_report
+from analysis.report import build_report, render_html, render_markdown, to_json
+from analysis.report.build import PAGE_SECTIONS
 from analysis.storage import results as R
 from analysis.views import curves as curves_view, heatmap as heatmap_view, paper_figures as paper_view
 from analysis.views import scaling as scaling_view
 from analysis.views.overview import section as overview_section
-from analysis.views.text import md_escape
+from analysis.views.text import WORD_JOINER, md_escape
 from analysis.views.verdicts import VERDICT_BADGES
 from tests.helpers import app, charts
+from tests.hostile import JSLINK, SCRIPT, assert_inert, render
 
 DATASET = "moving_shapes"
 
@@ -319,3 +325,111 @@ def test_the_report_fig2_is_the_paper_figures_pages_chart(tmp_path, monkeypatch)
     (page,) = page_charts(store, monkeypatch, "paper_figures", params)
     assert page == (spec, data) and data
     assert spec["title"]["text"].startswith("k400 · top1 against mutual_knn with gemma")
+
+
+class _ElementTexts(HTMLParser):
+    """The text of every paragraph and list item of an HTML text (entities decoded, inner tags dropped)."""
+
+    def __init__(self):
+        super().__init__(convert_charrefs=True)
+        self.texts, self._open, self._depth = [], [], 0
+
+    def handle_starttag(self, tag, attrs):
+        if tag in ("p", "li"):
+            self._depth += 1
+            if self._depth == 1:
+                self._open = []
+
+    def handle_endtag(self, tag):
+        if tag in ("p", "li") and self._depth:
+            self._depth -= 1
+            if not self._depth:
+                self.texts.append("".join(self._open).strip())
+
+    def handle_data(self, data):
+        if self._depth:
+            self._open.append(data)
+
+
+def shown_texts(report) -> tuple[Counter, Counter]:
+    """How often each paragraph or list item's text is shown: in report.html, and in report.md as
+    markdown-it renders it (an independent CommonMark parser; the invisible word joiners dropped)."""
+    def texts(html_text):
+        parser = _ElementTexts()
+        parser.feed(html_text)
+        return parser.texts
+
+    return (Counter(texts(render_html(report))),
+            Counter(t.replace(WORD_JOINER, "") for t in texts(render(render_markdown(report)))))
+
+
+def pages_notes(con, dataset) -> dict:
+    """``{section: its notes}`` of every page section with notes, each distinct sentence once, in order."""
+    sections = {name: section(con, dataset) for name, section in PAGE_SECTIONS.items()}
+    return {name: list(dict.fromkeys(s.notes)) for name, s in sections.items() if s.notes}
+
+
+def assert_each_note_shown_once(report, notes):
+    assert json.loads(to_json(report))["datasets"][0]["notes"] == notes
+    html, md = shown_texts(report)
+    wrong = [(name, note, html[note], md[note]) for name, said in notes.items() for note in said
+             if (html[note], md[note]) != (1, 1)]
+    assert not wrong, wrong
+
+
+def test_every_note_a_page_reads_under_its_charts_is_in_the_report_once(demo_like):
+    """The sentences a page prints under its charts (what RankMe's bound, a chance level, an interval
+    or a collapsed layer means for those numbers) travel with the charts: in the report's JSON under
+    ``notes``, and as a paragraph or list item of its HTML and Markdown, each exactly once (a sentence
+    the page repeats under several charts is said once)."""
+    con = duckdb.connect(str(demo_like), read_only=True)
+    try:
+        report = build_report(con, store=str(demo_like), datasets=[DATASET])
+        notes = pages_notes(con, DATASET)
+    finally:
+        con.close()
+    assert {"layer_curves", "scaling", "paper_figures"} <= set(notes)  # the store has notes to carry
+    assert any("per-layer profiles have no stored intervals" in n for n in notes["layer_curves"])
+    assert any("Chance (unrelated spaces)" in n for n in notes["scaling"])
+    assert_each_note_shown_once(report, notes)
+
+
+def _set_payload(con, study, dataset, **changes):
+    """Change the stored payload of the current ``study`` row of ``dataset``."""
+    (row,) = R.read_studies(con, study=study, dataset=dataset, current=True)
+    con.execute("UPDATE result_studies SET payload = ? WHERE result_id = ?",
+                [json.dumps({**row["payload"], **changes}), row["result_id"]])
+
+
+def test_a_study_s_notes_kept_in_its_data_are_printed_once_as_its_section_s_notes(demo_like, tmp_path):
+    """The temporal and predictor studies keep their notes in their data too, one per layer; the
+    report prints the page's lines (one per reason, counted) and not the study's lines beside them.
+    A model pair the model map could not score is named under the map, its reason shown as written
+    (escaped: a script or a link in it stays text)."""
+    store = tmp_path / "s.duckdb"
+    shutil.copy(demo_like, store)
+    per_layer = ["vit-tiny layer 1: constant rows", "vit-tiny layer 2: constant rows"]
+    con = duckdb.connect(str(store))
+    try:
+        _set_payload(con, "temporal", DATASET, notes=per_layer)
+        _set_payload(con, "predictors", DATASET, notes=[n.replace("constant", "tied") for n in per_layer])
+        _set_payload(con, "model_map", DATASET, undefined_pairs=[{"models": ["vit-tiny", "llama-tiny"],
+                                                                  "reason": f"degenerate {SCRIPT} {JSLINK}"}])
+    finally:
+        con.close()
+    con = duckdb.connect(str(store), read_only=True)
+    try:
+        report = build_report(con, store=str(store), datasets=[DATASET])
+        notes = pages_notes(con, DATASET)
+    finally:
+        con.close()
+    # one line per reason: the page says the two layers' notes as one line naming both (the data keep both)
+    for name, reason in (("temporal", "constant rows"), ("predictors", "tied rows")):
+        (line,) = notes[name]
+        assert reason in line and "vit-tiny layer 1" in line and "vit-tiny layer 2" in line
+    assert f"vit-tiny × llama-tiny: degenerate {SCRIPT} {JSLINK}" in notes["model_map"][0]
+    assert report["datasets"][0]["sections"]["temporal"]["notes"] == per_layer
+    assert_each_note_shown_once(report, notes)
+    html, md = shown_texts(report)
+    assert not [n for n in per_layer if html[n] or md[n]]
+    assert_inert(render_markdown(report))
