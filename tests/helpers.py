@@ -51,6 +51,7 @@ SLOW_MODULES = {
     "tests/analysis/test_null_study.py": _ANALYSES,
     "tests/analysis/test_null_views.py": _ANALYSES,
     "tests/analysis/test_layer_choice_resamples.py": _ANALYSES,
+    "tests/analysis/test_identical_inputs_verdict.py": _ANALYSES,
     "tests/analysis/test_bootstrap_resample_lists.py": _ANALYSES,
     "tests/analysis/test_same_space_study.py": _ANALYSES,
     "tests/test_cli_errors.py": _CLI,

@@ -559,6 +559,46 @@ def _chance_text(arrays: dict, chance: dict) -> str:
                      for m, nl in sorted(chance.items()))
 
 
+#: how precompute samples a video's n_f frames (:func:`precompute.inputs.video.sample_indices`, the
+#: DR protocol): n_f = 1 takes frame 0
+FRAME_SAMPLING = "round(linspace(0, T−1, n_f))"
+
+
+def one_input_reason(n_items: int, modality: str | None, *, n_frames: int | None = None,
+                     n_captions: int | None = None, image_mode: str | None = None) -> str:
+    """Why no layer of a run can be recommended when every layer, the first included, puts all
+    ``n_items`` items at one point (:func:`analysis.metrics.degenerate.one_input`): the model received
+    the same input for every item; then what that input was, from the run's settings, and what to do.
+
+    A vision run (``video``/``image``) with ``n_frames`` known names the frames it saw: frames are
+    sampled at ``round(linspace(0, T−1, n_f))`` (:data:`FRAME_SAMPLING`), so one frame per video is
+    each video's first frame, and an image model with ``image_mode="first"`` sees the first frame
+    whatever n_f; a text run says its captions gave one point. Nothing is said of frames without n_f.
+
+    >>> one_input_reason(160, "image", n_frames=1)[:62]
+    'every layer, the first included, maps all 160 items to one poi'
+    """
+    out = (f"every layer, the first included, maps all {n_items} items to one point: the model received the same "
+           "input for every item")
+    if modality == "image" and image_mode == "first":
+        return (out + "; with --image-mode first an image model sees each video's first frame only: check the videos' "
+                f"first frames, or precompute with --image-mode frames (the average of n_f frames sampled at "
+                f"{FRAME_SAMPLING})")
+    if modality in ("video", "image") and n_frames is not None:
+        nf = int(n_frames)
+        if nf == 1:
+            return (out + f"; with 1 frame per video (frames sampled at {FRAME_SAMPLING}: the first frame), check "
+                    "the videos' first frames or precompute with more frames (--frames)")
+        return (out + f"; with {nf} frames per video (sampled at {FRAME_SAMPLING}), check the videos at those "
+                "frames or precompute with more frames (--frames)")
+    if modality == "text":
+        nc = None if n_captions is None else int(n_captions)
+        per = "" if nc is None else f" ({nc} caption{'s' if nc != 1 else ''} per item)"
+        return (out + f"; its captions{per} gave one point: check that they differ, also once tokenized (unknown "
+                "words and truncation can make them one)")
+    return out
+
+
 def no_verdict(reason: str, last_layer: int | None, undefined=()) -> Verdict:
     """The verdict of a model no layer of which can be recommended."""
     return Verdict(**_blank(reason, last_layer, undefined))

@@ -231,6 +231,25 @@ def stack_status(A, *, rtol: float = REL_TOL) -> list[LayerStatus]:
     return [layer_status(layer, rtol=rtol) for layer in A]
 
 
+def one_input(statuses: list) -> bool:
+    """Whether a run's layers look like one input repeated for every item: every layer, the first
+    included, is collapsed (all items at one point, :func:`layer_status`), the first is not all
+    zero, and there are at least 2 items (``statuses``: :func:`stack_status` of the run, ``(L,)``).
+
+    A model maps identical inputs to identical rows at every layer, so this is what identical inputs
+    look like (e.g. every video opening on the same frame, sampled with one frame per video). The
+    first layer decides: a class-token model's layer 0 is one point for any input (the class
+    embedding before any attention) but its later layers are not; a model whose first layer tells the
+    items apart had distinct inputs, however its later layers collapse; an all-zero first layer says
+    nothing about the input (an extraction that wrote zeros looks the same).
+
+    >>> one_input(stack_status(np.ones((3, 4, 2)))), one_input(stack_status(np.zeros((3, 4, 2))))
+    (True, False)
+    """
+    return (len(statuses) > 0 and statuses[0].n_items >= 2 and statuses[0].scale > 0
+            and all(st.collapsed for st in statuses))
+
+
 def lost_distinctions(statuses: list, layer: int) -> str | None:
     """Why a score on ``layer`` of a run deserves a caveat although it is defined, or None: the
     layer keeps fewer than half the distinct rows that the run's best-resolving layer keeps

@@ -10,7 +10,8 @@ import numpy as np
 from analysis.storage import results as R
 from analysis.bootstrap import derived_lists_k, resample_indices, score_resamples
 from analysis.methods.layer_selection import (COPY_TOL, layers_to_resample, named_layers, near_identical,
-                                             recommend_layers)
+                                             one_input_reason, recommend_layers)
+from analysis.metrics.degenerate import one_input
 from analysis.registry import get_metric
 from analysis.sides import side_label
 from analysis.studies.context import Context, DatasetRuns
@@ -140,6 +141,17 @@ def _copies(ctx: Context, run: dict, curves: dict, sources: dict, grids: dict) -
     return copies
 
 
+def _no_curve_reason(statuses: list, run: dict, undefined: list, bad: list) -> str:
+    """Why no curve of ``run`` is defined at any layer it could pick. When every layer, the first
+    included, is one point (:func:`analysis.metrics.degenerate.one_input`) the model received one
+    input for every item, and the reason says so with the frames or captions the run's settings name
+    (:func:`analysis.methods.layer_selection.one_input_reason`); otherwise it names the curves."""
+    if one_input(statuses):
+        return one_input_reason(statuses[0].n_items, run.get("modality"), n_frames=run.get("n_frames"),
+                                n_captions=run.get("n_captions"), image_mode=run.get("image_mode"))
+    return f"every curve is undefined ({', '.join(undefined)}): its layers are {'degenerate' if bad else 'not finite'}"
+
+
 def run(ctx: Context, d: DatasetRuns) -> None:
     chosen = d.largest_settings()
     random = {r[0] for r in ctx.con.execute("SELECT model FROM models WHERE random_init").fetchall()}
@@ -177,8 +189,7 @@ def run(ctx: Context, d: DatasetRuns) -> None:
                                                               default=default, degenerate=bad))
             rec["n_boot"], rec["resample_seed"] = ctx.settings.n_boot, ctx.settings.seed
         else:  # stored all the same, so every page can say why this model has no recommendation
-            reason = (f"every curve is undefined ({', '.join(undefined)}): its layers are "
-                      f"{'degenerate' if bad else 'not finite'}")
+            reason = _no_curve_reason(ctx.engine.status(run["run_id"]), run, undefined, bad)
             ctx.note(f"dataset {d.name!r}: no layer of {m} can be recommended: {reason}")
             n = int(run.get("n_layers") or 0)
             rec = {"picks": {}, "agreement": None, "n_layers": n, "last_layer": last if last is not None else n - 1,

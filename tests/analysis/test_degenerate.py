@@ -3,7 +3,8 @@
 import numpy as np
 import pytest
 
-from analysis.metrics.degenerate import REL_TOL, duplicate_labels, flat_grid, layer_status, negligible, stack_status
+from analysis.metrics.degenerate import (REL_TOL, duplicate_labels, flat_grid, layer_status, negligible, one_input,
+                                         stack_status)
 from analysis.grid import NoBestCell, best_cell
 from analysis.metrics import lid, mean_ap, median_rank, recall_at_k
 from analysis.metrics.single import lid_report
@@ -65,6 +66,24 @@ def test_stack_status_per_layer():
     A = np.stack([RNG.normal(size=(10, 4)), np.ones((10, 4)), np.zeros((10, 4))])
     out = stack_status(A)
     assert [s.collapsed for s in out] == [False, True, True]
+
+
+def test_one_input_needs_every_layer_the_first_included_at_one_non_zero_point():
+    L, N, d = 4, 10, 6
+    point = np.broadcast_to(RNG.normal(size=(L, 1, d)), (L, N, d))  # another point per layer
+    assert one_input(stack_status(point))
+    cls = RNG.normal(size=(L, N, d))
+    cls[0] = cls[0, :1]  # a class token before attention: layer 0 alone is one point
+    assert not one_input(stack_status(cls))
+    later = point.copy()
+    later[0] = RNG.normal(size=(N, d))  # distinct first layer, collapsed after it
+    assert not one_input(stack_status(later))
+    assert not one_input(stack_status(np.zeros((L, N, d))))  # zeros say nothing of the input
+    relu_zero = point.copy()
+    relu_zero[2] = 0.0  # one point at the first layer, and a later layer that is zero for every item
+    assert one_input(stack_status(relu_zero))
+    assert not one_input(stack_status(point[:, :1]))  # one item is always one point
+    assert not one_input([])
 
 
 def test_flat_grid_and_negligible():
