@@ -12,7 +12,8 @@ NO_BASELINE = "(none)"
 
 
 def overlay_section(dataset: str, metric: str, models, labels: dict) -> None:
-    """Under the main chart: the chosen models' runs (every budget) of ``metric`` overlaid."""
+    """Under the main chart: the runs (every budget) of ``metric`` of the chosen model sides (``models``:
+    the Curves page's side keys, ``clip``, ``clip [text]``; ``labels`` their labels) overlaid."""
     data = view(curve_overlay.run_curves, dataset, tuple(sorted(labels.items())))
     data = data[(data["metric"] == metric) & data["model"].isin(list(models))] if len(data) else data
     label_of = dict(zip(data["run_id"], data["run"])) if len(data) else {}
@@ -23,8 +24,8 @@ def overlay_section(dataset: str, metric: str, models, labels: dict) -> None:
     st.subheader("Overlay runs")
     chosen = pick_many("Runs to overlay", runs, param="oruns", default=curve_overlay.default_runs(data),
                        fmt=lambda r: label_of[r],
-                       help="each model at each budget (n_f frames, n_c captions) with this curve; first, each "
-                            "trained model at its smallest and largest budget")
+                       help="each model side at each budget (n_f frames, n_c captions) with this curve; first, "
+                            "each trained model side at its smallest and largest budget")
     if not chosen:
         st.caption("Pick runs to overlay.")
         drop_params("base", "diff")

@@ -1,8 +1,9 @@
 """Layer curves of many runs at once, with their intervals where stored, and one run pinned as the
 baseline. Plain functions, no Streamlit.
 
-A *run* here is one model at one test-time budget (``n_f`` frames or ``n_c`` captions): the curves page
-draws each model at its largest budget; the overlay draws any runs side by side. Intervals: per-layer
+A *run* here is one side of a model at one test-time budget (``n_f`` frames or ``n_c`` captions): the
+curves page draws each side (``clip``, ``clip [text]``) at its largest budget; the overlay draws any runs
+side by side. Intervals: per-layer
 profiles store none; an alignment curve has the 95% bootstrap interval of its grid's best cell at one
 layer (:func:`analysis.views.curves.curve_intervals`). A band is drawn where a run has intervals at two or more
 layers, an error bar where it has one.
@@ -13,9 +14,10 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from analysis.sides import key_label
 from analysis.storage import results as R
 from analysis.views.charts import lazy_altair, plot_height
-from analysis.views.curves import alignment_curves_long, curve_intervals
+from analysis.views.curves import alignment_curves_long, curve_intervals, side_keys
 from analysis.views.stored_choices import layer_choices
 from analysis.views.layers import last_numbered, layer_label, relative_depth, run_layer_names
 from analysis.views.store_info import has_table
@@ -44,45 +46,54 @@ def run_label(model: str, n_frames, n_captions, labels: dict | None = None) -> s
 def run_curves(con, dataset: str, labels: dict | None = None) -> pd.DataFrame:
     """Every run's per-layer curves of a dataset, long: :data:`COLUMNS`, one row per (run, metric,
     layer). Profiles (rankme, lid, ...) for every run and budget; alignment curves for the run each
-    model's layer choice was made at, with the best cell's interval (``low, high``) at its layer;
+    side's layer choice was made at, with the best cell's interval (``low, high``) at its layer;
     ``low``/``high`` are NaN elsewhere (no interval stored). ``depth`` is ``layer / last numbered
-    layer`` in [0, 1], NaN for a named layer (``default``, ``joint``). ``labels``: model labels, a dict
-    or its items (hashable, for the dashboard's cache)."""
+    layer`` in [0, 1], NaN for a named layer (``default``, ``joint``).
+
+    A run belongs to one side of its model, keyed and labelled as the Curves page keys its curves
+    (:func:`analysis.views.curves.side_keys`, :func:`analysis.sides.key_label`): ``model`` is the side
+    key (``clip``, ``clip [text]``, ``bert``), ``model_label`` its label (what the overlay colours by),
+    ``run`` ``"<side label> · n_f 4"``; a dual encoder's two sides are two colours, never one model
+    mixing its towers. ``control``: the run's own model has random-init weights. ``labels``: model
+    labels (a side key may carry its own), a dict or its items (hashable, for the dashboard's cache)."""
     labels = dict(labels or {})
     controls = {m for m, ri in con.execute("SELECT model, random_init FROM models").fetchall() if ri}
+    run_model = dict(con.execute("SELECT run_id, model FROM runs").fetchall())
     rows = []
 
-    def group(model, n_frames, n_captions) -> dict:  # what the chart colours and dashes by
+    def group(key, model, n_frames, n_captions) -> dict:  # what the chart colours and dashes by
         budget, size = _budget(n_frames, n_captions)
-        return {"model_label": labels.get(model, model), "budget": budget, "budget_size": size,
-                "control": model in controls}
+        label = labels.get(key, key_label(key, labels))
+        return {"run": run_label(key, n_frames, n_captions, {key: label}), "model": key, "model_label": label,
+                "budget": budget, "budget_size": size, "control": model in controls}
 
     if has_table(con, "result_profiles"):
         names = run_layer_names(con, dataset)
-        for r in R.read_profiles(con, current=True, dataset=dataset):
+        profiles = R.read_profiles(con, current=True, dataset=dataset)
+        keys = side_keys(profiles)
+        for r in profiles:
             v = r["layer_values"]
             nm = names.get(r["run_id"], {})
             last = last_numbered(len(v), nm)
-            label = run_label(r["model"], r["n_frames"], r["n_captions"], labels)
+            side = group(keys[r["run_id"]], r["model"], r["n_frames"], r["n_captions"])
             for layer, value in enumerate(v):
-                rows.append({"run": label, "run_id": r["run_id"], "model": r["model"], "metric": r["metric"],
-                             "layer": layer, "depth": relative_depth(layer, last, nm),
-                             "layer_name": layer_label(layer, nm),
+                rows.append({"run_id": r["run_id"], "metric": r["metric"], "layer": layer,
+                             "depth": relative_depth(layer, last, nm), "layer_name": layer_label(layer, nm),
                              "value": float(value) if np.isfinite(value) else np.nan, "low": np.nan, "high": np.nan,
-                             **group(r["model"], r["n_frames"], r["n_captions"])})
+                             **side})
     choices = layer_choices(con, dataset)
     align = alignment_curves_long(choices)
     if len(align):
         iv = curve_intervals(con, dataset).set_index(["model", "metric", "layer"])
-        for a in align.itertuples(index=False):
+        for a in align.itertuples(index=False):  # a.model: the side key the layer choice is stored under
             setting = (choices.get(a.model) or {}).get("setting") or {}
             key = (a.model, a.metric, a.layer)
             low, high = (float(iv.at[key, "low"]), float(iv.at[key, "high"])) if key in iv.index else (np.nan, np.nan)
-            rows.append({"run": run_label(a.model, setting.get("n_frames"), setting.get("n_captions"), labels),
-                         "run_id": setting.get("run_id") or a.model, "model": a.model, "metric": a.metric,
+            model = run_model.get(setting.get("run_id"), a.model)
+            rows.append({"run_id": setting.get("run_id") or a.model, "metric": a.metric,
                          "layer": a.layer, "depth": a.depth, "layer_name": a.layer_name,
                          "value": np.nan if a.value is None else float(a.value), "low": low, "high": high,
-                         **group(a.model, setting.get("n_frames"), setting.get("n_captions"))})
+                         **group(a.model, model, setting.get("n_frames"), setting.get("n_captions"))})
     out = pd.DataFrame(rows, columns=COLUMNS)
     out["depth"] = pd.to_numeric(out["depth"], errors="coerce")
     return out
@@ -107,10 +118,12 @@ def difference_to_baseline(data: pd.DataFrame, baseline: str) -> pd.DataFrame:
 
 
 def default_runs(data: pd.DataFrame) -> list[str]:
-    """The runs an overlay starts with: each trained model at its smallest and its largest budget (one
-    run when it has one), in ``run`` order; controls (random init) only when every model is one. All
-    runs at once (23 for RankMe on the demo) drew ~10 repeating colours nobody could tell apart; the
-    picker adds the rest."""
+    """The runs an overlay starts with: each trained model side (``model``: ``clip``, ``clip [text]``) at
+    its smallest and its largest budget (one run when it has one), in ``run`` order; controls (random
+    init) only when every model is one. A dual encoder's sides are picked apart: its towers' budgets
+    (``n_f``, ``n_c``) are different axes, so one side's smallest beside the other's largest compares
+    nothing. All runs at once (23 for RankMe on the demo) drew ~10 repeating colours nobody could tell
+    apart; the picker adds the rest."""
     d = _grouped(data)
     if d.empty:
         return []
@@ -134,8 +147,9 @@ DASHES = [[1, 0], [8, 4], [2, 3], [12, 3, 2, 3], [4, 2], [1, 5]]
 
 def overlay_chart(data: pd.DataFrame, metric: str, *, baseline: str | None = None, difference: bool = False,
                   height: int = 380):
-    """Many runs' curves of one metric on relative depth in [0, 1]: colour = model, dash = budget (so a
-    model's budgets read as one family and 20 runs need no 20 colours), legends below and untruncated;
+    """Many runs' curves of one metric on relative depth in [0, 1]: colour = model side (``model_label``:
+    a dual encoder's towers are two colours), dash = budget (so a side's budgets read as one family and
+    20 runs need no 20 colours), legends below and untruncated;
     a shaded band between ``low`` and ``high`` where a run has intervals at two or more layers and an
     error bar where at one; the ``baseline`` run drawn black and dashed. With ``difference`` the curves
     are :func:`difference_to_baseline` and the baseline is the dashed zero line. Named layers (no depth)

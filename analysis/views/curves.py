@@ -28,8 +28,7 @@ def profiles_long(con, dataset) -> pd.DataFrame:
     if not has_table(con, "result_profiles"):
         return pd.DataFrame()
     rows = R.read_profiles(con, current=True, dataset=dataset)
-    vision = {r["model"] for r in rows if r["modality"] in VISION}
-    keys = {r["run_id"]: side_key(r["model"], r["modality"], vision) for r in rows}
+    keys = side_keys(rows)
     choice = _largest_setting_runs(rows, keys)
     run_names = run_layer_names(con, dataset)
     out = []
@@ -63,6 +62,19 @@ def flag_lines(data: pd.DataFrame) -> list[str]:
         layers = ", ".join(g["layer_name"] if "layer_name" in g else g["layer"].astype(int).astype(str))
         out.append(f"{model}: {note or 'undefined'} (layer{'s' if len(g) > 1 else ''} {layers})")
     return out
+
+
+def side_keys(rows) -> dict:
+    """``{run_id: side key}`` of profile rows (dicts with ``run_id``, ``model``, ``modality``): a
+    caption run is ``"<model> [text]"`` when its model has a vision run among ``rows``, every other
+    run its model's name (:func:`analysis.sides.side_key`), as the layer-choice study keys its sides.
+
+    >>> side_keys([{"run_id": "v", "model": "clip", "modality": "image"},
+    ...            {"run_id": "t", "model": "clip", "modality": "text"}, {"run_id": "b", "model": "bert", "modality": "text"}])
+    {'v': 'clip', 't': 'clip [text]', 'b': 'bert'}
+    """
+    vision = {r["model"] for r in rows if r["modality"] in VISION}
+    return {r["run_id"]: side_key(r["model"], r["modality"], vision) for r in rows}
 
 
 def _largest_setting_runs(rows, keys: dict) -> dict:
