@@ -36,7 +36,8 @@ def verdicts(con, dataset) -> list[dict]:
     (:mod:`analysis.studies.verdicts`: :func:`analysis.methods.layer_selection.layer_verdict` on the
     layer-choice curves, their item resamples and the grids' best-cell intervals and nulls), with a
     sentence in the model's label and the query parameters of the heatmap and curves views that show
-    the evidence. Nothing is decided here; ``[]`` when the store holds no verdict for the dataset
+    the evidence (the curves view opened at the side's own curve: ``models=clip [text]`` for a caption
+    side). Nothing is decided here; ``[]`` when the store holds no verdict for the dataset
     (:func:`missing_text` says what to run).
 
     Returns ``[{"model" (the side's key: ``clip``, ``clip [text]``), "base" (the model's own name), "label",
@@ -50,9 +51,12 @@ def verdicts(con, dataset) -> list[dict]:
         p = s["payload"]
         label = labels.get(p["base"], p["base"]) + (f" [{p['side']}]" if p["side"] else "")
         v = Verdict.from_dict(p["verdict"])
+        # the Curves page keys a side's curve by the side's key (clip, clip [text]), the key the verdict is
+        # stored under; the stored query names the model, which that page reads as its vision side alone
+        curves = {**p["curves"], "models": p["model"]}
         out.append({"model": p["model"], "base": p["base"], "label": label, "verdict": v, "n_boot": p["n_boot"],
                     "sentence": verdict_sentence(label, v, n_boot=p["n_boot"]), "heatmap": p["heatmap"],
-                    "curves": p["curves"]})
+                    "curves": curves})
     return sorted(out, key=lambda r: r["model"])
 
 
