@@ -71,6 +71,8 @@ st.dataframe(predictor_matrix(shown, statistic), hide_index=True, width="stretch
 st.caption(f"Cells: {statistic} with its {int((data['level'] or 0.95) * 100)}% bootstrap interval "
            f"({data['n_boot']} resamples of layers within each model); rows ordered by the best rank a signal "
            f"reaches. Runs used: the `{md_escape(data['setting'])}` setting of `--downstream-setting`.")
+for sentence in section.data["not_measured"]:  # the signals no model measures: named, not rows of blanks
+    st.caption(md_escape(sentence))
 
 task = pick("Task", data["tasks"], param="task")
 rows = shown[shown["task"] == task].sort_values("rank") if len(shown) else shown

@@ -248,6 +248,7 @@ def _predictors_html(pred) -> str:
                f"{int((pred['level'] or 0.95) * 100)}% bootstrap intervals ({_e(pred['n_boot'])} resamples of layers "
                f"within each model); degenerate layers left out and counted. {_e(RANKING_TEXT)}</p>")
     out.append(_table_html(pred["table"]))
+    out += [f"<p class='note'>{_e(x)}</p>" for x in pred.get("not_measured", [])]
     if pred["best_layers"]:
         out.append("<p>Truly best layer per model vs its last numbered layer and its <code>default</code> "
                    "(gaps in the task's metric, positive: the best layer is better):</p>")

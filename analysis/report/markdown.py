@@ -119,4 +119,5 @@ def _predictors_md(pred) -> list[str]:
         lines.append(f"| {md_cell(r['task'])} | {r['rank']} | {md_cell(r['signal'])} | {fmt(r['ρ across layers'])} | "
                      f"{md_cell(r['interval (layers)'])} | {fmt(r['ρ pooled'])} | {md_cell(r['interval (pooled)'])} | "
                      f"{md_cell(r['coverage'])} |")
+    lines += [x for sentence in pred.get("not_measured", []) for x in ("", md_block(sentence))]
     return lines

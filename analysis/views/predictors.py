@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from analysis.methods.predictors import MIN_LAYERS
 from analysis.views.layers import layer_label
 from analysis.views.nuance import collapse_notes
 from analysis.views.section import Section
@@ -47,6 +48,64 @@ def predictor_task_label(t: dict) -> str:
     return label + (" (fabricated)" if t.get("fabricated") and "fabricated" not in label.lower() else "")
 
 
+def unmeasured_reason(s: dict) -> str:
+    """Why no model gives signal row ``s`` (a payload signal with ``n_models_covered == 0``) a ρ, from
+    what the row stores: ``n_points`` usable (model, layer) points over ``n_models`` models, the
+    ``excluded`` layers by reason and the models that had a usable layer (``per_model_rho``'s keys).
+    Spearman's ρ needs at least :data:`~analysis.methods.predictors.MIN_LAYERS` points with neither side
+    constant, so: no usable point; fewer than that many in all; one model with enough points (then a side
+    is constant there, the only way ρ of >= 2 points is undefined); or several models, each short or constant."""
+    n, n_models = int(s.get("n_points") or 0), int(s.get("n_models") or 0)
+    exc = {k: int(v) for k, v in (s.get("excluded") or {}).items() if v}
+    with_results = n + sum(exc.values())
+    models = sorted(s.get("per_model_rho") or {})
+    if n == 0:
+        why = ", ".join(f"{v} {k}" for k, v in sorted(exc.items()))
+        return "none of the layers with results has a usable value of it" + (f" ({why})" if why else "")
+    if n < MIN_LAYERS:
+        whose = f"{models[0]}'s" if len(models) == 1 else "the"
+        return (f"a value at only {n} of {whose} {with_results} layers with results"
+                + (f" ({', '.join(models)})" if len(models) > 1 else "") + f"; a ρ needs at least {MIN_LAYERS}")
+    if n_models == 1:
+        return f"on {models[0]}'s {n} usable layers the signal or the result is constant, so ρ is undefined"
+    return (f"ρ is undefined on each of {', '.join(models)} (fewer than {MIN_LAYERS} usable layers, "
+            "or a side constant over them)")
+
+
+def _compact(signals) -> str:
+    """Signal names with one ``with <partner> (<space>)`` tail written once: ``map_t2v, mmd with clip [text]
+    (joint)``; names without such a tail (``rankme``) as they are; in the order given."""
+    tails: dict = {}
+    for sig in signals:
+        head, sep, tail = sig.partition(" with ")
+        tails.setdefault(tail if sep else None, []).append(head if sep else sig)
+    return ", ".join(", ".join(heads) if tail is None else f"{', '.join(heads)} with {tail}"
+                     for tail, heads in tails.items())
+
+
+def unmeasured_sentences(unmeasured: list[dict], tasks: list[str]) -> list[str]:
+    """Sentences naming the signals no model measures (rows of :func:`predictors_tables`' ``unmeasured``)
+    and why, grouped by reason: one for the whole table when every task of ``tasks`` leaves out the same
+    signals for the same reasons, else one per set of tasks that leave out the same ones (in task order)."""
+    by_task: dict = {}
+    for r in unmeasured:
+        by_task.setdefault(r["task"], {}).setdefault(r["reason"], []).append(r["signal"])
+    same: dict = {}  # what is left out, as text -> the tasks that leave it out
+    for task in tasks:
+        if task in by_task:
+            text = "; ".join(f"{_compact(sigs)} ({why})" for why, sigs in by_task[task].items())
+            same.setdefault(text, []).append(task)
+    if len(same) == 1 and len(next(iter(same.values()))) == len(tasks):
+        return [f"Not measured on any model, so not in the table: {next(iter(same))}."]
+    return [f"Not measured on any model in {_and(ts)}, so not in {'its' if len(ts) == 1 else 'their'} rows: {text}."
+            for text, ts in same.items()]
+
+
+def _and(items) -> str:
+    items = list(items)
+    return items[0] if len(items) == 1 else f"{', '.join(items[:-1])} and {items[-1]}"
+
+
 def predictors_tables(con, dataset) -> dict | None:
     """The predictors study of ``dataset`` as tables (None when it has none):
 
@@ -62,18 +121,26 @@ def predictors_tables(con, dataset) -> dict | None:
       named layer's name), for a chart;
 
     Named layers (``default``, ``joint``) appear by name in the layer columns, numbered ones as indices.
+    - ``unmeasured``: ``[{"task", "signal", "reason"}]``, the signals no model gives a ρ for in a task
+      (coverage 0, :func:`unmeasured_reason`): they are in none of the tables above (``rhos`` and
+      ``picks`` included: a pick among fewer than 3 usable layers is no choice), only here and in
+      ``not_measured``, their sentences (:func:`unmeasured_sentences`);
     - ``tasks`` (labels in order), ``fabricated`` (labels whose numbers are made up), ``notes``, ``setting``.
     """
     payload = study(con, "predictors", dataset)
     if payload is None:
         return None
-    table, picks, models, curves, rhos = [], [], [], [], []
+    table, picks, models, curves, rhos, unmeasured = [], [], [], [], [], []
     layout = payload.get("models") or {}
     names = {m: (layout.get(m) or {}).get("layer_names") or {} for m in layout}
     for t in payload.get("tasks", []):
         label = predictor_task_label(t)
         direction = "higher is better" if t["higher_is_better"] else "lower is better"
         for s in t["signals"]:
+            if not s["n_models_covered"]:
+                # a signal no model gives a ρ for has nothing to rank: named once with its reason, not a row of blanks
+                unmeasured.append({"task": label, "signal": s["signal"], "reason": unmeasured_reason(s)})
+                continue
             exc = s.get("excluded") or {}
             table.append({"task": label, "rank": s["rank"], "signal": s["signal"], "kind": s["kind"],
                           "coverage": _coverage_text(s), "interval excludes 0": s.get("ci_excludes_zero"),
@@ -110,6 +177,7 @@ def predictors_tables(con, dataset) -> dict | None:
     return {"table": pd.DataFrame(table), "picks": _layers_as_text(pd.DataFrame(picks)),
             "models": _layers_as_text(pd.DataFrame(models)),
             "curves": pd.DataFrame(curves), "rhos": _with_zero_verdict(pd.DataFrame(rhos)), "tasks": tasks,
+            "unmeasured": unmeasured, "not_measured": unmeasured_sentences(unmeasured, tasks),
             "fabricated": [predictor_task_label(t) for t in payload.get("tasks", []) if t.get("fabricated")],
             "notes": payload.get("notes", []), "setting": payload.get("setting"),
             "level": payload.get("level"), "n_boot": payload.get("n_boot")}
@@ -237,7 +305,8 @@ def section(con, dataset, *, models=None, references=None, tasks=None, statistic
     """The Layer predictors page's section. ``data``: the predictor table of ``dataset`` (every task ×
     signal, ranked, the columns of :data:`PREDICTOR_COLUMNS`), the truly best layer per model against
     its last and ``default`` layer (``best_layers``), per (task, signal) how often its pick is the best
-    layer (``picks``), and the study's ``fabricated``, ``setting``, ``level``, ``n_boot`` and ``notes``;
+    layer (``picks``), the signals no model measures (``unmeasured`` rows, ``not_measured`` sentences:
+    :func:`unmeasured_sentences`), and the study's ``fabricated``, ``setting``, ``level``, ``n_boot`` and ``notes``;
     None when the store has no per-layer downstream results. ``charts``: each task's signals with
     their ρ and interval (:func:`rho_charts`; the page passes its task, statistic and signal kinds, the
     report takes every task at ρ across layers). ``notes``: the study's notes, one line per reason.
@@ -249,6 +318,7 @@ def section(con, dataset, *, models=None, references=None, tasks=None, statistic
     summary = {"fabricated": data["fabricated"], "setting": data["setting"], "level": data["level"],
                "n_boot": data["n_boot"], "notes": data["notes"],
                "table": [{c: r.get(c) for c in PREDICTOR_COLUMNS} for r in data["table"].to_dict(orient="records")],
-               "best_layers": data["models"].to_dict(orient="records"), "picks": _pick_rows(data["picks"])}
+               "best_layers": data["models"].to_dict(orient="records"), "picks": _pick_rows(data["picks"]),
+               "unmeasured": data["unmeasured"], "not_measured": data["not_measured"]}
     return Section(summary, charts=rho_charts(data, tasks=tasks, statistic=statistic, kinds=kinds),
                    notes=tuple(collapse_notes(data["notes"])))
