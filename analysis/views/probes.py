@@ -15,7 +15,7 @@ from analysis.null import beyond_chance
 from analysis.storage import results as R
 from analysis.views.charts import plot_height
 from analysis.views.stored_choices import layer_choices
-from analysis.views.layers import layer_label
+from analysis.views.layers import LAYER_ZERO, layer_label, run_layer_zero
 from analysis.views.section import Section
 from analysis.views.store_info import has_table, model_labels
 from analysis.views.text import fmt_number
@@ -121,24 +121,26 @@ def _ci_text(ci) -> str:
     return "" if ci is None or ci[0] is None else f" (95% CI {fmt_number(ci[0])} to {fmt_number(ci[1])})"
 
 
-def _layer_words(layer: int, names: dict) -> str:
+def _layer_words(layer: int, names: dict, zero: str = LAYER_ZERO["unknown"]) -> str:
+    """A layer in a sentence: ``the default output`` for a named one, ``layer 0 (<zero>)`` with what the
+    run's layer 0 is (:func:`~analysis.views.layers.layer_zero_text`), else ``layer <i>``."""
     label = layer_label(layer, names)
     if not label.isdigit():
         return f"the {label} output"
-    return "layer 0 (the embedding output)" if layer == 0 else f"layer {label}"
+    return f"layer 0 ({zero})" if layer == 0 else f"layer {label}"
 
 
 def check_sentence(c: dict) -> str:
     """One line: the label-free pick's probe score against the probe's best layer, in plain words."""
-    names = c["layer_names"]
+    names, zero = c["layer_names"], c.get("layer_zero", LAYER_ZERO["unknown"])
     head = f"{c['label']} on {c['field']} ({c['score_label']}, {c['setting']}): the label-free pick, " \
-           f"{_layer_words(c['pick']['layer'], names)}, scores {fmt_number(c['pick']['value'])}{_ci_text(c['pick']['ci'])}"
+           f"{_layer_words(c['pick']['layer'], names, zero)}, scores {fmt_number(c['pick']['value'])}{_ci_text(c['pick']['ci'])}"
     if c.get("at_chance"):
         return head + f"; no layer beats chance ({c['chance_text']}): these embeddings do not separate this field " \
                       "here, so the pick is not tested by it."
     if c["outcome"] == "best":
         return head + "; it is the probe's best layer."
-    best = f"; the best layer, {_layer_words(c['best']['layer'], names)}, scores {fmt_number(c['best']['value'])}" \
+    best = f"; the best layer, {_layer_words(c['best']['layer'], names, zero)}, scores {fmt_number(c['best']['value'])}" \
            f"{_ci_text(c['best']['ci'])}"
     d = c["pick_vs_best"]
     gap = f"difference {fmt_number(d['value'])}{_ci_text(d['ci'])}"
@@ -157,7 +159,9 @@ def probe_checks(con, dataset, verdicts: list[dict] | None = None) -> list[dict]
     "best_vs_last", "best_vs_default", "pick_vs_last", "pick_vs_default" ({"value", "ci": [lo, hi]}:
     paired intervals on the same item resamples, or None), "outcome" (best | within | loses |
     untested | chance: the best layer is not beyond its shuffled-label null, so the field checks
-    nothing), "null", "at_chance", "chance_text", "headline" (the field's first of :data:`HEADLINE_SCORES`), "layer_names", "sentence"}]``."""
+    nothing), "null", "at_chance", "chance_text", "headline" (the field's first of :data:`HEADLINE_SCORES`), "layer_names",
+    "layer_zero" (what the run's layer 0 is, from its stored config: :func:`~analysis.views.layers.layer_zero_text`),
+    "sentence"}]``."""
     from analysis.views.verdicts import verdicts as all_verdicts
 
     payloads = probe_payloads(con, dataset)
@@ -165,6 +169,7 @@ def probe_checks(con, dataset, verdicts: list[dict] | None = None) -> list[dict]
         return []
     verdicts = all_verdicts(con, dataset) if verdicts is None else verdicts
     choices = layer_choices(con, dataset)
+    zeros = run_layer_zero(con, dataset)
     by_run = {(p["run_id"], p["field"]): p for p in payloads}
     fields = sorted({p["field"] for p in payloads})
     out = []
@@ -193,7 +198,7 @@ def probe_checks(con, dataset, verdicts: list[dict] | None = None) -> list[dict]
                      "pick_vs_best": _diff(sc, pick, best), "best_vs_last": _diff(sc, best, last_l),
                      "best_vs_default": _diff(sc, best, default), "pick_vs_last": _diff(sc, pick, last_l),
                      "pick_vs_default": _diff(sc, pick, default), "headline": score == headline,
-                     "layer_names": names}
+                     "layer_names": names, "layer_zero": zeros.get(run_id, LAYER_ZERO["unknown"])}
                 c["outcome"] = _outcome(pick, best, c["pick_vs_best"])
                 # a field the embeddings do not separate at any layer cannot check a pick: the best layer's
                 # score is compared with its shuffled-label null (the best of the layers again under each
@@ -336,7 +341,7 @@ def check_summaries(checks: list[dict]) -> list[dict]:
             out.append({"model": model, "label": cs[0]["label"], "outcome": lead, "sentence": cs[0]["sentence"],
                         "n_fields": 1})
             continue
-        names = cs[0]["layer_names"]
+        names, zero = cs[0]["layer_names"], cs[0].get("layer_zero", LAYER_ZERO["unknown"])
         groups = {o: [c for c in cs if c["outcome"] == o] for o in _LEAD}
         parts = []
         if groups["best"]:
@@ -345,7 +350,7 @@ def check_summaries(checks: list[dict]) -> list[dict]:
             parts.append(f"is as good as the best layer within noise on {', '.join(c['field'] for c in groups['within'])}")
         for c in groups["loses"]:
             d = c["pick_vs_best"]
-            parts.append(f"loses on {c['field']} to {_layer_words(c['best']['layer'], names)} "
+            parts.append(f"loses on {c['field']} to {_layer_words(c['best']['layer'], names, zero)} "
                          f"({fmt_number(c['pick']['value'])} against {fmt_number(c['best']['value'])}, difference "
                          f"{fmt_number(d['value'])}{_ci_text(d['ci'])})")
         if groups["untested"]:
@@ -354,7 +359,7 @@ def check_summaries(checks: list[dict]) -> list[dict]:
             parts.append(f"cannot be checked on {', '.join(c['field'] for c in groups['chance'])} (no layer beats "
                          "shuffled labels)")
         scores = sorted({c["score_label"] for c in cs})
-        pick = _layer_words(cs[0]["pick"]["layer"], names)
+        pick = _layer_words(cs[0]["pick"]["layer"], names, zero)
         out.append({"model": model, "label": cs[0]["label"], "outcome": lead, "n_fields": len(cs),
                     "sentence": f"{cs[0]['label']} against labels ({', '.join(scores)}, {cs[0]['setting']}): the "
                                 f"label-free pick, {pick}, " + "; ".join(parts) + "."})
