@@ -325,6 +325,8 @@ def cmd_report(args) -> int:
     for kind, path in files.items():
         write_atomic(path, texts[kind])
     print(f"report: {out} (+ {files['json'].name}, {files['md'].name})")
+    if report["unfinished"]:
+        print(f"note: {report['unfinished']}", file=sys.stderr)
     return 0
 
 

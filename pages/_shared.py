@@ -337,12 +337,17 @@ def require_store(*, reads_results: bool = True):
 
 def require_current_results():
     """Stop the page when the store's results were computed by another analysis version: their payloads
-    may have another shape, so none is read; the sentence names the command, and a button runs it."""
+    may have another shape, so none is read; the sentence names the command, and a button runs it.
+    When the last analysis did not finish, say so first (where it stopped, which results are shown,
+    how to finish it)."""
     stale = view(store_info.stale_results, store_path())
     if stale:
         st.error(md_escape(stale))
         background_job("analyze", "Recompute them now, in the background (the store's own settings)")
         st.stop()
+    unfinished = view(store_info.unfinished_analysis, store_path())
+    if unfinished:
+        st.warning(md_escape(unfinished.sentence), icon=":material/pending:")
 
 
 def require_results(what: str, available: bool, why: str | None = None):

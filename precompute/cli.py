@@ -431,6 +431,11 @@ def _register_sweep(sub):
 STORE_MUST_EXIST = frozenset({"analyze", "map", "downstream", "report", "runs", "migrate", "dashboard", "papers"})
 
 
+def _interrupted() -> int:
+    print("interrupted; finished batches are kept and a rerun resumes", file=sys.stderr)
+    return 130
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -444,8 +449,7 @@ def main(argv: list[str] | None = None) -> int:
             check_store_path(args.store, must_exist=True)  # a typo must not leave a new, empty store
         return int(args.func(args) or 0)
     except KeyboardInterrupt:
-        print("interrupted; finished batches are kept and a rerun resumes", file=sys.stderr)
-        return 130
+        return _interrupted()
     # every input problem (manifest, model, store, video, analysis) is a ValueError subclass that
     # names the thing at fault: one line, no traceback
     except (UserError, ValueError) as exc:
@@ -455,6 +459,10 @@ def main(argv: list[str] | None = None) -> int:
         _silence_stdout()
         return 0
     except Exception as exc:  # a damaged store read mid-query, a full disk at commit, ...
+        from analysis.storage.store import is_interrupt
+
+        if is_interrupt(exc):  # Ctrl-C during a query: DuckDB raises it in place of KeyboardInterrupt
+            return _interrupted()
         if not _is_store_failure(exc):
             raise
         message = _os_error_elsewhere(exc, getattr(args, "store", None))

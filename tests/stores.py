@@ -925,3 +925,25 @@ def write_grouped_store(path, *, maps: int = 0) -> tuple[np.ndarray, np.ndarray]
         w.close()
     analyze_store(path, k=3, metrics=("mutual_knn",), n_boot=0, n_null=0, maps=maps, log=lambda m: None)
     return V, T
+
+# ---------------------------------------------------------------- an analysis that stops part-way
+def stopped_analysis(store, study: str, error: BaseException | type = KeyboardInterrupt, **settings) -> None:
+    """``analyze_store(store, **settings)`` stopped by ``error`` raised as ``study`` starts (one of
+    :data:`analysis.studies.STUDY_ORDER`'s modules: Ctrl-C by default), as a person pressing Ctrl-C
+    or a failing study would stop it; the error is expected and swallowed."""
+    import pytest
+
+    from analysis import studies
+
+    module = getattr(studies, study)
+    run = module.run
+
+    def stop(*args, **kwargs):
+        raise error
+
+    module.run = stop
+    try:
+        with pytest.raises(error if isinstance(error, type) else type(error)):
+            analyze_store(store, log=lambda _m: None, **settings)
+    finally:
+        module.run = run

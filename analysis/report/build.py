@@ -38,9 +38,12 @@ def build_report(con, *, store: str, models=None, references=None, datasets=None
     if unknown:
         raise ValueError(f"unknown model(s) {unknown}; the store has: {', '.join(all_models)}")
     chosen = list(models or all_models)
+    unfinished = store_info.unfinished_analysis(con, store)
     report = {"title": "LayerScope layer-selection report", "store": store,
               "generated": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
-              "code_version": __version__, "command": command, "datasets": []}
+              "code_version": __version__, "command": command,
+              # the last analysis did not finish: where it stopped, what is shown, how to finish it
+              "unfinished": unfinished.sentence if unfinished else None, "datasets": []}
     all_ds = list(ov["datasets"]["dataset"])
     for ds in datasets or all_ds:
         if ds not in all_ds:

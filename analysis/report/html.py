@@ -29,10 +29,11 @@ CSS = """
 body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;max-width:1100px;margin:2rem auto;padding:0 1rem;
 color:#1f2328;background:#fff}h1{margin-bottom:.2rem}h2{border-bottom:1px solid #d0d7de;padding-bottom:.3rem;margin-top:2.2rem}
 table{border-collapse:collapse;margin:.6rem 0;font-size:.92rem}td,th{border:1px solid #d0d7de;padding:.3rem .55rem;text-align:left}
-th{background:#f6f8fa}.note{color:#57606a;font-style:italic}.chart{margin:1rem 0}.muted{color:#57606a;font-size:.9rem}
+th{background:#f6f8fa}.note{color:#57606a;font-style:italic}.warning{border-left:4px solid #bf8700;padding:.4rem .8rem;
+background:#fff8c5}.chart{margin:1rem 0}.muted{color:#57606a;font-size:.9rem}
 code{background:#f6f8fa;padding:.1rem .3rem;border-radius:4px}.charts{display:flex;flex-wrap:wrap;gap:1rem}
 @media (prefers-color-scheme: dark){body{background:#0d1117;color:#e6edf3}th{background:#161b22}td,th{border-color:#30363d}
-code{background:#161b22}.note,.muted{color:#8b949e}}
+code{background:#161b22}.note,.muted{color:#8b949e}.warning{background:#272115}}
 """
 
 
@@ -47,7 +48,10 @@ def render_html(report: dict) -> str:
              f"<script>{vlc.javascript_bundle()}</script></head><body>",
              f"<h1>{_e(report['title'])}</h1>",
              f"<p class='muted'>Store <code>{_e(report['store'])}</code> · generated {_e(report['generated'])} · "
-             f"LayerScope {_e(report['code_version'])}</p>", _verdicts_html(report)]
+             f"LayerScope {_e(report['code_version'])}</p>"]
+    if report.get("unfinished"):  # before any number: which of them the last, unfinished analysis left
+        parts.append(f"<p class='warning'><strong>Analysis unfinished.</strong> {_e(report['unfinished'])}</p>")
+    parts.append(_verdicts_html(report))
     specs = []
     for d in report["datasets"]:
         parts.append(f"<h2>Dataset {_e(d['dataset'])} <span class='muted'>({d['n_items']} items)</span></h2>")

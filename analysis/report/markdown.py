@@ -35,6 +35,8 @@ def render_markdown(report: dict) -> str:
     on one line."""
     lines = [f"# {md_block(report['title'])}", "", f"Store {md_inline(report['store'])}, generated "
              f"{md_inline(report['generated'])}, LayerScope {md_inline(report['code_version'])}.", ""]
+    if report.get("unfinished"):  # before any number: which of them the last, unfinished analysis left
+        lines += [f"**Analysis unfinished.** {md_inline(report['unfinished'])}", ""]
     lines += _verdicts_md(report)
     for d in report["datasets"]:
         lines += [f"## {md_block(d['dataset'])} ({d['n_items']} items)", ""]

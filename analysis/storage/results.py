@@ -221,19 +221,26 @@ def record_current(con, touched: dict[str, set], datasets) -> None:
     """Make ``touched`` (``{result table: result ids}`` an analysis computed or reused) the current
     rows of ``datasets``, replacing their earlier lists in one transaction; other datasets keep
     theirs. Each id's dataset is read from its row (ids without a row are skipped)."""
-    datasets = sorted(datasets)
     with transaction(con):
-        con.execute(f"DELETE FROM {CURRENT_TABLE} WHERE dataset IN (SELECT unnest(?::VARCHAR[]))", [datasets])
-        _insert_current(con, touched, datasets)
+        replace_current(con, touched, datasets)
+
+
+def replace_current(con, touched: dict[str, set], datasets) -> None:
+    """:func:`record_current` inside the caller's transaction."""
+    datasets = sorted(datasets)
+    con.execute(f"DELETE FROM {CURRENT_TABLE} WHERE dataset IN (SELECT unnest(?::VARCHAR[]))", [datasets])
+    insert_current(con, touched, datasets)
 
 
 def add_current(con, touched: dict[str, set]) -> None:
     """Add rows to the current analysis (a map asked for with ``layerscope map``), keeping the rest."""
     with transaction(con):
-        _insert_current(con, touched, None)
+        insert_current(con, touched, None)
 
 
-def _insert_current(con, touched: dict[str, set], datasets) -> None:
+def insert_current(con, touched: dict[str, set], datasets) -> None:
+    """List ``touched``'s rows (of ``datasets`` only; None: any) as current, beside those listed
+    already, inside the caller's transaction."""
     for table, ids in touched.items():
         if table not in RESULT_TABLES:
             raise ValueError(f"{table!r} is not a result table; result tables: {', '.join(RESULT_TABLES)}")
@@ -253,8 +260,10 @@ def clear_current(con) -> None:
 def current_clause(con, table: str, alias: str = "") -> str:
     """The one rule deciding which rows of a result table the dashboard and reports read: a SQL
     condition true for the rows of the store's current analysis (``alias``: the table's alias in the
-    query), i.e. the rows listed in ``result_current``. An analysis lists its rows when it ends, so
-    the rows of one that did not finish are not read (a dataset's earlier list stays until then).
+    query), i.e. the rows listed in ``result_current``. An analysis lists a dataset's rows when it
+    finishes the dataset, so two analyses are never read mixed: a dataset's earlier list stays until
+    then, and a dataset without one lists each study as it finishes
+    (:mod:`analysis.storage.last_analysis`, which records where an unfinished analysis stopped).
     ``FALSE`` when the store has no ``result_current`` table: every ``analyze`` of this analysis
     version creates it first, so such a store holds no row of this version (rows of another are
     refused whole by the readers' version check) and none is current.

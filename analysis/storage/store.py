@@ -133,6 +133,15 @@ def store_error(path, exc: BaseException) -> StoreError:
     return StoreError(f"{where}: {text}")
 
 
+def is_interrupt(exc: BaseException) -> bool:
+    """Whether ``exc`` is the user stopping the command (Ctrl-C, SIGINT): a ``KeyboardInterrupt``, or
+    what DuckDB raises instead when the signal lands during a query (it cancels the query and raises
+    ``RuntimeError("Query interrupted")``, or its ``InterruptException``; no KeyboardInterrupt
+    follows)."""
+    return (isinstance(exc, (KeyboardInterrupt, duckdb.InterruptException))
+            or (isinstance(exc, RuntimeError) and str(exc).startswith("Query interrupted")))
+
+
 @contextlib.contextmanager
 def transaction(con):
     """``BEGIN`` … ``COMMIT`` around the block; on any exception, ``ROLLBACK`` and re-raise the

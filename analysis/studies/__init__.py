@@ -29,13 +29,14 @@ pairs). Results are keyed by their inputs: unchanged ones are reused, changed on
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
-from analysis.storage import results as R
+from analysis.storage import last_analysis, results as R
 from analysis.storage.schema import create_all
 from analysis.sides import split_side
 from analysis.storage.integrity import scan_store
-from analysis.storage.store import StoreError, check_store_path, connect, latest_per_setting, transaction
+from analysis.storage.store import StoreError, check_store_path, connect, is_interrupt, latest_per_setting, transaction
 from analysis.studies import (
     caption_baseline, downstream, embedding_map, grids, layer_choice, model_map, predictors, probes, profiles,
     same_space, scaling, temporal, verdicts,
@@ -188,41 +189,118 @@ def progress_line(done: int, total: int, what: str) -> str:
     return f"[{done}/{total}] {what}"
 
 
-def run_dataset(ctx: Context, d: DatasetRuns, position: tuple[int, int] = (0, 1)) -> None:
+def run_dataset(ctx: Context, d: DatasetRuns, position: tuple[int, int] = (0, 1),
+                progress: Progress | None = None) -> None:
     """Every study of one dataset, in dependency order (later studies read earlier results).
     ``position``: ``(index, count)`` of this dataset among those analysed, for the progress counter
-    (one step per study: ``index · len(STUDY_ORDER) + study``, of ``count · len(STUDY_ORDER)``)."""
+    (one step per study: ``index · len(STUDY_ORDER) + study``, of ``count · len(STUDY_ORDER)``).
+    ``progress``: records in the store which studies have finished (:class:`Progress`)."""
     base, total = position[0] * len(STUDY_ORDER), position[1] * len(STUDY_ORDER)
 
-    def counted(i: int) -> None:
+    def finished(i: int) -> None:
+        # each study's rows are written in batches, the last here at its end: a crash loses at most
+        # the current study's unwritten rows, never leaves part of one, and every study finished
+        # before it is recorded as such
+        ctx.flush()
+        if progress is not None:
+            progress.study_done(d.name, STUDY_ORDER[i - 1])
         ctx.log(progress_line(base + i, total, f"{d.name}: finished {STUDY_ORDER[i - 1]}"))  # the name ends the line
 
     if d.n_items <= ctx.settings.k:
         ctx.note(f"dataset {d.name!r} has {d.n_items} items, too few for k={ctx.settings.k}: "
                  "pass a smaller --k; skipped")
+        if progress is not None:
+            progress.skipped(d.name)
         return
     ctx.log(f"analyze {d.name}: {len(d.runs)} run(s)")
-    # each study's rows are written in batches, the last at its end (ctx.flush): a crash loses at
-    # most the current study's unwritten rows, never leaves part of one
+    if progress is not None:
+        progress.begin(d.name)
     profiles.run(ctx, d)
-    ctx.flush()
-    counted(1)
+    finished(1)
     pairs = grids.run(ctx, d)
-    ctx.flush()
-    counted(2)
+    finished(2)
     probes.run(ctx, d)  # while the grids' k-NN lists are still cached: the k-NN probe reads them
-    ctx.flush()
-    counted(3)
+    finished(3)
     scaling.run(ctx, d, pairs)
-    ctx.flush()
-    counted(4)
+    finished(4)
     for i, study in enumerate((model_map, downstream, same_space, predictors, temporal, caption_baseline,
                                layer_choice, verdicts, embedding_map), start=5):
         # same_space before predictors, which read its per-layer values; verdicts after layer_choice,
         # whose curves and resamples they decide from
         study.run(ctx, d)
-        ctx.flush()
-        counted(i)
+        finished(i)
+
+
+class Progress:
+    """Where the analysis stands, recorded in the store as it goes
+    (:mod:`analysis.storage.last_analysis`): the study under way, the studies finished, and with
+    them the rows the readers show. A dataset without an earlier analysis shows each study's rows as
+    the study finishes; one with an earlier analysis keeps showing that one until every study of the
+    dataset has finished, then shows the new one whole."""
+
+    def __init__(self, ctx: Context, plan, settings: dict):
+        self.ctx = ctx
+        before = last_analysis.read(ctx.con)
+        # a dataset the previous analysis left unfinished shows a part of it: not an analysis to keep
+        # showing whole, so its list is emptied and refilled as this one's studies finish
+        partial = ({ds for ds in before.datasets if ds not in before.complete}
+                   if before is not None and before.state != "finished" else set())
+        earlier = last_analysis.listed_datasets(ctx.con) - partial
+        self.run = last_analysis.LastAnalysis(
+            state="running", started=last_analysis.now(), datasets=tuple(plan), settings=settings,
+            kept=tuple(ds for ds in plan if ds in earlier))
+        self._seen = {t: set(ids) for t, ids in ctx.touched.items()}  # the rows listed, or not to list
+        self._write([ds for ds in plan if ds in partial], replace=True)
+
+    def _write(self, listed=(), *, replace: bool = False) -> None:
+        """Write the record; with ``listed`` datasets, also their current rows: the rows touched since
+        the last write (a study's own) added to their lists, or with ``replace`` their lists replaced
+        by every row of them touched."""
+        touched = self.ctx.touched
+        rows = touched if replace else {t: touched[t] - self._seen[t] for t in touched}
+        last_analysis.record(self.ctx.con, self.run, rows=rows, datasets=listed, replace=replace)
+        if listed:
+            self._seen = {t: set(ids) for t, ids in touched.items()}
+
+    def begin(self, dataset: str) -> None:
+        self.run = dataclasses.replace(self.run, dataset=dataset, study=STUDY_ORDER[0])
+        self._write()
+
+    def study_done(self, dataset: str, study: str) -> None:
+        done = [*self.run.finished.get(dataset, []), study]
+        whole = len(done) == len(STUDY_ORDER)
+        self.run = dataclasses.replace(
+            self.run, finished={**self.run.finished, dataset: done},
+            study=None if whole else STUDY_ORDER[len(done)],
+            complete=self.run.complete + ((dataset,) if whole else ()))
+        if dataset not in self.run.kept:
+            self._write([dataset])
+        elif whole:  # the earlier analysis gives way to this one, whole
+            self._write([dataset], replace=True)
+        else:
+            self._write()
+
+    def skipped(self, dataset: str) -> None:
+        """A dataset too small to analyse: its list is emptied (its earlier rows were of another k)."""
+        self.run = dataclasses.replace(self.run, dataset=dataset, study=None, complete=self.run.complete + (dataset,))
+        self._write([dataset], replace=True)
+
+    def end(self) -> None:
+        self.run = dataclasses.replace(self.run, state="finished", ended=last_analysis.now(), dataset=None, study=None)
+        self._write()
+
+    def stopped(self, exc: BaseException) -> None:
+        """Record how the analysis ended early: ``interrupted`` (Ctrl-C) or ``failed`` with the
+        error. Best effort: a store that cannot be written any more keeps the ``running`` record,
+        which says as much, and the original error goes on."""
+        interrupted = is_interrupt(exc)
+        self.run = dataclasses.replace(
+            self.run, state="interrupted" if interrupted else "failed", ended=last_analysis.now(),
+            error=None if interrupted else (" ".join(str(exc).split()) or type(exc).__name__)[:300])
+        try:
+            self._write()
+        except Exception:  # noqa: BLE001 - the error that stopped the analysis is the one to report
+            pass
 
 
 def analyze_store(store, options: AnalyzeOptions | None = None, *, progress: bool = False, log=print,
@@ -279,21 +357,26 @@ def analyze_store(store, options: AnalyzeOptions | None = None, *, progress: boo
                     ctx.note(f"--labels {field}: probed on {', '.join(having) or 'no dataset'}; not a field of "
                              f"{', '.join(lacking)}")
         saved = s.stored()
-        # every number on one BLAS thread, in this process as in every worker: OpenBLAS's products
-        # (syrk for X Xᵀ, some gemm shapes) round differently on 2 threads than on 1, so a serial
-        # analysis and a --jobs one would store different last bits (and a status could flip); the
-        # OpenMP pools too (faiss's searches, scikit-learn's), which on one thread give the same results
-        with one_blas_thread(openmp=True):
-            for j, d in enumerate(plan.values()):
-                run_dataset(ctx, d, (j, len(plan)))
-                if j == 0:  # saved once they have configured a whole dataset's studies: a failed one is never kept
-                    _put_meta(ctx.con, SETTINGS_KEY, json.dumps(saved))
-        if not plan:
-            _put_meta(ctx.con, SETTINGS_KEY, json.dumps(saved))
-        ctx.flush()  # (each study flushes at its end; nothing may stay pending past the close below)
-        # the rows this analysis computed or reused become its datasets' current rows (the dashboard
-        # and reports read those only); a crash before here leaves the previous analysis's list
-        R.record_current(ctx.con, ctx.touched, plan)
+        progress = Progress(ctx, plan, saved)
+        try:
+            # every number on one BLAS thread, in this process as in every worker: OpenBLAS's products
+            # (syrk for X Xᵀ, some gemm shapes) round differently on 2 threads than on 1, so a serial
+            # analysis and a --jobs one would store different last bits (and a status could flip); the
+            # OpenMP pools too (faiss's searches, scikit-learn's), which on one thread give the same results
+            with one_blas_thread(openmp=True):
+                for j, d in enumerate(plan.values()):
+                    run_dataset(ctx, d, (j, len(plan)), progress)
+                    if j == 0:  # saved once they have configured a whole dataset's studies: a failed one is never kept
+                        _put_meta(ctx.con, SETTINGS_KEY, json.dumps(saved))
+            if not plan:
+                _put_meta(ctx.con, SETTINGS_KEY, json.dumps(saved))
+            ctx.flush()  # (each study flushes at its end; nothing may stay pending past the close below)
+            # each dataset's rows became its current rows as it finished (the dashboard and reports
+            # read those only); the record now says the analysis finished
+            progress.end()
+        except BaseException as exc:
+            progress.stopped(exc)
+            raise
         out = ctx.summary()
         out["settings"] = saved
         return out

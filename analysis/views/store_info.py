@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 
-from analysis.storage import results as R
+from analysis.storage import last_analysis, results as R
 from analysis.storage.schema import TABLE_NAMES, stored_version
+from analysis.studies import STUDY_ORDER, resolve_settings
 from analysis.studies.context import ANALYSIS_VERSION
 from analysis.views.text import fmt_number
 
@@ -50,6 +52,104 @@ def stale_results(con, store_path: str = "STORE") -> str | None:
         by = f"analysis version {stored}"
     return (f"The results in {store_path} were computed by {by}; this LayerScope reads version "
             f"{ANALYSIS_VERSION}. Run `{command}` to recompute them (embeddings are kept).")
+
+
+@dataclass(frozen=True)
+class Unfinished:
+    """What the readers say about a ``layerscope analyze`` that did not finish."""
+
+    sentence: str  #: how it ended and where, which results are shown, and how to finish it (``resume``)
+    resume: str  #: how to finish it, one sentence
+    command: str | None  #: the command that finishes it (None: it needs the settings ``resume`` names)
+
+
+def unfinished_analysis(con, store_path: str = "STORE") -> Unfinished | None:
+    """What every reader of results says first when the store's last ``layerscope analyze`` did not
+    finish: how it ended and where (its record, :mod:`analysis.storage.last_analysis`), which results
+    are shown (per dataset: the studies it completed, the dataset's earlier analysis, or none), and the
+    command that finishes it. ``None`` when it finished, or nothing says it did not.
+
+    Only recorded facts are said: an analysis killed outright (SIGKILL, out of memory) recorded no end,
+    so it is said to have stopped "or to be still running"."""
+    if not is_layerscope_store(con):
+        return None
+    command = f"layerscope analyze --store {store_path}"
+    run = last_analysis.read(con)
+    if run is None:
+        return _unlisted_results(con, command)
+    if run.state == "finished" or all(ds in run.complete for ds in run.datasets):
+        return None  # (stopped after its last study: every result it lists is complete)
+    where = (f"{_study_words(run.study)} of dataset {run.dataset}" if run.study and run.dataset
+             else f"dataset {run.dataset}" if run.dataset else "its start")
+    if run.state == "interrupted":
+        how = f"it was interrupted during {where} at {run.ended} UTC"
+    elif run.state == "failed":
+        how = f"it failed during {where} at {run.ended} UTC ({run.error})"
+    else:
+        how = (f"it stopped during {where} without recording an end (killed, cancelled or out of memory), unless "
+               "it is still running")
+    shown = [_shown_words(run, ds, named=len(run.datasets) > 1) for ds in run.datasets]
+    resume, same = _resume_words(con, run, command)
+    return Unfinished(" ".join([f"The last `layerscope analyze` of this store (started {run.started} UTC) did not "
+                                f"finish: {how}.", *[s for s in shown if s], resume]), resume,
+                      command if same else None)
+
+
+def _study_words(study: str) -> str:
+    return study.replace("_", " ")
+
+
+def _shown_words(run, dataset: str, *, named: bool) -> str:
+    """One sentence on which of ``dataset``'s results the readers show after ``run`` (``named``: the
+    sentence names the dataset; a single dataset's complete analysis needs none)."""
+    shown = run.shown(dataset)
+    if shown == "complete":
+        body = "complete." if named else ""
+    elif shown == "earlier":
+        body = ("the results shown are its previous complete analysis's; this one replaces them when it has "
+                "finished every study.")
+    elif shown == "none":
+        body = f"no results are shown: it completed no study{' of it' if named else ''}."
+    else:
+        done = run.finished[dataset]
+        rest = [s for s in STUDY_ORDER if s not in done]
+        body = (f"the results shown are those of the studies it completed ({', '.join(map(_study_words, done))}); "
+                f"the {len(rest)} others have none yet ({', '.join(map(_study_words, rest))}).")
+    if not body:
+        return ""
+    return f"Dataset {dataset}: {body}" if named else body[0].upper() + body[1:]
+
+
+def _resume_words(con, run, command: str) -> tuple[str, bool]:
+    """How to finish ``run``, and whether ``command`` alone does (it analyses with the store's saved
+    settings: the same as ``run``'s, or the sentence names the settings to give again)."""
+    plain = resolve_settings(con, {}).stored()
+    differ = {k: v for k, v in run.settings.items() if k in plain and plain[k] != v}
+    if not differ:
+        return f"Run `{command}` again to finish it: it reuses every result already stored and computes the rest.", True
+
+    def text(settings):
+        return ", ".join(f"{k}={','.join(map(str, v)) if isinstance(v, list) else v}" for k, v in settings.items())
+
+    return (f"Run it again with the settings it was given ({text(differ)}) to finish it, reusing every result "
+            f"already stored; `{command}` alone analyses with the store's saved ones "
+            f"({text({k: plain[k] for k in differ})})."), False
+
+
+def _unlisted_results(con, command: str) -> Unfinished | None:
+    """A store without the record (analysed before it existed) whose result tables hold rows of
+    datasets that no analysis listed: an ``analyze`` computed them and stopped before its end."""
+    if not has_table(con, R.CURRENT_TABLE):
+        return None
+    stored = {d for t in R.RESULT_TABLES if has_table(con, t)
+              for (d,) in con.execute(f"SELECT DISTINCT dataset FROM {t}").fetchall()}
+    unlisted = sorted(stored - last_analysis.listed_datasets(con))
+    if not unlisted:
+        return None
+    resume = f"Run `{command}` again to finish it: it reuses every result already stored and computes the rest."
+    return Unfinished(f"An earlier `layerscope analyze` of this store did not finish: it stored results of dataset(s) "
+                      f"{', '.join(unlisted)} but stopped before showing them, so none of them is shown. {resume}",
+                      resume, command)
 
 
 def query_frame(con, sql, args=()):
@@ -124,7 +224,12 @@ def overview(con, store_path: str = "STORE") -> dict:
     if has_table(con, "result_grids"):
         n_results = con.execute("SELECT count(*) FROM result_grids WHERE "
                                 + R.current_clause(con, "result_grids")).fetchall()[0][0]
-    if len(runs) and not n_results:
+    unfinished = unfinished_analysis(con, store_path)
+    if unfinished:  # (where it stopped and what is shown: the pages' note; without a command, the
+        # sentence names the settings that finish it)
+        missing.append({"what": f"the last `layerscope analyze` did not finish. {unfinished.resume}",
+                        "command": unfinished.command})
+    elif len(runs) and not n_results:
         missing.append({"what": "no analysis results yet (heatmaps, curves, scaling, model map need them)",
                         "command": f"layerscope analyze --store {store_path}"})
     if len(runs):

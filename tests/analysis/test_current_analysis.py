@@ -196,8 +196,9 @@ def test_analysing_one_dataset_keeps_the_other_datasets_current_rows(first, tmp_
 
 
 def test_rows_no_analysis_listed_are_never_read(small, tmp_path):
-    """An analysis that did not reach its end (interrupted before it listed its rows) shows none of its
-    rows: the readers see no result and the Overview names the command that finishes it."""
+    """Rows no analysis listed (an interrupted study's written batches, say) are never read: with the
+    last analysis recorded as finished, the readers see no result and the Overview names the command.
+    (tests/analysis/test_interrupted_analysis.py: what an interrupted analysis lists and says.)"""
     store = tmp_path / "unlisted.duckdb"
     shutil.copy(small, store)
     con = duckdb.connect(str(store))

@@ -1,0 +1,293 @@
+"""A ``layerscope analyze`` that stops part-way (Ctrl-C, a failing study, a killed process) leaves a
+store that says so: where it stopped, which results are shown (the studies it finished, or the
+dataset's previous complete analysis), and how to finish it; running it again resumes from what is
+stored, and the results then equal those of an analysis that was never interrupted.
+
+The expected rows come from an independent, uninterrupted analysis of a copy of the same runs."""
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import duckdb
+import pytest
+
+from analysis.storage import last_analysis, results as R
+from analysis.storage.store import is_interrupt
+from analysis.studies import STUDY_ORDER, analyze_store
+from analysis.views.store_info import dataset_context, overview, unfinished_analysis
+from analysis.views.verdicts import verdicts
+from precompute.cli import main
+from tests.helpers import make_report, quiet
+from tests.stores import result_tables, stopped_analysis, write_store
+
+ROOT = Path(__file__).resolve().parents[2]
+#: small and quick, but every study runs (k < 12 items)
+CHEAP = dict(k=3, n_boot=0, maps=0, n_null=0, jobs=1)
+#: the same settings as ``layerscope analyze`` flags
+CHEAP_FLAGS = ["--k", "3", "--bootstrap", "0", "--maps", "0", "--null-perms", "0", "--jobs", "1"]
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    """Two models (video, text) on 12 items, never analysed."""
+    path = tmp_path_factory.mktemp("interrupted") / "runs.duckdb"
+    write_store(path)
+    return path
+
+
+@pytest.fixture(scope="module")
+def whole(runs, tmp_path_factory):
+    """The runs analysed once, uninterrupted, with :data:`CHEAP`."""
+    path = tmp_path_factory.mktemp("interrupted") / "whole.duckdb"
+    shutil.copy(runs, path)
+    analyze_store(path, log=quiet, **CHEAP)
+    return path
+
+
+def _copy(store, tmp_path, name="store.duckdb"):
+    out = tmp_path / name
+    shutil.copy(store, out)
+    return out
+
+
+def _read(store, fn, *args, **kwargs):
+    con = duckdb.connect(str(store), read_only=True)
+    try:
+        return fn(con, *args, **kwargs)
+    finally:
+        con.close()
+
+
+def _current(con) -> dict:
+    """The rows the readers show, decoded, per table (without their ``computed`` stamps)."""
+    out = {}
+    for table, read in (("result_grids", R.read_grids), ("result_profiles", R.read_profiles),
+                        ("result_studies", R.read_studies)):
+        out[table] = sorted(({k: (v.tolist() if hasattr(v, "tolist") else v) for k, v in r.items() if k != "computed"}
+                             for r in read(con, current=True)), key=lambda r: r["result_id"])
+    return out
+
+
+def _rows_of_studies(con, studies) -> dict:
+    """:func:`_current` of an uninterrupted analysis, kept to the rows of ``studies`` (profiles and
+    grids are tables of their own; every other study's rows carry its name)."""
+    names = {"verdicts": "verdict"}  # (the verdicts study stores its rows as study "verdict")
+    got = _current(con)
+    return {"result_grids": got["result_grids"] if "grids" in studies else [],
+            "result_profiles": got["result_profiles"] if "profiles" in studies else [],
+            "result_studies": [r for r in got["result_studies"]
+                               if r["study"] in {names.get(s, s) for s in studies}]}
+
+
+def test_an_interrupted_first_analysis_shows_the_studies_it_finished_and_says_where_it_stopped(runs, whole, tmp_path):
+    store = _copy(runs, tmp_path)
+    stopped_analysis(store, "scaling", **CHEAP)
+    run = _read(store, last_analysis.read)
+    assert (run.state, run.dataset, run.study) == ("interrupted", "toy", "scaling")
+    assert run.finished == {"toy": ["profiles", "grids", "probes"]} and run.ended is not None
+    # the studies it finished are shown whole, as the uninterrupted analysis has them; none after them
+    expected = _read(whole, _rows_of_studies, ("profiles", "grids", "probes"))
+    assert expected["result_grids"] and expected["result_profiles"]
+    assert _read(store, _current) == expected
+    said = _read(store, unfinished_analysis, str(store))
+    for needle in ("did not finish", "interrupted during scaling of dataset toy",
+                   "studies it completed (profiles, grids, probes)", "verdicts"):
+        assert needle in said.sentence, said.sentence
+    # never analysed before, so `layerscope analyze` alone would use the default settings, not these
+    assert said.command is None
+    assert "k=3" in said.sentence and "k=10" in said.sentence
+    missing = _read(store, overview, str(store))["missing"]
+    assert missing[0] == {"what": f"the last `layerscope analyze` did not finish. {said.resume}", "command": None}
+    assert said.sentence.endswith(said.resume)
+    assert not any(m["what"].startswith("no analysis results yet") for m in missing)
+
+
+@pytest.mark.parametrize("study", ["profiles", "grids", "scaling", "verdicts", "embedding_map"])
+def test_rerunning_an_interrupted_analysis_resumes_and_equals_an_uninterrupted_one(runs, whole, tmp_path, study):
+    store = _copy(runs, tmp_path)
+    stopped_analysis(store, study, **CHEAP)
+    out = analyze_store(store, log=quiet, **CHEAP)
+    finished = STUDY_ORDER[:STUDY_ORDER.index(study)]
+    # the studies finished before the interruption are reused, not computed again
+    recomputed = {"verdict" if s == "verdicts" else s for s in out["computed_by_study"]}
+    assert not recomputed & set(finished), out["computed_by_study"]
+    assert result_tables(store) == result_tables(whole)
+    assert _read(store, _current) == _read(whole, _current)
+    assert _read(store, unfinished_analysis, str(store)) is None
+    assert _read(store, last_analysis.read).state == "finished"
+
+
+def test_a_reanalysis_interrupted_keeps_showing_the_previous_complete_analysis(whole, tmp_path):
+    store = _copy(whole, tmp_path)
+    stopped_analysis(store, "grids", **{**CHEAP, "k": 4})
+    run = _read(store, last_analysis.read)
+    assert run.kept == ("toy",) and run.finished == {"toy": ["profiles"]}
+    # every view reads the k = 3 analysis, whole: the k = 4 profiles it finished are not mixed in
+    assert _read(store, _current) == _read(whole, _current)
+    assert _read(store, dataset_context, "toy")["k"] == 3
+    assert _read(store, verdicts, "toy")
+    said = _read(store, unfinished_analysis, str(store))
+    assert "interrupted during grids of dataset toy" in said.sentence
+    assert "previous complete analysis" in said.sentence
+    assert "(k=4)" in said.sentence and "(k=3)" in said.sentence and said.command is None
+
+
+def test_the_plain_command_is_named_when_the_store_saved_the_settings_it_used(whole, tmp_path):
+    store = _copy(whole, tmp_path)
+    stopped_analysis(store, "verdicts")  # the store's own settings
+    said = _read(store, unfinished_analysis, str(store))
+    assert said.command == f"layerscope analyze --store {store}"
+    assert f"Run `{said.command}` again to finish it" in said.sentence
+    assert main(["analyze", "--store", str(store), "--quiet"]) == 0
+    assert result_tables(store) == result_tables(whole)
+    assert _read(store, unfinished_analysis, str(store)) is None
+
+
+def test_a_resumed_analysis_interrupted_again_shows_only_the_studies_it_finished(runs, whole, tmp_path):
+    """The first interruption's partial rows are no complete analysis to keep: the second analysis
+    shows what it has finished itself, and never calls the first one complete."""
+    store = _copy(runs, tmp_path)
+    stopped_analysis(store, "scaling", **CHEAP)
+    stopped_analysis(store, "model_map", **CHEAP)
+    run = _read(store, last_analysis.read)
+    assert run.kept == () and run.finished == {"toy": ["profiles", "grids", "probes", "scaling"]}
+    assert _read(store, _current) == _read(whole, _rows_of_studies, ("profiles", "grids", "probes", "scaling"))
+    said = _read(store, unfinished_analysis, str(store)).sentence
+    assert "studies it completed (profiles, grids, probes, scaling)" in said and "previous" not in said
+
+
+def test_a_failed_analysis_says_it_failed_and_why(runs, tmp_path):
+    store = _copy(runs, tmp_path)
+    stopped_analysis(store, "layer_choice", RuntimeError("disk on fire"), **CHEAP)
+    run = _read(store, last_analysis.read)
+    assert (run.state, run.study, run.error) == ("failed", "layer_choice", "disk on fire")
+    said = _read(store, unfinished_analysis, str(store)).sentence
+    assert "failed during layer choice of dataset toy" in said and "(disk on fire)" in said
+
+
+def test_the_report_says_the_analysis_did_not_finish_then_not_after_it_has(runs, tmp_path, capsys):
+    store = _copy(runs, tmp_path)
+    stopped_analysis(store, "scaling", **CHEAP)
+    capsys.readouterr()
+    _, data, html = make_report(store, tmp_path)
+    said = _read(store, unfinished_analysis, str(store)).sentence
+    assert data["unfinished"] == said
+    assert "Analysis unfinished." in html and "interrupted during scaling of dataset toy" in html
+    markdown = (tmp_path / "report.md").read_text()
+    assert markdown.splitlines()[4].startswith("**Analysis unfinished.**") and "interrupted during scaling" in markdown
+    assert "note: The last `layerscope analyze`" in capsys.readouterr().err
+    analyze_store(store, log=quiet, **CHEAP)
+    _, data, html = make_report(store, tmp_path)
+    assert data["unfinished"] is None and "Analysis unfinished." not in html
+
+
+def test_rows_of_an_analysis_that_recorded_nothing_are_said_to_be_unfinished(whole, tmp_path):
+    """A store interrupted before analyses recorded their state: result rows that no analysis listed
+    are an analysis that stopped, and the Overview says so rather than "no results yet"."""
+    store = _copy(whole, tmp_path)
+    con = duckdb.connect(str(store))
+    try:
+        con.execute(f"DELETE FROM meta WHERE key = '{last_analysis.KEY}'")
+        con.execute("DELETE FROM result_current")
+        said = unfinished_analysis(con, str(store))
+        assert "did not finish" in said.sentence and "dataset(s) toy" in said.sentence
+        assert said.command == f"layerscope analyze --store {store}"
+        con.execute("DELETE FROM result_grids; DELETE FROM result_profiles; DELETE FROM result_studies")
+        assert unfinished_analysis(con, str(store)) is None  # nothing stored: nothing unfinished
+    finally:
+        con.close()
+
+
+# ------------------------------------------------------------------- the real signals, in a subprocess
+#: ``layerscope analyze`` whose scaling study runs one DuckDB query that never ends: a signal sent
+#: after the line ``held`` lands inside DuckDB, as Ctrl-C does during a long query
+HELD = """
+import sys
+from analysis import studies
+from precompute.cli import main
+
+def held(ctx, d, pairs):
+    print("held", file=sys.stderr, flush=True)
+    ctx.con.execute("SELECT count(*) FROM range(1000000000000000)").fetchall()
+
+studies.scaling.run = held
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+def _held_analysis(store, sig):
+    """Run :data:`HELD` on ``store``, send ``sig`` once it is inside the query; (exit code, stderr)."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    proc = subprocess.Popen([sys.executable, "-c", HELD, "analyze", "--store", str(store), "--quiet", *CHEAP_FLAGS],
+                            stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True, env=env, cwd=ROOT)
+    try:
+        err = []
+        for line in proc.stderr:
+            err.append(line)
+            if line.strip() == "held":
+                time.sleep(0.3)  # into the query
+                proc.send_signal(sig)
+                break
+        err.append(proc.stderr.read())
+        return proc.wait(timeout=60), "".join(err)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+def test_ctrl_c_during_a_query_ends_analyze_as_interrupted_without_a_traceback(runs, whole, tmp_path):
+    store = _copy(runs, tmp_path)
+    rc, err = _held_analysis(store, signal.SIGINT)
+    assert rc == 130, err
+    assert "Traceback" not in err and err.strip().splitlines()[-1].startswith("interrupted;"), err
+    run = _read(store, last_analysis.read)
+    assert (run.state, run.study) == ("interrupted", "scaling")
+    assert "interrupted during scaling of dataset toy" in _read(store, unfinished_analysis, str(store)).sentence
+    assert main(["analyze", "--store", str(store), "--quiet", *CHEAP_FLAGS]) == 0
+    assert result_tables(store) == result_tables(whole)
+
+
+def test_a_killed_analysis_is_said_to_have_stopped_without_an_end(runs, whole, tmp_path):
+    store = _copy(runs, tmp_path)
+    rc, _ = _held_analysis(store, signal.SIGKILL)
+    assert rc == -signal.SIGKILL
+    run = _read(store, last_analysis.read)
+    assert (run.state, run.study, run.ended) == ("running", "scaling", None)
+    said = _read(store, unfinished_analysis, str(store)).sentence
+    assert "stopped during scaling of dataset toy without recording an end" in said
+    assert "studies it completed (profiles, grids, probes)" in said
+    assert main(["analyze", "--store", str(store), "--quiet", *CHEAP_FLAGS]) == 0
+    assert result_tables(store) == result_tables(whole)
+
+
+def test_duckdbs_own_interruptions_count_as_the_user_stopping_the_command(monkeypatch, runs, tmp_path, capsys):
+    """DuckDB raises ``RuntimeError("Query interrupted")`` for a SIGINT during a query (and
+    ``InterruptException`` for ``con.interrupt()``): the command ends as interrupted, not with a
+    traceback."""
+    from analysis import studies
+
+    assert is_interrupt(KeyboardInterrupt()) and is_interrupt(RuntimeError("Query interrupted"))
+    assert not is_interrupt(RuntimeError("something else")) and not is_interrupt(ValueError("Query interrupted"))
+    con = duckdb.connect()
+    try:
+        import threading
+
+        threading.Timer(0.2, con.interrupt).start()
+        with pytest.raises(duckdb.Error) as got:
+            con.execute("SELECT count(*) FROM range(1000000000000000)").fetchall()
+        assert is_interrupt(got.value)
+    finally:
+        con.close()
+
+    def interrupted(*args, **kwargs):
+        raise RuntimeError("Query interrupted")
+
+    monkeypatch.setattr(studies, "analyze_store", interrupted)
+    assert main(["analyze", "--store", str(_copy(runs, tmp_path))]) == 130
+    assert capsys.readouterr().err.strip().startswith("interrupted;")
