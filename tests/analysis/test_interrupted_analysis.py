@@ -204,8 +204,10 @@ def test_rows_of_an_analysis_that_recorded_nothing_are_said_to_be_unfinished(who
 
 
 # ------------------------------------------------------------------- the real signals, in a subprocess
-#: ``layerscope analyze`` whose scaling study runs one DuckDB query that never ends: a signal sent
-#: after the line ``held`` lands inside DuckDB, as Ctrl-C does during a long query
+#: ``layerscope analyze`` whose scaling study runs DuckDB queries until it is stopped: a signal sent
+#: after the line ``held`` mostly lands inside DuckDB, as Ctrl-C does during a query. (Each query is
+#: bounded: DuckDB looks for the interruption between its tasks, and one endless scan may never end
+#: one.)
 HELD = """
 import sys
 from analysis import studies
@@ -213,7 +215,8 @@ from precompute.cli import main
 
 def held(ctx, d, pairs):
     print("held", file=sys.stderr, flush=True)
-    ctx.con.execute("SELECT count(*) FROM range(1000000000000000)").fetchall()
+    while True:
+        ctx.con.execute("SELECT count(*) FROM range(300000000)").fetchall()
 
 studies.scaling.run = held
 sys.exit(main(sys.argv[1:]))
@@ -221,24 +224,24 @@ sys.exit(main(sys.argv[1:]))
 
 
 def _held_analysis(store, sig):
-    """Run :data:`HELD` on ``store``, send ``sig`` once it is inside the query; (exit code, stderr)."""
+    """Run :data:`HELD` on ``store``, send ``sig`` once it is in the held study; (exit code, stderr)."""
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     proc = subprocess.Popen([sys.executable, "-c", HELD, "analyze", "--store", str(store), "--quiet", *CHEAP_FLAGS],
                             stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True, env=env, cwd=ROOT)
     try:
-        err = []
+        head = []
         for line in proc.stderr:
-            err.append(line)
+            head.append(line)
             if line.strip() == "held":
-                time.sleep(0.3)  # into the query
+                time.sleep(0.3)  # into a query
                 proc.send_signal(sig)
                 break
-        err.append(proc.stderr.read())
-        return proc.wait(timeout=60), "".join(err)
+        _, rest = proc.communicate(timeout=60)
+        return proc.returncode, "".join(head) + rest
     finally:
         if proc.poll() is None:
             proc.kill()
-            proc.wait()
+            proc.communicate()
 
 
 def test_ctrl_c_during_a_query_ends_analyze_as_interrupted_without_a_traceback(runs, whole, tmp_path):
