@@ -31,7 +31,7 @@ from analysis.metrics.neighbors import (ANN_RECALL_TARGET, ann_search, check_knn
                                         knn_search)
 from analysis.metrics.validation import as_matrix, check_k, check_paired
 from analysis.metrics import knn_jit
-from analysis.metrics.base import PairKernel, thread_map
+from analysis.metrics.base import PairKernel, blas_threads, thread_map
 
 
 class _computed_once:
@@ -305,16 +305,17 @@ class Cknna(KnnKernel):
         counts = np.empty((len(states_a), len(states_b)), dtype=np.int64)
         jit = knn_jit.kernel() if USE_JIT else None
         if jit is not None:
-            g = max(1, min(len(states_b), JIT_GROUP_LAYERS))
-            for b0 in range(0, len(states_b), g):
-                block = states_b[b0:b0 + g]
-                idx_b, sims, recips = _concat_lists(block, n)
-                b1 = b0 + len(block)
-                step = max(1, JIT_SUM_ENTRIES // (len(block) * n))
-                for a0 in range(0, len(states_a), step):
-                    a1 = min(len(states_a), a0 + step)
-                    cross[a0:a1, b0:b1], counts[a0:a1, b0:b1] = _masked_cross_jit(
-                        jit, states_a[a0:a1], idx_b, sims, recips)
+            tasks = _jit_tasks(len(states_a), len(states_b), n, blas_threads())
+
+            def run(task):
+                (a0, a1), (b0, b1) = task
+                idx_b, sims, recips = _concat_lists(states_b[b0:b1], n)
+                return _masked_cross_jit(jit, states_a[a0:a1], idx_b, sims, recips)
+
+            # the compiled sums release the GIL and each cell's sums do not depend on the other
+            # cells of its task, so the tasks run on threads of our own with the same bits
+            for ((a0, a1), (b0, b1)), (c, m) in zip(tasks, thread_map(run, tasks)):
+                cross[a0:a1, b0:b1], counts[a0:a1, b0:b1] = c, m
         elif n <= SLOT_TABLE_MAX_N:
             for b0, b1, table in _slot_table_groups(states_b, n):
                 _, sims, recips = _concat_lists(states_b[b0:b1], n, idx=False)
@@ -498,6 +499,23 @@ def _masked_cross_jit(jit, states_a, idx_b, sims, recips):
     out = _hsic_from_sums(n, trace.T.ravel(), colsum_k.transpose(2, 0, 1).reshape(g * la, n),
                           rowsum_l.transpose(2, 0, 1).reshape(g * la, n))
     return out.reshape(g, la).T, shared
+
+
+def _jit_tasks(n_a: int, n_b: int, n: int, threads: int) -> list[tuple[tuple[int, int], tuple[int, int]]]:
+    """``((a0, a1), (b0, b1))`` blocks of the CKNNA grid for the compiled sums, in row-major
+    order: B split into as few groups of at most ``JIT_GROUP_LAYERS`` as possible, of equal
+    size within one layer (16 + 8 layers would leave a thread idle a third of the time), A into chunks that
+    keep each call's sums under ``JIT_SUM_ENTRIES``, and into more chunks where there are fewer
+    blocks than ``threads``, so every thread has work. Each block is one call."""
+    groups = -(-n_b // JIT_GROUP_LAYERS)
+    cuts = [i * n_b // groups for i in range(groups + 1)]
+    b_ranges = list(zip(cuts[:-1], cuts[1:]))
+    g = max(b1 - b0 for b0, b1 in b_ranges)
+    step = max(1, JIT_SUM_ENTRIES // (g * n))
+    pieces = min(n_a, max(-(-n_a // step), -(-threads // groups)))
+    cuts = [i * n_a // pieces for i in range(pieces + 1)]
+    a_ranges = list(zip(cuts[:-1], cuts[1:]))
+    return [(a, b) for b in b_ranges for a in a_ranges]
 
 
 def _hsic_from_sums(n: int, trace, colsum_k, rowsum_l) -> np.ndarray:
