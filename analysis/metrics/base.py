@@ -314,40 +314,78 @@ def tiled_inner_self(vecs_a: Sequence[np.ndarray], vecs_b: Sequence[np.ndarray],
     diagonal of the cross product, which is :func:`tiled_self` bit for bit.
     """
     la, lb = len(vecs_a), len(vecs_b)
-    m = len(vecs_a[0]) if la else 0
     ta, tb = -(-la // TILE), -(-lb // TILE)
-    acc = np.zeros((ta * TILE, tb * TILE))
     same = vecs_b is vecs_a
     own = selves and not same  # self tiles beside the cross tiles
-    self_acc = [np.zeros((t, TILE, TILE)) for t in (ta, tb)] if own else None
-    buf_a = np.zeros((ta, TILE, K_CHUNK))
-    buf_b = buf_a if same else np.zeros((tb, TILE, K_CHUNK))
-    twin = np.zeros((TILE, K_CHUNK)) if same or own else None
-    with one_blas_thread():
-        for c in range(0, m, K_CHUNK):
-            w = min(K_CHUNK, m - c)
-            for buf, vecs in ((buf_a, vecs_a),) if same else ((buf_a, vecs_a), (buf_b, vecs_b)):
-                for r, v in enumerate(vecs):
-                    buf[r // TILE, r % TILE, :w] = v[c : c + w]
-            for i in range(ta):
-                part = buf_a[i, :, :w]
-                for j in range(tb):
-                    other = buf_b[j, :, :w]
-                    if same and j == i:
-                        other = _twin(twin, part)
-                    acc[i * TILE : (i + 1) * TILE, j * TILE : (j + 1) * TILE] += part @ other.T
-            if own:
-                for side, buf in zip(self_acc, (buf_a, buf_b)):
-                    for i in range(len(side)):
-                        part = buf[i, :, :w]
-                        side[i] += part @ _twin(twin, part).T
-    cross = acc[:la, :lb]
+    groups = [vecs_a] if same else [vecs_a, vecs_b]
+    cross_pairs = [(0, i, 0 if same else 1, j) for i in range(ta) for j in range(tb)]
+    self_pairs = [(0, i, 0, i) for i in range(ta)] + [(1, j, 1, j) for j in range(tb)] if own else []
+    sums = _chunked_tile_sums(groups, cross_pairs + self_pairs)
+    cross = np.zeros((ta * TILE, tb * TILE))
+    for (_, i, _, j), tile in zip(cross_pairs, sums):
+        cross[i * TILE : (i + 1) * TILE, j * TILE : (j + 1) * TILE] = tile
+    cross = cross[:la, :lb]
     if not selves:
         return cross, None, None
     if same:
         diag = np.diag(cross).copy()
         return cross, diag, diag
-    return (cross, *(np.concatenate([np.diag(t) for t in side])[:n] for side, n in zip(self_acc, (la, lb))))
+    own_sums = sums[len(cross_pairs):]
+    return (cross, np.concatenate([np.diag(t) for t in own_sums[:ta]])[:la],
+            np.concatenate([np.diag(t) for t in own_sums[ta:]])[:lb])
+
+
+#: Bytes of per-chunk tile products held between the threads that compute them and the ordered
+#: sum (:func:`_chunked_tile_sums`): 4 MiB is ~170 chunks of a 24x24 grid's three tile products
+ROUND_BYTES = 1 << 22
+
+
+def _chunked_tile_sums(groups: Sequence[Sequence[np.ndarray]], pairs: Sequence[tuple]) -> np.ndarray:
+    """``(len(pairs), TILE, TILE)``: for each ``(g, i, h, j)``, the product of tile ``i`` of
+    ``groups[g]`` (rows ``i·TILE`` to ``(i+1)·TILE`` of its equal-length 1-D float64 vectors,
+    zero-padded) with tile ``j`` of ``groups[h]``, transposed, summed over ``K_CHUNK``-column chunks.
+
+    Summation order: each chunk's product is one ``(TILE, K_CHUNK) @ (K_CHUNK, TILE)`` gemm, and the
+    chunks' products are added in column order to a running sum that starts at zero, so a cell
+    depends only on its two vectors (not on the other rows of its tiles, nor on how many tiles
+    there are) and one-pair calls and grid cells agree. A tile times itself (``g == h, i == j``)
+    is multiplied by a copy (:func:`_twin`) so it runs the same ``gemm``.
+
+    Speed: the chunks' products, with the copies of each chunk into small reused buffers that stay
+    in cache, run on threads of our own (as many as the BLAS pool holds, each product on one BLAS
+    thread) in rounds of ``ROUND_BYTES`` of products; the running sum then adds them in order, so
+    the bits do not depend on the thread count. A 24x24 packed CKA grid's pass (N = 1024) is
+    memory-bound, and on one thread it ran after the layers' preparation had used both cores."""
+    threads = blas_threads()
+    m = len(groups[0][0]) if groups and len(groups[0]) else 0
+    starts = list(range(0, m, K_CHUNK))
+    total = np.zeros((len(pairs), TILE, TILE))
+    if not pairs or not starts:
+        return total
+    local = threading.local()
+    tiles = [-(-len(g) // TILE) for g in groups]
+
+    def chunk(c: int) -> np.ndarray:
+        if not hasattr(local, "bufs"):  # this thread's buffers, zero rows past each group's end
+            local.bufs = [np.zeros((t, TILE, K_CHUNK)) for t in tiles]
+            local.twin = np.zeros((TILE, K_CHUNK))
+        w = min(K_CHUNK, m - c)
+        for buf, vecs in zip(local.bufs, groups):
+            for r, v in enumerate(vecs):
+                buf[r // TILE, r % TILE, :w] = v[c : c + w]
+        out = np.empty((len(pairs), TILE, TILE))
+        for p, (g, i, h, j) in enumerate(pairs):
+            part = local.bufs[g][i, :, :w]
+            other = _twin(local.twin, part) if (g, i) == (h, j) else local.bufs[h][j, :, :w]
+            np.matmul(part, other.T, out=out[p])
+        return out
+
+    per_round = max(threads, ROUND_BYTES // total.nbytes)
+    with one_blas_thread():
+        for r in range(0, len(starts), per_round):
+            for products in thread_map(chunk, starts[r : r + per_round], threads):
+                total += products
+    return total
 
 
 def _twin(twin: np.ndarray, part: np.ndarray) -> np.ndarray:
@@ -365,25 +403,14 @@ def _twin(twin: np.ndarray, part: np.ndarray) -> np.ndarray:
 
 def tiled_self(vecs: Sequence[np.ndarray]) -> np.ndarray:
     """``(len(vecs),)`` self inner products ``<v, v>``: the diagonal of ``tiled_inner(vecs, vecs)``
-    bit for bit (the same diagonal tiles, the same product expression, the same chunk order),
-    without its off-diagonal tiles: ``ceil(L/8)`` tile products per chunk instead of
-    ``ceil(L/8)²``. Each tile is multiplied by a copy of itself (:func:`_twin`), as a cross product
-    of two buffers is, so a layer's self term is the same bits as its cell against a copy of itself."""
+    bit for bit (the same diagonal tiles, the same chunk order: :func:`_chunked_tile_sums`),
+    without its off-diagonal tiles: ``ceil(L/32)`` tile products per chunk instead of
+    ``ceil(L/32)²``."""
     la = len(vecs)
-    m = len(vecs[0]) if la else 0
-    ta = -(-la // TILE)
-    acc = np.zeros((ta, TILE, TILE))
-    buf = np.zeros((ta, TILE, K_CHUNK))
-    twin = np.zeros((TILE, K_CHUNK))
-    with one_blas_thread():
-        for c in range(0, m, K_CHUNK):
-            w = min(K_CHUNK, m - c)
-            for r, v in enumerate(vecs):
-                buf[r // TILE, r % TILE, :w] = v[c : c + w]
-            for i in range(ta):
-                part = buf[i, :, :w]
-                acc[i] += part @ _twin(twin, part).T
-    return np.concatenate([np.diag(a) for a in acc])[:la] if la else np.zeros(0)
+    if not la:
+        return np.zeros(0)
+    sums = _chunked_tile_sums([vecs], [(0, i, 0, i) for i in range(-(-la // TILE))])
+    return np.concatenate([np.diag(t) for t in sums])[:la]
 
 
 def gram_inner(Ga: np.ndarray, Gb: np.ndarray) -> np.ndarray:

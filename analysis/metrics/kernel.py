@@ -62,7 +62,8 @@ import numpy as np
 
 from analysis.metrics import neighbors
 from analysis.metrics.validation import as_matrix, check_paired, check_positive
-from analysis.metrics.base import PairKernel, gram_inner, gram_self, one_blas_thread, tiled_inner_self, tiled_self
+from analysis.metrics.base import (PairKernel, blas_threads, gram_inner, gram_self, one_blas_thread, thread_map,
+                                   tiled_inner_self, tiled_self)
 
 KERNELS = ("linear", "rbf")
 
@@ -502,20 +503,22 @@ class CkaKernel(PairKernel):
         buf_a = np.empty((la, step * n))
         # a self-grid (one model against itself) builds each block once
         buf_b = buf_a if states_b is states_a else np.empty((lb, step * n))
-        for start in range(0, n, step):
-            stop = min(n, start + step)
-            width = (stop - start) * n
-            Ga = buf_a[:, :width]
-            for i, s in enumerate(states_a):
-                s.block_into(start, stop, Ga[i].reshape(stop - start, n))
-            Gb = buf_b[:, :width]
-            if buf_b is not buf_a:
-                for i, s in enumerate(states_b):
-                    s.block_into(start, stop, Gb[i].reshape(stop - start, n))
-            cross += gram_inner(Ga, Gb if buf_b is not buf_a else Ga)
-            sa = gram_self(Ga)
-            self_a += sa
-            self_b += sa if buf_b is buf_a else gram_self(Gb)
+        sides = ((states_a, buf_a),) if buf_b is buf_a else ((states_a, buf_a), (states_b, buf_b))
+        threads = blas_threads()
+        # every product on one BLAS thread, so a cell's bits do not depend on the pool (a grid's
+        # cells are analyze's; a 1-D dot on two threads sums in another order), each step's
+        # layer blocks several at once on threads of our own
+        with one_blas_thread():
+            for start in range(0, n, step):
+                stop = min(n, start + step)
+                width = (stop - start) * n
+                thread_map(lambda job: job[0].block_into(start, stop, job[1][:width].reshape(stop - start, n)),
+                           [(s, buf[i]) for states, buf in sides for i, s in enumerate(states)], threads)
+                Ga, Gb = buf_a[:, :width], buf_b[:, :width]
+                cross += gram_inner(Ga, Gb if buf_b is not buf_a else Ga)
+                sa = gram_self(Ga)
+                self_a += sa
+                self_b += sa if buf_b is buf_a else gram_self(Gb)
         return cross, self_a, self_b
 
 

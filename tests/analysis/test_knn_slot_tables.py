@@ -233,6 +233,39 @@ def test_compiled_and_numpy_cknna_sums_agree_bitwise(monkeypatch, degenerate, me
         np.testing.assert_array_equal(got, want)
 
 
+@pytest.mark.parametrize("degenerate", [False, True])
+def test_cknna_grid_is_the_same_bits_on_any_number_of_threads(degenerate):
+    """The compiled sums run as blocks of the grid on threads of our own (as many as the BLAS pool):
+    a grid of 3 x 20 layers (two B groups, A split between threads) equals the one-thread grid and
+    the numpy routine's cells bit for bit."""
+    from threadpoolctl import threadpool_limits
+
+    A, B = stack(90, 3, 9, 21, degenerate=degenerate), stack(90, 20, 7, 22)
+    runs = []
+    for threads in (1, 2, 3):
+        with threadpool_limits(threads, user_api="blas"):
+            runs.append(grids(A, B, "cknna", 5))
+    for got in runs[1:]:
+        np.testing.assert_array_equal(got, runs[0])
+    for a, b in [(0, 0), (2, 19), (1, 11)]:  # cells against one-pair calls
+        np.testing.assert_array_equal(runs[0][a, b], grids(A[a:a + 1], B[b:b + 1], "cknna", 5)[0, 0])
+
+
+@pytest.mark.parametrize("n_a, n_b, threads", [(24, 24, 2), (24, 13, 2), (1, 1, 2), (3, 40, 2), (7, 33, 1),
+                                               (5, 3, 4)])
+def test_cknna_blocks_cover_the_grid_once_and_keep_threads_busy(n_a, n_b, threads):
+    tasks = knn_mod._jit_tasks(n_a, n_b, 1024, threads)
+    cover = np.zeros((n_a, n_b), dtype=int)
+    for (a0, a1), (b0, b1) in tasks:
+        cover[a0:a1, b0:b1] += 1
+        assert b1 - b0 <= knn_mod.JIT_GROUP_LAYERS
+        assert a1 - a0 == 1 or (a1 - a0) * (b1 - b0) * 1024 <= knn_mod.JIT_SUM_ENTRIES
+    assert (cover == 1).all()
+    widths = {b1 - b0 for _, (b0, b1) in tasks}
+    assert max(widths) - min(widths) <= 1  # B groups of equal size
+    assert len(tasks) >= min(threads, n_a * -(-n_b // knn_mod.JIT_GROUP_LAYERS))
+
+
 def test_a_tiled_inner_cell_depends_on_its_two_vectors_alone():
     """Cells in every tile position (several tiles a side, a padded last tile, several column
     chunks) equal the 1×1 call of their two vectors and their cell in a reordered call, bit for
@@ -292,19 +325,23 @@ def test_one_pass_cross_and_self_terms_equal_the_separate_calls(la, lb, m):
 
 
 @pytest.mark.parametrize("m", [300, 1000, 2 * 2048 + 1000])
-def test_tiled_contractions_are_the_same_bits_on_any_blas_pool(m):
+def test_tiled_contractions_are_the_same_bits_on_any_blas_pool(monkeypatch, m):
     """The tile products run on one BLAS thread whatever the pool: on two threads OpenBLAS rounded
     a 32 x 1000 x 32 product differently in the last bits (Xeon VM), so grids computed outside
-    ``analyze`` (whole pool) differed from ``analyze``'s (one thread)."""
+    ``analyze`` (whole pool) differed from ``analyze``'s (one thread). The chunks' products run on
+    as many threads of our own as the pool holds and are added in column order: rounds of one
+    chunk per thread give the same bits."""
     from threadpoolctl import threadpool_limits
 
+    from analysis.metrics import base
     from analysis.metrics.base import tiled_inner, tiled_inner_self, tiled_self
 
     rng = np.random.default_rng(m)
     A = [rng.normal(size=m) for _ in range(32)]
     B = [rng.normal(size=m) for _ in range(30)]
     runs = []
-    for threads in (1, 2, 4):
+    for threads, round_bytes in ((1, base.ROUND_BYTES), (2, base.ROUND_BYTES), (4, base.ROUND_BYTES), (2, 1)):
+        monkeypatch.setattr(base, "ROUND_BYTES", round_bytes)
         with threadpool_limits(threads, user_api="blas"):
             runs.append((tiled_inner(A, B), tiled_self(A), *tiled_inner_self(A, B)))
     for run in runs[1:]:
