@@ -257,12 +257,15 @@ def _packed_scores(states_a, states_b) -> np.ndarray:
 
 
 def _feature_cross(sa: GramState, sb: GramState) -> float:
-    """``||Xc_a^T Xc_b||_F^2`` (debiased: minus ``k_a · k_b``), summed over fixed row chunks."""
+    """``||Xc_a^T Xc_b||_F^2`` (debiased: minus ``k_a · k_b``), summed over fixed row chunks, each
+    product on one BLAS thread (on two, OpenBLAS summed some in another order: a cell then
+    depended on the pool; a grid runs several pairs at once instead, :meth:`CkaKernel.score_block`)."""
     C = np.zeros((sa.X.shape[1], sb.X.shape[1]))
-    for start in range(0, sa.n, FEATURE_CHUNK_ROWS):
-        stop = min(sa.n, start + FEATURE_CHUNK_ROWS)
-        # two separate centred copies even when sa is sb, so self and cross terms run one gemm kind
-        C += sa.centred(start, stop).T @ sb.centred(start, stop)
+    with one_blas_thread():
+        for start in range(0, sa.n, FEATURE_CHUNK_ROWS):
+            stop = min(sa.n, start + FEATURE_CHUNK_ROWS)
+            # two separate centred copies even when sa is sb, so self and cross terms run one gemm kind
+            C += sa.centred(start, stop).T @ sb.centred(start, stop)
     out = float(np.sum(C * C))
     if sa.debiased:
         out -= float(np.dot(sa.diag_k, sb.diag_k))
@@ -467,7 +470,14 @@ class CkaKernel(PairKernel):
         elif mode == "feature" and all(s.float32 for s in list(states_a) + list(states_b)):
             return _feature32_scores(states_a, states_b)
         elif mode == "feature":
-            cross = np.array([[_feature_cross(a, b) for b in states_b] for a in states_a])
+            # pairs several at once on threads of our own, each product on one BLAS thread
+            threads = blas_threads()
+            with one_blas_thread():
+                pairs = [(a, b) for a in states_a for b in states_b]
+                cross = np.array(thread_map(lambda ab: _feature_cross(*ab), pairs, threads))
+                cross = cross.reshape(len(states_a), len(states_b))
+                thread_map(GramState.inner_self, list({id(s): s for s in list(states_a) + list(states_b)}.values()),
+                           threads)
             self_a = np.array([s.inner_self() for s in states_a])
             self_b = np.array([s.inner_self() for s in states_b])
         else:

@@ -1,5 +1,6 @@
-"""A CKA grid's cells are the same bits whatever the BLAS pool's size, on the packed route and on
-the row-block route (N above ``GRAM_CACHE_MAX_N``, lowered here so the case stays small): every
+"""A CKA grid's cells are the same bits whatever the BLAS pool's size, on the packed route, the
+row-block route (N above ``GRAM_CACHE_MAX_N``) and the float64 feature route (N above
+``FEATURE_CKA_MIN_N``), each bound lowered here so the cases stay small: every
 product runs on one BLAS thread (OpenBLAS sums a long 1-D dot or a thin product in another order
 on two threads), several layers' blocks at once on threads of our own. So a grid computed outside
 ``analyze`` (the whole pool) equals ``analyze``'s (one thread), and each cell equals its one-pair
@@ -54,3 +55,21 @@ def test_cka_grid_is_the_same_bits_on_any_blas_pool(monkeypatch, route, params):
     if params.get("kernel", "linear") == "linear":
         want = [[brute_cka(x, y, params.get("debiased", False)) for y in B] for x in A]
         np.testing.assert_allclose(grids[0], want, rtol=1e-10)
+
+
+@pytest.mark.parametrize("debiased", [False, True])
+def test_feature_route_cka_is_the_same_bits_on_any_blas_pool(monkeypatch, debiased):
+    monkeypatch.setattr(K, "FEATURE_CKA_MIN_N", 64)
+    monkeypatch.setattr(K, "FEATURE32_CKA_MIN_N", 10**9)  # the float64 form, not the float32 blocks
+    n = 3000  # products of (200 x 3000) by (3000 x 200): large enough for OpenBLAS to split them
+    A, B = stack(n, 2, 200, 1), stack(n, 3, 200, 2)
+    grids = []
+    for threads in (1, 2):
+        with threadpool_limits(threads, user_api="blas"):
+            grids.append(layer_grid(A, B, metric="cka", debiased=debiased))
+    np.testing.assert_array_equal(grids[1], grids[0])
+    np.testing.assert_array_equal(grids[0][1, 2], layer_grid(A[1:2], B[2:3], metric="cka", debiased=debiased)[0, 0])
+    Xc, Yc = A[1] - A[1].mean(0), B[2] - B[2].mean(0)
+    if not debiased:  # Kornblith et al. 2019, eq. 4
+        want = np.sum((Xc.T @ Yc) ** 2) / np.sqrt(np.sum((Xc.T @ Xc) ** 2) * np.sum((Yc.T @ Yc) ** 2))
+        np.testing.assert_allclose(grids[0][1, 2], want, rtol=1e-10)
