@@ -18,8 +18,8 @@ Targets (issue #47): mutual k-NN <= 1.3x the float32 floor and >= 15x the per-pa
 <= 1.4x, CKA <= 1.6x the Gram floor. ``--busy N`` measures every time twice in the same run, quiet
 and with N spinning processes beside (``bench/busy.py``), and prints both columns side by side:
 users run the grids next to other work, and a route that wins only on an idle machine shows here.
-Times are the best of three rounds in which the floors and the grids run interleaved (the naive
-loop: one run), all in one process on the same arrays, after one tiny grid per metric (numba loads
+Times are the best of ``--repeat`` rounds (default 5) in which the floors and the grids run
+interleaved (the naive loop: one run), all in one process on the same arrays, after one tiny grid per metric (numba loads
 its compiled kernels on first use). Numbers on a shared machine are noisy.
 
 ``--scaling 1024,4096,16384[,65536]`` adds a table: for each N and method, in a fresh subprocess,
@@ -36,7 +36,7 @@ the issue's targets: exact / faiss time (≤ 1.0) and ann's recall (≥ 0.95) an
 (≤ 1/3). ``--scaling-methods`` picks some (default: all, ``faiss`` and ``ann`` only when faiss is
 installed). The 64k row takes ~10 min per method on 2 cores; leave it out for a quick run.
 
-Usage: python bench/grid.py [--n 1024] [--d 768] [--layers 24] [--k 10] [--no-naive] [--busy 1]
+Usage: python bench/grid.py [--n 1024] [--d 768] [--layers 24] [--k 10] [--no-naive] [--busy 1] [--repeat 5]
        [--scaling 1024,4096,16384] [--scaling-layers 2] [--scaling-methods exact,ann,cka] [--only-scaling]
        [--scaling-spectrum latent|powerlaw]
 """
@@ -61,7 +61,9 @@ from analysis.metrics.base import PairKernel, one_blas_thread, prepare_on_thread
 from analysis.metrics.neighbors import dot64, knn_search, row_chunks, row_norms
 from bench import busy
 
-REPEAT = 3
+#: interleaved rounds per measure (``--repeat``): with three, the busy column of a 0.3-0.7 s grid
+#: swung by ±15 % between runs (a spell of the spinner and the grid sharing one core)
+REPEAT = 5
 #: the last column: CPU seconds of the quiet run with the BLAS pool held at one thread
 CPU = "CPU s, 1 thread"
 
@@ -315,6 +317,7 @@ def main(argv=None):
     p.add_argument("--layers", type=int, default=24)
     p.add_argument("--k", type=int, default=10)
     p.add_argument("--no-naive", action="store_true", help="skip the slow per-pair loop")
+    p.add_argument("--repeat", type=int, default=REPEAT, help="interleaved rounds; each figure is the best")
     p.add_argument("--scaling", default="", help="comma-separated N for the scaling table, e.g. 1024,4096,16384")
     p.add_argument("--scaling-layers", type=int, default=2)
     p.add_argument("--scaling-methods", default="",
@@ -344,7 +347,7 @@ def grid_vs_floor(args):
     # one tiny grid per metric first: numba loads its compiled kernels (from the cache) on first use
     for metric in ("mutual_knn", "cka", "cknna"):
         layer_grid(A[:1, :64], B[:1, :64], metric=metric, k=args.k)
-    # floors and grids interleaved, REPEAT rounds, the best of each: a slow spell of the shared VM
+    # floors and grids interleaved, --repeat rounds, the best of each: a slow spell of the shared VM
     # (seconds long, 1.5x) then hits both sides of a ratio instead of one; with --busy each round
     # runs them quiet, then again with the spinning processes beside
     conds = busy.conditions(args.busy)
@@ -362,7 +365,7 @@ def cell(fn, column):
 
 
 def measure(args, A, B, conds):
-    """``(best, out)``: the best time per ``(column, job)`` over :data:`REPEAT` interleaved rounds,
+    """``(best, out)``: the best time per ``(column, job)`` over ``args.repeat`` interleaved rounds,
     and each job's last result."""
     best = {}
     out = {}
@@ -371,7 +374,7 @@ def measure(args, A, B, conds):
             "gram": lambda: gram_floor(A, B)}
     for metric in ("mutual_knn", "cka", "cknna"):
         jobs[metric] = lambda metric=metric: layer_grid(A, B, metric=metric, k=args.k)
-    for _ in range(REPEAT):
+    for _ in range(args.repeat):
         for cond, n_busy in conds:
             with busy.busy(n_busy):
                 for name, fn in jobs.items():
