@@ -78,7 +78,9 @@ def test_an_all_collapsed_run_has_no_best_cell_and_says_why(tmp_path, latent):
     # and the reason is stored so every page and the report can say it
     (c,) = choice
     assert c["payload"]["picks"] == {} and c["payload"]["curves"] == {}
-    assert "degenerate" in c["payload"]["reason"] and "rankme" in c["payload"]["undefined_curves"]
+    # every layer, layer 0 included, is one point: the reason says the model saw one input (N items, n_f = 1)
+    assert f"maps all {N} items to one point" in c["payload"]["reason"]
+    assert "1 frame per video" in c["payload"]["reason"] and "rankme" in c["payload"]["undefined_curves"]
     assert any("no layer of vid can be recommended" in n for n in out["notes"])
 
 
