@@ -281,6 +281,15 @@ class Cknna(KnnKernel):
     ``L N k`` lists.
     """
 
+    def prepare(self, X, **params):
+        """The lists (:meth:`KnnKernel.prepare`), then the layer's cosines, reciprocal slots and
+        self term on the same thread: a grid prepares several layers at once
+        (:func:`~analysis.metrics.base.prepare_on_threads`), so this per-layer work runs beside the
+        other layers' searches instead of in a second round of threads after them all."""
+        state = super().prepare(X, **params)
+        self._self(state)
+        return state
+
     def score(self, sa: KnnState, sb: KnnState, **_):
         return float(self.score_block([sa], [sb])[0, 0])
 

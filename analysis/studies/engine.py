@@ -68,13 +68,14 @@ def _nbytes(obj, borrowed: np.ndarray | None = None) -> int:
 
 def _lazy_nbytes(state) -> int:
     """Bytes a prepared layer adds on first use, counted up front so the budget holds: CKNNA's
-    ``(N, k)`` cosines and reciprocal slots on a k-NN state."""
+    ``(N, k)`` cosines and reciprocal slots on a k-NN state that does not hold them yet (CKNNA's
+    own preparation builds them; mutual k-NN's leaves them to CKNNA's first score)."""
     from analysis.metrics.knn import KnnState
 
     # CKA states build everything they hold at preparation (packed triangle, or feature form), so
     # their arrays are counted as they stand
     if isinstance(state, KnnState):
-        return 2 * state.idx.size * 8
+        return sum(state.idx.size * 8 for lazy in ("sim", "recip") if lazy not in vars(state))
     return 0
 
 
