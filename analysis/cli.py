@@ -231,8 +231,9 @@ def report_outputs(store, out) -> dict:
     for an ``OUT`` ending in ``.html`` or ``.htm``; any other ``OUT`` gets ``.html`` added (``--out
     report`` writes ``report.html``, which a browser opens, and ``report.json``, ``report.md``).
 
-    Raises UserError for an OUT that is a directory, is the store, or ends in ``.json`` or ``.md``
-    (the HTML would be written over by the JSON or the Markdown): nothing is written then.
+    Raises UserError for an OUT that is a directory, the store or another DuckDB database, or ends in
+    ``.json`` or ``.md`` (the HTML would be written over by the JSON or the Markdown), or whose three
+    files would overwrite a database: nothing is written then.
     """
     from pathlib import Path
 
@@ -242,9 +243,14 @@ def report_outputs(store, out) -> dict:
     if out.suffix.lower() in (".json", ".md"):
         raise UserError(f"--out {out} would write the HTML, JSON and Markdown reports over each other; "
                         f"pass an .html name such as {out.with_suffix('.html')}")
+    store = Path(store).resolve()
+    # a name that is a database (the store itself, or another) is a mistyped --out or --store, not a
+    # report's name: refused rather than answered with a report beside it
+    if out.resolve() == store or (out.exists() and _is_duckdb_file(out)):
+        raise UserError(f"--out {out} is a DuckDB database{' (the store)' if out.resolve() == store else ''}, "
+                        "not a report's name; pass an .html name such as report.html")
     html = out if out.suffix.lower() in (".html", ".htm") else out.with_name(out.name + ".html")
     files = {"html": html, "json": html.with_suffix(".json"), "md": html.with_suffix(".md")}
-    store = Path(store).resolve()
     for kind, f in files.items():
         if f.resolve() == store or (f.exists() and store.exists() and f.samefile(store)):
             raise UserError(f"--out {out} would overwrite the store {store} with the {kind} report; "
