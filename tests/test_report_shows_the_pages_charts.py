@@ -4,6 +4,7 @@ for one store and one selection, the Vega-Lite spec a page draws equals the one 
 Overview's verdict lines are the report's opening, read from the same section, and the sentences each page
 reads under its charts are printed under the report's, once."""
 
+import copy
 import json
 import math
 import re
@@ -45,15 +46,26 @@ def comparable(spec: dict) -> dict:
 
 
 @pytest.fixture(scope="module")
-def report_charts(demo_like):
-    """``{section: [(caption, spec)]}`` of the report of :data:`DATASET`, every model chosen."""
+def built_report(demo_like):
+    """The report of :data:`DATASET`, every model chosen, built once for the module (a build takes
+    seconds; the tests only read it: :func:`demo_report` hands each a copy)."""
     con = duckdb.connect(str(demo_like), read_only=True)
     try:
-        report = build_report(con, store=str(demo_like), datasets=[DATASET])
+        return build_report(con, store=str(demo_like), datasets=[DATASET])
     finally:
         con.close()
+
+
+@pytest.fixture
+def demo_report(built_report):
+    return copy.deepcopy(built_report)
+
+
+@pytest.fixture(scope="module")
+def report_charts(built_report):
+    """``{section: [(caption, spec)]}`` of the report of :data:`DATASET`, every model chosen."""
     out = {}
-    for section, caption, spec in report["datasets"][0]["charts"]:
+    for section, caption, spec in copy.deepcopy(built_report)["datasets"][0]["charts"]:
         out.setdefault(section, []).append((caption, spec))
     return out
 
@@ -105,11 +117,11 @@ def as_json(value) -> str:
 
 
 @pytest.mark.parametrize("name", sorted(VIEW_SECTIONS))
-def test_the_report_section_is_its_page_view_s_section(demo_like, name):
+def test_the_report_section_is_its_page_view_s_section(demo_like, demo_report, name):
     """The report stores the section's data and embeds its charts under their titles, nothing more."""
+    report = demo_report["datasets"][0]
     con = duckdb.connect(str(demo_like), read_only=True)
     try:
-        report = build_report(con, store=str(demo_like), datasets=[DATASET])["datasets"][0]
         section = VIEW_SECTIONS[name](con, DATASET)
     finally:
         con.close()
@@ -377,14 +389,14 @@ def assert_each_note_shown_once(report, notes):
     assert not wrong, wrong
 
 
-def test_every_note_a_page_reads_under_its_charts_is_in_the_report_once(demo_like):
+def test_every_note_a_page_reads_under_its_charts_is_in_the_report_once(demo_like, demo_report):
     """The sentences a page prints under its charts (what RankMe's bound, a chance level, an interval
     or a collapsed layer means for those numbers) travel with the charts: in the report's JSON under
     ``notes``, and as a paragraph or list item of its HTML and Markdown, each exactly once (a sentence
     the page repeats under several charts is said once)."""
+    report = demo_report
     con = duckdb.connect(str(demo_like), read_only=True)
     try:
-        report = build_report(con, store=str(demo_like), datasets=[DATASET])
         notes = pages_notes(con, DATASET)
     finally:
         con.close()
