@@ -118,8 +118,11 @@ def _provenance(con, ds, chosen, heat, runs, ov) -> dict:
 
 
 def _spec(chart) -> dict:
-    """A chart as the report embeds it: its Vega-Lite spec, data inlined."""
-    return chart.to_dict()
+    """A chart as the report embeds it: its Vega-Lite spec, data inlined. Not validated against the
+    Vega-Lite schema here: the spec is the page's chart, which the page validates when it draws it
+    (the tests compare the two specs section by section), and validating ~100 charts again was 40 %
+    of a report's build time (the demo store's: 7.7 of 18.6 s under a profiler)."""
+    return chart.to_dict(validate=False)
 
 
 
