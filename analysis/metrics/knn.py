@@ -276,7 +276,7 @@ class Cknna(KnnKernel):
     (A layer, B layer) bin in entry order (row, then slot in A), whatever the other bins hold, so
     a grid cell equals the one-pair value bit for bit. Three routines, the same bits (tests):
     compiled per-row marks (:func:`_masked_cross_jit`, any N; memory ``2 JIT_SUM_ENTRIES``
-    float64 sums per step), and without numba slot tables (``N <= SLOT_TABLE_MAX_N``) or a
+    float64 sums per step, one step per thread at a time), and without numba slot tables (``N <= SLOT_TABLE_MAX_N``) or a
     row-by-row ``(G, N, k, k)`` comparison (``CKNNA_BLOCK_ENTRIES`` entries per step); plus the
     ``L N k`` lists.
     """
@@ -512,10 +512,13 @@ def _masked_cross_jit(jit, states_a, idx_b, sims, recips):
 
 def _jit_tasks(n_a: int, n_b: int, n: int, threads: int) -> list[tuple[tuple[int, int], tuple[int, int]]]:
     """``((a0, a1), (b0, b1))`` blocks of the CKNNA grid for the compiled sums, in row-major
-    order: B split into as few groups of at most ``JIT_GROUP_LAYERS`` as possible, of equal
-    size within one layer (16 + 8 layers would leave a thread idle a third of the time), A into chunks that
-    keep each call's sums under ``JIT_SUM_ENTRIES``, and into more chunks where there are fewer
-    blocks than ``threads``, so every thread has work. Each block is one call."""
+    order: B split into as few groups of at most ``JIT_GROUP_LAYERS`` as possible, of sizes
+    within one layer of each other (16 + 8 layers would leave a thread idle a third of the time),
+    A into chunks that keep each call's sums under ``JIT_SUM_ENTRIES``, and into more chunks where
+    there are fewer blocks than ``threads``, so every thread has work. Each block is one call;
+    ``threads`` calls run at once, each with its own sums."""
+    if not n_a or not n_b:
+        return []
     groups = -(-n_b // JIT_GROUP_LAYERS)
     cuts = [i * n_b // groups for i in range(groups + 1)]
     b_ranges = list(zip(cuts[:-1], cuts[1:]))
