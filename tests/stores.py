@@ -120,6 +120,17 @@ def _same_nan(value):
     return value
 
 
+def read_store(store, fn, *args, **kwargs):
+    """``fn(con, *args, **kwargs)`` on a read-only connection to ``store``, closed after."""
+    import duckdb
+
+    con = duckdb.connect(str(store), read_only=True)
+    try:
+        return fn(con, *args, **kwargs)
+    finally:
+        con.close()
+
+
 def result_tables(store) -> dict:
     """Every analysis result row without its timestamp, in a fixed order: ``{table: rows}``."""
     import duckdb

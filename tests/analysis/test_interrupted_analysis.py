@@ -22,6 +22,7 @@ from analysis.studies import STUDY_ORDER, analyze_store
 from analysis.views.store_info import dataset_context, overview, unfinished_analysis
 from analysis.views.verdicts import verdicts
 from precompute.cli import main
+from tests.stores import read_store as _read
 from tests.helpers import make_report, quiet
 from tests.stores import result_tables, stopped_analysis, write_store
 
@@ -53,14 +54,6 @@ def _copy(store, tmp_path, name="store.duckdb"):
     out = tmp_path / name
     shutil.copy(store, out)
     return out
-
-
-def _read(store, fn, *args, **kwargs):
-    con = duckdb.connect(str(store), read_only=True)
-    try:
-        return fn(con, *args, **kwargs)
-    finally:
-        con.close()
 
 
 def _current(con) -> dict:

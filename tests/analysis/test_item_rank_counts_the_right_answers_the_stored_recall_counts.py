@@ -6,12 +6,12 @@ close as the right one ranks before it; and where the study stores no ranking (a
 item in one group) the table shows none either. Expected ranks by brute force (one numpy dot product per
 pair, the groups read from the captions written), and checked against the stored recall@k."""
 
-import duckdb
 import numpy as np
 import pytest
 
 from analysis.storage import results as R
 from analysis.views import item_table as views
+from tests.stores import read_store as read
 from tests.helpers import first_right_ranks
 from tests.stores import GROUPED_N, GROUPED_SOURCES, GROUPED_TIE, grouped_caption, write_grouped_store
 
@@ -24,14 +24,6 @@ def grouped(tmp_path_factory):
     path = tmp_path_factory.mktemp("grouped") / "s.duckdb"
     V, T = write_grouped_store(path)
     return path, {"m-v": V, "m-t": T}
-
-
-def read(path, fn, *args, **kw):
-    con = duckdb.connect(str(path), read_only=True)
-    try:
-        return fn(con, *args, **kw)
-    finally:
-        con.close()
 
 
 def stored(path) -> dict:

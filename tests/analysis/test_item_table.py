@@ -12,6 +12,7 @@ from analysis.storage import results as R
 from analysis.studies import analyze_store
 from analysis.views import item_table as views
 from precompute.synthetic.store import write_run
+from tests.stores import read_store as read
 from tests.stores import write_labelled_store
 
 
@@ -26,14 +27,6 @@ def labelled(tmp_path_factory):
     arrays = write_labelled_store(path)
     analyze_store(path, k=5, n_boot=0, labels=("colour",), probes=("knn",), log=lambda m: None)
     return path, arrays
-
-
-def read(path, fn, *args, **kw):
-    con = duckdb.connect(str(path), read_only=True)
-    try:
-        return fn(con, *args, **kw)
-    finally:
-        con.close()
 
 
 def test_each_row_holds_its_items_agreement_sorted_outliers_first(labelled):
