@@ -17,7 +17,7 @@ from analysis.storage import results as R
 from analysis.views import curves as curves_view
 from precompute.synthetic.store import write_run
 from tests.helpers import app, charts
-from tests.stores import put_analysis_version
+from tests.stores import put_analysis_version, read_store
 
 N = 12  #: items of the dataset
 DATASET = "synthetic"
@@ -103,11 +103,7 @@ def test_the_store_has_what_the_test_needs(dual_store):
 
 
 def test_the_curves_view_returns_each_side_with_its_own_runs_values(dual_store):
-    con = duckdb.connect(str(dual_store), read_only=True)
-    try:
-        prof = curves_view.profiles_long(con, DATASET)
-    finally:
-        con.close()
+    prof = read_store(dual_store, curves_view.profiles_long, DATASET)
     assert view_curves(prof) == expected_curves(dual_store)
 
 
@@ -123,11 +119,7 @@ def chart_series(spec: dict) -> dict:
 def test_the_report_section_draws_both_sides(dual_store):
     """The report's layer-curves section (every model, as the report asks) holds both sides' rows and
     draws both curves, labelled by side."""
-    con = duckdb.connect(str(dual_store), read_only=True)
-    try:
-        section = curves_view.section(con, DATASET)
-    finally:
-        con.close()
+    section = read_store(dual_store, curves_view.section, DATASET)
     exp = expected_curves(dual_store)
     rows = {}
     for r in sorted(section.data, key=lambda r: r["layer"]):
@@ -181,11 +173,7 @@ def _arrow_rows(dataset) -> list[dict]:
 
 
 def test_a_text_only_store_keeps_its_plain_names(text_store, monkeypatch):
-    con = duckdb.connect(str(text_store), read_only=True)
-    try:
-        prof = curves_view.profiles_long(con, DATASET)
-    finally:
-        con.close()
+    prof = read_store(text_store, curves_view.profiles_long, DATASET)
     exp = expected_curves(text_store)
     assert set(exp) == {"bert", "minilm"} and exp["bert"][0] == "bert-3"
     assert view_curves(prof) == exp
