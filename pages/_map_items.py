@@ -74,7 +74,7 @@ def table_panel(pair: dict, dataset: str, keep: set | None) -> None:
     st.caption(md_escape(
         f"agreement: the share of an item's {res.k} nearest items (cosine) that both layers hold, 0–1 "
         f"(chance about {fmt_number(res.chance)}; its mean over all items is the pair's mutual k-NN). "
-        + (item_table.RANK_HELP + " " if "pair_rank" in t else "")
+        + (res.rank_help + " " if "pair_rank" in t else "")
         + "Click a column header to sort; pick a row to inspect its item on the map."
         + (" " + " ".join(res.notes) if res.notes else "")))
     if keep is not None:
@@ -83,7 +83,7 @@ def table_panel(pair: dict, dataset: str, keep: set | None) -> None:
     st.dataframe(t.drop(columns=["idx"]), hide_index=True, width="stretch", key=TABLE_KEY, on_select="rerun",
                  selection_mode="single-row",
                  column_config={"agreement": st.column_config.NumberColumn("agreement", format="%.2f"),
-                                "pair_rank": st.column_config.NumberColumn("pair_rank", help=item_table.RANK_HELP)})
+                                "pair_rank": st.column_config.NumberColumn("pair_rank", help=res.rank_help)})
 
 
 def selection_alignment(pair: dict, items, what: str = "this selection") -> None:

@@ -16,7 +16,8 @@ from scipy.sparse.csgraph import connected_components
 
 from analysis.metrics.degenerate import duplicate_labels, layer_status
 from analysis.metrics.distribution import frechet, mmd
-from analysis.metrics.retrieval import modality_gap, partner_ranks, query_average_precision
+from analysis.metrics.retrieval import modality_gap, partner_ranks, query_average_precision, query_ranks
+from analysis.metrics.validation import check_paired
 from analysis.metrics.neighbors import l2_normalize, row_chunks
 
 RECALL_KS = (1, 5, 10)
@@ -83,14 +84,24 @@ def ranking_groups(V, T, *, status_v=None, status_t=None) -> tuple[np.ndarray, s
     return groups, None, None
 
 
-def first_right_ranks(Q, G, groups) -> np.ndarray:
+def first_right_ranks(Q, G, groups, rows=None) -> np.ndarray:
     """0-based rank of each query's first right answer, ``(N,)`` integers in ``[0, N - 1]``: Q's row i
     querying G's rows, the right answers of i every j with ``groups[j] == groups[i]`` (its partner
     alone when all labels differ), ``#{j wrong : cos(q_i, g_j) >= max_{r right} cos(q_i, g_r)}``
     (:func:`analysis.metrics.retrieval.partner_ranks`: a wrong candidate tying with the best right
-    one is placed before it). Recall@k is the share of queries with rank ``< k``."""
+    one is placed before it). Recall@k is the share of queries with rank ``< k``.
+
+    ``rows``: only these query rows ``(m,)``, each still ranked among all ``N`` rows of ``G`` (the
+    same count, ``(m,)``), in row blocks of at most ``CHUNK_ENTRIES`` cosines, so a sample of the
+    items gets the ranks the full ranking gives them without an ``(N, N)`` matrix."""
     trivial = len(np.unique(groups)) == len(groups)
-    return partner_ranks(Q, G, groups=None if trivial else groups)
+    if rows is None:
+        return partner_ranks(Q, G, groups=None if trivial else groups)
+    rows = np.asarray(rows, dtype=np.int64)
+    labels = np.arange(len(G)) if trivial else np.asarray(groups)
+    Q, G = np.asarray(Q), np.asarray(G)
+    check_paired(Q, G)
+    return query_ranks(Q[rows], G, query_groups=labels[rows], gallery_groups=labels).astype(np.int64)
 
 
 def _ranking(V, T, groups) -> dict[str, float]:

@@ -99,7 +99,8 @@ class Space:
         return [ja[0]], [jb[0]], ja[1]
 
 
-def _is_mllm_side(run: dict) -> bool:
+def is_mllm_side(run: dict) -> bool:
+    """Is ``run`` one side of an MLLM (its config names ``side: video`` or ``side: text``)?"""
     return _config(run).get("side") in ("video", "text")
 
 
@@ -119,9 +120,9 @@ def shared_spaces(ctx: Context, d: DatasetRuns, runs=None) -> tuple[list[Space],
             same = mv == mt or (ident.get(mv) is not None and ident.get(mv) == ident.get(mt))
             if not same:
                 continue
-            if _is_mllm_side(rv) and _is_mllm_side(rt) and mv == mt:
+            if is_mllm_side(rv) and is_mllm_side(rt) and mv == mt:
                 spaces.append(Space(mv, mt, "layers"))
-            elif _is_mllm_side(rv) and _is_mllm_side(rt):
+            elif is_mllm_side(rv) and is_mllm_side(rt):
                 continue  # one MLLM stored under two names (two prompts, TARA's comparison): each pairs with itself
             elif named_layer(rv, "joint") and named_layer(rt, "joint"):
                 spaces.append(Space(mv, mt, "joint"))

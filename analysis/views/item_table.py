@@ -28,6 +28,7 @@ class ItemTable:
     k: int  #: neighbours per item used (the asked k, at most n - 1)
     chance: float  #: k / (n - 1): an unrelated pair's expected agreement
     notes: list = field(default_factory=list)  #: sentences on what is missing and why
+    rank_help: str = ""  #: what ``pair_rank`` counts and among how many items (the column's help); "" without it
 
 
 def default_comparison(runs: pd.DataFrame, series: list[tuple[str, int]]) -> tuple[str, int]:
@@ -48,66 +49,130 @@ def default_comparison(runs: pd.DataFrame, series: list[tuple[str, int]]) -> tup
 
 
 def _run(con, run_id: str) -> dict:
-    rows = query_frame(con, "SELECT run_id, model, modality, dataset FROM runs WHERE run_id = ?", [run_id])
+    rows = query_frame(con, "SELECT run_id, model, modality, dataset, dim, config FROM runs WHERE run_id = ?",
+                       [run_id])
     if rows.empty:
         raise ValueError(f"no run {run_id!r} in this store")
     return rows.iloc[0].to_dict()
 
 
 def _layers(con, run_a, layer_a, run_b, layer_b, only=None):
-    """The two layers on the items both runs hold (and ``only`` names, when given): ``(A, B, idx)``,
-    rows aligned by item."""
+    """The two layers on the items both runs hold: ``(A, B, idx, rows)``, rows aligned by item, and
+    ``rows`` the positions of the items ``only`` names (None: all)."""
     from analysis.storage.store import load_layer
 
     A, ia = load_layer(con, run_a, int(layer_a), with_idx=True)
     B, ib = load_layer(con, run_b, int(layer_b), with_idx=True)
     common = np.intersect1d(ia, ib)
-    if only is not None:
-        common = np.intersect1d(common, np.asarray(list(only), dtype=common.dtype))
     pa = {int(i): p for p, i in enumerate(ia)}
     pb = {int(i): p for p, i in enumerate(ib)}
-    return (A[[pa[int(i)] for i in common]].astype(np.float64), B[[pb[int(i)] for i in common]].astype(np.float64),
-            common)
+    A = A[[pa[int(i)] for i in common]].astype(np.float64)
+    B = B[[pb[int(i)] for i in common]].astype(np.float64)
+    rows = None
+    if only is not None:
+        rows = np.flatnonzero(np.isin(common, np.asarray(list(only), dtype=common.dtype)))
+    return A, B, common, rows
 
 
-#: what ``pair_rank`` counts: the column's help text on the page
+#: what ``pair_rank`` counts, whatever the pair: the start of the column's help text on the page
 RANK_HELP = ("pair_rank: the rank of the first right answer when the item queries the other layer (1 = first), "
              "as the same-space study's recall counts it: the item's own other side, or any item sharing its "
              "video or caption embedding (a duplicated caption); a wrong item with an equal cosine ranks before "
              "it. Items of one source (the manifest's group) with their own videos and captions are wrong "
-             "answers. With every item listed and one layer on both sides, the share of rows with rank ≤ k is "
-             "the stored recall@k.")
+             "answers.")
 
 
-def _rank_column(ra: dict, rb: dict, A, B) -> tuple[np.ndarray | None, str | None]:
-    """Each item's 1-based rank of its first right answer, A's row querying B's rows, where the two runs
-    are one model's two sides of one width (a shared space); else None and why. Returns ``(ranks,
-    why)``, ``why`` a sentence for the notes: why there is no column, or what a kept one counts.
+def _rank_space(con, ra: dict, la: int, rb: dict, lb: int) -> tuple[str | None, int | None, str]:
+    """Where the two layers can be ranked against each other, by the same-space study's rule
+    (:func:`analysis.studies.same_space.shared_spaces`): ``(kind, width, text)``.
+
+    ``kind``: ``"stored"`` for a pair the study scores (an MLLM's video and text sides at one layer
+    index; a dual encoder's two ``joint`` layers of one width, cut to that ``width``); ``"across"``
+    for an MLLM's two sides at two layer indices (one width, one language model, but a pair the
+    study never scores); None where there is no shared space (``text`` says why). For the other
+    kinds ``text`` names the layers."""
+    from analysis.studies.same_space import is_mllm_side, named_layer
+
+    video, text = (ra, rb) if rb["modality"] == "text" else (rb, ra)
+    lv, lt = (la, lb) if video is ra else (lb, la)
+    if ra["modality"] == rb["modality"] or text["modality"] != "text":
+        return None, None, "the two layers are not a video side and a text side, so they share no space to retrieve in"
+    if is_mllm_side(video) and is_mllm_side(text):
+        if video["model"] != text["model"]:
+            return None, None, "the two layers are not one model's video and text sides, so they share no space"
+        if int(video["dim"]) != int(text["dim"]):
+            return None, None, f"the sides have widths {video['dim']} and {text['dim']} (no shared space)"
+        kind = "stored" if lv == lt else "across"
+        return kind, None, f"video layer {lv} and text layer {lt}"
+    jv, jt = named_layer(video, "joint"), named_layer(text, "joint")
+    same_model = video["model"] == text["model"]
+    if not same_model:
+        ident = query_frame(con, "SELECT model, source, revision FROM models WHERE model IN (?, ?)",
+                            [video["model"], text["model"]])
+        pairs = {(s, r) for s, r in zip(ident["source"], ident["revision"])}
+        same_model = len(ident) == 2 and len(pairs) == 1
+    if not same_model:
+        return None, None, "the two layers are not one model's video and text sides, so they share no space"
+    if jv is None or jt is None:
+        return None, None, ("a dual encoder's towers share a space only at their joint layers, and these runs "
+                            "store none (precompute both towers with --named-layers)")
+    if (lv, lt) != (jv[0], jt[0]):
+        return None, None, (f"a dual encoder's towers share a space only at their joint layers (video layer "
+                            f"{jv[0]}, text layer {jt[0]}); video layer {lv} and text layer {lt} belong to two "
+                            "towers")
+    if jv[1] != jt[1]:
+        return None, None, f"the joint layers have widths {jv[1]} and {jt[1]} (no shared space)"
+    return "stored", jv[1], f"the joint layers (video layer {lv}, text layer {lt})"
+
+
+def _rank_column(con, ra: dict, la: int, rb: dict, lb: int, A, B, rows=None
+                 ) -> tuple[np.ndarray | None, str, str | None]:
+    """Each item's 1-based rank of its first right answer, A's row querying all of B's rows, where
+    the two layers share a space (:func:`_rank_space`); else None and why. ``rows``: the positions
+    of the items listed (a sampled map's), each still ranked among all ``N`` items, as the stored
+    recall ranks. Returns ``(ranks, help, why)``: ``ranks`` ``(m,)`` integers in ``[1, N]``,
+    ``help`` what the column counts (empty without one), ``why`` a sentence for the notes: why there
+    is no column, or what a kept one needs said.
 
     The rule is the same-space study's, the same functions
     (:func:`analysis.methods.same_space.ranking_groups`, :func:`~analysis.methods.same_space.first_right_ranks`):
-    items whose video or caption has one embedding are right answers for each other, so the share of
-    items with rank ``<= k`` is the stored recall@k of these rows (v2t when A is the video side). No
-    column where the study stores no ranking: a collapsed or rank-1 side (every cosine ties), or every
-    item in one group (every rank would be 1).
+    items whose video or caption has one embedding are right answers for each other, so with every
+    item listed, for a pair the study scores, the share of items with rank ``<= k`` is the stored
+    recall@k (v2t when A is the video side). No column where the study ranks nothing among the
+    ``N`` items: a collapsed or rank-1 side (every cosine ties), or every item in one group (every
+    rank would be 1). An MLLM's two sides at two layer indices are ranked by the same rule, with a
+    sentence saying that this is not the stored recall.
 
     On one BLAS thread, as ``analyze`` ranks (:func:`analysis.metrics.base.one_blas_thread`): a
     caption and its duplicate have equal cosines only as far as the product rounds them alike, and
     OpenBLAS rounds some product shapes differently on two threads (300 items of 13 features: a few
     duplicated captions' items ranked one place lower), so an item's rank would depend on the pool."""
-    if ra["model"] != rb["model"] or ra["modality"] == rb["modality"]:
-        return None, ("no rank in retrieval: the two layers are not one model's video and text sides, so they "
-                      "share no space to retrieve in")
-    if A.shape[1] != B.shape[1]:
-        return None, f"no rank in retrieval: the sides have widths {A.shape[1]} and {B.shape[1]} (no shared space)"
+    kind, width, where = _rank_space(con, ra, la, rb, lb)
+    if kind is None:
+        return None, "", f"no rank in retrieval: {where}"
+    if width is not None:  # a joint layer is zero-padded to its run's width in the store
+        A, B = A[:, :width], B[:, :width]
     video_first = ra["modality"] != "text"
     V, T = (A, B) if video_first else (B, A)
+    n = len(A)
     with one_blas_thread():
         groups, why, note = ranking_groups(V, T)
         if why is not None:
-            return None, f"no rank in retrieval: {why}"
-        ranks = first_right_ranks(A, B, groups) + 1
-    return ranks, (None if note is None else f"pair_rank: {note}; an item is found at the first of its group")
+            return None, "", f"no rank in retrieval: {why}"
+        ranks = first_right_ranks(A, B, groups, rows) + 1
+    sampled = rows is not None and len(rows) < n
+    among = (f" Each item is ranked among all {n} items both runs hold at these layers, not among the "
+             f"{len(ranks)} this table lists." if sampled else "")
+    if kind == "stored":
+        share = (" The share of these rows with rank ≤ k is that of a sample, not the stored recall@k."
+                 if sampled else " With every item listed, the share of rows with rank ≤ k is the stored recall@k.")
+        help_text = RANK_HELP + among + share
+    else:
+        help_text = (RANK_HELP + f" Here it is computed across {where}: the stored recall ranks a layer only "
+                     "against the same layer of the other side, so this rank is not the stored recall and no "
+                     "stored number is its share." + among)
+    return ranks, help_text, (None if note is None else
+                              f"pair_rank: among all {n} items, {note}; an item is found at the first of its group")
 
 
 def _probe_columns(con, dataset: str, run_id: str, idx: np.ndarray) -> tuple[dict, list[str]]:
@@ -157,13 +222,15 @@ def item_table(con, dataset: str, run_a: str, layer_a: int, run_b: str, layer_b:
     caption`` (the first), ``agreement``
     (:func:`analysis.methods.item_scores.item_agreement`, NaN on a collapsed layer), ``pair_rank``
     (1 = a right answer retrieved first: its own pair, or an item sharing its video or caption
-    embedding, as the stored recall counts (:data:`RANK_HELP`); only for one model's two sides in a
-    shared space where the same-space study ranks) and one
-    ``probe <field> (L<best>)`` column per field the probes study stored for ``run_a`` (True: its
+    embedding, as the stored recall counts (:data:`RANK_HELP`), ranked among all the items both runs
+    hold even when ``only`` lists a sample; only where the two layers share a space
+    (:func:`_rank_column`), :attr:`ItemTable.rank_help` saying whether it is the stored recall's) and
+    one ``probe <field> (L<best>)`` column per field the probes study stored for ``run_a`` (True: its
     k-NN probe at the best layer gets the item right). Sorted outliers first: lowest agreement, then
     worst rank."""
     ra, rb = _run(con, run_a), _run(con, run_b)
-    A, B, idx = _layers(con, run_a, layer_a, run_b, layer_b, only)
+    A_all, B_all, idx_all, rows = _layers(con, run_a, layer_a, run_b, layer_b, only)
+    A, B, idx = (A_all, B_all, idx_all) if rows is None else (A_all[rows], B_all[rows], idx_all[rows])
     n = len(idx)
     k = int(max(1, min(int(k), n - 1)))
     items = query_frame(con, "SELECT idx, item_id, captions FROM items WHERE dataset = ? ORDER BY idx", [dataset])
@@ -174,7 +241,8 @@ def item_table(con, dataset: str, run_a: str, layer_a: int, run_b: str, layer_b:
     notes = []
     if not np.isfinite(table["agreement"]).all():
         notes.append("no agreement: a layer is collapsed (every item at one point), so it has no neighbours")
-    ranks, why = _rank_column(ra, rb, A, B)
+    ranks, rank_help, why = _rank_column(con, ra, int(layer_a), rb, int(layer_b), A_all, B_all, rows)
+    del A_all, B_all
     if ranks is not None:
         table["pair_rank"] = ranks
     if why is not None:
@@ -186,14 +254,14 @@ def item_table(con, dataset: str, run_a: str, layer_a: int, run_b: str, layer_b:
     notes += probe_notes
     order = ["agreement"] + (["pair_rank"] if ranks is not None else [])
     table = table.sort_values(order, ascending=[True] + [False] * (len(order) - 1), kind="stable")
-    return ItemTable(table.reset_index(drop=True), k, k / (n - 1), notes)
+    return ItemTable(table.reset_index(drop=True), k, k / (n - 1), notes, rank_help)
 
 
 def subset_alignment(con, run_a: str, layer_a: int, run_b: str, layer_b: int, items: tuple,
                      k: int = 10) -> item_scores.SubsetAgreement:
     """Mutual k-NN of the two layers on the items ``items`` (their ``idx``) alone, with its chance
     level (:func:`analysis.methods.item_scores.subset_agreement`); items a run lacks are left out."""
-    A, B, idx = _layers(con, run_a, layer_a, run_b, layer_b)
+    A, B, idx, _ = _layers(con, run_a, layer_a, run_b, layer_b)
     pos = {int(i): p for p, i in enumerate(idx)}
     rows = [pos[int(i)] for i in items if int(i) in pos]
     return item_scores.subset_agreement(A, B, rows, k=k)

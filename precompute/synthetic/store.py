@@ -17,9 +17,10 @@ from ..batch.writer import StoreWriter
 
 
 def write_run(path, run_id: str, X, *, model: str, modality: str, n_frames=None, n_captions=None,
-              dataset: str = "synthetic", variant: str = "original") -> None:
+              dataset: str = "synthetic", variant: str = "original", config: dict | None = None) -> None:
     """Write one done run holding exactly ``X`` ``(L, N, d)`` (the dataset and model created when
-    missing), e.g. a collapsed or duplicated layer for a test."""
+    missing), e.g. a collapsed or duplicated layer for a test; ``config``: the run's config (e.g.
+    ``{"side": "video"}`` for an MLLM's side, which the same-space study ranks; default none)."""
     X = np.asarray(X, dtype=np.float32)
     L, N, d = X.shape
     w = StoreWriter(path)
@@ -31,7 +32,7 @@ def write_run(path, run_id: str, X, *, model: str, modality: str, n_frames=None,
             w.put_model(model, ModelInfo(model, modality, modality, "mean", L, d, 1000, None, "r", True, {}))
         w.start_run(run_id, model=model, dataset=dataset, modality=modality, n_frames=n_frames,
                     n_captions=n_captions, variant=variant, image_mode=None, pooling="mean", dtype="float32",
-                    device="cpu", n_items=N, n_layers=L, dim=d, config={})
+                    device="cpu", n_items=N, n_layers=L, dim=d, config=config or {})
         w.write_batch(run_id, 0, X, n_done=N, n_items=N)
     finally:
         w.close()

@@ -34,8 +34,8 @@ def two_sided_store(path):
     T = (V + 0.7 * rng.normal(size=V.shape)).astype(np.float32)
     for a, b in ((171, 298), (296, 227), (158, 297), (251, 299)):
         T[:, b] = T[:, a]  # two items with the same caption
-    write_run(path, "m-v", V, model="m", modality="video", n_frames=4)
-    write_run(path, "m-t", T, model="m", modality="text", n_captions=1)
+    write_run(path, "m-v", V, model="m", modality="video", n_frames=4, config={"side": "video"})
+    write_run(path, "m-t", T, model="m", modality="text", n_captions=1, config={"side": "text"})
     return V
 
 

@@ -74,8 +74,8 @@ def test_one_models_two_sides_rank_each_items_own_pair(tmp_path):
     Z = rng.normal(size=(2, 25, 6))
     V, T = Z + 0.3 * rng.normal(size=Z.shape), Z + 0.3 * rng.normal(size=Z.shape)
     path = tmp_path / "s.duckdb"
-    write_run(path, "m-v", V, model="m", modality="video", n_frames=1)
-    write_run(path, "m-t", T, model="m", modality="text", n_captions=1)
+    write_run(path, "m-v", V, model="m", modality="video", n_frames=1, config={"side": "video"})
+    write_run(path, "m-t", T, model="m", modality="text", n_captions=1, config={"side": "text"})
     res = read(path, views.item_table, "synthetic", "m-v", 1, "m-t", 1, k=3)
     Vn = V[1] / np.linalg.norm(V[1], axis=1, keepdims=True)
     Tn = T[1] / np.linalg.norm(T[1], axis=1, keepdims=True)
