@@ -44,6 +44,7 @@ def test_the_rank_counts_a_shared_captions_copies_as_found_as_the_stored_recall_
     assert np.mean(t["pair_rank"] <= 5) == pytest.approx(recall, abs=1e-12)
     help_text = columns["pair_rank"]["help"]
     assert "first right answer" in help_text and "sharing its video or caption embedding" in help_text
+    assert help_text.endswith("With every item listed, the share of rows with rank ≤ k is the stored recall@k.")
     caption = " ".join(c.value.replace("\\", "") for c in at.caption)
     assert "4 item(s) share a video or caption embedding with another" in caption
     assert "an item is found at the first of its group" in caption
