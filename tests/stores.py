@@ -938,6 +938,31 @@ def write_grouped_store(path, *, maps: int = 0) -> tuple[np.ndarray, np.ndarray]
     return V, T
 
 # ---------------------------------------------------------------- an analysis that stops part-way
+def current_rows(con, dataset: str | None = None) -> dict:
+    """The rows the readers show (of ``dataset``, or every dataset), decoded, per table (without their
+    ``computed`` stamps)."""
+    from analysis.storage import results as R
+
+    out = {}
+    for table, read in (("result_grids", R.read_grids), ("result_profiles", R.read_profiles),
+                        ("result_studies", R.read_studies)):
+        out[table] = sorted(({k: (v.tolist() if hasattr(v, "tolist") else v) for k, v in r.items() if k != "computed"}
+                             for r in read(con, current=True) if dataset is None or r["dataset"] == dataset),
+                            key=lambda r: r["result_id"])
+    return out
+
+
+def rows_of_studies(con, studies, dataset: str | None = None) -> dict:
+    """:func:`current_rows` of an uninterrupted analysis, kept to the rows of ``studies`` (profiles and
+    grids are tables of their own; every other study's rows carry its name)."""
+    names = {"verdicts": "verdict"}  # (the verdicts study stores its rows as study "verdict")
+    got = current_rows(con, dataset)
+    return {"result_grids": got["result_grids"] if "grids" in studies else [],
+            "result_profiles": got["result_profiles"] if "profiles" in studies else [],
+            "result_studies": [r for r in got["result_studies"]
+                               if r["study"] in {names.get(s, s) for s in studies}]}
+
+
 def stopped_analysis(store, study: str, error: BaseException | type = KeyboardInterrupt, **settings) -> None:
     """``analyze_store(store, **settings)`` stopped by ``error`` raised as ``study`` starts (one of
     :data:`analysis.studies.STUDY_ORDER`'s modules: Ctrl-C by default), as a person pressing Ctrl-C

@@ -16,7 +16,7 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from analysis.storage import last_analysis, results as R
+from analysis.storage import last_analysis
 from analysis.storage.store import is_interrupt
 from analysis.studies import STUDY_ORDER, analyze_store
 from analysis.views.store_info import dataset_context, overview, unfinished_analysis
@@ -24,7 +24,7 @@ from analysis.views.verdicts import verdicts
 from precompute.cli import main
 from tests.stores import read_store as _read
 from tests.helpers import make_report, quiet
-from tests.stores import result_tables, stopped_analysis, write_store
+from tests.stores import current_rows, result_tables, rows_of_studies, stopped_analysis, write_store
 
 ROOT = Path(__file__).resolve().parents[2]
 #: small and quick, but every study runs (k < 12 items)
@@ -56,27 +56,6 @@ def _copy(store, tmp_path, name="store.duckdb"):
     return out
 
 
-def _current(con) -> dict:
-    """The rows the readers show, decoded, per table (without their ``computed`` stamps)."""
-    out = {}
-    for table, read in (("result_grids", R.read_grids), ("result_profiles", R.read_profiles),
-                        ("result_studies", R.read_studies)):
-        out[table] = sorted(({k: (v.tolist() if hasattr(v, "tolist") else v) for k, v in r.items() if k != "computed"}
-                             for r in read(con, current=True)), key=lambda r: r["result_id"])
-    return out
-
-
-def _rows_of_studies(con, studies) -> dict:
-    """:func:`_current` of an uninterrupted analysis, kept to the rows of ``studies`` (profiles and
-    grids are tables of their own; every other study's rows carry its name)."""
-    names = {"verdicts": "verdict"}  # (the verdicts study stores its rows as study "verdict")
-    got = _current(con)
-    return {"result_grids": got["result_grids"] if "grids" in studies else [],
-            "result_profiles": got["result_profiles"] if "profiles" in studies else [],
-            "result_studies": [r for r in got["result_studies"]
-                               if r["study"] in {names.get(s, s) for s in studies}]}
-
-
 def test_an_interrupted_first_analysis_shows_the_studies_it_finished_and_says_where_it_stopped(runs, whole, tmp_path):
     store = _copy(runs, tmp_path)
     stopped_analysis(store, "scaling", **CHEAP)
@@ -84,9 +63,9 @@ def test_an_interrupted_first_analysis_shows_the_studies_it_finished_and_says_wh
     assert (run.state, run.dataset, run.study) == ("interrupted", "toy", "scaling")
     assert run.finished == {"toy": ["profiles", "grids", "probes"]} and run.ended is not None
     # the studies it finished are shown whole, as the uninterrupted analysis has them; none after them
-    expected = _read(whole, _rows_of_studies, ("profiles", "grids", "probes"))
+    expected = _read(whole, rows_of_studies, ("profiles", "grids", "probes"))
     assert expected["result_grids"] and expected["result_profiles"]
-    assert _read(store, _current) == expected
+    assert _read(store, current_rows) == expected
     said = _read(store, unfinished_analysis, str(store))
     for needle in ("did not finish", "interrupted during scaling of dataset toy",
                    "studies it completed (profiles, grids, probes)", "verdicts"):
@@ -110,7 +89,7 @@ def test_rerunning_an_interrupted_analysis_resumes_and_equals_an_uninterrupted_o
     recomputed = {"verdict" if s == "verdicts" else s for s in out["computed_by_study"]}
     assert not recomputed & set(finished), out["computed_by_study"]
     assert result_tables(store) == result_tables(whole)
-    assert _read(store, _current) == _read(whole, _current)
+    assert _read(store, current_rows) == _read(whole, current_rows)
     assert _read(store, unfinished_analysis, str(store)) is None
     assert _read(store, last_analysis.read).state == "finished"
 
@@ -121,7 +100,7 @@ def test_a_reanalysis_interrupted_keeps_showing_the_previous_complete_analysis(w
     run = _read(store, last_analysis.read)
     assert run.kept == ("toy",) and run.finished == {"toy": ["profiles"]}
     # every view reads the k = 3 analysis, whole: the k = 4 profiles it finished are not mixed in
-    assert _read(store, _current) == _read(whole, _current)
+    assert _read(store, current_rows) == _read(whole, current_rows)
     assert _read(store, dataset_context, "toy")["k"] == 3
     assert _read(store, verdicts, "toy")
     said = _read(store, unfinished_analysis, str(store))
@@ -149,7 +128,7 @@ def test_a_resumed_analysis_interrupted_again_shows_only_the_studies_it_finished
     stopped_analysis(store, "model_map", **CHEAP)
     run = _read(store, last_analysis.read)
     assert run.kept == () and run.finished == {"toy": ["profiles", "grids", "probes", "scaling"]}
-    assert _read(store, _current) == _read(whole, _rows_of_studies, ("profiles", "grids", "probes", "scaling"))
+    assert _read(store, current_rows) == _read(whole, rows_of_studies, ("profiles", "grids", "probes", "scaling"))
     said = _read(store, unfinished_analysis, str(store)).sentence
     assert "studies it completed (profiles, grids, probes, scaling)" in said and "previous" not in said
 
