@@ -63,6 +63,7 @@ def drop_stale_results(con, log) -> None:
         for table in RESULT_TABLES:
             con.execute(f"DELETE FROM {table}")
         R.clear_current(con)
+        last_analysis.clear(con)  # the analyses on record list rows that are gone
         _put_meta(con, "analysis_version", str(ANALYSIS_VERSION))
     if row:
         log(f"note: cached results were from analysis version {row[0][0]}; recomputing all (now {ANALYSIS_VERSION})")
@@ -240,15 +241,17 @@ class Progress:
 
     def __init__(self, ctx: Context, plan, settings: dict):
         self.ctx = ctx
-        before = last_analysis.read(ctx.con)
-        # a dataset the previous analysis left unfinished shows a part of it: not an analysis to keep
-        # showing whole, so its list is emptied and refilled as this one's studies finish
-        partial = ({ds for ds in before.datasets if ds not in before.complete}
-                   if before is not None and before.state != "finished" else set())
+        before = last_analysis.read_all(ctx.con)
+        # a dataset its own last analysis left unfinished (whichever analyses of other datasets ran
+        # since) shows a part of it: not an analysis to keep showing whole, so its list is emptied and
+        # refilled as this one's studies finish
+        partial = {ds for ds, run in last_analysis.by_dataset(before).items() if run.unfinished(ds)}
         earlier = last_analysis.listed_datasets(ctx.con) - partial
         self.run = last_analysis.LastAnalysis(
             state="running", started=last_analysis.now(), datasets=tuple(plan), settings=settings,
             kept=tuple(ds for ds in plan if ds in earlier))
+        # the analyses still the last of a dataset this one leaves alone: their states stay on record
+        self.earlier = last_analysis.still_last(before, plan)
         self._seen = {t: set(ids) for t, ids in ctx.touched.items()}  # the rows listed, or not to list
         self._write([ds for ds in plan if ds in partial], replace=True)
 
@@ -258,7 +261,7 @@ class Progress:
         by every row of them touched."""
         touched = self.ctx.touched
         rows = touched if replace else {t: touched[t] - self._seen[t] for t in touched}
-        last_analysis.record(self.ctx.con, self.run, rows=rows, datasets=listed, replace=replace)
+        last_analysis.record(self.ctx.con, self.run, earlier=self.earlier, rows=rows, datasets=listed, replace=replace)
         if listed:
             self._seen = {t: set(ids) for t, ids in touched.items()}
 

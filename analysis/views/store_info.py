@@ -56,43 +56,88 @@ def stale_results(con, store_path: str = "STORE") -> str | None:
 
 @dataclass(frozen=True)
 class Unfinished:
-    """What the readers say about a ``layerscope analyze`` that did not finish."""
+    """What the readers say about ``layerscope analyze`` runs that did not finish."""
 
-    sentence: str  #: how it ended and where, which results are shown, and how to finish it (``resume``)
-    resume: str  #: how to finish it, one sentence
+    sentence: str  #: how each ended and where, which results are shown, and how to finish it (``resume``)
+    resume: str  #: how to finish it, one sentence (or one per analysis, when they need other settings)
     command: str | None  #: the command that finishes it (None: it needs the settings ``resume`` names)
+    #: the sentence's subject, for a list of what is missing ("the last `layerscope analyze` did not finish")
+    summary: str = "the last `layerscope analyze` did not finish"
+    #: the datasets whose last analysis did not finish them (empty: not known, a store without the record)
+    datasets: tuple = ()
 
 
 def unfinished_analysis(con, store_path: str = "STORE") -> Unfinished | None:
-    """What every reader of results says first when the store's last ``layerscope analyze`` did not
-    finish: how it ended and where (its record, :mod:`analysis.storage.last_analysis`), which results
-    are shown (per dataset: the studies it completed, the dataset's earlier analysis, or none), and the
-    command that finishes it. ``None`` when it finished, or nothing says it did not.
+    """What every reader of results says first when a dataset's last ``layerscope analyze`` did not
+    finish it: per such analysis (:mod:`analysis.storage.last_analysis`: each dataset's state is that of
+    the last analysis of it, so an unfinished analysis of dataset B stays said after a finished one of
+    A), how it ended and where, which results are shown (per dataset: the studies it completed, the
+    dataset's earlier analysis, or none), and the command that finishes it. ``None`` when every
+    dataset's last analysis finished it, or nothing says one did not.
 
     Only recorded facts are said: an analysis killed outright (SIGKILL, out of memory) recorded no end,
     so it is said to have stopped "or to be still running"."""
     if not is_layerscope_store(con):
         return None
     command = f"layerscope analyze --store {store_path}"
-    run = last_analysis.read(con)
-    if run is None:
+    runs = last_analysis.read_all(con)
+    if not runs:
         return _unlisted_results(con, command)
-    if run.state == "finished" or all(ds in run.complete for ds in run.datasets):
-        return None  # (stopped after its last study: every result it lists is complete)
+    last = last_analysis.by_dataset(runs)
+    parts, resumes, sames, left, firsts, named = [], [], [], [], [], []
+    for i, run in enumerate(runs):
+        own = [ds for ds in run.datasets if last[ds] is run]  # the datasets it is still the last analysis of
+        unfinished = [ds for ds in own if run.unfinished(ds)]
+        if not unfinished:  # (one that stopped after its last study listed every result complete)
+            continue
+        left += unfinished
+        firsts.append(i)
+        if i == 0:
+            who = f"The last `layerscope analyze` of this store (started {run.started} UTC)"
+        else:
+            who = (f"An earlier `layerscope analyze` of this store (started {run.started} UTC), the last to "
+                   f"analyse {_datasets_words(own)},")
+        shown = [_shown_words(run, ds, named=len(own) > 1) for ds in own]
+        resume, same = _resume_words(con, run, command)
+        parts.append([f"{who} did not finish: {_ended_words(run, still=i == 0)}.", *[s for s in shown if s]])
+        resumes.append(resume)
+        named.append(_datasets_words(unfinished))
+        sames.append(same)
+    if not parts:
+        return None
+    if all(sames):  # the saved settings finish every one of them: one command
+        resume = (resumes[0] if len(parts) == 1 else
+                  f"Run `{command}` to finish them: it reuses every result already stored and computes the rest.")
+        sentence = " ".join([*(s for p in parts for s in p), resume])
+    else:  # each says how it is finished
+        if len(parts) > 1:
+            resumes = [f"For {n}: {r[0].lower()}{r[1:]}" for n, r in zip(named, resumes)]
+        resume = " ".join(resumes)
+        sentence = " ".join(s for p, r in zip(parts, resumes) for s in [*p, r])
+    if firsts == [0]:
+        summary = "the last `layerscope analyze` did not finish"
+    else:
+        summary = (f"the last `layerscope analyze` of {'each of ' if len(left) > 1 else ''}{_datasets_words(left)} "
+                   "did not finish")
+    return Unfinished(sentence, resume, command if all(sames) else None, summary, tuple(left))
+
+
+def _datasets_words(datasets) -> str:
+    return f"dataset{'s' if len(datasets) > 1 else ''} {', '.join(datasets)}"
+
+
+def _ended_words(run, *, still: bool) -> str:
+    """How ``run`` ended and where: ``"it was interrupted during scaling of dataset toy at ... UTC"``
+    (``still``: it is the last analysis, so one that recorded no end may still be running; an earlier
+    one cannot be, a later one has written the store since)."""
     where = (f"{_study_words(run.study)} of dataset {run.dataset}" if run.study and run.dataset
              else f"dataset {run.dataset}" if run.dataset else "its start")
     if run.state == "interrupted":
-        how = f"it was interrupted during {where} at {run.ended} UTC"
-    elif run.state == "failed":
-        how = f"it failed during {where} at {run.ended} UTC ({run.error})"
-    else:
-        how = (f"it stopped during {where} without recording an end (killed, cancelled or out of memory), unless "
-               "it is still running")
-    shown = [_shown_words(run, ds, named=len(run.datasets) > 1) for ds in run.datasets]
-    resume, same = _resume_words(con, run, command)
-    return Unfinished(" ".join([f"The last `layerscope analyze` of this store (started {run.started} UTC) did not "
-                                f"finish: {how}.", *[s for s in shown if s], resume]), resume,
-                      command if same else None)
+        return f"it was interrupted during {where} at {run.ended} UTC"
+    if run.state == "failed":
+        return f"it failed during {where} at {run.ended} UTC ({run.error})"
+    return (f"it stopped during {where} without recording an end (killed, cancelled or out of memory)"
+            + (", unless it is still running" if still else ""))
 
 
 def _study_words(study: str) -> str:
@@ -227,7 +272,7 @@ def overview(con, store_path: str = "STORE") -> dict:
     unfinished = unfinished_analysis(con, store_path)
     if unfinished:  # (where it stopped and what is shown: the pages' note; without a command, the
         # sentence names the settings that finish it)
-        missing.append({"what": f"the last `layerscope analyze` did not finish. {unfinished.resume}",
+        missing.append({"what": f"{unfinished.summary}. {unfinished.resume}",
                         "command": unfinished.command})
     elif len(runs) and not n_results:
         missing.append({"what": "no analysis results yet (heatmaps, curves, scaling, model map need them)",
