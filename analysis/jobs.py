@@ -23,9 +23,10 @@ Status (``status.json``)::
      "eta_s": float | None}              # seconds left, at the mean pace so far (elapsed · (total − done) / done)
 
 :func:`cancel` ends a running job: its whole process group (the child runs in its own session) is
-killed and the status says ``cancelled``. The store stays as it was before the study being computed:
-each study's rows are written in one transaction at its end (``ctx.flush``), so a killed analysis
-leaves complete earlier studies and nothing of the interrupted one.
+sent SIGTERM and the status says ``cancelled``. The store stays as it was before the study being
+computed: each study's rows are written in one transaction at its end (``ctx.flush``), so a cancelled
+analysis leaves complete earlier studies and nothing of the interrupted one, and records that it was
+cancelled there (``terminated``, :mod:`analysis.storage.last_analysis`).
 """
 
 from __future__ import annotations
@@ -120,10 +121,15 @@ def progress_text(job: dict) -> str:
     return text
 
 
+#: a cancelled job's message
+CANCELLED = "cancelled; the store keeps every study completed before it (each is written whole)"
+
+
 def cancel(job_dir, *, wait: float = 5.0) -> dict | None:
     """End a running job: SIGTERM to its process group (SIGKILL when it has not ended within ``wait``
-    seconds), then its status says ``cancelled``. A job that is not running is left as it is. Returns
-    the status."""
+    seconds), then its status says ``cancelled``. An analysis takes SIGTERM as its end
+    (:mod:`analysis.signals`): it records in the store where it stopped, says ``cancelled`` itself and
+    exits with 143. A job that is not running is left as it is. Returns the status."""
     job_dir = Path(job_dir)
     st = status(job_dir)
     if st is None or st.get("state") != "running":
@@ -139,9 +145,8 @@ def cancel(job_dir, *, wait: float = 5.0) -> dict | None:
             if not _alive(int(pid), 0.0):
                 break
     st = _read_json(job_dir / "status.json") or st
-    if st.get("state") == "running":  # not finished on its own meanwhile
-        st.update(state="cancelled", finished=time.time(), eta_s=None,
-                  message="cancelled; the store keeps every study completed before it (each is written whole)")
+    if st.get("state") == "running":  # not finished on its own meanwhile, nor said it was cancelled
+        st.update(state="cancelled", finished=time.time(), eta_s=None, message=CANCELLED)
         _write_json(job_dir / "status.json", st)
     return st
 
@@ -271,7 +276,8 @@ def settings_text(settings: dict) -> str:
 
 
 def run(job_dir) -> int:
-    """The child's side: do the job in ``job_dir`` and keep ``status.json`` current. Returns 0 or 1."""
+    """The child's side: do the job in ``job_dir`` and keep ``status.json`` current. Returns 0, 1 (an
+    error) or 143 (cancelled: SIGTERM, :func:`cancel`)."""
     job_dir = Path(job_dir)
     spec = _read_json(job_dir / "spec.json")
     if spec is None:
@@ -318,6 +324,12 @@ def run(job_dir) -> int:
         log(st["message"])
         return 0
     except BaseException as exc:  # noqa: BLE001 - every failure must reach the page as one line
+        from analysis.signals import Terminated
+
+        if isinstance(exc, Terminated):  # cancelled (:func:`cancel`): the analysis recorded where it stopped
+            st.update(state="cancelled", finished=time.time(), eta_s=None, message=CANCELLED)
+            log(CANCELLED)
+            return Terminated.EXIT_CODE
         message = one_line(exc)
         if spec.get("csv"):  # the upload's temporary path says nothing to the person who uploaded it
             message = message.replace(spec["csv"], "the uploaded CSV")

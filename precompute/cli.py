@@ -10,6 +10,7 @@ import argparse
 import sys
 
 from analysis.cli import UserError, int_list, summary_lines
+from analysis.signals import Terminated
 
 EPILOG = """examples:
   layerscope metrics
@@ -436,6 +437,11 @@ def _interrupted() -> int:
     return 130
 
 
+def _terminated() -> int:
+    print("terminated (SIGTERM); finished work is kept and a rerun resumes", file=sys.stderr)
+    return Terminated.EXIT_CODE
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -450,6 +456,8 @@ def main(argv: list[str] | None = None) -> int:
         return int(args.func(args) or 0)
     except KeyboardInterrupt:
         return _interrupted()
+    except Terminated:  # SIGTERM during an analysis (analysis.signals), its end recorded
+        return _terminated()
     # every input problem (manifest, model, store, video, analysis) is a ValueError subclass that
     # names the thing at fault: one line, no traceback
     except (UserError, ValueError) as exc:

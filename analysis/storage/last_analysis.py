@@ -40,9 +40,10 @@ from analysis.storage.store import transaction
 KEY = "last_analysis"
 #: the key under which the record lists the earlier analyses still the last of some dataset
 EARLIER = "earlier"
-#: ``running``: under way, or stopped without recording an end (killed, out of memory); ``finished``;
-#: ``interrupted``: Ctrl-C / SIGINT; ``failed``: an error ended it
-STATES = ("running", "finished", "interrupted", "failed")
+#: ``running``: under way, or stopped without recording an end (killed outright, out of memory);
+#: ``finished``; ``interrupted``: Ctrl-C / SIGINT; ``terminated``: SIGTERM (the dashboard's Cancel,
+#: ``kill``, a job scheduler); ``failed``: an error ended it
+STATES = ("running", "finished", "interrupted", "terminated", "failed")
 
 
 def now() -> str:

@@ -134,10 +134,10 @@ def store_error(path, exc: BaseException) -> StoreError:
 
 
 def is_interrupt(exc: BaseException) -> bool:
-    """Whether ``exc`` is the user stopping the command (Ctrl-C, SIGINT): a ``KeyboardInterrupt``, or
-    what DuckDB raises instead when the signal lands during a query (it cancels the query and raises
-    ``RuntimeError("Query interrupted")``, or its ``InterruptException``; no KeyboardInterrupt
-    follows)."""
+    """Whether ``exc`` is the user stopping the command with Ctrl-C (SIGINT; SIGTERM raises
+    :class:`analysis.signals.Terminated`): a ``KeyboardInterrupt``, or what DuckDB raises instead when
+    the signal lands during a query (it cancels the query and raises ``RuntimeError("Query
+    interrupted")``, or its ``InterruptException``; no KeyboardInterrupt follows)."""
     return (isinstance(exc, (KeyboardInterrupt, duckdb.InterruptException))
             or (isinstance(exc, RuntimeError) and str(exc).startswith("Query interrupted")))
 

@@ -36,6 +36,7 @@ from analysis.storage import last_analysis, results as R
 from analysis.storage.schema import create_all
 from analysis.sides import split_side
 from analysis.storage.integrity import scan_store
+from analysis.signals import Terminated, sigterm_raises
 from analysis.storage.store import StoreError, check_store_path, connect, is_interrupt, latest_per_setting, transaction
 from analysis.studies import (
     caption_baseline, downstream, embedding_map, grids, layer_choice, model_map, predictors, probes, profiles,
@@ -292,14 +293,16 @@ class Progress:
         self.run = dataclasses.replace(self.run, state="finished", ended=last_analysis.now(), dataset=None, study=None)
         self._write()
 
-    def stopped(self, exc: BaseException) -> None:
-        """Record how the analysis ended early: ``interrupted`` (Ctrl-C) or ``failed`` with the
-        error. Best effort: a store that cannot be written any more keeps the ``running`` record,
-        which says as much, and the original error goes on."""
-        interrupted = is_interrupt(exc)
+    def stopped(self, exc: BaseException, *, terminated: bool = False) -> None:
+        """Record how the analysis ended early: ``terminated`` (SIGTERM, ``terminated``: whatever
+        ``exc`` it surfaced as, DuckDB's interrupted query among them), ``interrupted`` (Ctrl-C) or
+        ``failed`` with the error. Best effort: a store that cannot be written any more keeps the
+        ``running`` record, which says as much, and the original error goes on."""
+        state = ("terminated" if terminated or isinstance(exc, Terminated)
+                 else "interrupted" if is_interrupt(exc) else "failed")
         self.run = dataclasses.replace(
-            self.run, state="interrupted" if interrupted else "failed", ended=last_analysis.now(),
-            error=None if interrupted else (" ".join(str(exc).split()) or type(exc).__name__)[:300])
+            self.run, state=state, ended=last_analysis.now(),
+            error=(" ".join(str(exc).split()) or type(exc).__name__)[:300] if state == "failed" else None)
         try:
             self._write()
         except Exception:  # noqa: BLE001 - the error that stopped the analysis is the one to report
@@ -320,8 +323,19 @@ def analyze_store(store, options: AnalyzeOptions | None = None, *, progress: boo
 
     Returns ``{"computed", "skipped", "notes", "computed_by_study", "reused_by_study",
     "preparations", "layer_preparations", "grids_scored", "settings"}``.
+
+    An analysis that stops early records how (:mod:`analysis.storage.last_analysis`) and raises on:
+    Ctrl-C as ``KeyboardInterrupt`` (or DuckDB's interrupted query), SIGTERM, in the main thread, as
+    :class:`~analysis.signals.Terminated` (:func:`~analysis.signals.sigterm_raises`; the
+    command line exits with 143), an error as itself. Every study finished before keeps its rows.
     """
     options = (options or AnalyzeOptions()).with_overrides(**overrides)
+    with sigterm_raises() as sigterm:
+        return _analyze_store(store, options, progress, log, executor, sigterm)
+
+
+def _analyze_store(store, options: AnalyzeOptions, progress: bool, log, executor, sigterm) -> dict:
+    """:func:`analyze_store`'s work, with SIGTERM raising (``sigterm``: whether it came)."""
     datasets = options.datasets
     check_store_path(store, must_exist=True)  # a mistyped path must not become a new, empty store
     con = connect(store, read_only=False)
@@ -378,7 +392,7 @@ def analyze_store(store, options: AnalyzeOptions | None = None, *, progress: boo
             # read those only); the record now says the analysis finished
             progress.end()
         except BaseException as exc:
-            progress.stopped(exc)
+            progress.stopped(exc, terminated=sigterm.received)
             raise
         out = ctx.summary()
         out["settings"] = saved

@@ -89,7 +89,14 @@ def die_with_parent(sig: int | None = None, *, watch: bool = True) -> None:
 
 
 def _init_pool_worker(store: str, clamp: str) -> None:
-    """A local pool worker: it ends with the analysis that forked it, then :func:`init_worker`."""
+    """A local pool worker: it ends with the analysis that forked it, and at once on SIGTERM, then
+    :func:`init_worker`."""
+    import signal
+
+    # forked, it inherits the analysis's SIGTERM handler (analysis.signals), which would turn the
+    # signal into an error of the task under way and go on with the next one: a cancelled analysis's
+    # workers (its process group is sent SIGTERM) must end, and the analysis records the end
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
     die_with_parent()
     init_worker(store, clamp)
 

@@ -134,9 +134,12 @@ def _ended_words(run, *, still: bool) -> str:
              else f"dataset {run.dataset}" if run.dataset else "its start")
     if run.state == "interrupted":
         return f"it was interrupted during {where} at {run.ended} UTC"
+    if run.state == "terminated":
+        return (f"it was cancelled (SIGTERM: the dashboard's Cancel button, `kill` or a job scheduler) during "
+                f"{where} at {run.ended} UTC")
     if run.state == "failed":
         return f"it failed during {where} at {run.ended} UTC ({run.error})"
-    return (f"it stopped during {where} without recording an end (killed, cancelled or out of memory)"
+    return (f"it stopped during {where} without recording an end (killed outright or out of memory)"
             + (", unless it is still running" if still else ""))
 
 

@@ -186,7 +186,8 @@ import sys
 # Ctrl-C as a terminal's Python gets it: a test runner's worker may pass on SIGINT ignored or blocked
 # (both survive exec), and twice in a full parallel run no SIGINT ever ended this process
 signal.signal(signal.SIGINT, signal.default_int_handler)
-signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+signal.signal(signal.SIGTERM, signal.SIG_DFL)  # (likewise: an ignored SIGTERM survives exec)
+signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT, signal.SIGTERM})
 from analysis import studies
 from precompute.cli import main
 
@@ -241,6 +242,27 @@ def test_ctrl_c_during_a_query_ends_analyze_as_interrupted_without_a_traceback(r
     assert "interrupted during scaling of dataset toy" in _read(store, unfinished_analysis, str(store)).sentence
     assert main(["analyze", "--store", str(store), "--quiet", *CHEAP_FLAGS]) == 0
     assert result_tables(store) == result_tables(whole)
+
+
+def test_sigterm_ends_analyze_as_cancelled_with_143_keeping_the_finished_studies(runs, whole, tmp_path):
+    """SIGTERM (the dashboard's Cancel sends it to the job's process group, as ``kill`` does) ends the
+    analysis as Ctrl-C does, recorded as its own state: the studies it finished are shown, whole,
+    and a rerun resumes to what an uninterrupted analysis stores."""
+    store = _copy(runs, tmp_path)
+    rc, err = _held_analysis(store, signal.SIGTERM)
+    assert rc == 128 + signal.SIGTERM, err
+    assert "Traceback" not in err and err.strip().splitlines()[-1].startswith("terminated (SIGTERM);"), err
+    run = _read(store, last_analysis.read)
+    assert (run.state, run.dataset, run.study) == ("terminated", "toy", "scaling") and run.ended is not None
+    assert run.finished == {"toy": ["profiles", "grids", "probes"]}
+    assert _read(store, current_rows) == _read(whole, rows_of_studies, ("profiles", "grids", "probes"))
+    said = _read(store, unfinished_analysis, str(store)).sentence
+    assert "it was cancelled (SIGTERM" in said and "during scaling of dataset toy at" in said, said
+    assert "without recording an end" not in said and "studies it completed (profiles, grids, probes)" in said
+    assert main(["analyze", "--store", str(store), "--quiet", *CHEAP_FLAGS]) == 0
+    assert result_tables(store) == result_tables(whole)
+    assert _read(store, current_rows) == _read(whole, current_rows)
+    assert _read(store, unfinished_analysis, str(store)) is None
 
 
 def test_a_killed_analysis_is_said_to_have_stopped_without_an_end(runs, whole, tmp_path):

@@ -87,3 +87,25 @@ def test_job_folders_sort_in_start_order_across_a_seconds_boundary(monkeypatch):
     first, second = jobs._job_id("analyze"), jobs._job_id("analyze")
     assert sorted([second, first]) == [first, second]
     assert first.split("-")[1] != second.split("-")[1]  # the seconds differ, as the clock said
+
+
+def test_an_analysis_job_ended_by_sigterm_says_cancelled_and_exits_143(raw_store, tmp_path, monkeypatch):
+    """The job's analysis takes SIGTERM (``cancel`` sends it) as its end: the job says it was
+    cancelled, not that it failed, and exits as a command ended by SIGTERM does (128 + 15)."""
+    import json
+    import signal
+
+    from analysis import studies
+    from analysis.signals import Terminated
+
+    def terminated(*args, **kwargs):
+        raise Terminated()
+
+    monkeypatch.setattr(studies, "analyze_store", terminated)
+    job_dir = tmp_path / "job"
+    job_dir.mkdir()
+    (job_dir / "spec.json").write_text(json.dumps({"id": "job", "kind": "analyze", "store": str(raw_store)}))
+    assert jobs.run(job_dir) == 128 + signal.SIGTERM
+    st = jobs.status(job_dir)
+    assert (st["state"], st["message"]) == ("cancelled", jobs.CANCELLED)
+    assert st["finished"] is not None
