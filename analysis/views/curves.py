@@ -347,7 +347,8 @@ def section(con, dataset, *, models=None, references=None, metrics=None, sides=N
     """The Layer curves section: every per-layer profile row of the sides of ``models`` (None: every
     model; a model stands for all its sides, :func:`section_sides`) as ``data`` (records of
     :func:`profiles_long`), one :func:`metric_curves` chart per metric titled ``"<metric> per layer"``,
-    and the sentences read under each (:func:`metric_notes`, chart after chart). ``sides``: the side
+    and the sentences read under each (:func:`metric_notes`: ``chart_notes``, and chart after chart
+    ``notes``). ``sides``: the side
     keys to draw (the page's pick: ``clip``, ``clip [text]``); None: every side of ``models``.
     ``metrics``: the curves to draw (the page's pick, alignment curves included); None: every
     profile metric, by name, as the report shows them. A curve with no defined value is not drawn.
@@ -359,8 +360,9 @@ def section(con, dataset, *, models=None, references=None, metrics=None, sides=N
     keys = set(prof["model"]) | set(layer_choices(con, dataset))
     chosen = section_sides(keys, section_models(con, models), sides)
     prof = prof[prof["model"].isin(chosen)]
-    charts, notes = metric_charts(con, dataset, prof, chosen, metrics)
-    return Section(prof.to_dict(orient="records"), charts=tuple(charts), notes=tuple(notes))
+    charts, chart_notes = metric_charts(con, dataset, prof, chosen, metrics)
+    return Section(prof.to_dict(orient="records"), charts=tuple(charts),
+                   notes=tuple(n for said in chart_notes for n in said), chart_notes=tuple(map(tuple, chart_notes)))
 
 
 def section_sides(keys, models, sides=None) -> list[str]:
@@ -387,9 +389,10 @@ def side_labels(labels: dict, keys) -> dict:
 
 
 def metric_charts(con, dataset, prof: pd.DataFrame, chosen, metrics=None) -> tuple[list, list]:
-    """``([(title, chart)], [note])``: :func:`metric_curves` of each of ``metrics`` (None: every metric
-    of ``prof``, by name) for the ``chosen`` models, and :func:`metric_notes` of each, skipping a curve
-    no chosen model has or whose every value is undefined (nothing to draw)."""
+    """``([(title, chart)], [[note]])``: :func:`metric_curves` of each of ``metrics`` (None: every metric
+    of ``prof``, by name) for the ``chosen`` models, and :func:`metric_notes` of each (one list per
+    chart, in the charts' order), skipping a curve no chosen model has or whose every value is
+    undefined (nothing to draw)."""
     from analysis.views.null import curve_null_levels  # it reads the curves' source grids through this module
 
     choices = layer_choices(con, dataset)
@@ -407,7 +410,7 @@ def metric_charts(con, dataset, prof: pd.DataFrame, chosen, metrics=None) -> tup
         fig = metric_curves(data, metric, dataset=dataset, chosen=chosen, choices=choices, marks=marks, ctx=ctx,
                             intervals=intervals, nulls=nulls, labels=labels)
         charts.append((f"{metric} per layer", fig["chart"]))
-        notes += metric_notes(data, metric, fig, n_items=ctx["n_items"], labels=labels, dims=dims)
+        notes.append(metric_notes(data, metric, fig, n_items=ctx["n_items"], labels=labels, dims=dims))
     return charts, notes
 
 

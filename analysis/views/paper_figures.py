@@ -514,7 +514,8 @@ def section(con, dataset, *, models=None, references=None, figure=None, metric=N
     """DR's and TARA's figures on this store: ``data`` ``{metric, fig7, fig11, fig2, fig8, prompts,
     gap_maps}`` (each figure's numbers and its sentence, a list per figure drawn), ``charts`` one
     ``(caption, chart)`` per figure drawn, each with the title the Paper figures page gives it, and
-    ``notes`` each drawn Fig. 7, 11/12 or 2's notes, one line per reason, chart after chart.
+    ``notes`` each drawn Fig. 7, 11/12 or 2's notes, one line per reason, chart after chart, and
+    ``chart_notes`` the same notes chart by chart (a figure's notes are about its chart alone).
 
     The page's choices narrow it; None (the report's choice) draws every figure the store allows:
     ``figure`` one of :data:`FIGURES`; ``metric`` (:data:`FIGURE_METRIC` when stored, else the first);
@@ -545,12 +546,13 @@ def section(con, dataset, *, models=None, references=None, figure=None, metric=N
              "fig8": lambda: _fig8_part(scope, cb.baseline_choices(con, dataset)["pairs"] if baseline_pair is None
                                         else [tuple(baseline_pair)], n_frames)}
     sec = {"metric": metric, "fig7": [], "fig11": [], "fig2": [], "fig8": [], "prompts": [], "gap_maps": []}
-    charts, notes = [], []
+    charts, chart_notes = [], []
     for name in wanted:
         sec[name], drawn, said = parts[name]()
         charts += drawn
-        notes += said
-    return Section(sec, charts=tuple(charts), notes=tuple(notes))
+        chart_notes += said
+    return Section(sec, charts=tuple(charts), notes=tuple(n for said in chart_notes for n in said),
+                   chart_notes=tuple(map(tuple, chart_notes)))
 
 
 @dataclass(frozen=True)
@@ -568,9 +570,11 @@ def _titled(scope: _Figures, text: str, models) -> dict:
 
 
 def _gap_part(gaps) -> tuple[list, list, list]:
-    """TARA's pictures of the gap: ``(entries, [(caption, chart)], notes)`` as every part returns."""
+    """TARA's pictures of the gap: ``(entries, [(caption, chart)], [[note] per chart])`` as every part
+    returns."""
     return ([{"subject": m["subject"], "method": m["method"], "n_points": m["n_points"]} for m in gaps],
-            [(f"TARA's picture of the gap ({m['method'].upper()}): {m['subject']}", m["chart"]) for m in gaps], [])
+            [(f"TARA's picture of the gap ({m['method'].upper()}): {m['subject']}", m["chart"]) for m in gaps],
+            [[] for _ in gaps])
 
 
 def _prompts_part(scope: _Figures, prompts) -> tuple[list, list, list]:
@@ -583,7 +587,7 @@ def _prompts_part(scope: _Figures, prompts) -> tuple[list, list, list]:
         title = _titled(scope, f"modality gap per layer: {scope.labels.get(a, a)} against {scope.labels.get(b, b)}",
                         [a, b])
         charts.append((f"TARA: modality gap per layer, {a} against {b}", pc.compare_chart(cv, title=title)))
-    return entries, charts, []
+    return entries, charts, [[] for _ in charts]
 
 
 def _fig7_part(scope: _Figures, texts) -> tuple[list, list, list]:
@@ -600,7 +604,7 @@ def _fig7_part(scope: _Figures, texts) -> tuple[list, list, list]:
                                    f"{scope.labels.get(text, text)}", fv["points"]["vision"])
             charts.append((f"DR Fig. 7: {scope.metric}, n_c {lo} against {hi}, text model {text}",
                            fig7_chart(fv, title=title)))
-            notes += collapse_notes(fv["notes"])
+            notes.append(collapse_notes(fv["notes"]))
     return entries, charts, notes
 
 
@@ -619,7 +623,7 @@ def _fig11_part(scope: _Figures, budgets) -> tuple[list, list, list]:
                         sorted(set(av["cells"]["vision"]) | set(av["cells"]["text"])))
         charts.append((f"DR Figs. 11/12: {scope.metric} at n_c {av['n_c']}, best value (vision layer/text layer)",
                        fig11_chart(av, title=title)))
-        notes += collapse_notes(av["notes"])
+        notes.append(collapse_notes(av["notes"]))
     return entries, charts, notes
 
 
@@ -636,7 +640,7 @@ def _fig2_part(scope: _Figures, tasks, texts) -> tuple[list, list, list]:
             title = _titled(scope, f"{task} against {scope.metric} with {scope.labels.get(text, text)} "
                                    f"(n_c {fv['n_c']})", fv["points"]["vision"])
             charts.append((f"DR Fig. 2: {task} against {scope.metric} with {text}", fig2_chart(fv, title=title)))
-            notes += collapse_notes(fv["notes"])
+            notes.append(collapse_notes(fv["notes"]))
     return entries, charts, notes
 
 
@@ -657,7 +661,7 @@ def _fig8_part(scope: _Figures, pairs, n_frames=None) -> tuple[list, list, list]
                                    f" at n_f {n_f}; dashed: the long original caption", [vision, text])
             charts.append((f"DR Fig. 8: {scope.metric}, {vision} × {text} at n_f {n_f}; dashed: the long original "
                            "caption", cb.fig8_chart(fv, n_f, title=title)))
-    return entries, charts, []
+    return entries, charts, [[] for _ in charts]
 
 
 def _gap_pictures(con, ds) -> list[dict]:

@@ -262,9 +262,16 @@ def scaling_uncertainty_text(sv: dict) -> str:
                      "item resamples; no band is drawn around the curve (per-parameter intervals do not make one).")
     if sv.get("chance") is not None:
         parts.append(f"Chance (unrelated spaces) = {fmt_number(sv['chance'])} at N = {sv['n_items']}.")
-    if (sv.get("fit") or {}).get("params") and sv.get("status") not in (None, "ok"):
-        parts.append("S∞ is not drawn: the fit cannot determine it here.")
     return " ".join(parts)
+
+
+def s_inf_text(sv: dict, pair: str) -> str:
+    """Why the fitted ceiling S∞ is missing from the panels of ``pair`` (the two models' labels, ``"A ×
+    B"``: the sentence names them, so it reads once under their panels and not as any other pair's),
+    or ``""`` when it is drawn or there is no fit: the rule of :func:`scaling_panels`."""
+    if (sv.get("fit") or {}).get("params") and sv.get("status") not in (None, "ok"):
+        return f"S∞ is not drawn on the {pair} panels: the fit cannot determine it here."
+    return ""
 
 
 def budget_lists(points: pd.DataFrame) -> list[str]:
@@ -281,8 +288,10 @@ OMITTED = ("no scaling fits (needs vision×text pairs at several n_f and n_c set
 def section(con, dataset, *, models=None, references=None, subjects=None) -> Section:
     """The scaling section: ``data`` a list of :func:`scaling_entry`, ``charts`` the two panels of
     :func:`scaling_panels` of each subject drawn, captioned ``"scaling: A × B, against n_f"`` and
-    ``"… against n_c"``, and ``notes`` the two sentences read under each subject's panels
-    (:func:`scaling_uncertainty_text`, then the metric's help), subject after subject. The page renders
+    ``"… against n_c"``, and ``notes`` the sentences read under each subject's panels
+    (:func:`scaling_uncertainty_text`, :func:`s_inf_text` when S∞ is missing, then the metric's help),
+    subject after subject; ``chart_notes`` ties them to the subject's second panel (the page prints
+    them under the pair, after both). The page renders
     all of it (its heading, fit lines, warnings, tables and download from the entry): one read per subject.
 
     ``subjects``: the page's picks (``"a|b|metric"``, any metric), each drawn even with no fitted law
@@ -301,7 +310,7 @@ def section(con, dataset, *, models=None, references=None, subjects=None) -> Sec
             raise ValueError(f"{dataset}: no scaling fit of {unknown}; stored: {', '.join(stored) or 'none'}")
         picked = list(subjects)
     labels = model_labels(con)
-    fits, charts, notes = [], [], []
+    fits, charts, chart_notes = [], [], []
     for subject in picked:
         a, b, metric = subject.split("|")
         sv = scaling_view(con, dataset, subject)
@@ -312,10 +321,13 @@ def section(con, dataset, *, models=None, references=None, subjects=None) -> Sec
                                                                           labels=labels))
         charts += [(f"scaling: {a} × {b}, against {what}", chart)
                    for what, chart in (("n_f", by_frames), ("n_c", by_captions))]
-        notes += [scaling_uncertainty_text(sv), metric_help(metric, sv["n_items"], chance_params(sv["params"]))]
+        said = (scaling_uncertainty_text(sv), s_inf_text(sv, f"{labels.get(a, a)} × {labels.get(b, b)}"),
+                metric_help(metric, sv["n_items"], chance_params(sv["params"])))
+        chart_notes += [(), tuple(n for n in said if n)]
     if not fits:
         return Section(None, omitted=OMITTED)
-    return Section(fits, charts=tuple(charts), notes=tuple(notes))
+    return Section(fits, charts=tuple(charts), notes=tuple(n for said in chart_notes for n in said),
+                   chart_notes=tuple(chart_notes))
 
 
 def chance_params(params: dict) -> dict:

@@ -18,6 +18,64 @@ class Section:
     notes: tuple = ()
     #: why the section is empty, naming the command that would fill it; None when it has data
     omitted: str | None = None
+    #: the sentences read under each chart: one tuple per chart of ``charts``, in its order (empty: no
+    #: sentence is tied to a chart); each is one of ``notes``, which also holds the section-wide ones
+    chart_notes: tuple = ()
+
+    def __post_init__(self):
+        if self.chart_notes and len(self.chart_notes) != len(self.charts):
+            raise ValueError(f"{len(self.chart_notes)} charts' notes for {len(self.charts)} charts")
+        stray = {n for said in self.chart_notes for n in said} - set(self.notes)
+        if stray:
+            raise ValueError(f"notes under a chart but not among the section's notes: {sorted(stray)}")
+
+    def placed_notes(self) -> "PlacedNotes":
+        """Where the page and the report print each of this section's sentences (:func:`place_notes`)."""
+        return place_notes(self.chart_notes or [()] * len(self.charts), self.notes)
+
+
+@dataclass(frozen=True)
+class PlacedNotes:
+    #: ``under[i]``: the sentences printed directly under chart ``i`` (the one chart that reads them)
+    under: tuple
+    #: ``((chart indices, sentences), ...)``: sentences several charts read, but not every chart with
+    #: notes: printed once after the charts, under a line naming those charts
+    shared: tuple
+    #: the section-wide sentences: tied to no chart, or read under every chart that has notes
+    wide: tuple
+
+
+def place_notes(chart_notes, notes) -> PlacedNotes:
+    """Each distinct sentence of a section, placed once: directly under its chart when exactly one
+    chart reads it; after the charts, naming them, when several (not all) of the charts with notes
+    read it; with the section-wide sentences otherwise. ``chart_notes``: one list of sentences per
+    chart, in the charts' order; ``notes``: every sentence of the section (the chart's ones included;
+    one tied to no chart is section-wide). Order: a chart's own order; shared groups and section-wide
+    sentences in the order of their first appearance in ``notes`` then ``chart_notes``.
+
+    >>> p = place_notes([["a", "s"], ["b", "s"], ["c"]], ["a", "s", "b", "s", "c", "w"])
+    >>> p.under, p.shared, p.wide
+    ((('a',), ('b',), ('c',)), (((0, 1), ('s',)),), ('w',))
+    >>> place_notes([["a", "s"], ["b", "s"]], ["a", "s", "b", "s"]).wide
+    ('s',)
+    """
+    readers: dict[str, tuple] = {}
+    for i, said in enumerate(chart_notes):
+        for n in dict.fromkeys(said):
+            readers[n] = readers.get(n, ()) + (i,)
+    with_notes = sum(1 for said in chart_notes if said)
+    under = tuple(tuple(n for n in dict.fromkeys(said) if len(readers[n]) == 1) for said in chart_notes)
+    shared: dict[tuple, list] = {}
+    wide = []
+    for n in dict.fromkeys([*notes, *(n for said in chart_notes for n in said)]):
+        charts = readers.get(n, ())
+        if len(charts) == 1:
+            continue
+        if charts and len(charts) < with_notes:
+            shared.setdefault(charts, []).append(n)
+        else:
+            wide.append(n)
+    return PlacedNotes(under, tuple((c, tuple(said)) for c, said in shared.items()), tuple(wide))
 
 
 def section_models(con, models=None) -> list[str]:

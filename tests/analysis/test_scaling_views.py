@@ -182,7 +182,14 @@ def test_the_reports_section_draws_the_mutual_knn_laws_of_its_models(with_model)
                                                 "v|loglinear|mutual_knn"]
     assert [c for c, _ in sec.charts] == [f"scaling: v × {b}, against {x}" for b in ("flat", "law", "loglinear")
                                           for x in ("n_f", "n_c")]
-    assert len(sec.notes) == 2 * 3  # two sentences under each drawn subject
+    # under each drawn subject's second panel (none under its first): what the panels show of uncertainty,
+    # why S∞ is not drawn when the stored fit's status is not ok (naming the pair), and the metric's help
+    unfit = {f["subject"].split("|")[1] for f in sec.data[1:] if f["fit"] and f["status"] not in (None, "ok")}
+    assert [len(said) for said in sec.chart_notes] == [n for b in ("flat", "law", "loglinear")
+                                                       for n in (0, 3 if b in unfit else 2)]
+    assert [n for n in sec.notes if n.startswith("S∞ is not drawn")] == [
+        f"S∞ is not drawn on the v × {b} panels: the fit cannot determine it here." for b in sorted(unfit)]
+    assert sec.notes == tuple(n for said in sec.chart_notes for n in said)
 
 
 def test_a_named_subject_is_drawn_by_its_points_when_no_law_is_fitted(with_model):
