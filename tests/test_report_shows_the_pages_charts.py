@@ -445,3 +445,78 @@ def test_a_study_s_notes_kept_in_its_data_are_printed_once_as_its_section_s_note
     html, md = shown_texts(report)
     assert not [n for n in per_layer if html[n] or md[n]]
     assert_inert(render_markdown(report))
+
+
+class _PlacedTexts(HTMLParser):
+    """Every paragraph and list item of an HTML text as ``(tag, text, caption)``: ``caption`` the
+    text of the figure's caption when the element sits inside a ``<figure>``, else None."""
+
+    def __init__(self):
+        super().__init__(convert_charrefs=True)
+        self.found, self._tag, self._open, self._figure, self._caption = [], None, [], False, None
+
+    def handle_starttag(self, tag, attrs):
+        if tag == "figure":
+            self._figure, self._caption = True, None
+        elif tag in ("p", "li", "figcaption") and self._tag is None:
+            self._tag, self._open = tag, []
+
+    def handle_endtag(self, tag):
+        if tag == "figure":
+            self._figure = False
+        elif tag == self._tag:
+            text = "".join(self._open).strip().replace(WORD_JOINER, "")
+            if tag == "figcaption":
+                self._caption = text
+            else:
+                self.found.append((tag, text, self._caption if self._figure else None))
+            self._tag = None
+
+    def handle_data(self, data):
+        if self._tag:
+            self._open.append(data)
+
+
+def placed_texts(html_text) -> list[tuple]:
+    parser = _PlacedTexts()
+    parser.feed(html_text)
+    return parser.found
+
+
+def assert_under_its_chart_alone(report, note, title):
+    """``note`` is shown once in report.html, inside the figure captioned ``title``; once in report.md
+    (as markdown-it renders it), in the list under the line naming that chart; and the JSON ties it
+    to that chart alone."""
+    shown = [(tag, caption) for tag, text, caption in placed_texts(render_html(report)) if text == note]
+    assert shown == [("p", title)], (note, shown)
+    md = placed_texts(render(render_markdown(report)))
+    at = [i for i, (_, text, _) in enumerate(md) if text == note]
+    assert len(at) == 1 and md[at[0]][0] == "li", (note, at)
+    heading = next(text for tag, text, _ in reversed(md[:at[0]]) if tag == "p")
+    assert heading == f"Under the chart {title}:", (note, heading)
+    ties = [c["chart"] for cs in json.loads(to_json(report))["datasets"][0]["chart_notes"].values() for c in cs
+            if note in c["notes"]]
+    assert ties == [title]
+
+
+def test_a_scaling_note_and_a_curve_note_sit_under_their_own_chart_and_nowhere_else(demo_report):
+    """A sentence about one chart (that one pair's fitted ceiling S∞ is not drawn; what the metric of one
+    curve measures) is printed directly under that chart, not after every chart of its section."""
+    d = demo_report["datasets"][0]
+    # the pairs whose fit cannot determine S∞ (their stored status), each named in its own sentence
+    unfit = [f["subject"].split("|")[:2] for f in d["sections"]["scaling"] if f["fit"] and f["status"] != "ok"]
+    assert unfit and len(unfit) < len(d["sections"]["scaling"])  # one pair keeps S∞: the note is not everyone's
+    said = [n for n in d["notes"]["scaling"] if n.startswith("S∞ is not drawn on the ")]
+    assert len(said) == len(unfit)
+    for a, b in unfit:
+        (note,) = [n for n in said if [x.split(" (")[0] for x in
+                                       n.removeprefix("S∞ is not drawn on the ").split(" panels:")[0].split(" × ")] == [a, b]]
+        # the pair's sentences read under its panels, the second (against n_c) closing the pair
+        assert_under_its_chart_alone(demo_report, note, f"scaling: {a} × {b}, against n_c")
+    # each curve's metric help opens with the metric's name and sits under that metric's chart
+    curves = [t for s, t, _ in d["charts"] if s == "layer_curves"]
+    assert len(curves) >= 2
+    for title in curves:
+        metric = title.removesuffix(" per layer")
+        (note,) = [n for n in d["notes"]["layer_curves"] if n.startswith(f"{metric}: ")]
+        assert_under_its_chart_alone(demo_report, note, title)

@@ -3,8 +3,8 @@ and its charts, which are the dashboard pages' charts built by :mod:`analysis.vi
 
 :func:`build_report` returns a plain JSON-able dict per dataset: the verdicts, one entry per section
 of :data:`PAGE_SECTIONS`, each a page's section (or the sentence of the section saying why it is left
-out), the sentences each page reads under its charts under ``notes``, the Vega-Lite specs under
-``charts`` and the provenance."""
+out), the sentences each page reads under its charts under ``notes`` (and chart by chart under
+``chart_notes``), the Vega-Lite specs under ``charts`` and the provenance."""
 
 from __future__ import annotations
 
@@ -69,7 +69,13 @@ def _dataset_section(con, ds, chosen, references, ov) -> dict:
     distinct sentence once in the page's order; a section without notes has no entry. A map beside
     ``sections`` rather than a key inside each: a section's data may be a list (heatmaps, curves,
     scaling), and an omitted section can still have notes (the temporal study's). The summary's
-    notes stay in its own data (``sections["summary"]["notes"]``), as before."""
+    notes stay in its own data (``sections["summary"]["notes"]``), as before.
+
+    ``chart_notes`` maps the name of a section whose view ties sentences to charts
+    (:attr:`~analysis.views.section.Section.chart_notes`) to one ``{"chart": title, "notes": [...]}``
+    per chart of the section, in the order of its charts (a chart no sentence is tied to has ``[]``);
+    each of these sentences is among the section's ``notes``. The renderers place each sentence once
+    (:func:`analysis.report.text.placed_notes`)."""
     n_items = int(ov["datasets"].set_index("dataset").loc[ds, "n_items"])
     runs = ov["runs"][(ov["runs"]["dataset"] == ds) & (ov["runs"]["status"] == "done")]
     text_models = sorted(runs[runs["modality"] == "text"]["model"].unique())
@@ -77,7 +83,8 @@ def _dataset_section(con, ds, chosen, references, ov) -> dict:
     # the Overview's section: the verdicts open the dataset's part, the summary is its first section
     opening = overview_section(con, ds, models=chosen, references=refs).data
     sec = {"dataset": ds, "n_items": n_items, "verdicts": opening["verdicts"],
-           "sections": {"summary": opening["summary"]}, "omitted": {}, "notes": {}, "charts": []}
+           "sections": {"summary": opening["summary"]}, "omitted": {}, "notes": {},
+           "chart_notes": {}, "charts": []}
     for name, section in PAGE_SECTIONS.items():
         part = section(con, ds, models=chosen, references=refs)
         if part.data is None:
@@ -89,6 +96,9 @@ def _dataset_section(con, ds, chosen, references, ov) -> dict:
         notes = list(dict.fromkeys(part.notes))
         if notes:
             sec["notes"][name] = notes
+        if any(part.chart_notes):
+            sec["chart_notes"][name] = [{"chart": title, "notes": list(dict.fromkeys(said))}
+                                        for (title, _), said in zip(part.charts, part.chart_notes)]
         sec["charts"] += [(name, title, _spec(chart)) for title, chart in part.charts]
     grids = R.read_grids(con, current=True, dataset=ds) if store_info.has_table(con, "result_grids") else []
     sec["provenance"] = _provenance(con, ds, chosen, heat_grids(grids, chosen, refs), runs, ov)

@@ -9,7 +9,7 @@ import json
 
 from analysis.report.paper_figures import paper_figures_html
 from analysis.report.text import (PROBES_TEXT, RANKING_TEXT, SECTIONS, alignment_heading, fabricated_text, fmt,
-                                  null_cell, reorder_report_rows, scaling_rows, section_notes)
+                                  null_cell, placed_notes, reorder_report_rows, scaling_rows)
 from analysis.storage import results as R
 from analysis.views.scaling import SATURATING_TITLE
 from analysis.views.temporal import reorder_drop_text, temporal_view
@@ -32,6 +32,8 @@ table{border-collapse:collapse;margin:.6rem 0;font-size:.92rem}td,th{border:1px 
 th{background:#f6f8fa}.note{color:#57606a;font-style:italic}.warning{border-left:4px solid #bf8700;padding:.4rem .8rem;
 background:#fff8c5}.chart{margin:1rem 0}.muted{color:#57606a;font-size:.9rem}
 code{background:#f6f8fa;padding:.1rem .3rem;border-radius:4px}.charts{display:flex;flex-wrap:wrap;gap:1rem}
+/* a chart's notes wrap at its width rather than widening its figure past its row */
+.chart .note{width:0;min-width:100%}
 @media (prefers-color-scheme: dark){body{background:#0d1117;color:#e6edf3}th{background:#161b22}td,th{border-color:#30363d}
 code{background:#161b22}.note,.muted{color:#8b949e}.warning{background:#272115}}
 """
@@ -58,7 +60,10 @@ def render_html(report: dict) -> str:
         parts.append(_summary_html(d["sections"].get("summary", {})))
         for name in SECTIONS[1:]:
             title = name.replace("_", " ").capitalize()
-            notes = "".join(f"<p class='note'>{_e(n)}</p>" for n in section_notes(d, name))
+            under, shared, wide = placed_notes(d, name)
+            # sentences several charts read, after the charts under a line naming them, then the section's own
+            notes = "".join(f"<p class='muted'>Under the charts {_e('; '.join(titles))}:</p>" + _notes_html(said)
+                            for titles, said in shared) + _notes_html(wide)
             if name in d["omitted"]:
                 parts.append(f"<h3>{_e(title)}</h3><p class='note'>Omitted: {_e(d['omitted'][name])}</p>{notes}")
                 continue
@@ -69,12 +74,13 @@ def render_html(report: dict) -> str:
             if name in _SECTION_TABLES:
                 parts.append(_SECTION_TABLES[name](d["sections"][name]))
             parts.append("<div class='charts'>")
-            for t, s in charts:
+            for (t, s), said in zip(charts, under):
                 i = len(specs)
                 specs.append(s)
+                # the sentences about this chart alone, directly under it (inside its figure)
                 parts.append(f"<figure class='chart'><div id='chart-{i}' class='vis'></div>"
-                             f"<figcaption class='muted'>{_e(t)}</figcaption></figure>")
-            parts.append("</div>" + notes)  # the sentences the page reads under these charts
+                             f"<figcaption class='muted'>{_e(t)}</figcaption>{_notes_html(said)}</figure>")
+            parts.append("</div>" + notes)  # the sentences the page reads under several of these charts
         parts.append(_provenance_html(d["provenance"]))
     parts.append(f"<h2>Reproduce</h2><pre><code>{_e(report['command'])}</code></pre>")
     parts.append(f"<script type='application/json' id='layerscope-specs'>{_script_json(specs)}</script>")
@@ -113,6 +119,10 @@ def _mark(status: str) -> str:
     svg = (f'<svg width="14" height="14" viewBox="0 0 14 14" fill="currentColor" aria-hidden="true" '
            f'style="vertical-align:-2px">{body}</svg>')
     return f'<span class="mark" style="color:{colour}">{svg} <b>{_e(VERDICT_WORDS[status])}</b></span>'
+
+
+def _notes_html(notes) -> str:
+    return "".join(f"<p class='note'>{_e(n)}</p>" for n in notes)
 
 
 def _verdicts_html(report) -> str:

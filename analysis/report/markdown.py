@@ -6,7 +6,7 @@ from __future__ import annotations
 from analysis.report.md_escape import md_block, md_cell, md_inline
 from analysis.report.paper_figures import paper_figures_md
 from analysis.report.text import (RANKING_TEXT, PROBES_TEXT, alignment_heading, fabricated_text, fmt, null_cell,
-                                  scaling_rows, section_notes)
+                                  placed_notes, scaling_rows)
 from analysis.views.scaling import SATURATING_TITLE
 from analysis.views.temporal import reorder_drop_text, temporal_view
 from analysis.views.verdicts import VERDICT_WORDS, missing_text
@@ -79,12 +79,24 @@ def render_markdown(report: dict) -> str:
 
 
 def _notes_md(d, name) -> list[str]:
-    """The notes of section ``name`` (:func:`~analysis.report.text.section_notes`) as a list under a line
-    naming the section, each note escaped as a list item's text; ``[]`` when it has none."""
-    notes = section_notes(d, name)
-    if not notes:
-        return []
-    return ["", f"Notes on {name.replace('_', ' ')}:", ""] + [f"- {md_block(n)}" for n in notes]
+    """The notes of section ``name`` as lists, each note escaped as a list item's text and placed as
+    :func:`~analysis.report.text.placed_notes` says: a chart's own sentences under a line naming that
+    chart (its drawing is in report.html), those several charts read under a line naming them, then
+    the section-wide ones; without sentences tied to charts, one list under a line naming the
+    section. ``[]`` when it has none."""
+    under, shared, wide = placed_notes(d, name)
+    titles = [t for s, t, _ in d.get("charts", []) if s == name]
+    groups = [([t], said) for t, said in zip(titles, under) if said] + shared
+    section = name.replace("_", " ")
+    if not groups:
+        return ["", f"Notes on {section}:", ""] + [f"- {md_block(n)}" for n in wide] if wide else []
+    lines = ["", f"Notes on {section}, chart by chart (the charts are in report.html):"]
+    for charts, said in groups:
+        lines += ["", f"Under {'the chart' if len(charts) == 1 else 'the charts'} "
+                      f"{'; '.join(md_inline(t) for t in charts)}:", ""] + [f"- {md_block(n)}" for n in said]
+    if wide:
+        lines += ["", f"On {section} as a whole:", ""] + [f"- {md_block(n)}" for n in wide]
+    return lines
 
 
 def _scaling_md(fits) -> list[str]:

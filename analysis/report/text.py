@@ -7,6 +7,7 @@ from __future__ import annotations
 import numpy as np
 
 from analysis.null import beyond_chance, null_label
+from analysis.views.section import place_notes
 from analysis.views.temporal import temporal_view
 
 #: the report's sections, in its order (the summary first)
@@ -22,6 +23,23 @@ def section_notes(d: dict, name: str) -> list[str]:
     sentence is printed twice. ``[]`` when the section has none."""
     said = set((d["sections"].get("summary") or {}).get("notes", []))
     return [n for n in d.get("notes", {}).get(name, []) if n not in said]
+
+
+def placed_notes(d: dict, name: str) -> tuple[list[list[str]], list[tuple[list[str], list[str]]], list[str]]:
+    """Where the report prints each of :func:`section_notes` of section ``name`` (the rule of
+    :func:`analysis.views.section.place_notes`, on the section's ``d["chart_notes"]``): ``(under,
+    shared, wide)``, ``under`` one list of sentences per chart of the section (in ``d["charts"]``'s
+    order) printed directly under it, ``shared`` ``(chart titles, sentences)`` read under several of
+    the charts (not all), printed after them naming them, and ``wide`` the section-wide sentences.
+    A section without ``chart_notes`` has every sentence in ``wide``."""
+    notes = section_notes(d, name)
+    per_chart = d.get("chart_notes", {}).get(name) or [{"chart": t, "notes": []} for s, t, _ in d.get("charts", [])
+                                                        if s == name]
+    kept = set(notes)
+    placed = place_notes([[n for n in c["notes"] if n in kept] for c in per_chart], notes)
+    titles = [c["chart"] for c in per_chart]
+    return ([list(u) for u in placed.under], [([titles[i] for i in charts], list(said)) for charts, said in placed.shared],
+            list(placed.wide))
 
 
 def fmt(v, digits=3):
