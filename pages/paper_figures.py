@@ -34,7 +34,10 @@ if figure not in ("published", "prompts"):
 
 
 def _notes(section):
-    for note in section.notes:  # near-identical notes: one line per reason, counted
+    """The sentences of a one-chart section: the chart's own (one line per reason, counted), then any
+    tied to no chart."""
+    placed = section.placed_notes()
+    for note in (*placed.under[0], *placed.wide):
         st.caption(md_escape(note))
 
 

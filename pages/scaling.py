@@ -41,9 +41,12 @@ for col, subject in zip(columns, [left] + ([compare] if compare != "(none)" else
         title = scaling_view.scaling_title(entry, subject, dataset=dataset, labels=labels)
         st.markdown(f"**{md_escape(scaling_view.scaling_heading(entry))}**")
         st.caption(md_escape(" · ".join(title["subtitle"])))
+        placed = section.placed_notes()  # each panel's sentences under it, as the report places them
         st.altair_chart(by_frames, width="stretch", key=f"scaling_{subject}")
+        for note in placed.under[0]:
+            st.caption(md_escape(note))
         st.altair_chart(by_captions, width="stretch", key=f"scaling_c_{subject}")
-        for note in section.notes:
+        for note in (*placed.under[1], *(n for _, said in placed.shared for n in said), *placed.wide):
             st.caption(md_escape(note))
         if entry.get("error"):
             st.warning(md_escape(entry["error"]))
