@@ -483,18 +483,24 @@ def placed_texts(html_text) -> list[tuple]:
     return parser.found
 
 
-def assert_under_its_chart_alone(report, note, title):
-    """``note`` is shown once in report.html, inside the figure captioned ``title``; once in report.md
-    (as markdown-it renders it), in the list under the line naming that chart; and the JSON ties it
-    to that chart alone."""
-    shown = [(tag, caption) for tag, text, caption in placed_texts(render_html(report)) if text == note]
+def shown_places(report) -> tuple[list, list, dict]:
+    """The report's HTML and Markdown (as markdown-it renders it) as :func:`placed_texts`, and its JSON."""
+    return (placed_texts(render_html(report)), placed_texts(render(render_markdown(report))),
+            json.loads(to_json(report)))
+
+
+def assert_under_its_chart_alone(shown_in, note, title):
+    """``note`` is shown once in report.html, inside the figure captioned ``title``; once in report.md,
+    in the list under the line naming that chart; and the JSON ties it to that chart alone.
+    ``shown_in``: :func:`shown_places` of the report."""
+    html, md, data = shown_in
+    shown = [(tag, caption) for tag, text, caption in html if text == note]
     assert shown == [("p", title)], (note, shown)
-    md = placed_texts(render(render_markdown(report)))
     at = [i for i, (_, text, _) in enumerate(md) if text == note]
     assert len(at) == 1 and md[at[0]][0] == "li", (note, at)
     heading = next(text for tag, text, _ in reversed(md[:at[0]]) if tag == "p")
     assert heading == f"Under the chart {title}:", (note, heading)
-    ties = [c["chart"] for cs in json.loads(to_json(report))["datasets"][0]["chart_notes"].values() for c in cs
+    ties = [c["chart"] for cs in data["datasets"][0]["chart_notes"].values() for c in cs
             if note in c["notes"]]
     assert ties == [title]
 
@@ -502,7 +508,7 @@ def assert_under_its_chart_alone(report, note, title):
 def test_a_scaling_note_and_a_curve_note_sit_under_their_own_chart_and_nowhere_else(demo_report):
     """A sentence about one chart (that one pair's fitted ceiling S∞ is not drawn; what the metric of one
     curve measures) is printed directly under that chart, not after every chart of its section."""
-    d = demo_report["datasets"][0]
+    d, shown_in = demo_report["datasets"][0], shown_places(demo_report)
     # the pairs whose fit cannot determine S∞ (their stored status), each named in its own sentence
     unfit = [f["subject"].split("|")[:2] for f in d["sections"]["scaling"] if f["fit"] and f["status"] != "ok"]
     assert unfit and len(unfit) < len(d["sections"]["scaling"])  # one pair keeps S∞: the note is not everyone's
@@ -512,11 +518,11 @@ def test_a_scaling_note_and_a_curve_note_sit_under_their_own_chart_and_nowhere_e
         (note,) = [n for n in said if [x.split(" (")[0] for x in
                                        n.removeprefix("S∞ is not drawn on the ").split(" panels:")[0].split(" × ")] == [a, b]]
         # the pair's sentences read under its panels, the second (against n_c) closing the pair
-        assert_under_its_chart_alone(demo_report, note, f"scaling: {a} × {b}, against n_c")
+        assert_under_its_chart_alone(shown_in, note, f"scaling: {a} × {b}, against n_c")
     # each curve's metric help opens with the metric's name and sits under that metric's chart
     curves = [t for s, t, _ in d["charts"] if s == "layer_curves"]
     assert len(curves) >= 2
     for title in curves:
         metric = title.removesuffix(" per layer")
         (note,) = [n for n in d["notes"]["layer_curves"] if n.startswith(f"{metric}: ")]
-        assert_under_its_chart_alone(demo_report, note, title)
+        assert_under_its_chart_alone(shown_in, note, title)
