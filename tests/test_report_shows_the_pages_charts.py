@@ -25,7 +25,9 @@ from analysis.views import scaling as scaling_view
 from analysis.views.overview import section as overview_section
 from analysis.views.text import WORD_JOINER, md_escape
 from analysis.views.verdicts import VERDICT_BADGES
+from analysis.views.store_info import model_labels
 from tests.helpers import app, charts
+from tests.stores import read_store
 from tests.hostile import JSLINK, SCRIPT, assert_inert, render
 
 DATASET = "moving_shapes"
@@ -97,7 +99,7 @@ def test_the_report_curves_are_the_curves_pages_chart(demo_like, monkeypatch, re
 
 def test_the_report_scaling_panels_are_the_scaling_pages_charts(demo_like, monkeypatch, report_charts):
     at, pages = page_specs(demo_like, monkeypatch, "scaling")
-    a, b, _ = str(at.query_params["pair"]).split("|")
+    a, b = pair_labels(demo_like, str(at.query_params["pair"]))
     report = [comparable(s) for c, s in report_charts["scaling"] if c.startswith(f"scaling: {a} × {b}, ")]
     assert pages == report and len(pages) == 2
 
@@ -203,6 +205,13 @@ def page_charts(store, monkeypatch, page, params=None) -> list[tuple[dict, list]
                     for d in c.proto.datasets)) for c in charts(at)]
 
 
+def pair_labels(store, subject: str) -> tuple[str, str]:
+    """The two models of a scaling subject ``"a|b|metric"`` as every caption and note names them (their
+    labels: ``clip-tiny (random init)``)."""
+    labels = read_store(store, model_labels)
+    return tuple(labels.get(m, m) for m in subject.split("|")[:2])
+
+
 def report_chart(entries, caption) -> tuple[dict, list]:
     """``(spec, data rows)`` of the report's chart shown under ``caption``."""
     found = [s for c, s in entries if c == caption]
@@ -280,7 +289,7 @@ def test_the_overviews_verdict_lines_are_the_reports_opening(demo_like, monkeypa
 
 def test_the_scaling_pages_panels_and_their_data_are_the_reports(demo_like, monkeypatch, report_charts):
     at = app(demo_like, monkeypatch, "scaling", {"dataset": DATASET})
-    a, b, _ = str(at.query_params["pair"]).split("|")
+    a, b = pair_labels(demo_like, str(at.query_params["pair"]))
     pages = page_charts(demo_like, monkeypatch, "scaling")
     report = [report_chart(report_charts["scaling"], f"scaling: {a} × {b}, against {what}") for what in ("n_f", "n_c")]
     assert pages == report
@@ -505,19 +514,20 @@ def assert_under_its_chart_alone(shown_in, note, title):
     assert ties == [title]
 
 
-def test_a_scaling_note_and_a_curve_note_sit_under_their_own_chart_and_nowhere_else(demo_report):
+def test_a_scaling_note_and_a_curve_note_sit_under_their_own_chart_and_nowhere_else(demo_report, demo_like):
     """A sentence about one chart (that one pair's fitted ceiling S∞ is not drawn; what the metric of one
     curve measures) is printed directly under that chart, not after every chart of its section."""
     d, shown_in = demo_report["datasets"][0], shown_places(demo_report)
     # the pairs whose fit cannot determine S∞ (their stored status), each named in its own sentence
-    unfit = [f["subject"].split("|")[:2] for f in d["sections"]["scaling"] if f["fit"] and f["status"] != "ok"]
+    unfit = [pair_labels(demo_like, f["subject"]) for f in d["sections"]["scaling"]
+             if f["fit"] and f["status"] != "ok"]
     assert unfit and len(unfit) < len(d["sections"]["scaling"])  # one pair keeps S∞: the note is not everyone's
     said = [n for n in d["notes"]["scaling"] if n.startswith("S∞ is not drawn on the ")]
     assert len(said) == len(unfit)
     for a, b in unfit:
-        (note,) = [n for n in said if [x.split(" (")[0] for x in
-                                       n.removeprefix("S∞ is not drawn on the ").split(" panels:")[0].split(" × ")] == [a, b]]
-        # the pair's sentences read under its panels, the second (against n_c) closing the pair
+        (note,) = [n for n in said if n.startswith(f"S∞ is not drawn on the {a} × {b} panels: ")]
+        # the pair's sentences read under its panels, the second (against n_c, captioned with the same
+        # names) closing the pair
         assert_under_its_chart_alone(shown_in, note, f"scaling: {a} × {b}, against n_c")
     # each curve's metric help opens with the metric's name and sits under that metric's chart
     curves = [t for s, t, _ in d["charts"] if s == "layer_curves"]

@@ -287,7 +287,8 @@ OMITTED = ("no scaling fits (needs vision×text pairs at several n_f and n_c set
 
 def section(con, dataset, *, models=None, references=None, subjects=None) -> Section:
     """The scaling section: ``data`` a list of :func:`scaling_entry`, ``charts`` the two panels of
-    :func:`scaling_panels` of each subject drawn, captioned ``"scaling: A × B, against n_f"`` and
+    :func:`scaling_panels` of each subject drawn, captioned ``"scaling: A × B, against n_f"`` (each model by its label,
+    :func:`analysis.views.store_info.model_labels`) and
     ``"… against n_c"``, and ``notes`` the sentences read under each subject's panels
     (:func:`scaling_uncertainty_text`, :func:`s_inf_text` when S∞ is missing, then the metric's help),
     subject after subject; ``chart_notes`` ties them to the subject's second panel (the page prints
@@ -319,9 +320,10 @@ def section(con, dataset, *, models=None, references=None, subjects=None) -> Sec
             continue
         by_frames, by_captions, _ = scaling_panels(sv, title=scaling_title(sv, subject, dataset=dataset,
                                                                           labels=labels))
-        charts += [(f"scaling: {a} × {b}, against {what}", chart)
+        pair = f"{labels.get(a, a)} × {labels.get(b, b)}"  # as the notes under the panels name it
+        charts += [(f"scaling: {pair}, against {what}", chart)
                    for what, chart in (("n_f", by_frames), ("n_c", by_captions))]
-        said = (scaling_uncertainty_text(sv), s_inf_text(sv, f"{labels.get(a, a)} × {labels.get(b, b)}"),
+        said = (scaling_uncertainty_text(sv), s_inf_text(sv, pair),
                 metric_help(metric, sv["n_items"], chance_params(sv["params"])))
         chart_notes += [(), tuple(n for n in said if n)]
     if not fits:
