@@ -222,10 +222,15 @@ def import_embeddings(store, *, manifest, dataset: str, name: str, files, modali
     (``budget`` is ``n_f``, frames per item). Returns ``{"run_id", "layers", "items", "stored"}``
     (``stored`` False when the same vectors were imported before).
     """
+    from analysis.storage.names import check_name
+
     from .adapters.model_info import ModelInfo
     from .batch.runner import run_config
     from .batch.writer import StoreWriter, run_id_for
 
+    # first, before the store is opened: a model stored as "alpha [text]" would be read as a side of "alpha"
+    check_name(name, flag="--name")
+    check_name(dataset, kind="dataset", flag="--dataset")
     if modality not in ("text", "video", "image"):
         raise ValueError(f"--modality {modality!r}: imported runs are text, video or image")
     if budget < 1:

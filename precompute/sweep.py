@@ -359,6 +359,8 @@ def _dataset_specs(fields: _Fields, base: Path) -> list[DatasetSpec]:
 
 
 def _model_specs(fields: _Fields, base: Path, precompute: dict) -> list[ModelSpec]:
+    from analysis.storage.names import name_problem
+
     from .adapters.hf import store_name
 
     models, seen = [], {}
@@ -377,6 +379,10 @@ def _model_specs(fields: _Fields, base: Path, precompute: dict) -> list[ModelSpe
             if not Path(options["weights"]).is_file():
                 fields.fail((*key, "weights"), f"{label}.weights", f"weights file {options['weights']} does not exist")
         name = store_name(source, v.get("name"), options.get("random_init", precompute["random_init"]))
+        why = name_problem(name)
+        if why:  # at load, before any model of the sweep runs (precompute would refuse it only at its turn)
+            fields.fail((*key, "name" if "name" in v else "source"), f"{label}.name",
+                        f"{name!r} is not a model name: {why}")
         if name in seen:
             fields.fail((*key, "name" if "name" in v else "source"), f"{label}.name",
                         f"model name {name!r} is already {seen[name]}; give each model its own name")

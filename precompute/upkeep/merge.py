@@ -16,6 +16,7 @@ LayerScope that was killed mid-copy) is repaired from the source.
 from __future__ import annotations
 
 import json
+import shlex
 from collections import defaultdict
 
 from pathlib import Path
@@ -32,14 +33,19 @@ def merge_stores(target, sources, *, log=print) -> dict:
     """Merge ``sources`` into ``target``; returns ``{"runs_merged", "runs_copied", "runs_skipped", "incomplete"}``.
 
     Raises:
-        StoreError: a source is the target, is missing or damaged, or conflicts with the target
-            (dataset with other items, model name used for another model). Steps committed before
+        StoreError: a source is the target, is missing or damaged, holds a model whose name cannot be
+            one (``"alpha [text]"`` reads as a side; refused before the target is touched), or conflicts
+            with the target (dataset with other items, model name used for another model). Steps committed before
             the conflict stay (each is whole); nothing is half-written.
     """
     sources = [str(s) for s in sources]
     _refuse_self_merge(target, sources)
     for src in sources:  # every source opens (exists, is a store, right version) before the target is touched
-        connect(src, read_only=True).close()
+        s = connect(src, read_only=True)
+        try:
+            _refuse_bad_model_names(s, src)
+        finally:
+            s.close()
     con = connect(target, read_only=False)
     summary = {"runs_merged": 0, "runs_copied": 0, "runs_skipped": 0, "incomplete": []}
     try:
@@ -88,6 +94,22 @@ def _refuse_self_merge(target, sources):
         if p.resolve() == t or (p.exists() and t.exists() and p.samefile(t)):
             raise StoreError(f"source {src} is the target store {target}: a store cannot be merged into itself; "
                              "pass another --store")
+
+
+def _refuse_bad_model_names(s, src):
+    """A source's model whose name cannot be a model name (:func:`analysis.storage.names.name_problem`):
+    refused before the target is touched, naming it and the rename that lets it merge. A store written
+    before names were checked may hold one; merged, ``"alpha [text]"`` would be read as a side of a model
+    ``alpha``."""
+    from analysis.storage.names import name_problem
+
+    for (name,) in s.execute("SELECT model FROM models ORDER BY model").fetchall():
+        why = name_problem(name)
+        if why:
+            old = shlex.quote(name) if name.isprintable() else "OLD"
+            raise StoreError(f"{src}: model {name!r} cannot be merged: {why}. Rename it there first "
+                             f"(`layerscope runs rename --store {shlex.quote(str(src))} {old} NEW`), then merge "
+                             "again; nothing was merged")
 
 
 def _copy_meta(con, s, src, log):

@@ -23,7 +23,7 @@ def _manifest(tmp_path):
     (["--dataset", "", "--name", "m"], "--dataset '' is not a dataset name"),
     (["--dataset", "d\nx", "--name", "m"], "control character"),
     (["--dataset", "d", "--name", "two\nlines"], "--name 'two\\nlines' is not a model name"),
-    (["--dataset", "d", "--name", "l [text]"], "name a model's sides"),
+    (["--dataset", "d", "--name", "l [text]"], "how LayerScope names a dual encoder's sides"),
     (["--dataset", "d", "--name", "x" * (MAX_NAME + 1)], f"at most {MAX_NAME}"),
 ])
 def test_a_bad_name_is_refused_before_a_store_is_made(tmp_path, capsys, flags, needle):
@@ -32,6 +32,35 @@ def test_a_bad_name_is_refused_before_a_store_is_made(tmp_path, capsys, flags, n
                  str(tmp_path / "no-model-needed"), "--captions", "1", "--quiet", *flags]) == 2
     _one_line(capsys, needle)
     assert not store.exists()
+
+
+def test_importing_embeddings_under_a_side_like_name_is_refused_and_the_store_keeps_its_runs(tmp_path, capsys):
+    """A one-sided model stored as ``alpha [text]`` would be read as the caption side of ``alpha``."""
+    import numpy as np
+
+    store = tmp_path / "s.duckdb"
+    write_store(store)
+    before = sorted((r["run_id"], r["model"]) for r in list_runs(store))
+    np.save(tmp_path / "x.npy", np.ones((2, 4, 3), dtype=np.float32))
+    assert main(["import-embeddings", "--store", str(store), "--manifest", str(_manifest(tmp_path)), "--dataset", "d",
+                 "--name", "alpha [text]", "--modality", "text", "--manifest-order", str(tmp_path / "x.npy")]) == 2
+    _one_line(capsys, "--name 'alpha [text]' is not a model name", "how LayerScope names a dual encoder's sides",
+              "'alpha-text'")
+    assert sorted((r["run_id"], r["model"]) for r in list_runs(store)) == before
+
+
+def test_merging_a_store_with_a_side_like_model_name_is_refused_before_the_target_is_touched(tmp_path, capsys):
+    """A store written before names were checked may hold ``alpha [text]``: merge names it and the rename."""
+    src, target = tmp_path / "old.duckdb", tmp_path / "t.duckdb"
+    write_store(src, names={"txt": "alpha [text]"})
+    write_store(target, dataset="other")
+    before = sorted((r["run_id"], r["model"], r["dataset"]) for r in list_runs(target))
+    assert main(["merge", "--store", str(target), str(src)]) == 2
+    _one_line(capsys, "model 'alpha [text]' cannot be merged", "how LayerScope names a dual encoder's sides",
+              f"layerscope runs rename --store {src} 'alpha [text]' NEW")
+    assert sorted((r["run_id"], r["model"], r["dataset"]) for r in list_runs(target)) == before
+    assert main(["merge", "--store", str(tmp_path / "new.duckdb"), str(src)]) == 2
+    assert not (tmp_path / "new.duckdb").exists()
 
 
 def test_two_models_under_one_name_are_refused_before_either_runs(tmp_path, capsys):

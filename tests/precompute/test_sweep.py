@@ -65,6 +65,8 @@ def test_key_lines_index_tables_arrays_and_keys():
     ('[[models]]\nsource = "x"\nblocks = 3\n', "blocks = 3", "models[2].blocks", "non-empty string"),
     ('[[models]]\nsource = "x"\nrevision = 5\n', "revision = 5", "models[2].revision", "non-empty string"),
     ('[[models]]\nsource = "x"\ncache_dir = ""\n', "cache_dir", "models[2].cache_dir", "non-empty string"),
+    ('[[models]]\nsource = "x"\nname = "alpha [text]"\n', 'name = "alpha [text]"', "models[2].name",
+     "how LayerScope names a dual encoder's sides"),
 ])
 def test_field_errors_name_file_line_and_field(root, tiny, extra, needle, field, says):
     path = write_sweep(root, tiny, extra)
