@@ -93,6 +93,18 @@ def side_key(model: str, modality: str, vision_models) -> str:
     return f"{model} [text]" if modality == "text" and model in vision_models else model
 
 
+def legend_title(keys) -> str:
+    """The title of a legend whose entries are side keys (``clip``, ``clip [text]``, ``bert``):
+    ``"side"`` when one of ``keys`` names a side (a dual encoder drawn as its towers, each a colour),
+    else ``"model"`` (every entry is a whole one-sided model, or a vision side drawn alone, which
+    carries its model's plain name).
+
+    >>> legend_title(["clip", "clip [text]"]), legend_title(["bert", "vit"])
+    ('side', 'model')
+    """
+    return "side" if any(split_side(str(k))[1] for k in keys) else "model"
+
+
 def key_label(key: str, labels: dict) -> str:
     """What a person reads for a side key: the model's label (``labels``: model -> label, e.g.
     ``"clip (random init)"``) and, for a named side, the side (``"clip (random init) [text]"``), as

@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from analysis.sides import key_label
+from analysis.sides import key_label, legend_title
 from analysis.storage import results as R
 from analysis.views.charts import lazy_altair, plot_height
 from analysis.views.curves import alignment_curves_long, curve_intervals, side_keys
@@ -148,7 +148,8 @@ DASHES = [[1, 0], [8, 4], [2, 3], [12, 3, 2, 3], [4, 2], [1, 5]]
 def overlay_chart(data: pd.DataFrame, metric: str, *, baseline: str | None = None, difference: bool = False,
                   height: int = 380):
     """Many runs' curves of one metric on relative depth in [0, 1]: colour = model side (``model_label``:
-    a dual encoder's towers are two colours), dash = budget (so a side's budgets read as one family and
+    a dual encoder's towers are two colours; the legend says "side" then, "model" when every run is of a
+    one-sided model, :func:`analysis.sides.legend_title`), dash = budget (so a side's budgets read as one family and
     20 runs need no 20 colours), legends below and untruncated;
     a shaded band between ``low`` and ``high`` where a run has intervals at two or more layers and an
     error bar where at one; the ``baseline`` run drawn black and dashed. With ``difference`` the curves
@@ -167,8 +168,10 @@ def overlay_chart(data: pd.DataFrame, metric: str, *, baseline: str | None = Non
     others = d[d["run"] != baseline] if baseline is not None else d
     models = sorted(others["model_label"].unique())
     budgets = list(others.sort_values("budget_size")["budget"].drop_duplicates())
-    # one model per legend row: long "(random init)" names stay whole at 390 px
-    color = alt.Color("model_label:N", title="model", scale=alt.Scale(domain=models),
+    # one model side per legend row: long "(random init)" names stay whole at 390 px; titled by what the
+    # colours are (a dual encoder's towers are two colours: sides)
+    keys = others["model"] if "model" in others else others["model_label"]
+    color = alt.Color("model_label:N", title=legend_title(keys.dropna().unique()), scale=alt.Scale(domain=models),
                       legend=alt.Legend(orient="bottom", labelLimit=0, titleLimit=0, columns=1))
     dash = alt.StrokeDash("budget:N", title="budget", scale=alt.Scale(domain=budgets, range=DASHES[:max(1, len(budgets))]),
                           legend=alt.Legend(orient="bottom", labelLimit=0, titleLimit=0))

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from analysis.sides import VISION, key_label, side_key, split_side
+from analysis.sides import VISION, key_label, legend_title, side_key, split_side
 from analysis.storage import results as R
 from analysis.views.charts import lazy_altair, chart_title, plot_height
 from analysis.views.layers import last_numbered, layer_label, relative_depth, run_layer_names
@@ -177,8 +177,9 @@ WEIGHT_DASHES = (("trained", [1, 0]), ("random init", [5, 3]))
 def curves_chart(data: pd.DataFrame, metric: str, *, labels: dict, marks: pd.DataFrame | None = None,
                  intervals: pd.DataFrame | None = None, rules=(), title: dict | None = None, height: int = 380,
                  null_levels: pd.DataFrame | None = None):
-    """Per-layer curves on relative depth in [0, 1]: one line per model (legend below the plot, by
-    model label, "(random init)" included), the recommended layers as diamonds, flagged values ringed,
+    """Per-layer curves on relative depth in [0, 1]: one line per model side (legend below the plot, by
+    label, "(random init)" included, titled "side" when a dual encoder's towers are drawn apart,
+    :func:`analysis.sides.legend_title`), the recommended layers as diamonds, flagged values ringed,
     stored intervals as error bars, reference rules (chance, bounds) dashed, and each model's
     shuffled-pairing null (``null_levels`` rows of :func:`curve_null_levels`: the 95th percentile of
     the grid maximum under random pairings) dotted in the model's colour. Named layers (``default``,
@@ -192,7 +193,9 @@ def curves_chart(data: pd.DataFrame, metric: str, *, labels: dict, marks: pd.Dat
     # label carries its side after the mark ("clip (random init) [text]")
     d = d.assign(weights=["random init" if "(random init)" in str(m) else "trained" for m in d["model"]])
     named = named_layer_rows(data, marks, intervals)
-    tips = [alt.Tooltip("model:N", title="model"), alt.Tooltip("layer:O", title="layer"),
+    # the lines are side keys: a dual encoder's towers are two lines, so the legend names sides then
+    who = legend_title(data["model"].unique()) if "model" in data else "model"
+    tips = [alt.Tooltip("model:N", title=who), alt.Tooltip("layer:O", title="layer"),
             alt.Tooltip("depth:Q", format=".2f", title="relative depth"),
             alt.Tooltip("value:Q", format=".4g", title=metric)] + (
         [alt.Tooltip("note:N", title="note")] if "note" in d else [])
@@ -201,7 +204,7 @@ def curves_chart(data: pd.DataFrame, metric: str, *, labels: dict, marks: pd.Dat
               axis=alt.Axis(labelAngle=0, values=[0, 0.25, 0.5, 0.75, 1], format=".2f", titleLimit=0))
     y = alt.Y("value:Q", title=metric, scale=alt.Scale(zero=False), axis=alt.Axis(titleLimit=0))
     # below the plot, one model per row: long "(random init)" labels stay whole at 390 px
-    color = alt.Color("model:N", title="model", legend=alt.Legend(orient="bottom", labelLimit=0, titleLimit=0,
+    color = alt.Color("model:N", title=who, legend=alt.Legend(orient="bottom", labelLimit=0, titleLimit=0,
                                                                   columns=1))
     kinds = [k for k, _ in WEIGHT_DASHES if k in set(d["weights"])]  # the legend names only what is drawn
     weights = alt.StrokeDash("weights:N", title="weights", scale=alt.Scale(
@@ -227,7 +230,7 @@ def curves_chart(data: pd.DataFrame, metric: str, *, labels: dict, marks: pd.Dat
                           .encode(x="depth:Q", y="value:Q", tooltip=["model", "layer", "value", "note"]))
     if len(named):
         nm = lab(named)
-        ntips = [alt.Tooltip("model:N", title="model"), alt.Tooltip("layer_name:N", title="named layer"),
+        ntips = [alt.Tooltip("model:N", title=who), alt.Tooltip("layer_name:N", title="named layer"),
                  alt.Tooltip("value:Q", format=".4g", title=metric), alt.Tooltip("low:Q", format=".3g", title="95% CI low"),
                  alt.Tooltip("high:Q", format=".3g", title="95% CI high"), alt.Tooltip("pick:N", title="recommended by")]
         layers.append(alt.Chart(nm).mark_rule(strokeDash=[8, 3], strokeWidth=1.5, opacity=0.8).encode(
