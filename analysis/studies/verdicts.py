@@ -76,7 +76,9 @@ def decide(dataset: str, key: str, choice: dict, run: dict, found: dict, random:
         random: the models with random-init weights; ``models``: every model of the store.
     Returns:
         ``{"model": key, "base": the model, "side": the modality when the key names a side, else None,
-        "verdict": Verdict.to_dict(), "n_boot", "heatmap": query | None, "curves": query}``.
+        "verdict": Verdict.to_dict(), "n_boot", "heatmap": query | None, "curves": query}``; the
+        curves query opens the side's own curve (``models``: ``key``, the key the Curves page draws a
+        side under: ``clip [text]`` for a caption side; the model's name alone there is its vision side).
     """
     base = run["model"]
     side = {"model": key, "base": base, "side": run["modality"] if key != base else None}
@@ -85,7 +87,7 @@ def decide(dataset: str, key: str, choice: dict, run: dict, found: dict, random:
         v = no_verdict(choice.get("reason") or "no per-layer curve is defined", choice.get("last_layer"),
                        choice.get("undefined_curves") or [])
         return {**side, "verdict": v.to_dict(), "n_boot": None, "heatmap": None,
-                "curves": {"dataset": dataset, "models": base}}
+                "curves": {"dataset": dataset, "models": key}}
     names = {int(k): n for k, n in (choice.get("layer_names") or {}).items()}
     hib = choice.get("higher_is_better") or {}
     intervals = {m: ((g["best_a"] if is_a else g["best_b"]), g["ci_low"], g["ci_high"])
@@ -112,7 +114,7 @@ def decide(dataset: str, key: str, choice: dict, run: dict, found: dict, random:
                              else (g["best_a"] if is_a else g["best_b"]) or 0)
     n_boot = v.n_boot or (found[v.lead][0].get("n_boot") if v.lead in found and v.interval else None)
     return {**side, "verdict": v.to_dict(), "n_boot": n_boot, "heatmap": heat,
-            "curves": {"dataset": dataset, "metric": v.lead or next(iter(sorted(curves))), "models": base}}
+            "curves": {"dataset": dataset, "metric": v.lead or next(iter(sorted(curves))), "models": key}}
 
 
 def _sources(ctx: Context, dataset: str, choice: dict) -> dict:

@@ -52,7 +52,9 @@ def verdicts(con, dataset) -> list[dict]:
         label = labels.get(p["base"], p["base"]) + (f" [{p['side']}]" if p["side"] else "")
         v = Verdict.from_dict(p["verdict"])
         # the Curves page keys a side's curve by the side's key (clip, clip [text]), the key the verdict is
-        # stored under; the stored query names the model, which that page reads as its vision side alone
+        # stored under and the one its query names; a store analysed by an earlier LayerScope named the
+        # model there, which that page reads as its vision side alone: the key is taken from the verdict,
+        # so both read alike
         curves = {**p["curves"], "models": p["model"]}
         out.append({"model": p["model"], "base": p["base"], "label": label, "verdict": v, "n_boot": p["n_boot"],
                     "sentence": verdict_sentence(label, v, n_boot=p["n_boot"]), "heatmap": p["heatmap"],

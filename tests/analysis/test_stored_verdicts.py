@@ -154,3 +154,35 @@ def test_a_curve_names_its_partner_model_even_when_the_name_looks_like_a_side():
     assert verdicts_study.curve_partner("alignment with alignment with y", {"alignment with y"}) == "alignment with y"
     assert verdicts_study.curve_partner("rankme", {"rankme"}) is None
     assert verdicts_study.curve_partner("alignment with gone", {"clip"}) is None
+
+
+@pytest.mark.parametrize("choice", [{}, {"curves": {"rankme": [1.0, 2.0, 3.0], "alignment with bert": [0.1, 0.3, 0.2]},
+                                         "last_layer": 2}], ids=["no curve", "curves"])
+def test_the_stored_curves_link_names_the_sides_own_key(choice):
+    """The Curves page draws a caption side under ``"<model> [text]"`` and the model's name alone is its
+    vision side: the link each verdict stores names the side it was decided for."""
+    models = {"clip": False, "bert": False}
+    for key, run in [("clip [text]", {"model": "clip", "modality": "text"}),
+                     ("clip", {"model": "clip", "modality": "image"}), ("bert", {"model": "bert", "modality": "text"})]:
+        p = verdicts_study.decide("d", key, choice, run, {}, set(), models)
+        assert p["curves"]["models"] == key and p["curves"]["dataset"] == "d"
+
+
+def test_a_verdict_stored_with_the_models_name_in_its_link_still_opens_the_sides_curve(tmp_path):
+    """A store analysed by an earlier LayerScope stored ``models=<model>`` for a caption side's curve."""
+    from tests.stores import put_analysis_version, write_store
+
+    store = tmp_path / "s.duckdb"
+    write_store(store)  # model "vis" (vision); its caption side is keyed "vis [text]"
+    p = verdicts_study.decide("toy", "vis [text]", {}, {"model": "vis", "modality": "text"}, {}, set(), {"vis": False})
+    p["curves"]["models"] = "vis"  # the earlier format
+    con = duckdb.connect(str(store))
+    try:
+        R.put_study(con, result_id="v-old", study=verdicts_study.STUDY, dataset="toy", subject="vis [text]", params={},
+                    payload=p, input_key="hand")
+        R.record_current(con, {"result_studies": {"v-old"}}, ["toy"])
+        put_analysis_version(con)
+        (row,) = verdicts(con, "toy")
+    finally:
+        con.close()
+    assert row["model"] == "vis [text]" and row["curves"] == {"dataset": "toy", "models": "vis [text]"}
