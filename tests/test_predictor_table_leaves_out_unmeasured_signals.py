@@ -55,6 +55,9 @@ def test_the_planted_store_has_both_unmeasured_signals(unmeasured_store):
     assert one["n_models_covered"] == 0 and one["n_points"] == 1 and one["excluded"]["missing"] == L - 1
     const = rows[("probe", CONSTANT)]
     assert const["n_models_covered"] == 0 and const["n_points"] == L and const["n_models"] == 1
+    # each model without a ρ is stored with its reason: va has one layer, vb's signal one value at every layer
+    assert one["rho_undefined"] == {"va": "too_few_layers"} and const["rho_undefined"] == {"vb": "constant_signal"}
+    assert "models_too_few_layers" not in one and "models_too_few_layers" not in const
 
 
 def test_section_rows_charts_and_sentence_leave_them_out(unmeasured_store):
@@ -82,7 +85,7 @@ def test_section_rows_charts_and_sentence_leave_them_out(unmeasured_store):
     assert sentence.startswith("Not measured on any model, so not in the table:")
     assert f"modality_gap with txt (joint) (a value at only 1 of va's {L} layers with results; a ρ needs at " \
            f"least {MIN_LAYERS})" in sentence
-    assert f"mmd with txt (layers) (on vb's {L} usable layers the signal or the result is constant" in sentence
+    assert f"mmd with txt (layers) (on vb's {L} usable layers the signal is constant, so ρ is undefined)" in sentence
     assert {(r["task"], r["signal"]) for r in sec.data["unmeasured"]} == {
         (t, s) for t in ("probe · top1 [linear]", "made-up task (fabricated) · err [demo]") for s in (ONE_LAYER, CONSTANT)}
 
@@ -130,7 +133,21 @@ def test_reasons_follow_the_stored_counts():
     assert P.unmeasured_reason({"n_points": 2, "n_models": 2, "excluded": {"missing": 10},
                                 "per_model_rho": {"x": None, "y": None}}) == \
         f"a value at only 2 of the 12 layers with results (x, y); a ρ needs at least {MIN_LAYERS}"
-    # several models with enough points between them: short or constant on each
-    assert P.unmeasured_reason({"n_points": 5, "n_models": 2, "excluded": {},
-                                "per_model_rho": {"x": None, "y": None}}) == \
+    # several models with enough points between them: each named with its own reason
+    assert P.unmeasured_reason({"n_points": 8, "n_models": 3, "excluded": {},
+                                "per_model_rho": {"x": None, "y": None, "z": None},
+                                "rho_undefined": {"x": "too_few_layers", "y": "constant_result",
+                                                  "z": "too_few_layers"}}) == \
+        (f"ρ is undefined on each of x, z (fewer than {MIN_LAYERS} usable layers) and y (the result constant over "
+         "the usable layers)")
+    # one model with enough points: which side is constant
+    assert P.unmeasured_reason({"n_points": 4, "n_models": 1, "excluded": {}, "per_model_rho": {"x": None},
+                                "rho_undefined": {"x": "constant_both"}}) == \
+        "on x's 4 usable layers the signal and the result are both constant, so ρ is undefined"
+    # a row stored by an earlier LayerScope lists the models without reasons: short or constant, said of all
+    old = {"n_points": 5, "n_models": 2, "excluded": {}, "per_model_rho": {"x": None, "y": None},
+           "models_too_few_layers": ["x", "y"]}
+    assert P.unmeasured_reason(old) == \
         f"ρ is undefined on each of x, y (fewer than {MIN_LAYERS} usable layers, or a side constant over them)"
+    assert P.unmeasured_reason({**old, "n_models": 1, "per_model_rho": {"x": None}, "models_too_few_layers": ["x"]}) \
+        == "on x's 5 usable layers the signal or the result is constant, so ρ is undefined"

@@ -26,6 +26,9 @@ from scipy import stats
 
 #: fewest layers of one model for an across-layer ρ (two points always give ±1)
 MIN_LAYERS = 3
+#: why a model's across-layer ρ is undefined (:func:`undefined_rho`): fewer than :data:`MIN_LAYERS`
+#: usable layers, or a side with one value over them all (ranks that order nothing)
+UNDEFINED_REASONS = ("too_few_layers", "constant_signal", "constant_result", "constant_both")
 
 
 def _ranks(a: np.ndarray) -> np.ndarray:
@@ -74,6 +77,26 @@ class Series:
     y: np.ndarray
 
 
+def undefined_rho(x, y) -> str | None:
+    """Why Spearman's ρ of one model's usable layers is undefined, or None when it is defined.
+
+    ``x`` (the signal) and ``y`` (the task result) ``(n,)``, finite. ρ needs at least
+    :data:`MIN_LAYERS` points (``"too_few_layers"``) and neither side constant: a side with one
+    value has one tied rank and no spread, so the rank correlation is 0/0 (``"constant_signal"``,
+    ``"constant_result"``, ``"constant_both"``). Those are the only ways it is undefined.
+
+    >>> undefined_rho([1, 2], [3, 4]), undefined_rho([5, 5, 5], [1, 2, 3]), undefined_rho([1, 2, 3], [3, 1, 2])
+    ('too_few_layers', 'constant_signal', None)
+    """
+    x, y = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
+    if len(x) < MIN_LAYERS:
+        return "too_few_layers"
+    flat_x, flat_y = bool(np.all(x == x[0])), bool(np.all(y == y[0]))
+    if flat_x or flat_y:
+        return "constant_both" if flat_x and flat_y else "constant_signal" if flat_x else "constant_result"
+    return None
+
+
 def _interval(samples, level):
     v = np.asarray(samples, dtype=float)
     v = v[np.isfinite(v)]
@@ -86,17 +109,19 @@ def _interval(samples, level):
 def predictor_correlation(series: list[Series], *, n_boot: int = 200, level: float = 0.95, seed: int = 0) -> dict:
     """Across-layer and pooled Spearman ρ between a signal and a task over ``series`` (one per model).
 
-    Returns ``{"rho_layers", "rho_layers_ci", "per_model_rho" {model: ρ or None}, "n_models_layers"
-    (models with >= MIN_LAYERS layers and a defined ρ), "rho_pooled", "rho_pooled_ci", "n_points",
-    "n_models", "n_boot_layers", "n_boot_pooled" (resamples kept)}``; ρ is None where undefined and
-    intervals are ``[None, None]`` with ``n_boot = 0`` or too few defined resamples.
+    Returns ``{"rho_layers", "rho_layers_ci", "per_model_rho" {model: ρ or None}, "rho_undefined"
+    {model: why its ρ is None, :func:`undefined_rho`}, "n_models_layers" (models with >= MIN_LAYERS
+    layers and a defined ρ), "rho_pooled", "rho_pooled_ci", "n_points", "n_models", "n_boot_layers",
+    "n_boot_pooled" (resamples kept)}``; ρ is None where undefined and intervals are ``[None, None]``
+    with ``n_boot = 0`` or too few defined resamples.
     """
     if not 0 < level < 1:
         raise ValueError(f"level must be in (0, 1), got {level}")
     series = [s for s in series if len(s.layers)]
-    per_model = {}
+    per_model, why = {}, {}
     for s in series:
-        per_model[s.model] = spearman(s.x, s.y) if len(s.layers) >= MIN_LAYERS else float("nan")
+        why[s.model] = undefined_rho(s.x, s.y)
+        per_model[s.model] = float("nan") if why[s.model] else spearman(s.x, s.y)
     defined = [m for m, r in per_model.items() if np.isfinite(r)]
     rho_layers = float(np.mean([per_model[m] for m in defined])) if defined else float("nan")
     if series:
@@ -127,7 +152,8 @@ def predictor_correlation(series: list[Series], *, n_boot: int = 200, level: flo
     kept = lambda v: int(np.isfinite(np.asarray(v, dtype=float)).sum())
     none = lambda v: float(v) if np.isfinite(v) else None
     return {"rho_layers": none(rho_layers), "rho_layers_ci": _interval(layers_boot, level),
-            "per_model_rho": {m: none(r) for m, r in per_model.items()}, "n_models_layers": len(defined),
+            "per_model_rho": {m: none(r) for m, r in per_model.items()},
+            "rho_undefined": {m: w for m, w in why.items() if w}, "n_models_layers": len(defined),
             "rho_pooled": none(rho_pooled), "rho_pooled_ci": _interval(pooled_boot, level),
             "n_points": len(X), "n_models": len(series),
             "n_boot_layers": kept(layers_boot), "n_boot_pooled": kept(pooled_boot)}

@@ -29,8 +29,10 @@ Payload: ``{"tasks": [{"task", "metric", "setting", "higher_is_better", "fabrica
 "models": [{"model", "layers", "values", "best_layer", "best_value", "last_layer", "last_value",
 "default_layer", "default_value", "best_vs_last", "best_vs_default"}], "signals": [{"signal",
 "kind", "signal_higher_is_better", "rank", "rho_layers", "rho_layers_ci", "per_model_rho",
-"n_models_layers", "rho_pooled", "rho_pooled_ci", "n_points", "n_models", "n_models_covered",
-"ci_excludes_zero", "one_model", "better", "excluded", "picks": [analysis.methods.predictors.signal_pick]}]}],
+"rho_undefined" ({model: why its ρ is undefined: too_few_layers, constant_signal, constant_result
+or constant_both; :func:`analysis.methods.predictors.undefined_rho`}), "n_models_layers", "rho_pooled",
+"rho_pooled_ci", "n_points", "n_models", "n_models_covered", "ci_excludes_zero", "one_model", "better",
+"excluded", "picks": [analysis.methods.predictors.signal_pick]}]}],
 "models": {model: run setting and layers},
 "models_without_runs", "notes", "setting", "n_boot", "level"}``.
 """
@@ -197,9 +199,7 @@ def _signal_row(name: str, res: dict, signals: dict, bad: dict, layout: dict, en
     rho = corr["rho_layers"] if corr["rho_layers"] is not None else corr["rho_pooled"]
     return {"signal": name, "kind": kind, "signal_higher_is_better": shib, **corr,
             "better": None if rho is None else better_direction(rho, hib),
-            "excluded": dict(excluded),
-            "models_too_few_layers": sorted(m for m, r in corr["per_model_rho"].items() if r is None),
-            "picks": picks}
+            "excluded": dict(excluded), "picks": picks}
 
 
 def run(ctx: Context, d: DatasetRuns) -> None:

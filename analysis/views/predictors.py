@@ -48,17 +48,32 @@ def predictor_task_label(t: dict) -> str:
     return label + (" (fabricated)" if t.get("fabricated") and "fabricated" not in label.lower() else "")
 
 
+#: each model's reason for an undefined ρ (:func:`analysis.methods.predictors.undefined_rho`), as a
+#: sentence says it of one model (``IS_CONSTANT``) and of a list of models (``UNDEFINED_WHY``)
+IS_CONSTANT = {"constant_signal": "the signal is constant", "constant_result": "the result is constant",
+               "constant_both": "the signal and the result are both constant"}
+UNDEFINED_WHY = {"too_few_layers": f"fewer than {MIN_LAYERS} usable layers",
+                 "constant_signal": "the signal constant over the usable layers",
+                 "constant_result": "the result constant over the usable layers",
+                 "constant_both": "the signal and the result both constant over the usable layers"}
+
+
 def unmeasured_reason(s: dict) -> str:
     """Why no model gives signal row ``s`` (a payload signal with ``n_models_covered == 0``) a ρ, from
     what the row stores: ``n_points`` usable (model, layer) points over ``n_models`` models, the
-    ``excluded`` layers by reason and the models that had a usable layer (``per_model_rho``'s keys).
+    ``excluded`` layers by reason, the models that had a usable layer (``per_model_rho``'s keys) and
+    why each one's ρ is undefined (``rho_undefined``).
     Spearman's ρ needs at least :data:`~analysis.methods.predictors.MIN_LAYERS` points with neither side
     constant, so: no usable point; fewer than that many in all; one model with enough points (then a side
-    is constant there, the only way ρ of >= 2 points is undefined); or several models, each short or constant."""
+    is constant there, the only way ρ of >= 2 points is undefined); or several models, each short or
+    constant, each named with its reason. A row stored by an earlier LayerScope lists the models without
+    their reasons (``models_too_few_layers``): it says "short or constant" of them all."""
     n, n_models = int(s.get("n_points") or 0), int(s.get("n_models") or 0)
     exc = {k: int(v) for k, v in (s.get("excluded") or {}).items() if v}
     with_results = n + sum(exc.values())
     models = sorted(s.get("per_model_rho") or {})
+    reasons = s.get("rho_undefined") or {}
+    known = bool(models) and all(reasons.get(m) in UNDEFINED_WHY for m in models)
     if n == 0:
         why = ", ".join(f"{v} {k}" for k, v in sorted(exc.items()))
         return "none of the layers with results has a usable value of it" + (f" ({why})" if why else "")
@@ -67,7 +82,14 @@ def unmeasured_reason(s: dict) -> str:
         return (f"a value at only {n} of {whose} {with_results} layers with results"
                 + (f" ({', '.join(models)})" if len(models) > 1 else "") + f"; a ρ needs at least {MIN_LAYERS}")
     if n_models == 1:
-        return f"on {models[0]}'s {n} usable layers the signal or the result is constant, so ρ is undefined"
+        said = IS_CONSTANT.get(reasons[models[0]]) if known else None
+        return f"on {models[0]}'s {n} usable layers {said or 'the signal or the result is constant'}, so ρ is undefined"
+    if known:
+        groups: dict = {}
+        for m in models:
+            groups.setdefault(reasons[m], []).append(m)
+        return "ρ is undefined on each of " + _and(f"{', '.join(ms)} ({UNDEFINED_WHY[w]})" for w, ms in
+                                                   sorted(groups.items(), key=lambda g: models.index(g[1][0])))
     return (f"ρ is undefined on each of {', '.join(models)} (fewer than {MIN_LAYERS} usable layers, "
             "or a side constant over them)")
 

@@ -50,6 +50,21 @@ def test_across_layers_is_the_mean_of_per_model_rho_and_pooled_is_over_every_poi
     assert out["rho_layers_ci"] == [None, None] and out["n_boot_layers"] == 0
 
 
+def test_each_model_without_a_rho_is_stored_with_its_reason():
+    """Short of 3 layers, or a side constant over them: each model says which (both are a missing ρ)."""
+    up = np.array([1.0, 2, 3, 4])
+    series = [Series("short", np.arange(2), np.array([1.0, 2]), np.array([2.0, 1])),
+              Series("flat signal", np.arange(4), np.full(4, 0.5), up),
+              Series("flat result", np.arange(4), up, np.full(4, 7.0)),
+              Series("flat both", np.arange(3), np.full(3, 0.5), np.full(3, 7.0)),
+              Series("fine", np.arange(4), up, up[::-1])]
+    out = predictor_correlation(series, n_boot=0)
+    assert out["rho_undefined"] == {"short": "too_few_layers", "flat signal": "constant_signal",
+                                    "flat result": "constant_result", "flat both": "constant_both"}
+    assert {m for m, r in out["per_model_rho"].items() if r is None} == set(out["rho_undefined"])
+    assert out["per_model_rho"]["fine"] == pytest.approx(-1.0)
+
+
 def test_bootstrap_interval_contains_the_estimate_and_is_seeded():
     rng = np.random.default_rng(1)
     series = []
