@@ -115,3 +115,24 @@ def key_label(key: str, labels: dict) -> str:
     """
     model, side = split_side(key)
     return labels.get(model, model) + (f" [{side}]" if side else "")
+
+
+def pair_names(vision: str, text: str, runs, labels: dict) -> tuple[str, str]:
+    """What a person reads for a vision × text pair of models (a scaling subject ``"<vision>|<text>|
+    <metric>"`` names the vision side first, the text side second): each model's label (``labels``:
+    model -> label), and its side where the model has two among ``runs`` (the dataset's runs, dicts
+    with ``model`` and ``modality``; :func:`two_sided`): ``[image]`` or ``[video]`` (its vision runs'
+    modality, every one of them when it has several) for the first, ``[text]`` for the second. A
+    one-sided model keeps its label alone.
+
+    >>> runs = [{"model": "clip", "modality": "image"}, {"model": "clip", "modality": "text"},
+    ...         {"model": "bert", "modality": "text"}, {"model": "vmae", "modality": "video"}]
+    >>> pair_names("clip", "clip", runs, {"clip": "clip (random init)"}), pair_names("vmae", "bert", runs, {})
+    (('clip (random init) [image]', 'clip (random init) [text]'), ('vmae', 'bert'))
+    """
+    runs = list(runs)
+    both = two_sided({i: r for i, r in enumerate(runs)})
+    seen = sorted({r["modality"] for r in runs if r["model"] == vision and r["modality"] in VISION})
+    # as :func:`key_label` names a side key, the vision side's modality read from its runs
+    first = labels.get(vision, vision) + (f" [{'/'.join(seen)}]" if vision in both else "")
+    return first, key_label(f"{text} [text]" if text in both else text, labels)

@@ -17,11 +17,11 @@ dataset = dataset_picker()
 subjects = view(scaling_view.scaling_subjects, dataset)
 require_results("scaling fits", len(subjects) > 0, why=view(vision_results_missing, dataset))
 labels = view(model_labels)
+pairs = view(scaling_view.subject_pairs, dataset)  # each subject's two models, a dual encoder's sides named
 
 
 def fmt(subject):
-    a, b, m = subject.split("|")
-    return f"{labels.get(a, a)} × {labels.get(b, b)} ({m})"
+    return f"{pairs[subject]} ({subject.split('|')[2]})"
 
 
 left = pick("Model pair", subjects, param="pair", fmt=fmt, container=st.sidebar,
@@ -38,7 +38,7 @@ for col, subject in zip(columns, [left] + ([compare] if compare != "(none)" else
         (_, by_frames), (_, by_captions) = section.charts
         (entry,) = section.data
         a, b, metric = subject.split("|")
-        title = scaling_view.scaling_title(entry, subject, dataset=dataset, labels=labels)
+        title = scaling_view.scaling_title(entry, subject, dataset=dataset, labels=labels, pair=pairs[subject])
         st.markdown(f"**{md_escape(scaling_view.scaling_heading(entry))}**")
         st.caption(md_escape(" · ".join(title["subtitle"])))
         placed = section.placed_notes()  # each panel's sentences under it, as the report places them

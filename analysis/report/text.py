@@ -74,12 +74,15 @@ SCALING_COLUMNS = (("s_inf", "S∞"), ("c_f", "C_f"), ("c_c", "C_c"), ("alpha", 
 
 
 def scaling_rows(fits) -> list[dict]:
-    """One table row per scaling subject (HTML and Markdown alike): DR's saturating law's parameters
+    """One table row per scaling subject (HTML and Markdown alike), its ``pair`` named as the panels
+    name it (``"A × B · metric"``): DR's saturating law's parameters
     (None where the data do not determine them, the reason under ``not determined``), its own R²,
     and the held-out-best form with *its* R² when that is another form."""
     rows = []
     for f in fits:
-        pair = f["subject"].replace("|", " × ", 1).replace("|", " · ")
+        # the pair as the panels' captions name it (a dual encoder's sides); an entry without it, by its models
+        models, metric = f["subject"].rsplit("|", 1)
+        pair = f"{f.get('pair') or models.replace('|', ' × ')} · {metric}"
         fit = f.get("fit")
         if not fit:
             rows.append({"pair": pair, **{h: None for _, h in SCALING_COLUMNS}, "d_v = 2/α": None, "R² (saturating)": None,

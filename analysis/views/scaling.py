@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from analysis.sides import pair_names
 from analysis.storage import results as R
 from analysis.methods.scaling import FORMS, predict_from_params, undetermined_params
 from analysis.views.charts import lazy_altair, chart_title, plot_height
@@ -19,6 +20,20 @@ def scaling_subjects(con, dataset) -> list[str]:
     if not has_table(con, "result_studies"):
         return []
     return [s["subject"] for s in R.read_studies(con, current=True, study="scaling", dataset=dataset)]
+
+
+def subject_pairs(con, dataset, subjects=None) -> dict[str, str]:
+    """``{subject: "A × B"}``: how every caption, title, note and picker names the two models of each
+    scaling subject (``"<vision>|<text>|<metric>"``; ``subjects``, None: every stored one) — each
+    model's label (:func:`analysis.views.store_info.model_labels`) and, for a model with both a vision
+    and a text run on ``dataset``, its side (:func:`analysis.sides.pair_names`): a dual encoder scored
+    against its own captions reads ``clip (random init) [image] × clip (random init) [text]``, not the
+    same name twice. The dataset's runs are read once for all subjects."""
+    subjects = scaling_subjects(con, dataset) if subjects is None else list(subjects)
+    labels = model_labels(con)
+    runs = [{"model": m, "modality": kind} for m, kind in con.execute(
+        "SELECT DISTINCT model, modality FROM runs WHERE dataset = ? AND status = 'done'", [dataset]).fetchall()]
+    return {s: " × ".join(pair_names(*s.split("|")[:2], runs, labels)) for s in subjects}
 
 
 def scaling_view(con, dataset, subject) -> dict:
@@ -223,12 +238,14 @@ def scaling_panels(sv: dict, *, title: dict | None = None):
     return panels[0], panels[1], (export.properties(title=title) if title else export)
 
 
-def scaling_title(sv: dict, subject: str, *, dataset: str, labels: dict) -> dict:
+def scaling_title(sv: dict, subject: str, *, dataset: str, labels: dict, pair: str) -> dict:
     """The scaling page's chart title of one subject (``a|b|metric``): the metric of the best layer
-    pair, the models by their labels, the saturating law's heading, the dataset and the budgets.
-    ``sv``: a :func:`scaling_view` or a :func:`scaling_entry` (the same title from either)."""
+    pair, the models as ``pair`` names them (:func:`subject_pairs`: labels, and a dual encoder's
+    sides), the saturating law's heading, the dataset and the budgets (``labels``: model -> label, for
+    the random-init line). ``sv``: a :func:`scaling_view` or a :func:`scaling_entry` (the same title
+    from either)."""
     a, b, metric = subject.split("|")
-    return chart_title(f"{metric} of the best layer pair: {labels.get(a, a)} × {labels.get(b, b)}; "
+    return chart_title(f"{metric} of the best layer pair: {pair}; "
                        f"{scaling_heading(sv)}", dataset=dataset, details=budget_lists(points_table(sv)),
                        labels=labels, models=[a, b])
 
@@ -266,8 +283,8 @@ def scaling_uncertainty_text(sv: dict) -> str:
 
 
 def s_inf_text(sv: dict, pair: str) -> str:
-    """Why the fitted ceiling S∞ is missing from the panels of ``pair`` (the two models' labels, ``"A ×
-    B"``: the sentence names them, so it reads once under their panels and not as any other pair's),
+    """Why the fitted ceiling S∞ is missing from the panels of ``pair`` (the two models as
+    :func:`subject_pairs` names them, ``"A × B"``: the sentence names them, so it reads once under their panels and not as any other pair's),
     or ``""`` when it is drawn or there is no fit: the rule of :func:`scaling_panels`."""
     if (sv.get("fit") or {}).get("params") and sv.get("status") not in (None, "ok"):
         return f"S∞ is not drawn on the {pair} panels: the fit cannot determine it here."
@@ -287,8 +304,8 @@ OMITTED = ("no scaling fits (needs vision×text pairs at several n_f and n_c set
 
 def section(con, dataset, *, models=None, references=None, subjects=None) -> Section:
     """The scaling section: ``data`` a list of :func:`scaling_entry`, ``charts`` the two panels of
-    :func:`scaling_panels` of each subject drawn, captioned ``"scaling: A × B, against n_f"`` (each model by its label,
-    :func:`analysis.views.store_info.model_labels`) and
+    :func:`scaling_panels` of each subject drawn, captioned ``"scaling: A × B, against n_f"`` (the pair as
+    :func:`subject_pairs` names it: each model by its label, a dual encoder's sides named) and
     ``"… against n_c"``, and ``notes`` the sentences read under each subject's panels
     (:func:`scaling_uncertainty_text`, :func:`s_inf_text` when S∞ is missing, then the metric's help),
     subject after subject; ``chart_notes`` ties them to the subject's second panel (the page prints
@@ -311,16 +328,17 @@ def section(con, dataset, *, models=None, references=None, subjects=None) -> Sec
             raise ValueError(f"{dataset}: no scaling fit of {unknown}; stored: {', '.join(stored) or 'none'}")
         picked = list(subjects)
     labels = model_labels(con)
+    pairs = subject_pairs(con, dataset, picked)
     fits, charts, chart_notes = [], [], []
     for subject in picked:
-        a, b, metric = subject.split("|")
+        metric = subject.split("|")[2]
+        pair = pairs[subject]  # as the captions, the title and the notes under the panels name it
         sv = scaling_view(con, dataset, subject)
-        fits.append(scaling_entry(subject, sv))
+        fits.append(scaling_entry(subject, sv, pair=pair))
         if subjects is None and "curve_vs_frames" not in sv:
             continue
         by_frames, by_captions, _ = scaling_panels(sv, title=scaling_title(sv, subject, dataset=dataset,
-                                                                          labels=labels))
-        pair = f"{labels.get(a, a)} × {labels.get(b, b)}"  # as the notes under the panels name it
+                                                                          labels=labels, pair=pair))
         charts += [(f"scaling: {pair}, against {what}", chart)
                    for what, chart in (("n_f", by_frames), ("n_c", by_captions))]
         said = (scaling_uncertainty_text(sv), s_inf_text(sv, pair),
@@ -352,8 +370,10 @@ def stacked_export(by_frames, by_captions, title: dict | None = None):
     return export.properties(title=title) if title else export
 
 
-def scaling_entry(subject: str, sv: dict) -> dict:
-    """A scaling subject as the report stores it (JSON, HTML and Markdown tables read it): the
+def scaling_entry(subject: str, sv: dict, *, pair: str | None = None) -> dict:
+    """A scaling subject as the report stores it (JSON, HTML and Markdown tables read it), ``pair``
+    (:func:`subject_pairs`: how its two models are named; None: not named, the tables fall back on
+    the subject's model names) beside it: the
     saturating fit with every parameter the data do not determine as None and its reason in
     ``undetermined`` (its interval None too), and the drawn curves (``curves``: DR's law, then the
     held-out-best form when it differs), each with its own R² and parameters blanked the same way."""
@@ -372,7 +392,7 @@ def scaling_entry(subject: str, sv: dict) -> dict:
                        "held_out_best": c["held_out_best"], "status": c.get("status"),
                        "params": {k: (None if k in gone else v) for k, v in c["params"].items()},
                        "undetermined": dict(gone)})
-    return {"subject": subject, "fit": fit, "intervals": intervals, "curves": curves,
+    return {"subject": subject, "pair": pair, "fit": fit, "intervals": intervals, "curves": curves,
             "drawn": [c["form"] for c in curves], "held_out_best": sv.get("held_out_best"),
             "error": sv.get("error"), "status": sv.get("status"), "reason": sv.get("reason"),
             "notes": sv.get("notes"), "points": sv["points"].to_dict(orient="records"),

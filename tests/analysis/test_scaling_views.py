@@ -221,7 +221,7 @@ def test_the_stacked_export_is_the_panels_export(with_model):
     from analysis.views.scaling import scaling_title, stacked_export
 
     sv = scaling_view(with_model, "toy", "v|law|mutual_knn")
-    title = scaling_title(sv, "v|law|mutual_knn", dataset="toy", labels={})
+    title = scaling_title(sv, "v|law|mutual_knn", dataset="toy", labels={}, pair="v × law")
     by_frames, by_captions, export = scaling_panels(sv, title=title)
     assert stacked_export(by_frames, by_captions, title).to_dict() == export.to_dict()
     spec = stacked_export(by_frames, by_captions).to_dict()
