@@ -206,10 +206,14 @@ def page_charts(store, monkeypatch, page, params=None) -> list[tuple[dict, list]
 
 
 def pair_labels(store, subject: str) -> tuple[str, str]:
-    """The two models of a scaling subject ``"a|b|metric"`` as every caption and note names them (their
-    labels: ``clip-tiny (random init)``)."""
+    """The two models of a scaling subject ``"vision|text|metric"`` as every caption and note names them:
+    their labels (``clip-tiny (random init)``) and, for the demo-like store's one dual encoder (it writes
+    clip-tiny's image run and its text run on every dataset; every other model has one side), its side:
+    the image side first, the text side second."""
     labels = read_store(store, model_labels)
-    return tuple(labels.get(m, m) for m in subject.split("|")[:2])
+    a, b = subject.split("|")[:2]
+    return (labels.get(a, a) + (" [image]" if a == "clip-tiny" else ""),
+            labels.get(b, b) + (" [text]" if b == "clip-tiny" else ""))
 
 
 def report_chart(entries, caption) -> tuple[dict, list]:
