@@ -284,8 +284,9 @@ def scaling_uncertainty_text(sv: dict) -> str:
 
 def s_inf_text(sv: dict, pair: str) -> str:
     """Why the fitted ceiling S∞ is missing from the panels of ``pair`` (the two models as
-    :func:`subject_pairs` names them, ``"A × B"``: the sentence names them, so it reads once under their panels and not as any other pair's),
-    or ``""`` when it is drawn or there is no fit: the rule of :func:`scaling_panels`."""
+    :func:`subject_pairs` names them, ``"A × B"``: the sentence names them, so it reads once under
+    their panels and not as any other pair's), or ``""`` when it is drawn or there is no fit: the rule
+    of :func:`scaling_panels`."""
     if (sv.get("fit") or {}).get("params") and sv.get("status") not in (None, "ok"):
         return f"S∞ is not drawn on the {pair} panels: the fit cannot determine it here."
     return ""
