@@ -136,3 +136,23 @@ def pair_names(vision: str, text: str, runs, labels: dict) -> tuple[str, str]:
     # as :func:`key_label` names a side key, the vision side's modality read from its runs
     first = labels.get(vision, vision) + (f" [{'/'.join(seen)}]" if vision in both else "")
     return first, key_label(f"{text} [text]" if text in both else text, labels)
+
+
+def run_pair_names(run_a: dict, run_b: dict, runs, labels: dict) -> tuple[str, str]:
+    """What a person reads for a pair of runs (a grid's rows and columns; dicts with ``model`` and
+    ``modality``), any pair kind: each run's model label (``labels``: model -> label; ``{}``: the plain
+    names) with its side (``[image]``, ``[video]``, ``[text]``: the run's modality) where the model has
+    two among ``runs`` (the dataset's runs; :func:`two_sided`), as :func:`side_label` and
+    :func:`key_label` name one run. A dual encoder's image tower against its own text tower reads as two
+    sides, never one name twice; a one-sided model keeps its label alone.
+
+    >>> runs = [{"model": "clip", "modality": "image"}, {"model": "clip", "modality": "text"},
+    ...         {"model": "bert", "modality": "text"}, {"model": "vit", "modality": "image"}]
+    >>> run_pair_names(runs[0], runs[1], runs, {"clip": "clip (random init)"})
+    ('clip (random init) [image]', 'clip (random init) [text]')
+    >>> run_pair_names(runs[3], runs[0], runs, {}), run_pair_names(runs[2], runs[1], runs, {})
+    (('vit', 'clip [image]'), ('bert', 'clip [text]'))
+    """
+    chosen = dict(enumerate(runs))
+    first, second = (key_label(side_label(r, chosen), labels) for r in (run_a, run_b))
+    return first, second

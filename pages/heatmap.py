@@ -8,7 +8,7 @@ from analysis.views.heatmap_diff import best_difference, best_difference_text
 from analysis.views.layers import layer_label, run_layer_names
 from analysis.views.metric_help import metric_direction, metric_help
 from analysis.views.null import grid_null
-from analysis.views.store_info import dataset_context, model_labels
+from analysis.views.store_info import dataset_context, dataset_runs, model_labels
 from analysis.views.text import fmt_number, md_escape
 from pages._shared import (dataset_picker, own_params, download_chart, download_data, drop_params, open_page, pick,
                            reproducibility, require_results, require_store, view)
@@ -20,6 +20,7 @@ index = view(heatmap_view.grid_index)
 index = index[index["dataset"] == dataset]
 require_results("layer grids", len(index) > 0)
 labels = view(model_labels)
+runs = view(dataset_runs, dataset)  # what names a dual encoder's sides in titles and axes
 
 
 def name(model) -> str:
@@ -52,6 +53,7 @@ g = view(heatmap_view.grid_by_id, row["result_id"])
 layer_names = view(run_layer_names, dataset)  # {run_id: {index: "default" / "joint"}}
 names_a, names_b = layer_names.get(g["run_a"]) or {}, layer_names.get(g["run_b"]) or {}
 df = heatmap_view.grid_long(g)
+axis_a, axis_b = heatmap_view.grid_names(g, runs, {})  # the models' plain names, each with its side
 setting = grid_compare.budget_text(row)
 
 mode = pick("View", ["one grid", "side by side", "difference"], param="view", container=side, widget="radio",
@@ -75,10 +77,10 @@ def cell_text(grid) -> str:
 
 
 def title_of(r) -> str:
-    return grid_title(r, labels)
+    return grid_title(r, labels, runs)
 
 
-st.caption(f"{metric_direction(metric)} · {md_escape(heatmap_view.best_cell_text(g, model_a, model_b))}")
+st.caption(f"{metric_direction(metric)} · {md_escape(heatmap_view.best_cell_text(g, axis_a, axis_b))}")
 if g.get("best_a") is None:
     st.warning("No layer pair can be called best here: "
                f"{md_escape((g.get('flags') or {}).get('best', 'no cell was scored'))}. "
@@ -98,7 +100,8 @@ section = view(heatmap_view.section, dataset, result_ids=(row["result_id"],),
                domain=tuple(domain) if domain else None)
 ((_, chart),) = section.charts
 if side_by_side:
-    chart2 = heat_chart(heatmap_view.grid_long(g2), g2, title_of(second), second["metric"], model_a, second["model_b"],
+    chart2 = heat_chart(heatmap_view.grid_long(g2), g2, title_of(second), second["metric"],
+                        *heatmap_view.grid_names(g2, runs, {}),
                         layer_names=layer_names, domain=domain, chance=grid_chance(g2, n_items))
     c1, c2 = st.columns(2)
     with c1:
@@ -108,7 +111,7 @@ if side_by_side:
                          + ("One colour scale for both." if same_metric else "Each has its own colour scale.")))
 elif second is not None and mode == "difference":
     ddf = heatmap_view.grid_long(dg)
-    chart2 = heat_chart(ddf, dg, f"{title_of(row)} minus {second['label']}", "difference", model_a, model_b,
+    chart2 = heat_chart(ddf, dg, f"{title_of(row)} minus {second['label']}", "difference", axis_a, axis_b,
                         layer_names=layer_names, diverging=True)
     c1, c2 = st.columns(2)
     with c1:

@@ -9,9 +9,10 @@ import pandas as pd
 from analysis.methods import grid_compare
 from analysis.storage import results as R
 from analysis.registry import REGISTRY
+from analysis.sides import run_pair_names
 from analysis.null import null_kind, null_label
 from analysis.views.null import grid_null, grid_null_within, null_text
-from analysis.views.store_info import dataset_context, has_table, model_labels, query_frame
+from analysis.views.store_info import dataset_context, dataset_runs, has_table, model_labels, query_frame
 from analysis.views.charts import lazy_altair
 from analysis.views.layers import axis_label_expr, run_layer_names
 from analysis.views.section import Section, section_models, section_references
@@ -20,12 +21,13 @@ from analysis.views.text import fmt_number
 
 
 def grid_index(con) -> pd.DataFrame:
-    """One row per grid of the store's current analysis: what can be picked."""
+    """One row per grid of the store's current analysis: what can be picked, with its two runs
+    (``run_a``, ``run_b``: what names each model's side, :func:`grid_names`)."""
     if not has_table(con, "result_grids"):
         return pd.DataFrame(columns=["dataset", "pair_kind", "model_a", "model_b", "metric", "n_frames",
-                                     "n_captions", "n_frames_b", "result_id"])
+                                     "n_captions", "n_frames_b", "result_id", "run_a", "run_b"])
     return query_frame(con, "SELECT dataset, pair_kind, model_a, model_b, metric, n_frames, n_captions, n_frames_b, "
-                    f"result_id FROM result_grids WHERE {R.current_clause(con, 'result_grids')} "
+                    f"result_id, run_a, run_b FROM result_grids WHERE {R.current_clause(con, 'result_grids')} "
                     "ORDER BY dataset, model_a, model_b, metric, n_frames, n_captions")
 
 
@@ -175,10 +177,25 @@ def best_cell_text(g: dict, model_a: str, model_b: str) -> str:
 CELL = "cell"
 
 
-def grid_title(g, labels: dict) -> str:
-    """``A × B · metric · n_f=4, n_c=2`` for a grid or a grid-index row, models by their labels."""
-    return (f"{labels.get(g['model_a'], g['model_a'])} × {labels.get(g['model_b'], g['model_b'])} · {g['metric']} · "
-            f"{grid_compare.budget_text(g)}")
+def grid_names(g, runs, labels: dict) -> tuple[str, str]:
+    """The grid's two models as a person reads them (:func:`analysis.sides.run_pair_names`): its rows'
+    and columns' runs (``run_a``, ``run_b`` of a grid or a grid-index row) looked up among ``runs`` (the
+    dataset's done runs, :func:`analysis.views.store_info.dataset_runs`), so a dual encoder's image
+    tower against its own text tower reads ``clip [image] × clip [text]``; ``labels``: model -> label
+    (``{}``: plain names, as the axes write them). A grid whose runs are not among ``runs`` names its
+    models by their labels alone."""
+    by_id = {r["run_id"]: r for r in runs}
+    run_a, run_b = by_id.get(g.get("run_a")), by_id.get(g.get("run_b"))
+    if run_a is None or run_b is None:
+        return labels.get(g["model_a"], g["model_a"]), labels.get(g["model_b"], g["model_b"])
+    return run_pair_names(run_a, run_b, runs, labels)
+
+
+def grid_title(g, labels: dict, runs) -> str:
+    """``A × B · metric · n_f=4, n_c=2`` for a grid or a grid-index row, models by their labels and
+    sides (:func:`grid_names` among ``runs``, the dataset's done runs)."""
+    a, b = grid_names(g, runs, labels)
+    return f"{a} × {b} · {g['metric']} · {grid_compare.budget_text(g)}"
 
 
 def grid_chance(g: dict, n_items) -> float | None:
@@ -186,10 +203,11 @@ def grid_chance(g: dict, n_items) -> float | None:
     return chance_level(g["metric"], n_items, {k: v for k, v in (g.get("params") or {}).items() if k != "n_boot"})
 
 
-def grid_chart(g: dict, *, labels: dict, layer_names: dict, n_items, select: bool = True, domain=None):
+def grid_chart(g: dict, *, labels: dict, runs, layer_names: dict, n_items, select: bool = True, domain=None):
     """The heatmap page's chart of one stored grid (:func:`heat_chart` on :func:`grid_long`), titled
-    by :func:`grid_title`, with the metric's chance level; the report embeds this same chart."""
-    return heat_chart(grid_long(g), g, grid_title(g, labels), g["metric"], g["model_a"], g["model_b"],
+    by :func:`grid_title`, its axes naming each model's side (:func:`grid_names` among ``runs``, the
+    dataset's done runs), with the metric's chance level; the report embeds this same chart."""
+    return heat_chart(grid_long(g), g, grid_title(g, labels, runs), g["metric"], *grid_names(g, runs, {}),
                       layer_names=layer_names, select=select, domain=domain, chance=grid_chance(g, n_items))
 
 
@@ -294,7 +312,7 @@ def grid_entry(g: dict) -> dict:
 
 def section(con, dataset, *, models=None, references=None, result_ids=None, domain=None) -> Section:
     """The heatmap's section: one :func:`grid_chart` per grid, titled
-    ``"A × B (kind, metric, budgets)"``, with :func:`grid_entry` of each as ``data`` (a list).
+    ``"A × B (kind, metric, budgets)"`` (the models by their labels and sides, :func:`grid_names`), with :func:`grid_entry` of each as ``data`` (a list).
 
     By default the report's grids: each of ``models`` (None: every model) against each of
     ``references`` (None: the dataset's text models) at its largest setting (:func:`heat_grids`).
@@ -310,10 +328,11 @@ def section(con, dataset, *, models=None, references=None, result_ids=None, doma
         return Section(None, omitted=OMITTED)
     data = [grid_entry(g) for g in heat]
     labels, layer_names = model_labels(con), run_layer_names(con, dataset)
+    runs = dataset_runs(con, dataset)
     n_items = dataset_context(con, dataset)["n_items"]
-    charts = tuple((f"{h['model_a']} × {h['model_b']} ({KIND_WORDS.get(h['pair_kind'], h['pair_kind'])}, "
-                    f"{h['metric']}, {grid_compare.budget_text(h)})",
-                    grid_chart(g, labels=labels, layer_names=layer_names, n_items=n_items,
+    charts = tuple(("{} × {} ({}, {}, {})".format(*grid_names(g, runs, labels), KIND_WORDS.get(h["pair_kind"], h["pair_kind"]),
+                                                 h["metric"], grid_compare.budget_text(h)),
+                    grid_chart(g, labels=labels, runs=runs, layer_names=layer_names, n_items=n_items,
                                domain=list(domain) if domain else None))
                    for g, h in zip(heat, data))
     return Section(data, charts=charts)

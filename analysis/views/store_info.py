@@ -365,6 +365,14 @@ def model_labels(con) -> dict[str, str]:
     return {m: f"{m} (random init)" if ri else m for m, ri in rows}
 
 
+def dataset_runs(con, dataset) -> list[dict]:
+    """The dataset's done runs, ``{"run_id", "model", "modality"}`` each: what names a model's sides
+    (:mod:`analysis.sides`; a model with a vision and a text run here has two)."""
+    rows = con.execute("SELECT run_id, model, modality FROM runs WHERE dataset = ? AND status = 'done' ORDER BY run_id",
+                       [dataset]).fetchall()
+    return [{"run_id": r, "model": m, "modality": kind} for r, m, kind in rows]
+
+
 def dataset_context(con, dataset) -> dict:
     """What a chart needs to place baselines: ``n_items`` of the dataset and the ``k`` of its current
     analysis (from its mutual k-NN grids, else any of its grids with a ``k``; None when there are
