@@ -28,7 +28,8 @@ from analysis.views import prompt_compare as pc
 from analysis.views.charts import chart_title, lazy_altair, wrapped_title
 from analysis.views.nuance import collapse_notes
 from analysis.views.section import Section
-from analysis.views.store_info import has_table, model_labels
+from analysis.sides import pair_names
+from analysis.views.store_info import dataset_runs, has_table, model_labels
 from analysis.views.text import fmt_number
 
 #: the note every figure carries when only untrained models are there: they are drawn, never fitted
@@ -648,6 +649,7 @@ def _fig8_part(scope: _Figures, pairs, n_frames=None) -> tuple[list, list, list]
     """DR Fig. 8 of each ``(vision, text)`` of ``pairs``: a sentence per frame budget, the chart at
     ``n_frames`` (None: the largest budget with a baseline)."""
     entries, charts = [], []
+    runs = dataset_runs(scope.con, scope.dataset)  # a dual encoder scored against its own captions: both sides named
     for vision, text in pairs:
         fv = cb.fig8_view(scope.con, scope.dataset, scope.metric, vision, text)
         budgets = [] if fv["error"] else cb.frame_budgets(fv)
@@ -657,10 +659,10 @@ def _fig8_part(scope: _Figures, pairs, n_frames=None) -> tuple[list, list, list]
                     for n_f in budgets]
         if budgets:
             n_f = budgets[0] if n_frames is None else int(n_frames)
-            title = _titled(scope, f"{scope.metric}: {scope.labels.get(vision, vision)} × {scope.labels.get(text, text)}"
+            title = _titled(scope, f"{scope.metric}: {' × '.join(pair_names(vision, text, runs, scope.labels))}"
                                    f" at n_f {n_f}; dashed: the long original caption", [vision, text])
-            charts.append((f"DR Fig. 8: {scope.metric}, {vision} × {text} at n_f {n_f}; dashed: the long original "
-                           "caption", cb.fig8_chart(fv, n_f, title=title)))
+            charts.append((f"DR Fig. 8: {scope.metric}, {' × '.join(pair_names(vision, text, runs, {}))} at n_f "
+                           f"{n_f}; dashed: the long original caption", cb.fig8_chart(fv, n_f, title=title)))
     return entries, charts, [[] for _ in charts]
 
 

@@ -12,12 +12,13 @@ import pandas as pd
 
 from analysis.methods.verdict import Verdict
 from analysis.null import beyond_chance
+from analysis.sides import pair_names
 from analysis.storage import results as R
 from analysis.views.charts import plot_height
 from analysis.views.stored_choices import layer_choices
 from analysis.views.layers import LAYER_ZERO, layer_label, run_layer_zero
 from analysis.views.section import Section
-from analysis.views.store_info import has_table, model_labels
+from analysis.views.store_info import dataset_runs, has_table, model_labels
 from analysis.views.text import fmt_number
 
 #: the score an Overview line reads per field: the first of these the probes stored
@@ -291,7 +292,7 @@ def retrieval_long(con, dataset) -> pd.DataFrame:
     ``k / N`` for recall@k)."""
     if not has_table(con, "result_studies"):
         return pd.DataFrame()
-    labels = model_labels(con)
+    labels, runs = model_labels(con), dataset_runs(con, dataset)
     latest = {}
     for r in R.read_studies(con, current=True, study="same_space", dataset=dataset):
         p = r["payload"]
@@ -302,7 +303,8 @@ def retrieval_long(con, dataset) -> pd.DataFrame:
     rows = []
     for (size, subject, p) in latest.values():
         a, _, b = subject.partition("|")
-        label = labels.get(a, a) if a == b else f"{labels.get(a, a)} × {labels.get(b, b)}"
+        # one model's own two sides: its label (the field says video–text); else each model by its side
+        label = labels.get(a, a) if a == b else " × ".join(pair_names(a, b, runs, labels))
         # the budgets' short names: a legend row is "model · setting", and it must fit a phone's width
         setting = f"n_f {p.get('n_frames')}, n_c {p.get('n_captions')}, {p.get('space')}"
         for score in RETRIEVAL_SCORES:
