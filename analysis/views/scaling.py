@@ -12,7 +12,7 @@ from analysis.views.charts import lazy_altair, chart_title, plot_height
 from analysis.views.paper_figures import add_dimension_and_published, published_scaling
 from analysis.views.metric_help import baseline_rules, baselines, chance_level, metric_help
 from analysis.views.section import Section, section_models
-from analysis.views.store_info import has_table, model_labels
+from analysis.views.store_info import dataset_runs, has_table, model_labels
 from analysis.views.text import fmt_number
 
 
@@ -31,8 +31,7 @@ def subject_pairs(con, dataset, subjects=None) -> dict[str, str]:
     same name twice. The dataset's runs are read once for all subjects."""
     subjects = scaling_subjects(con, dataset) if subjects is None else list(subjects)
     labels = model_labels(con)
-    runs = [{"model": m, "modality": kind} for m, kind in con.execute(
-        "SELECT DISTINCT model, modality FROM runs WHERE dataset = ? AND status = 'done'", [dataset]).fetchall()]
+    runs = dataset_runs(con, dataset)
     return {s: " × ".join(pair_names(*s.split("|")[:2], runs, labels)) for s in subjects}
 
 
