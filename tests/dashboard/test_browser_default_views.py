@@ -267,8 +267,7 @@ def test_every_default_view_has_its_legends_axes_and_intervals(server, served_st
     if "text_only" in str(served_store):
         fewest = 0  # a store without videos leaves the vision pages' charts out, saying why
     browser.set_window_size(1400, 1000)
-    browser.get_log("browser"), other_hosts(browser, server)  # drop what came before
-    browser.get(f"{server}/{page}")
+    open_page(browser, server, page)
     wait_done(browser, title, charts=fewest > 0)
     wait_charts_drawn(browser)
     fit = window_problems(browser, server, served_store, page, 1400)
@@ -293,6 +292,16 @@ def test_every_default_view_has_its_legends_axes_and_intervals(server, served_st
 #: first (``/heatmap/_stcore/health``, ``host-config``) and then at the root: the first two answer 404 on
 #: every deep link of every Streamlit app, logged by the browser, not by the page
 BASE_PATH_PROBE = re.compile(r"/_stcore/(health|host-config) - Failed to load resource: .* 404")
+
+
+def open_page(browser, server, page) -> None:
+    """Open ``server``'s ``page`` with the console and network logs holding only what it logs. The tab
+    leaves the page before first: the browser outlives each store's server in this module, and a page
+    of a server already stopped keeps polling its health endpoint (connection refused, logged at any
+    moment) until the tab leaves it."""
+    browser.get("about:blank")
+    browser.get_log("browser"), other_hosts(browser, server)  # drop what came before
+    browser.get(f"{server}/{page}")
 
 
 def other_hosts(browser, server) -> list[str]:
@@ -327,8 +336,7 @@ def window_problems(browser, server, served_store, page, width) -> list[str]:
 def test_every_default_view_fits_the_window_with_no_error_and_no_other_host(server, served_store, browser, page,
                                                                              title, width):
     browser.set_window_size(width, 1000)
-    browser.get_log("browser"), other_hosts(browser, server)  # drop what came before
-    browser.get(f"{server}/{page}")
+    open_page(browser, server, page)
     wait_done(browser, title)  # fails on an exception the page shows
     wait_charts_drawn(browser)
     problems = window_problems(browser, server, served_store, page, width)
