@@ -88,17 +88,6 @@ class LastAnalysis:
             return "earlier"
         return "partial" if self.finished.get(dataset) else "none"
 
-    def to_json(self) -> str:
-        return json.dumps(dataclasses.asdict(self))
-
-    @classmethod
-    def from_json(cls, text: str) -> LastAnalysis | None:
-        """The record, or None when the text is no record of this form (written by another version)."""
-        try:
-            return cls.from_value(json.loads(text))
-        except ValueError:
-            return None
-
     @classmethod
     def from_value(cls, got) -> LastAnalysis | None:
         """The record from its decoded JSON, or None when it is no record of this form (fields it does
@@ -156,8 +145,8 @@ def _value(con):
 
 def read(con) -> LastAnalysis | None:
     """The store's last analysis, or None (never analysed, or analysed before this record existed)."""
-    value = _value(con)
-    return LastAnalysis.from_value(value) if value is not None else None
+    runs = read_all(con)
+    return runs[0] if runs else None
 
 
 def read_all(con) -> list[LastAnalysis]:
