@@ -41,8 +41,7 @@ if data["value"].isna().all():  # nothing to draw: one line with the count and e
 section = view(curves_view.section, dataset, sides=tuple(chosen), metrics=(metric,))
 ((_, chart),) = section.charts
 st.altair_chart(chart, width="stretch", key="curves_chart")
-placed = section.placed_notes()  # one chart: its own sentences, then any tied to no chart
-for note in (*placed.under[0], *placed.wide):
+for note in section.placed_notes().one_chart():
     st.caption(md_escape(note))
 stem = export_name("curves", dataset, metric)
 download_data(data.assign(model=data["model"].map(lambda x: labels.get(x, x))), stem)

@@ -36,8 +36,7 @@ if figure not in ("published", "prompts"):
 def _notes(section):
     """The sentences of a one-chart section: the chart's own (one line per reason, counted), then any
     tied to no chart."""
-    placed = section.placed_notes()
-    for note in (*placed.under[0], *placed.wide):
+    for note in section.placed_notes().one_chart():
         st.caption(md_escape(note))
 
 

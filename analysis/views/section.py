@@ -44,6 +44,13 @@ class PlacedNotes:
     #: the section-wide sentences: tied to no chart, or read under every chart that has notes
     wide: tuple
 
+    def one_chart(self) -> tuple:
+        """A one-chart section's sentences in reading order: the chart's own, then the section-wide
+        ones (with one chart, none is shared). Raises ValueError for a section of several charts."""
+        if len(self.under) != 1:
+            raise ValueError(f"one_chart: the section has {len(self.under)} charts, not one")
+        return (*self.under[0], *self.wide)
+
 
 def place_notes(chart_notes, notes) -> PlacedNotes:
     """Each distinct sentence of a section, placed once: directly under its chart when exactly one

@@ -25,3 +25,10 @@ def test_a_chart_s_notes_must_be_among_the_section_s_notes_one_list_per_chart():
         Section([1], charts=(("a", None), ("b", None)), notes=("x",), chart_notes=(("x",),))
     with pytest.raises(ValueError, match="not among"):
         Section([1], charts=(("a", None),), notes=(), chart_notes=(("x",),))
+
+
+def test_a_one_chart_sections_notes_read_its_own_then_the_section_wide_and_two_charts_are_refused():
+    one = place_notes([["mine", "also mine"]], ["mine", "also mine", "wide"])
+    assert one.one_chart() == ("mine", "also mine", "wide")
+    with pytest.raises(ValueError, match="2 charts, not one"):
+        place_notes([["a"], ["b"]], ["a", "b"]).one_chart()
