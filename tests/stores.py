@@ -963,6 +963,23 @@ def rows_of_studies(con, studies, dataset: str | None = None) -> dict:
                                if r["study"] in {names.get(s, s) for s in studies}]}
 
 
+#: ``analyze_store`` settings as cheap as a test of what analyze records can take: k = 3, no
+#: resamples, maps or shuffles, one job
+CHEAP_ANALYSIS = dict(k=3, n_boot=0, maps=0, n_null=0, jobs=1)
+
+
+def analysed_copy(runs, path, **settings):
+    """A copy of the store ``runs`` at ``path``, analysed once with ``settings`` (``analyze_store``'s
+    keywords); returns ``path``."""
+    import shutil
+
+    from analysis.studies import analyze_store
+
+    shutil.copy(runs, path)
+    analyze_store(path, log=lambda _m: None, **settings)
+    return path
+
+
 def stopped_analysis(store, study: str, error: BaseException | type = KeyboardInterrupt, **settings) -> None:
     """``analyze_store(store, **settings)`` stopped by ``error`` raised as ``study`` starts (one of
     :data:`analysis.studies.STUDY_ORDER`'s modules: Ctrl-C by default), as a person pressing Ctrl-C

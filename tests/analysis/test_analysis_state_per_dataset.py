@@ -15,10 +15,11 @@ from analysis.storage import last_analysis
 from analysis.studies import analyze_store
 from analysis.views.store_info import overview, unfinished_analysis
 from tests.helpers import quiet
-from tests.stores import current_rows, read_store, result_tables, rows_of_studies, stopped_analysis, write_store
+from tests.stores import (CHEAP_ANALYSIS, analysed_copy, current_rows, read_store, result_tables, rows_of_studies,
+                          stopped_analysis, write_store)
 
 #: small and quick, but every study runs (k < 12 items)
-CHEAP = dict(k=3, n_boot=0, maps=0, n_null=0, jobs=1)
+CHEAP = CHEAP_ANALYSIS
 
 
 @pytest.fixture(scope="module")
@@ -33,10 +34,7 @@ def runs(tmp_path_factory):
 @pytest.fixture(scope="module")
 def whole(runs, tmp_path_factory):
     """The runs analysed once, uninterrupted, with :data:`CHEAP`."""
-    path = tmp_path_factory.mktemp("per_dataset") / "whole.duckdb"
-    shutil.copy(runs, path)
-    analyze_store(path, log=quiet, **CHEAP)
-    return path
+    return analysed_copy(runs, tmp_path_factory.mktemp("per_dataset") / "whole.duckdb", **CHEAP)
 
 
 @pytest.fixture(scope="module")

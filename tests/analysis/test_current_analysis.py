@@ -32,6 +32,7 @@ from analysis.studies import analyze_store
 from analysis.views import paper_figures as PF
 from precompute.synthetic.store import write_sweep
 from tests.helpers import quiet
+from tests.stores import analysed_copy
 
 DS = "synthetic"
 #: what both analyses share (small and quick: no maps, few resamples and shuffles, but each view has
@@ -51,19 +52,14 @@ def runs(tmp_path_factory):
 @pytest.fixture(scope="module")
 def first(runs, tmp_path_factory):
     """The runs analysed once with the defaults of :data:`BASE` (k = 10, exact search, clamp off)."""
-    path = tmp_path_factory.mktemp("current") / "first.duckdb"
-    shutil.copy(runs, path)
-    analyze_store(path, log=quiet, **BASE)
-    return path
+    return analysed_copy(runs, tmp_path_factory.mktemp("current") / "first.duckdb", **BASE)
 
 
 @pytest.fixture(scope="module")
 def small(runs, tmp_path_factory):
     """The runs analysed as cheaply as can be (one metric, no resamples, shuffles or maps)."""
-    path = tmp_path_factory.mktemp("current") / "small.duckdb"
-    shutil.copy(runs, path)
-    analyze_store(path, metrics=("mutual_knn",), n_boot=0, maps=0, n_null=0, log=quiet)
-    return path
+    return analysed_copy(runs, tmp_path_factory.mktemp("current") / "small.duckdb", metrics=("mutual_knn",),
+                         n_boot=0, maps=0, n_null=0)
 
 
 def _plain(x):

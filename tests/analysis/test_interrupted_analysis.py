@@ -24,11 +24,12 @@ from analysis.views.verdicts import verdicts
 from precompute.cli import main
 from tests.stores import read_store as _read
 from tests.helpers import make_report, quiet
-from tests.stores import current_rows, result_tables, rows_of_studies, stopped_analysis, write_store
+from tests.stores import (CHEAP_ANALYSIS, analysed_copy, current_rows, result_tables, rows_of_studies,
+                          stopped_analysis, write_store)
 
 ROOT = Path(__file__).resolve().parents[2]
 #: small and quick, but every study runs (k < 12 items)
-CHEAP = dict(k=3, n_boot=0, maps=0, n_null=0, jobs=1)
+CHEAP = CHEAP_ANALYSIS
 #: the same settings as ``layerscope analyze`` flags
 CHEAP_FLAGS = ["--k", "3", "--bootstrap", "0", "--maps", "0", "--null-perms", "0", "--jobs", "1"]
 
@@ -44,10 +45,7 @@ def runs(tmp_path_factory):
 @pytest.fixture(scope="module")
 def whole(runs, tmp_path_factory):
     """The runs analysed once, uninterrupted, with :data:`CHEAP`."""
-    path = tmp_path_factory.mktemp("interrupted") / "whole.duckdb"
-    shutil.copy(runs, path)
-    analyze_store(path, log=quiet, **CHEAP)
-    return path
+    return analysed_copy(runs, tmp_path_factory.mktemp("interrupted") / "whole.duckdb", **CHEAP)
 
 
 def _copy(store, tmp_path, name="store.duckdb"):
